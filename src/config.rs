@@ -1,0 +1,368 @@
+//! The YAML configuration: schema, defaults and validation.
+//!
+//! Every error names the field and gives the line and column in the file.
+//! Value checks run inside deserialization (see the `try_from` types), so they
+//! carry the exact position of the offending value; checks that compare
+//! siblings (duplicate ports, duplicate buses) point at the list that holds them.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Deserializer};
+
+/// The default configuration, also shipped as `config/default.yaml`.
+pub const DEFAULT_YAML: &str = include_str!("../config/default.yaml");
+
+/// The whole configuration file.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Seed for URB tags, data and timing jitter. Without it, the time of day.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// `real` (follow the machine's clocks) or `virtual` (fixed start times).
+    #[serde(default)]
+    pub clock: ClockKind,
+    /// The simulated USB side.
+    #[serde(default)]
+    pub usb: UsbConfig,
+}
+
+/// Which clock stamps events.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ClockKind {
+    /// The machine's monotonic and wall clocks.
+    #[default]
+    Real,
+    /// Fixed start values, for byte-identical seeded runs.
+    Virtual,
+}
+
+/// The USB side: buses with their devices.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct UsbConfig {
+    /// Buses, numbered 1..=127; bus 0 is the "all buses" pseudo bus.
+    #[serde(default, deserialize_with = "unique_buses")]
+    pub buses: Vec<BusConfig>,
+}
+
+/// Host controller flavour of a bus: sets the root hub's descriptors and speed.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Controller {
+    /// USB 1.1 full speed (12 Mb/s) root hub.
+    Ohci,
+    /// USB 1.1 full speed (12 Mb/s) root hub.
+    Uhci,
+    /// USB 2.0 high speed (480 Mb/s) root hub.
+    Ehci,
+    /// xHCI USB 2.0 root hub (480 Mb/s).
+    #[default]
+    Xhci,
+}
+
+/// One bus.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BusConfig {
+    /// Bus number, 1..=127.
+    pub bus: BusNumber,
+    /// Host controller type.
+    #[serde(default)]
+    pub controller: Controller,
+    /// Number of root hub ports, 1..=15.
+    #[serde(default = "default_ports")]
+    pub ports: PortCount,
+    /// Interval between the root hub's port-status control transfers, ms (0: off).
+    #[serde(default = "default_hub_poll")]
+    pub hub_poll_ms: u32,
+    /// Devices on the root hub.
+    #[serde(default, deserialize_with = "unique_ports")]
+    pub devices: Vec<DeviceConfig>,
+}
+
+fn default_ports() -> PortCount {
+    PortCount(4)
+}
+fn default_hub_poll() -> u32 {
+    1000
+}
+
+/// What a simulated device is.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeviceKind {
+    /// External hub with its own ports (`devices:` below it).
+    Hub,
+    /// HID boot keyboard, interrupt IN polling.
+    HidKeyboard,
+    /// HID boot mouse, interrupt IN polling.
+    HidMouse,
+    /// Bulk-only mass storage doing SCSI READ(10)/WRITE(10).
+    MassStorage,
+    /// USB audio with an isochronous OUT stream.
+    Audio,
+    /// Video class webcam with an isochronous IN stream.
+    Webcam,
+    /// Vendor device doing back-to-back bulk transfers as fast as possible
+    /// (for benchmarks).
+    Flood,
+}
+
+/// One device on a port.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceConfig {
+    /// Port on the parent hub, 1..=15.
+    pub port: PortNumber,
+    /// Device type.
+    pub kind: DeviceKind,
+    /// Plug the device in this many ms after start (default 0: at start).
+    #[serde(default)]
+    pub plug_after_ms: u64,
+    /// Unplug the device this many ms after start (default: never).
+    #[serde(default)]
+    pub unplug_after_ms: Option<u64>,
+    /// Polling / transfer interval in ms (HID: bInterval; storage: time between
+    /// SCSI commands; audio/webcam: 1). Defaults per kind.
+    #[serde(default)]
+    pub interval_ms: Option<u32>,
+    /// USB idVendor (defaults per kind).
+    #[serde(default)]
+    pub vendor_id: Option<u16>,
+    /// USB idProduct (defaults per kind).
+    #[serde(default)]
+    pub product_id: Option<u16>,
+    /// iManufacturer string.
+    #[serde(default)]
+    pub manufacturer: Option<String>,
+    /// iProduct string.
+    #[serde(default)]
+    pub product: Option<String>,
+    /// iSerialNumber string.
+    #[serde(default)]
+    pub serial: Option<String>,
+    /// Injected error completions.
+    #[serde(default)]
+    pub errors: ErrorConfig,
+    /// Payload bytes per bulk transfer, for `flood` (default 512).
+    #[serde(default)]
+    pub transfer_size: Option<u32>,
+    /// Devices behind a hub's ports.
+    #[serde(default, deserialize_with = "unique_ports")]
+    pub devices: Vec<DeviceConfig>,
+}
+
+/// Periodic error injection: every Nth transfer on the device's data endpoints
+/// ends the named way (0 = never).
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorConfig {
+    /// Complete with -32 (EPIPE, stall).
+    #[serde(default)]
+    pub stall_every: u32,
+    /// Complete with -2 (ENOENT, unlinked).
+    #[serde(default)]
+    pub unlink_every: u32,
+    /// Fail the submission with an `E` event (-19, ENODEV... configurable below).
+    #[serde(default)]
+    pub submit_error_every: u32,
+    /// Completion status -71 (EPROTO, babble/CRC).
+    #[serde(default)]
+    pub proto_error_every: u32,
+}
+
+macro_rules! ranged {
+    ($name:ident, $inner:ty, $lo:expr, $hi:expr, $what:expr) => {
+        #[doc = concat!($what, ", checked to be in ", stringify!($lo), "..=", stringify!($hi), ".")]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name(pub $inner);
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let v = i64::deserialize(d)?;
+                if v < $lo || v > $hi {
+                    return Err(serde::de::Error::custom(format!(
+                        "{} must be {}..={}, got {}",
+                        $what, $lo, $hi, v
+                    )));
+                }
+                Ok($name(v as $inner))
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+    };
+}
+
+ranged!(BusNumber, u16, 1, 127, "bus number");
+ranged!(PortCount, u8, 1, 15, "port count");
+ranged!(PortNumber, u8, 1, 15, "port number");
+
+fn unique_buses<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<BusConfig>, D::Error> {
+    let buses = Vec::<BusConfig>::deserialize(d)?;
+    let mut seen = BTreeSet::new();
+    for (i, b) in buses.iter().enumerate() {
+        if !seen.insert(b.bus) {
+            return Err(serde::de::Error::custom(format!(
+                "buses[{i}]: bus number {} is used twice",
+                b.bus
+            )));
+        }
+        for d in &b.devices {
+            if d.port.0 > b.ports.0 {
+                return Err(serde::de::Error::custom(format!(
+                    "buses[{i}]: a device sits on port {} but the root hub has {} ports",
+                    d.port, b.ports
+                )));
+            }
+        }
+    }
+    Ok(buses)
+}
+
+fn unique_ports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<DeviceConfig>, D::Error> {
+    let devs = Vec::<DeviceConfig>::deserialize(d)?;
+    let mut seen = BTreeSet::new();
+    for (i, dev) in devs.iter().enumerate() {
+        if !seen.insert(dev.port) {
+            return Err(serde::de::Error::custom(format!(
+                "devices[{i}]: port {} is used twice",
+                dev.port
+            )));
+        }
+        if !dev.devices.is_empty() && dev.kind != DeviceKind::Hub {
+            return Err(serde::de::Error::custom(format!(
+                "devices[{i}]: only a hub can have devices below it"
+            )));
+        }
+    }
+    Ok(devs)
+}
+
+/// A configuration error with the position it was found at.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The YAML is malformed or a field is wrong.
+    #[error("{path}:{line}:{column}: {message}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong, naming the field.
+        message: String,
+    },
+}
+
+impl Config {
+    /// Parse a configuration; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        serde_yaml_ng::from_str::<Config>(text).map_err(|e| {
+            let (line, column) = e
+                .location()
+                .map(|l| (l.line(), l.column()))
+                .unwrap_or((1, 1));
+            // The message ends in " at line L column C"; the position is given
+            // up front instead.
+            let mut message = e.to_string();
+            if let Some(idx) = message.rfind(" at line ") {
+                message.truncate(idx);
+            }
+            ConfigError::Invalid {
+                path: origin.to_string(),
+                line,
+                column,
+                message,
+            }
+        })
+    }
+
+    /// Read and parse a configuration file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Config::parse(&text, &path.display().to_string())
+    }
+
+    /// The built-in default (identical to `config/default.yaml`).
+    pub fn builtin() -> Config {
+        Config::parse(DEFAULT_YAML, "<built-in default>").expect("built-in config is valid")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_config_parses() {
+        let c = Config::builtin();
+        assert!(!c.usb.buses.is_empty());
+    }
+
+    fn err(text: &str) -> (usize, usize, String) {
+        match Config::parse(text, "t.yaml") {
+            Err(ConfigError::Invalid {
+                line,
+                column,
+                message,
+                ..
+            }) => (line, column, message),
+            other => panic!("expected an error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn unknown_field_names_field_line_and_column() {
+        let (line, col, msg) = err("usb:\n  buses:\n    - bus: 1\n      portz: 3\n");
+        assert_eq!((line, col), (4, 7), "{msg}");
+        assert!(msg.contains("portz"), "{msg}");
+        assert!(msg.contains("usb.buses[0]"), "{msg}");
+    }
+
+    #[test]
+    fn out_of_range_value_points_at_value() {
+        let (line, col, msg) = err("usb:\n  buses:\n    - bus: 200\n");
+        assert_eq!(line, 3, "{msg}");
+        assert_eq!(col, 7, "{msg}");
+        assert!(msg.contains("bus number must be 1..=127"), "{msg}");
+    }
+
+    #[test]
+    fn bad_enum_value() {
+        let (line, _, msg) = err(
+            "usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: toaster\n",
+        );
+        assert_eq!(line, 6, "{msg}");
+        assert!(msg.contains("toaster"), "{msg}");
+    }
+
+    #[test]
+    fn duplicate_port_is_named() {
+        let (_, _, msg) = err(
+            "usb:\n  buses:\n    - bus: 1\n      devices:\n        - {port: 1, kind: hid-mouse}\n        - {port: 1, kind: hid-keyboard}\n",
+        );
+        assert!(msg.contains("port 1 is used twice"), "{msg}");
+        assert!(msg.contains("devices[1]"), "{msg}");
+    }
+}

@@ -1,0 +1,9 @@
+//! monfs: a userspace replica of Linux's monitoring and tracing interfaces.
+//!
+//! The semantic core (facilities, simulators, the file tree) is plain Rust and
+//! knows nothing about FUSE; [`fuse`] is a thin adapter over it.
+
+pub mod clock;
+pub mod config;
+pub mod sim;
+pub mod usbmon;

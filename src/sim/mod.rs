@@ -1,0 +1,2 @@
+//! Simulators: producers that push events into the facilities.
+pub mod usb;

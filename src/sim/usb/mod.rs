@@ -1,0 +1,1 @@
+//! Simulated USB buses and devices.

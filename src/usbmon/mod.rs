@@ -1,0 +1,2 @@
+//! usbmon, modelled on the kernel's `drivers/usb/mon`.
+pub mod event;
