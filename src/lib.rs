@@ -7,3 +7,8 @@ pub mod clock;
 pub mod config;
 pub mod sim;
 pub mod usbmon;
+pub mod errno;
+pub mod fuse;
+pub mod vfs;
+pub mod daemon;
+pub mod nullfile;

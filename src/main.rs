@@ -1,1 +1,238 @@
-fn main() {}
+//! The `monfs` command.
+
+use std::io::{Read, Write};
+use std::os::fd::FromRawFd;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use tracing::{error, info};
+
+use monfs::config::{Config, ConfigError};
+use monfs::daemon::Monfs;
+use monfs::fuse::{MountOptions, Session};
+
+/// monfs mounts a userspace replica of Linux's usbmon (text and binary),
+/// tracefs event tracing, user_events and the z/VM monitor reader, fed by
+/// device simulators, so that real tools can be developed and tested against
+/// them without root-only kernel features or hardware.
+#[derive(Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    /// Log level: error, warn, info, debug or trace (also MONFS_LOG).
+    #[arg(long, global = true, default_value = "info", env = "MONFS_LOG")]
+    log_level: String,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Mount monfs at MOUNTPOINT (an existing directory). Needs root (or
+    /// CAP_SYS_ADMIN) and /dev/fuse. Unmounts cleanly on SIGTERM and SIGINT.
+    Mount {
+        /// Where to mount.
+        mountpoint: PathBuf,
+        /// Configuration file (YAML). Without it, the built-in default, which is
+        /// config/default.yaml.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Stay in the foreground (otherwise monfs returns once the mount is up
+        /// and serves it from the background).
+        #[arg(long, short)]
+        foreground: bool,
+        /// Let users other than the mounting user in; file modes are enforced.
+        #[arg(long)]
+        allow_other: bool,
+        /// Override the config's seed (URB tags, data, timing).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Threads serving FUSE requests.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+    },
+    /// Check a configuration file and exit: 0 if valid, 2 with a message that
+    /// names the field, line and column if not.
+    CheckConfig {
+        /// The file to check.
+        file: PathBuf,
+    },
+}
+
+fn init_logging(level: &str) {
+    let level = level.parse().unwrap_or(tracing::Level::INFO);
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}
+
+fn load_config(path: &Option<PathBuf>) -> Result<Config, ConfigError> {
+    match path {
+        Some(p) => Config::load(p),
+        None => Ok(Config::builtin()),
+    }
+}
+
+fn block_signals() -> libc::sigset_t {
+    // SAFETY: plain signal-mask manipulation on a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+/// Fork; the parent waits until the child reports the mount up (or failed) and
+/// exits with that status. Returns the pipe the child reports on.
+fn daemonize() -> std::fs::File {
+    let mut fds = [0; 2];
+    // SAFETY: pipe/fork/setsid are used the classic way before any thread exists.
+    unsafe {
+        if libc::pipe(fds.as_mut_ptr()) != 0 {
+            eprintln!("monfs: pipe: {}", std::io::Error::last_os_error());
+            std::process::exit(1);
+        }
+        match libc::fork() {
+            -1 => {
+                eprintln!("monfs: fork: {}", std::io::Error::last_os_error());
+                std::process::exit(1);
+            }
+            0 => {
+                libc::close(fds[0]);
+                libc::setsid();
+                std::fs::File::from_raw_fd(fds[1])
+            }
+            _ => {
+                libc::close(fds[1]);
+                let mut r = std::fs::File::from_raw_fd(fds[0]);
+                let mut b = [0u8; 1];
+                let code = match r.read(&mut b) {
+                    Ok(1) => b[0] as i32,
+                    _ => 1,
+                };
+                std::process::exit(code);
+            }
+        }
+    }
+}
+
+fn detach_stdio() {
+    // SAFETY: replacing our own stdin/stdout with /dev/null.
+    unsafe {
+        let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if fd >= 0 {
+            libc::dup2(fd, 0);
+            libc::dup2(fd, 1);
+            if fd > 1 {
+                libc::close(fd);
+            }
+        }
+    }
+}
+
+fn mount(
+    mountpoint: PathBuf,
+    config: Option<PathBuf>,
+    foreground: bool,
+    opts: MountOptions,
+    seed: Option<u64>,
+) -> ExitCode {
+    let mut cfg = match load_config(&config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("monfs: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if seed.is_some() {
+        cfg.seed = seed;
+    }
+    let mut report = if foreground { None } else { Some(daemonize()) };
+    let sigset = block_signals();
+    // SAFETY: getuid/getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let fs = Monfs::new(&cfg, uid, gid);
+    let session = match Session::mount(fs.tree.clone(), &mountpoint, &opts) {
+        Ok(s) => s,
+        Err(e) => {
+            error!("{e:#}");
+            if let Some(r) = report.as_mut() {
+                let _ = r.write_all(&[1]);
+            }
+            return ExitCode::from(1);
+        }
+    };
+    info!(mountpoint = %mountpoint.display(), buses = ?fs.usbmon.bus_numbers(), "mounted");
+    fs.start();
+    if let Some(mut r) = report.take() {
+        let _ = r.write_all(&[0]);
+        detach_stdio();
+    }
+    {
+        let mp = mountpoint.clone();
+        std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || loop {
+                let mut sig = 0;
+                // SAFETY: waiting on the signals blocked above.
+                if unsafe { libc::sigwait(&sigset, &mut sig) } == 0 {
+                    info!(signal = sig, "unmounting");
+                    monfs::fuse::unmount(&mp);
+                    return;
+                }
+            })
+            .expect("spawn signal thread");
+    }
+    let s = Arc::clone(&session);
+    s.run(opts.threads);
+    fs.stop();
+    monfs::fuse::unmount(&mountpoint);
+    info!("unmounted");
+    ExitCode::SUCCESS
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli.log_level);
+    match cli.cmd {
+        Cmd::Mount {
+            mountpoint,
+            config,
+            foreground,
+            allow_other,
+            seed,
+            threads,
+        } => mount(
+            mountpoint,
+            config,
+            foreground,
+            MountOptions {
+                allow_other,
+                threads,
+            },
+            seed,
+        ),
+        Cmd::CheckConfig { file } => match Config::load(&file) {
+            Ok(c) => {
+                println!(
+                    "{}: ok ({} USB bus{})",
+                    file.display(),
+                    c.usb.buses.len(),
+                    if c.usb.buses.len() == 1 { "" } else { "es" }
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("monfs: {e}");
+                ExitCode::from(2)
+            }
+        },
+    }
+}

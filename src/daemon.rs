@@ -1,0 +1,91 @@
+//! Assembles the facilities, the simulators and the file tree from a config.
+//! Plain Rust: the FUSE adapter mounts the resulting [`Tree`].
+
+use std::sync::Arc;
+
+use crate::clock::{Clock, RealClock, VirtualClock};
+use crate::config::{ClockKind, Config};
+use crate::sim::usb::UsbSim;
+use crate::usbmon::stat::StatNode;
+use crate::usbmon::text::{TextFormat, TextNode};
+use crate::usbmon::UsbMon;
+use crate::vfs::{NodeKind, SnapshotFile, Tree};
+
+/// Everything a mount serves.
+pub struct Monfs {
+    /// The file tree.
+    pub tree: Arc<Tree>,
+    /// usbmon.
+    pub usbmon: Arc<UsbMon>,
+    /// The USB simulator.
+    pub usb: Arc<UsbSim>,
+    /// The clock every producer stamps events with.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Monfs {
+    /// Build everything for `cfg`; files are owned by `uid:gid`. Simulators are
+    /// not started yet (see [`Monfs::start`]).
+    pub fn new(cfg: &Config, uid: u32, gid: u32) -> Monfs {
+        let clock: Arc<dyn Clock> = match cfg.clock {
+            ClockKind::Real => Arc::new(RealClock::new()),
+            ClockKind::Virtual => Arc::new(VirtualClock::new()),
+        };
+        let seed = cfg.seed.unwrap_or_else(|| clock.now().wall_ns);
+        let bus_numbers: Vec<u16> = cfg.usb.buses.iter().map(|b| b.bus.0).collect();
+        let usbmon = Arc::new(UsbMon::new(&bus_numbers));
+        let usb = Arc::new(UsbSim::new(&cfg.usb, seed, clock.clone(), usbmon.clone()));
+        let tree = Arc::new(Tree::new(uid, gid));
+
+        for bus in usbmon.bus_numbers() {
+            let dir = "usb/usbmon";
+            tree.add(
+                &format!("{dir}/{bus}s"),
+                NodeKind::File(Arc::new(StatNode::new(usbmon.clone(), bus))),
+                0o600,
+            );
+            if bus != 0 {
+                tree.add(
+                    &format!("{dir}/{bus}t"),
+                    NodeKind::File(Arc::new(TextNode::new(usbmon.clone(), bus, TextFormat::T))),
+                    0o600,
+                );
+            }
+            tree.add(
+                &format!("{dir}/{bus}u"),
+                NodeKind::File(Arc::new(TextNode::new(usbmon.clone(), bus, TextFormat::U))),
+                0o600,
+            );
+        }
+        let sim = usb.clone();
+        tree.add(
+            "usb/devices",
+            NodeKind::File(Arc::new(SnapshotFile::new(0o444, move || {
+                sim.devices_text().into_bytes()
+            }))),
+            0o444,
+        );
+        tree.add("usbmon", NodeKind::Symlink("usb/usbmon".into()), 0o777);
+        tree.add(
+            "monfs/null",
+            NodeKind::File(Arc::new(crate::nullfile::NullNode)),
+            0o600,
+        );
+        Monfs {
+            tree,
+            usbmon,
+            usb,
+            clock,
+        }
+    }
+
+    /// Start the simulators.
+    pub fn start(&self) {
+        self.usb.start();
+    }
+
+    /// Stop the simulators.
+    pub fn stop(&self) {
+        self.usb.stop();
+    }
+}

@@ -1,0 +1,41 @@
+//! Typed errno results, used all the way down (as in Fuchsia Starnix).
+
+use std::fmt;
+
+/// A positive Linux errno value.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Errno(pub i32);
+
+/// Result with an [`Errno`] error.
+pub type SysResult<T> = Result<T, Errno>;
+
+macro_rules! errnos {
+    ($($name:ident),* $(,)?) => {
+        impl Errno {
+            $(
+                #[doc = concat!("`", stringify!($name), "`")]
+                pub const $name: Errno = Errno(libc::$name);
+            )*
+        }
+    };
+}
+
+errnos!(
+    EPERM, ENOENT, EINTR, EIO, EBADF, EAGAIN, ENOMEM, EACCES, EFAULT, EBUSY, EEXIST, ENODEV,
+    ENOTDIR, EISDIR, EINVAL, ENOSPC, ESPIPE, ENOTTY, E2BIG, ENOSYS, EOVERFLOW, EMFILE,
+    EADDRINUSE, ENOTSUP, ERANGE, ENAMETOOLONG,
+);
+
+impl fmt::Debug for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.0, std::io::Error::from_raw_os_error(self.0))
+    }
+}
+
+impl fmt::Display for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", std::io::Error::from_raw_os_error(self.0))
+    }
+}
+
+impl std::error::Error for Errno {}

@@ -1,0 +1,710 @@
+//! A thin FUSE adapter over [`crate::vfs`].
+//!
+//! monfs speaks the FUSE protocol itself (see [`proto`]) instead of using
+//! fuser, because it needs three things fuser 0.18 does not give: FUSE_INTERRUPT
+//! (so that a `cat` parked in a blocking read dies on Ctrl-C), the raw `arg` of
+//! `_IO` ioctls (usbmon's ring size and flush count), and CUSE_INIT (real
+//! character devices). The layer only translates requests into [`Tree`] and
+//! [`OpenFile`] calls and keeps the parked (blocked) requests.
+//!
+//! Blocking: a read or ioctl whose file answers EAGAIN is parked on its handle
+//! unless the caller is O_NONBLOCK. The file's waker sends the handle to the
+//! service thread, which retries parked requests in order. FUSE_INTERRUPT for
+//! a parked request answers it with EINTR at once.
+
+pub mod proto;
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::CString;
+use std::fs::File;
+use std::io::IoSlice;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use anyhow::{bail, Context};
+use crossbeam_channel::{Receiver, Sender};
+use tracing::{debug, warn};
+
+use crate::errno::Errno;
+use crate::vfs::{Caller, IoctlRequest, NodeKind, OpenFile, OpenFlags, Tree, Waker};
+use proto::{op, InHeader, Reader};
+
+/// Mount options.
+#[derive(Clone, Debug)]
+pub struct MountOptions {
+    /// Let other users in (modes are then enforced with default_permissions).
+    pub allow_other: bool,
+    /// Number of threads reading requests.
+    pub threads: usize,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            allow_other: false,
+            threads: 2,
+        }
+    }
+}
+
+const MAX_WRITE: u32 = 128 * 1024;
+const BUF_LEN: usize = MAX_WRITE as usize + 4096;
+const ENTRY_VALID_SECS: u64 = 1;
+
+/// What a parked request was.
+enum Parked {
+    Read { offset: u64, size: u32 },
+    Ioctl(IoctlCall),
+}
+
+struct IoctlCall {
+    cmd: u32,
+    arg: u64,
+    input: Vec<u8>,
+    out_size: u32,
+    caller: Caller,
+}
+
+struct Pending {
+    unique: u64,
+    what: Parked,
+}
+
+/// One open file handle.
+struct Handle {
+    file: Arc<dyn OpenFile>,
+    nonblock: bool,
+    /// Set while someone waits for the waker (parked requests or a poll).
+    armed: Arc<AtomicBool>,
+    pending: Mutex<VecDeque<Pending>>,
+    poll_kh: Mutex<Option<u64>>,
+}
+
+/// A mounted (or about to be mounted) FUSE session.
+pub struct Session {
+    dev: File,
+    tree: Arc<Tree>,
+    handles: RwLock<HashMap<u64, Arc<Handle>>>,
+    parked: Mutex<HashMap<u64, u64>>,
+    next_fh: AtomicU64,
+    wake_tx: Sender<u64>,
+    wake_rx: Receiver<u64>,
+    mountpoint: PathBuf,
+    destroyed: AtomicBool,
+}
+
+fn cstr(p: &Path) -> anyhow::Result<CString> {
+    Ok(CString::new(p.as_os_str().as_encoded_bytes())?)
+}
+
+/// Detach a stale FUSE mount (daemon gone, `ENOTCONN`) left at `mountpoint`.
+pub fn recover_stale_mount(mountpoint: &Path) {
+    if let Err(e) = std::fs::metadata(mountpoint) {
+        if e.raw_os_error() == Some(libc::ENOTCONN) {
+            warn!(mountpoint = %mountpoint.display(), "recovering a stale mount left by a killed daemon");
+            if let Ok(c) = cstr(mountpoint) {
+                // SAFETY: plain syscall on a valid C string.
+                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+            }
+        }
+    }
+}
+
+/// Unmount `mountpoint` (lazily if busy).
+pub fn unmount(mountpoint: &Path) {
+    if let Ok(c) = cstr(mountpoint) {
+        // SAFETY: plain syscalls on a valid C string.
+        unsafe {
+            if libc::umount2(c.as_ptr(), 0) != 0 {
+                libc::umount2(c.as_ptr(), libc::MNT_DETACH);
+            }
+        }
+    }
+}
+
+impl Session {
+    /// Open /dev/fuse and mount the tree at `mountpoint`.
+    pub fn mount(tree: Arc<Tree>, mountpoint: &Path, opts: &MountOptions) -> anyhow::Result<Arc<Session>> {
+        recover_stale_mount(mountpoint);
+        let meta = std::fs::metadata(mountpoint)
+            .with_context(|| format!("mountpoint {}", mountpoint.display()))?;
+        if !meta.is_dir() {
+            bail!("mountpoint {} is not a directory", mountpoint.display());
+        }
+        let dev = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/fuse")
+            .context("cannot open /dev/fuse (is the fuse module loaded and are you root?)")?;
+        let mut data = format!(
+            "fd={},rootmode=40755,user_id={},group_id={},default_permissions",
+            dev.as_raw_fd(),
+            tree.uid,
+            tree.gid
+        );
+        if opts.allow_other {
+            data.push_str(",allow_other");
+        }
+        let src = CString::new("monfs").unwrap();
+        let fstype = CString::new("fuse.monfs").unwrap();
+        let target = cstr(mountpoint)?;
+        let cdata = CString::new(data).unwrap();
+        // SAFETY: all pointers are valid NUL-terminated strings for the call.
+        let rc = unsafe {
+            libc::mount(
+                src.as_ptr(),
+                target.as_ptr(),
+                fstype.as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                cdata.as_ptr() as *const libc::c_void,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("mount on {}", mountpoint.display()));
+        }
+        let (wake_tx, wake_rx) = crossbeam_channel::unbounded();
+        Ok(Arc::new(Session {
+            dev,
+            tree,
+            handles: RwLock::new(HashMap::new()),
+            parked: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            wake_tx,
+            wake_rx,
+            mountpoint: mountpoint.to_path_buf(),
+            destroyed: AtomicBool::new(false),
+        }))
+    }
+
+    /// The mountpoint.
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// Serve requests on `threads` threads plus the service thread; returns when
+    /// the filesystem is unmounted.
+    pub fn run(self: &Arc<Self>, threads: usize) {
+        let svc = {
+            let s = Arc::clone(self);
+            std::thread::Builder::new()
+                .name("fuse-wake".into())
+                .spawn(move || s.service_loop())
+                .expect("spawn")
+        };
+        let mut workers = Vec::new();
+        for i in 0..threads.max(1) {
+            let s = Arc::clone(self);
+            workers.push(
+                std::thread::Builder::new()
+                    .name(format!("fuse-{i}"))
+                    .spawn(move || s.request_loop())
+                    .expect("spawn"),
+            );
+        }
+        for w in workers {
+            let _ = w.join();
+        }
+        self.destroyed.store(true, Ordering::SeqCst);
+        let _ = self.wake_tx.send(u64::MAX);
+        let _ = svc.join();
+    }
+
+    fn request_loop(&self) {
+        let mut buf = vec![0u8; BUF_LEN];
+        loop {
+            // SAFETY: reading into our own buffer.
+            let n = unsafe { libc::read(self.dev.as_raw_fd(), buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
+            if n < 0 {
+                let err = std::io::Error::last_os_error();
+                match err.raw_os_error() {
+                    Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::ENOENT) => continue,
+                    Some(libc::ENODEV) => return, // unmounted
+                    _ => {
+                        warn!("reading /dev/fuse: {err}");
+                        return;
+                    }
+                }
+            }
+            let n = n as usize;
+            let Some(h) = proto::parse_header(&buf[..n]) else {
+                warn!("short FUSE request ({n} bytes)");
+                continue;
+            };
+            let body = &buf[proto::IN_HEADER_LEN..n];
+            self.dispatch(&h, body);
+            if self.destroyed.load(Ordering::SeqCst) {
+                return;
+            }
+        }
+    }
+
+    /// Write a reply (`error` 0 with `parts` as body, or a negative errno).
+    fn send(&self, unique: u64, error: i32, parts: &[&[u8]]) {
+        let body: usize = parts.iter().map(|p| p.len()).sum();
+        let mut hdr = proto::Writer::default();
+        hdr.u32((proto::OUT_HEADER_LEN + body) as u32).u32(error as u32).u64(unique);
+        let mut iov = Vec::with_capacity(parts.len() + 1);
+        iov.push(IoSlice::new(&hdr.0));
+        for p in parts {
+            iov.push(IoSlice::new(p));
+        }
+        // SAFETY: IoSlice is ABI-compatible with iovec.
+        let rc = unsafe {
+            libc::writev(self.dev.as_raw_fd(), iov.as_ptr() as *const libc::iovec, iov.len() as i32)
+        };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            // ENOENT: the request was interrupted and is gone.
+            if e.raw_os_error() != Some(libc::ENOENT) {
+                debug!(unique, "reply failed: {e}");
+            }
+        }
+    }
+
+    fn ok(&self, unique: u64, body: &[u8]) {
+        self.send(unique, 0, &[body]);
+    }
+
+    fn err(&self, unique: u64, e: Errno) {
+        self.send(unique, -e.0, &[]);
+    }
+
+    /// Send a notification (unique 0).
+    fn notify(&self, code: i32, body: &[u8]) {
+        self.send(0, code, &[body]);
+    }
+
+    fn attr(&self, node: &crate::vfs::Node) -> proto::Attr {
+        proto::Attr {
+            ino: node.ino,
+            size: match &node.kind {
+                NodeKind::Symlink(t) => t.len() as u64,
+                _ => 0,
+            },
+            time: 0,
+            mode: node.st_mode(),
+            nlink: if matches!(node.kind, NodeKind::Dir) { 2 } else { 1 },
+            uid: self.tree.uid,
+            gid: self.tree.gid,
+            rdev: 0,
+        }
+    }
+
+    fn handle(&self, fh: u64) -> Option<Arc<Handle>> {
+        self.handles.read().unwrap().get(&fh).cloned()
+    }
+
+    fn dispatch(&self, h: &InHeader, body: &[u8]) {
+        let u = h.unique;
+        let mut r = Reader::new(body);
+        let caller = Caller {
+            pid: h.pid,
+            uid: h.uid,
+            gid: h.gid,
+        };
+        match h.opcode {
+            op::INIT => self.init(u, &mut r),
+            op::DESTROY => {
+                self.destroyed.store(true, Ordering::SeqCst);
+                self.ok(u, &[]);
+            }
+            op::LOOKUP => {
+                let name = r.cstr().unwrap_or("");
+                match self.tree.lookup(h.nodeid, name) {
+                    Ok(n) => self.ok(u, &proto::entry_out(&self.attr(&n), ENTRY_VALID_SECS)),
+                    Err(e) => self.err(u, e),
+                }
+            }
+            op::FORGET | op::BATCH_FORGET => {} // inodes live as long as their nodes; no reply
+            op::GETATTR | op::SETATTR => self.getattr(h, &mut r),
+            op::READLINK => match self.tree.get(h.nodeid) {
+                Ok(crate::vfs::Node {
+                    kind: NodeKind::Symlink(t),
+                    ..
+                }) => self.ok(u, t.as_bytes()),
+                Ok(_) => self.err(u, Errno::EINVAL),
+                Err(e) => self.err(u, e),
+            },
+            op::OPEN => {
+                let flags = r.u32().unwrap_or(0) as i32;
+                self.open(u, h.nodeid, flags, &caller);
+            }
+            op::READ => {
+                let fh = r.u64().unwrap_or(0);
+                let offset = r.u64().unwrap_or(0);
+                let size = r.u32().unwrap_or(0);
+                let _read_flags = r.u32();
+                let _lock_owner = r.u64();
+                let flags = r.u32().unwrap_or(0) as i32;
+                self.read(u, fh, offset, size, flags & libc::O_NONBLOCK != 0);
+            }
+            op::WRITE => {
+                let fh = r.u64().unwrap_or(0);
+                let offset = r.u64().unwrap_or(0);
+                let size = r.u32().unwrap_or(0) as usize;
+                let _ = r.u32();
+                let _ = r.u64();
+                let _ = r.u32();
+                let _ = r.u32();
+                let data = r.rest();
+                let data = &data[..size.min(data.len())];
+                match self.handle(fh) {
+                    Some(hd) => match hd.file.write(offset, data) {
+                        Ok(n) => {
+                            let mut w = proto::Writer::default();
+                            w.u32(n).u32(0);
+                            self.ok(u, &w.0)
+                        }
+                        Err(e) => self.err(u, e),
+                    },
+                    None => self.err(u, Errno::EBADF),
+                }
+            }
+            op::RELEASE => {
+                let fh = r.u64().unwrap_or(0);
+                let hd = self.handles.write().unwrap().remove(&fh);
+                if let Some(hd) = hd {
+                    let mut pend = hd.pending.lock().unwrap();
+                    for p in pend.drain(..) {
+                        self.parked.lock().unwrap().remove(&p.unique);
+                        self.err(p.unique, Errno::EBADF);
+                    }
+                    drop(pend);
+                    hd.file.release();
+                }
+                self.ok(u, &[]);
+            }
+            op::FLUSH | op::FSYNC | op::FSYNCDIR | op::RELEASEDIR => self.ok(u, &[]),
+            op::OPENDIR => match self.tree.get(h.nodeid) {
+                Ok(n) if matches!(n.kind, NodeKind::Dir) => self.ok(u, &proto::open_out(0, 0)),
+                Ok(_) => self.err(u, Errno::ENOTDIR),
+                Err(e) => self.err(u, e),
+            },
+            op::READDIR => {
+                let _fh = r.u64();
+                let offset = r.u64().unwrap_or(0);
+                let size = r.u32().unwrap_or(0) as usize;
+                self.readdir(u, h.nodeid, offset, size);
+            }
+            op::STATFS => {
+                let mut w = proto::Writer::default();
+                w.zeros(40).u32(4096).u32(255).u32(4096).u32(0).zeros(24);
+                self.ok(u, &w.0);
+            }
+            op::ACCESS => self.ok(u, &[]),
+            op::INTERRUPT => {
+                let target = r.u64().unwrap_or(0);
+                self.interrupt(u, target);
+            }
+            op::IOCTL => self.ioctl(u, &mut r, caller),
+            op::POLL => {
+                let fh = r.u64().unwrap_or(0);
+                let kh = r.u64().unwrap_or(0);
+                let flags = r.u32().unwrap_or(0);
+                match self.handle(fh) {
+                    Some(hd) => {
+                        if flags & proto::POLL_SCHEDULE_NOTIFY != 0 {
+                            *hd.poll_kh.lock().unwrap() = Some(kh);
+                            hd.armed.store(true, Ordering::SeqCst);
+                        }
+                        let mut w = proto::Writer::default();
+                        w.u32(hd.file.poll()).u32(0);
+                        self.ok(u, &w.0);
+                    }
+                    None => self.err(u, Errno::EBADF),
+                }
+            }
+            op::LSEEK => self.err(u, Errno::ESPIPE),
+            op::GETXATTR | op::LISTXATTR => self.err(u, Errno::ENOTSUP),
+            other => {
+                debug!(opcode = other, "unsupported FUSE opcode");
+                self.err(u, Errno::ENOSYS)
+            }
+        }
+    }
+
+    fn init(&self, u: u64, r: &mut Reader<'_>) {
+        let major = r.u32().unwrap_or(0);
+        let minor = r.u32().unwrap_or(0);
+        let max_readahead = r.u32().unwrap_or(0);
+        let flags = r.u32().unwrap_or(0) as u64;
+        let flags2 = r.u32().map(|f| (f as u64) << 32).unwrap_or(0);
+        let kflags = flags | flags2;
+        if major != proto::KERNEL_VERSION {
+            warn!(major, minor, "unsupported FUSE protocol");
+            self.err(u, Errno::EPROTO_COMPAT);
+            return;
+        }
+        let want = proto::init::ATOMIC_O_TRUNC
+            | proto::init::BIG_WRITES
+            | proto::init::HAS_IOCTL_DIR
+            | proto::init::MAX_PAGES
+            | proto::init::INIT_EXT
+            | proto::init::DIRECT_IO_ALLOW_MMAP;
+        let got = kflags & want;
+        let mut w = proto::Writer::default();
+        w.u32(proto::KERNEL_VERSION)
+            .u32(proto::KERNEL_MINOR.min(minor.max(proto::KERNEL_MINOR)))
+            .u32(max_readahead)
+            .u32(got as u32)
+            .u16(16) // max_background
+            .u16(12) // congestion_threshold
+            .u32(MAX_WRITE)
+            .u32(1) // time_gran
+            .u16((MAX_WRITE / 4096) as u16) // max_pages
+            .u16(0)
+            .u32((got >> 32) as u32) // flags2
+            .zeros(28);
+        debug!(minor, "FUSE INIT");
+        self.ok(u, &w.0);
+    }
+
+    fn getattr(&self, h: &InHeader, _r: &mut Reader<'_>) {
+        // SETATTR: the only change a client makes is size=0 (`echo x > f`, which
+        // strips O_TRUNC from open and truncates separately). Files treat it
+        // as a truncate of their open handle, which comes with the request.
+        if h.opcode == op::SETATTR {
+            let mut r = Reader::new(_r.rest());
+            let valid = r.u32().unwrap_or(0);
+            let _pad = r.u32();
+            let fh = r.u64().unwrap_or(0);
+            let size = r.u64().unwrap_or(0);
+            if valid & proto::FATTR_SIZE != 0 {
+                if size != 0 {
+                    self.err(h.unique, Errno::EINVAL);
+                    return;
+                }
+                if let Some(hd) = self.handle(fh) {
+                    if let Err(e) = hd.file.truncate() {
+                        self.err(h.unique, e);
+                        return;
+                    }
+                }
+            }
+        }
+        match self.tree.get(h.nodeid) {
+            Ok(n) => self.ok(h.unique, &proto::attr_out(&self.attr(&n), ENTRY_VALID_SECS)),
+            Err(e) => self.err(h.unique, e),
+        }
+    }
+
+    fn open(&self, u: u64, ino: u64, flags: i32, caller: &Caller) {
+        let node = match self.tree.get(ino) {
+            Ok(n) => n,
+            Err(e) => return self.err(u, e),
+        };
+        let NodeKind::File(f) = node.kind else {
+            return self.err(u, Errno::EISDIR);
+        };
+        let oflags = OpenFlags { flags };
+        let file = match f.open(oflags, caller) {
+            Ok(f) => f,
+            Err(e) => return self.err(u, e),
+        };
+        if oflags.truncate() {
+            if let Err(e) = file.truncate() {
+                return self.err(u, e);
+            }
+        }
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        let armed = Arc::new(AtomicBool::new(false));
+        let open_flags = if file.is_stream() {
+            proto::fopen::DIRECT_IO | proto::fopen::NONSEEKABLE | proto::fopen::STREAM
+        } else {
+            proto::fopen::DIRECT_IO
+        };
+        {
+            let tx = self.wake_tx.clone();
+            let armed = Arc::clone(&armed);
+            let waker: Waker = Arc::new(move || {
+                if armed.swap(false, Ordering::SeqCst) {
+                    let _ = tx.send(fh);
+                }
+            });
+            file.set_waker(waker);
+        }
+        let hd = Arc::new(Handle {
+            file,
+            nonblock: oflags.nonblock(),
+            armed,
+            pending: Mutex::new(VecDeque::new()),
+            poll_kh: Mutex::new(None),
+        });
+        self.handles.write().unwrap().insert(fh, hd);
+        self.ok(u, &proto::open_out(fh, open_flags));
+    }
+
+    fn readdir(&self, u: u64, ino: u64, offset: u64, size: usize) {
+        let node = match self.tree.get(ino) {
+            Ok(n) => n,
+            Err(e) => return self.err(u, e),
+        };
+        let mut entries: Vec<(u64, u32, String)> = vec![
+            (node.ino, libc::DT_DIR as u32, ".".into()),
+            (node.parent, libc::DT_DIR as u32, "..".into()),
+        ];
+        for (name, cino) in &node.children {
+            if let Ok(c) = self.tree.get(*cino) {
+                let t = match c.kind {
+                    NodeKind::Dir => libc::DT_DIR,
+                    NodeKind::Symlink(_) => libc::DT_LNK,
+                    NodeKind::File(_) => libc::DT_REG,
+                };
+                entries.push((c.ino, t as u32, name.clone()));
+            }
+        }
+        let mut buf = Vec::new();
+        for (i, (eino, t, name)) in entries.iter().enumerate().skip(offset as usize) {
+            if !proto::push_dirent(&mut buf, size, *eino, i as u64 + 1, *t, name) {
+                break;
+            }
+        }
+        self.ok(u, &buf);
+    }
+
+    fn read(&self, u: u64, fh: u64, offset: u64, size: u32, nonblock: bool) {
+        let Some(hd) = self.handle(fh) else {
+            return self.err(u, Errno::EBADF);
+        };
+        self.run_or_park(&hd, fh, u, Parked::Read { offset, size }, nonblock || hd.nonblock);
+    }
+
+    fn ioctl(&self, u: u64, r: &mut Reader<'_>, caller: Caller) {
+        let fh = r.u64().unwrap_or(0);
+        let flags = r.u32().unwrap_or(0);
+        let cmd = r.u32().unwrap_or(0);
+        let arg = r.u64().unwrap_or(0);
+        let _in_size = r.u32();
+        let out_size = r.u32().unwrap_or(0);
+        let input = r.rest().to_vec();
+        if flags & proto::ioctl_flags::COMPAT != 0 {
+            // 32-bit callers would need the compat struct layouts.
+            return self.err(u, Errno::ENOTTY);
+        }
+        let Some(hd) = self.handle(fh) else {
+            return self.err(u, Errno::EBADF);
+        };
+        let call = IoctlCall {
+            cmd,
+            arg,
+            input,
+            out_size,
+            caller,
+        };
+        let nonblock = hd.nonblock;
+        self.run_or_park(&hd, fh, u, Parked::Ioctl(call), nonblock);
+    }
+
+    /// Try a request; park it if it would block.
+    fn run_or_park(&self, hd: &Arc<Handle>, fh: u64, u: u64, what: Parked, nonblock: bool) {
+        let mut pend = hd.pending.lock().unwrap();
+        if pend.is_empty() {
+            hd.armed.store(true, Ordering::SeqCst);
+            match self.attempt(hd, &what, nonblock) {
+                Err(e) if e == Errno::EAGAIN && !nonblock => {}
+                res => return self.finish(u, res),
+            }
+        }
+        pend.push_back(Pending { unique: u, what });
+        self.parked.lock().unwrap().insert(u, fh);
+        drop(pend);
+        // Something may have arrived between the attempt and parking.
+        self.service(fh);
+    }
+
+    /// Run a request once.
+    fn attempt(&self, hd: &Handle, what: &Parked, nonblock: bool) -> Result<Vec<u8>, Errno> {
+        match what {
+            Parked::Read { offset, size } => hd.file.read(*offset, *size),
+            Parked::Ioctl(c) => {
+                let req = IoctlRequest {
+                    cmd: c.cmd,
+                    arg: c.arg,
+                    input: &c.input,
+                    out_size: c.out_size,
+                    nonblock,
+                    caller: c.caller,
+                };
+                hd.file.ioctl(&req).map(|rep| {
+                    let mut w = proto::Writer::default();
+                    w.u32(rep.result as u32).u32(0).u32(0).u32(0);
+                    let n = rep.output.len().min(c.out_size as usize);
+                    w.0.extend_from_slice(&rep.output[..n]);
+                    w.0
+                })
+            }
+        }
+    }
+
+    fn finish(&self, u: u64, res: Result<Vec<u8>, Errno>) {
+        match res {
+            Ok(d) => self.ok(u, &d),
+            Err(e) => self.err(u, e),
+        }
+    }
+
+    /// Retry the parked requests of a handle, oldest first.
+    fn service(&self, fh: u64) {
+        let Some(hd) = self.handle(fh) else { return };
+        {
+            let mut pend = hd.pending.lock().unwrap();
+            while let Some(p) = pend.front() {
+                hd.armed.store(true, Ordering::SeqCst);
+                let res = self.attempt(&hd, &p.what, false);
+                if res == Err(Errno::EAGAIN) {
+                    break;
+                }
+                let p = pend.pop_front().unwrap();
+                self.parked.lock().unwrap().remove(&p.unique);
+                self.finish(p.unique, res);
+            }
+        }
+        let kh = *hd.poll_kh.lock().unwrap();
+        if let Some(kh) = kh {
+            if hd.file.poll() != 0 {
+                *hd.poll_kh.lock().unwrap() = None;
+                let mut w = proto::Writer::default();
+                w.u64(kh);
+                self.notify(proto::notify::POLL, &w.0);
+            } else {
+                hd.armed.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+
+    fn service_loop(&self) {
+        while let Ok(fh) = self.wake_rx.recv() {
+            if fh == u64::MAX && self.destroyed.load(Ordering::SeqCst) {
+                return;
+            }
+            self.service(fh);
+        }
+    }
+
+    fn interrupt(&self, u: u64, target: u64) {
+        let fh = self.parked.lock().unwrap().get(&target).copied();
+        match fh.and_then(|fh| self.handle(fh)) {
+            Some(hd) => {
+                let mut pend = hd.pending.lock().unwrap();
+                if let Some(i) = pend.iter().position(|p| p.unique == target) {
+                    pend.remove(i);
+                    self.parked.lock().unwrap().remove(&target);
+                    debug!(target, "interrupted parked request");
+                    self.err(target, Errno::EINTR);
+                }
+                // Otherwise it was answered meanwhile: nothing to do.
+            }
+            // Not parked (yet): ask the kernel to send the interrupt again. If the
+            // request was already answered the kernel drops this reply.
+            None => self.err(u, Errno::EAGAIN),
+        }
+    }
+}
+
+impl Errno {
+    /// EPROTO, answered to an INIT with an unknown major version.
+    pub const EPROTO_COMPAT: Errno = Errno(libc::EPROTO);
+}

@@ -1,0 +1,392 @@
+//! The file tree: paths, node kinds and the operations an open file supports.
+//!
+//! Nothing here knows about FUSE. A frontend (FUSE, CUSE, or a unit test) looks
+//! nodes up, opens them and calls [`OpenFile`] methods. A read or ioctl that
+//! would block answers [`Errno::EAGAIN`]; the frontend then parks the request and
+//! retries it when the file's [`Waker`] fires, or answers EAGAIN itself for an
+//! `O_NONBLOCK` caller.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use crate::errno::{Errno, SysResult};
+
+/// Called by a facility when an open file may have become readable (or its
+/// blocked ioctl may now complete). Must be cheap and must not block.
+pub type Waker = Arc<dyn Fn() + Send + Sync>;
+
+/// Inode number of the root directory.
+pub const ROOT_INO: u64 = 1;
+
+/// `POLLIN | POLLRDNORM`.
+pub const POLL_READABLE: u32 = (libc::POLLIN | libc::POLLRDNORM) as u32;
+
+/// Who is calling: the frontend fills this from the request.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Caller {
+    /// Thread id of the calling thread (the FUSE request's pid).
+    pub pid: u32,
+    /// Effective uid.
+    pub uid: u32,
+    /// Effective gid.
+    pub gid: u32,
+}
+
+/// An ioctl as the frontend received it.
+#[derive(Clone, Debug)]
+pub struct IoctlRequest<'a> {
+    /// The command number.
+    pub cmd: u32,
+    /// The raw argument (a pointer or, for `_IO` commands, a value).
+    pub arg: u64,
+    /// `_IOC_SIZE(cmd)` bytes copied from `arg` for `_IOW`/`_IOWR` commands.
+    pub input: &'a [u8],
+    /// How many bytes the kernel will copy back to `arg` (`_IOR`/`_IOWR`).
+    pub out_size: u32,
+    /// Whether the caller's file is non-blocking.
+    pub nonblock: bool,
+    /// The caller.
+    pub caller: Caller,
+}
+
+/// A successful ioctl: the return value and the bytes to copy back to `arg`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IoctlReply {
+    /// The syscall's return value.
+    pub result: i32,
+    /// Bytes for the kernel to copy to the caller's `arg` (at most `out_size`).
+    pub output: Vec<u8>,
+}
+
+/// Operations on an open file. Default methods give the errno a kernel file
+/// without that operation gives.
+pub trait OpenFile: Send + Sync {
+    /// Read up to `size` bytes at `offset`. Blocking files answer EAGAIN when
+    /// nothing is available (the frontend decides whether to wait).
+    fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>>;
+    /// Write `data` at `offset`; returns the bytes consumed.
+    fn write(&self, _offset: u64, _data: &[u8]) -> SysResult<u32> {
+        Err(Errno::EINVAL)
+    }
+    /// `O_TRUNC` or `truncate(0)` on an open file.
+    fn truncate(&self) -> SysResult<()> {
+        Ok(())
+    }
+    /// An ioctl. EAGAIN means "would block" as for read.
+    fn ioctl(&self, _req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
+        Err(Errno::ENOTTY)
+    }
+    /// The poll mask right now.
+    fn poll(&self) -> u32 {
+        POLL_READABLE
+    }
+    /// Install the waker that readiness changes call. Files that never block
+    /// ignore it.
+    fn set_waker(&self, _waker: Waker) {}
+    /// Whether reads stream (no offsets, direct I/O, size 0).
+    fn is_stream(&self) -> bool {
+        false
+    }
+    /// The last close of this open file.
+    fn release(&self) {}
+}
+
+/// How an open should be served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenFlags {
+    /// The open(2) flags.
+    pub flags: i32,
+}
+
+impl OpenFlags {
+    /// Opened for writing (O_WRONLY or O_RDWR).
+    pub fn writable(&self) -> bool {
+        self.flags & libc::O_ACCMODE != libc::O_RDONLY
+    }
+    /// Opened for reading.
+    pub fn readable(&self) -> bool {
+        self.flags & libc::O_ACCMODE != libc::O_WRONLY
+    }
+    /// O_TRUNC was given.
+    pub fn truncate(&self) -> bool {
+        self.flags & libc::O_TRUNC != 0
+    }
+    /// O_NONBLOCK was given.
+    pub fn nonblock(&self) -> bool {
+        self.flags & libc::O_NONBLOCK != 0
+    }
+}
+
+/// A file in the tree: knows its mode and how to open it.
+pub trait FileNode: Send + Sync {
+    /// Permission bits (e.g. 0o600).
+    fn mode(&self) -> u32;
+    /// Open the file.
+    fn open(&self, flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>>;
+}
+
+/// What a node is.
+#[derive(Clone)]
+pub enum NodeKind {
+    /// A directory (mode 0755 unless given).
+    Dir,
+    /// A symbolic link with its target.
+    Symlink(String),
+    /// A regular file.
+    File(Arc<dyn FileNode>),
+}
+
+/// One node of the tree.
+#[derive(Clone)]
+pub struct Node {
+    /// Inode number.
+    pub ino: u64,
+    /// Parent inode.
+    pub parent: u64,
+    /// Name within the parent.
+    pub name: String,
+    /// What it is.
+    pub kind: NodeKind,
+    /// Children in insertion order (directories).
+    pub children: Vec<(String, u64)>,
+    /// Permission bits.
+    pub perm: u32,
+}
+
+impl Node {
+    /// The `S_IFMT` bits plus permissions.
+    pub fn st_mode(&self) -> u32 {
+        let fmt = match self.kind {
+            NodeKind::Dir => libc::S_IFDIR,
+            NodeKind::Symlink(_) => libc::S_IFLNK,
+            NodeKind::File(_) => libc::S_IFREG,
+        };
+        fmt | self.perm
+    }
+}
+
+/// The tree. Nodes can be added and removed while mounted.
+pub struct Tree {
+    inner: RwLock<TreeInner>,
+    /// Owner of every node.
+    pub uid: u32,
+    /// Group of every node.
+    pub gid: u32,
+}
+
+struct TreeInner {
+    nodes: HashMap<u64, Node>,
+    next_ino: u64,
+}
+
+impl Tree {
+    /// An empty tree (just the root), owned by `uid:gid`.
+    pub fn new(uid: u32, gid: u32) -> Tree {
+        let mut nodes = HashMap::new();
+        nodes.insert(
+            ROOT_INO,
+            Node {
+                ino: ROOT_INO,
+                parent: ROOT_INO,
+                name: String::new(),
+                kind: NodeKind::Dir,
+                children: Vec::new(),
+                perm: 0o755,
+            },
+        );
+        Tree {
+            inner: RwLock::new(TreeInner {
+                nodes,
+                next_ino: ROOT_INO + 1,
+            }),
+            uid,
+            gid,
+        }
+    }
+
+    /// Add a node under the directory at `parent_path` ("" is the root),
+    /// creating missing directories. Returns its inode. Replaces an existing node
+    /// of the same name.
+    pub fn add(&self, path: &str, kind: NodeKind, perm: u32) -> u64 {
+        let mut inner = self.inner.write().unwrap();
+        let mut parent = ROOT_INO;
+        let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+        let (last, dirs) = parts.split_last().expect("non-empty path");
+        for d in dirs {
+            parent = match inner.child(parent, d) {
+                Some(ino) => ino,
+                None => inner.insert(parent, d, NodeKind::Dir, 0o755),
+            };
+        }
+        if let Some(old) = inner.child(parent, last) {
+            inner.remove(old);
+        }
+        inner.insert(parent, last, kind, perm)
+    }
+
+    /// Remove the node at `path` and everything below it. Returns whether it
+    /// existed.
+    pub fn remove(&self, path: &str) -> bool {
+        let mut inner = self.inner.write().unwrap();
+        match inner.resolve(path) {
+            Some(ino) if ino != ROOT_INO => {
+                inner.remove(ino);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Look up `name` in directory `parent`.
+    pub fn lookup(&self, parent: u64, name: &str) -> SysResult<Node> {
+        let inner = self.inner.read().unwrap();
+        let p = inner.nodes.get(&parent).ok_or(Errno::ENOENT)?;
+        if !matches!(p.kind, NodeKind::Dir) {
+            return Err(Errno::ENOTDIR);
+        }
+        let ino = inner.child(parent, name).ok_or(Errno::ENOENT)?;
+        Ok(inner.nodes[&ino].clone())
+    }
+
+    /// The node with inode `ino`.
+    pub fn get(&self, ino: u64) -> SysResult<Node> {
+        self.inner
+            .read()
+            .unwrap()
+            .nodes
+            .get(&ino)
+            .cloned()
+            .ok_or(Errno::ENOENT)
+    }
+
+    /// The node at a slash-separated path.
+    pub fn resolve(&self, path: &str) -> SysResult<Node> {
+        let inner = self.inner.read().unwrap();
+        let ino = inner.resolve(path).ok_or(Errno::ENOENT)?;
+        Ok(inner.nodes[&ino].clone())
+    }
+}
+
+impl TreeInner {
+    fn child(&self, parent: u64, name: &str) -> Option<u64> {
+        self.nodes
+            .get(&parent)?
+            .children
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, i)| *i)
+    }
+
+    fn resolve(&self, path: &str) -> Option<u64> {
+        let mut ino = ROOT_INO;
+        for part in path.split('/').filter(|p| !p.is_empty()) {
+            ino = self.child(ino, part)?;
+        }
+        Some(ino)
+    }
+
+    fn insert(&mut self, parent: u64, name: &str, kind: NodeKind, perm: u32) -> u64 {
+        let ino = self.next_ino;
+        self.next_ino += 1;
+        self.nodes.insert(
+            ino,
+            Node {
+                ino,
+                parent,
+                name: name.to_string(),
+                kind,
+                children: Vec::new(),
+                perm,
+            },
+        );
+        self.nodes
+            .get_mut(&parent)
+            .unwrap()
+            .children
+            .push((name.to_string(), ino));
+        ino
+    }
+
+    fn remove(&mut self, ino: u64) {
+        if let Some(node) = self.nodes.remove(&ino) {
+            for (_, c) in node.children {
+                self.remove(c);
+            }
+            if let Some(p) = self.nodes.get_mut(&node.parent) {
+                p.children.retain(|(_, i)| *i != ino);
+            }
+        }
+    }
+}
+
+/// A file whose content is produced at open time and then read by offset, like
+/// the kernel's `single_open` files (`Ns`, `usb/devices`).
+pub struct SnapshotFile {
+    perm: u32,
+    make: Box<dyn Fn() -> Vec<u8> + Send + Sync>,
+}
+
+impl SnapshotFile {
+    /// A read-only snapshot file.
+    pub fn new(perm: u32, make: impl Fn() -> Vec<u8> + Send + Sync + 'static) -> Self {
+        SnapshotFile {
+            perm,
+            make: Box::new(make),
+        }
+    }
+}
+
+struct Snapshot(Vec<u8>);
+
+impl OpenFile for Snapshot {
+    fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
+        let start = (offset as usize).min(self.0.len());
+        let end = start.saturating_add(size as usize).min(self.0.len());
+        Ok(self.0[start..end].to_vec())
+    }
+}
+
+impl FileNode for SnapshotFile {
+    fn mode(&self) -> u32 {
+        self.perm
+    }
+    fn open(&self, flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
+        if flags.writable() {
+            return Err(Errno::EACCES);
+        }
+        Ok(Arc::new(Snapshot((self.make)())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn add_resolve_remove() {
+        let t = Tree::new(0, 0);
+        let f = Arc::new(SnapshotFile::new(0o600, || b"hello".to_vec()));
+        t.add("usb/usbmon/1u", NodeKind::File(f), 0o600);
+        t.add("usbmon", NodeKind::Symlink("usb/usbmon".into()), 0o777);
+        let n = t.resolve("usb/usbmon/1u").unwrap();
+        assert_eq!(n.st_mode(), libc::S_IFREG | 0o600);
+        let usb = t.lookup(ROOT_INO, "usb").unwrap();
+        assert!(matches!(usb.kind, NodeKind::Dir));
+        assert!(t.remove("usb/usbmon"));
+        assert_eq!(t.resolve("usb/usbmon/1u").err(), Some(Errno::ENOENT));
+        assert_eq!(t.get(n.ino).err(), Some(Errno::ENOENT));
+    }
+
+    #[test]
+    fn snapshot_reads_by_offset_and_refuses_writes() {
+        let f = SnapshotFile::new(0o444, || b"abcdef".to_vec());
+        let c = Caller::default();
+        let o = f.open(OpenFlags { flags: libc::O_RDONLY }, &c).unwrap();
+        assert_eq!(o.read(2, 3).unwrap(), b"cde");
+        assert_eq!(o.read(10, 3).unwrap(), b"");
+        assert_eq!(
+            f.open(OpenFlags { flags: libc::O_WRONLY }, &c).err(),
+            Some(Errno::EACCES)
+        );
+    }
+}

@@ -1,0 +1,376 @@
+//! usbmon's text interface through the real mount, with real `cat`, `ls`,
+//! `head`, `dd` and `timeout`.
+
+mod common;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{wait_blocked, Mount};
+
+/// A bus with nothing on it and no hub polling: readers block forever.
+const QUIET: &str = "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n";
+
+fn is_hex(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+}
+fn is_dec(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}
+fn is_int(s: &str) -> bool {
+    is_dec(s.strip_prefix('-').unwrap_or(s))
+}
+
+/// Check one line of `Nu` (u = true) or `Nt` against the kernel's format, field
+/// by field and width by width. Returns a description of the first mismatch.
+fn check_line(line: &str, u: bool) -> Result<(), String> {
+    let err = |m: &str| Err(format!("{m}: {line:?}"));
+    let w: Vec<&str> = line.split(' ').collect();
+    if w.len() < 5 {
+        return err("too few words");
+    }
+    if !is_hex(w[0]) || w[0].len() > 16 {
+        return err("tag");
+    }
+    if !is_dec(w[1]) || w[1].parse::<u64>().unwrap() > 4_095_999_999 {
+        return err("timestamp");
+    }
+    let ev = w[2];
+    if !["S", "C", "E"].contains(&ev) {
+        return err("event type");
+    }
+    let addr: Vec<&str> = w[3].split(':').collect();
+    let (xt, dev, ep) = if u {
+        if addr.len() != 4 || !is_dec(addr[1]) || addr[1].starts_with('0') {
+            return err("u address (bus)");
+        }
+        (addr[0], addr[2], addr[3])
+    } else {
+        if addr.len() != 3 {
+            return err("t address");
+        }
+        if addr[2].len() != 2 {
+            return err("t endpoint must be 2 digits");
+        }
+        (addr[0], addr[1], addr[2])
+    };
+    if xt.len() != 2 || !"CZIB".contains(&xt[..1]) || !"io".contains(&xt[1..]) {
+        return err("type/dir");
+    }
+    if dev.len() != 3 || !is_dec(dev) {
+        return err("device must be 3 digits");
+    }
+    if !is_dec(ep) || ep.parse::<u32>().unwrap() > 15 || (u && ep.len() > 1 && ep.starts_with('0')) {
+        return err("endpoint");
+    }
+    let (ttype, dir_in) = (&xt[..1], &xt[1..] == "i");
+    let mut i = 4;
+    // Status / setup.
+    if w[i] == "s" {
+        if ev != "S" || ttype != "C" {
+            return err("setup on a non control submit");
+        }
+        let f = &w[i + 1..i + 6];
+        if !(f[0].len() == 2 && f[1].len() == 2 && f[2..].iter().all(|x| x.len() == 4))
+            || !f.iter().all(|x| is_hex(x))
+        {
+            return err("setup words");
+        }
+        i += 6;
+    } else if u && ev != "E" && (ttype == "Z" || ttype == "I") {
+        let parts: Vec<&str> = w[i].split(':').collect();
+        let want = match (ttype, ev) {
+            ("I", _) => 2,
+            ("Z", "S") => 3,
+            _ => 4,
+        };
+        if parts.len() != want || !parts.iter().all(|p| is_int(p)) {
+            return err("status:interval form");
+        }
+        i += 1;
+        if ttype == "Z" {
+            let n: usize = w[i].parse().map_err(|_| format!("iso count: {line:?}"))?;
+            i += 1;
+            for _ in 0..n.min(5) {
+                let d: Vec<&str> = w[i].split(':').collect();
+                if d.len() != 3 || !is_int(d[0]) || !is_dec(d[1]) || !is_dec(d[2]) {
+                    return err("iso descriptor");
+                }
+                i += 1;
+            }
+        }
+    } else {
+        if !is_int(w[i]) {
+            return err("status");
+        }
+        if ev == "S" && w[i] != "-115" {
+            return err("submit status must be -115");
+        }
+        i += 1;
+    }
+    let len: i64 = w.get(i).and_then(|x| x.parse().ok()).ok_or(format!("length: {line:?}"))?;
+    i += 1;
+    let rest = &w[i..];
+    if ev == "E" {
+        return if len == 0 && rest.is_empty() { Ok(()) } else { err("E event") };
+    }
+    if len <= 0 {
+        return if rest.is_empty() { Ok(()) } else { err("data after zero length") };
+    }
+    match rest.first().copied() {
+        Some("=") => {
+            if (dir_in && ev == "S") || (!dir_in && ev == "C") {
+                return err("data where a flag belongs");
+            }
+            let words = &rest[1..];
+            let want = (len as usize).min(32);
+            let mut got = 0;
+            for (k, word) in words.iter().enumerate() {
+                if !is_hex(word) || word.len() % 2 != 0 || word.len() > 8 {
+                    return err("data word");
+                }
+                if k + 1 < words.len() && word.len() != 8 {
+                    return err("only the last data word may be short");
+                }
+                got += word.len() / 2;
+            }
+            if got != want {
+                return err("data byte count");
+            }
+            Ok(())
+        }
+        Some("<") if dir_in && ev == "S" && rest.len() == 1 => Ok(()),
+        Some(">") if !dir_in && ev == "C" && rest.len() == 1 => Ok(()),
+        Some("Z") if rest.len() == 1 => Ok(()),
+        _ => err("data flag"),
+    }
+}
+
+#[test]
+fn line_checker_accepts_kernel_lines_and_rejects_drift() {
+    // Lines captured from a real 6.12 kernel.
+    for l in include_str!("data/kernel_1u.txt").lines().filter(|l| !l.is_empty()) {
+        check_line(l, true).unwrap();
+    }
+    check_line("ffff888009800780 8659894 S Ci:002:00 s 80 06 0100 0000 0012 18 <", false).unwrap();
+    for bad in [
+        "ffff888009800780 8659894 S Ci:2:02:0 s 80 06 0100 0000 0012 18 <",
+        "ffff888009800780 8659894 S Ci:1:002:0 s 80 06 100 0000 0012 18 <",
+        "ffff888009800780 8659894 C Ci:1:002:0 0 18 = 12010002 000040 27060100",
+        "ffff888009800780 8659894 S Bo:1:002:2 0 31 >",
+        "FFFF888009800780 8659894 C Ii:1:002:1 0:8 4 = 01020304",
+    ] {
+        assert!(check_line(bad, true).is_err(), "accepted {bad}");
+    }
+}
+
+#[test]
+fn layout_modes_and_symlink() {
+    let m = Mount::default_config();
+    let ls = m.sh_ok("ls usb/usbmon");
+    let names: Vec<&str> = ls.split_whitespace().collect();
+    assert_eq!(names, ["0s", "0u", "1s", "1t", "1u", "2s", "2t", "2u"]);
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    for n in &names {
+        let md = std::fs::metadata(m.path(&format!("usb/usbmon/{n}"))).unwrap();
+        assert_eq!(md.permissions().mode() & 0o7777, 0o600, "{n}");
+        assert_eq!(md.uid(), uid, "{n}");
+        assert!(md.is_file());
+    }
+    assert_eq!(m.sh_ok("ls usbmon/"), ls, "the old usbmon/ path lists the same files");
+    assert_eq!(m.sh_ok("readlink usbmon"), "usb/usbmon\n");
+    let o = m.sh("cat usb/usbmon/0t");
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("No such file or directory"));
+    let o = m.sh("cat nonexistent/file");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("No such file or directory"));
+}
+
+#[test]
+fn u_and_t_lines_have_the_kernel_format() {
+    let m = Mount::default_config();
+    for (file, u) in [("usb/usbmon/1u", true), ("usb/usbmon/1t", false), ("usb/usbmon/2u", true), ("usb/usbmon/0u", true)] {
+        let start = Instant::now();
+        let out = m.sh_ok(&format!("timeout 10 head -n 60 {file}"));
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 60, "{file}: {out}");
+        for l in &lines {
+            check_line(l, u).unwrap_or_else(|e| panic!("{file}: {e}"));
+        }
+        if file == "usb/usbmon/1u" {
+            assert!(start.elapsed() < Duration::from_secs(5), "1u traffic is too slow");
+        }
+    }
+}
+
+#[test]
+fn default_config_shows_traffic_within_a_second() {
+    let m = Mount::default_config();
+    let out = m.sh_ok("timeout 1 head -n 1 usb/usbmon/1u");
+    assert_eq!(out.lines().count(), 1, "no line from 1u within 1 s");
+}
+
+#[test]
+fn default_traffic_covers_every_transfer_kind() {
+    let m = Mount::default_config();
+    let out = m.sh_ok("timeout 4 cat usb/usbmon/0u || true");
+    for (what, pat) in [
+        ("interrupt IN completion", " C Ii:1:"),
+        ("bulk OUT CBW", " S Bo:1:"),
+        ("mass-storage CBW signature", "= 55534243"),
+        ("CSW signature", "= 55534253"),
+        ("ISO OUT on bus 1", " S Zo:1:"),
+        ("ISO IN on bus 2", " C Zi:2:"),
+        ("stall", " -32"),
+        ("submit error", " E B"),
+        ("root hub port status", " s a3 00 0000 000"),
+    ] {
+        assert!(out.contains(pat), "no {what} ({pat:?}) in 4 s of 0u:\n{out}");
+    }
+}
+
+#[test]
+fn partial_reads_continue_the_same_line() {
+    let m = Mount::default_config();
+    // dd with bs=7 issues 7-byte reads; each returns at most the rest of a line.
+    let out = m.sh_ok("timeout 10 dd if=usb/usbmon/1u bs=7 count=200 status=none");
+    let lines: Vec<&str> = out.split_inclusive('\n').collect();
+    assert!(lines.len() >= 5, "{out}");
+    for l in &lines[..lines.len() - 1] {
+        check_line(l.trim_end_matches('\n'), true).unwrap();
+    }
+}
+
+#[test]
+fn nonblocking_read_gives_eagain() {
+    let m = Mount::with_config(QUIET);
+    let o = m.sh("dd if=usb/usbmon/1u iflag=nonblock bs=4096 count=1 status=none");
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("Resource temporarily unavailable"), "{e}");
+}
+
+fn blocked_cat(m: &Mount, file: &str) -> std::process::Child {
+    let c = Command::new("cat")
+        .arg(m.path(file))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_blocked(c.id());
+    c
+}
+
+fn gone_within(child: &mut std::process::Child, limit: Duration) -> Duration {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "reader did not die (state {:?})",
+            common::proc_state(child.id())
+        );
+        std::thread::sleep(Duration::from_micros(500));
+        let _ = limit;
+    }
+}
+
+#[test]
+fn ctrl_c_ends_a_blocked_reader_and_the_daemon_stays_healthy() {
+    let mut m = Mount::with_config(QUIET);
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGKILL] {
+        let mut c = blocked_cat(&m, "usb/usbmon/1u");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(c.id() as i32, sig) };
+        let took = gone_within(&mut c, Duration::from_millis(100));
+        assert!(took < Duration::from_millis(100), "signal {sig}: reader took {took:?} to die");
+        assert!(m.alive(), "daemon died");
+        // The daemon serves the next reader and knows the old one is gone.
+        assert_eq!(m.sh_ok("cat usb/usbmon/1s"), "nreaders 0 events 0 text_lost 0\n");
+    }
+    // `timeout -s INT` as a user would do it.
+    let o = m.sh("timeout -s INT 0.3 cat usb/usbmon/1u");
+    assert_eq!(o.status.code(), Some(124));
+    assert!(m.alive());
+}
+
+#[test]
+fn stalled_reader_loses_events_counted_in_ns() {
+    let m = Mount::default_config();
+    // Hold 1u open without reading while traffic flows; the queue (93 events)
+    // fills and further events are lost.
+    let out = m.sh_ok("exec 3<usb/usbmon/1u; sleep 2; cat usb/usbmon/1s; exec 3<&-; cat usb/usbmon/1s");
+    let lines: Vec<&str> = out.lines().collect();
+    let parse = |l: &str| -> (u32, u32, u32) {
+        let w: Vec<&str> = l.split(' ').collect();
+        assert_eq!(w.len(), 6, "{l}");
+        assert_eq!((w[0], w[2], w[4]), ("nreaders", "events", "text_lost"), "{l}");
+        (w[1].parse().unwrap(), w[3].parse().unwrap(), w[5].parse().unwrap())
+    };
+    let (readers, events, lost) = parse(lines[0]);
+    assert_eq!(readers, 1);
+    assert!(events > 93, "{out}");
+    assert_eq!(lost, events - 93, "every event past the 93-event queue is lost: {out}");
+    assert_eq!(parse(lines[1]).0, 0);
+}
+
+#[test]
+fn writes_are_refused() {
+    let m = Mount::default_config();
+    for f in ["usb/usbmon/1u", "usb/usbmon/1s", "usb/devices"] {
+        let o = m.sh(&format!("echo x > {f}"));
+        assert!(!o.status.success(), "{f}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains("Permission denied") || e.contains("not permitted"), "{f}: {e}");
+    }
+}
+
+#[test]
+fn usb_devices_has_the_kernel_format() {
+    let m = Mount::default_config();
+    let out = m.sh_ok("cat usb/devices");
+    let mut t_lines = 0;
+    for block in out.split("\n\n").filter(|b| !b.trim().is_empty()) {
+        let first = block.lines().next().unwrap();
+        assert!(first.starts_with("T:  Bus="), "{block}");
+        t_lines += 1;
+        for l in block.lines() {
+            let tag = &l[..3];
+            assert!(
+                ["T: ", "B: ", "D: ", "P: ", "S: ", "C: ", "C:*", "I: ", "I:*", "E: "].contains(&tag),
+                "unexpected line {l:?}"
+            );
+        }
+        assert!(block.contains("\nD:  Ver="), "{block}");
+        assert!(block.contains("\nP:  Vendor="), "{block}");
+    }
+    // Root hubs of both buses plus keyboard, mouse, storage, hub, audio, webcam, reader.
+    assert_eq!(t_lines, 9, "{out}");
+    assert!(out.contains("T:  Bus=01 Lev=00 Prnt=00 Port=00 Cnt=00 Dev#=  1 Spd=480  MxCh= 4\n"), "{out}");
+    assert!(out.contains("Cls=03(HID  )"));
+    assert!(out.contains("Cls=08(stor.)"));
+    assert!(out.contains("Cls=09(hub  )"));
+}
+
+#[test]
+fn bad_config_names_field_line_and_column_and_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bad.yaml");
+    std::fs::write(&p, "usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: toaster\n").unwrap();
+    for args in [vec!["check-config", p.to_str().unwrap()], vec!["mount", "/nonexistent", "--config", p.to_str().unwrap(), "--foreground"]] {
+        let o = Command::new(common::monfs_bin()).args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains("bad.yaml:6:"), "{e}");
+        assert!(e.contains("usb.buses[0].devices[0].kind"), "{e}");
+        assert!(e.contains("toaster"), "{e}");
+    }
+    let ok = dir.path().join("ok.yaml");
+    std::fs::write(&ok, include_str!("../config/default.yaml")).unwrap();
+    let o = Command::new(common::monfs_bin()).args(["check-config", ok.to_str().unwrap()]).output().unwrap();
+    assert!(o.status.success());
+}
