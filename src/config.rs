@@ -27,6 +27,12 @@ pub struct Config {
     /// The simulated USB side.
     #[serde(default)]
     pub usb: UsbConfig,
+    /// tracefs: user-defined trace events.
+    #[serde(default)]
+    pub tracing: crate::tracefs::TracingConfig,
+    /// The simulated z/VM monitor feeding `dev/monreader`.
+    #[serde(default)]
+    pub zvm: crate::sim::zvm::ZvmConfig,
 }
 
 /// Which clock stamps events.

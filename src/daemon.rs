@@ -21,6 +21,10 @@ pub struct Monfs {
     pub usb: Arc<UsbSim>,
     /// The clock every producer stamps events with.
     pub clock: Arc<dyn Clock>,
+    /// tracefs event tracing under `tracing/`.
+    pub tracing: Arc<crate::tracefs::Tracing>,
+    /// The z/VM monitor reader, `dev/monreader`.
+    pub monreader: Arc<crate::monreader::MonReaderDev>,
 }
 
 impl Monfs {
@@ -71,21 +75,27 @@ impl Monfs {
             NodeKind::File(Arc::new(crate::nullfile::NullNode)),
             0o600,
         );
+        let tracing = crate::tracefs::Tracing::install(&tree, clock.clone());
+        let monreader = crate::monreader::MonReaderDev::install(&tree, cfg, clock.clone());
         Monfs {
             tree,
             usbmon,
             usb,
             clock,
+            tracing,
+            monreader,
         }
     }
 
     /// Start the simulators.
     pub fn start(&self) {
         self.usb.start();
+        self.monreader.start();
     }
 
     /// Stop the simulators.
     pub fn stop(&self) {
         self.usb.stop();
+        self.monreader.stop();
     }
 }

@@ -12,3 +12,5 @@ pub mod fuse;
 pub mod vfs;
 pub mod daemon;
 pub mod nullfile;
+pub mod monreader;
+pub mod tracefs;

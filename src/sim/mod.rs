@@ -1,2 +1,3 @@
 //! Simulators: producers that push events into the facilities.
 pub mod usb;
+pub mod zvm;
