@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::clock::{Clock, RealClock, VirtualClock};
 use crate::config::{ClockKind, Config};
 use crate::sim::usb::UsbSim;
+use crate::usbmon::binary::BinNode;
 use crate::usbmon::stat::StatNode;
 use crate::usbmon::text::{TextFormat, TextNode};
 use crate::usbmon::UsbMon;
@@ -58,6 +59,13 @@ impl Monfs {
             tree.add(
                 &format!("{dir}/{bus}u"),
                 NodeKind::File(Arc::new(TextNode::new(usbmon.clone(), bus, TextFormat::U))),
+                0o600,
+            );
+        }
+        for bus in usbmon.bus_numbers() {
+            tree.add(
+                &format!("dev/usbmon{bus}"),
+                NodeKind::File(Arc::new(BinNode::new(usbmon.clone(), bus))),
                 0o600,
             );
         }

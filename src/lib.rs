@@ -14,3 +14,4 @@ pub mod daemon;
 pub mod nullfile;
 pub mod monreader;
 pub mod tracefs;
+pub mod procmem;

@@ -42,15 +42,23 @@ enum Cmd {
         /// and serves it from the background).
         #[arg(long, short)]
         foreground: bool,
-        /// Let users other than the mounting user in; file modes are enforced.
+        /// Serve only processes running as the mounting user. By default other
+        /// users are let in (allow_other) and the kernel enforces the file
+        /// modes (default_permissions), as on debugfs; tcpdump needs this
+        /// because it drops to user `tcpdump` after opening /dev/usbmonN.
         #[arg(long)]
-        allow_other: bool,
+        private: bool,
         /// Override the config's seed (URB tags, data, timing).
         #[arg(long)]
         seed: Option<u64>,
-        /// Threads serving FUSE requests.
-        #[arg(long, default_value_t = 2)]
-        threads: usize,
+        /// Threads serving FUSE requests (at least 2, so that page-cache
+        /// updates never wait on the thread that sends them).
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(2..=64))]
+        threads: u16,
+        /// Refuse shared mappings of dev/usbmonN (mmap gives ENODEV, as on a
+        /// CUSE device), so that libpcap uses its read path (linktype 189).
+        #[arg(long)]
+        no_mmap: bool,
     },
     /// Check a configuration file and exit: 0 if valid, 2 with a message that
     /// names the field, line and column if not.
@@ -206,16 +214,18 @@ fn main() -> ExitCode {
             mountpoint,
             config,
             foreground,
-            allow_other,
+            private,
             seed,
             threads,
+            no_mmap,
         } => mount(
             mountpoint,
             config,
             foreground,
             MountOptions {
-                allow_other,
-                threads,
+                allow_other: !private,
+                threads: threads as usize,
+                mmap: !no_mmap,
             },
             seed,
         ),

@@ -47,6 +47,11 @@ pub struct IoctlRequest<'a> {
     pub nonblock: bool,
     /// The caller.
     pub caller: Caller,
+    /// False on the first attempt; true when a parked (blocked) call is retried.
+    pub retry: bool,
+    /// Device and inode number the caller sees for this open file (to find its
+    /// mappings in `/proc/<pid>/maps`).
+    pub file_id: (u64, u64),
 }
 
 /// A successful ioctl: the return value and the bytes to copy back to `arg`.
@@ -56,6 +61,9 @@ pub struct IoctlReply {
     pub result: i32,
     /// Bytes for the kernel to copy to the caller's `arg` (at most `out_size`).
     pub output: Vec<u8>,
+    /// Page-cache contents to update (offset, bytes) before the reply goes out,
+    /// so that a mapping of the file shows them.
+    pub cache_updates: Vec<(u64, Vec<u8>)>,
 }
 
 /// Operations on an open file. Default methods give the errno a kernel file
@@ -86,6 +94,11 @@ pub trait OpenFile: Send + Sync {
     /// Whether reads stream (no offsets, direct I/O, size 0).
     fn is_stream(&self) -> bool {
         false
+    }
+    /// Fill the page cache for a mapping: the file's bytes at `offset` as a
+    /// mapping sees them. Only files that can be mapped implement it.
+    fn read_mapped(&self, _offset: u64, _size: u32) -> SysResult<Vec<u8>> {
+        Err(Errno::ENODEV)
     }
     /// The last close of this open file.
     fn release(&self) {}
@@ -123,6 +136,15 @@ pub trait FileNode: Send + Sync {
     fn mode(&self) -> u32;
     /// Open the file.
     fn open(&self, flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>>;
+    /// Whether every open needs an inode (and so a page cache) of its own, for
+    /// files whose mappings show per-open state (usbmon's ring).
+    fn private_inode(&self) -> bool {
+        false
+    }
+    /// The size `stat` reports (and up to which a mapping may fault pages in).
+    fn size(&self) -> u64 {
+        0
+    }
 }
 
 /// What a node is.

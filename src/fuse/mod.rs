@@ -38,6 +38,9 @@ pub struct MountOptions {
     pub allow_other: bool,
     /// Number of threads reading requests.
     pub threads: usize,
+    /// Allow shared mappings of streaming files (usbmon's ring). Without it
+    /// `mmap` fails with ENODEV, as on a CUSE device.
+    pub mmap: bool,
 }
 
 impl Default for MountOptions {
@@ -45,6 +48,7 @@ impl Default for MountOptions {
         MountOptions {
             allow_other: false,
             threads: 2,
+            mmap: true,
         }
     }
 }
@@ -60,6 +64,7 @@ enum Parked {
 }
 
 struct IoctlCall {
+    nodeid: u64,
     cmd: u32,
     arg: u64,
     input: Vec<u8>,
@@ -74,6 +79,8 @@ struct Pending {
 
 /// One open file handle.
 struct Handle {
+    /// The nodeid the file was opened on (an alias for per-open inodes).
+    nodeid: u64,
     file: Arc<dyn OpenFile>,
     nonblock: bool,
     /// Set while someone waits for the waker (parked requests or a poll).
@@ -93,7 +100,16 @@ pub struct Session {
     wake_rx: Receiver<u64>,
     mountpoint: PathBuf,
     destroyed: AtomicBool,
+    allow_mmap: bool,
+    /// Per-open inodes: alias nodeid -> (tree inode, lookup count).
+    aliases: Mutex<HashMap<u64, (u64, u64)>>,
+    next_alias: AtomicU64,
+    /// st_dev of the mount, for finding mappings in /proc/<pid>/maps.
+    dev_id: AtomicU64,
 }
+
+/// Nodeids of per-open inodes start here, far above the tree's.
+const ALIAS_BASE: u64 = 1 << 40;
 
 fn cstr(p: &Path) -> anyhow::Result<CString> {
     Ok(CString::new(p.as_os_str().as_encoded_bytes())?)
@@ -166,7 +182,7 @@ impl Session {
                 .with_context(|| format!("mount on {}", mountpoint.display()));
         }
         let (wake_tx, wake_rx) = crossbeam_channel::unbounded();
-        Ok(Arc::new(Session {
+        let s = Arc::new(Session {
             dev,
             tree,
             handles: RwLock::new(HashMap::new()),
@@ -176,7 +192,20 @@ impl Session {
             wake_rx,
             mountpoint: mountpoint.to_path_buf(),
             destroyed: AtomicBool::new(false),
-        }))
+            allow_mmap: opts.mmap,
+            aliases: Mutex::new(HashMap::new()),
+            next_alias: AtomicU64::new(ALIAS_BASE),
+            dev_id: AtomicU64::new(0),
+        });
+        Ok(s)
+    }
+
+    /// Learn the mount's device number (call once the session serves requests).
+    fn learn_dev_id(&self) {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(m) = std::fs::metadata(&self.mountpoint) {
+            self.dev_id.store(m.dev(), Ordering::Relaxed);
+        }
     }
 
     /// The mountpoint.
@@ -204,12 +233,43 @@ impl Session {
                     .expect("spawn"),
             );
         }
+        self.learn_dev_id();
         for w in workers {
             let _ = w.join();
         }
         self.destroyed.store(true, Ordering::SeqCst);
         let _ = self.wake_tx.send(u64::MAX);
         let _ = svc.join();
+    }
+
+    /// The tree inode behind a nodeid (resolving per-open aliases).
+    fn real_ino(&self, nodeid: u64) -> u64 {
+        if nodeid >= ALIAS_BASE {
+            self.aliases
+                .lock()
+                .unwrap()
+                .get(&nodeid)
+                .map(|a| a.0)
+                .unwrap_or(0)
+        } else {
+            nodeid
+        }
+    }
+
+    fn node(&self, nodeid: u64) -> Result<crate::vfs::Node, Errno> {
+        self.tree.get(self.real_ino(nodeid))
+    }
+
+    fn forget(&self, nodeid: u64, n: u64) {
+        if nodeid >= ALIAS_BASE {
+            let mut a = self.aliases.lock().unwrap();
+            if let Some(e) = a.get_mut(&nodeid) {
+                e.1 = e.1.saturating_sub(n);
+                if e.1 == 0 {
+                    a.remove(&nodeid);
+                }
+            }
+        }
     }
 
     fn request_loop(&self) {
@@ -272,6 +332,19 @@ impl Session {
         self.send(unique, -e.0, &[]);
     }
 
+    /// Put `bytes` into the page cache of `nodeid` at `offset` (FUSE_NOTIFY_STORE),
+    /// in pieces the kernel accepts.
+    fn store(&self, nodeid: u64, offset: u64, bytes: &[u8]) {
+        for (i, chunk) in bytes.chunks(MAX_WRITE as usize).enumerate() {
+            let mut w = proto::Writer::default();
+            w.u64(nodeid)
+                .u64(offset + (i * MAX_WRITE as usize) as u64)
+                .u32(chunk.len() as u32)
+                .u32(0);
+            self.send(0, proto::notify::STORE, &[&w.0, chunk]);
+        }
+    }
+
     /// Send a notification (unique 0).
     fn notify(&self, code: i32, body: &[u8]) {
         self.send(0, code, &[body]);
@@ -282,7 +355,8 @@ impl Session {
             ino: node.ino,
             size: match &node.kind {
                 NodeKind::Symlink(t) => t.len() as u64,
-                _ => 0,
+                NodeKind::File(f) => f.size(),
+                NodeKind::Dir => 0,
             },
             time: 0,
             mode: node.st_mode(),
@@ -313,12 +387,32 @@ impl Session {
             }
             op::LOOKUP => {
                 let name = r.cstr().unwrap_or("");
-                match self.tree.lookup(h.nodeid, name) {
+                match self.tree.lookup(self.real_ino(h.nodeid), name) {
+                    Ok(n) if matches!(&n.kind, NodeKind::File(f) if f.private_inode()) => {
+                        // A fresh inode for every lookup, never cached, so that
+                        // every open has a page cache (a mapping) of its own.
+                        let alias = self.next_alias.fetch_add(1, Ordering::Relaxed);
+                        self.aliases.lock().unwrap().insert(alias, (n.ino, 1));
+                        let mut a = self.attr(&n);
+                        a.ino = alias;
+                        self.ok(u, &proto::entry_out(&a, 0));
+                    }
                     Ok(n) => self.ok(u, &proto::entry_out(&self.attr(&n), ENTRY_VALID_SECS)),
                     Err(e) => self.err(u, e),
                 }
             }
-            op::FORGET | op::BATCH_FORGET => {} // inodes live as long as their nodes; no reply
+            op::FORGET => {
+                let n = r.u64().unwrap_or(0);
+                self.forget(h.nodeid, n);
+            }
+            op::BATCH_FORGET => {
+                let count = r.u32().unwrap_or(0);
+                let _ = r.u32();
+                for _ in 0..count {
+                    let (Some(id), Some(n)) = (r.u64(), r.u64()) else { break };
+                    self.forget(id, n);
+                }
+            }
             op::GETATTR | op::SETATTR => self.getattr(h, &mut r),
             op::READLINK => match self.tree.get(h.nodeid) {
                 Ok(crate::vfs::Node {
@@ -336,10 +430,19 @@ impl Session {
                 let fh = r.u64().unwrap_or(0);
                 let offset = r.u64().unwrap_or(0);
                 let size = r.u32().unwrap_or(0);
-                let _read_flags = r.u32();
+                let read_flags = r.u32().unwrap_or(0);
                 let _lock_owner = r.u64();
                 let flags = r.u32().unwrap_or(0) as i32;
-                self.read(u, fh, offset, size, flags & libc::O_NONBLOCK != 0);
+                if read_flags & proto::READ_LOCKOWNER == 0 {
+                    // Not a read(2) (those carry a lock owner on direct-I/O files):
+                    // the page cache filling in pages for a mapping.
+                    match self.handle(fh) {
+                        Some(hd) => self.finish(u, hd.file.read_mapped(offset, size)),
+                        None => self.err(u, Errno::EBADF),
+                    }
+                } else {
+                    self.read(u, fh, offset, size, flags & libc::O_NONBLOCK != 0);
+                }
             }
             op::WRITE => {
                 let fh = r.u64().unwrap_or(0);
@@ -378,7 +481,7 @@ impl Session {
                 self.ok(u, &[]);
             }
             op::FLUSH | op::FSYNC | op::FSYNCDIR | op::RELEASEDIR => self.ok(u, &[]),
-            op::OPENDIR => match self.tree.get(h.nodeid) {
+            op::OPENDIR => match self.node(h.nodeid) {
                 Ok(n) if matches!(n.kind, NodeKind::Dir) => self.ok(u, &proto::open_out(0, 0)),
                 Ok(_) => self.err(u, Errno::ENOTDIR),
                 Err(e) => self.err(u, e),
@@ -438,12 +541,14 @@ impl Session {
             self.err(u, Errno::EPROTO_COMPAT);
             return;
         }
-        let want = proto::init::ATOMIC_O_TRUNC
+        let mut want = proto::init::ATOMIC_O_TRUNC
             | proto::init::BIG_WRITES
             | proto::init::HAS_IOCTL_DIR
             | proto::init::MAX_PAGES
-            | proto::init::INIT_EXT
-            | proto::init::DIRECT_IO_ALLOW_MMAP;
+            | proto::init::INIT_EXT;
+        if self.allow_mmap {
+            want |= proto::init::DIRECT_IO_ALLOW_MMAP;
+        }
         let got = kflags & want;
         let mut w = proto::Writer::default();
         w.u32(proto::KERNEL_VERSION)
@@ -485,14 +590,23 @@ impl Session {
                 }
             }
         }
-        match self.tree.get(h.nodeid) {
-            Ok(n) => self.ok(h.unique, &proto::attr_out(&self.attr(&n), ENTRY_VALID_SECS)),
+        match self.node(h.nodeid) {
+            Ok(n) => {
+                let mut a = self.attr(&n);
+                let valid = if h.nodeid >= ALIAS_BASE {
+                    a.ino = h.nodeid;
+                    0
+                } else {
+                    ENTRY_VALID_SECS
+                };
+                self.ok(h.unique, &proto::attr_out(&a, valid))
+            }
             Err(e) => self.err(h.unique, e),
         }
     }
 
     fn open(&self, u: u64, ino: u64, flags: i32, caller: &Caller) {
-        let node = match self.tree.get(ino) {
+        let node = match self.node(ino) {
             Ok(n) => n,
             Err(e) => return self.err(u, e),
         };
@@ -527,6 +641,7 @@ impl Session {
             file.set_waker(waker);
         }
         let hd = Arc::new(Handle {
+            nodeid: ino,
             file,
             nonblock: oflags.nonblock(),
             armed,
@@ -588,6 +703,7 @@ impl Session {
             return self.err(u, Errno::EBADF);
         };
         let call = IoctlCall {
+            nodeid: hd.nodeid,
             cmd,
             arg,
             input,
@@ -603,7 +719,7 @@ impl Session {
         let mut pend = hd.pending.lock().unwrap();
         if pend.is_empty() {
             hd.armed.store(true, Ordering::SeqCst);
-            match self.attempt(hd, &what, nonblock) {
+            match self.attempt(hd, &what, nonblock, false) {
                 Err(e) if e == Errno::EAGAIN && !nonblock => {}
                 res => return self.finish(u, res),
             }
@@ -616,7 +732,7 @@ impl Session {
     }
 
     /// Run a request once.
-    fn attempt(&self, hd: &Handle, what: &Parked, nonblock: bool) -> Result<Vec<u8>, Errno> {
+    fn attempt(&self, hd: &Handle, what: &Parked, nonblock: bool, retry: bool) -> Result<Vec<u8>, Errno> {
         match what {
             Parked::Read { offset, size } => hd.file.read(*offset, *size),
             Parked::Ioctl(c) => {
@@ -627,8 +743,13 @@ impl Session {
                     out_size: c.out_size,
                     nonblock,
                     caller: c.caller,
+                    retry,
+                    file_id: (self.dev_id.load(Ordering::Relaxed), c.nodeid),
                 };
                 hd.file.ioctl(&req).map(|rep| {
+                    for (off, bytes) in &rep.cache_updates {
+                        self.store(c.nodeid, *off, bytes);
+                    }
                     let mut w = proto::Writer::default();
                     w.u32(rep.result as u32).u32(0).u32(0).u32(0);
                     let n = rep.output.len().min(c.out_size as usize);
@@ -653,7 +774,7 @@ impl Session {
             let mut pend = hd.pending.lock().unwrap();
             while let Some(p) = pend.front() {
                 hd.armed.store(true, Ordering::SeqCst);
-                let res = self.attempt(&hd, &p.what, false);
+                let res = self.attempt(&hd, &p.what, false, true);
                 if res == Err(Errno::EAGAIN) {
                     break;
                 }

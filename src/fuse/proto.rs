@@ -75,6 +75,10 @@ pub mod ioctl_flags {
     pub const BIT32: u32 = 1 << 3;
 }
 
+/// `fuse_read_in.read_flags`: the lock owner is valid (set on read(2) of
+/// direct-I/O files, not on page-cache fills).
+pub const READ_LOCKOWNER: u32 = 1 << 1;
+
 /// `fuse_poll_in.flags`: the kernel wants a wake-up notification.
 pub const POLL_SCHEDULE_NOTIFY: u32 = 1 << 0;
 

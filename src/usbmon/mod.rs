@@ -2,7 +2,9 @@
 //! events out to readers (this file, like `mon_main.c`), and one file per
 //! interface: [`text`] (`mon_text.c`), [`stat`] (`mon_stat.c`).
 
+pub mod binary;
 pub mod event;
+pub mod ring;
 pub mod stat;
 pub mod text;
 

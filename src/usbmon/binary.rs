@@ -1,0 +1,680 @@
+//! The binary interface (`/dev/usbmonN`, here `dev/usbmonN`), like the kernel's
+//! `mon_bin.c`: 48/64-byte headers, the ioctls and the mmap ring.
+
+use std::sync::{Arc, Mutex};
+
+use super::event::{EventKind, UrbEvent, XferType};
+use super::ring::{pkt_align, Ring, BUFF_DFL, BUFF_MAX, BUFF_MIN, CHUNK_SIZE, PKT_SIZE};
+use super::{MonReader, Registration, UsbMon};
+use crate::errno::{Errno, SysResult};
+use crate::procmem;
+use crate::vfs::{Caller, FileNode, IoctlReply, IoctlRequest, OpenFile, OpenFlags, Waker, POLL_READABLE};
+
+/// Bytes of the "API 0" header returned by `read()` and `MON_IOCX_GET`.
+pub const PKT_SZ_API0: usize = 48;
+/// Bytes of the "API 1" header returned by `MON_IOCX_GETX` and in the ring.
+pub const PKT_SZ_API1: usize = 64;
+/// At most this many ISO descriptors are stored.
+pub const ISODESC_MAX: usize = 128;
+
+/// ioctl numbers (x86_64 and the other generic-ioctl architectures).
+#[allow(missing_docs)]
+pub mod ioc {
+    pub const URB_LEN: u32 = 0x9201;
+    pub const STATS: u32 = 0x8008_9203;
+    pub const T_RING_SIZE: u32 = 0x9204;
+    pub const Q_RING_SIZE: u32 = 0x9205;
+    pub const GET: u32 = 0x4018_9206;
+    pub const MFETCH: u32 = 0xc010_9207;
+    pub const MFLUSH: u32 = 0x9208;
+    pub const GETX: u32 = 0x4018_920a;
+}
+
+/// The 64-byte header of an event as the ring stores it.
+pub fn encode_header(ev: &UrbEvent, len_cap: u32, flag_data: u8, ndesc: u32) -> [u8; 64] {
+    let mut h = [0u8; 64];
+    let (sec, usec) = ev.ts.wall_sec_usec();
+    h[0..8].copy_from_slice(&ev.id.to_ne_bytes());
+    h[8] = ev.kind.letter();
+    h[9] = ev.xfer as u8;
+    h[10] = ev.ep_address();
+    h[11] = ev.devnum;
+    h[12..14].copy_from_slice(&ev.bus.to_ne_bytes());
+    h[14] = if ev.has_setup_phase() {
+        if ev.setup.is_some() {
+            0
+        } else {
+            b'Z'
+        }
+    } else {
+        b'-'
+    };
+    h[15] = flag_data;
+    h[16..24].copy_from_slice(&sec.to_ne_bytes());
+    h[24..28].copy_from_slice(&usec.to_ne_bytes());
+    h[28..32].copy_from_slice(&ev.status.to_ne_bytes());
+    if ev.kind == EventKind::Error {
+        return h;
+    }
+    h[32..36].copy_from_slice(&ev.length().to_ne_bytes());
+    h[36..40].copy_from_slice(&len_cap.to_ne_bytes());
+    match ev.xfer {
+        XferType::Control if ev.kind == EventKind::Submit => {
+            if let Some(s) = ev.setup {
+                h[40..48].copy_from_slice(&s);
+            }
+        }
+        XferType::Iso => {
+            h[40..44].copy_from_slice(&ev.error_count.to_ne_bytes());
+            h[44..48].copy_from_slice(&(ev.iso.len() as i32).to_ne_bytes());
+            h[48..52].copy_from_slice(&ev.interval.to_ne_bytes());
+            h[52..56].copy_from_slice(&ev.start_frame.to_ne_bytes());
+        }
+        XferType::Interrupt => {
+            h[48..52].copy_from_slice(&ev.interval.to_ne_bytes());
+        }
+        _ => {}
+    }
+    h[56..60].copy_from_slice(&ev.xfer_flags.to_ne_bytes());
+    h[60..64].copy_from_slice(&ndesc.to_ne_bytes());
+    h
+}
+
+struct State {
+    ring: Ring,
+    dropped: u32,
+    mapped: bool,
+    /// Pages written since the page cache was last brought up to date.
+    dirty: Vec<bool>,
+    /// Events removed by the flush of an MFETCH that then had to wait.
+    fetch_flushed: u32,
+    waker: Option<Waker>,
+}
+
+impl State {
+    fn mark_dirty(&mut self, off: usize, len: usize) {
+        let size = self.ring.size();
+        let mut done = 0;
+        while done < len {
+            let at = (off + done) % size;
+            let page = at / CHUNK_SIZE;
+            self.dirty[page] = true;
+            done += CHUNK_SIZE - at % CHUNK_SIZE;
+        }
+    }
+
+    /// Take the dirty pages as page-cache updates.
+    fn take_dirty(&mut self) -> Vec<(u64, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut page = 0;
+        let pages = self.dirty.len();
+        while page < pages {
+            if !self.dirty[page] {
+                page += 1;
+                continue;
+            }
+            let start = page;
+            while page < pages && self.dirty[page] {
+                self.dirty[page] = false;
+                page += 1;
+            }
+            let (a, b) = (start * CHUNK_SIZE, page * CHUNK_SIZE);
+            out.push((a as u64, self.ring.bytes()[a..b].to_vec()));
+        }
+        out
+    }
+
+    fn insert(&mut self, ev: &UrbEvent) {
+        if ev.kind == EventKind::Error {
+            // Error events never use the contiguous allocator and a lost one is
+            // not counted, as in the kernel.
+            if let Some(off) = self.ring.alloc(PKT_SIZE) {
+                let h = encode_header(ev, 0, b'E', 0);
+                self.ring.write_at(off, &h);
+                self.mark_dirty(off, PKT_SIZE);
+            }
+            return;
+        }
+        let ndesc = if ev.xfer == XferType::Iso {
+            ev.iso.len().min(ISODESC_MAX)
+        } else {
+            0
+        };
+        let mut length = ev.length() as usize;
+        if ev.xfer == XferType::Iso && ev.kind == EventKind::Complete && ev.dir_in {
+            length = ev.iso[..ndesc]
+                .iter()
+                .filter(|d| d.length != 0)
+                .map(|d| (d.offset + d.length) as usize)
+                .max()
+                .unwrap_or(0);
+        }
+        length = length.min(ev.transfer_buffer_length as usize);
+        length = length.min(self.ring.size() / 5);
+        let mut flag_data = 0u8;
+        if ev.dir_in {
+            if ev.kind == EventKind::Submit {
+                length = 0;
+                flag_data = b'<';
+            }
+        } else if ev.kind == EventKind::Complete {
+            length = 0;
+            flag_data = b'>';
+        }
+        let lendesc = ndesc * 16;
+        let total = PKT_SIZE + lendesc + length;
+        let off = if self.mapped {
+            match self.ring.alloc_contiguous(total) {
+                Some((off, filler)) => {
+                    if let Some(f) = filler {
+                        let size = self.ring.size() - f;
+                        self.mark_dirty(f, size.min(PKT_SIZE));
+                    }
+                    Some(off)
+                }
+                None => None,
+            }
+        } else {
+            self.ring.alloc(total)
+        };
+        let Some(off) = off else {
+            self.dropped = self.dropped.wrapping_add(1);
+            return;
+        };
+        let mut copied = length;
+        if length != 0 && ev.data.is_none() {
+            flag_data = b'Z';
+            copied = 0;
+        }
+        let len_cap = (lendesc + copied) as u32;
+        let h = encode_header(ev, len_cap, flag_data, ndesc as u32);
+        self.ring.write_at(off, &h);
+        let mut at = (off + PKT_SIZE) % self.ring.size();
+        if ndesc != 0 {
+            let mut d = Vec::with_capacity(lendesc);
+            for desc in &ev.iso[..ndesc] {
+                d.extend_from_slice(&desc.status.to_ne_bytes());
+                d.extend_from_slice(&desc.offset.to_ne_bytes());
+                d.extend_from_slice(&desc.length.to_ne_bytes());
+                d.extend_from_slice(&0u32.to_ne_bytes());
+            }
+            self.ring.write_at(at, &d);
+            at = (at + lendesc) % self.ring.size();
+        }
+        if copied != 0 {
+            let data = ev.data.as_deref().unwrap_or(&[]);
+            if data.len() >= copied {
+                self.ring.write_at(at, &data[..copied]);
+            } else {
+                let mut v = data.to_vec();
+                v.resize(copied, 0);
+                self.ring.write_at(at, &v);
+            }
+        }
+        if copied < length {
+            // Return the unused aligned tail, as mon_buff_area_shrink does.
+            let delta = pkt_align(lendesc + length) - pkt_align(len_cap as usize);
+            if delta > 0 {
+                self.ring.shrink(delta);
+            }
+        }
+        self.mark_dirty(off, PKT_SIZE + len_cap as usize);
+    }
+}
+
+/// One open of `dev/usbmonN`.
+pub struct BinReader {
+    state: Mutex<State>,
+}
+
+impl MonReader for BinReader {
+    fn event(&self, ev: &Arc<UrbEvent>) {
+        let waker = {
+            let mut st = self.state.lock().unwrap();
+            st.insert(ev);
+            st.waker.clone()
+        };
+        if let Some(w) = waker {
+            w();
+        }
+    }
+}
+
+fn u64_at(b: &[u8], off: usize) -> u64 {
+    b.get(off..off + 8)
+        .map(|s| u64::from_ne_bytes(s.try_into().unwrap()))
+        .unwrap_or(0)
+}
+fn u32_at(b: &[u8], off: usize) -> u32 {
+    b.get(off..off + 4)
+        .map(|s| u32::from_ne_bytes(s.try_into().unwrap()))
+        .unwrap_or(0)
+}
+
+impl BinReader {
+    fn new() -> BinReader {
+        BinReader {
+            state: Mutex::new(State {
+                ring: Ring::new(BUFF_DFL),
+                dropped: 0,
+                mapped: false,
+                dirty: vec![false; BUFF_DFL / CHUNK_SIZE],
+                fetch_flushed: 0,
+                waker: None,
+            }),
+        }
+    }
+
+    /// `read()`: the 48-byte header then the captured bytes, continuing a
+    /// partially read event.
+    pub fn read(&self, size: usize) -> SysResult<Vec<u8>> {
+        let mut st = self.state.lock().unwrap();
+        if st.ring.is_empty() {
+            return Err(Errno::EAGAIN);
+        }
+        let out_off = st.ring.out_offset();
+        let len_cap = st.ring.len_cap_at(out_off);
+        let total = PKT_SZ_API0 + len_cap;
+        let mut out = Vec::new();
+        let mut want = size;
+        let b_read = st.ring.b_read;
+        if b_read < PKT_SZ_API0 {
+            let n = want.min(PKT_SZ_API0 - b_read);
+            out.extend_from_slice(&st.ring.bytes()[out_off + b_read..out_off + b_read + n]);
+            want -= n;
+            st.ring.b_read += n;
+        }
+        if st.ring.b_read >= PKT_SZ_API0 {
+            let done = st.ring.b_read - PKT_SZ_API0;
+            let n = want.min(len_cap - done);
+            let at = (out_off + PKT_SIZE + done) % st.ring.size();
+            out.extend_from_slice(&st.ring.read_at(at, n));
+            st.ring.b_read += n;
+        }
+        if st.ring.b_read >= total {
+            st.ring.free(PKT_SIZE + len_cap);
+            st.ring.b_read = 0;
+        }
+        Ok(out)
+    }
+
+    /// Whether anything is queued.
+    pub fn poll(&self) -> u32 {
+        if self.state.lock().unwrap().ring.is_empty() {
+            0
+        } else {
+            POLL_READABLE
+        }
+    }
+
+    fn get(&self, req: &IoctlRequest<'_>, hdrbytes: usize) -> SysResult<IoctlReply> {
+        let hdr = u64_at(req.input, 0);
+        let data = u64_at(req.input, 8);
+        let alloc = u64_at(req.input, 16);
+        if alloc > 0x1000_0000 {
+            return Err(Errno::EINVAL);
+        }
+        let mut st = self.state.lock().unwrap();
+        if st.ring.is_empty() {
+            return Err(Errno::EAGAIN);
+        }
+        let off = st.ring.out_offset();
+        let len_cap = st.ring.len_cap_at(off);
+        procmem::write(req.caller.pid, hdr, &st.ring.bytes()[off..off + hdrbytes])?;
+        let n = (len_cap as u64).min(alloc) as usize;
+        let at = (off + PKT_SIZE) % st.ring.size();
+        procmem::write(req.caller.pid, data, &st.ring.read_at(at, n))?;
+        st.ring.free(PKT_SIZE + len_cap);
+        st.ring.b_read = 0;
+        Ok(IoctlReply::default())
+    }
+
+    fn mfetch(&self, req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
+        let offvec = u64_at(req.input, 0);
+        let nfetch = u32_at(req.input, 8);
+        let nflush = u32_at(req.input, 12);
+        let mut st = self.state.lock().unwrap();
+        // MFETCH is how mapped readers consume the ring.
+        st.mapped = true;
+        let flushed = if req.retry {
+            st.fetch_flushed
+        } else {
+            let f = st.ring.flush(nflush as usize) as u32;
+            st.fetch_flushed = f;
+            f
+        };
+        if st.ring.is_empty() {
+            if req.nonblock && nflush != 0 {
+                // The kernel stores nflush before it finds the ring empty.
+                procmem::write(req.caller.pid, req.arg + 12, &flushed.to_ne_bytes())?;
+            }
+            return Err(Errno::EAGAIN);
+        }
+        let offs = st.ring.offsets(nfetch as usize);
+        let mut vec = Vec::with_capacity(offs.len() * 4);
+        for o in &offs {
+            vec.extend_from_slice(&o.to_ne_bytes());
+        }
+        procmem::write(req.caller.pid, offvec, &vec)?;
+        let mut out = req.input.to_vec();
+        out.resize(16, 0);
+        out[8..12].copy_from_slice(&(offs.len() as u32).to_ne_bytes());
+        if nflush != 0 {
+            out[12..16].copy_from_slice(&flushed.to_ne_bytes());
+        }
+        Ok(IoctlReply {
+            result: 0,
+            output: out,
+            cache_updates: st.take_dirty(),
+        })
+    }
+
+    /// Handle one ioctl.
+    pub fn ioctl(&self, req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
+        let ret = |result: i32| {
+            Ok(IoctlReply {
+                result,
+                ..Default::default()
+            })
+        };
+        match req.cmd {
+            ioc::URB_LEN => {
+                let st = self.state.lock().unwrap();
+                if st.ring.is_empty() {
+                    ret(0)
+                } else {
+                    ret(st.ring.len_cap_at(st.ring.out_offset()) as i32)
+                }
+            }
+            ioc::Q_RING_SIZE => ret(self.state.lock().unwrap().ring.size() as i32),
+            ioc::T_RING_SIZE => {
+                if req.arg < BUFF_MIN || req.arg > BUFF_MAX {
+                    return Err(Errno::EINVAL);
+                }
+                let size = (req.arg as usize).div_ceil(CHUNK_SIZE) * CHUNK_SIZE;
+                let mut st = self.state.lock().unwrap();
+                if st.mapped {
+                    let (dev, ino) = req.file_id;
+                    if procmem::has_shared_mapping(req.caller.pid, dev, ino) {
+                        return Err(Errno::EBUSY);
+                    }
+                    st.mapped = false;
+                }
+                st.ring = Ring::new(size);
+                st.dirty = vec![true; size / CHUNK_SIZE];
+                st.dropped = 0;
+                // Bring the whole new ring into the page cache now, so that a
+                // mapping of the new size finds every page.
+                let updates = st.take_dirty();
+                Ok(IoctlReply {
+                    result: 0,
+                    output: Vec::new(),
+                    cache_updates: updates,
+                })
+            }
+            ioc::STATS => {
+                let mut st = self.state.lock().unwrap();
+                let dropped = std::mem::take(&mut st.dropped);
+                let queued = st.ring.queued() as u32;
+                let mut out = Vec::with_capacity(8);
+                out.extend_from_slice(&queued.to_ne_bytes());
+                out.extend_from_slice(&dropped.to_ne_bytes());
+                Ok(IoctlReply {
+                    result: 0,
+                    output: out,
+                    cache_updates: Vec::new(),
+                })
+            }
+            ioc::GET => self.get(req, PKT_SZ_API0),
+            ioc::GETX => self.get(req, PKT_SZ_API1),
+            ioc::MFETCH => self.mfetch(req),
+            ioc::MFLUSH => {
+                let n = self.state.lock().unwrap().ring.flush(req.arg as u32 as usize);
+                ret(n as i32)
+            }
+            _ => Err(Errno::ENOTTY),
+        }
+    }
+
+    /// Ring bytes for a page-cache fill of a mapping.
+    pub fn read_mapped(&self, offset: u64, size: u32) -> Vec<u8> {
+        let mut st = self.state.lock().unwrap();
+        st.mapped = true;
+        let b = st.ring.bytes();
+        let start = (offset as usize).min(b.len());
+        let end = (start + size as usize).min(b.len());
+        b[start..end].to_vec()
+    }
+}
+
+struct BinFile {
+    reader: Arc<BinReader>,
+    _reg: Registration,
+}
+
+impl OpenFile for BinFile {
+    fn read(&self, _offset: u64, size: u32) -> SysResult<Vec<u8>> {
+        self.reader.read(size as usize)
+    }
+    fn ioctl(&self, req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
+        self.reader.ioctl(req)
+    }
+    fn poll(&self) -> u32 {
+        self.reader.poll()
+    }
+    fn set_waker(&self, waker: Waker) {
+        self.reader.state.lock().unwrap().waker = Some(waker);
+    }
+    fn is_stream(&self) -> bool {
+        true
+    }
+    fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
+        Ok(self.reader.read_mapped(offset, size))
+    }
+}
+
+/// The `dev/usbmonN` node.
+pub struct BinNode {
+    mon: Arc<UsbMon>,
+    bus: u16,
+}
+
+impl BinNode {
+    /// The node for bus `bus` (0: all buses).
+    pub fn new(mon: Arc<UsbMon>, bus: u16) -> Self {
+        BinNode { mon, bus }
+    }
+}
+
+impl FileNode for BinNode {
+    fn mode(&self) -> u32 {
+        0o600
+    }
+    fn open(&self, _flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
+        let reader = Arc::new(BinReader::new());
+        let reg = self.mon.attach(self.bus, reader.clone()).ok_or(Errno::ENODEV)?;
+        Ok(Arc::new(BinFile { reader, _reg: reg }))
+    }
+    fn private_inode(&self) -> bool {
+        true
+    }
+    fn size(&self) -> u64 {
+        BUFF_DFL as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Timestamp;
+    use crate::usbmon::event::{IsoDesc, UrbSink};
+
+    fn ev(kind: EventKind, xfer: XferType, dir_in: bool, len: u32) -> UrbEvent {
+        UrbEvent {
+            id: 0xffff888009800780,
+            kind,
+            xfer,
+            bus: 1,
+            devnum: 2,
+            epnum: if xfer == XferType::Control { 0 } else { 1 },
+            dir_in,
+            ts: Timestamp {
+                mono_ns: 5_000_000_000,
+                wall_ns: 1_700_000_000_123_456_000,
+            },
+            status: if kind == EventKind::Submit { -115 } else { 0 },
+            transfer_buffer_length: len,
+            actual_length: len,
+            interval: 8,
+            start_frame: 0,
+            error_count: 0,
+            xfer_flags: if dir_in { 0x200 } else { 0 },
+            setup: if xfer == XferType::Control && kind == EventKind::Submit {
+                Some([0x80, 6, 0, 1, 0, 0, 18, 0])
+            } else {
+                None
+            },
+            iso: vec![],
+            data: Some((0..len).map(|i| i as u8).collect::<Vec<u8>>().into()),
+        }
+    }
+
+    fn req(cmd: u32, arg: u64, input: &[u8]) -> IoctlRequest<'_> {
+        IoctlRequest {
+            cmd,
+            arg,
+            input,
+            out_size: 0,
+            nonblock: true,
+            caller: Caller {
+                pid: std::process::id(),
+                ..Default::default()
+            },
+            retry: false,
+            file_id: (0, 0),
+        }
+    }
+
+    #[test]
+    fn header_layout() {
+        let e = ev(EventKind::Submit, XferType::Control, true, 18);
+        let h = encode_header(&e, 0, b'<', 0);
+        assert_eq!(u64_at(&h, 0), 0xffff888009800780);
+        assert_eq!((h[8], h[9], h[10], h[11]), (b'S', 2, 0x80, 2));
+        assert_eq!(u16::from_ne_bytes([h[12], h[13]]), 1);
+        assert_eq!((h[14], h[15]), (0, b'<'));
+        assert_eq!(i64::from_ne_bytes(h[16..24].try_into().unwrap()), 1_700_000_000);
+        assert_eq!(i32::from_ne_bytes(h[24..28].try_into().unwrap()), 123_456);
+        assert_eq!(i32::from_ne_bytes(h[28..32].try_into().unwrap()), -115);
+        assert_eq!(u32_at(&h, 32), 18);
+        assert_eq!(&h[40..48], &[0x80, 6, 0, 1, 0, 0, 18, 0]);
+        assert_eq!(u32_at(&h, 56), 0x200);
+    }
+
+    #[test]
+    fn capture_rules_and_read_continuation() {
+        let mon = UsbMon::new(&[1]);
+        let r = Arc::new(BinReader::new());
+        let _reg = mon.attach(1, r.clone()).unwrap();
+        assert_eq!(r.read(100).err(), Some(Errno::EAGAIN));
+        mon.urb_event(ev(EventKind::Submit, XferType::Control, true, 18));
+        mon.urb_event(ev(EventKind::Complete, XferType::Control, true, 18));
+        mon.urb_event(ev(EventKind::Complete, XferType::Bulk, false, 31));
+        let q = r.ioctl(&req(ioc::URB_LEN, 0, &[])).unwrap();
+        assert_eq!(q.result, 0, "IN submit captures nothing");
+        let s = r.read(1000).unwrap();
+        assert_eq!(s.len(), 48);
+        assert_eq!(s[15], b'<');
+        // A completion read in two parts: 20 bytes, then the rest.
+        let a = r.read(20).unwrap();
+        let b = r.read(1000).unwrap();
+        let c = [a, b].concat();
+        assert_eq!(c.len(), 48 + 18);
+        assert_eq!(&c[48..], &(0..18).collect::<Vec<u8>>()[..]);
+        let o = r.read(1000).unwrap();
+        assert_eq!((o[15], u32_at(&o, 36)), (b'>', 0), "OUT completion captures nothing");
+    }
+
+    #[test]
+    fn iso_in_completion_collates_descriptors() {
+        let mon = UsbMon::new(&[1]);
+        let r = Arc::new(BinReader::new());
+        let _reg = mon.attach(1, r.clone()).unwrap();
+        let mut e = ev(EventKind::Complete, XferType::Iso, true, 3 * 100);
+        e.iso = vec![
+            IsoDesc { status: 0, offset: 0, length: 100 },
+            IsoDesc { status: 0, offset: 100, length: 40 },
+            IsoDesc { status: 0, offset: 200, length: 0 },
+        ];
+        mon.urb_event(e);
+        let o = r.read(4096).unwrap();
+        assert_eq!(u32_at(&o, 36), 3 * 16 + 140);
+        assert_eq!(u32_at(&o, 44), 3, "numdesc in the union");
+        assert_eq!(o.len(), 48 + 3 * 16 + 140);
+        assert_eq!(u32_at(&o, 48 + 16 + 4), 100, "second descriptor offset");
+    }
+
+    #[test]
+    fn ring_size_bounds_and_rounding() {
+        let r = BinReader::new();
+        for bad in [0u64, 8191, BUFF_MAX + 1, u64::MAX, 0x1_0000_2000] {
+            assert_eq!(r.ioctl(&req(ioc::T_RING_SIZE, bad, &[])).err(), Some(Errno::EINVAL), "{bad}");
+        }
+        for (set, got) in [(10000u64, 12288), (1228801, 1232896), (8192, 8192), (BUFF_MAX, BUFF_MAX as i32)] {
+            r.ioctl(&req(ioc::T_RING_SIZE, set, &[])).unwrap();
+            assert_eq!(r.ioctl(&req(ioc::Q_RING_SIZE, 0, &[])).unwrap().result, got);
+        }
+        assert_eq!(r.ioctl(&req(0x9263, 0, &[])).err(), Some(Errno::ENOTTY));
+    }
+
+    #[test]
+    fn drops_are_counted_and_reset_by_stats() {
+        let mon = UsbMon::new(&[1]);
+        let r = Arc::new(BinReader::new());
+        let _reg = mon.attach(1, r.clone()).unwrap();
+        r.ioctl(&req(ioc::T_RING_SIZE, 8192, &[])).unwrap();
+        for _ in 0..200 {
+            mon.urb_event(ev(EventKind::Submit, XferType::Bulk, true, 512));
+        }
+        let s = r.ioctl(&req(ioc::STATS, 0, &[])).unwrap();
+        assert_eq!(u32_at(&s.output, 0), 128);
+        assert_eq!(u32_at(&s.output, 4), 72);
+        let s = r.ioctl(&req(ioc::STATS, 0, &[])).unwrap();
+        assert_eq!(u32_at(&s.output, 4), 0, "dropped resets on read");
+        assert_eq!(r.ioctl(&req(ioc::MFLUSH, 100, &[])).unwrap().result, 100);
+        assert_eq!(r.ioctl(&req(ioc::MFLUSH, 100, &[])).unwrap().result, 28);
+    }
+
+    #[test]
+    fn get_and_mfetch_write_through_pointers() {
+        let mon = UsbMon::new(&[1]);
+        let r = Arc::new(BinReader::new());
+        let _reg = mon.attach(1, r.clone()).unwrap();
+        mon.urb_event(ev(EventKind::Complete, XferType::Control, true, 18));
+        mon.urb_event(ev(EventKind::Submit, XferType::Bulk, false, 31));
+        let mut hdr = [0u8; 64];
+        let mut data = [0u8; 64];
+        let mut arg = Vec::new();
+        arg.extend_from_slice(&(hdr.as_mut_ptr() as u64).to_ne_bytes());
+        arg.extend_from_slice(&(data.as_mut_ptr() as u64).to_ne_bytes());
+        arg.extend_from_slice(&10u64.to_ne_bytes());
+        r.ioctl(&req(ioc::GETX, 0, &arg)).unwrap();
+        // SAFETY: the buffers were written by process_vm_writev.
+        let (hdr, data) = unsafe { (std::ptr::read_volatile(&hdr), std::ptr::read_volatile(&data)) };
+        assert_eq!(hdr[8], b'C');
+        assert_eq!(u32_at(&hdr, 56), 0x200, "GETX returns the 64-byte header");
+        assert_eq!(&data[..10], &(0..10).collect::<Vec<u8>>()[..]);
+        assert_eq!(data[10], 0, "only alloc bytes are copied");
+        let mut vec = [0u32; 8];
+        let mut m = Vec::new();
+        m.extend_from_slice(&(vec.as_mut_ptr() as u64).to_ne_bytes());
+        m.extend_from_slice(&8u32.to_ne_bytes());
+        m.extend_from_slice(&0u32.to_ne_bytes());
+        let rep = r.ioctl(&req(ioc::MFETCH, 0, &m)).unwrap();
+        // SAFETY: written by process_vm_writev.
+        let vec = unsafe { std::ptr::read_volatile(&vec) };
+        assert_eq!(u32_at(&rep.output, 8), 1);
+        assert_eq!(vec[0], 128, "the second event starts after the 18-byte one (128 bytes)");
+        assert!(!rep.cache_updates.is_empty());
+    }
+}
