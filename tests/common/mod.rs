@@ -151,9 +151,14 @@ pub fn wait_blocked(pid: u32) {
     }
 }
 
-/// Compile a C program from tests/c/NAME.c into the temp dir; returns the binary.
+/// Compile a C program from tests/c/NAME.c (or examples/NAME.c) into the temp
+/// dir; returns the binary.
 pub fn compile_c(name: &str, out_dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(format!("{name}.c"));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut src = root.join("tests/c").join(format!("{name}.c"));
+    if !src.exists() {
+        src = root.join("examples").join(format!("{name}.c"));
+    }
     let bin = out_dir.join(name);
     let o = Command::new("cc")
         .args(["-O2", "-Wall", "-Werror", "-o"])
