@@ -1,1 +1,293 @@
 //! Simulated USB buses and devices.
+//!
+//! [`UsbSim`] builds one [`bus::Bus`] per configured bus. Each bus holds a
+//! device tree (root hub, external hubs, class devices), a hub driver that
+//! enumerates devices the way Linux does, and class-driver streams (HID
+//! interrupt polling, bulk-only storage, isochronous audio/video, a bulk flood).
+//! Every URB produces `S`/`C`/`E` [`UrbEvent`]s delivered to the [`UrbSink`].
+//!
+//! Time: each bus runs in its own simulation time. [`UsbSim::start`] runs one
+//! thread per bus, paced with [`Clock::sleep_until`]; [`UsbSim::run_until`]
+//! runs the buses without sleeping (deterministic: the same configuration and
+//! seed give the same events, timestamps included, through `clock.at()`).
+//!
+//! The sink is called with the bus lock held: it must not call back into the
+//! simulator.
+//!
+//! Status codes used (`errors:` in the configuration counts every URB on a
+//! device's data endpoints; the first matching rule wins):
+//! * `submit_error_every`: an `E` event with -19 (ENODEV) for bulk and
+//!   interrupt URBs, -18 (EXDEV) for isochronous ones; the driver retries.
+//! * `stall_every`: completion -32 (EPIPE), then CLEAR_FEATURE(ENDPOINT_HALT)
+//!   (`s 02 01 0000 00EP 0000 0`); isochronous endpoints cannot stall, for them
+//!   it acts as a protocol error.
+//! * `unlink_every`: completion -2 (ENOENT), actual length 0 (usb-storage after
+//!   its timeout, then a bulk-only reset).
+//! * `proto_error_every`: completion -71 (EPROTO); isochronous URBs complete
+//!   with status 0 and one packet at -71 (error_count 1).
+//! * Unplug: URBs in flight on interrupt, bulk and control endpoints complete
+//!   with -71 shortly after the disconnect; the hub reports the port change,
+//!   and at `usb_disconnect` whatever is left (isochronous URBs) completes with
+//!   -108 (ESHUTDOWN); the device then leaves `usb/devices`.
+//!
+//! xHCI buses do not show SET_ADDRESS (the controller addresses devices with a
+//! command, as in the kernel captures); EHCI/OHCI/UHCI buses do.
+//!
+//! [`UrbEvent`]: crate::usbmon::event::UrbEvent
+
+mod bus;
+mod descriptors;
+mod device;
+mod devices;
+mod rng;
+#[cfg(test)]
+mod tests;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use crate::clock::Clock;
+use crate::config::{DeviceConfig, UsbConfig};
+use crate::usbmon::event::UrbSink;
+
+use bus::Bus;
+
+/// Most steps a bus thread runs before releasing its lock.
+const BATCH: usize = 4096;
+/// Longest single sleep of a bus thread, so stop/plug/pause act quickly.
+const MAX_SLEEP_NS: u64 = 5_000_000;
+
+struct BusShared {
+    num: u16,
+    bus: Mutex<Bus>,
+}
+
+impl BusShared {
+    fn lock(&self) -> MutexGuard<'_, Bus> {
+        self.bus.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The USB simulator: all configured buses.
+pub struct UsbSim {
+    buses: Vec<Arc<BusShared>>,
+    clock: Arc<dyn Clock>,
+    stop: Arc<AtomicBool>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl UsbSim {
+    /// Build buses and devices from config. `seed` drives URB tags, data and jitter.
+    pub fn new(
+        cfg: &UsbConfig,
+        seed: u64,
+        clock: Arc<dyn Clock>,
+        sink: Arc<dyn UrbSink>,
+    ) -> UsbSim {
+        let mut buses: Vec<Arc<BusShared>> = cfg
+            .buses
+            .iter()
+            .map(|b| {
+                Arc::new(BusShared {
+                    num: b.bus.0,
+                    bus: Mutex::new(Bus::new(b, seed, clock.clone(), sink.clone())),
+                })
+            })
+            .collect();
+        buses.sort_by_key(|b| b.num);
+        UsbSim {
+            buses,
+            clock,
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Build the buses and run them for `sim_ms` of simulation time without
+    /// sleeping. The returned simulator can be run further with
+    /// [`UsbSim::run_until`].
+    pub fn run_for_test(
+        cfg: &UsbConfig,
+        seed: u64,
+        sim_ms: u64,
+        clock: Arc<dyn Clock>,
+        sink: Arc<dyn UrbSink>,
+    ) -> UsbSim {
+        let sim = UsbSim::new(cfg, seed, clock, sink);
+        sim.run_until(sim_ms * 1_000_000);
+        sim
+    }
+
+    /// Run every (unpaused) bus up to simulation time `sim_ns` without
+    /// sleeping, interleaving the buses in time order. Not for use while the
+    /// threads run.
+    pub fn run_until(&self, sim_ns: u64) {
+        loop {
+            let mut best: Option<(u64, usize)> = None;
+            for (i, b) in self.buses.iter().enumerate() {
+                let g = b.lock();
+                if g.paused {
+                    continue;
+                }
+                if let Some(t) = g.next_time() {
+                    let better = match best {
+                        Some((bt, _)) => t < bt,
+                        None => true,
+                    };
+                    if t <= sim_ns && better {
+                        best = Some((t, i));
+                    }
+                }
+            }
+            let Some((_, i)) = best else {
+                break;
+            };
+            let mut g = self.buses[i].lock();
+            // Run this bus until another bus has an earlier step.
+            let limit = self
+                .buses
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .filter_map(|(_, b)| {
+                    let o = b.lock();
+                    if o.paused {
+                        None
+                    } else {
+                        o.next_time()
+                    }
+                })
+                .min()
+                .unwrap_or(u64::MAX)
+                .min(sim_ns);
+            if g.run_until(limit, BATCH) == 0 {
+                g.run_until(sim_ns, 1);
+            }
+        }
+    }
+
+    /// Bus numbers configured, ascending.
+    pub fn bus_numbers(&self) -> Vec<u16> {
+        self.buses.iter().map(|b| b.num).collect()
+    }
+
+    /// Start one thread per bus that runs the simulation in (paced) simulation time.
+    pub fn start(&self) {
+        let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        if !threads.is_empty() {
+            return;
+        }
+        self.stop.store(false, Ordering::SeqCst);
+        for b in &self.buses {
+            {
+                let mut g = b.lock();
+                // Continue from where the bus is: its local time now.
+                g.ctx.offset = self.clock.sim_now().saturating_sub(g.cur);
+                g.realtime = true;
+                if g.paused {
+                    g.pause_start = self.clock.sim_now();
+                }
+            }
+            let b = b.clone();
+            let clock = self.clock.clone();
+            let stop = self.stop.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("usb-bus{}", b.num))
+                .spawn(move || bus_thread(&b, &*clock, &stop))
+                .expect("spawn bus thread");
+            threads.push(h);
+        }
+    }
+
+    /// Stop all threads and join them (idempotent; also on Drop).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let threads: Vec<_> =
+            std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in threads {
+            let _ = t.join();
+        }
+        for b in &self.buses {
+            b.lock().realtime = false;
+        }
+    }
+
+    /// The current topology in the format of /sys/kernel/debug/usb/devices.
+    pub fn devices_text(&self) -> String {
+        let mut s = String::new();
+        for b in &self.buses {
+            devices::bus_text(&b.lock().ctx, &mut s);
+        }
+        s
+    }
+
+    fn bus(&self, bus: u16) -> Result<&Arc<BusShared>, String> {
+        self.buses
+            .iter()
+            .find(|b| b.num == bus)
+            .ok_or_else(|| format!("no USB bus {bus}"))
+    }
+
+    /// Pause/resume a bus (no events while paused). Err for an unknown bus.
+    pub fn set_paused(&self, bus: u16, paused: bool) -> Result<(), String> {
+        let b = self.bus(bus)?;
+        let mut g = b.lock();
+        if g.paused == paused {
+            return Ok(());
+        }
+        let now = self.clock.sim_now();
+        if paused {
+            g.pause_start = now;
+        } else if g.realtime {
+            // Simulation time of the bus stood still while paused.
+            g.ctx.offset += now.saturating_sub(g.pause_start);
+        }
+        g.paused = paused;
+        Ok(())
+    }
+
+    /// Hot-plug a device on `bus` at `port_path` (e.g. [3] = root port 3,
+    /// [4,1] = port 1 of the hub on root port 4).
+    pub fn plug(&self, bus: u16, port_path: &[u8], dev: &DeviceConfig) -> Result<(), String> {
+        self.bus(bus)?.lock().plug(port_path, dev)
+    }
+
+    /// Unplug the device at `port_path` on `bus` (and everything below it).
+    pub fn unplug(&self, bus: u16, port_path: &[u8]) -> Result<(), String> {
+        self.bus(bus)?.lock().unplug(port_path)
+    }
+
+    /// Events produced so far on `bus`.
+    pub fn event_count(&self, bus: u16) -> Result<u64, String> {
+        Ok(self.bus(bus)?.lock().ctx.events)
+    }
+}
+
+impl Drop for UsbSim {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn bus_thread(b: &BusShared, clock: &dyn Clock, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        let wake = {
+            let mut g = b.lock();
+            let now = clock.sim_now();
+            if g.paused {
+                now + MAX_SLEEP_NS
+            } else {
+                let local = now.saturating_sub(g.ctx.offset);
+                g.ctx.floor = local;
+                g.run_until(local, BATCH);
+                match g.next_time() {
+                    Some(t) if t <= local => continue,
+                    Some(t) => (t + g.ctx.offset).min(now + MAX_SLEEP_NS),
+                    None => now + MAX_SLEEP_NS,
+                }
+            }
+        };
+        clock.sleep_until(wake);
+    }
+}

@@ -1,0 +1,844 @@
+//! USB descriptors of the simulated devices, as bytes (for GET_DESCRIPTOR) and
+//! as a model (for `usb/devices`).
+
+use crate::config::{Controller, DeviceConfig, DeviceKind};
+
+/// Signalling speed of a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Speed {
+    Low,
+    Full,
+    High,
+}
+
+impl Speed {
+    /// The `Spd=` word of `usb/devices`.
+    pub(crate) fn devices_str(self) -> &'static str {
+        match self {
+            Speed::Low => "1.5",
+            Speed::Full => "12",
+            Speed::High => "480",
+        }
+    }
+}
+
+/// One endpoint descriptor.
+#[derive(Clone, Debug)]
+pub(crate) struct EpDesc {
+    pub addr: u8,
+    pub attr: u8,
+    pub mps: u16,
+    pub interval: u8,
+    /// Audio class endpoints carry two extra bytes (bRefresh, bSynchAddress).
+    pub audio: bool,
+    /// Class-specific descriptors following the endpoint.
+    pub extra: Vec<u8>,
+}
+
+impl EpDesc {
+    pub(crate) fn new(addr: u8, attr: u8, mps: u16, interval: u8) -> Self {
+        EpDesc {
+            addr,
+            attr,
+            mps,
+            interval,
+            audio: false,
+            extra: Vec::new(),
+        }
+    }
+    pub(crate) fn xfer_type(&self) -> u8 {
+        self.attr & 3
+    }
+    pub(crate) fn dir_in(&self) -> bool {
+        self.addr & 0x80 != 0
+    }
+}
+
+/// One interface alternate setting.
+#[derive(Clone, Debug)]
+pub(crate) struct AltDesc {
+    pub num: u8,
+    pub alt: u8,
+    pub class: u8,
+    pub sub: u8,
+    pub proto: u8,
+    /// Class-specific descriptors between the interface and its endpoints.
+    pub extra: Vec<u8>,
+    pub eps: Vec<EpDesc>,
+}
+
+/// Interface association descriptor.
+#[derive(Clone, Debug)]
+pub(crate) struct IadDesc {
+    pub first: u8,
+    pub count: u8,
+    pub class: u8,
+    pub sub: u8,
+    pub proto: u8,
+}
+
+/// The (single) configuration.
+#[derive(Clone, Debug)]
+pub(crate) struct ConfigDesc {
+    pub value: u8,
+    pub attr: u8,
+    /// bMaxPower (2 mA units).
+    pub max_power: u8,
+    pub iads: Vec<IadDesc>,
+    pub alts: Vec<AltDesc>,
+}
+
+impl ConfigDesc {
+    pub(crate) fn num_interfaces(&self) -> u8 {
+        let mut n: Vec<u8> = self.alts.iter().map(|a| a.num).collect();
+        n.dedup();
+        n.len() as u8
+    }
+
+    pub(crate) fn bytes(&self) -> Vec<u8> {
+        let mut b = vec![
+            9,
+            2,
+            0,
+            0,
+            self.num_interfaces(),
+            self.value,
+            0,
+            self.attr,
+            self.max_power,
+        ];
+        for iad in &self.iads {
+            b.extend_from_slice(&[
+                8, 0x0b, iad.first, iad.count, iad.class, iad.sub, iad.proto, 0,
+            ]);
+        }
+        for a in &self.alts {
+            b.extend_from_slice(&[
+                9,
+                4,
+                a.num,
+                a.alt,
+                a.eps.len() as u8,
+                a.class,
+                a.sub,
+                a.proto,
+                0,
+            ]);
+            b.extend_from_slice(&a.extra);
+            for e in &a.eps {
+                let len = if e.audio { 9 } else { 7 };
+                b.extend_from_slice(&[
+                    len,
+                    5,
+                    e.addr,
+                    e.attr,
+                    e.mps as u8,
+                    (e.mps >> 8) as u8,
+                    e.interval,
+                ]);
+                if e.audio {
+                    b.extend_from_slice(&[0, 0]);
+                }
+                b.extend_from_slice(&e.extra);
+            }
+        }
+        let total = b.len() as u16;
+        b[2] = total as u8;
+        b[3] = (total >> 8) as u8;
+        b
+    }
+
+    /// The first endpoint descriptor with address `addr` (any interface or setting).
+    pub(crate) fn endpoint(&self, addr: u8) -> Option<&EpDesc> {
+        self.alts
+            .iter()
+            .flat_map(|a| a.eps.iter())
+            .find(|e| e.addr == addr)
+    }
+}
+
+/// The device descriptor.
+#[derive(Clone, Debug)]
+pub(crate) struct DeviceDesc {
+    pub bcd_usb: u16,
+    pub class: u8,
+    pub sub: u8,
+    pub proto: u8,
+    pub mps0: u8,
+    pub vid: u16,
+    pub pid: u16,
+    pub bcd_device: u16,
+    pub i_mfr: u8,
+    pub i_prod: u8,
+    pub i_ser: u8,
+}
+
+impl DeviceDesc {
+    pub(crate) fn bytes(&self) -> [u8; 18] {
+        [
+            18,
+            1,
+            self.bcd_usb as u8,
+            (self.bcd_usb >> 8) as u8,
+            self.class,
+            self.sub,
+            self.proto,
+            self.mps0,
+            self.vid as u8,
+            (self.vid >> 8) as u8,
+            self.pid as u8,
+            (self.pid >> 8) as u8,
+            self.bcd_device as u8,
+            (self.bcd_device >> 8) as u8,
+            self.i_mfr,
+            self.i_prod,
+            self.i_ser,
+            1,
+        ]
+    }
+}
+
+/// Everything a device answers on ep0 about itself.
+#[derive(Clone, Debug)]
+pub(crate) struct Descriptors {
+    pub speed: Speed,
+    pub dev: DeviceDesc,
+    pub cfg: ConfigDesc,
+    pub manufacturer: Option<String>,
+    pub product: Option<String>,
+    pub serial: Option<String>,
+    /// HID report descriptor (HID devices).
+    pub report: Vec<u8>,
+    /// Hub class descriptor (hubs).
+    pub hub_desc: Vec<u8>,
+    /// Number of downstream ports (hubs).
+    pub nports: u8,
+    /// Interface driver name once bound.
+    pub driver: &'static str,
+}
+
+impl Descriptors {
+    /// The string descriptor `idx` (0: language list), or None if it does not exist.
+    pub(crate) fn string(&self, idx: u8) -> Option<Vec<u8>> {
+        if idx == 0 {
+            return Some(vec![4, 3, 0x09, 0x04]);
+        }
+        let s = if idx == self.dev.i_mfr {
+            self.manufacturer.as_deref()
+        } else if idx == self.dev.i_prod {
+            self.product.as_deref()
+        } else if idx == self.dev.i_ser {
+            self.serial.as_deref()
+        } else {
+            None
+        }?;
+        Some(string_descriptor(s))
+    }
+}
+
+/// A UTF-16LE string descriptor (at most 126 characters).
+pub(crate) fn string_descriptor(s: &str) -> Vec<u8> {
+    let units: Vec<u16> = s.encode_utf16().take(126).collect();
+    let mut b = Vec::with_capacity(2 + units.len() * 2);
+    b.push((2 + units.len() * 2) as u8);
+    b.push(3);
+    for u in units {
+        b.extend_from_slice(&u.to_le_bytes());
+    }
+    b
+}
+
+/// The kernel's class names in `usb/devices` (at most five characters).
+pub(crate) fn class_name(class: u8) -> &'static str {
+    match class {
+        0x00 => ">ifc",
+        0x01 => "audio",
+        0x02 => "comm.",
+        0x03 => "HID",
+        0x05 => "PID",
+        0x06 => "still",
+        0x07 => "print",
+        0x08 => "stor.",
+        0x09 => "hub",
+        0x0a => "data",
+        0x0b => "scard",
+        0x0d => "c-sec",
+        0x0e => "video",
+        0x0f => "perhc",
+        0x10 => "av",
+        0x11 => "blbrd",
+        0x12 => "bridge",
+        0xe0 => "wlcon",
+        0xef => "misc",
+        0xfe => "app.",
+        0xff => "vend.",
+        _ => "unk.",
+    }
+}
+
+fn pow2_floor(v: u32) -> u32 {
+    if v == 0 {
+        0
+    } else {
+        1 << (31 - v.leading_zeros())
+    }
+}
+
+/// `urb->interval` as usbmon reports it for a periodic endpoint: microframes
+/// at high speed, frames otherwise, rounded down to a power of two as
+/// `usb_submit_urb` does.
+pub(crate) fn urb_interval(speed: Speed, ep: &EpDesc) -> i32 {
+    let b = ep.interval.max(1) as u32;
+    let v = match (speed, ep.xfer_type()) {
+        (Speed::High, 1) | (Speed::High, 3) => (1u32 << (b.min(16) - 1)).min(8192),
+        (_, 1) => (1u32 << (b.min(16) - 1)).min(1024),
+        (_, 3) => pow2_floor(b).min(128),
+        _ => 0,
+    };
+    v as i32
+}
+
+/// Nanoseconds per `urb_interval` unit.
+pub(crate) fn interval_unit_ns(speed: Speed) -> u64 {
+    if speed == Speed::High {
+        125_000
+    } else {
+        1_000_000
+    }
+}
+
+/// `usb_decode_interval`: the endpoint interval in microseconds.
+pub(crate) fn decode_interval_us(speed: Speed, ep: &EpDesc) -> u32 {
+    let b = ep.interval as u32;
+    let v = match ep.xfer_type() {
+        0 => {
+            if speed == Speed::High {
+                b
+            } else {
+                0
+            }
+        }
+        1 => 1u32 << (b.clamp(1, 16) - 1),
+        2 => {
+            if speed == Speed::High && !ep.dir_in() {
+                b
+            } else {
+                0
+            }
+        }
+        _ => {
+            if speed == Speed::High {
+                1u32 << (b.clamp(1, 16) - 1)
+            } else {
+                b
+            }
+        }
+    };
+    v * if speed == Speed::High { 125 } else { 1000 }
+}
+
+/// The natural speed of a device kind.
+pub(crate) fn natural_speed(kind: DeviceKind) -> Speed {
+    match kind {
+        DeviceKind::HidKeyboard | DeviceKind::HidMouse | DeviceKind::Audio => Speed::Full,
+        DeviceKind::MassStorage | DeviceKind::Webcam | DeviceKind::Flood | DeviceKind::Hub => {
+            Speed::High
+        }
+    }
+}
+
+/// Default interval (ms) per kind.
+pub(crate) fn default_interval_ms(kind: DeviceKind) -> u32 {
+    match kind {
+        DeviceKind::HidKeyboard | DeviceKind::HidMouse => 8,
+        DeviceKind::MassStorage => 200,
+        DeviceKind::Audio | DeviceKind::Webcam => 1,
+        DeviceKind::Hub | DeviceKind::Flood => 0,
+    }
+}
+
+/// A boot-protocol keyboard report descriptor (63 bytes): modifier byte,
+/// reserved byte, five LED outputs, six key array entries.
+pub(crate) const KEYBOARD_REPORT: [u8; 63] = [
+    0x05, 0x01, 0x09, 0x06, 0xa1, 0x01, 0x75, 0x01, 0x95, 0x08, 0x05, 0x07, 0x19, 0xe0, 0x29, 0xe7,
+    0x15, 0x00, 0x25, 0x01, 0x81, 0x02, 0x95, 0x01, 0x75, 0x08, 0x81, 0x01, 0x95, 0x05, 0x75, 0x01,
+    0x05, 0x08, 0x19, 0x01, 0x29, 0x05, 0x91, 0x02, 0x95, 0x01, 0x75, 0x03, 0x91, 0x01, 0x95, 0x06,
+    0x75, 0x08, 0x15, 0x00, 0x25, 0xff, 0x05, 0x07, 0x19, 0x00, 0x29, 0xff, 0x81, 0x00, 0xc0,
+];
+
+/// A three-button wheel mouse report descriptor: buttons, X, Y, wheel (4 bytes).
+pub(crate) const MOUSE_REPORT: [u8; 52] = [
+    0x05, 0x01, 0x09, 0x02, 0xa1, 0x01, 0x09, 0x01, 0xa1, 0x00, 0x05, 0x09, 0x19, 0x01, 0x29, 0x03,
+    0x15, 0x00, 0x25, 0x01, 0x95, 0x03, 0x75, 0x01, 0x81, 0x02, 0x95, 0x01, 0x75, 0x05, 0x81, 0x01,
+    0x05, 0x01, 0x09, 0x30, 0x09, 0x31, 0x09, 0x38, 0x15, 0x81, 0x25, 0x7f, 0x75, 0x08, 0x95, 0x03,
+    0x81, 0x06, 0xc0, 0xc0,
+];
+
+fn hid_class_desc(report_len: usize) -> Vec<u8> {
+    vec![
+        9,
+        0x21,
+        0x11,
+        0x01,
+        0x00,
+        0x01,
+        0x22,
+        report_len as u8,
+        (report_len >> 8) as u8,
+    ]
+}
+
+fn hub_descriptor(
+    nports: u8,
+    characteristics: u16,
+    pwr_good: u8,
+    current: u8,
+    pad_to: usize,
+) -> Vec<u8> {
+    let bytes = (nports as usize + 1).div_ceil(8);
+    let mut d = vec![
+        (7 + 2 * bytes) as u8,
+        0x29,
+        nports,
+        characteristics as u8,
+        (characteristics >> 8) as u8,
+        pwr_good,
+        current,
+    ];
+    d.extend(std::iter::repeat(0u8).take(bytes));
+    d.extend(std::iter::repeat(0xffu8).take(bytes));
+    while d.len() < pad_to {
+        d.push(0xff);
+    }
+    d
+}
+
+/// The PCI name of a bus's host controller (root hub serial number).
+pub(crate) fn pci_name(bus: u16) -> String {
+    format!("0000:00:{:02x}.0", 0x03 + bus as u32)
+}
+
+/// The root hub of a bus.
+pub(crate) fn root_hub(controller: Controller, nports: u8, bus: u16) -> Descriptors {
+    let (hs, pid, product, drv) = match controller {
+        Controller::Xhci => (true, 0x0002, "xHCI Host Controller", "xhci-hcd"),
+        Controller::Ehci => (true, 0x0002, "EHCI Host Controller", "ehci_hcd"),
+        Controller::Ohci => (false, 0x0001, "OHCI PCI host controller", "ohci_hcd"),
+        Controller::Uhci => (false, 0x0001, "UHCI Host Controller", "uhci_hcd"),
+    };
+    let speed = if hs { Speed::High } else { Speed::Full };
+    let ep = if hs {
+        EpDesc::new(0x81, 0x03, 4, 0x0c)
+    } else {
+        EpDesc::new(0x81, 0x03, 2, 0xff)
+    };
+    let hub_desc = match controller {
+        Controller::Xhci => hub_descriptor(nports, 0x000a, 10, 0, 15),
+        _ => hub_descriptor(nports, 0x000a, 10, 0, 0),
+    };
+    Descriptors {
+        speed,
+        dev: DeviceDesc {
+            bcd_usb: if hs { 0x0200 } else { 0x0110 },
+            class: 9,
+            sub: 0,
+            proto: if controller == Controller::Xhci { 1 } else { 0 },
+            mps0: 64,
+            vid: 0x1d6b,
+            pid,
+            bcd_device: 0x0612,
+            i_mfr: 3,
+            i_prod: 2,
+            i_ser: 1,
+        },
+        cfg: ConfigDesc {
+            value: 1,
+            attr: 0xe0,
+            max_power: 0,
+            iads: vec![],
+            alts: vec![AltDesc {
+                num: 0,
+                alt: 0,
+                class: 9,
+                sub: 0,
+                proto: 0,
+                extra: vec![],
+                eps: vec![ep],
+            }],
+        },
+        manufacturer: Some(format!("Linux 6.12.0-monfs {drv}")),
+        product: Some(product.to_string()),
+        serial: Some(pci_name(bus)),
+        report: vec![],
+        hub_desc,
+        nports,
+        driver: "hub",
+    }
+}
+
+/// Descriptors of a configured device. `speed` is the speed it runs at (its
+/// natural speed, limited by the port); `path` names its port chain for the
+/// default serial number; `salt` varies generated serial numbers.
+pub(crate) fn device(
+    cfg: &DeviceConfig,
+    speed: Speed,
+    bus: u16,
+    path: &[u8],
+    salt: u64,
+) -> Descriptors {
+    let hs = speed == Speed::High;
+    let path_s = path
+        .iter()
+        .map(|p| p.to_string())
+        .collect::<Vec<_>>()
+        .join(".");
+    let pci = pci_name(bus);
+    let interval = cfg
+        .interval_ms
+        .unwrap_or_else(|| default_interval_ms(cfg.kind))
+        .clamp(1, 255) as u8;
+    let mut nports = 0;
+    let mut hub_desc = vec![];
+    let mut report = vec![];
+    let (vid, pid, bcd_dev, dclass, dsub, dproto, mps0, attr, power, mfr, prod, ser, driver);
+    let mut iads = vec![];
+    let alts: Vec<AltDesc>;
+    match cfg.kind {
+        DeviceKind::HidKeyboard | DeviceKind::HidMouse => {
+            let kbd = cfg.kind == DeviceKind::HidKeyboard;
+            report = if kbd {
+                KEYBOARD_REPORT.to_vec()
+            } else {
+                MOUSE_REPORT.to_vec()
+            };
+            vid = 0x0627;
+            pid = 0x0001;
+            bcd_dev = 0x0000;
+            (dclass, dsub, dproto, mps0, attr, power) = (0, 0, 0, 8, 0xa0, 50);
+            mfr = Some("QEMU".to_string());
+            prod = Some(
+                if kbd {
+                    "QEMU USB Keyboard"
+                } else {
+                    "QEMU USB Mouse"
+                }
+                .to_string(),
+            );
+            ser = Some(format!(
+                "{}-{}-{}",
+                if kbd { 68284 } else { 89126 },
+                pci,
+                path_s
+            ));
+            driver = "usbhid";
+            let hs_int = if hs {
+                (interval as u32 * 8).next_power_of_two().trailing_zeros() as u8 + 1
+            } else {
+                interval
+            };
+            alts = vec![AltDesc {
+                num: 0,
+                alt: 0,
+                class: 3,
+                sub: 1,
+                proto: if kbd { 1 } else { 2 },
+                extra: hid_class_desc(report.len()),
+                eps: vec![EpDesc::new(0x81, 0x03, if kbd { 8 } else { 4 }, hs_int)],
+            }];
+        }
+        DeviceKind::MassStorage => {
+            vid = 0x46f4;
+            pid = 0x0001;
+            bcd_dev = 0x0000;
+            (dclass, dsub, dproto, mps0, attr, power) = (0, 0, 0, 64, 0x80, 250);
+            mfr = Some("QEMU".to_string());
+            prod = Some("QEMU USB HARDDRIVE".to_string());
+            ser = Some(format!("1-{}-{}", pci, path_s));
+            driver = "usb-storage";
+            let mps = if hs { 512 } else { 64 };
+            alts = vec![AltDesc {
+                num: 0,
+                alt: 0,
+                class: 8,
+                sub: 6,
+                proto: 0x50,
+                extra: vec![],
+                eps: vec![
+                    EpDesc::new(0x81, 0x02, mps, 0),
+                    EpDesc::new(0x02, 0x02, mps, 0),
+                ],
+            }];
+        }
+        DeviceKind::Audio => {
+            vid = 0x46f4;
+            pid = 0x0002;
+            bcd_dev = 0x0000;
+            (dclass, dsub, dproto, mps0, attr, power) = (0, 0, 0, 64, 0xc0, 50);
+            mfr = Some("QEMU".to_string());
+            prod = Some("QEMU USB Audio".to_string());
+            ser = Some(format!("1-{}-{}", pci, path_s));
+            driver = "snd-usb-audio";
+            // Audio control: header, input terminal (USB streaming), output
+            // terminal (speaker).
+            let ac = vec![
+                9, 0x24, 0x01, 0x00, 0x01, 30, 0x00, 0x01, 0x01, // header, 1 streaming iface
+                12, 0x24, 0x02, 0x01, 0x01, 0x01, 0x00, 0x02, 0x03, 0x00, 0x00,
+                0x00, // input terminal
+                9, 0x24, 0x03, 0x02, 0x01, 0x03, 0x00, 0x01, 0x00, // output terminal: speaker
+            ];
+            let as_general = vec![
+                7, 0x24, 0x01, 0x01, 0x01, 0x01, 0x00, // AS general: terminal 1, PCM
+                11, 0x24, 0x02, 0x01, 0x02, 0x02, 0x10, 0x01, 0x80, 0xbb,
+                0x00, // type I, 2ch, 16 bit, 48 kHz
+            ];
+            let mut ep = EpDesc::new(0x01, 0x09, 192, interval.min(16));
+            ep.audio = true;
+            ep.extra = vec![7, 0x25, 0x01, 0x01, 0x00, 0x00, 0x00];
+            alts = vec![
+                AltDesc {
+                    num: 0,
+                    alt: 0,
+                    class: 1,
+                    sub: 1,
+                    proto: 0,
+                    extra: ac,
+                    eps: vec![],
+                },
+                AltDesc {
+                    num: 1,
+                    alt: 0,
+                    class: 1,
+                    sub: 2,
+                    proto: 0,
+                    extra: vec![],
+                    eps: vec![],
+                },
+                AltDesc {
+                    num: 1,
+                    alt: 1,
+                    class: 1,
+                    sub: 2,
+                    proto: 0,
+                    extra: as_general,
+                    eps: vec![ep],
+                },
+            ];
+        }
+        DeviceKind::Webcam => {
+            vid = 0x046d;
+            pid = 0x0825;
+            bcd_dev = 0x0012;
+            (dclass, dsub, dproto, mps0, attr, power) = (0xef, 2, 1, 64, 0x80, 250);
+            mfr = None;
+            prod = Some("C270 HD WEBCAM".to_string());
+            ser = Some(format!("{:08X}", salt as u32));
+            driver = "uvcvideo";
+            iads.push(IadDesc {
+                first: 0,
+                count: 2,
+                class: 0x0e,
+                sub: 3,
+                proto: 0,
+            });
+            let vc = vec![
+                13, 0x24, 0x01, 0x00, 0x01, 0x26, 0x00, 0x80, 0x8d, 0x5b, 0x00, 0x01,
+                0x01, // VC header
+                18, 0x24, 0x02, 0x01, 0x01, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+                0x03, 0x00, 0x00, 0x00, // camera terminal
+                9, 0x24, 0x03, 0x02, 0x01, 0x01, 0x00, 0x01, 0x00, // output terminal
+            ];
+            let vs = vec![
+                14, 0x24, 0x01, 0x01, 0x4d, 0x00, 0x81, 0x00, 0x02, 0x00, 0x00, 0x00, 0x01,
+                0x00, // input header
+            ];
+            let (mps, ival) = if hs {
+                (
+                    1024,
+                    (interval as u32 * 8).next_power_of_two().trailing_zeros() as u8 + 1,
+                )
+            } else {
+                (1023, 1)
+            };
+            alts = vec![
+                AltDesc {
+                    num: 0,
+                    alt: 0,
+                    class: 0x0e,
+                    sub: 1,
+                    proto: 0,
+                    extra: vc,
+                    eps: vec![],
+                },
+                AltDesc {
+                    num: 1,
+                    alt: 0,
+                    class: 0x0e,
+                    sub: 2,
+                    proto: 0,
+                    extra: vs,
+                    eps: vec![],
+                },
+                AltDesc {
+                    num: 1,
+                    alt: 1,
+                    class: 0x0e,
+                    sub: 2,
+                    proto: 0,
+                    extra: vec![],
+                    eps: vec![EpDesc::new(0x81, 0x05, mps, ival)],
+                },
+            ];
+        }
+        DeviceKind::Flood => {
+            vid = 0x0525;
+            pid = 0xa4a0;
+            bcd_dev = 0x0612;
+            (dclass, dsub, dproto, mps0, attr, power) = (0, 0, 0, 64, 0x80, 1);
+            mfr = Some("monfs".to_string());
+            prod = Some("Flood Gadget".to_string());
+            ser = Some(format!("monfs-flood-{}", path_s));
+            driver = "usbtest";
+            let mps = if hs { 512 } else { 64 };
+            alts = vec![AltDesc {
+                num: 0,
+                alt: 0,
+                class: 0xff,
+                sub: 0,
+                proto: 0,
+                extra: vec![],
+                eps: vec![
+                    EpDesc::new(0x81, 0x02, mps, 0),
+                    EpDesc::new(0x02, 0x02, mps, 0),
+                ],
+            }];
+        }
+        DeviceKind::Hub => {
+            vid = 0x05e3;
+            pid = 0x0608;
+            bcd_dev = 0x6060;
+            (dclass, dsub, mps0, attr, power) = (9, 0, 64, 0xe0, 50);
+            dproto = if hs { 1 } else { 0 };
+            mfr = None;
+            prod = Some("USB2.0 Hub".to_string());
+            ser = None;
+            driver = "hub";
+            nports = cfg
+                .devices
+                .iter()
+                .map(|d| d.port.0)
+                .max()
+                .unwrap_or(0)
+                .max(4);
+            hub_desc = hub_descriptor(nports, 0x00e0, 0x32, 0x64, 0);
+            let bytes = (nports as u16 + 1).div_ceil(8);
+            alts = vec![AltDesc {
+                num: 0,
+                alt: 0,
+                class: 9,
+                sub: 0,
+                proto: 0,
+                extra: vec![],
+                eps: vec![EpDesc::new(0x81, 0x03, bytes, if hs { 0x0c } else { 0xff })],
+            }];
+        }
+    }
+    let mfr = cfg.manufacturer.clone().or(mfr);
+    let prod = cfg.product.clone().or(prod);
+    let ser = cfg.serial.clone().or(ser);
+    let mut next = 1;
+    let mut idx = |present: bool| {
+        if present {
+            next += 1;
+            next - 1
+        } else {
+            0
+        }
+    };
+    let i_mfr = idx(mfr.is_some());
+    let i_prod = idx(prod.is_some());
+    let i_ser = idx(ser.is_some());
+    Descriptors {
+        speed,
+        dev: DeviceDesc {
+            bcd_usb: if hs || cfg.kind == DeviceKind::Webcam {
+                0x0200
+            } else {
+                0x0110
+            },
+            class: dclass,
+            sub: dsub,
+            proto: dproto,
+            mps0: if speed == Speed::Low { 8 } else { mps0 },
+            vid: cfg.vendor_id.unwrap_or(vid),
+            pid: cfg.product_id.unwrap_or(pid),
+            bcd_device: bcd_dev,
+            i_mfr,
+            i_prod,
+            i_ser,
+        },
+        cfg: ConfigDesc {
+            value: 1,
+            attr,
+            max_power: power,
+            iads,
+            alts,
+        },
+        manufacturer: mfr,
+        product: prod,
+        serial: ser,
+        report,
+        hub_desc,
+        nports,
+        driver,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_hub_bytes_match_kernel_capture() {
+        let d = root_hub(Controller::Xhci, 4, 1);
+        assert_eq!(
+            d.dev.bytes(),
+            [
+                0x12, 0x01, 0x00, 0x02, 0x09, 0x00, 0x01, 0x40, 0x6b, 0x1d, 0x02, 0x00, 0x12, 0x06,
+                0x03, 0x02, 0x01, 0x01
+            ]
+        );
+        let c = d.cfg.bytes();
+        assert_eq!(
+            c,
+            [
+                0x09, 0x02, 0x19, 0x00, 0x01, 0x01, 0x00, 0xe0, 0x00, 0x09, 0x04, 0x00, 0x00, 0x01,
+                0x09, 0x00, 0x00, 0x00, 0x07, 0x05, 0x81, 0x03, 0x04, 0x00, 0x0c
+            ]
+        );
+        assert_eq!(
+            d.hub_desc,
+            [
+                0x09, 0x29, 0x04, 0x0a, 0x00, 0x0a, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                0xff
+            ]
+        );
+        assert_eq!(urb_interval(Speed::High, &d.cfg.alts[0].eps[0]), 2048);
+        assert_eq!(
+            decode_interval_us(Speed::High, &d.cfg.alts[0].eps[0]),
+            256_000
+        );
+        assert_eq!(
+            string_descriptor("QEMU"),
+            [10, 3, b'Q', 0, b'E', 0, b'M', 0, b'U', 0]
+        );
+    }
+
+    #[test]
+    fn fs_interrupt_interval_rounds_down() {
+        let ep = EpDesc::new(0x81, 3, 2, 255);
+        assert_eq!(urb_interval(Speed::Full, &ep), 128);
+        let ep = EpDesc::new(0x81, 3, 8, 10);
+        assert_eq!(urb_interval(Speed::Full, &ep), 8);
+        assert_eq!(decode_interval_us(Speed::Full, &ep), 10_000);
+    }
+}
