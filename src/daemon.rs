@@ -39,7 +39,10 @@ impl Monfs {
         let seed = cfg.seed.unwrap_or_else(|| clock.now().wall_ns);
         let bus_numbers: Vec<u16> = cfg.usb.buses.iter().map(|b| b.bus.0).collect();
         let usbmon = Arc::new(UsbMon::new(&bus_numbers));
-        let usb = Arc::new(UsbSim::new(&cfg.usb, seed, clock.clone(), usbmon.clone()));
+        // URB events go to tracefs (usb:usb_urb_*) and then to usbmon.
+        let tracing = crate::tracefs::Tracing::new(clock.clone(), &cfg.tracing);
+        let sink = Arc::new(crate::tracefs::UrbTraceSink::new(tracing.clone(), Some(usbmon.clone())));
+        let usb = Arc::new(UsbSim::new(&cfg.usb, seed, clock.clone(), sink));
         let tree = Arc::new(Tree::new(uid, gid));
 
         for bus in usbmon.bus_numbers() {
@@ -83,7 +86,7 @@ impl Monfs {
             NodeKind::File(Arc::new(crate::nullfile::NullNode)),
             0o600,
         );
-        let tracing = crate::tracefs::Tracing::install(&tree, clock.clone());
+        tracing.add_files(&tree);
         let monreader = crate::monreader::MonReaderDev::install(&tree, cfg, clock.clone());
         Monfs {
             tree,

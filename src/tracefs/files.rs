@@ -1,0 +1,892 @@
+//! The files under `tracing/`. Modes follow tracefs: 0640 for files that take
+//! writes, 0440 for read-only ones, 0200 for `inject`; directories 0700
+//! (`tracing/`), 0755 (`events/...`) and 0750 (`options/`).
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use super::event::{FieldKind, FieldValue};
+use super::filter;
+use super::parse::{is_space, kstrtoul, next_token, parse_match};
+use super::ring::{BUF_PAGE_SIZE, DEFAULT_BUF_BYTES};
+use super::{EventId, FilterState, Tracing, OPTIONS};
+use crate::errno::{Errno, SysResult};
+use crate::vfs::{Caller, FileNode, NodeKind, OpenFile, OpenFlags, Tree, Waker, POLL_READABLE};
+
+/// Writable tracefs files.
+pub const MODE_WRITE: u32 = 0o640;
+/// Read-only tracefs files.
+pub const MODE_READ: u32 = 0o440;
+
+type ReadFn = Arc<dyn Fn() -> Vec<u8> + Send + Sync>;
+type WriteFn = Arc<dyn Fn(&[u8], &Caller) -> SysResult<u32> + Send + Sync>;
+type TruncFn = Arc<dyn Fn() + Send + Sync>;
+
+/// A control file: content generated when a read starts at offset 0, writes
+/// handed to a closure, `O_TRUNC` to another.
+#[derive(Clone, Default)]
+struct Ctl {
+    mode: u32,
+    read: Option<ReadFn>,
+    write: Option<WriteFn>,
+    trunc: Option<TruncFn>,
+}
+
+impl Ctl {
+    fn new(mode: u32) -> Ctl {
+        Ctl {
+            mode,
+            ..Default::default()
+        }
+    }
+    fn r(mut self, f: impl Fn() -> Vec<u8> + Send + Sync + 'static) -> Ctl {
+        self.read = Some(Arc::new(f));
+        self
+    }
+    fn rs(self, f: impl Fn() -> String + Send + Sync + 'static) -> Ctl {
+        self.r(move || f().into_bytes())
+    }
+    fn w(mut self, f: impl Fn(&[u8], &Caller) -> SysResult<u32> + Send + Sync + 'static) -> Ctl {
+        self.write = Some(Arc::new(f));
+        self
+    }
+    fn t(mut self, f: impl Fn() + Send + Sync + 'static) -> Ctl {
+        self.trunc = Some(Arc::new(f));
+        self
+    }
+}
+
+struct CtlOpen {
+    ctl: Ctl,
+    writable: bool,
+    caller: Caller,
+    cache: Mutex<Option<Vec<u8>>>,
+}
+
+impl FileNode for Ctl {
+    fn mode(&self) -> u32 {
+        self.mode
+    }
+    fn open(&self, flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
+        Ok(Arc::new(CtlOpen {
+            ctl: self.clone(),
+            writable: flags.writable(),
+            caller: *caller,
+            cache: Mutex::new(None),
+        }))
+    }
+}
+
+impl OpenFile for CtlOpen {
+    fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
+        let Some(r) = &self.ctl.read else {
+            return Err(Errno::EINVAL);
+        };
+        let mut c = self.cache.lock().unwrap();
+        if offset == 0 || c.is_none() {
+            *c = Some(r());
+        }
+        let d = c.as_ref().unwrap();
+        let start = (offset as usize).min(d.len());
+        let end = start.saturating_add(size as usize).min(d.len());
+        Ok(d[start..end].to_vec())
+    }
+    fn write(&self, _offset: u64, data: &[u8]) -> SysResult<u32> {
+        match &self.ctl.write {
+            Some(w) => w(data, &self.caller),
+            None => Err(Errno::EINVAL),
+        }
+    }
+    fn truncate(&self) -> SysResult<()> {
+        if self.writable {
+            if let Some(t) = &self.ctl.trunc {
+                t();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `trace_pipe`: a consuming, blocking reader of the ring.
+struct PipeNode(Arc<Tracing>);
+
+struct PipeState {
+    pending: Vec<u8>,
+    pos: usize,
+    read_any: bool,
+}
+
+struct PipeOpen {
+    t: Arc<Tracing>,
+    id: u64,
+    st: Mutex<PipeState>,
+}
+
+impl FileNode for PipeNode {
+    fn mode(&self) -> u32 {
+        MODE_READ
+    }
+    fn open(&self, _flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
+        self.0.pipe_readers.fetch_add(1, Ordering::SeqCst);
+        Ok(Arc::new(PipeOpen {
+            t: self.0.clone(),
+            id: self.0.next_waker.fetch_add(1, Ordering::Relaxed),
+            st: Mutex::new(PipeState {
+                pending: Vec::new(),
+                pos: 0,
+                read_any: false,
+            }),
+        }))
+    }
+}
+
+/// At most one page of text per `trace_pipe` read.
+const PIPE_CHUNK: usize = 4096;
+
+impl OpenFile for PipeOpen {
+    fn read(&self, _offset: u64, size: u32) -> SysResult<Vec<u8>> {
+        let size = size as usize;
+        let mut st = self.st.lock().unwrap();
+        if st.pos < st.pending.len() {
+            let n = size.min(st.pending.len() - st.pos);
+            let out = st.pending[st.pos..st.pos + n].to_vec();
+            st.pos += n;
+            return Ok(out);
+        }
+        let limit = size.min(PIPE_CHUNK);
+        let irq = self.t.irq_info.load(Ordering::Relaxed);
+        let mut out = String::new();
+        {
+            let mut r = self.t.ring.lock().unwrap();
+            if r.is_empty() {
+                // Like tracing_wait_pipe: with tracing off, a reader that
+                // already got something sees end of file.
+                if !self.t.tracing_on() && st.read_any {
+                    return Ok(Vec::new());
+                }
+                return Err(Errno::EAGAIN);
+            }
+            if r.lost_unreported > 0 {
+                let cpu = r.iter().next().map_or(0, |e| e.cpu);
+                out.push_str(&format!("CPU:{cpu} [LOST {} EVENTS]\n", r.lost_unreported));
+                r.lost_unreported = 0;
+            }
+            while let Some(e) = r.pop() {
+                let line = e.line(irq);
+                if !out.is_empty() && out.len() + line.len() > limit {
+                    r.unpop(e);
+                    break;
+                }
+                out.push_str(&line);
+                if out.len() >= limit {
+                    break;
+                }
+            }
+        }
+        st.read_any = true;
+        let out = out.into_bytes();
+        if out.len() > size {
+            st.pending = out;
+            st.pos = size;
+            return Ok(st.pending[..size].to_vec());
+        }
+        Ok(out)
+    }
+    fn poll(&self) -> u32 {
+        let st = self.st.lock().unwrap();
+        if st.pos < st.pending.len() || !self.t.ring.lock().unwrap().is_empty() {
+            POLL_READABLE
+        } else {
+            0
+        }
+    }
+    fn set_waker(&self, waker: Waker) {
+        self.t.wakers.lock().unwrap().push((self.id, waker));
+    }
+    fn is_stream(&self) -> bool {
+        true
+    }
+    fn release(&self) {
+        self.t.wakers.lock().unwrap().retain(|w| w.0 != self.id);
+        self.t.pipe_readers.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn bool_line(b: bool) -> String {
+    if b { "1\n" } else { "0\n" }.to_string()
+}
+
+/// `0`, `1`, `X` (mixed) or `?` (no events) over a set of events.
+fn enable_state(evs: &[EventId]) -> String {
+    let on = evs.iter().filter(|e| e.is_enabled()).count();
+    let c = if evs.is_empty() {
+        '?'
+    } else if on == 0 {
+        '0'
+    } else if on == evs.len() {
+        '1'
+    } else {
+        'X'
+    };
+    format!("{c}\n")
+}
+
+fn enable_value(data: &[u8]) -> SysResult<bool> {
+    match kstrtoul(data).map_err(|_| Errno::EINVAL)? {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+const SYSTEM_FILTER_HELP: &str = "### global filter ###\n\
+# Use this to set filters for multiple events.\n\
+# Only events with the given fields will be affected.\n\
+# If no events are modified, an error message will be displayed here\n";
+
+const HEADER_PAGE: &str = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\
+\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n\
+\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n\
+\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;\n";
+
+const HEADER_EVENT: &str = "# compressed entry header\n\
+\ttype_len    :    5 bits\n\
+\ttime_delta  :   27 bits\n\
+\tarray       :   32 bits\n\
+\n\
+\tpadding     : type == 29\n\
+\ttime_extend : type == 30\n\
+\ttime_stamp : type == 31\n\
+\tdata max type_len  == 28\n";
+
+const README: &str = "tracing mini-HOWTO (monfs):\n\
+\n\
+This tracefs is served by monfs. It offers event tracing with the nop\n\
+tracer; its events come from monfs's simulators (usb, zvm) and from the\n\
+events defined in the monfs configuration.\n\
+\n\
+# echo 0 > tracing_on : quick way to disable tracing\n\
+# echo 1 > tracing_on : quick way to re-enable tracing\n\
+\n\
+ Important files:\n\
+  trace\t\t\t- The static contents of the buffer\n\
+\t\t\t  To clear the buffer write into this file: echo > trace\n\
+  trace_pipe\t\t- A consuming read to see the contents of the buffer\n\
+  current_tracer\t- only the nop tracer is available\n\
+  available_tracers\t- list of configured tracers for current_tracer\n\
+  buffer_size_kb\t- view and modify size of per cpu buffer\n\
+  buffer_total_size_kb  - view total size of all cpu buffers\n\
+  tracing_on\t\t- Enable or disable writing to the ring buffer\n\
+  trace_options\t\t- Set format or modify how tracing happens\n\
+\t\t\t  Disable an option by prefixing 'no' to the\n\
+\t\t\t  option name\n\
+  options/\t\t- One file per option, holding 0 or 1\n\
+  set_event_pid\t\t- Only trace events of the listed pids\n\
+\t\t\t  echo > set_event_pid clears the list\n\
+\n\
+  available_events\t- list of events that can be enabled\n\
+  set_event\t\t- Enables events by name written into it\n\
+\t\t\t  Can enable module events via: :mod:<module>\n\
+  events/\t\t- Directory containing all trace event subsystems:\n\
+      enable\t\t- Write 0/1 to enable/disable tracing of all events\n\
+  events/<system>/\t- Directory containing all trace events for <system>:\n\
+      enable\t\t- Write 0/1 to enable/disable tracing of all <system>\n\
+\t\t\t  events\n\
+      filter\t\t- If set, only events passing filter are traced\n\
+  events/<system>/<event>/\t- Directory containing control files for\n\
+\t\t\t  <event>:\n\
+      enable\t\t- Write 0/1 to enable/disable tracing of <event>\n\
+      filter\t\t- If set, only events passing filter are traced\n\
+      format\t\t- The layout of the event's record and its print format\n\
+      id\t\t- The event's type number\n\
+      inject\t\t- Write 'field=value ...' to record an event by hand\n\
+\n\
+  Filters: <field> <op> <value> joined by && and ||, grouped with ( ),\n\
+\t   negated with !. Numbers: == != < <= > >= &   Strings (quoted):\n\
+\t   == != ~ (glob: * ? [...])\n\
+\t   e.g. echo 'status != 0 && bus == 1' > events/usb/usb_urb_complete/filter\n\
+\t   echo 0 > filter clears it.\n";
+
+/// Parse `inject` text: `field=value` pairs, strings in double quotes.
+fn parse_inject(def: &super::EventDef, data: &[u8]) -> SysResult<Vec<(usize, InjectVal)>> {
+    let s = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
+    let s = s.trim_end_matches('\0');
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    loop {
+        while i < b.len() && is_space(b[i]) {
+            i += 1;
+        }
+        if i >= b.len() {
+            break;
+        }
+        let st = i;
+        while i < b.len() && b[i] != b'=' && !is_space(b[i]) {
+            i += 1;
+        }
+        let name = &s[st..i];
+        if b.get(i) != Some(&b'=') {
+            return Err(Errno::EINVAL);
+        }
+        i += 1;
+        let idx = def
+            .fields
+            .iter()
+            .position(|f| f.name == name)
+            .ok_or(Errno::EINVAL)?;
+        let f = &def.fields[idx];
+        if b.get(i) == Some(&b'"') {
+            let close = s[i + 1..].find('"').ok_or(Errno::EINVAL)? + i + 1;
+            if !f.is_string() {
+                return Err(Errno::EINVAL);
+            }
+            out.push((idx, InjectVal::Str(s[i + 1..close].to_string())));
+            i = close + 1;
+        } else {
+            let vs = i;
+            while i < b.len() && !is_space(b[i]) {
+                i += 1;
+            }
+            if f.is_string() {
+                return Err(Errno::EINVAL);
+            }
+            let tok = &s[vs..i];
+            let v = parse_num(tok).ok_or(Errno::EINVAL)?;
+            out.push((idx, InjectVal::Num(v)));
+        }
+    }
+    if out.is_empty() {
+        return Err(Errno::EINVAL);
+    }
+    Ok(out)
+}
+
+fn parse_num(tok: &str) -> Option<i64> {
+    let (neg, body) = match tok.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, tok),
+    };
+    let v = if let Some(h) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16).ok()?
+    } else if body.len() > 1 && body.starts_with('0') {
+        u64::from_str_radix(&body[1..], 8).ok()?
+    } else {
+        body.parse::<u64>().ok()?
+    };
+    Some(if neg {
+        (v as i64).wrapping_neg()
+    } else {
+        v as i64
+    })
+}
+
+enum InjectVal {
+    Num(i64),
+    Str(String),
+}
+
+fn comm_of(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|s| s.trim_end().to_string())
+        .unwrap_or_else(|_| "<...>".into())
+}
+
+fn add(tree: &Tree, path: &str, ctl: Ctl) {
+    let mode = ctl.mode;
+    tree.add(path, NodeKind::File(Arc::new(ctl)), mode);
+}
+
+/// Set or clear an event's filter from a write to its `filter` file.
+fn write_event_filter(e: &EventId, data: &[u8]) -> SysResult<u32> {
+    if data.len() >= 4096 {
+        return Err(Errno::EINVAL);
+    }
+    let text = filter::clean(data)?;
+    let ev = &e.0;
+    if text.trim() == "0" {
+        ev.filtered.store(false, Ordering::Relaxed);
+        *ev.filter.write().unwrap() = FilterState::None;
+        return Ok(data.len() as u32);
+    }
+    match filter::parse(&text, &filter::event_lookup(&ev.def)) {
+        Ok(f) => {
+            *ev.filter.write().unwrap() = FilterState::Active(text, f);
+            ev.filtered.store(true, Ordering::Relaxed);
+            Ok(data.len() as u32)
+        }
+        Err(err) => {
+            ev.filtered.store(false, Ordering::Relaxed);
+            *ev.filter.write().unwrap() = FilterState::Error(filter::error_text(&text, &err));
+            Err(err.errno)
+        }
+    }
+}
+
+fn read_event_filter(e: &EventId) -> String {
+    match &*e.0.filter.read().unwrap() {
+        FilterState::None => "none\n".into(),
+        FilterState::Active(t, _) => format!("{t}\n"),
+        FilterState::Error(s) => s.clone(),
+    }
+}
+
+/// A system filter goes to every event of the system; events it does not
+/// fit get the "Couldn't find or set field" error, and the write succeeds
+/// (as measured on 6.18).
+fn write_system_filter(t: &Tracing, sys: &str, data: &[u8]) -> SysResult<u32> {
+    if data.len() >= 4096 {
+        return Err(Errno::EINVAL);
+    }
+    let text = filter::clean(data)?;
+    for e in t.events().iter().filter(|e| e.0.def.system == sys) {
+        let ev = &e.0;
+        if text.trim() == "0" {
+            ev.filtered.store(false, Ordering::Relaxed);
+            *ev.filter.write().unwrap() = FilterState::None;
+            continue;
+        }
+        match filter::parse(&text, &filter::event_lookup(&ev.def)) {
+            Ok(f) => {
+                *ev.filter.write().unwrap() = FilterState::Active(text.clone(), f);
+                ev.filtered.store(true, Ordering::Relaxed);
+            }
+            Err(_) => {
+                ev.filtered.store(false, Ordering::Relaxed);
+                *ev.filter.write().unwrap() = FilterState::Error(format!(
+                    "{text}\n^\nparse_error: {}\n\n",
+                    filter::E_BAD_SUBSYS
+                ));
+            }
+        }
+    }
+    Ok(data.len() as u32)
+}
+
+fn write_pids(set: &Mutex<std::collections::BTreeSet<u32>>, data: &[u8]) -> SysResult<Vec<u32>> {
+    let s = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
+    let mut pids = Vec::new();
+    for tok in s
+        .trim_end_matches('\0')
+        .split(|c: char| c.is_ascii_whitespace())
+    {
+        if tok.is_empty() {
+            continue;
+        }
+        pids.push(
+            kstrtoul(tok.as_bytes())
+                .ok()
+                .and_then(|v| u32::try_from(v).ok())
+                .ok_or(Errno::EINVAL)?,
+        );
+    }
+    set.lock().unwrap().extend(pids.iter().copied());
+    Ok(pids)
+}
+
+impl Tracing {
+    fn set_option(&self, idx: usize, on: bool) {
+        self.options.lock().unwrap()[idx] = on;
+        match OPTIONS[idx].0 {
+            "irq-info" => self.irq_info.store(on, Ordering::Relaxed),
+            "overwrite" => self.overwrite.store(on, Ordering::Relaxed),
+            _ => {}
+        }
+    }
+
+    fn buffer_kb(&self, total: bool) -> String {
+        let b = self.buf.lock().unwrap();
+        let mul = if total { self.cpus } else { 1 };
+        let kb = b.pages * BUF_PAGE_SIZE / 1024 * mul;
+        if b.expanded {
+            format!("{kb}\n")
+        } else {
+            format!("{kb} (expanded: {})\n", DEFAULT_BUF_BYTES / 1024 * mul)
+        }
+    }
+
+    fn event_pids_changed(&self) {
+        let empty = self.event_pids.read().unwrap().is_empty();
+        self.has_event_pids.store(!empty, Ordering::Relaxed);
+    }
+}
+
+/// Add every file under `tracing/`.
+pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
+    tree.add("tracing", NodeKind::Dir, 0o700);
+    tree.add("tracing/events", NodeKind::Dir, 0o755);
+    tree.add("tracing/options", NodeKind::Dir, 0o750);
+
+    add(
+        tree,
+        "tracing/README",
+        Ctl::new(MODE_READ).rs(|| README.to_string()),
+    );
+    let tt = t.clone();
+    add(
+        tree,
+        "tracing/available_events",
+        Ctl::new(MODE_READ).rs(move || {
+            tt.events()
+                .iter()
+                .map(|e| format!("{}:{}\n", e.0.def.system, e.0.def.name))
+                .collect()
+        }),
+    );
+    let (tr, tw, tc) = (t.clone(), t.clone(), t.clone());
+    add(
+        tree,
+        "tracing/set_event",
+        Ctl::new(MODE_WRITE)
+            .rs(move || {
+                tr.events()
+                    .iter()
+                    .filter(|e| e.is_enabled())
+                    .map(|e| format!("{}:{}\n", e.0.def.system, e.0.def.name))
+                    .collect()
+            })
+            .w(move |data, _| {
+                if data.is_empty() {
+                    return Ok(0);
+                }
+                tw.expand();
+                let (consumed, tok) = next_token(data)?;
+                let Some(tok) = tok else {
+                    return Ok(consumed as u32);
+                };
+                let tok = std::str::from_utf8(tok).map_err(|_| Errno::EINVAL)?;
+                let m = parse_match(tok).ok_or(Errno::EINVAL)?;
+                let hits: Vec<EventId> = tw
+                    .events()
+                    .into_iter()
+                    .filter(|e| m.matches(&e.0.def.system, &e.0.def.name))
+                    .collect();
+                if hits.is_empty() {
+                    return Err(Errno::EINVAL);
+                }
+                for e in &hits {
+                    tw.set_enabled(e, m.enable);
+                }
+                Ok(consumed as u32)
+            })
+            .t(move || {
+                for e in tc.events() {
+                    tc.set_enabled(&e, false);
+                }
+            }),
+    );
+    let (tr, tc) = (t.clone(), t.clone());
+    add(
+        tree,
+        "tracing/trace",
+        Ctl::new(MODE_WRITE)
+            .rs(move || tr.trace_text())
+            .w(|data, _| Ok(data.len() as u32))
+            .t(move || tc.ring.lock().unwrap().clear()),
+    );
+    tree.add(
+        "tracing/trace_pipe",
+        NodeKind::File(Arc::new(PipeNode(t.clone()))),
+        MODE_READ,
+    );
+    let (tr, tw) = (t.clone(), t.clone());
+    add(
+        tree,
+        "tracing/tracing_on",
+        Ctl::new(MODE_WRITE)
+            .rs(move || bool_line(tr.tracing_on()))
+            .w(move |data, _| {
+                let v = kstrtoul(data)?;
+                tw.on.store(v != 0, Ordering::Relaxed);
+                if v != 0 {
+                    // Parked trace_pipe readers recheck.
+                    for w in tw.wakers.lock().unwrap().iter() {
+                        (w.1)();
+                    }
+                }
+                Ok(data.len() as u32)
+            }),
+    );
+    let (tr, tw) = (t.clone(), t.clone());
+    add(
+        tree,
+        "tracing/buffer_size_kb",
+        Ctl::new(MODE_WRITE)
+            .rs(move || tr.buffer_kb(false))
+            .w(move |data, _| {
+                let kb = kstrtoul(data)? as usize;
+                if kb == 0 {
+                    return Err(Errno::EINVAL);
+                }
+                if kb > 1 << 20 {
+                    return Err(Errno::ENOMEM);
+                }
+                let mut b = tw.buf.lock().unwrap();
+                b.expanded = true;
+                b.pages = (kb * 1024).div_ceil(BUF_PAGE_SIZE).max(2);
+                tw.ring
+                    .lock()
+                    .unwrap()
+                    .resize(b.pages * BUF_PAGE_SIZE * tw.cpus);
+                Ok(data.len() as u32)
+            }),
+    );
+    let tr = t.clone();
+    add(
+        tree,
+        "tracing/buffer_total_size_kb",
+        Ctl::new(MODE_READ).rs(move || tr.buffer_kb(true)),
+    );
+    add(
+        tree,
+        "tracing/current_tracer",
+        Ctl::new(MODE_WRITE).rs(|| "nop\n".into()).w(|data, _| {
+            let s = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
+            match s
+                .trim_end_matches('\0')
+                .trim_matches(|c: char| c.is_ascii_whitespace())
+            {
+                "nop" => Ok(data.len() as u32),
+                _ => Err(Errno::EINVAL),
+            }
+        }),
+    );
+    add(
+        tree,
+        "tracing/available_tracers",
+        Ctl::new(MODE_READ).rs(|| "nop\n".into()),
+    );
+    let (tr, tw, tc) = (t.clone(), t.clone(), t.clone());
+    add(
+        tree,
+        "tracing/set_event_pid",
+        Ctl::new(MODE_WRITE)
+            .rs(move || {
+                tr.event_pids
+                    .read()
+                    .unwrap()
+                    .iter()
+                    .map(|p| format!("{p}\n"))
+                    .collect()
+            })
+            .w(move |data, _| {
+                let m = Mutex::new(Default::default());
+                let pids = write_pids(&m, data)?;
+                tw.event_pids.write().unwrap().extend(pids);
+                tw.event_pids_changed();
+                Ok(data.len() as u32)
+            })
+            .t(move || {
+                tc.event_pids.write().unwrap().clear();
+                tc.event_pids_changed();
+            }),
+    );
+    let (tr, tw, tc) = (t.clone(), t.clone(), t.clone());
+    add(
+        tree,
+        "tracing/set_ftrace_pid",
+        Ctl::new(MODE_WRITE)
+            .rs(move || {
+                let p = tr.ftrace_pids.lock().unwrap();
+                if p.is_empty() {
+                    "no pid\n".into()
+                } else {
+                    p.iter().map(|p| format!("{p}\n")).collect()
+                }
+            })
+            .w(move |data, _| write_pids(&tw.ftrace_pids, data).map(|_| data.len() as u32))
+            .t(move || tc.ftrace_pids.lock().unwrap().clear()),
+    );
+    let (tr, tw) = (t.clone(), t.clone());
+    add(
+        tree,
+        "tracing/trace_options",
+        Ctl::new(MODE_WRITE)
+            .rs(move || {
+                let o = tr.options.lock().unwrap();
+                OPTIONS
+                    .iter()
+                    .zip(o.iter())
+                    .map(|((n, _), on)| {
+                        if *on {
+                            format!("{n}\n")
+                        } else {
+                            format!("no{n}\n")
+                        }
+                    })
+                    .collect()
+            })
+            .w(move |data, _| {
+                let s = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
+                let s = s
+                    .trim_end_matches('\0')
+                    .trim_matches(|c: char| c.is_ascii_whitespace());
+                let (name, on) = match s.strip_prefix("no") {
+                    Some(n) if OPTIONS.iter().any(|o| o.0 == n) => (n, false),
+                    _ => (s, true),
+                };
+                let idx = OPTIONS
+                    .iter()
+                    .position(|o| o.0 == name)
+                    .ok_or(Errno::EINVAL)?;
+                tw.set_option(idx, on);
+                Ok(data.len() as u32)
+            }),
+    );
+    for (idx, (name, _)) in OPTIONS.iter().enumerate() {
+        let (tr, tw) = (t.clone(), t.clone());
+        add(
+            tree,
+            &format!("tracing/options/{name}"),
+            Ctl::new(MODE_WRITE)
+                .rs(move || bool_line(tr.options.lock().unwrap()[idx]))
+                .w(move |data, _| {
+                    let on = enable_value(data)?;
+                    tw.set_option(idx, on);
+                    Ok(data.len() as u32)
+                }),
+        );
+    }
+
+    // events/
+    add(
+        tree,
+        "tracing/events/header_page",
+        Ctl::new(MODE_READ).rs(|| HEADER_PAGE.into()),
+    );
+    add(
+        tree,
+        "tracing/events/header_event",
+        Ctl::new(MODE_READ).rs(|| HEADER_EVENT.into()),
+    );
+    let (tr, tw) = (t.clone(), t.clone());
+    add(
+        tree,
+        "tracing/events/enable",
+        Ctl::new(MODE_WRITE)
+            .rs(move || enable_state(&tr.events()))
+            .w(move |data, _| {
+                let on = enable_value(data)?;
+                let evs = tw.events();
+                if evs.is_empty() {
+                    return Err(Errno::EINVAL);
+                }
+                for e in &evs {
+                    tw.set_enabled(e, on);
+                }
+                Ok(data.len() as u32)
+            }),
+    );
+    // Oldest registration first, so the directory lists systems in the order
+    // they were defined.
+    let mut evs = t.events();
+    evs.reverse();
+    let mut systems: Vec<String> = Vec::new();
+    for e in &evs {
+        if !systems.contains(&e.0.def.system) {
+            systems.push(e.0.def.system.clone());
+        }
+    }
+    for sys in &systems {
+        let dir = format!("tracing/events/{sys}");
+        tree.add(&dir, NodeKind::Dir, 0o755);
+        let (tr, tw, sr, sw) = (t.clone(), t.clone(), sys.clone(), sys.clone());
+        add(
+            tree,
+            &format!("{dir}/enable"),
+            Ctl::new(MODE_WRITE)
+                .rs(move || {
+                    let evs: Vec<EventId> = tr
+                        .events()
+                        .into_iter()
+                        .filter(|e| e.0.def.system == sr)
+                        .collect();
+                    enable_state(&evs)
+                })
+                .w(move |data, _| {
+                    let on = enable_value(data)?;
+                    for e in tw.events().iter().filter(|e| e.0.def.system == sw) {
+                        tw.set_enabled(e, on);
+                    }
+                    Ok(data.len() as u32)
+                }),
+        );
+        let (tw, sw) = (t.clone(), sys.clone());
+        add(
+            tree,
+            &format!("{dir}/filter"),
+            Ctl::new(MODE_WRITE)
+                .rs(|| SYSTEM_FILTER_HELP.into())
+                .w(move |data, _| write_system_filter(&tw, &sw, data)),
+        );
+    }
+    for e in &evs {
+        install_event(t, tree, e);
+    }
+}
+
+fn install_event(t: &Arc<Tracing>, tree: &Tree, e: &EventId) {
+    let dir = format!("tracing/events/{}/{}", e.0.def.system, e.0.def.name);
+    tree.add(&dir, NodeKind::Dir, 0o755);
+    let (er, ew, tw) = (e.clone(), e.clone(), t.clone());
+    add(
+        tree,
+        &format!("{dir}/enable"),
+        Ctl::new(MODE_WRITE)
+            .rs(move || bool_line(er.is_enabled()))
+            .w(move |data, _| {
+                let on = enable_value(data)?;
+                tw.set_enabled(&ew, on);
+                Ok(data.len() as u32)
+            }),
+    );
+    let (er, ew) = (e.clone(), e.clone());
+    add(
+        tree,
+        &format!("{dir}/filter"),
+        Ctl::new(MODE_WRITE)
+            .rs(move || read_event_filter(&er))
+            .w(move |data, _| write_event_filter(&ew, data)),
+    );
+    let er = e.clone();
+    add(
+        tree,
+        &format!("{dir}/format"),
+        Ctl::new(MODE_READ).rs(move || er.0.def.format_text()),
+    );
+    let er = e.clone();
+    add(
+        tree,
+        &format!("{dir}/id"),
+        Ctl::new(MODE_READ).rs(move || format!("{}\n", er.0.def.id)),
+    );
+    let (ew, tw) = (e.clone(), t.clone());
+    add(
+        tree,
+        &format!("{dir}/inject"),
+        Ctl::new(0o200).w(move |data, caller| {
+            let def = &ew.0.def;
+            let vals = parse_inject(def, data)?;
+            let mut strs: Vec<Option<String>> = vec![None; def.fields.len()];
+            let mut nums = vec![0i64; def.fields.len()];
+            for (i, v) in vals {
+                match v {
+                    InjectVal::Num(n) => nums[i] = n,
+                    InjectVal::Str(s) => strs[i] = Some(s),
+                }
+            }
+            let values: Vec<FieldValue<'_>> = def
+                .fields
+                .iter()
+                .enumerate()
+                .map(|(i, f)| match f.kind {
+                    FieldKind::Int { .. } => FieldValue::Int(nums[i]),
+                    _ => FieldValue::Str(strs[i].as_deref().unwrap_or("")),
+                })
+                .collect();
+            let data_bytes = def.encode(caller.pid, &values);
+            tw.record(&ew.0, data_bytes, &comm_of(caller.pid), None);
+            Ok(data.len() as u32)
+        }),
+    );
+}

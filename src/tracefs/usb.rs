@@ -1,0 +1,214 @@
+//! Built-in event systems and the producer adapters: `usb` (URB submit,
+//! complete and error, device plug and unplug) and `zvm` (monitor sample and
+//! event records).
+
+use std::sync::Arc;
+
+use super::event::{FieldSpec, FieldValue};
+use super::{EventId, Tracing};
+use crate::clock::Timestamp;
+use crate::usbmon::event::{EventKind, UrbEvent, UrbSink};
+
+fn f(ctype: &str, name: &str) -> FieldSpec {
+    FieldSpec {
+        name: name.into(),
+        ctype: ctype.into(),
+    }
+}
+
+const URB_FMT: &str =
+    "\"urb=%lx bus=%u dev=%u ep=%02x xfer=%u status=%d length=%u\", REC->urb, REC->bus, REC->dev, REC->ep, REC->xfer, REC->status, REC->length";
+const DEV_FMT: &str = "\"bus=%u dev=%u devpath=%s id=%04x:%04x product=%s\", REC->bus, REC->dev, __get_str(devpath), REC->vendor, REC->product, __get_str(name)";
+const ZVM_FMT: &str = "\"domain=%u record=%u length=%u userid=%s tod=%llx\", REC->domain, REC->record, REC->length, REC->userid, REC->tod";
+
+/// The built-in definitions in registration order: (system, name, fields,
+/// print fmt).
+pub fn builtin_defs() -> Vec<(&'static str, &'static str, Vec<FieldSpec>, &'static str)> {
+    let urb = || {
+        vec![
+            f("unsigned long", "urb"),
+            f("u16", "bus"),
+            f("u8", "dev"),
+            f("u8", "ep"),
+            f("u8", "xfer"),
+            f("int", "status"),
+            f("u32", "length"),
+        ]
+    };
+    let dev = || {
+        vec![
+            f("u16", "bus"),
+            f("u8", "dev"),
+            f("u16", "vendor"),
+            f("u16", "product"),
+            f("__data_loc char[]", "devpath"),
+            f("__data_loc char[]", "name"),
+        ]
+    };
+    let zvm = || {
+        vec![
+            f("u8", "domain"),
+            f("u8", "record"),
+            f("u16", "length"),
+            f("char[8]", "userid"),
+            f("u64", "tod"),
+        ]
+    };
+    vec![
+        ("usb", "usb_urb_submit", urb(), URB_FMT),
+        ("usb", "usb_urb_complete", urb(), URB_FMT),
+        ("usb", "usb_urb_error", urb(), URB_FMT),
+        ("usb", "usb_device_plug", dev(), DEV_FMT),
+        ("usb", "usb_device_unplug", dev(), DEV_FMT),
+        ("zvm", "zvm_sample", zvm(), ZVM_FMT),
+        ("zvm", "zvm_event", zvm(), ZVM_FMT),
+    ]
+}
+
+/// The task monfs's own events are attributed to.
+fn self_task() -> (u32, String) {
+    let comm = std::fs::read_to_string("/proc/self/comm")
+        .map(|s| s.trim_end().to_string())
+        .unwrap_or_else(|_| "monfs".into());
+    (std::process::id(), comm)
+}
+
+/// A [`UrbSink`] that records `usb:usb_urb_*` events and passes every event
+/// on to the next sink (usbmon).
+pub struct UrbTraceSink {
+    tracing: Arc<Tracing>,
+    next: Option<Arc<dyn UrbSink>>,
+    ids: [EventId; 3],
+    pid: u32,
+    comm: String,
+}
+
+impl UrbTraceSink {
+    /// Trace URB events, then hand them to `next`.
+    pub fn new(tracing: Arc<Tracing>, next: Option<Arc<dyn UrbSink>>) -> UrbTraceSink {
+        let id = |n| tracing.event_id("usb", n).expect("built-in usb event");
+        let ids = [
+            id("usb_urb_submit"),
+            id("usb_urb_complete"),
+            id("usb_urb_error"),
+        ];
+        let (pid, comm) = self_task();
+        UrbTraceSink {
+            tracing,
+            next,
+            ids,
+            pid,
+            comm,
+        }
+    }
+}
+
+impl UrbSink for UrbTraceSink {
+    fn urb_event(&self, ev: UrbEvent) {
+        let id = &self.ids[match ev.kind {
+            EventKind::Submit => 0,
+            EventKind::Complete => 1,
+            EventKind::Error => 2,
+        }];
+        if id.is_enabled() {
+            self.tracing.emit_at(
+                id,
+                ev.ts,
+                self.pid,
+                &self.comm,
+                &[
+                    FieldValue::UInt(ev.id),
+                    FieldValue::UInt(ev.bus as u64),
+                    FieldValue::UInt(ev.devnum as u64),
+                    FieldValue::UInt(ev.ep_address() as u64),
+                    FieldValue::UInt(ev.xfer as u64),
+                    FieldValue::Int(ev.status as i64),
+                    FieldValue::UInt(ev.length() as u64),
+                ],
+            );
+        }
+        if let Some(n) = &self.next {
+            n.urb_event(ev);
+        }
+    }
+}
+
+/// A USB device as the plug/unplug events describe it.
+#[derive(Clone, Copy, Debug)]
+pub struct UsbDeviceInfo<'a> {
+    /// Bus number.
+    pub bus: u16,
+    /// Device address.
+    pub dev: u8,
+    /// Port path, e.g. `1-4.1`.
+    pub devpath: &'a str,
+    /// idVendor.
+    pub vendor: u16,
+    /// idProduct.
+    pub product: u16,
+    /// Product string.
+    pub name: &'a str,
+}
+
+impl Tracing {
+    fn emit_dev(&self, idx: usize, d: &UsbDeviceInfo<'_>, ts: Option<Timestamp>) {
+        let id = self.builtin(idx);
+        if !id.is_enabled() {
+            return;
+        }
+        let (pid, comm) = self_task();
+        let v = [
+            FieldValue::UInt(d.bus as u64),
+            FieldValue::UInt(d.dev as u64),
+            FieldValue::UInt(d.vendor as u64),
+            FieldValue::UInt(d.product as u64),
+            FieldValue::Str(d.devpath),
+            FieldValue::Str(d.name),
+        ];
+        match ts {
+            Some(ts) => self.emit_at(id, ts, pid, &comm, &v),
+            None => self.emit(id, pid, &comm, &v),
+        }
+    }
+
+    /// Record `usb:usb_device_plug` (when enabled).
+    pub fn usb_plug(&self, d: &UsbDeviceInfo<'_>, ts: Option<Timestamp>) {
+        self.emit_dev(3, d, ts);
+    }
+
+    /// Record `usb:usb_device_unplug` (when enabled).
+    pub fn usb_unplug(&self, d: &UsbDeviceInfo<'_>, ts: Option<Timestamp>) {
+        self.emit_dev(4, d, ts);
+    }
+
+    /// Record a z/VM monitor record as `zvm:zvm_sample` (`event` false) or
+    /// `zvm:zvm_event` (`event` true). `userid` is truncated to 8 bytes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn zvm_record(
+        &self,
+        event: bool,
+        domain: u8,
+        record: u8,
+        length: u16,
+        userid: &str,
+        tod: u64,
+        ts: Option<Timestamp>,
+    ) {
+        let id = self.builtin(if event { 6 } else { 5 });
+        if !id.is_enabled() {
+            return;
+        }
+        let (pid, comm) = self_task();
+        let v = [
+            FieldValue::UInt(domain as u64),
+            FieldValue::UInt(record as u64),
+            FieldValue::UInt(length as u64),
+            FieldValue::Str(userid),
+            FieldValue::UInt(tod),
+        ];
+        match ts {
+            Some(ts) => self.emit_at(id, ts, pid, &comm, &v),
+            None => self.emit(id, pid, &comm, &v),
+        }
+    }
+}

@@ -1,0 +1,438 @@
+//! tracefs through the real mount: shell and C clients on every file, error
+//! paths, differential checks against this machine's real tracefs (mounted in
+//! a private mount namespace), trace-cmd through scripts/trace-ns and perf.
+//!
+//! The real tracefs is global state: every differential step restores it
+//! (`echo > set_event`, filters `0`, `tracing_on` 1), and all steps that touch
+//! it run inside one test so they never race each other.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{compile_c, wait_blocked, Mount};
+
+/// Replicas of real events (same names, fields and, where monfs can print
+/// it, the same print fmt), so one script runs against both trees.
+const REPLICA: &str = r#"
+tracing:
+  events:
+    - system: sched
+      name: sched_switch
+      fields:
+        - {name: prev_comm, type: "char[16]"}
+        - {name: prev_pid, type: pid_t}
+        - {name: prev_prio, type: int}
+        - {name: prev_state, type: long}
+        - {name: next_comm, type: "char[16]"}
+        - {name: next_pid, type: pid_t}
+        - {name: next_prio, type: int}
+      format: '"prev_comm=%s prev_pid=%d prev_prio=%d prev_state=%ld ==> next_comm=%s next_pid=%d next_prio=%d", REC->prev_comm, REC->prev_pid, REC->prev_prio, REC->prev_state, REC->next_comm, REC->next_pid, REC->next_prio'
+    - system: sched
+      name: sched_process_exec
+      fields:
+        - {name: filename, type: "__data_loc char[]"}
+        - {name: pid, type: pid_t}
+        - {name: old_pid, type: pid_t}
+      format: '"filename=%s pid=%d old_pid=%d", __get_str(filename), REC->pid, REC->old_pid'
+    - system: irq
+      name: irq_handler_entry
+      fields:
+        - {name: irq, type: int}
+        - {name: name, type: "__data_loc char[]"}
+    - system: irq
+      name: softirq_entry
+      fields:
+        - {name: vec, type: "unsigned int"}
+"#;
+
+fn io_bin(m: &Mount) -> PathBuf {
+    compile_c("tracefs_io", m.dir.path())
+}
+
+/// Run `script` with the real tracefs as the working directory, in a private
+/// mount namespace; `$IO` is the C helper.
+fn real_sh(io: &Path, script: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let full = format!(
+        "set -e; mount -t tracefs nodev {d}; cd {d}; IO={io}; set +e\n{script}",
+        d = dir.path().display(),
+        io = io.display()
+    );
+    let o = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "bash", "-c", &full])
+        .output()
+        .expect("unshare");
+    assert!(
+        o.status.success(),
+        "real tracefs script failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// The same script in monfs's `tracing/`.
+fn monfs_sh(m: &Mount, io: &Path, script: &str) -> String {
+    m.sh_ok(&format!("cd tracing; IO={}\n{script}", io.display()))
+}
+
+fn diff(what: &str, real: &str, ours: &str) {
+    if real != ours {
+        let mut msg = format!("{what}: monfs differs from the real tracefs\n");
+        for (i, (a, b)) in real.lines().zip(ours.lines()).enumerate() {
+            if a != b {
+                msg.push_str(&format!(
+                    "line {}:\n  real:  {a:?}\n  monfs: {b:?}\n",
+                    i + 1
+                ));
+            }
+        }
+        msg.push_str(&format!(
+            "real has {} lines, monfs {}",
+            real.lines().count(),
+            ours.lines().count()
+        ));
+        panic!("{msg}");
+    }
+}
+
+#[test]
+fn differential_against_real_tracefs() {
+    let m = Mount::with_config(REPLICA);
+    let io = io_bin(&m);
+    // Start both from a known state.
+    let reset =
+        "echo > set_event; echo 1 > tracing_on; echo 0 > events/sched/sched_switch/filter; \
+                 echo 0 > events/sched/sched_process_exec/filter; echo > trace\n";
+    real_sh(&io, reset);
+    monfs_sh(&m, &io, reset);
+
+    // 1. File modes.
+    let modes = "stat -c '%a %n' README available_events available_tracers buffer_size_kb buffer_total_size_kb \
+                 current_tracer set_event set_event_pid set_ftrace_pid trace trace_options trace_pipe tracing_on \
+                 events events/enable events/header_page events/header_event options options/irq-info \
+                 events/sched events/sched/enable events/sched/filter events/sched/sched_switch \
+                 events/sched/sched_switch/enable events/sched/sched_switch/filter events/sched/sched_switch/format \
+                 events/sched/sched_switch/id; stat -c '%a' .\n";
+    diff("modes", &real_sh(&io, modes), &monfs_sh(&m, &io, modes));
+
+    // 2. set_event grammar: one token per write, byte counts, errnos, and
+    // the enable read-backs. (available_events differs on purpose: the real
+    // kernel has ~2300 events, so read-backs are filtered to the replicas.)
+    let grammar = r#"
+$IO set_event a "sched:sched_switch irq" "  " "" "sched_" "sched_*" "nosuch" "*" "!" "a:b:c" \
+    "sched:sched_switch:mod:foo" "!sched:sched_switch" "sched:sched_switch\n" ":sched_process_exec" \
+    "!*:sched_process_exec" "\tirq:softirq_entry\n" "sched:sched_switch\0irq" "!nosuch" "\n\n" \
+    "$(printf 'a%.0s' $(seq 128))"
+grep -E '^(sched:sched_switch|sched:sched_process_exec|irq:irq_handler_entry|irq:softirq_entry)$' set_event | sort
+cat events/sched/sched_switch/enable events/sched/sched_process_exec/enable events/sched/enable events/irq/enable
+$IO set_event a "irq" "!irq:" "irq:*" "!irq:irq_handler_entry"
+cat events/irq/enable events/irq/irq_handler_entry/enable events/irq/softirq_entry/enable
+$IO set_event t
+cat set_event | wc -l; cat events/irq/enable events/enable
+echo sched:sched_switch >> set_event; echo irq:softirq_entry >> set_event; cat set_event
+echo > set_event; cat set_event | wc -l
+"#;
+    diff(
+        "set_event grammar",
+        &real_sh(&io, grammar),
+        &monfs_sh(&m, &io, grammar),
+    );
+
+    // 3. enable files: kstrtoul rules, 0/1/X read-backs. (events/enable is
+    // only written with 0 and bad values: 1 would turn on every real event.
+    // No zero-length writes here: the kernel's FUSE client answers them with
+    // 0 itself, so monfs never sees them, while tracefs gives EINVAL.)
+    let enable = r#"
+E=events/sched/sched_switch/enable
+$IO $E w "1" "1\n" "2" "x" " 1" "01" "1 " "+1" "0x1" "1\n\n" "-0" "00" "1\0"
+cat $E events/sched/enable
+$IO events/irq/enable w "1" "2" " 1" "0 " "1\n"
+cat events/irq/enable events/irq/softirq_entry/enable
+$IO events/enable w "3" "x" "0"
+cat events/enable events/irq/enable events/sched/enable
+$IO tracing_on w "0" "2" "x" " 1" "00" "1"
+cat tracing_on
+$IO current_tracer w "nop" "nop\n" "foo" " nop"
+cat current_tracer
+$IO events/sched/sched_switch/format w x
+$IO events/sched/sched_switch/id w x
+$IO available_events w x
+$IO trace_pipe w x
+$IO trace w x abc
+$IO set_event_pid w "1 2" "3\n" "x"
+cat set_event_pid; $IO set_event_pid t; cat set_event_pid
+$IO trace_options w noirq-info bogus "irq-info\n"
+$IO options/irq-info w 2 1
+echo > set_event
+"#;
+    diff(
+        "enable files",
+        &real_sh(&io, enable),
+        &monfs_sh(&m, &io, enable),
+    );
+
+    // 4. format layout: byte-exact except the ID (monfs ids start at 40000
+    // on purpose) and sched_switch's print fmt (the kernel's uses
+    // __print_flags, which monfs's print-format interpreter does not have).
+    let fmt = "cat events/sched/sched_process_exec/format | grep -v '^ID: '; \
+               cat events/sched/sched_switch/format | grep -v -e '^ID: ' -e '^print fmt: '; cat events/header_page\n";
+    diff("format", &real_sh(&io, fmt), &monfs_sh(&m, &io, fmt));
+
+    // 5. filters: errnos and what reading the filter shows afterwards.
+    let exprs = [
+        "prev_pid == 1",
+        "prev_pid==1\\n",
+        "  prev_pid  ==  1  ",
+        "(prev_pid == 1 || next_pid != 3) && prev_prio <= 4",
+        "!(prev_pid == 1)",
+        "prev_comm == bash",
+        "prev_comm ~ \\\"ba*\\\"",
+        "prev_pid == ",
+        "prev_pid",
+        "nosuch == 1",
+        "prev_pid ~ 1",
+        "(prev_pid == 1",
+        "prev_pid == 1)",
+        // (No empty write: FUSE answers zero-length writes with 0 itself.)
+        "prev_pid == 1 ||| next_pid == 2",
+        "prev_pid = 1",
+        "prev_pid == 99999999999999999999",
+        "prev_comm == 12",
+        "prev_comm == \\\"bash",
+        "prev_pid == 1 next_pid == 2",
+        "== 1",
+        "()",
+        "!",
+        "prev_pid == 1 || !",
+        "prev_pid == 0x10",
+        "prev_pid == 08",
+        "prev_pid == \\\"1\\\"",
+        "CPU == 1",
+        "COMM ~ \\\"b*\\\"",
+        "common_pid == 5",
+        "prev_pid == 000000000000000000000001",
+        "0",
+    ];
+    let mut script = String::new();
+    for e in exprs {
+        script.push_str(&format!(
+            "$IO events/sched/sched_switch/filter w \"{e}\"; cat events/sched/sched_switch/filter\n"
+        ));
+    }
+    script.push_str("$IO events/sched/filter w 'prev_pid == 1'; cat events/sched/filter events/sched/sched_switch/filter events/sched/sched_process_exec/filter\n");
+    script.push_str("$IO events/sched/filter w 0; cat events/sched/sched_switch/filter events/sched/sched_process_exec/filter\n");
+    diff(
+        "filters",
+        &real_sh(&io, &script),
+        &monfs_sh(&m, &io, &script),
+    );
+
+    // 6. The trace header of an empty buffer, and O_NONBLOCK trace_pipe.
+    let hdr = "echo > trace; cat trace; $IO trace_pipe n\n";
+    diff("trace header", &real_sh(&io, hdr), &monfs_sh(&m, &io, hdr));
+
+    // 7. buffer_size_kb rounding to 4080-byte pages (the real one is left
+    // at the size it had; its "expanded" state is machine history, so only
+    // values after a write are compared).
+    let buf = "$IO buffer_size_kb w 1 0 x; cat buffer_size_kb; \
+               $IO buffer_size_kb w '100\\n'; cat buffer_size_kb; echo 1408 > buffer_size_kb; cat buffer_size_kb\n";
+    diff(
+        "buffer_size_kb",
+        &real_sh(&io, buf),
+        &monfs_sh(&m, &io, buf),
+    );
+    real_sh(&io, reset);
+}
+
+#[test]
+fn usb_events_from_the_simulator() {
+    let m = Mount::default_config();
+    let out = m.sh_ok(
+        "cd tracing; echo usb:usb_urb_complete > set_event; sleep 1.5; echo 0 > tracing_on; cat trace; \
+         echo 1 > tracing_on",
+    );
+    let lines: Vec<&str> = out.lines().filter(|l| !l.starts_with('#')).collect();
+    assert!(lines.len() > 5, "too few events:\n{out}");
+    for l in &lines {
+        // `<comm>-<pid> [cpu] flags secs.usecs: name: fields`
+        let (ctx, rest) = l
+            .split_once(": usb_urb_complete: urb=")
+            .unwrap_or_else(|| panic!("{l}"));
+        assert_eq!(&ctx[16..17], "-", "{l}");
+        assert!(ctx.contains("] ..... "), "{l}");
+        assert!(
+            rest.contains(" bus=") && rest.contains(" status=") && rest.contains(" length="),
+            "{l}"
+        );
+    }
+    // A filter on the event's fields.
+    let out = m.sh_ok(
+        "cd tracing; echo 'bus == 2 && ep & 0x80' > events/usb/usb_urb_complete/filter; echo > trace; sleep 1.5; \
+         cat trace; cat events/usb/usb_urb_complete/filter",
+    );
+    let lines: Vec<&str> = out
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains("usb_urb_"))
+        .collect();
+    assert!(!lines.is_empty(), "{out}");
+    for l in lines {
+        assert!(l.contains(" bus=2 ") && l.contains(" ep=8"), "{l}");
+    }
+    assert!(out.ends_with("bus == 2 && ep & 0x80\n"));
+    // Submit errors from the flaky card reader (submit_error_every: 13).
+    let out = m.sh_ok(
+        "cd tracing; echo > set_event; echo 1 > events/usb/usb_urb_error/enable; sleep 4; grep -c usb_urb_error: trace || true",
+    );
+    assert_ne!(out.trim(), "0", "no usb_urb_error events");
+}
+
+#[test]
+fn trace_pipe_consumes_blocks_and_is_ctrl_c_safe() {
+    let m = Mount::with_config(REPLICA);
+    let io = io_bin(&m);
+    // Empty: O_NONBLOCK gives EAGAIN.
+    assert_eq!(monfs_sh(&m, &io, "$IO trace_pipe n").trim(), "-11");
+    // A blocked reader wakes up when an event arrives.
+    let mut cat = Command::new("cat")
+        .arg(m.path("tracing/trace_pipe"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_blocked(cat.id());
+    m.sh_ok("cd tracing; echo 'vec=7' > events/irq/softirq_entry/inject");
+    let mut stdout = cat.stdout.take().unwrap();
+    let mut buf = [0u8; 4096];
+    let n = std::io::Read::read(&mut stdout, &mut buf).unwrap();
+    let line = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(line.ends_with(": softirq_entry: vec=7\n"), "{line:?}");
+    // Consumed: the trace file no longer has it.
+    assert!(
+        m.sh_ok("grep -c softirq_entry tracing/trace || true")
+            .trim()
+            == "0"
+    );
+    // Ctrl-C on a blocked reader ends it promptly.
+    wait_blocked(cat.id());
+    let t0 = Instant::now();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(cat.id() as i32, libc::SIGINT) };
+    let st = cat.wait().unwrap();
+    assert!(!st.success());
+    assert!(
+        t0.elapsed() < Duration::from_secs(2),
+        "SIGINT took {:?}",
+        t0.elapsed()
+    );
+    // Partial reads: dd with 10-byte reads gets whole lines back together.
+    let out = m.sh_ok(
+        "cd tracing; for i in 1 2 3; do echo \"vec=$i\" > events/irq/softirq_entry/inject; done; \
+         timeout 2 dd if=trace_pipe bs=10 status=none | head -c 100000; true",
+    );
+    let got: Vec<&str> = out
+        .lines()
+        .map(|l| l.rsplit(": ").next().unwrap())
+        .collect();
+    assert_eq!(got, vec!["vec=1", "vec=2", "vec=3"], "{out}");
+}
+
+#[test]
+fn control_files_and_errors() {
+    let m = Mount::with_config(REPLICA);
+    let io = io_bin(&m);
+    let out = monfs_sh(
+        &m,
+        &io,
+        r#"
+cat README | head -1
+cat available_tracers current_tracer
+$IO current_tracer w function
+$IO buffer_size_kb w 0 99999999999
+$IO events/irq/softirq_entry/inject w "vec=1" "nosuch=1" "vec=\"x\"" "vec" ""
+$IO events/irq/irq_handler_entry/inject w "irq=5 name=\"eth0\""
+grep -o 'irq_handler_entry: irq=5 name=eth0' trace
+$IO events/sched/sched_switch/filter w "$(printf 'prev_pid == 1 %.0s' $(seq 300))"
+echo > trace; grep entries-in-buffer trace
+echo 1 > events/irq/softirq_entry/enable; echo 0 > tracing_on
+echo vec=1 > events/irq/softirq_entry/inject; grep -c softirq_entry: trace
+echo 1 > tracing_on
+echo usb:usb_urb_submit > set_event; cat set_event
+echo >> set_event; cat set_event
+echo zvm >> set_event; cat set_event; cat events/zvm/enable
+echo > set_event; cat events/enable
+"#,
+    );
+    assert_eq!(
+        out,
+        "tracing mini-HOWTO (monfs):\nnop\nnop\n-22\n-22\n-12\n5\n-22\n-22\n-22\n0\n17\n\
+irq_handler_entry: irq=5 name=eth0\n-22\n# entries-in-buffer/entries-written: 0/0   #P:"
+            .to_string()
+            + &format!("{}\n", std::thread::available_parallelism().unwrap())
+            + "0\nusb:usb_urb_submit\nusb:usb_urb_submit\nzvm:zvm_event\nzvm:zvm_sample\nusb:usb_urb_submit\n1\n0\n"
+    );
+}
+
+/// trace-cmd through scripts/trace-ns: the tool finds a tracefs in
+/// /proc/mounts and talks to monfs.
+#[test]
+fn trace_cmd_through_trace_ns() {
+    let have = Command::new("trace-cmd")
+        .arg("--help")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    assert!(
+        have.is_ok(),
+        "trace-cmd is not installed (apt-get install -y trace-cmd)"
+    );
+    let m = Mount::default_config();
+    let ns = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/trace-ns");
+    let run = |args: &[&str]| {
+        let o = Command::new(&ns)
+            .arg(m.root())
+            .arg("--")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let list = run(&["trace-cmd", "list", "-e"]);
+    assert!(list.lines().any(|l| l == "usb:usb_urb_submit"), "{list}");
+    assert!(list.lines().any(|l| l == "zvm:zvm_sample"), "{list}");
+    run(&["trace-cmd", "start", "-e", "usb:usb_urb_submit"]);
+    assert_eq!(m.sh_ok("cat tracing/set_event"), "usb:usb_urb_submit\n");
+    std::thread::sleep(Duration::from_millis(1500));
+    let show = run(&["trace-cmd", "show"]);
+    assert!(show.starts_with("# tracer: nop\n"), "{show}");
+    assert!(show.contains(": usb_urb_submit: urb="), "{show}");
+    run(&["trace-cmd", "stop"]);
+    assert_eq!(m.sh_ok("cat tracing/tracing_on"), "0\n");
+    // The namespace did not leak: the host's tracefs mounts are untouched.
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    assert!(!mounts
+        .lines()
+        .any(|l| l.contains("fuse.monfs") && l.contains("/sys/kernel/tracing")));
+}
+
+/// perf reads events/*/*/id through TRACEFS_PATH.
+#[test]
+fn perf_list_with_tracefs_path() {
+    let m = Mount::default_config();
+    let o = Command::new("perf")
+        .args(["list", "tracepoint"])
+        .env("TRACEFS_PATH", m.path("tracing"))
+        .output()
+        .expect("perf is not installed (apt-get install -y linux-perf)");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("usb:usb_urb_complete") && out.contains("zvm:zvm_event"),
+        "{out}"
+    );
+}
