@@ -393,13 +393,11 @@ impl BinReader {
                 }
                 let size = (req.arg as usize).div_ceil(CHUNK_SIZE) * CHUNK_SIZE;
                 let mut st = self.state.lock().unwrap();
-                if st.mapped {
-                    let (dev, ino) = req.file_id;
-                    if procmem::has_shared_mapping(req.caller.pid, dev, ino) {
-                        return Err(Errno::EBUSY);
-                    }
-                    st.mapped = false;
+                let (dev, ino) = req.file_id;
+                if procmem::has_shared_mapping(req.caller.pid, dev, ino) {
+                    return Err(Errno::EBUSY);
                 }
+                st.mapped = false;
                 st.ring = Ring::new(size);
                 st.dirty = vec![true; size / CHUNK_SIZE];
                 st.dropped = 0;

@@ -4,9 +4,10 @@
 //! most the rest of the current line; the next event is taken only when the
 //! line was fully read.
 
-use std::collections::VecDeque;
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 
 use super::event::{EventKind, UrbEvent, XferType};
 use super::{MonReader, Registration, UsbMon};
@@ -180,33 +181,34 @@ pub fn format_line(ev: &UrbEvent, fmt: TextFormat) -> String {
     out
 }
 
-struct State {
-    queue: VecDeque<Arc<UrbEvent>>,
-    line: Vec<u8>,
+/// The line being read and how much of it was returned.
+struct Line {
+    text: Vec<u8>,
     pos: usize,
-    waker: Option<Waker>,
 }
 
-/// One open of `Nt` or `Nu`.
+/// One open of `Nt` or `Nu`. The queue is a bounded lock-free channel, so
+/// the producer never waits for a reader.
 pub struct TextReader {
     fmt: TextFormat,
-    state: Mutex<State>,
+    tx: Sender<Arc<UrbEvent>>,
+    rx: Receiver<Arc<UrbEvent>>,
+    line: Mutex<Line>,
+    waker: OnceLock<Waker>,
     bus: Arc<super::MonBus>,
 }
 
 impl MonReader for TextReader {
     fn event(&self, ev: &Arc<UrbEvent>) {
-        let waker = {
-            let mut st = self.state.lock().unwrap();
-            if st.queue.len() >= EVENT_MAX {
-                self.bus.count_text_lost();
-                return;
+        match self.tx.try_send(Arc::clone(ev)) {
+            Ok(()) => {
+                if let Some(w) = self.waker.get() {
+                    w();
+                }
             }
-            st.queue.push_back(Arc::clone(ev));
-            st.waker.clone()
-        };
-        if let Some(w) = waker {
-            w();
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.bus.count_text_lost()
+            }
         }
     }
 }
@@ -215,14 +217,14 @@ impl TextReader {
     /// Take up to `size` bytes of the current line, formatting the next event
     /// when the previous line is used up. EAGAIN when nothing is queued.
     pub fn read_line(&self, size: usize) -> SysResult<Vec<u8>> {
-        let mut st = self.state.lock().unwrap();
-        if st.pos >= st.line.len() {
-            let ev = st.queue.pop_front().ok_or(Errno::EAGAIN)?;
-            st.line = format_line(&ev, self.fmt).into_bytes();
+        let mut st = self.line.lock().unwrap();
+        if st.pos >= st.text.len() {
+            let ev = self.rx.try_recv().map_err(|_| Errno::EAGAIN)?;
+            st.text = format_line(&ev, self.fmt).into_bytes();
             st.pos = 0;
         }
-        let n = size.min(st.line.len() - st.pos);
-        let out = st.line[st.pos..st.pos + n].to_vec();
+        let n = size.min(st.text.len() - st.pos);
+        let out = st.text[st.pos..st.pos + n].to_vec();
         st.pos += n;
         Ok(out)
     }
@@ -238,7 +240,7 @@ impl OpenFile for TextFile {
         self.reader.read_line(size as usize)
     }
     fn set_waker(&self, waker: Waker) {
-        self.reader.state.lock().unwrap().waker = Some(waker);
+        let _ = self.reader.waker.set(waker);
     }
     fn poll(&self) -> u32 {
         // mon_text has no poll method: the VFS reports always readable.
@@ -273,14 +275,16 @@ impl FileNode for TextNode {
             return Err(Errno::EACCES);
         }
         let bus = self.mon.bus(self.bus).ok_or(Errno::ENODEV)?;
+        let (tx, rx) = crossbeam_channel::bounded(EVENT_MAX);
         let reader = Arc::new(TextReader {
             fmt: self.fmt,
-            state: Mutex::new(State {
-                queue: VecDeque::with_capacity(EVENT_MAX),
-                line: Vec::new(),
+            tx,
+            rx,
+            line: Mutex::new(Line {
+                text: Vec::new(),
                 pos: 0,
-                waker: None,
             }),
+            waker: OnceLock::new(),
             bus,
         });
         let reg = self

@@ -24,7 +24,11 @@ fn require_fuse() {
         "/dev/fuse is missing: these tests need FUSE (modprobe fuse) and must not be skipped"
     );
     // SAFETY: geteuid cannot fail.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "integration tests must run as root");
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "integration tests must run as root"
+    );
 }
 
 impl Mount {
@@ -46,7 +50,11 @@ impl Mount {
         std::fs::create_dir(&mnt).unwrap();
         let log = dir.path().join("monfs.log");
         let mut cmd = Command::new(monfs_bin());
-        cmd.arg("--log-level").arg("debug").arg("mount").arg(&mnt).arg("--foreground");
+        cmd.arg("--log-level")
+            .arg("debug")
+            .arg("mount")
+            .arg(&mnt)
+            .arg("--foreground");
         if let Some(y) = yaml {
             let cfg = dir.path().join("config.yaml");
             std::fs::write(&cfg, y).unwrap();
