@@ -190,7 +190,7 @@ macro_rules! ranged {
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let v = i64::deserialize(d)?;
-                if v < $lo || v > $hi {
+                if !($lo..=$hi).contains(&v) {
                     return Err(serde::de::Error::custom(format!(
                         "{} must be {}..={}, got {}",
                         $what, $lo, $hi, v

@@ -41,7 +41,10 @@ impl Monfs {
         let usbmon = Arc::new(UsbMon::new(&bus_numbers));
         // URB events go to tracefs (usb:usb_urb_*) and then to usbmon.
         let tracing = crate::tracefs::Tracing::new(clock.clone(), &cfg.tracing);
-        let sink = Arc::new(crate::tracefs::UrbTraceSink::new(tracing.clone(), Some(usbmon.clone())));
+        let sink = Arc::new(crate::tracefs::UrbTraceSink::new(
+            tracing.clone(),
+            Some(usbmon.clone()),
+        ));
         let usb = Arc::new(UsbSim::new(&cfg.usb, seed, clock.clone(), sink));
         let tree = Arc::new(Tree::new(uid, gid));
 

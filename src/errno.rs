@@ -21,14 +21,42 @@ macro_rules! errnos {
 }
 
 errnos!(
-    EPERM, ENOENT, EINTR, EIO, EBADF, EAGAIN, ENOMEM, EACCES, EFAULT, EBUSY, EEXIST, ENODEV,
-    ENOTDIR, EISDIR, EINVAL, ENOSPC, ESPIPE, ENOTTY, E2BIG, ENOSYS, EOVERFLOW, EMFILE,
-    EADDRINUSE, ENOTSUP, ERANGE, ENAMETOOLONG,
+    EPERM,
+    ENOENT,
+    EINTR,
+    EIO,
+    EBADF,
+    EAGAIN,
+    ENOMEM,
+    EACCES,
+    EFAULT,
+    EBUSY,
+    EEXIST,
+    ENODEV,
+    ENOTDIR,
+    EISDIR,
+    EINVAL,
+    ENOSPC,
+    ESPIPE,
+    ENOTTY,
+    E2BIG,
+    ENOSYS,
+    EOVERFLOW,
+    EMFILE,
+    EADDRINUSE,
+    ENOTSUP,
+    ERANGE,
+    ENAMETOOLONG,
 );
 
 impl fmt::Debug for Errno {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.0, std::io::Error::from_raw_os_error(self.0))
+        write!(
+            f,
+            "{} ({})",
+            self.0,
+            std::io::Error::from_raw_os_error(self.0)
+        )
     }
 }
 

@@ -5,13 +5,13 @@
 
 pub mod clock;
 pub mod config;
-pub mod sim;
-pub mod usbmon;
+pub mod daemon;
 pub mod errno;
 pub mod fuse;
-pub mod vfs;
-pub mod daemon;
-pub mod nullfile;
 pub mod monreader;
-pub mod tracefs;
+pub mod nullfile;
 pub mod procmem;
+pub mod sim;
+pub mod tracefs;
+pub mod usbmon;
+pub mod vfs;

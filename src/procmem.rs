@@ -106,7 +106,10 @@ mod tests {
         assert_eq!(&got[..5], b"hello");
         assert_eq!(read(pid, target.as_ptr() as u64, 5).unwrap(), b"hello");
         let s = b"name u32 x\0";
-        assert_eq!(read_cstr(pid, s.as_ptr() as u64, 64).unwrap(), b"name u32 x");
+        assert_eq!(
+            read_cstr(pid, s.as_ptr() as u64, 64).unwrap(),
+            b"name u32 x"
+        );
         assert_eq!(read(pid, 0, 4).err(), Some(Errno::EFAULT));
         assert_eq!(read(pid, 8, 4).err(), Some(Errno::EFAULT));
         assert_eq!(write(pid, 8, b"x").err(), Some(Errno::EFAULT));

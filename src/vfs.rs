@@ -403,11 +403,24 @@ mod tests {
     fn snapshot_reads_by_offset_and_refuses_writes() {
         let f = SnapshotFile::new(0o444, || b"abcdef".to_vec());
         let c = Caller::default();
-        let o = f.open(OpenFlags { flags: libc::O_RDONLY }, &c).unwrap();
+        let o = f
+            .open(
+                OpenFlags {
+                    flags: libc::O_RDONLY,
+                },
+                &c,
+            )
+            .unwrap();
         assert_eq!(o.read(2, 3).unwrap(), b"cde");
         assert_eq!(o.read(10, 3).unwrap(), b"");
         assert_eq!(
-            f.open(OpenFlags { flags: libc::O_WRONLY }, &c).err(),
+            f.open(
+                OpenFlags {
+                    flags: libc::O_WRONLY
+                },
+                &c
+            )
+            .err(),
             Some(Errno::EACCES)
         );
     }

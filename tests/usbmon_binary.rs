@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use common::{compile_c, wait_blocked, Mount};
 
-const QUIET: &str = "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n    - bus: 2\n      hub_poll_ms: 0\n";
+const QUIET: &str =
+    "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n    - bus: 2\n      hub_poll_ms: 0\n";
 
 fn run(bin: &std::path::Path, args: &[&str]) -> (String, String) {
     let o = Command::new(bin).args(args).output().unwrap();
@@ -87,18 +88,33 @@ fn text_and_binary_views_agree_event_for_event() {
         .map(strip_ts)
         .map(|(ts, l)| ((ts + 4_096_000_000 - 28_000_000) % 4_096_000_000, l))
         .collect();
-    assert!(tl.len() > 50 && bl.len() > 50, "too little traffic: {} / {}", tl.len(), bl.len());
+    assert!(
+        tl.len() > 50 && bl.len() > 50,
+        "too little traffic: {} / {}",
+        tl.len(),
+        bl.len()
+    );
     let lo = tl[0].0.max(bl[0].0);
     let hi = tl.last().unwrap().0.min(bl.last().unwrap().0);
     let win = |v: &[(u64, String)]| -> Vec<(u64, String)> {
-        v.iter().filter(|(ts, _)| *ts >= lo && *ts <= hi).cloned().collect()
+        v.iter()
+            .filter(|(ts, _)| *ts >= lo && *ts <= hi)
+            .cloned()
+            .collect()
     };
     let (tw, bw) = (win(&tl), win(&bl));
     assert!(tw.len() > 50);
     for (i, (a, b)) in tw.iter().zip(bw.iter()).enumerate() {
-        assert_eq!(a, b, "text and binary views differ at event {i} of the common window");
+        assert_eq!(
+            a, b,
+            "text and binary views differ at event {i} of the common window"
+        );
     }
-    assert_eq!(tw.len(), bw.len(), "the views hold different numbers of events");
+    assert_eq!(
+        tw.len(),
+        bw.len(),
+        "the views hold different numbers of events"
+    );
 }
 
 #[test]
@@ -133,7 +149,15 @@ fn mmap_ring_with_fillers_over_many_events() {
     let cfg = "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          kind: flood\n          transfer_size: 100\n";
     let m = Mount::with_config(cfg);
     let bin = compile_c("usbmon_mmap", m.dir.path());
-    let (out, err) = run(&bin, &[m.path("dev/usbmon1").to_str().unwrap(), "12000", "32", "8192"]);
+    let (out, err) = run(
+        &bin,
+        &[
+            m.path("dev/usbmon1").to_str().unwrap(),
+            "12000",
+            "32",
+            "8192",
+        ],
+    );
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 12000);
     let w: Vec<&str> = err.split_whitespace().collect();
@@ -149,7 +173,13 @@ fn mmap_ring_with_fillers_over_many_events() {
         .collect();
     assert_eq!(keys.len(), lines.len(), "duplicated events");
     for l in &lines {
-        assert!(l.contains(" Bo:1:") || l.contains(" Bi:1:") || l.contains(" Ci:1:") || l.contains(" Co:1:"), "{l}");
+        assert!(
+            l.contains(" Bo:1:")
+                || l.contains(" Bi:1:")
+                || l.contains(" Ci:1:")
+                || l.contains(" Co:1:"),
+            "{l}"
+        );
     }
 }
 
@@ -158,11 +188,7 @@ fn blocked_binary_reads_die_on_signals() {
     let mut m = Mount::with_config(QUIET);
     let bin = compile_c("usbmon_read", m.dir.path());
     let mmap = compile_c("usbmon_mmap", m.dir.path());
-    for (prog, args) in [
-        (&bin, vec!["read"]),
-        (&bin, vec!["getx"]),
-        (&mmap, vec![]),
-    ] {
+    for (prog, args) in [(&bin, vec!["read"]), (&bin, vec!["getx"]), (&mmap, vec![])] {
         let mut a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         if a.is_empty() {
             a.push(m.path("dev/usbmon1").to_string_lossy().into());
@@ -170,21 +196,36 @@ fn blocked_binary_reads_die_on_signals() {
             a.push(m.path("dev/usbmon1").to_string_lossy().into());
             a.push("1".into());
         }
-        let mut c = Command::new(prog).args(&a).stdout(Stdio::null()).spawn().unwrap();
+        let mut c = Command::new(prog)
+            .args(&a)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
         wait_blocked(c.id());
         let start = std::time::Instant::now();
         // SAFETY: signalling our own child.
         unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
         c.wait().unwrap();
-        assert!(start.elapsed() < Duration::from_millis(100), "{a:?}: {:?}", start.elapsed());
+        assert!(
+            start.elapsed() < Duration::from_millis(100),
+            "{a:?}: {:?}",
+            start.elapsed()
+        );
         assert!(m.alive());
     }
-    assert_eq!(m.sh_ok("cat usb/usbmon/1s"), "nreaders 0 events 0 text_lost 0\n");
+    assert_eq!(
+        m.sh_ok("cat usb/usbmon/1s"),
+        "nreaders 0 events 0 text_lost 0\n"
+    );
 }
 
 fn pcap_records(path: &std::path::Path) -> (u32, Vec<Vec<u8>>) {
     let b = std::fs::read(path).unwrap();
-    assert_eq!(&b[..4], &[0xd4, 0xc3, 0xb2, 0xa1], "little-endian microsecond pcap");
+    assert_eq!(
+        &b[..4],
+        &[0xd4, 0xc3, 0xb2, 0xa1],
+        "little-endian microsecond pcap"
+    );
     let linktype = u32::from_le_bytes(b[20..24].try_into().unwrap());
     let mut recs = Vec::new();
     let mut at = 24;
@@ -200,13 +241,18 @@ fn tcpdump_capture(m: &Mount, out: &std::path::Path) {
     let script = env!("CARGO_MANIFEST_DIR").to_string() + "/scripts/usbmon-ns";
     let o = Command::new(script)
         .arg(m.root())
-        .args(["timeout", "-s", "INT", "3", "tcpdump", "-i", "usbmon1", "-w"])
+        .args([
+            "timeout", "-s", "INT", "3", "tcpdump", "-i", "usbmon1", "-w",
+        ])
         .arg(out)
         .output()
         .expect("scripts/usbmon-ns (needs tcpdump)");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("packets captured"), "tcpdump: {err}");
-    assert!(err.lines().any(|l| l == "0 packets dropped by kernel"), "{err}");
+    assert!(
+        err.lines().any(|l| l == "0 packets dropped by kernel"),
+        "{err}"
+    );
 }
 
 fn check_capture(path: &std::path::Path, want_linktype: u32, hdr: usize) {
@@ -221,9 +267,17 @@ fn check_capture(path: &std::path::Path, want_linktype: u32, hdr: usize) {
         assert_eq!(r.len(), hdr + len_cap, "payload length");
     }
     // tcpdump decodes it: bus:device:endpoint and the payload bytes.
-    let o = Command::new("tcpdump").args(["-r"]).arg(path).args(["-n", "-x"]).output().unwrap();
+    let o = Command::new("tcpdump")
+        .args(["-r"])
+        .arg(path)
+        .args(["-n", "-x"])
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
-    let decoded = text.lines().filter(|l| l.contains(" from 1:") || l.contains(" to 1:")).count();
+    let decoded = text
+        .lines()
+        .filter(|l| l.contains(" from 1:") || l.contains(" to 1:"))
+        .count();
     // libpcap's read path records len = header + urb_len even when the
     // captured bytes (ISO descriptors + data) are more, as on Linux; tcpdump
     // then reports "Invalid header" for those ISO records.
@@ -234,11 +288,17 @@ fn check_capture(path: &std::path::Path, want_linktype: u32, hdr: usize) {
             hdr == 48 && r[9] == 0 && r[15] == 0 && r.len() - hdr > len_urb
         })
         .count();
-    let invalid = text.lines().filter(|l| l.starts_with("[Invalid header")).count();
+    let invalid = text
+        .lines()
+        .filter(|l| l.starts_with("[Invalid header"))
+        .count();
     assert_eq!(invalid, iso_longer);
     assert_eq!(decoded + invalid, recs.len());
     // A CBW from the flash drive shows with its signature.
-    assert!(text.contains("5553 4243"), "no CBW payload decoded:\n{text}");
+    assert!(
+        text.contains("5553 4243"),
+        "no CBW payload decoded:\n{text}"
+    );
 }
 
 #[test]
@@ -248,7 +308,11 @@ fn tcpdump_captures_in_mmap_mode_linktype_220() {
     tcpdump_capture(&m, &out);
     check_capture(&out, 220, 64);
     let script = env!("CARGO_MANIFEST_DIR").to_string() + "/scripts/usbmon-ns";
-    let o = Command::new(script).arg(m.root()).args(["tcpdump", "-D"]).output().unwrap();
+    let o = Command::new(script)
+        .arg(m.root())
+        .args(["tcpdump", "-D"])
+        .output()
+        .unwrap();
     let list = String::from_utf8_lossy(&o.stdout);
     for bus in 0..=2 {
         assert!(list.contains(&format!(".usbmon{bus} ")), "{list}");

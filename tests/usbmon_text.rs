@@ -13,7 +13,9 @@ use common::{wait_blocked, Mount};
 const QUIET: &str = "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n";
 
 fn is_hex(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
 fn is_dec(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
@@ -61,7 +63,8 @@ fn check_line(line: &str, u: bool) -> Result<(), String> {
     if dev.len() != 3 || !is_dec(dev) {
         return err("device must be 3 digits");
     }
-    if !is_dec(ep) || ep.parse::<u32>().unwrap() > 15 || (u && ep.len() > 1 && ep.starts_with('0')) {
+    if !is_dec(ep) || ep.parse::<u32>().unwrap() > 15 || (u && ep.len() > 1 && ep.starts_with('0'))
+    {
         return err("endpoint");
     }
     let (ttype, dir_in) = (&xt[..1], &xt[1..] == "i");
@@ -72,9 +75,8 @@ fn check_line(line: &str, u: bool) -> Result<(), String> {
             return err("setup on a non control submit");
         }
         let f = &w[i + 1..i + 6];
-        if !(f[0].len() == 2 && f[1].len() == 2 && f[2..].iter().all(|x| x.len() == 4))
-            || !f.iter().all(|x| is_hex(x))
-        {
+        let widths_ok = f[0].len() == 2 && f[1].len() == 2 && f[2..].iter().all(|x| x.len() == 4);
+        if !(widths_ok && f.iter().all(|x| is_hex(x))) {
             return err("setup words");
         }
         i += 6;
@@ -109,14 +111,25 @@ fn check_line(line: &str, u: bool) -> Result<(), String> {
         }
         i += 1;
     }
-    let len: i64 = w.get(i).and_then(|x| x.parse().ok()).ok_or(format!("length: {line:?}"))?;
+    let len: i64 = w
+        .get(i)
+        .and_then(|x| x.parse().ok())
+        .ok_or(format!("length: {line:?}"))?;
     i += 1;
     let rest = &w[i..];
     if ev == "E" {
-        return if len == 0 && rest.is_empty() { Ok(()) } else { err("E event") };
+        return if len == 0 && rest.is_empty() {
+            Ok(())
+        } else {
+            err("E event")
+        };
     }
     if len <= 0 {
-        return if rest.is_empty() { Ok(()) } else { err("data after zero length") };
+        return if rest.is_empty() {
+            Ok(())
+        } else {
+            err("data after zero length")
+        };
     }
     match rest.first().copied() {
         Some("=") => {
@@ -150,10 +163,17 @@ fn check_line(line: &str, u: bool) -> Result<(), String> {
 #[test]
 fn line_checker_accepts_kernel_lines_and_rejects_drift() {
     // Lines captured from a real 6.12 kernel.
-    for l in include_str!("data/kernel_1u.txt").lines().filter(|l| !l.is_empty()) {
+    for l in include_str!("data/kernel_1u.txt")
+        .lines()
+        .filter(|l| !l.is_empty())
+    {
         check_line(l, true).unwrap();
     }
-    check_line("ffff888009800780 8659894 S Ci:002:00 s 80 06 0100 0000 0012 18 <", false).unwrap();
+    check_line(
+        "ffff888009800780 8659894 S Ci:002:00 s 80 06 0100 0000 0012 18 <",
+        false,
+    )
+    .unwrap();
     for bad in [
         "ffff888009800780 8659894 S Ci:2:02:0 s 80 06 0100 0000 0012 18 <",
         "ffff888009800780 8659894 S Ci:1:002:0 s 80 06 100 0000 0012 18 <",
@@ -179,7 +199,11 @@ fn layout_modes_and_symlink() {
         assert_eq!(md.uid(), uid, "{n}");
         assert!(md.is_file());
     }
-    assert_eq!(m.sh_ok("ls usbmon/"), ls, "the old usbmon/ path lists the same files");
+    assert_eq!(
+        m.sh_ok("ls usbmon/"),
+        ls,
+        "the old usbmon/ path lists the same files"
+    );
     assert_eq!(m.sh_ok("readlink usbmon"), "usb/usbmon\n");
     let o = m.sh("cat usb/usbmon/0t");
     assert!(!o.status.success());
@@ -191,7 +215,12 @@ fn layout_modes_and_symlink() {
 #[test]
 fn u_and_t_lines_have_the_kernel_format() {
     let m = Mount::default_config();
-    for (file, u) in [("usb/usbmon/1u", true), ("usb/usbmon/1t", false), ("usb/usbmon/2u", true), ("usb/usbmon/0u", true)] {
+    for (file, u) in [
+        ("usb/usbmon/1u", true),
+        ("usb/usbmon/1t", false),
+        ("usb/usbmon/2u", true),
+        ("usb/usbmon/0u", true),
+    ] {
         let start = Instant::now();
         let out = m.sh_ok(&format!("timeout 10 head -n 60 {file}"));
         let lines: Vec<&str> = out.lines().collect();
@@ -200,7 +229,10 @@ fn u_and_t_lines_have_the_kernel_format() {
             check_line(l, u).unwrap_or_else(|e| panic!("{file}: {e}"));
         }
         if file == "usb/usbmon/1u" {
-            assert!(start.elapsed() < Duration::from_secs(5), "1u traffic is too slow");
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "1u traffic is too slow"
+            );
         }
     }
 }
@@ -227,7 +259,10 @@ fn default_traffic_covers_every_transfer_kind() {
         ("submit error", " E B"),
         ("root hub port status", " s a3 00 0000 000"),
     ] {
-        assert!(out.contains(pat), "no {what} ({pat:?}) in 4 s of 0u:\n{out}");
+        assert!(
+            out.contains(pat),
+            "no {what} ({pat:?}) in 4 s of 0u:\n{out}"
+        );
     }
 }
 
@@ -287,10 +322,16 @@ fn ctrl_c_ends_a_blocked_reader_and_the_daemon_stays_healthy() {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(c.id() as i32, sig) };
         let took = gone_within(&mut c, Duration::from_millis(100));
-        assert!(took < Duration::from_millis(100), "signal {sig}: reader took {took:?} to die");
+        assert!(
+            took < Duration::from_millis(100),
+            "signal {sig}: reader took {took:?} to die"
+        );
         assert!(m.alive(), "daemon died");
         // The daemon serves the next reader and knows the old one is gone.
-        assert_eq!(m.sh_ok("cat usb/usbmon/1s"), "nreaders 0 events 0 text_lost 0\n");
+        assert_eq!(
+            m.sh_ok("cat usb/usbmon/1s"),
+            "nreaders 0 events 0 text_lost 0\n"
+        );
     }
     // `timeout -s INT` as a user would do it.
     let o = m.sh("timeout -s INT 0.3 cat usb/usbmon/1u");
@@ -303,18 +344,31 @@ fn stalled_reader_loses_events_counted_in_ns() {
     let m = Mount::default_config();
     // Hold 1u open without reading while traffic flows; the queue (93 events)
     // fills and further events are lost.
-    let out = m.sh_ok("exec 3<usb/usbmon/1u; sleep 2; cat usb/usbmon/1s; exec 3<&-; cat usb/usbmon/1s");
+    let out =
+        m.sh_ok("exec 3<usb/usbmon/1u; sleep 2; cat usb/usbmon/1s; exec 3<&-; cat usb/usbmon/1s");
     let lines: Vec<&str> = out.lines().collect();
     let parse = |l: &str| -> (u32, u32, u32) {
         let w: Vec<&str> = l.split(' ').collect();
         assert_eq!(w.len(), 6, "{l}");
-        assert_eq!((w[0], w[2], w[4]), ("nreaders", "events", "text_lost"), "{l}");
-        (w[1].parse().unwrap(), w[3].parse().unwrap(), w[5].parse().unwrap())
+        assert_eq!(
+            (w[0], w[2], w[4]),
+            ("nreaders", "events", "text_lost"),
+            "{l}"
+        );
+        (
+            w[1].parse().unwrap(),
+            w[3].parse().unwrap(),
+            w[5].parse().unwrap(),
+        )
     };
     let (readers, events, lost) = parse(lines[0]);
     assert_eq!(readers, 1);
     assert!(events > 93, "{out}");
-    assert_eq!(lost, events - 93, "every event past the 93-event queue is lost: {out}");
+    assert_eq!(
+        lost,
+        events - 93,
+        "every event past the 93-event queue is lost: {out}"
+    );
     assert_eq!(parse(lines[1]).0, 0);
 }
 
@@ -325,7 +379,10 @@ fn writes_are_refused() {
         let o = m.sh(&format!("echo x > {f}"));
         assert!(!o.status.success(), "{f}");
         let e = String::from_utf8_lossy(&o.stderr);
-        assert!(e.contains("Permission denied") || e.contains("not permitted"), "{f}: {e}");
+        assert!(
+            e.contains("Permission denied") || e.contains("not permitted"),
+            "{f}: {e}"
+        );
     }
 }
 
@@ -341,7 +398,8 @@ fn usb_devices_has_the_kernel_format() {
         for l in block.lines() {
             let tag = &l[..3];
             assert!(
-                ["T: ", "B: ", "D: ", "P: ", "S: ", "C: ", "C:*", "I: ", "I:*", "E: "].contains(&tag),
+                ["T: ", "B: ", "D: ", "P: ", "S: ", "C: ", "C:*", "I: ", "I:*", "E: "]
+                    .contains(&tag),
                 "unexpected line {l:?}"
             );
         }
@@ -350,7 +408,10 @@ fn usb_devices_has_the_kernel_format() {
     }
     // Root hubs of both buses plus keyboard, mouse, storage, hub, audio, webcam, reader.
     assert_eq!(t_lines, 9, "{out}");
-    assert!(out.contains("T:  Bus=01 Lev=00 Prnt=00 Port=00 Cnt=00 Dev#=  1 Spd=480  MxCh= 4\n"), "{out}");
+    assert!(
+        out.contains("T:  Bus=01 Lev=00 Prnt=00 Port=00 Cnt=00 Dev#=  1 Spd=480  MxCh= 4\n"),
+        "{out}"
+    );
     assert!(out.contains("Cls=03(HID  )"));
     assert!(out.contains("Cls=08(stor.)"));
     assert!(out.contains("Cls=09(hub  )"));
@@ -361,8 +422,20 @@ fn bad_config_names_field_line_and_column_and_exits_2() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("bad.yaml");
     std::fs::write(&p, "usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: toaster\n").unwrap();
-    for args in [vec!["check-config", p.to_str().unwrap()], vec!["mount", "/nonexistent", "--config", p.to_str().unwrap(), "--foreground"]] {
-        let o = Command::new(common::monfs_bin()).args(&args).output().unwrap();
+    for args in [
+        vec!["check-config", p.to_str().unwrap()],
+        vec![
+            "mount",
+            "/nonexistent",
+            "--config",
+            p.to_str().unwrap(),
+            "--foreground",
+        ],
+    ] {
+        let o = Command::new(common::monfs_bin())
+            .args(&args)
+            .output()
+            .unwrap();
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         let e = String::from_utf8_lossy(&o.stderr);
         assert!(e.contains("bad.yaml:6:"), "{e}");
@@ -371,6 +444,9 @@ fn bad_config_names_field_line_and_column_and_exits_2() {
     }
     let ok = dir.path().join("ok.yaml");
     std::fs::write(&ok, include_str!("../config/default.yaml")).unwrap();
-    let o = Command::new(common::monfs_bin()).args(["check-config", ok.to_str().unwrap()]).output().unwrap();
+    let o = Command::new(common::monfs_bin())
+        .args(["check-config", ok.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(o.status.success());
 }

@@ -142,7 +142,11 @@ pub fn unmount(mountpoint: &Path) {
 
 impl Session {
     /// Open /dev/fuse and mount the tree at `mountpoint`.
-    pub fn mount(tree: Arc<Tree>, mountpoint: &Path, opts: &MountOptions) -> anyhow::Result<Arc<Session>> {
+    pub fn mount(
+        tree: Arc<Tree>,
+        mountpoint: &Path,
+        opts: &MountOptions,
+    ) -> anyhow::Result<Arc<Session>> {
         recover_stale_mount(mountpoint);
         let meta = std::fs::metadata(mountpoint)
             .with_context(|| format!("mountpoint {}", mountpoint.display()))?;
@@ -276,7 +280,13 @@ impl Session {
         let mut buf = vec![0u8; BUF_LEN];
         loop {
             // SAFETY: reading into our own buffer.
-            let n = unsafe { libc::read(self.dev.as_raw_fd(), buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
+            let n = unsafe {
+                libc::read(
+                    self.dev.as_raw_fd(),
+                    buf.as_mut_ptr() as *mut libc::c_void,
+                    buf.len(),
+                )
+            };
             if n < 0 {
                 let err = std::io::Error::last_os_error();
                 match err.raw_os_error() {
@@ -305,7 +315,9 @@ impl Session {
     fn send(&self, unique: u64, error: i32, parts: &[&[u8]]) {
         let body: usize = parts.iter().map(|p| p.len()).sum();
         let mut hdr = proto::Writer::default();
-        hdr.u32((proto::OUT_HEADER_LEN + body) as u32).u32(error as u32).u64(unique);
+        hdr.u32((proto::OUT_HEADER_LEN + body) as u32)
+            .u32(error as u32)
+            .u64(unique);
         let mut iov = Vec::with_capacity(parts.len() + 1);
         iov.push(IoSlice::new(&hdr.0));
         for p in parts {
@@ -313,7 +325,11 @@ impl Session {
         }
         // SAFETY: IoSlice is ABI-compatible with iovec.
         let rc = unsafe {
-            libc::writev(self.dev.as_raw_fd(), iov.as_ptr() as *const libc::iovec, iov.len() as i32)
+            libc::writev(
+                self.dev.as_raw_fd(),
+                iov.as_ptr() as *const libc::iovec,
+                iov.len() as i32,
+            )
         };
         if rc < 0 {
             let e = std::io::Error::last_os_error();
@@ -360,7 +376,11 @@ impl Session {
             },
             time: 0,
             mode: node.st_mode(),
-            nlink: if matches!(node.kind, NodeKind::Dir) { 2 } else { 1 },
+            nlink: if matches!(node.kind, NodeKind::Dir) {
+                2
+            } else {
+                1
+            },
             uid: self.tree.uid,
             gid: self.tree.gid,
             rdev: 0,
@@ -409,7 +429,9 @@ impl Session {
                 let count = r.u32().unwrap_or(0);
                 let _ = r.u32();
                 for _ in 0..count {
-                    let (Some(id), Some(n)) = (r.u64(), r.u64()) else { break };
+                    let (Some(id), Some(n)) = (r.u64(), r.u64()) else {
+                        break;
+                    };
                     self.forget(id, n);
                 }
             }
@@ -684,7 +706,13 @@ impl Session {
         let Some(hd) = self.handle(fh) else {
             return self.err(u, Errno::EBADF);
         };
-        self.run_or_park(&hd, fh, u, Parked::Read { offset, size }, nonblock || hd.nonblock);
+        self.run_or_park(
+            &hd,
+            fh,
+            u,
+            Parked::Read { offset, size },
+            nonblock || hd.nonblock,
+        );
     }
 
     fn ioctl(&self, u: u64, r: &mut Reader<'_>, caller: Caller) {
@@ -732,7 +760,13 @@ impl Session {
     }
 
     /// Run a request once.
-    fn attempt(&self, hd: &Handle, what: &Parked, nonblock: bool, retry: bool) -> Result<Vec<u8>, Errno> {
+    fn attempt(
+        &self,
+        hd: &Handle,
+        what: &Parked,
+        nonblock: bool,
+        retry: bool,
+    ) -> Result<Vec<u8>, Errno> {
         match what {
             Parked::Read { offset, size } => hd.file.read(*offset, *size),
             Parked::Ioctl(c) => {

@@ -239,7 +239,12 @@ impl Attr {
 /// `struct fuse_entry_out` (128 bytes).
 pub fn entry_out(attr: &Attr, valid_secs: u64) -> Vec<u8> {
     let mut w = Writer::default();
-    w.u64(attr.ino).u64(0).u64(valid_secs).u64(valid_secs).u32(0).u32(0);
+    w.u64(attr.ino)
+        .u64(0)
+        .u64(valid_secs)
+        .u64(valid_secs)
+        .u32(0)
+        .u32(0);
     attr.encode(&mut w);
     w.0
 }
@@ -261,7 +266,14 @@ pub fn open_out(fh: u64, open_flags: u32) -> Vec<u8> {
 
 /// Append one `struct fuse_dirent` (8-byte aligned) to a READDIR reply.
 /// Returns false (and appends nothing) when it would exceed `max`.
-pub fn push_dirent(buf: &mut Vec<u8>, max: usize, ino: u64, off: u64, typ: u32, name: &str) -> bool {
+pub fn push_dirent(
+    buf: &mut Vec<u8>,
+    max: usize,
+    ino: u64,
+    off: u64,
+    typ: u32,
+    name: &str,
+) -> bool {
     let len = 24 + name.len();
     let padded = len.div_ceil(8) * 8;
     if buf.len() + padded > max {
@@ -301,7 +313,14 @@ mod tests {
     #[test]
     fn header_roundtrip() {
         let mut w = Writer::default();
-        w.u32(40).u32(op::READ).u64(7).u64(1).u32(0).u32(0).u32(1234).u32(0);
+        w.u32(40)
+            .u32(op::READ)
+            .u64(7)
+            .u64(1)
+            .u32(0)
+            .u32(0)
+            .u32(1234)
+            .u32(0);
         let h = parse_header(&w.0).unwrap();
         assert_eq!((h.opcode, h.unique, h.pid), (op::READ, 7, 1234));
     }

@@ -8,7 +8,9 @@ use super::ring::{pkt_align, Ring, BUFF_DFL, BUFF_MAX, BUFF_MIN, CHUNK_SIZE, PKT
 use super::{MonReader, Registration, UsbMon};
 use crate::errno::{Errno, SysResult};
 use crate::procmem;
-use crate::vfs::{Caller, FileNode, IoctlReply, IoctlRequest, OpenFile, OpenFlags, Waker, POLL_READABLE};
+use crate::vfs::{
+    Caller, FileNode, IoctlReply, IoctlRequest, OpenFile, OpenFlags, Waker, POLL_READABLE,
+};
 
 /// Bytes of the "API 0" header returned by `read()` and `MON_IOCX_GET`.
 pub const PKT_SZ_API0: usize = 48;
@@ -427,7 +429,12 @@ impl BinReader {
             ioc::GETX => self.get(req, PKT_SZ_API1),
             ioc::MFETCH => self.mfetch(req),
             ioc::MFLUSH => {
-                let n = self.state.lock().unwrap().ring.flush(req.arg as u32 as usize);
+                let n = self
+                    .state
+                    .lock()
+                    .unwrap()
+                    .ring
+                    .flush(req.arg as u32 as usize);
                 ret(n as i32)
             }
             _ => Err(Errno::ENOTTY),
@@ -490,7 +497,10 @@ impl FileNode for BinNode {
     }
     fn open(&self, _flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
         let reader = Arc::new(BinReader::new());
-        let reg = self.mon.attach(self.bus, reader.clone()).ok_or(Errno::ENODEV)?;
+        let reg = self
+            .mon
+            .attach(self.bus, reader.clone())
+            .ok_or(Errno::ENODEV)?;
         Ok(Arc::new(BinFile { reader, _reg: reg }))
     }
     fn private_inode(&self) -> bool {
@@ -561,7 +571,10 @@ mod tests {
         assert_eq!((h[8], h[9], h[10], h[11]), (b'S', 2, 0x80, 2));
         assert_eq!(u16::from_ne_bytes([h[12], h[13]]), 1);
         assert_eq!((h[14], h[15]), (0, b'<'));
-        assert_eq!(i64::from_ne_bytes(h[16..24].try_into().unwrap()), 1_700_000_000);
+        assert_eq!(
+            i64::from_ne_bytes(h[16..24].try_into().unwrap()),
+            1_700_000_000
+        );
         assert_eq!(i32::from_ne_bytes(h[24..28].try_into().unwrap()), 123_456);
         assert_eq!(i32::from_ne_bytes(h[28..32].try_into().unwrap()), -115);
         assert_eq!(u32_at(&h, 32), 18);
@@ -590,7 +603,11 @@ mod tests {
         assert_eq!(c.len(), 48 + 18);
         assert_eq!(&c[48..], &(0..18).collect::<Vec<u8>>()[..]);
         let o = r.read(1000).unwrap();
-        assert_eq!((o[15], u32_at(&o, 36)), (b'>', 0), "OUT completion captures nothing");
+        assert_eq!(
+            (o[15], u32_at(&o, 36)),
+            (b'>', 0),
+            "OUT completion captures nothing"
+        );
     }
 
     #[test]
@@ -600,9 +617,21 @@ mod tests {
         let _reg = mon.attach(1, r.clone()).unwrap();
         let mut e = ev(EventKind::Complete, XferType::Iso, true, 3 * 100);
         e.iso = vec![
-            IsoDesc { status: 0, offset: 0, length: 100 },
-            IsoDesc { status: 0, offset: 100, length: 40 },
-            IsoDesc { status: 0, offset: 200, length: 0 },
+            IsoDesc {
+                status: 0,
+                offset: 0,
+                length: 100,
+            },
+            IsoDesc {
+                status: 0,
+                offset: 100,
+                length: 40,
+            },
+            IsoDesc {
+                status: 0,
+                offset: 200,
+                length: 0,
+            },
         ];
         mon.urb_event(e);
         let o = r.read(4096).unwrap();
@@ -616,9 +645,18 @@ mod tests {
     fn ring_size_bounds_and_rounding() {
         let r = BinReader::new();
         for bad in [0u64, 8191, BUFF_MAX + 1, u64::MAX, 0x1_0000_2000] {
-            assert_eq!(r.ioctl(&req(ioc::T_RING_SIZE, bad, &[])).err(), Some(Errno::EINVAL), "{bad}");
+            assert_eq!(
+                r.ioctl(&req(ioc::T_RING_SIZE, bad, &[])).err(),
+                Some(Errno::EINVAL),
+                "{bad}"
+            );
         }
-        for (set, got) in [(10000u64, 12288), (1228801, 1232896), (8192, 8192), (BUFF_MAX, BUFF_MAX as i32)] {
+        for (set, got) in [
+            (10000u64, 12288),
+            (1228801, 1232896),
+            (8192, 8192),
+            (BUFF_MAX, BUFF_MAX as i32),
+        ] {
             r.ioctl(&req(ioc::T_RING_SIZE, set, &[])).unwrap();
             assert_eq!(r.ioctl(&req(ioc::Q_RING_SIZE, 0, &[])).unwrap().result, got);
         }
@@ -658,7 +696,12 @@ mod tests {
         arg.extend_from_slice(&10u64.to_ne_bytes());
         r.ioctl(&req(ioc::GETX, 0, &arg)).unwrap();
         // SAFETY: the buffers were written by process_vm_writev.
-        let (hdr, data) = unsafe { (std::ptr::read_volatile(&hdr), std::ptr::read_volatile(&data)) };
+        let (hdr, data) = unsafe {
+            (
+                std::ptr::read_volatile(&hdr),
+                std::ptr::read_volatile(&data),
+            )
+        };
         assert_eq!(hdr[8], b'C');
         assert_eq!(u32_at(&hdr, 56), 0x200, "GETX returns the 64-byte header");
         assert_eq!(&data[..10], &(0..10).collect::<Vec<u8>>()[..]);
@@ -672,7 +715,10 @@ mod tests {
         // SAFETY: written by process_vm_writev.
         let vec = unsafe { std::ptr::read_volatile(&vec) };
         assert_eq!(u32_at(&rep.output, 8), 1);
-        assert_eq!(vec[0], 128, "the second event starts after the 18-byte one (128 bytes)");
+        assert_eq!(
+            vec[0], 128,
+            "the second event starts after the 18-byte one (128 bytes)"
+        );
         assert!(!rep.cache_updates.is_empty());
     }
 }

@@ -96,7 +96,11 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.bus.readers.write().unwrap().retain(|(id, _)| *id != self.id);
+        self.bus
+            .readers
+            .write()
+            .unwrap()
+            .retain(|(id, _)| *id != self.id);
     }
 }
 

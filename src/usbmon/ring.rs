@@ -155,7 +155,11 @@ impl Ring {
 
     /// `len_cap` of the event whose header is at `off`.
     pub fn len_cap_at(&self, off: usize) -> usize {
-        u32::from_ne_bytes(self.buf[off + LEN_CAP_OFF..off + LEN_CAP_OFF + 4].try_into().unwrap()) as usize
+        u32::from_ne_bytes(
+            self.buf[off + LEN_CAP_OFF..off + LEN_CAP_OFF + 4]
+                .try_into()
+                .unwrap(),
+        ) as usize
     }
 
     /// Offsets of up to `max` queued events, oldest first (fillers included).
@@ -286,7 +290,10 @@ mod tests {
                     if let Some(off) = put(&mut r, cap, mapped) {
                         assert_eq!(off % 64, 0);
                         if mapped {
-                            assert!(off + pkt_align(64 + cap) <= r.size(), "no wrap while mapped");
+                            assert!(
+                                off + pkt_align(64 + cap) <= r.size(),
+                                "no wrap while mapped"
+                            );
                         }
                         let now = r.queued();
                         assert!(now == before + 1 || (mapped && now == before + 2));

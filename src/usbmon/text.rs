@@ -318,7 +318,11 @@ mod tests {
             epnum: 0,
             dir_in: true,
             ts: ts(3575914555),
-            status: if kind == EventKind::Submit { EINPROGRESS } else { 0 },
+            status: if kind == EventKind::Submit {
+                EINPROGRESS
+            } else {
+                0
+            },
             transfer_buffer_length: 0,
             actual_length: 0,
             interval: 0,
@@ -482,7 +486,10 @@ mod tests {
             })
             .collect();
         let line = format_line(&s, TextFormat::U);
-        assert!(line.contains(" 8 -18:0:100 -18:100:100 -18:200:100 -18:300:100 -18:400:100 800 <"), "{line}");
+        assert!(
+            line.contains(" 8 -18:0:100 -18:100:100 -18:200:100 -18:300:100 -18:400:100 800 <"),
+            "{line}"
+        );
     }
 
     #[test]
@@ -490,7 +497,12 @@ mod tests {
         let mon = Arc::new(UsbMon::new(&[1]));
         let node = TextNode::new(mon.clone(), 1, TextFormat::U);
         let f = node
-            .open(OpenFlags { flags: libc::O_RDONLY }, &Caller::default())
+            .open(
+                OpenFlags {
+                    flags: libc::O_RDONLY,
+                },
+                &Caller::default(),
+            )
             .unwrap();
         assert_eq!(f.read(0, 4096).err(), Some(Errno::EAGAIN));
         let mut c = base(EventKind::Complete, XferType::Control);
