@@ -187,9 +187,19 @@ impl Node {
     }
 }
 
+/// Updates the kernel's page cache of a file, so that mappings of it show new
+/// bytes (FUSE_NOTIFY_STORE). The frontend provides it; facilities whose
+/// files are mapped (the user_events status page) call it. Asynchronous: the
+/// update is queued and sent from a thread that serves no request.
+pub trait PageCache: Send + Sync {
+    /// Put `bytes` at `offset` into the page cache of inode `ino`.
+    fn store(&self, ino: u64, offset: u64, bytes: Vec<u8>);
+}
+
 /// The tree. Nodes can be added and removed while mounted.
 pub struct Tree {
     inner: RwLock<TreeInner>,
+    page_cache: std::sync::OnceLock<Arc<dyn PageCache>>,
     /// Owner of every node.
     pub uid: u32,
     /// Group of every node.
@@ -221,8 +231,22 @@ impl Tree {
                 nodes,
                 next_ino: ROOT_INO + 1,
             }),
+            page_cache: std::sync::OnceLock::new(),
             uid,
             gid,
+        }
+    }
+
+    /// Install the frontend's page-cache updater (once, at mount).
+    pub fn set_page_cache(&self, pc: Arc<dyn PageCache>) {
+        let _ = self.page_cache.set(pc);
+    }
+
+    /// Update the page cache of `ino`, if a frontend with a page cache is
+    /// attached (CUSE and unit tests have none; then this does nothing).
+    pub fn store(&self, ino: u64, offset: u64, bytes: Vec<u8>) {
+        if let Some(pc) = self.page_cache.get() {
+            pc.store(ino, offset, bytes);
         }
     }
 

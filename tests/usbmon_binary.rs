@@ -42,7 +42,7 @@ fn ioctls_and_errors_match_the_kernel() {
 #[test]
 fn device_files_and_modes() {
     let m = Mount::default_config();
-    let out = m.sh_ok("stat -c '%n %a %s' dev/*");
+    let out = m.sh_ok("stat -c '%n %a %s' dev/usbmon*");
     assert_eq!(
         out,
         "dev/usbmon0 600 307200\ndev/usbmon1 600 307200\ndev/usbmon2 600 307200\n"

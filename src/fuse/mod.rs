@@ -96,8 +96,8 @@ pub struct Session {
     handles: RwLock<HashMap<u64, Arc<Handle>>>,
     parked: Mutex<HashMap<u64, u64>>,
     next_fh: AtomicU64,
-    wake_tx: Sender<u64>,
-    wake_rx: Receiver<u64>,
+    wake_tx: Sender<Wake>,
+    wake_rx: Receiver<Wake>,
     mountpoint: PathBuf,
     destroyed: AtomicBool,
     allow_mmap: bool,
@@ -106,6 +106,25 @@ pub struct Session {
     next_alias: AtomicU64,
     /// st_dev of the mount, for finding mappings in /proc/<pid>/maps.
     dev_id: AtomicU64,
+}
+
+/// Work for the service thread.
+enum Wake {
+    /// A handle's file may be ready: retry its parked requests, notify poll.
+    Handle(u64),
+    /// A page-cache update for a shared mapping.
+    Store(u64, u64, Vec<u8>),
+    /// The session is over.
+    Stop,
+}
+
+/// Queues page-cache updates for the service thread.
+struct StoreQueue(Sender<Wake>);
+
+impl crate::vfs::PageCache for StoreQueue {
+    fn store(&self, ino: u64, offset: u64, bytes: Vec<u8>) {
+        let _ = self.0.send(Wake::Store(ino, offset, bytes));
+    }
 }
 
 /// Nodeids of per-open inodes start here, far above the tree's.
@@ -186,6 +205,7 @@ impl Session {
                 .with_context(|| format!("mount on {}", mountpoint.display()));
         }
         let (wake_tx, wake_rx) = crossbeam_channel::unbounded();
+        tree.set_page_cache(Arc::new(StoreQueue(wake_tx.clone())));
         let s = Arc::new(Session {
             dev,
             tree,
@@ -242,7 +262,7 @@ impl Session {
             let _ = w.join();
         }
         self.destroyed.store(true, Ordering::SeqCst);
-        let _ = self.wake_tx.send(u64::MAX);
+        let _ = self.wake_tx.send(Wake::Stop);
         let _ = svc.join();
     }
 
@@ -657,7 +677,7 @@ impl Session {
             let armed = Arc::clone(&armed);
             let waker: Waker = Arc::new(move || {
                 if armed.swap(false, Ordering::SeqCst) {
-                    let _ = tx.send(fh);
+                    let _ = tx.send(Wake::Handle(fh));
                 }
             });
             file.set_waker(waker);
@@ -831,11 +851,12 @@ impl Session {
     }
 
     fn service_loop(&self) {
-        while let Ok(fh) = self.wake_rx.recv() {
-            if fh == u64::MAX && self.destroyed.load(Ordering::SeqCst) {
-                return;
+        while let Ok(w) = self.wake_rx.recv() {
+            match w {
+                Wake::Handle(fh) => self.service(fh),
+                Wake::Store(ino, off, bytes) => self.store(ino, off, &bytes),
+                Wake::Stop => return,
             }
-            self.service(fh);
         }
     }
 
