@@ -101,6 +101,31 @@ impl Monfs {
         }
     }
 
+    /// The character devices under `dev/` (name, node, minor), for CUSE.
+    /// usbmon devices come first, bus 0 first, so that `usbmon0` can take a
+    /// major the others then share, as in the kernel.
+    pub fn char_devices(&self) -> Vec<(String, Arc<dyn crate::vfs::FileNode>, u32)> {
+        let mut out = Vec::new();
+        let Ok(dev) = self.tree.resolve("dev") else {
+            return out;
+        };
+        for (name, ino) in &dev.children {
+            if let Ok(crate::vfs::Node {
+                kind: NodeKind::File(f),
+                ..
+            }) = self.tree.get(*ino)
+            {
+                let minor = name
+                    .strip_prefix("usbmon")
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                out.push((name.clone(), f, minor));
+            }
+        }
+        out.sort_by_key(|(n, _, m)| (!n.starts_with("usbmon"), *m));
+        out
+    }
+
     /// Start the simulators.
     pub fn start(&self) {
         self.usb.start();

@@ -55,6 +55,11 @@ enum Cmd {
         /// updates never wait on the thread that sends them).
         #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(2..=64))]
         threads: u16,
+        /// Also create real character devices /dev/usbmonN and /dev/monreader
+        /// through CUSE (needs /dev/cuse). Without CUSE in the kernel, monfs
+        /// says so and serves the files in the mount only.
+        #[arg(long)]
+        cuse: bool,
         /// Refuse shared mappings of dev/usbmonN (mmap gives ENODEV, as on a
         /// CUSE device), so that libpcap uses its read path (linktype 189).
         #[arg(long)]
@@ -151,6 +156,7 @@ fn mount(
     foreground: bool,
     opts: MountOptions,
     seed: Option<u64>,
+    cuse: bool,
 ) -> ExitCode {
     let mut cfg = match load_config(&config) {
         Ok(c) => c,
@@ -178,6 +184,7 @@ fn mount(
         }
     };
     info!(mountpoint = %mountpoint.display(), buses = ?fs.usbmon.bus_numbers(), "mounted");
+    let cuse_sessions = if cuse { start_cuse(&fs) } else { Vec::new() };
     fs.start();
     if let Some(mut r) = report.take() {
         let _ = r.write_all(&[0]);
@@ -200,10 +207,59 @@ fn mount(
     }
     let s = Arc::clone(&session);
     s.run(opts.threads);
+    for c in &cuse_sessions {
+        c.shutdown();
+    }
     fs.stop();
     monfs::fuse::unmount(&mountpoint);
     info!("unmounted");
     ExitCode::SUCCESS
+}
+
+/// Create the CUSE character devices. usbmon0 gets a dynamic major, which the
+/// other usbmon devices then share with minor = bus number, as in the kernel.
+fn start_cuse(fs: &Monfs) -> Vec<Arc<Session>> {
+    let mut sessions = Vec::new();
+    let mut usbmon_major = 0;
+    for (name, node, minor) in fs.char_devices() {
+        let major = if name.starts_with("usbmon") { usbmon_major } else { 0 };
+        let s = match Session::cuse(node, &name, major, minor) {
+            Ok(s) => s,
+            Err(e) => {
+                error!(
+                    "{e:#}; no CUSE devices: use the files in the mount instead \
+                     (scripts/usbmon-ns binds them at /dev)"
+                );
+                return sessions;
+            }
+        };
+        let runner = Arc::clone(&s);
+        std::thread::Builder::new()
+            .name(format!("cuse-{name}"))
+            .spawn(move || runner.run(2))
+            .expect("spawn CUSE thread");
+        // Wait for the kernel to create the device, and learn its number.
+        let sys = format!("/sys/class/cuse/{name}/dev");
+        let mut dev = None;
+        for _ in 0..200 {
+            if let Ok(t) = std::fs::read_to_string(&sys) {
+                dev = Some(t.trim().to_string());
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        match dev {
+            Some(d) => {
+                info!(device = %format!("/dev/{name}"), number = %d, "CUSE device ready");
+                if name == "usbmon0" {
+                    usbmon_major = d.split(':').next().and_then(|m| m.parse().ok()).unwrap_or(0);
+                }
+            }
+            None => error!(device = %name, "CUSE device did not appear in /sys/class/cuse"),
+        }
+        sessions.push(s);
+    }
+    sessions
 }
 
 fn main() -> ExitCode {
@@ -218,6 +274,7 @@ fn main() -> ExitCode {
             seed,
             threads,
             no_mmap,
+            cuse,
         } => mount(
             mountpoint,
             config,
@@ -228,6 +285,7 @@ fn main() -> ExitCode {
                 mmap: !no_mmap,
             },
             seed,
+            cuse,
         ),
         Cmd::CheckConfig { file } => match Config::load(&file) {
             Ok(c) => {

@@ -58,6 +58,18 @@ pub fn write(pid: u32, addr: u64, data: &[u8]) -> SysResult<()> {
     Ok(())
 }
 
+/// A process's memory reached with process_vm_readv/writev.
+pub struct ProcessMemory(pub u32);
+
+impl crate::vfs::CallerMemory for ProcessMemory {
+    fn read(&self, addr: u64, len: usize) -> SysResult<Vec<u8>> {
+        read(self.0, addr, len)
+    }
+    fn write(&self, addr: u64, data: &[u8]) -> SysResult<()> {
+        write(self.0, addr, data)
+    }
+}
+
 /// Read a NUL-terminated string of at most `max` bytes at `addr`.
 pub fn read_cstr(pid: u32, addr: u64, max: usize) -> SysResult<Vec<u8>> {
     let mut out = Vec::new();

@@ -32,8 +32,29 @@ pub struct Caller {
     pub gid: u32,
 }
 
+/// The calling process's memory, for ioctl arguments that hold pointers.
+/// FUSE files reach it with process_vm_readv/writev on the request's pid;
+/// CUSE devices with the kernel's unrestricted-ioctl retry protocol.
+pub trait CallerMemory {
+    /// Read `len` bytes at `addr` (EFAULT if not readable).
+    fn read(&self, addr: u64, len: usize) -> SysResult<Vec<u8>>;
+    /// Write `data` at `addr` (EFAULT if not writable).
+    fn write(&self, addr: u64, data: &[u8]) -> SysResult<()>;
+}
+
+/// The caller memory an ioctl reads and writes, declared before it runs (for
+/// CUSE, whose kernel side copies exactly these ranges).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IoctlLayout {
+    /// Ranges (address, length) read, in order; the first is the argument
+    /// struct itself.
+    pub input: Vec<(u64, u64)>,
+    /// Ranges written, in order.
+    pub output: Vec<(u64, u64)>,
+}
+
 /// An ioctl as the frontend received it.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct IoctlRequest<'a> {
     /// The command number.
     pub cmd: u32,
@@ -52,6 +73,8 @@ pub struct IoctlRequest<'a> {
     /// Device and inode number the caller sees for this open file (to find its
     /// mappings in `/proc/<pid>/maps`).
     pub file_id: (u64, u64),
+    /// The caller's memory, for pointers inside the argument.
+    pub mem: &'a dyn CallerMemory,
 }
 
 /// A successful ioctl: the return value and the bytes to copy back to `arg`.
@@ -83,6 +106,11 @@ pub trait OpenFile: Send + Sync {
     /// An ioctl. EAGAIN means "would block" as for read.
     fn ioctl(&self, _req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
         Err(Errno::ENOTTY)
+    }
+    /// The memory ioctl `cmd` with argument `arg` touches, given the bytes of
+    /// the argument struct fetched so far (empty at first). Only CUSE asks.
+    fn ioctl_layout(&self, _cmd: u32, _arg: u64, _input: &[u8]) -> IoctlLayout {
+        IoctlLayout::default()
     }
     /// The poll mask right now.
     fn poll(&self) -> u32 {

@@ -28,7 +28,9 @@ use crossbeam_channel::{Receiver, Sender};
 use tracing::{debug, warn};
 
 use crate::errno::Errno;
-use crate::vfs::{Caller, IoctlRequest, NodeKind, OpenFile, OpenFlags, Tree, Waker};
+use crate::vfs::{
+    Caller, CallerMemory, IoctlLayout, IoctlRequest, NodeKind, OpenFile, OpenFlags, Tree, Waker,
+};
 use proto::{op, InHeader, Reader};
 
 /// Mount options.
@@ -64,6 +66,9 @@ enum Parked {
 }
 
 struct IoctlCall {
+    /// CUSE: the caller memory the kernel copied in (per input range) and the
+    /// output ranges it will copy out of the reply.
+    cuse: Option<(IoctlLayout, Vec<u8>)>,
     nodeid: u64,
     cmd: u32,
     arg: u64,
@@ -101,6 +106,8 @@ pub struct Session {
     mountpoint: PathBuf,
     destroyed: AtomicBool,
     allow_mmap: bool,
+    /// Set for a CUSE device session.
+    cuse: Option<CuseDev>,
     /// Per-open inodes: alias nodeid -> (tree inode, lookup count).
     aliases: Mutex<HashMap<u64, (u64, u64)>>,
     next_alias: AtomicU64,
@@ -125,6 +132,80 @@ impl crate::vfs::PageCache for StoreQueue {
     fn store(&self, ino: u64, offset: u64, bytes: Vec<u8>) {
         let _ = self.0.send(Wake::Store(ino, offset, bytes));
     }
+}
+
+/// Caller memory for a CUSE ioctl: the input ranges the kernel copied in, and
+/// writes collected for the output ranges.
+struct IovMemory<'a> {
+    layout: &'a IoctlLayout,
+    data: &'a [u8],
+    writes: std::cell::RefCell<Vec<(u64, Vec<u8>)>>,
+}
+
+impl<'a> IovMemory<'a> {
+    fn new(layout: &'a IoctlLayout, data: &'a [u8]) -> Self {
+        IovMemory {
+            layout,
+            data,
+            writes: Default::default(),
+        }
+    }
+
+    /// The reply payload: each output range in order, filled by the writes
+    /// that start at it; the last range may be short.
+    fn reply_bytes(&self) -> Vec<u8> {
+        let writes = self.writes.borrow();
+        let mut out = Vec::new();
+        let n = self.layout.output.len();
+        for (i, (base, len)) in self.layout.output.iter().enumerate() {
+            let got = writes
+                .iter()
+                .rev()
+                .find(|(a, _)| a == base)
+                .map(|(_, b)| b.as_slice())
+                .unwrap_or(&[]);
+            let take = got.len().min(*len as usize);
+            out.extend_from_slice(&got[..take]);
+            if i + 1 < n && take < *len as usize {
+                out.resize(out.len() + *len as usize - take, 0);
+            }
+        }
+        out
+    }
+}
+
+impl crate::vfs::CallerMemory for IovMemory<'_> {
+    fn read(&self, addr: u64, len: usize) -> Result<Vec<u8>, Errno> {
+        let mut at = 0usize;
+        for (base, l) in &self.layout.input {
+            if addr >= *base && addr + len as u64 <= base + l {
+                let off = at + (addr - base) as usize;
+                return self.data.get(off..off + len).map(|s| s.to_vec()).ok_or(Errno::EFAULT);
+            }
+            at += *l as usize;
+        }
+        Err(Errno::EFAULT)
+    }
+    fn write(&self, addr: u64, data: &[u8]) -> Result<(), Errno> {
+        let inside = self
+            .layout
+            .output
+            .iter()
+            .any(|(b, l)| addr >= *b && addr + data.len() as u64 <= b + l);
+        if !inside {
+            return Err(Errno::EFAULT);
+        }
+        self.writes.borrow_mut().push((addr, data.to_vec()));
+        Ok(())
+    }
+}
+
+/// A CUSE character device served by a session.
+struct CuseDev {
+    node: Arc<dyn crate::vfs::FileNode>,
+    name: String,
+    major: u32,
+    minor: u32,
 }
 
 /// Nodeids of per-open inodes start here, far above the tree's.
@@ -217,11 +298,79 @@ impl Session {
             mountpoint: mountpoint.to_path_buf(),
             destroyed: AtomicBool::new(false),
             allow_mmap: opts.mmap,
+            cuse: None,
             aliases: Mutex::new(HashMap::new()),
             next_alias: AtomicU64::new(ALIAS_BASE),
             dev_id: AtomicU64::new(0),
         });
         Ok(s)
+    }
+
+    /// Create a character device `/dev/NAME` served by `node` through CUSE
+    /// (`/dev/cuse`). `major` 0 lets the kernel pick one.
+    pub fn cuse(
+        node: Arc<dyn crate::vfs::FileNode>,
+        name: &str,
+        major: u32,
+        minor: u32,
+    ) -> anyhow::Result<Arc<Session>> {
+        let dev = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/cuse")
+            .context("cannot open /dev/cuse (the kernel needs CUSE: modprobe cuse)")?;
+        let (wake_tx, wake_rx) = crossbeam_channel::unbounded();
+        Ok(Arc::new(Session {
+            dev,
+            tree: Arc::new(Tree::new(0, 0)),
+            handles: RwLock::new(HashMap::new()),
+            parked: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            wake_tx,
+            wake_rx,
+            mountpoint: PathBuf::from(format!("/dev/{name}")),
+            destroyed: AtomicBool::new(false),
+            allow_mmap: false,
+            cuse: Some(CuseDev {
+                node,
+                name: name.to_string(),
+                major,
+                minor,
+            }),
+            aliases: Mutex::new(HashMap::new()),
+            next_alias: AtomicU64::new(ALIAS_BASE),
+            dev_id: AtomicU64::new(0),
+        }))
+    }
+
+    /// Stop serving (CUSE sessions have no mount to take away): the request
+    /// threads see the device closed.
+    pub fn shutdown(&self) {
+        self.destroyed.store(true, Ordering::SeqCst);
+        let _ = self.wake_tx.send(Wake::Stop);
+    }
+
+    fn cuse_init(&self, u: u64, r: &mut Reader<'_>) {
+        let Some(c) = &self.cuse else {
+            return self.err(u, Errno::ENOSYS);
+        };
+        let major = r.u32().unwrap_or(0);
+        if major != proto::KERNEL_VERSION {
+            return self.err(u, Errno::EPROTO_COMPAT);
+        }
+        let mut w = proto::Writer::default();
+        w.u32(proto::KERNEL_VERSION)
+            .u32(proto::KERNEL_MINOR)
+            .u32(0)
+            .u32(proto::CUSE_UNRESTRICTED_IOCTL)
+            .u32(MAX_WRITE)
+            .u32(MAX_WRITE)
+            .u32(c.major)
+            .u32(c.minor)
+            .zeros(40);
+        w.0.extend_from_slice(format!("DEVNAME={}\0", c.name).as_bytes());
+        debug!(device = %c.name, "CUSE INIT");
+        self.ok(u, &w.0);
     }
 
     /// Learn the mount's device number (call once the session serves requests).
@@ -421,6 +570,7 @@ impl Session {
         };
         match h.opcode {
             op::INIT => self.init(u, &mut r),
+            op::CUSE_INIT => self.cuse_init(u, &mut r),
             op::DESTROY => {
                 self.destroyed.store(true, Ordering::SeqCst);
                 self.ok(u, &[]);
@@ -648,12 +798,18 @@ impl Session {
     }
 
     fn open(&self, u: u64, ino: u64, flags: i32, caller: &Caller) {
-        let node = match self.node(ino) {
-            Ok(n) => n,
-            Err(e) => return self.err(u, e),
-        };
-        let NodeKind::File(f) = node.kind else {
-            return self.err(u, Errno::EISDIR);
+        let f = match &self.cuse {
+            Some(c) => Arc::clone(&c.node),
+            None => {
+                let node = match self.node(ino) {
+                    Ok(n) => n,
+                    Err(e) => return self.err(u, e),
+                };
+                let NodeKind::File(f) = node.kind else {
+                    return self.err(u, Errno::EISDIR);
+                };
+                f
+            }
         };
         let oflags = OpenFlags { flags };
         let file = match f.open(oflags, caller) {
@@ -740,7 +896,7 @@ impl Session {
         let flags = r.u32().unwrap_or(0);
         let cmd = r.u32().unwrap_or(0);
         let arg = r.u64().unwrap_or(0);
-        let _in_size = r.u32();
+        let in_size = r.u32();
         let out_size = r.u32().unwrap_or(0);
         let input = r.rest().to_vec();
         if flags & proto::ioctl_flags::COMPAT != 0 {
@@ -750,7 +906,22 @@ impl Session {
         let Some(hd) = self.handle(fh) else {
             return self.err(u, Errno::EBADF);
         };
+        let mut cuse = None;
+        if flags & proto::ioctl_flags::UNRESTRICTED != 0 {
+            // CUSE: declare the memory the call touches, and have the kernel
+            // retry the ioctl with it copied in, until the layout is complete.
+            let first = hd.file.ioctl_layout(cmd, arg, &[]);
+            let first_len = first.input.first().map(|r| r.1 as usize).unwrap_or(0);
+            let layout = hd.file.ioctl_layout(cmd, arg, &input[..first_len.min(input.len())]);
+            let in_total: u64 = layout.input.iter().map(|r| r.1).sum();
+            let out_total: u64 = layout.output.iter().map(|r| r.1).sum();
+            if in_total != in_size.unwrap_or(0) as u64 || out_total != out_size as u64 {
+                return self.ioctl_retry(u, &layout);
+            }
+            cuse = Some((layout, input.clone()));
+        }
         let call = IoctlCall {
+            cuse,
             nodeid: hd.nodeid,
             cmd,
             arg,
@@ -790,6 +961,10 @@ impl Session {
         match what {
             Parked::Read { offset, size } => hd.file.read(*offset, *size),
             Parked::Ioctl(c) => {
+                if let Some((layout, data)) = &c.cuse {
+                    return self.cuse_ioctl(hd, c, layout, data, nonblock, retry);
+                }
+                let mem = crate::procmem::ProcessMemory(c.caller.pid);
                 let req = IoctlRequest {
                     cmd: c.cmd,
                     arg: c.arg,
@@ -799,6 +974,7 @@ impl Session {
                     caller: c.caller,
                     retry,
                     file_id: (self.dev_id.load(Ordering::Relaxed), c.nodeid),
+                    mem: &mem,
                 };
                 hd.file.ioctl(&req).map(|rep| {
                     for (off, bytes) in &rep.cache_updates {
@@ -812,6 +988,54 @@ impl Session {
                 })
             }
         }
+    }
+
+    /// Answer an unrestricted (CUSE) ioctl with FUSE_IOCTL_RETRY and the ranges
+    /// the kernel should copy in and out on the next attempt.
+    fn ioctl_retry(&self, u: u64, layout: &IoctlLayout) {
+        let mut w = proto::Writer::default();
+        w.u32(0)
+            .u32(proto::ioctl_flags::RETRY)
+            .u32(layout.input.len() as u32)
+            .u32(layout.output.len() as u32);
+        for (base, len) in layout.input.iter().chain(layout.output.iter()) {
+            w.u64(*base).u64(*len);
+        }
+        self.ok(u, &w.0);
+    }
+
+    /// Run a CUSE ioctl whose memory the kernel has copied in; the bytes it
+    /// writes go back in the reply, laid out over the declared output ranges.
+    fn cuse_ioctl(
+        &self,
+        hd: &Handle,
+        c: &IoctlCall,
+        layout: &IoctlLayout,
+        data: &[u8],
+        nonblock: bool,
+        retry: bool,
+    ) -> Result<Vec<u8>, Errno> {
+        let mem = IovMemory::new(layout, data);
+        let first = layout.input.first().map(|r| r.1 as usize).unwrap_or(0);
+        let req = IoctlRequest {
+            cmd: c.cmd,
+            arg: c.arg,
+            input: &data[..first.min(data.len())],
+            out_size: 0,
+            nonblock,
+            caller: c.caller,
+            retry,
+            file_id: (0, c.nodeid),
+            mem: &mem,
+        };
+        let rep = hd.file.ioctl(&req)?;
+        if !rep.output.is_empty() {
+            mem.write(c.arg, &rep.output)?;
+        }
+        let mut w = proto::Writer::default();
+        w.u32(rep.result as u32).u32(0).u32(0).u32(0);
+        w.0.extend_from_slice(&mem.reply_bytes());
+        Ok(w.0)
     }
 
     fn finish(&self, u: u64, res: Result<Vec<u8>, Errno>) {

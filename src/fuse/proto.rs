@@ -75,6 +75,9 @@ pub mod ioctl_flags {
     pub const BIT32: u32 = 1 << 3;
 }
 
+/// `cuse_init_out.flags`: ioctls are unrestricted (retry protocol).
+pub const CUSE_UNRESTRICTED_IOCTL: u32 = 1 << 0;
+
 /// `fuse_read_in.read_flags`: the lock owner is valid (set on read(2) of
 /// direct-I/O files, not on page-cache fills).
 pub const READ_LOCKOWNER: u32 = 1 << 1;

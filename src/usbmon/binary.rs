@@ -9,7 +9,8 @@ use super::{MonReader, Registration, UsbMon};
 use crate::errno::{Errno, SysResult};
 use crate::procmem;
 use crate::vfs::{
-    Caller, FileNode, IoctlReply, IoctlRequest, OpenFile, OpenFlags, Waker, POLL_READABLE,
+    Caller, FileNode, IoctlLayout, IoctlReply, IoctlRequest, OpenFile, OpenFlags, Waker,
+    POLL_READABLE,
 };
 
 /// Bytes of the "API 0" header returned by `read()` and `MON_IOCX_GET`.
@@ -322,10 +323,10 @@ impl BinReader {
         }
         let off = st.ring.out_offset();
         let len_cap = st.ring.len_cap_at(off);
-        procmem::write(req.caller.pid, hdr, &st.ring.bytes()[off..off + hdrbytes])?;
+        req.mem.write(hdr, &st.ring.bytes()[off..off + hdrbytes])?;
         let n = (len_cap as u64).min(alloc) as usize;
         let at = (off + PKT_SIZE) % st.ring.size();
-        procmem::write(req.caller.pid, data, &st.ring.read_at(at, n))?;
+        req.mem.write(data, &st.ring.read_at(at, n))?;
         st.ring.free(PKT_SIZE + len_cap);
         st.ring.b_read = 0;
         Ok(IoctlReply::default())
@@ -348,7 +349,7 @@ impl BinReader {
         if st.ring.is_empty() {
             if req.nonblock && nflush != 0 {
                 // The kernel stores nflush before it finds the ring empty.
-                procmem::write(req.caller.pid, req.arg + 12, &flushed.to_ne_bytes())?;
+                req.mem.write(req.arg + 12, &flushed.to_ne_bytes())?;
             }
             return Err(Errno::EAGAIN);
         }
@@ -357,7 +358,7 @@ impl BinReader {
         for o in &offs {
             vec.extend_from_slice(&o.to_ne_bytes());
         }
-        procmem::write(req.caller.pid, offvec, &vec)?;
+        req.mem.write(offvec, &vec)?;
         let mut out = req.input.to_vec();
         out.resize(16, 0);
         out[8..12].copy_from_slice(&(offs.len() as u32).to_ne_bytes());
@@ -441,6 +442,32 @@ impl BinReader {
         }
     }
 
+    /// The caller memory each ioctl touches (for CUSE's retry protocol).
+    pub fn ioctl_layout(cmd: u32, arg: u64, input: &[u8]) -> IoctlLayout {
+        let mut l = IoctlLayout::default();
+        match cmd {
+            ioc::STATS => l.output.push((arg, 8)),
+            ioc::GET | ioc::GETX => {
+                l.input.push((arg, 24));
+                let alloc = u64_at(input, 16);
+                if input.len() >= 24 && alloc <= 0x1000_0000 {
+                    let hb = if cmd == ioc::GET { PKT_SZ_API0 } else { PKT_SZ_API1 };
+                    l.output.push((u64_at(input, 0), hb as u64));
+                    l.output.push((u64_at(input, 8), alloc));
+                }
+            }
+            ioc::MFETCH => {
+                l.input.push((arg, 16));
+                if input.len() >= 16 {
+                    l.output.push((arg, 16));
+                    l.output.push((u64_at(input, 0), u32_at(input, 8) as u64 * 4));
+                }
+            }
+            _ => {}
+        }
+        l
+    }
+
     /// Ring bytes for a page-cache fill of a mapping.
     pub fn read_mapped(&self, offset: u64, size: u32) -> Vec<u8> {
         let mut st = self.state.lock().unwrap();
@@ -466,6 +493,9 @@ impl OpenFile for BinFile {
     }
     fn poll(&self) -> u32 {
         self.reader.poll()
+    }
+    fn ioctl_layout(&self, cmd: u32, arg: u64, input: &[u8]) -> IoctlLayout {
+        BinReader::ioctl_layout(cmd, arg, input)
     }
     fn set_waker(&self, waker: Waker) {
         self.reader.state.lock().unwrap().waker = Some(waker);
@@ -547,8 +577,12 @@ mod tests {
         }
     }
 
+    static MEM: std::sync::LazyLock<procmem::ProcessMemory> =
+        std::sync::LazyLock::new(|| procmem::ProcessMemory(std::process::id()));
+
     fn req(cmd: u32, arg: u64, input: &[u8]) -> IoctlRequest<'_> {
         IoctlRequest {
+            mem: &*MEM,
             cmd,
             arg,
             input,
