@@ -23,6 +23,15 @@ pub enum FieldKind {
     /// `__data_loc char[] name`: a u32 `(len << 16) | offset` pointing at a
     /// NUL-terminated string after the fixed part.
     DynString,
+    /// `__rel_loc char[] name` (user_events): like `DynString`, but the
+    /// offset counts from the end of the 4-byte location word.
+    RelString,
+    /// `__data_loc` of anything but chars (user_events): printed as bytes.
+    DynArray,
+    /// `__rel_loc` of anything but chars (user_events): printed as bytes.
+    RelArray,
+    /// `struct name size` (user_events): opaque bytes.
+    Opaque,
 }
 
 /// One field as the `format` file lists it.
@@ -57,7 +66,23 @@ impl Field {
 
     /// Whether the filter treats this field as a string.
     pub fn is_string(&self) -> bool {
-        !matches!(self.kind, FieldKind::Int { .. })
+        matches!(
+            self.kind,
+            FieldKind::CharArray | FieldKind::DynString | FieldKind::RelString
+        )
+    }
+
+    /// Where the data of a `__data_loc`/`__rel_loc` field lies in `entry`
+    /// (start, length), without bounds checks.
+    pub fn loc_range(&self, entry: &[u8]) -> (usize, usize) {
+        let loc = entry
+            .get(self.offset..self.offset + 4)
+            .map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap()));
+        let mut off = (loc & 0xffff) as usize;
+        if matches!(self.kind, FieldKind::RelString | FieldKind::RelArray) {
+            off += self.offset + 4;
+        }
+        (off, (loc >> 16) as usize)
     }
 
     /// Read an integer field from an entry (sign-extended when signed).
@@ -85,13 +110,11 @@ impl Field {
             FieldKind::CharArray => entry
                 .get(self.offset..self.offset + self.size)
                 .unwrap_or(&[]),
-            FieldKind::DynString => {
-                let loc = self.int_value(entry) as u32;
-                let off = (loc & 0xffff) as usize;
-                let len = (loc >> 16) as usize;
+            FieldKind::DynString | FieldKind::RelString => {
+                let (off, len) = self.loc_range(entry);
                 entry.get(off..off + len).unwrap_or(&[])
             }
-            FieldKind::Int { .. } => &[],
+            _ => &[],
         };
         let end = raw.iter().position(|&c| c == 0).unwrap_or(raw.len());
         &raw[..end]
@@ -422,13 +445,13 @@ impl PrintFmt {
                 fmt.push(' ');
             }
             let conv = match f.kind {
-                FieldKind::CharArray | FieldKind::DynString => "%s",
                 FieldKind::Int { signed } => match (f.size, signed) {
                     (8, true) => "%lld",
                     (8, false) => "%llu",
                     (_, true) => "%d",
                     (_, false) => "%u",
                 },
+                _ => "%s",
             };
             let _ = write!(fmt, "{}={}", f.name, conv);
             if f.kind == FieldKind::DynString {
@@ -549,6 +572,16 @@ pub enum FieldValue<'a> {
     Bytes(&'a [u8]),
 }
 
+/// How a trace line shows an event's fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Render {
+    /// `name: ` and the print format's output (TRACE_EVENT events).
+    PrintFmt,
+    /// The generic field printer user events use since 6.4:
+    /// `name: a=0x1 (1) s=text`.
+    Fields,
+}
+
 /// A complete event definition.
 #[derive(Debug)]
 pub struct EventDef {
@@ -564,6 +597,8 @@ pub struct EventDef {
     pub print: PrintFmt,
     /// Where dynamic data starts (the end of the last fixed field).
     pub fixed_size: usize,
+    /// How trace lines show the fields.
+    pub render: Render,
 }
 
 impl EventDef {
@@ -594,7 +629,46 @@ impl EventDef {
             fields,
             print,
             fixed_size,
+            render: Render::PrintFmt,
         })
+    }
+
+    /// A definition from fields already laid out and a print format shown
+    /// verbatim in `format` (never interpreted): trace lines use the
+    /// generic field printer. For user events.
+    pub fn with_fields(
+        system: &str,
+        name: &str,
+        id: u16,
+        fields: Vec<Field>,
+        print_text: String,
+    ) -> EventDef {
+        let fixed_size = fields.last().map_or(COMMON_SIZE, |f| f.offset + f.size);
+        EventDef {
+            system: system.into(),
+            name: name.into(),
+            id,
+            fields,
+            print: PrintFmt {
+                text: print_text,
+                pieces: Vec::new(),
+                args: Vec::new(),
+            },
+            fixed_size,
+            render: Render::Fields,
+        }
+    }
+
+    /// The text after `name:` in a trace line (a leading space included
+    /// when there is any).
+    pub fn render_line(&self, entry: &[u8], out: &mut String) {
+        match self.render {
+            Render::PrintFmt => {
+                out.push(' ');
+                self.print.render(&self.fields, entry, out);
+            }
+            Render::Fields => render_fields(&self.fields, entry, out),
+        }
     }
 
     /// Look a field up by name, common fields included.
@@ -655,6 +729,10 @@ impl EventDef {
                     let n = bytes.len().min(f.size);
                     e[f.offset..f.offset + n].copy_from_slice(&bytes[..n]);
                 }
+                FieldKind::RelString
+                | FieldKind::DynArray
+                | FieldKind::RelArray
+                | FieldKind::Opaque => {}
                 FieldKind::DynString => {
                     let bytes = match bytes.iter().position(|&c| c == 0) {
                         Some(i) => &bytes[..i],
@@ -679,6 +757,77 @@ impl EventDef {
             }
         }
         e
+    }
+}
+
+/// `%.*s`: the bytes up to the first NUL.
+fn push_cstr(out: &mut String, b: &[u8]) {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    out.push_str(&String::from_utf8_lossy(&b[..end]));
+}
+
+/// The 6.4+ generic field printer (`print_fields()` in trace_output.c, as
+/// the reference describes it, for a 64-bit kernel): ` name=value` per
+/// field, `No fields found` without fields.
+pub fn render_fields(fields: &[Field], entry: &[u8], out: &mut String) {
+    if fields.is_empty() {
+        out.push_str("No fields found");
+        return;
+    }
+    for f in fields {
+        let _ = write!(out, " {}=", f.name);
+        let Some(raw) = entry.get(f.offset..f.offset + f.size) else {
+            out.push_str("<OVERFLOW>");
+            continue;
+        };
+        match f.kind {
+            FieldKind::CharArray => push_cstr(out, raw),
+            FieldKind::DynString | FieldKind::RelString => {
+                let (off, len) = f.loc_range(entry);
+                match entry.get(off..off + len) {
+                    Some(b) => push_cstr(out, b),
+                    None => out.push_str("<OVERFLOW>"),
+                }
+            }
+            _ if f.size == 4 && matches!(f.kind, FieldKind::DynArray | FieldKind::RelArray) => {
+                let (off, len) = f.loc_range(entry);
+                match entry.get(off..off + len) {
+                    Some(b) => {
+                        for (i, c) in b.iter().enumerate() {
+                            if i > 0 {
+                                out.push(',');
+                            }
+                            let _ = write!(out, "{c:02x}");
+                        }
+                    }
+                    None => out.push_str("<OVERFLOW>"),
+                }
+            }
+            _ => match f.size {
+                1 => {
+                    let c = raw[0];
+                    if (0x20..0x7f).contains(&c) {
+                        let _ = write!(out, "'{}'", c as char);
+                    }
+                    let _ = write!(out, "({c})");
+                }
+                2 => {
+                    let v = u16::from_le_bytes([raw[0], raw[1]]);
+                    let _ = write!(out, "0x{v:x} ({v})");
+                }
+                4 => {
+                    let v = u32::from_le_bytes(raw.try_into().unwrap());
+                    let _ = write!(out, "0x{v:x} ({})", v as i32);
+                }
+                8 => {
+                    // %pS: user values are never kernel symbols, so it shows
+                    // the plain hex value.
+                    let v = u64::from_le_bytes(raw.try_into().unwrap());
+                    let _ = write!(out, "0x{v:x} ({})", v as i64);
+                }
+                _ => out.push_str("<INVALID-SIZE>"),
+            },
+        }
     }
 }
 

@@ -308,6 +308,34 @@ events defined in the monfs configuration.\n\
 \t   echo 0 > filter clears it.\n";
 
 /// Parse `inject` text: `field=value` pairs, strings in double quotes.
+/// Record event `e` from `field=value ...` text, as the `inject` file and
+/// the control interface do (regardless of whether the event is enabled, as
+/// the kernel's inject does).
+pub(crate) fn inject_text(t: &Tracing, e: &EventId, data: &[u8], pid: u32) -> SysResult<()> {
+    let def = &e.0.def;
+    let vals = parse_inject(def, data)?;
+    let mut strs: Vec<Option<String>> = vec![None; def.fields.len()];
+    let mut nums = vec![0i64; def.fields.len()];
+    for (i, v) in vals {
+        match v {
+            InjectVal::Num(n) => nums[i] = n,
+            InjectVal::Str(s) => strs[i] = Some(s),
+        }
+    }
+    let values: Vec<FieldValue<'_>> = def
+        .fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| match f.kind {
+            FieldKind::Int { .. } => FieldValue::Int(nums[i]),
+            _ => FieldValue::Str(strs[i].as_deref().unwrap_or("")),
+        })
+        .collect();
+    let data_bytes = def.encode(pid, &values);
+    t.record(&e.0, data_bytes, &comm_of(pid), None);
+    Ok(())
+}
+
 fn parse_inject(def: &super::EventDef, data: &[u8]) -> SysResult<Vec<(usize, InjectVal)>> {
     let s = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
     let s = s.trim_end_matches('\0');
@@ -788,9 +816,28 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
         }
     }
     for sys in &systems {
+        install_system(t, tree, sys);
+    }
+    for e in &evs {
+        install_event(t, tree, e);
+    }
+}
+
+/// Add a dynamic event's directory (and its system's, for the system's
+/// first event). No `inject`: user events have none here.
+pub(crate) fn install_dynamic(t: &Arc<Tracing>, tree: &Tree, e: &EventId) {
+    let sys = &e.0.def.system;
+    if tree.resolve(&format!("tracing/events/{sys}")).is_err() {
+        install_system(t, tree, sys);
+    }
+    install_event_files(t, tree, e);
+}
+
+fn install_system(t: &Arc<Tracing>, tree: &Tree, sys: &str) {
+    {
         let dir = format!("tracing/events/{sys}");
         tree.add(&dir, NodeKind::Dir, 0o755);
-        let (tr, tw, sr, sw) = (t.clone(), t.clone(), sys.clone(), sys.clone());
+        let (tr, tw, sr, sw) = (t.clone(), t.clone(), sys.to_string(), sys.to_string());
         add(
             tree,
             &format!("{dir}/enable"),
@@ -811,7 +858,7 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
                     Ok(data.len() as u32)
                 }),
         );
-        let (tw, sw) = (t.clone(), sys.clone());
+        let (tw, sw) = (t.clone(), sys.to_string());
         add(
             tree,
             &format!("{dir}/filter"),
@@ -820,12 +867,16 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
                 .w(move |data, _| write_system_filter(&tw, &sw, data)),
         );
     }
-    for e in &evs {
-        install_event(t, tree, e);
-    }
 }
 
 fn install_event(t: &Arc<Tracing>, tree: &Tree, e: &EventId) {
+    install_event_files(t, tree, e);
+    let dir = format!("tracing/events/{}/{}", e.0.def.system, e.0.def.name);
+    install_event_inject(t, tree, e, &dir);
+}
+
+/// An event's `enable`, `filter`, `format` and `id`.
+fn install_event_files(t: &Arc<Tracing>, tree: &Tree, e: &EventId) {
     let dir = format!("tracing/events/{}/{}", e.0.def.system, e.0.def.name);
     tree.add(&dir, NodeKind::Dir, 0o755);
     let (er, ew, tw) = (e.clone(), e.clone(), t.clone());
@@ -860,32 +911,15 @@ fn install_event(t: &Arc<Tracing>, tree: &Tree, e: &EventId) {
         &format!("{dir}/id"),
         Ctl::new(MODE_READ).rs(move || format!("{}\n", er.0.def.id)),
     );
+}
+
+fn install_event_inject(t: &Arc<Tracing>, tree: &Tree, e: &EventId, dir: &str) {
     let (ew, tw) = (e.clone(), t.clone());
     add(
         tree,
         &format!("{dir}/inject"),
         Ctl::new(0o200).w(move |data, caller| {
-            let def = &ew.0.def;
-            let vals = parse_inject(def, data)?;
-            let mut strs: Vec<Option<String>> = vec![None; def.fields.len()];
-            let mut nums = vec![0i64; def.fields.len()];
-            for (i, v) in vals {
-                match v {
-                    InjectVal::Num(n) => nums[i] = n,
-                    InjectVal::Str(s) => strs[i] = Some(s),
-                }
-            }
-            let values: Vec<FieldValue<'_>> = def
-                .fields
-                .iter()
-                .enumerate()
-                .map(|(i, f)| match f.kind {
-                    FieldKind::Int { .. } => FieldValue::Int(nums[i]),
-                    _ => FieldValue::Str(strs[i].as_deref().unwrap_or("")),
-                })
-                .collect();
-            let data_bytes = def.encode(caller.pid, &values);
-            tw.record(&ew.0, data_bytes, &comm_of(caller.pid), None);
+            tw.inject(&ew, data, caller.pid)?;
             Ok(data.len() as u32)
         }),
     );

@@ -13,6 +13,7 @@ pub mod filter;
 pub mod parse;
 pub mod ring;
 pub mod usb;
+pub mod user_events;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -119,6 +120,10 @@ pub(crate) enum FilterState {
     Error(String),
 }
 
+/// Called after an event's enabled state changed (user_events updates its
+/// status bits and the producers' enable bits).
+pub(crate) type EnableHook = Arc<dyn Fn() + Send + Sync>;
+
 /// Runtime state of one event.
 pub struct Event {
     /// The definition.
@@ -126,6 +131,7 @@ pub struct Event {
     enabled: AtomicBool,
     filtered: AtomicBool,
     filter: RwLock<FilterState>,
+    hook: OnceLock<EnableHook>,
 }
 
 /// A handle producers keep: checking it costs one atomic load.
@@ -210,6 +216,12 @@ pub struct Tracing {
     cpus: usize,
     next_id: Mutex<u16>,
     builtin: OnceLock<Vec<EventId>>,
+    /// The tree the files were added to (dynamic events add and remove
+    /// their directories at run time).
+    tree: OnceLock<Arc<Tree>>,
+    /// user_events (`user_events_data`, `user_events_status`,
+    /// `dynamic_events`).
+    user_events: OnceLock<Arc<user_events::UserEvents>>,
 }
 
 /// Pages of a per-CPU buffer of `bytes` (at least 2, as the kernel's).
@@ -259,6 +271,8 @@ impl Tracing {
             cpus,
             next_id: Mutex::new(EVENT_ID_BASE),
             builtin: OnceLock::new(),
+            tree: OnceLock::new(),
+            user_events: OnceLock::new(),
         });
         let builtin = usb::builtin_defs()
             .into_iter()
@@ -287,7 +301,73 @@ impl Tracing {
     /// Add the files under `tracing/` in `tree` (for a facility made with
     /// [`Tracing::new`], so producers can hold it before the tree exists).
     pub fn add_files(self: &Arc<Self>, tree: &Arc<Tree>) {
+        let _ = self.tree.set(tree.clone());
         files::install(self, tree);
+        let ue = user_events::UserEvents::new(self);
+        let _ = self.user_events.set(ue.clone());
+        ue.add_files(tree);
+    }
+
+    /// user_events, once the files are in a tree.
+    pub fn user_events(&self) -> Option<&Arc<user_events::UserEvents>> {
+        self.user_events.get()
+    }
+
+    /// Add a dynamic event (user_events) at run time: the definition gets
+    /// the lowest id not in use above the built-in and configured events
+    /// (ids of deleted events are reused, as the kernel's allocator does),
+    /// goes to the top of `available_events`, and its directory
+    /// `events/<system>/<name>/` (enable, filter, format, id) appears.
+    /// `make` builds the definition for the id. `hook` runs after every
+    /// change of the enabled state.
+    pub(crate) fn add_dynamic(
+        self: &Arc<Self>,
+        make: impl FnOnce(u16) -> EventDef,
+        hook: EnableHook,
+    ) -> Result<EventId, crate::errno::Errno> {
+        let id = {
+            let base = *self.next_id.lock().unwrap();
+            let mut evs = self.events.write().unwrap();
+            let used: BTreeSet<u16> = evs.iter().map(|e| e.0.def.id).collect();
+            let Some(n) = (base..u16::MAX).find(|n| !used.contains(n)) else {
+                return Err(crate::errno::Errno::ENODEV);
+            };
+            let def = make(n);
+            let id = EventId(Arc::new(Event {
+                def: Arc::new(def),
+                enabled: AtomicBool::new(false),
+                filtered: AtomicBool::new(false),
+                filter: RwLock::new(FilterState::None),
+                hook: OnceLock::new(),
+            }));
+            let _ = id.0.hook.set(hook);
+            evs.insert(0, id.clone());
+            id
+        };
+        if let Some(tree) = self.tree.get() {
+            files::install_dynamic(self, tree, &id);
+        }
+        Ok(id)
+    }
+
+    /// Remove a dynamic event: out of the event list and the tree. Its
+    /// system directory stays even when it was the system's last event (the
+    /// kernel removes it): the FUSE layer lets the kernel cache a path for
+    /// 1 s and does not invalidate it on removal, so a directory removed and
+    /// created again at once would be unreachable through the cached path
+    /// for up to that long, which breaks the usual "register, then enable"
+    /// sequence of a producer that restarts.
+    pub(crate) fn remove_dynamic(&self, id: &EventId) {
+        self.events
+            .write()
+            .unwrap()
+            .retain(|e| !Arc::ptr_eq(&e.0, &id.0));
+        if let Some(tree) = self.tree.get() {
+            tree.remove(&format!(
+                "tracing/events/{}/{}",
+                id.0.def.system, id.0.def.name
+            ));
+        }
     }
 
     /// Add an event definition (not yet visible in a tree installed before).
@@ -312,6 +392,7 @@ impl Tracing {
             enabled: AtomicBool::new(false),
             filtered: AtomicBool::new(false),
             filter: RwLock::new(FilterState::None),
+            hook: OnceLock::new(),
         }));
         self.events.write().unwrap().insert(0, id.clone());
         Ok(id)
@@ -348,7 +429,12 @@ impl Tracing {
         if on {
             self.expand();
         }
-        id.0.enabled.store(on, Ordering::Relaxed);
+        let was = id.0.enabled.swap(on, Ordering::SeqCst);
+        if was != on {
+            if let Some(h) = id.0.hook.get() {
+                h();
+            }
+        }
     }
 
     /// Record an event now if it is enabled. `values` follow the event's
@@ -358,6 +444,12 @@ impl Tracing {
             let data = id.0.def.encode(pid, values);
             self.record(&id.0, data, comm, None);
         }
+    }
+
+    /// Record `system:name` from `field=value ...` text (strings in double
+    /// quotes), as its `inject` file does. EINVAL for unknown events or fields.
+    pub fn inject(&self, id: &EventId, text: &[u8], pid: u32) -> crate::errno::SysResult<()> {
+        files::inject_text(self, id, text, pid)
     }
 
     /// [`Tracing::emit`] with the producer's own timestamp.

@@ -50,12 +50,12 @@ impl Entry {
         }
         let _ = write!(
             s,
-            "{:5}.{:06}: {}: ",
+            "{:5}.{:06}: {}:",
             self.ts_ns / 1_000_000_000,
             (self.ts_ns % 1_000_000_000) / 1000,
             self.def.name
         );
-        self.def.print.render(&self.def.fields, &self.data, &mut s);
+        self.def.render_line(&self.data, &mut s);
         s.push('\n');
         s
     }

@@ -406,6 +406,7 @@ fn urb_sink_adapter() {
         setup: None,
         iso: vec![],
         data: None,
+        data_capture: Default::default(),
     };
     sink.urb_event(ev(EventKind::Submit, -115));
     assert_eq!(t.counts().0, 0);
