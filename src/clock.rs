@@ -54,6 +54,11 @@ pub trait Clock: Send + Sync {
     fn now(&self) -> Timestamp {
         self.at(self.sim_now())
     }
+    /// Whether timestamps must come from simulation time alone, never from
+    /// when something happened to start (the virtual clock).
+    fn deterministic(&self) -> bool {
+        false
+    }
 }
 
 fn clock_ns(id: libc::clockid_t) -> u64 {
@@ -128,6 +133,9 @@ impl Default for VirtualClock {
 impl Clock for VirtualClock {
     fn sim_now(&self) -> u64 {
         clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(self.start_mono)
+    }
+    fn deterministic(&self) -> bool {
+        true
     }
     fn at(&self, sim_ns: u64) -> Timestamp {
         Timestamp {

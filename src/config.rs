@@ -88,6 +88,57 @@ pub struct BusConfig {
     /// Devices on the root hub.
     #[serde(default, deserialize_with = "unique_ports")]
     pub devices: Vec<DeviceConfig>,
+    /// Drive the bus from a capture file instead of simulated devices.
+    #[serde(default)]
+    pub replay: Option<ReplayConfig>,
+}
+
+/// A bus driven by a usbmon capture (pcap or pcapng, linktype 189 or 220):
+/// its URBs are replayed with their original spacing. Such a bus has no
+/// simulated devices and no root hub traffic.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayConfig {
+    /// The capture file (relative paths: from the directory monfs was
+    /// started in).
+    pub file: std::path::PathBuf,
+    /// Speed factor: 2 replays twice as fast, 0.5 at half speed.
+    #[serde(default)]
+    pub speed: ReplaySpeed,
+    /// Start over after the last packet, forever.
+    #[serde(default, rename = "loop")]
+    pub looping: bool,
+    /// Start the replay this many ms after the bus starts (default 0).
+    #[serde(default)]
+    pub after_ms: u64,
+}
+
+/// A replay speed factor, checked to be finite and in 0.001..=1000.
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+pub struct ReplaySpeed(pub f64);
+
+impl Default for ReplaySpeed {
+    fn default() -> Self {
+        ReplaySpeed(1.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for ReplaySpeed {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        ReplaySpeed::new(v).map_err(serde::de::Error::custom)
+    }
+}
+
+impl ReplaySpeed {
+    /// A checked speed factor.
+    pub fn new(v: f64) -> Result<ReplaySpeed, String> {
+        if v.is_finite() && (0.001..=1000.0).contains(&v) {
+            Ok(ReplaySpeed(v))
+        } else {
+            Err(format!("replay speed must be 0.001..=1000, got {v}"))
+        }
+    }
 }
 
 fn default_ports() -> PortCount {
@@ -220,6 +271,13 @@ fn unique_buses<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<BusConfig>, D::Er
             return Err(serde::de::Error::custom(format!(
                 "buses[{i}]: bus number {} is used twice",
                 b.bus
+            )));
+        }
+        if let (Some(r), false) = (&b.replay, b.devices.is_empty()) {
+            return Err(serde::de::Error::custom(format!(
+                "buses[{i}]: bus {} replays {}: a replayed bus cannot also have devices",
+                b.bus,
+                r.file.display()
             )));
         }
         for d in &b.devices {
@@ -361,6 +419,45 @@ mod tests {
         );
         assert_eq!(line, 6, "{msg}");
         assert!(msg.contains("toaster"), "{msg}");
+    }
+
+    #[test]
+    fn replay_bus_parses_with_defaults() {
+        let c = Config::parse(
+            "usb:\n  buses:\n    - bus: 3\n      replay:\n        file: /tmp/x.pcapng\n    - bus: 4\n      replay: {file: y.pcap, speed: 2.5, loop: true, after_ms: 10}\n",
+            "t.yaml",
+        )
+        .unwrap();
+        let r = c.usb.buses[0].replay.as_ref().unwrap();
+        assert_eq!(r.file, std::path::Path::new("/tmp/x.pcapng"));
+        assert_eq!((r.speed.0, r.looping, r.after_ms), (1.0, false, 0));
+        let r = c.usb.buses[1].replay.as_ref().unwrap();
+        assert_eq!((r.speed.0, r.looping, r.after_ms), (2.5, true, 10));
+    }
+
+    #[test]
+    fn replay_errors_are_positioned() {
+        let (line, col, msg) =
+            err("usb:\n  buses:\n    - bus: 3\n      replay:\n        file: a\n        speed: 0\n");
+        // serde_yaml_ng places value errors at the mapping that holds them.
+        assert_eq!((line, col), (5, 9), "{msg}");
+        assert!(
+            msg.contains("usb.buses[0].replay: replay speed must be 0.001..=1000, got 0"),
+            "{msg}"
+        );
+        let (line, _, msg) = err(
+            "usb:\n  buses:\n    - bus: 3\n      replay:\n        file: a\n        lop: true\n",
+        );
+        assert_eq!(line, 6, "{msg}");
+        assert!(msg.contains("lop"), "{msg}");
+        let (line, _, msg) = err(
+            "usb:\n  buses:\n    - bus: 1\n    - bus: 3\n      replay: {file: a.pcap}\n      devices:\n        - {port: 1, kind: hid-mouse}\n",
+        );
+        assert!(line >= 2, "{msg}");
+        assert!(
+            msg.contains("buses[1]") && msg.contains("cannot also have devices"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::event::{EventKind, UrbEvent, XferType};
+use super::event::{DataCapture, EventKind, UrbEvent, XferType};
 use super::ring::{pkt_align, Ring, BUFF_DFL, BUFF_MAX, BUFF_MIN, CHUNK_SIZE, PKT_SIZE};
 use super::{MonReader, Registration, UsbMon};
 use crate::errno::{Errno, SysResult};
@@ -138,34 +138,9 @@ impl State {
             }
             return;
         }
-        let ndesc = if ev.xfer == XferType::Iso {
-            ev.iso.len().min(ISODESC_MAX)
-        } else {
-            0
-        };
-        let mut length = ev.length() as usize;
-        if ev.xfer == XferType::Iso && ev.kind == EventKind::Complete && ev.dir_in {
-            length = ev.iso[..ndesc]
-                .iter()
-                .filter(|d| d.length != 0)
-                .map(|d| (d.offset + d.length) as usize)
-                .max()
-                .unwrap_or(0);
-        }
-        length = length.min(ev.transfer_buffer_length as usize);
-        length = length.min(self.ring.size() / 5);
-        let mut flag_data = 0u8;
-        if ev.dir_in {
-            if ev.kind == EventKind::Submit {
-                length = 0;
-                flag_data = b'<';
-            }
-        } else if ev.kind == EventKind::Complete {
-            length = 0;
-            flag_data = b'>';
-        }
-        let lendesc = ndesc * 16;
-        let total = PKT_SIZE + lendesc + length;
+        let plan = capture_plan(ev, self.ring.size());
+        let lendesc = plan.ndesc * 16;
+        let total = PKT_SIZE + lendesc + plan.length;
         let off = if self.mapped {
             match self.ring.alloc_contiguous(total) {
                 Some((off, filler)) => {
@@ -184,45 +159,130 @@ impl State {
             self.dropped = self.dropped.wrapping_add(1);
             return;
         };
-        let mut copied = length;
-        if length != 0 && ev.data.is_none() {
-            flag_data = b'Z';
-            copied = 0;
-        }
-        let len_cap = (lendesc + copied) as u32;
-        let h = encode_header(ev, len_cap, flag_data, ndesc as u32);
+        let len_cap = (lendesc + plan.copied) as u32;
+        let h = encode_header(ev, len_cap, plan.flag_data, plan.ndesc as u32);
         self.ring.write_at(off, &h);
-        let mut at = (off + PKT_SIZE) % self.ring.size();
-        if ndesc != 0 {
-            let mut d = Vec::with_capacity(lendesc);
-            for desc in &ev.iso[..ndesc] {
-                d.extend_from_slice(&desc.status.to_ne_bytes());
-                d.extend_from_slice(&desc.offset.to_ne_bytes());
-                d.extend_from_slice(&desc.length.to_ne_bytes());
-                d.extend_from_slice(&0u32.to_ne_bytes());
-            }
-            self.ring.write_at(at, &d);
-            at = (at + lendesc) % self.ring.size();
+        let payload = encode_payload(ev, &plan);
+        if !payload.is_empty() {
+            self.ring
+                .write_at((off + PKT_SIZE) % self.ring.size(), &payload);
         }
-        if copied != 0 {
-            let data = ev.data.as_deref().unwrap_or(&[]);
-            if data.len() >= copied {
-                self.ring.write_at(at, &data[..copied]);
-            } else {
-                let mut v = data.to_vec();
-                v.resize(copied, 0);
-                self.ring.write_at(at, &v);
-            }
-        }
-        if copied < length {
+        if plan.copied < plan.length {
             // Return the unused aligned tail, as mon_buff_area_shrink does.
-            let delta = pkt_align(lendesc + length) - pkt_align(len_cap as usize);
+            let delta = pkt_align(lendesc + plan.length) - pkt_align(len_cap as usize);
             if delta > 0 {
                 self.ring.shrink(delta);
             }
         }
         self.mark_dirty(off, PKT_SIZE + len_cap as usize);
     }
+}
+
+/// What `mon_bin_event` decides for an event before it copies anything, for a
+/// reader whose ring holds `ring_size` bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CapturePlan {
+    /// ISO descriptors stored (at most [`ISODESC_MAX`]).
+    pub ndesc: usize,
+    /// Data bytes reserved in the ring.
+    pub length: usize,
+    /// Data bytes copied (fewer than `length` for a NULL or scatter-gather
+    /// buffer).
+    pub copied: usize,
+    /// `flag_data`.
+    pub flag_data: u8,
+}
+
+/// The capture rules of the binary interface (kernel-abi.md 2.3).
+pub fn capture_plan(ev: &UrbEvent, ring_size: usize) -> CapturePlan {
+    if ev.kind == EventKind::Error {
+        return CapturePlan {
+            ndesc: 0,
+            length: 0,
+            copied: 0,
+            flag_data: b'E',
+        };
+    }
+    let ndesc = if ev.xfer == XferType::Iso {
+        ev.iso.len().min(ISODESC_MAX)
+    } else {
+        0
+    };
+    let mut length = ev.length() as usize;
+    if ev.xfer == XferType::Iso && ev.kind == EventKind::Complete && ev.dir_in {
+        length = ev.iso[..ndesc]
+            .iter()
+            .filter(|d| d.length != 0)
+            .map(|d| d.offset as usize + d.length as usize)
+            .max()
+            .unwrap_or(0);
+    }
+    length = length.min(ev.transfer_buffer_length as usize);
+    length = length.min(ring_size / 5);
+    let mut flag_data = 0u8;
+    if ev.dir_in {
+        if ev.kind == EventKind::Submit {
+            length = 0;
+            flag_data = b'<';
+        }
+    } else if ev.kind == EventKind::Complete {
+        length = 0;
+        flag_data = b'>';
+    }
+    let mut copied = length;
+    if length != 0 {
+        match ev.data_capture {
+            DataCapture::Unmapped => {
+                flag_data = b'D';
+                copied = 0;
+            }
+            _ if ev.data.is_none() => {
+                flag_data = b'Z';
+                copied = 0;
+            }
+            DataCapture::Partial(n) => copied = copied.min(n as usize),
+            DataCapture::Full => {}
+        }
+    }
+    CapturePlan {
+        ndesc,
+        length,
+        copied,
+        flag_data,
+    }
+}
+
+/// The bytes after the 64-byte header: ISO descriptors, then the copied data
+/// (zero-filled past the end of `data`).
+pub fn encode_payload(ev: &UrbEvent, plan: &CapturePlan) -> Vec<u8> {
+    let mut d = Vec::with_capacity(plan.ndesc * 16 + plan.copied);
+    for desc in &ev.iso[..plan.ndesc] {
+        d.extend_from_slice(&desc.status.to_ne_bytes());
+        d.extend_from_slice(&desc.offset.to_ne_bytes());
+        d.extend_from_slice(&desc.length.to_ne_bytes());
+        d.extend_from_slice(&0u32.to_ne_bytes());
+    }
+    if plan.copied != 0 {
+        let data = ev.data.as_deref().unwrap_or(&[]);
+        let n = plan.copied.min(data.len());
+        d.extend_from_slice(&data[..n]);
+        d.resize(plan.ndesc * 16 + plan.copied, 0);
+    }
+    d
+}
+
+/// One event as a reader with a ring of `ring_size` bytes receives it through
+/// `MON_IOCX_GETX` or the mmap ring: the 64-byte header, then `len_cap`
+/// bytes (ISO descriptors and data). This is a `USB_LINUX_MMAPPED` (220)
+/// packet; its first 48 bytes and the payload are a `USB_LINUX` (189) one.
+pub fn encode_event(ev: &UrbEvent, ring_size: usize) -> Vec<u8> {
+    let plan = capture_plan(ev, ring_size);
+    let payload = encode_payload(ev, &plan);
+    let h = encode_header(ev, payload.len() as u32, plan.flag_data, plan.ndesc as u32);
+    let mut out = Vec::with_capacity(PKT_SIZE + payload.len());
+    out.extend_from_slice(&h);
+    out.extend_from_slice(&payload);
+    out
 }
 
 /// One open of `dev/usbmonN`.
@@ -451,7 +511,11 @@ impl BinReader {
                 l.input.push((arg, 24));
                 let alloc = u64_at(input, 16);
                 if input.len() >= 24 && alloc <= 0x1000_0000 {
-                    let hb = if cmd == ioc::GET { PKT_SZ_API0 } else { PKT_SZ_API1 };
+                    let hb = if cmd == ioc::GET {
+                        PKT_SZ_API0
+                    } else {
+                        PKT_SZ_API1
+                    };
                     l.output.push((u64_at(input, 0), hb as u64));
                     l.output.push((u64_at(input, 8), alloc));
                 }
@@ -460,7 +524,8 @@ impl BinReader {
                 l.input.push((arg, 16));
                 if input.len() >= 16 {
                     l.output.push((arg, 16));
-                    l.output.push((u64_at(input, 0), u32_at(input, 8) as u64 * 4));
+                    l.output
+                        .push((u64_at(input, 0), u32_at(input, 8) as u64 * 4));
                 }
             }
             _ => {}
@@ -574,6 +639,7 @@ mod tests {
             },
             iso: vec![],
             data: Some((0..len).map(|i| i as u8).collect::<Vec<u8>>().into()),
+            data_capture: Default::default(),
         }
     }
 

@@ -89,6 +89,25 @@ pub const URB_NO_INTERRUPT: u32 = 0x0080;
 /// -EINPROGRESS, the status of every `S` event.
 pub const EINPROGRESS: i32 = -115;
 
+/// How much of the transfer buffer usbmon can copy at the event. Simulated
+/// URBs have plain buffers ([`DataCapture::Full`]); the other cases come from
+/// replayed captures of real scatter-gather URBs (or of a reader whose ring
+/// cut the data), so that the formatters reproduce them exactly.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DataCapture {
+    /// The whole buffer is reachable (`data: None` still means a NULL buffer,
+    /// flag `'Z'`).
+    #[default]
+    Full,
+    /// Only the first N bytes are copied (a scatter-gather list that reaches
+    /// highmem, or the data limit of the reader that recorded a capture):
+    /// flag 0 and `len_cap` reduced, as `mon_bin_get_data` does.
+    Partial(u32),
+    /// The buffer is a scatter-gather list that cannot be copied at all:
+    /// flag `'D'`, nothing copied.
+    Unmapped,
+}
+
 /// One usbmon event. Fields hold what the URB holds at the callback; the
 /// formatters apply the capture rules (32 data bytes in text, 5 ISO descriptors,
 /// data flags), so producers never pre-truncate.
@@ -131,6 +150,8 @@ pub struct UrbEvent {
     /// The transfer buffer contents relevant to this event (OUT data on submit, IN
     /// data on completion); `None` means a NULL transfer buffer.
     pub data: Option<Arc<[u8]>>,
+    /// How much of `data` usbmon can copy (simulators: [`DataCapture::Full`]).
+    pub data_capture: DataCapture,
 }
 
 impl UrbEvent {

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
-use super::event::{EventKind, UrbEvent, XferType};
+use super::event::{DataCapture, EventKind, UrbEvent, XferType};
 use super::{MonReader, Registration, UsbMon};
 use crate::errno::{Errno, SysResult};
 use crate::vfs::{Caller, FileNode, OpenFile, OpenFlags, Waker, POLL_READABLE};
@@ -58,6 +58,9 @@ fn data_flag(ev: &UrbEvent, len: i64) -> u8 {
         }
     } else if ev.kind != EventKind::Submit {
         return b'>';
+    }
+    if ev.data_capture == DataCapture::Unmapped {
+        return b'D';
     }
     if ev.data.is_none() {
         return b'Z';
@@ -332,6 +335,7 @@ mod tests {
             setup: None,
             iso: vec![],
             data: Some(Arc::from(&[][..])),
+            data_capture: Default::default(),
         }
     }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::clock::Clock;
 use crate::config::{BusConfig, Controller, DeviceConfig, DeviceKind, ErrorConfig};
 use crate::usbmon::event::{
-    EventKind, IsoDesc, UrbEvent, UrbSink, XferType, EINPROGRESS, URB_DIR_IN,
+    DataCapture, EventKind, IsoDesc, UrbEvent, UrbSink, XferType, EINPROGRESS, URB_DIR_IN,
 };
 
 use super::descriptors::{self, Descriptors, Speed};
@@ -116,6 +116,8 @@ pub(crate) struct Device {
     pub gone: bool,
     pub xfers: u64,
     pub errors: ErrorConfig,
+    /// Faults injected at run time, applied to the next data transfers.
+    pub faults: std::collections::VecDeque<Fault>,
     /// The class driver's own URB (usbhid ctrl, usb-storage current_urb).
     pub class_tag: u64,
 }
@@ -139,6 +141,34 @@ pub(crate) enum Outcome {
     Stall,
     /// Completion -2 (ENOENT).
     Unlink,
+    /// Completion with a protocol error status: -71 (EPROTO, CRC/timeout) or
+    /// -75 (EOVERFLOW, babble).
+    Proto(i32),
+}
+
+impl Outcome {
+    /// The completion status of a failed transfer.
+    pub(crate) fn status(self) -> i32 {
+        match self {
+            Outcome::Stall => EPIPE,
+            Outcome::Unlink => ENOENT,
+            Outcome::Proto(st) => st,
+            Outcome::Ok | Outcome::SubmitError => 0,
+        }
+    }
+}
+
+/// A fault injected at run time into the next data transfer of a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Completion -32 (EPIPE).
+    Stall,
+    /// Completion -75 (EOVERFLOW).
+    Babble,
+    /// Completion -2 (ENOENT).
+    Unlink,
+    /// Submission fails (`E` event).
+    SubmitError,
     /// Completion -71 (EPROTO).
     Proto,
 }
@@ -494,6 +524,8 @@ pub(crate) enum Task {
     Storage(StorageTask),
     Iso(IsoTask),
     Flood(FloodTask),
+    /// A capture being replayed (`replay:` or a control command).
+    Replay(Box<super::replay::ReplayTask>),
 }
 
 impl Task {
@@ -535,6 +567,7 @@ impl Task {
             Task::Storage(t) => t.step(ctx, now),
             Task::Iso(t) => t.step(ctx, now),
             Task::Flood(t) => t.step(ctx, now),
+            Task::Replay(t) => t.step(ctx, now),
         }
     }
 }
@@ -604,6 +637,7 @@ impl Ctx {
             setup: urb.setup,
             iso: Vec::new(),
             data: None,
+            data_capture: DataCapture::Full,
         }
     }
 
@@ -682,6 +716,15 @@ impl Ctx {
             return Outcome::Ok;
         };
         d.xfers += 1;
+        if let Some(f) = d.faults.pop_front() {
+            return match f {
+                Fault::Stall => Outcome::Stall,
+                Fault::Babble => Outcome::Proto(-75),
+                Fault::Unlink => Outcome::Unlink,
+                Fault::SubmitError => Outcome::SubmitError,
+                Fault::Proto => Outcome::Proto(EPROTO),
+            };
+        }
         let n = d.xfers;
         let e = d.errors;
         let hit = |every: u32| every > 0 && n % every as u64 == 0;
@@ -692,7 +735,7 @@ impl Ctx {
         } else if hit(e.unlink_every) {
             Outcome::Unlink
         } else if hit(e.proto_error_every) {
-            Outcome::Proto
+            Outcome::Proto(EPROTO)
         } else {
             Outcome::Ok
         }
@@ -1113,6 +1156,7 @@ impl Ctx {
             gone: false,
             xfers: 0,
             errors: cfg.errors,
+            faults: Default::default(),
             class_tag,
         }));
         let powered = {
@@ -1376,6 +1420,7 @@ impl Bus {
             gone: false,
             xfers: 0,
             errors: ErrorConfig::default(),
+            faults: Default::default(),
             class_tag,
         };
         let ctx = Ctx {
@@ -1405,6 +1450,11 @@ impl Bus {
             pause_start: 0,
             realtime: false,
         };
+        if cfg.replay.is_some() {
+            // A replayed bus: the capture is its only traffic (no root hub
+            // enumeration or polling); UsbSim adds the replay task.
+            return bus;
+        }
         let c = &mut bus.ctx;
         for d in &cfg.devices {
             if d.plug_after_ms == 0 {
@@ -1493,6 +1543,13 @@ impl Bus {
         }
     }
 
+    /// Schedule a task from outside (a replay) at the current local time.
+    pub(crate) fn add_task(&mut self, task: Task) {
+        let now = self.request_time();
+        self.ctx.spawn(now, task);
+        self.flush_spawned(now);
+    }
+
     pub(crate) fn plug(&mut self, path: &[u8], cfg: &DeviceConfig) -> Result<(), String> {
         let now = self.request_time();
         let r = self.ctx.plug(path, cfg, now);
@@ -1505,5 +1562,23 @@ impl Bus {
         let r = self.ctx.unplug(path, now);
         self.flush_spawned(now);
         r
+    }
+
+    /// Make the next data transfer of the device at `path` end with `fault`.
+    pub(crate) fn inject(&mut self, path: &[u8], fault: Fault) -> Result<(), String> {
+        if path.is_empty() {
+            return Err("faults go to a device, not the root hub".into());
+        }
+        let id = self
+            .ctx
+            .find(path)
+            .ok_or_else(|| format!("no device at {path:?}"))?;
+        match self.ctx.dev_mut(id) {
+            Some(d) if !d.gone => {
+                d.faults.push_back(fault);
+                Ok(())
+            }
+            _ => Err(format!("the device at {path:?} is unplugged")),
+        }
     }
 }

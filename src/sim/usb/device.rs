@@ -373,8 +373,8 @@ impl HidTask {
                 ctx.complete(dev, tag, now, ENOENT, 0, None, Vec::new(), 0, 0);
                 Some(now + ctx.rng.range(50 * US, 300 * US))
             }
-            Outcome::Proto => {
-                ctx.complete(dev, tag, now, EPROTO, 0, None, Vec::new(), 0, 0);
+            o @ Outcome::Proto(_) => {
+                ctx.complete(dev, tag, now, o.status(), 0, None, Vec::new(), 0, 0);
                 Some(now + ctx.rng.range(10 * MS, 20 * MS))
             }
             Outcome::Ok | Outcome::SubmitError => {
@@ -653,11 +653,7 @@ impl StorageTask {
                         Some(now + ctx.rng.range(20 * US, 150 * US))
                     }
                     o => {
-                        let status = match o {
-                            Outcome::Stall => EPIPE,
-                            Outcome::Unlink => ENOENT,
-                            _ => EPROTO,
-                        };
+                        let status = o.status();
                         ctx.complete(d, tag, now, status, 0, None, Vec::new(), 0, 0);
                         self.recover(ctx, now)
                     }
@@ -708,7 +704,7 @@ impl StorageTask {
                         Some(now + ctx.rng.range(50 * US, 300 * US))
                     }
                     o => {
-                        let status = if o == Outcome::Unlink { ENOENT } else { EPROTO };
+                        let status = o.status();
                         ctx.complete(d, tag, now, status, 0, None, Vec::new(), 0, 0);
                         self.recover(ctx, now)
                     }
@@ -767,7 +763,7 @@ impl StorageTask {
                         Some(now + ctx.rng.range(50 * US, 300 * US))
                     }
                     o => {
-                        let status = if o == Outcome::Unlink { ENOENT } else { EPROTO };
+                        let status = o.status();
                         ctx.complete(d, tag, now, status, 0, None, Vec::new(), 0, 0);
                         self.recover(ctx, now)
                     }
@@ -916,7 +912,7 @@ impl IsoTask {
     fn submit(&mut self, ctx: &mut Ctx, idx: usize, now: u64) {
         let mut outcome = ctx.take_error(self.dev);
         if outcome == Outcome::Stall {
-            outcome = Outcome::Proto; // isochronous endpoints do not stall
+            outcome = Outcome::Proto(EPROTO); // isochronous endpoints do not stall
         }
         let dur = self.npk as u64 * self.pkt_ns;
         let start = self.next_start.max(now + self.pkt_ns);
@@ -975,17 +971,17 @@ impl IsoTask {
                     .collect();
                 ctx.complete(self.dev, tag, now, ENOENT, 0, None, iso, frame, 0);
             }
-            Outcome::Ok | Outcome::Proto | Outcome::Stall => {
+            Outcome::Ok | Outcome::Proto(_) | Outcome::Stall => {
                 let (data, mut lens) = if self.video {
                     let (b, l) = self.video_buffer(ctx, start);
                     (Some(Arc::from(b)), l)
                 } else {
                     (self.slots[idx].out.take(), vec![pl; self.npk as usize])
                 };
-                let bad = if outcome == Outcome::Proto {
+                let bad = if let Outcome::Proto(st) = outcome {
                     let b = ctx.rng.below(self.npk as u64) as usize;
                     lens[b] = 0;
-                    Some(b)
+                    Some((b, st))
                 } else {
                     None
                 };
@@ -993,7 +989,10 @@ impl IsoTask {
                     .iter()
                     .enumerate()
                     .map(|(i, &l)| IsoDesc {
-                        status: if Some(i) == bad { EPROTO } else { 0 },
+                        status: match bad {
+                            Some((b, st)) if b == i => st,
+                            _ => 0,
+                        },
                         offset: i as u32 * pl,
                         length: l,
                     })
@@ -1116,8 +1115,8 @@ impl FloodTask {
                 Outcome::Unlink => {
                     ctx.complete(d, urb.tag, now, ENOENT, 0, None, Vec::new(), 0, 0);
                 }
-                Outcome::Proto => {
-                    ctx.complete(d, urb.tag, now, EPROTO, 0, None, Vec::new(), 0, 0);
+                o @ Outcome::Proto(_) => {
+                    ctx.complete(d, urb.tag, now, o.status(), 0, None, Vec::new(), 0, 0);
                 }
             }
             self.phase = (self.phase + 1) % 4;

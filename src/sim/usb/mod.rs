@@ -39,6 +39,7 @@ mod bus;
 mod descriptors;
 mod device;
 mod devices;
+pub mod replay;
 mod rng;
 #[cfg(test)]
 mod tests;
@@ -48,10 +49,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use crate::clock::Clock;
-use crate::config::{DeviceConfig, UsbConfig};
+use crate::config::{DeviceConfig, ReplayConfig, UsbConfig};
 use crate::usbmon::event::UrbSink;
 
 use bus::Bus;
+pub use bus::Fault;
 
 /// Most steps a bus thread runs before releasing its lock.
 const BATCH: usize = 4096;
@@ -61,6 +63,10 @@ const MAX_SLEEP_NS: u64 = 5_000_000;
 struct BusShared {
     num: u16,
     bus: Mutex<Bus>,
+    /// The bus's current (or last) replay.
+    replay: Mutex<Option<Arc<replay::ReplayHandle>>>,
+    /// Configured with `replay:`: no simulated devices, ever.
+    replay_only: bool,
 }
 
 impl BusShared {
@@ -89,9 +95,18 @@ impl UsbSim {
             .buses
             .iter()
             .map(|b| {
+                let mut bus = Bus::new(b, seed, clock.clone(), sink.clone());
+                let replay = b.replay.as_ref().map(|r| {
+                    let h = replay::ReplayHandle::new(&r.file);
+                    let task = replay::ReplayTask::new(r.clone(), h.clone(), None);
+                    bus.add_task(bus::Task::Replay(Box::new(task)));
+                    h
+                });
                 Arc::new(BusShared {
                     num: b.bus.0,
-                    bus: Mutex::new(Bus::new(b, seed, clock.clone(), sink.clone())),
+                    bus: Mutex::new(bus),
+                    replay: Mutex::new(replay),
+                    replay_only: b.replay.is_some(),
                 })
             })
             .collect();
@@ -182,8 +197,15 @@ impl UsbSim {
         for b in &self.buses {
             {
                 let mut g = b.lock();
-                // Continue from where the bus is: its local time now.
-                g.ctx.offset = self.clock.sim_now().saturating_sub(g.cur);
+                // Continue from where the bus is: its local time now. With a
+                // deterministic clock the bus's time is simulation time itself
+                // (it catches up at once), so when the threads happened to
+                // start leaves no trace in the timestamps.
+                g.ctx.offset = if self.clock.deterministic() {
+                    0
+                } else {
+                    self.clock.sim_now().saturating_sub(g.cur)
+                };
                 g.realtime = true;
                 if g.paused {
                     g.pause_start = self.clock.sim_now();
@@ -250,12 +272,63 @@ impl UsbSim {
     /// Hot-plug a device on `bus` at `port_path` (e.g. [3] = root port 3,
     /// [4,1] = port 1 of the hub on root port 4).
     pub fn plug(&self, bus: u16, port_path: &[u8], dev: &DeviceConfig) -> Result<(), String> {
-        self.bus(bus)?.lock().plug(port_path, dev)
+        let b = self.bus(bus)?;
+        if b.replay_only {
+            return Err(format!(
+                "bus {bus} replays a capture (replay: in the config): it has no simulated devices"
+            ));
+        }
+        b.lock().plug(port_path, dev)
     }
 
     /// Unplug the device at `port_path` on `bus` (and everything below it).
     pub fn unplug(&self, bus: u16, port_path: &[u8]) -> Result<(), String> {
         self.bus(bus)?.lock().unplug(port_path)
+    }
+
+    /// Make the next data transfer of the device at `port_path` on `bus` end
+    /// with `fault` (stall, babble, unlink, submit error, protocol error).
+    pub fn inject(&self, bus: u16, port_path: &[u8], fault: Fault) -> Result<(), String> {
+        self.bus(bus)?.lock().inject(port_path, fault)
+    }
+
+    /// Start replaying a capture on `bus`, replacing its current replay. The
+    /// file is loaded and checked first: a truncated or corrupt capture is an
+    /// error naming the file and byte offset, and changes nothing.
+    pub fn replay_start(&self, bus: u16, cfg: &ReplayConfig) -> Result<(), String> {
+        let b = self.bus(bus)?;
+        let cap = replay::Capture::load(&cfg.file).map_err(|e| e.to_string())?;
+        let h = replay::ReplayHandle::new(&cfg.file);
+        let task = replay::ReplayTask::new(cfg.clone(), h.clone(), Some(Arc::new(cap)));
+        let mut g = b.lock();
+        let mut cur = b.replay.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = cur.take() {
+            old.stop();
+        }
+        g.add_task(bus::Task::Replay(Box::new(task)));
+        *cur = Some(h);
+        Ok(())
+    }
+
+    /// Stop the replay of `bus`. Err if the bus has none running.
+    pub fn replay_stop(&self, bus: u16) -> Result<(), String> {
+        let b = self.bus(bus)?;
+        let _g = b.lock();
+        let cur = b.replay.lock().unwrap_or_else(|e| e.into_inner());
+        match cur.as_ref() {
+            Some(h) if h.active() => {
+                h.stop();
+                Ok(())
+            }
+            _ => Err(format!("no replay is running on bus {bus}")),
+        }
+    }
+
+    /// The status of the current (or last) replay of `bus`, if it had one.
+    pub fn replay_status(&self, bus: u16) -> Result<Option<replay::ReplayStatus>, String> {
+        let b = self.bus(bus)?;
+        let cur = b.replay.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(cur.as_ref().map(|h| h.status()))
     }
 
     /// Events produced so far on `bus`.
