@@ -1,0 +1,460 @@
+#!/usr/bin/python3
+"""Compare what the kernel-vm guest collected from the real kernel's usbmon
+(kernel/) with what monfs gave through CUSE (cuse/) and FUSE (fuse/).
+
+Structure is compared, not values: device nodes, ioctl transcripts, the `u`
+text grammar, binary header fields and flags, the setup packets of each
+device's enumeration, tcpdump's link type. Writes a report (one line per
+check: PASS, FAIL or INFO, with details) and exits 1 when a check failed.
+
+    compare.py [--allow-no-cuse] GUEST_DIR REPORT
+"""
+import os
+import re
+import sys
+from collections import OrderedDict
+
+args = [a for a in sys.argv[1:] if not a.startswith("--")]
+ALLOW_NO_CUSE = "--allow-no-cuse" in sys.argv
+if len(args) != 2:
+    sys.exit(__doc__)
+G, REPORT = args
+results = []  # (status, item, detail)
+
+
+def res(status, item, detail=""):
+    results.append((status, item, detail))
+
+
+def check(ok, item, detail=""):
+    res("PASS" if ok else "FAIL", item, detail)
+    return ok
+
+
+def path(*p):
+    return os.path.join(G, *p)
+
+
+def read(*p):
+    try:
+        with open(path(*p), errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def lines(*p):
+    t = read(*p)
+    return None if t is None else [ln for ln in t.split("\n") if ln != ""]
+
+
+def rc(*p):
+    t = read(*p)
+    return None if t is None else int(t.strip() or -1)
+
+
+def write_report_and_exit():
+    nfail = sum(1 for r in results if r[0] == "FAIL")
+    with open(REPORT, "w") as f:
+        f.write("monfs kernel-vm comparison (%s)\n" % (read("info.txt") or "").strip())
+        f.write("%d checks: %d PASS, %d FAIL, %d INFO\n\n" % (
+            len(results), sum(r[0] == "PASS" for r in results), nfail, sum(r[0] == "INFO" for r in results)))
+        for st, item, detail in results:
+            f.write("%-4s %s\n" % (st, item))
+            if detail:
+                f.write("     %s\n" % detail)
+    with open(REPORT) as f:
+        sys.stdout.write(f.read())
+    sys.exit(1 if nfail else 0)
+
+
+# ------------------------------------------------------------------ user_events (custom kernel)
+if "--user-events" in sys.argv:
+    for ln in lines("errors.txt") or []:
+        res("FAIL", "guest: " + ln)
+    prods = sorted(f[:-4] for f in os.listdir(path("kernel")) if f.startswith("user_events_producer") and f.endswith(".txt")) \
+        if os.path.isdir(path("kernel")) else []
+    check(bool(prods), "user_events producers ran", ", ".join(prods))
+
+    def fmt_fields(t):  # the field lines of a format file, without offsets' values kept
+        return [re.sub(r"\s+", " ", ln.strip()) for ln in (t or "").split("\n") if ln.strip().startswith("field:")]
+
+    for p in prods:
+        k, m = read("kernel", p + ".txt") or "", read("fuse", p + ".txt") or ""
+        kr, mr = rc("kernel", p + ".txt.rc"), rc("fuse", p + ".txt.rc")
+        kerr, merr = (read("kernel", p + ".txt.err") or "").strip(), (read("fuse", p + ".txt.err") or "").strip()
+        check(kr == mr, "%s: same exit status" % p, "kernel %s %r, monfs %s %r" % (kr, kerr[:120], mr, merr[:120]))
+        shape = lambda t: re.sub(r"\d+", "N", t.strip())
+        check(shape(k) == shape(m), "%s: same output shape" % p, "kernel %r, monfs %r" % (k.strip(), m.strip()))
+        for side, t in (("kernel", k), ("fuse", m)):
+            w = re.search(r"writes=(\d+) skipped=(\d+)", t)
+            if kr == 0:
+                check(w is not None and int(w.group(1)) > 0 and int(w.group(2)) > 0,
+                      "%s %s: writes while enabled, skips while disabled" % (side, p), w.group(0) if w else t.strip())
+        kf, mf = fmt_fields(read("kernel", p + ".format")), fmt_fields(read("fuse", p + ".format"))
+        check(kf == mf, "%s: the event's format fields" % p, "kernel %s || monfs %s" % (kf, mf))
+        kd, md = (read("kernel", p + ".dynamic_events") or "").strip(), (read("fuse", p + ".dynamic_events") or "").strip()
+        check(kd == md, "%s: dynamic_events while registered" % p, "kernel %r, monfs %r" % (kd, md))
+        tl = lambda t: [re.sub(r"^.*?: ", "", ln) for ln in (t or "").split("\n") if "example_" in ln]
+        kt, mt = tl(read("kernel", p + ".trace")), tl(read("fuse", p + ".trace"))
+        check(bool(kt) == bool(mt) and {re.sub(r"\d+", "N", x) for x in kt} == {re.sub(r"\d+", "N", x) for x in mt},
+              "%s: trace lines (event: fields) have the same shape" % p,
+              "kernel %d lines e.g. %r, monfs %d lines e.g. %r" % (len(kt), kt[:1], len(mt), mt[:1]))
+    write_report_and_exit()
+
+# ------------------------------------------------------------------ sides
+cuse_ran = os.path.isdir(path("cuse")) and os.path.exists(path("cuse", "ioctl1.txt"))
+SIDES = ["fuse"] + (["cuse"] if cuse_ran else [])
+
+# ------------------------------------------------------------------ guest errors
+for ln in lines("errors.txt") or []:
+    if "no 'mount --cuse'" in ln and ALLOW_NO_CUSE:
+        res("INFO", "guest: " + ln, "allowed by --allow-no-cuse")
+    else:
+        res("FAIL", "guest: " + ln)
+if not cuse_ran:
+    if ALLOW_NO_CUSE:
+        res("INFO", "CUSE checks", "not run (--no-cuse --allow-no-cuse)")
+    else:
+        res("FAIL", "CUSE checks", "monfs's CUSE devices were not tested")
+
+# ------------------------------------------------------------------ device nodes
+NODE = re.compile(r"^(\S+) (character special file|regular file|regular empty file) ([0-9a-f]+):([0-9a-f]+) (\d+)$")
+
+
+def nodes(side):
+    out = {}
+    for ln in lines(side, "nodes.txt") or []:
+        m = NODE.match(ln)
+        if m:
+            out[os.path.basename(m.group(1))] = (m.group(2), int(m.group(3), 16), int(m.group(4), 16), m.group(5))
+        else:
+            out[ln.split()[0]] = None
+    return out
+
+
+kn = nodes("kernel")
+for b in (0, 1):
+    n = kn.get("usbmon%d" % b)
+    check(n is not None and n[0] == "character special file" and n[2] == b and n[3] == "600",
+          "kernel /dev/usbmon%d: char device, minor %d, mode 0600" % (b, b), str(n))
+if cuse_ran:
+    cn = nodes("cuse")
+    for b in (0, 1):
+        n, k = cn.get("usbmon%d" % b), kn.get("usbmon%d" % b)
+        check(n is not None and n[0] == "character special file" and n[2] == b and n[3] == "600",
+              "CUSE /dev/usbmon%d: char device, minor %d, mode 0600 like the kernel's" % (b, b),
+              "monfs %s, kernel %s" % (n, k))
+        if n and k:
+            res("PASS" if n[1] == k[1] else "INFO", "CUSE /dev/usbmon%d major" % b,
+                "monfs %d, kernel %d (the kernel's is dynamic: alloc_chrdev_region)" % (n[1], k[1]))
+    n = cn.get("monreader")
+    check(n is not None and n[0] == "character special file" and n[3] == "600",
+          "CUSE /dev/monreader: char device, mode 0600", str(n))
+fnodes = nodes("fuse")
+for b in (0, 1):
+    n = fnodes.get("usbmon%d" % b)
+    check(n is not None and n[3] == "600", "FUSE dev/usbmon%d: mode 0600" % b, str(n))
+
+# ------------------------------------------------------------------ ioctl transcripts
+# Lines whose answer depends on whether events are queued (monfs's devices
+# make traffic all the time, the kernel's idle qemu devices none).
+TRAFFIC = ("URB_LEN(empty)", "STATS", "GETX(nonblock, empty)", "MFETCH(nonblock, empty)",
+           "read(nonblock, empty)", "MFLUSH(5) empty")
+# CUSE has no mmap: these lines must show it (ENODEV), and then the ring is
+# not mapped, so resizing "while mapped" succeeds.
+CUSE_MMAP = OrderedDict([
+    ("mmap(PROT_READ, MAP_SHARED)", "-1 errno=19"),
+    ("mmap(PROT_WRITE, MAP_SHARED, O_RDONLY fd)", "-1 errno=19"),
+    ("RING_SIZE(65536) while mapped", "0"),
+    ("RING_SIZE? while mapped", "65536"),
+    ("mprotect(PROT_WRITE)", None),  # on MAP_FAILED: whatever mprotect says; not usbmon's
+    ("mmap(MAP_PRIVATE)", "-1 errno=19"),
+])
+
+
+def transcript(side, b):
+    t = lines(side, "ioctl%d.txt" % b)
+    if t is None:
+        return None
+    return OrderedDict((ln.split(" -> ")[0], ln.split(" -> ", 1)[1] if " -> " in ln else "")
+                       for ln in t)
+
+
+for b in (0, 1):
+    k = transcript("kernel", b)
+    if not check(k is not None and len(k) >= 40, "kernel usbmon_ioctl /dev/usbmon%d ran" % b,
+                 "%s lines" % (len(k) if k else None)):
+        continue
+    for side in SIDES:
+        m = transcript(side, b)
+        if m is None:
+            res("FAIL", "%s usbmon_ioctl usbmon%d" % (side, b), "no transcript")
+            continue
+        diffs, explained = [], []
+        for key in list(k.keys()) + [x for x in m if x not in k]:
+            kv, mv = k.get(key), m.get(key)
+            if side == "cuse" and key in CUSE_MMAP:
+                want = CUSE_MMAP[key]
+                if want is not None and mv != want:
+                    diffs.append("%s: monfs %r, want %r on CUSE (kernel's own device: %r)" % (key, mv, want, kv))
+                elif kv != mv:
+                    explained.append(key)
+                continue
+            if kv == mv:
+                continue
+            if key in TRAFFIC:
+                explained.append(key)
+                continue
+            diffs.append("%s: kernel %r, monfs %r" % (key, kv, mv))
+        detail = "; ".join(diffs) if diffs else "%d lines identical" % (len(k) - len(explained))
+        if explained:
+            detail += " (differing as explained: %s)" % ", ".join(explained)
+        check(not diffs, "ioctl transcript %s usbmon%d == kernel" % (side.upper(), b), detail)
+
+# ------------------------------------------------------------------ u text grammar
+HEX = r"[0-9a-f]"
+U_LINE = re.compile(
+    r"^(?P<tag>[0-9a-f]{1,16}) (?P<ts>\d+) (?P<ev>[SCE]) (?P<t>[CIBZ])(?P<d>[io]):(?P<bus>\d+):(?P<dev>\d{3}):(?P<ep>\d+)"
+    r"(?P<mid>( s %s{2} %s{2} %s{4} %s{4} %s{4})|( -?\d+(:-?\d+)*)( \d+( -?\d+:\d+:\d+)*)?)"
+    r" (?P<len>\d+)(?P<data>( [<>])| =( %s{2,8})+)?$" % ((HEX,) * 6))
+
+
+def u_grammar(ls):
+    """Return (number of lines, list of problems)."""
+    bad = []
+    for ln in ls:
+        m = U_LINE.match(ln)
+        if not m:
+            bad.append("grammar: " + ln)
+            continue
+        t, ev, mid = m.group("t"), m.group("ev"), m.group("mid")
+        if mid.startswith(" s") and not (t == "C" and ev == "S" or ev == "E"):
+            bad.append("setup on a non-control-submission: " + ln)
+        if t == "C" and ev == "S" and not mid.startswith(" s"):
+            bad.append("control submission without setup: " + ln)
+        if t == "I" and not re.match(r"^ -?\d+:\d+$", mid):
+            bad.append("interrupt without status:interval: " + ln)
+        if t in "BC" and not mid.startswith(" s") and not re.match(r"^ -?\d+$", mid):
+            bad.append("bulk/control without a plain status: " + ln)
+        data = m.group("data") or ""
+        if data.startswith(" ="):
+            words = data[3:].split(" ")
+            if any(len(w) % 2 for w in words) or any(len(w) != 8 for w in words[:-1]):
+                bad.append("data words: " + ln)
+            nbytes = sum(len(w) // 2 for w in words)
+            if nbytes > min(int(m.group("len")), 32):
+                bad.append("more data than length (or 32): " + ln)
+        if int(m.group("dev")) > 127 or int(m.group("ep")) > 15:
+            bad.append("device/endpoint out of range: " + ln)
+    return len(ls), bad
+
+
+TEXTS = [("0u_enum.txt", "0u during enumeration"), ("1u.txt", "1u during traffic"),
+         ("read.txt", "usbmon_read read"), ("get.txt", "usbmon_read get (MON_IOCX_GET)"),
+         ("getx.txt", "usbmon_read getx (MON_IOCX_GETX)"), ("mmap.txt", "usbmon_mmap (mmap + MFETCH)")]
+for side in ["kernel"] + SIDES:
+    for fn, what in TEXTS:
+        ls = lines(side, fn)
+        if side == "cuse" and fn == "mmap.txt":
+            err = read(side, fn + ".err") or ""
+            check(rc(side, fn + ".rc") == 1 and "No such device" in err,
+                  "CUSE usbmon_mmap: mmap fails with ENODEV (CUSE has no mmap)", err.strip()[:200])
+            continue
+        if side == "cuse" and fn == "0u_enum.txt":
+            continue  # the text files are FUSE's; checked under fuse
+        if ls is None:
+            res("FAIL", "%s %s" % (side, what), "no output")
+            continue
+        n, bad = u_grammar(ls)
+        if fn in ("read.txt", "get.txt", "getx.txt", "mmap.txt"):
+            r = rc(side, fn + ".rc")
+            check(r == 0 and n == 60, "%s %s: 60 events, exit 0" % (side, what),
+                  "%d lines, exit %s %s" % (n, r, (read(side, fn + ".err") or "").strip()[:200]))
+        check(n > 0 and not bad, "%s %s: every line matches the u grammar" % (side, what),
+              "%d lines; %s" % (n, "; ".join(bad[:5]) if bad else "all match"))
+
+# ------------------------------------------------------------------ binary headers
+HDR = re.compile(r"(\w+)=(\S+)")
+
+
+def headers(side, fn):
+    out = []
+    for ln in lines(side, fn) or []:
+        if ln.startswith("id="):
+            d = dict(HDR.findall(ln))
+            for k_ in list(d):
+                if k_ not in ("id", "setup", "xfer_flags", "tail"):
+                    d[k_] = int(d[k_])
+            out.append(d)
+    return out
+
+
+def combo(h):
+    return (chr(h["type"]), "ZICB"[h["xfer"]], "i" if h["ep"] & 0x80 else "o",
+            h["flag_setup"], h["flag_data"], h["len_cap"] > 0, h["length"] > 0)
+
+
+def hdr_checks(hs, getx, bus):
+    bad = []
+    ids = set()
+    for h in hs:
+        s = "id=%s %s" % (h["id"], combo(h))
+        if chr(h["type"]) not in "SCE":
+            bad.append("type " + s)
+        if h["xfer"] > 3 or (h["ep"] & 0x7f) > 15 or h["dev"] > 127:
+            bad.append("xfer/ep/dev range " + s)
+        if bus is not None and h["bus"] != bus:
+            bad.append("busnum %d " % h["bus"] + s)
+        if not 0 <= h["ts_usec"] < 1000000:
+            bad.append("ts_usec " + s)
+        if h["len_cap"] > h["length"] and h["xfer"] != 0:
+            bad.append("len_cap > length " + s)
+        if chr(h["type"]) == "S" and h["status"] != -115:
+            bad.append("submission status %d " % h["status"] + s)
+        is_ctrl_s = chr(h["type"]) == "S" and h["xfer"] == 2
+        if (h["flag_setup"] == 0) != is_ctrl_s:
+            bad.append("flag_setup %d " % h["flag_setup"] + s)
+        if not is_ctrl_s and h["flag_setup"] != ord("-"):
+            bad.append("flag_setup not '-' " + s)
+        if getx and h["xfer"] != 0 and (h["ndesc"] != 0 or h["start_frame"] != 0):
+            bad.append("ndesc/start_frame on non-iso " + s)
+        if not getx and h.get("tail") != "a5a5a5a5":
+            bad.append("MON_IOCX_GET wrote past 48 bytes " + s)
+        if chr(h["type"]) == "S":
+            ids.add(h["id"])
+    return bad
+
+
+def flags_of(hs):
+    return {h["xfer_flags"] for h in hs}
+
+
+for fn, getx, bus, what in [("hdr0_enum.txt", True, None, "/dev/usbmon0 GETX during enumeration"),
+                            ("hdr_getx.txt", True, 1, "/dev/usbmon1 GETX (64-byte headers)"),
+                            ("hdr_get.txt", False, 1, "/dev/usbmon1 GET (48-byte headers)")]:
+    kh = headers("kernel", fn)
+    kbad = hdr_checks(kh, getx, bus)
+    check(kh and not kbad, "kernel %s: header fields in range" % what,
+          "%d events; %s" % (len(kh), "; ".join(kbad[:4]) or "ok"))
+    kcombos = {combo(h) for h in kh}
+    for side in SIDES:
+        mh = headers(side, fn)
+        mbad = hdr_checks(mh, getx, bus)
+        check(mh and not mbad, "%s %s: header fields in range" % (side, what),
+              "%d events; %s" % (len(mh), "; ".join(mbad[:4]) or "ok"))
+        # (type, xfer type, direction, flag_setup, flag_data, data captured,
+        # length>0): every combination monfs gives for a (type, xfer, dir)
+        # the kernel showed must be one the kernel gave too.
+        seen_keys = {c[:3] for c in kcombos}
+        extra = sorted({combo(h) for h in mh if combo(h)[:3] in seen_keys} - kcombos)
+        unverified = sorted({combo(h)[:3] for h in mh} - seen_keys)
+        check(not extra, "%s %s: flag combinations the kernel also produces" % (side, what),
+              ("monfs-only: %s" % extra if extra else "%d combinations" % len({combo(h) for h in mh}))
+              + ("; kinds the kernel did not show in this run: %s" % unverified if unverified else ""))
+        if getx:
+            kf = {}
+            for h in kh:
+                kf.setdefault(combo(h)[1:3], set()).add(h["xfer_flags"])
+            mf = {}
+            for h in mh:
+                mf.setdefault(combo(h)[1:3], set()).add(h["xfer_flags"])
+            dif = {k_: (sorted(kf[k_]), sorted(v)) for k_, v in mf.items() if k_ in kf and not v <= kf[k_]}
+            check(not dif, "%s %s: xfer_flags values the kernel also uses, per (type, dir)" % (side, what),
+                  "differ, (kernel, monfs): %s" % dif if dif else "subset of the kernel's")
+
+# ------------------------------------------------------------------ enumeration
+T_LINE = re.compile(r"^T:\s+Bus=(\d+) Lev=(\d+) Prnt=(\d+) Port=(\d+) Cnt=\d+ Dev#=\s*(\d+) Spd=(\S+)")
+
+
+def usb_devices(side):
+    out, cur = {}, None
+    for ln in lines(side, "devices.txt") or []:
+        m = T_LINE.match(ln)
+        if m:
+            bus, lev, _, port, dev, spd = m.groups()
+            cur = {"bus": int(bus), "lev": int(lev), "port": int(port) + 1, "dev": int(dev), "speed": spd}
+            out[(int(bus), int(dev))] = cur
+        elif cur is not None and ln.startswith("S:  Product="):
+            cur["product"] = ln.split("=", 1)[1]
+        elif cur is not None and ln.startswith("P:  Vendor="):
+            cur["id"] = ln.split("Vendor=")[1][:4] + ":" + ln.split("ProdID=")[1][:4]
+    return out
+
+
+def setups(side, fn="0u_enum.txt"):
+    seq = {}
+    for ln in lines(side, fn) or []:
+        f = ln.split(" ")
+        if len(f) > 10 and f[2] == "S" and f[4] == "s":
+            _, bus, dev, ep = f[3].split(":")
+            if ep == "0":
+                seq.setdefault((int(bus), int(dev)), []).append(" ".join(f[5:10]))
+    return seq
+
+
+kdev, ks = usb_devices("kernel"), setups("kernel")
+mdev, ms = usb_devices("fuse"), setups("fuse")
+kby = {(d["bus"], d["port"]): d for d in kdev.values() if d["lev"] == 1}
+mby = {(d["bus"], d["port"]): d for d in mdev.values() if d["lev"] == 1}
+check(len(kby) == 3, "kernel: three qemu devices enumerated", str(sorted(kby)))
+check(len(mby) == 3, "monfs: three simulated devices enumerated", str(sorted(mby)))
+for bp in sorted(set(kby) | set(mby)):
+    kd, md = kby.get(bp), mby.get(bp)
+    name = (kd or md).get("product", "?")
+    if not kd or not md:
+        res("FAIL", "enumeration of bus %d port %d (%s)" % (bp + (name,)), "present only in %s" % ("kernel" if kd else "monfs"))
+        continue
+    check(kd.get("id") == md.get("id") and kd.get("product") == md.get("product"),
+          "device on bus %d port %d: same ids and product string" % bp,
+          "kernel %s %r, monfs %s %r" % (kd.get("id"), kd.get("product"), md.get("id"), md.get("product")))
+    check(kd["speed"] == md["speed"], "device %r: same speed" % name,
+          "kernel Spd=%s, monfs Spd=%s" % (kd["speed"], md["speed"]))
+    kseq, mseq = ks.get((kd["bus"], kd["dev"]), []), ms.get((md["bus"], md["dev"]), [])
+    if kseq == mseq:
+        res("PASS", "enumeration of %r: the same %d setup packets in order" % (name, len(kseq)), " | ".join(kseq))
+    else:
+        import difflib
+        d = [x for x in difflib.unified_diff(kseq, mseq, "kernel", "monfs", n=0, lineterm="")
+             if not x.startswith(("---", "+++"))]
+        res("FAIL", "enumeration of %r: setup packets differ" % name,
+            "kernel: %s || monfs: %s || diff: %s" % (" | ".join(kseq), " | ".join(mseq), " ".join(d)))
+kz = len(ks.get((1, 0), []))
+mz = len(ms.get((1, 0), []))
+check(kz == mz, "GET_DESCRIPTOR(64) to address 0 before addressing (bus 1)",
+      "kernel %d, monfs %d (one per device expected with xHCI)" % (kz, mz))
+kr = ks.get((1, 1), [])
+mr = ms.get((1, 1), [])
+res("INFO", "root hub 1 requests (monfs starts its root hubs before a capture can open, so not compared)",
+    "kernel %d: %s || monfs %d: %s" % (len(kr), " | ".join(kr[:40]), len(mr), " | ".join(mr[:40])))
+
+# ------------------------------------------------------------------ tcpdump
+for side, want in [("kernel", None)] + ([("cuse", "189")] if cuse_ran else []):
+    lt = (read(side, "tcpdump.linktype") or "").strip()
+    n = len(lines(side, "tcpdump.txt") or [])
+    err = (read(side, "tcpdump.out.err") or "").strip().replace("\n", " / ")
+    if want:
+        check(lt == want, "CUSE: tcpdump -i usbmon1 uses libpcap's read path (linktype 189)", "linktype %s; %s" % (lt, err))
+    else:
+        res("INFO", "kernel: tcpdump -i usbmon1 link type", "%s (220 = mmap path); %s" % (lt, err))
+    check(n > 0 and rc(side, "tcpdump.r.rc") == 0, "%s: tcpdump captured and tcpdump -r decodes it" % side,
+          "%d packets decoded" % n)
+
+# ------------------------------------------------------------------ stat files, usb/devices
+STAT = re.compile(r"^nreaders \d+ events \d+ text_lost \d+$")
+for side in ("kernel", "fuse"):
+    for fn, how in (("stats_files_read.txt", "read(2) (dd)"), ("stats_files.txt", "busybox cat (sendfile)")):
+        t = read(side, fn) or ""
+        parts = re.split(r"^--- .*$", t, flags=re.M)[1:]
+        bad = [p.strip() for p in parts if not STAT.match(p.strip())]
+        check(parts and not bad, "%s Ns files read with %s: one 'nreaders N events N text_lost N' line" % (side, how),
+              "%d files; bad: %r" % (len(parts), bad[:3]))
+
+# monreader: no kernel counterpart on x86; CUSE and FUSE must both deliver sets
+for side in SIDES:
+    t = read(side, "monreader.txt") or ""
+    check(rc(side, "monreader.txt.rc") == 0 and re.search(r"^END sets=2 ", t, re.M) is not None,
+          "%s monreader_tool: 2 complete data sets" % side, (t.strip().split("\n") or [""])[-1])
+
+# ------------------------------------------------------------------ report
+write_report_and_exit()

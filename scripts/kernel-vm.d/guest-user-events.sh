@@ -1,0 +1,40 @@
+# kernel-vm guest, custom kernel (CONFIG_USER_EVENTS=y): run the
+# user_events producers (examples/user_events_producer*.c) against the
+# kernel's tracefs (/out/kernel) and monfs's (/out/fuse). Sourced by guest.sh.
+if [ -z "$UE_PRODUCERS" ]; then
+	err "user_events: no examples/user_events_producer*.c in the tree; nothing to compare"
+	return 0 2>/dev/null || exit 0
+fi
+
+ue_side() { # ue_side OUTDIR TRACINGDIR
+	_d=$1; _t=$2
+	mkdir -p $_d
+	ls -la $_t/user_events_data $_t/user_events_status $_t/dynamic_events > $_d/ue_files.txt 2>&1
+	for p in $UE_PRODUCERS; do
+		echo > $_t/trace 2>/dev/null
+		# 40 iterations 50 ms apart; the event is enabled from 0.7 s to 1.4 s
+		bg prod "$_d/$p.txt" $p $_t 40 50
+		sleep 0.7
+		_ev=$(ls -d $_t/events/user_events/example_* 2>/dev/null | head -1)
+		echo "event dir: $_ev" > $_d/$p.event
+		cat $_t/dynamic_events > $_d/$p.dynamic_events 2>&1
+		if [ -n "$_ev" ]; then
+			cat $_ev/format > $_d/$p.format 2>&1
+			echo 1 > $_ev/enable || echo "enable failed" >> $_d/$p.event
+			sleep 0.7
+			echo 0 > $_ev/enable
+		fi
+		finish prod 15
+		grep -v '^#' $_t/trace > $_d/$p.trace 2>&1
+		cat $_t/dynamic_events > $_d/$p.dynamic_events_after 2>&1
+	done
+}
+
+ls -la /sys/kernel/tracing/user_events_data || err "user_events: the custom kernel has no user_events_data"
+ue_side $O/kernel /sys/kernel/tracing
+mkdir -p $MNT
+bg monfs "$O/monfs.log" monfs mount -f --log-level info $MNT
+waitfor 15 "grep -q ' $MNT ' /proc/mounts" || err "monfs did not mount (see monfs.log.err)"
+ue_side $O/fuse $MNT/tracing
+kill -TERM $PID_monfs
+finish monfs 10

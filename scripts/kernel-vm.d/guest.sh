@@ -1,0 +1,257 @@
+#!/bin/sh
+# kernel-vm guest script (run by /init). Runs the same clients against the
+# real kernel's usbmon (directory /out/kernel) and against monfs: its CUSE
+# devices (/out/cuse) and its FUSE files (/out/fuse). Raw outputs only; the
+# host compares them (compare.py). Problems are recorded in /out/errors.txt
+# (one line each) so that the comparison fails on them; nothing is skipped
+# silently.
+. /etc/kernel-vm.conf
+O=/out
+M=/sys/kernel/debug/usb/usbmon
+MNT=/mnt/monfs
+KV=$(uname -r)
+up() { cut -d' ' -f1 /proc/uptime; }
+step() { echo; echo "=== $* (uptime $(up))"; }
+err() { echo "GUEST_ERROR: $*"; echo "$*" >> $O/errors.txt; }
+waitfor() { # waitfor SECONDS SHELL-CONDITION
+	_n=$(($1 * 10)); shift
+	while :; do
+		eval "$@" && return 0
+		[ $_n -le 0 ] && return 1
+		sleep 0.1; _n=$((_n - 1))
+	done
+}
+load() {
+	for m; do
+		if grep -Eq "/$(echo "$m" | sed 's/[-_]/[-_]/g')\.ko\$" /lib/modules/$KV/modules.builtin 2>/dev/null; then
+			echo "module $m: built in"
+		else
+			modprobe "$m" && echo "module $m: loaded" || err "modprobe $m failed"
+		fi
+	done
+}
+# Background jobs with names: bg NAME OUTFILE CMD...; finish NAME [SECS]
+# waits up to SECS for it (then SIGTERM) and writes its exit status to
+# OUTFILE.rc.
+bg() {
+	_name=$1; _out=$2; shift 2
+	"$@" > "$_out" 2> "$_out.err" &
+	eval "PID_$_name=$!; OUT_$_name=$_out"
+}
+alive() { # alive NAME...: true when one of them still runs
+	for _j; do
+		eval "_p=\$PID_$_j"
+		[ -n "$_p" ] && kill -0 "$_p" 2>/dev/null && return 0
+	done
+	return 1
+}
+finish_all() { # finish_all SECS NAME...: wait for all of them together, up to SECS
+	_s=$1; shift
+	waitfor "$_s" "! alive $*"
+	for _j; do finish $_j 0; done
+}
+finish() {
+	eval "_p=\$PID_$1; _o=\$OUT_$1"
+	[ -n "$_p" ] || return 0
+	if ! waitfor "${2:-0}" "! kill -0 $_p 2>/dev/null"; then
+		kill -TERM "$_p" 2>/dev/null
+		waitfor 3 "! kill -0 $_p 2>/dev/null" || kill -KILL "$_p" 2>/dev/null
+		echo "(stopped by the guest script after ${2:-0}s)" >> "$_o.err"
+	fi
+	wait "$_p"
+	echo $? > "$_o.rc"
+	eval "PID_$1="
+}
+nodes() { # nodes FILE PATH...: type, major:minor (hex), mode, as stat -c prints them
+	_f=$1; shift
+	for n; do
+		[ -e "$n" ] && stat -c '%n %F %t:%T %a' "$n" || echo "$n missing"
+	done > "$_f"
+}
+stat_files() { # stat_files OUTDIR DIR: the Ns files, read with busybox cat (sendfile) and with dd (read)
+	for f in $2/*s; do echo "--- $f"; cat $f; done > $1/stats_files.txt
+	for f in $2/*s; do echo "--- $f"; dd if=$f bs=4096 2>/dev/null; done > $1/stats_files_read.txt
+}
+linktype() { # linktype PCAP: the pcap file header's link type
+	od -A n -t u4 -j 20 -N 4 "$1" 2>/dev/null | tr -d ' '
+}
+
+# the clients that read bus 1 while TRAFFIC (a shell function) runs:
+# read/get/getx (usbmon_read), mmap (usbmon_mmap), raw headers (usbmon_hdr),
+# the text file 1u and, with TCPDUMP=1, tcpdump -i usbmon1.
+run_clients() { # run_clients OUTDIR DEVICE TEXTDIR TRAFFIC
+	_d=$1; _dev=$2; _txt=$3; _traffic=$4
+	mkdir -p "$_d"
+	bg text1u "$_d/1u.txt" cat "$_txt/1u"
+	bg rd "$_d/read.txt" usbmon_read read "$_dev" 60
+	bg get "$_d/get.txt" usbmon_read get "$_dev" 60
+	bg getx "$_d/getx.txt" usbmon_read getx "$_dev" 60
+	bg mmap "$_d/mmap.txt" usbmon_mmap "$_dev" 60
+	bg hdrx "$_d/hdr_getx.txt" usbmon_hdr getx "$_dev" 120 25
+	bg hdr "$_d/hdr_get.txt" usbmon_hdr get "$_dev" 120 25
+	if [ "${TCPDUMP:-0}" = 1 ]; then
+		bg tcpdump "$_d/tcpdump.out" tcpdump -i usbmon1 -w "$_d/tcpdump.pcap" -U -c 40 -Z root
+	fi
+	sleep 1
+	$_traffic
+	if [ "${TCPDUMP:-0}" = 1 ]; then
+		finish_all 25 rd get getx mmap hdrx hdr tcpdump
+	else
+		finish_all 25 rd get getx mmap hdrx hdr
+	fi
+	finish text1u 0
+	if [ "${TCPDUMP:-0}" = 1 ]; then
+		linktype "$_d/tcpdump.pcap" > "$_d/tcpdump.linktype"
+		tcpdump -r "$_d/tcpdump.pcap" -nn > "$_d/tcpdump.txt" 2> "$_d/tcpdump.r.err"
+		echo $? > "$_d/tcpdump.r.rc"
+	fi
+	wc -l "$_d"/*.txt
+}
+
+# the ioctl transcripts: bus 0 (all buses) and bus 1 (the devices)
+run_ioctls() { # run_ioctls OUTDIR DEVPREFIX
+	for b in 0 1; do
+		usbmon_ioctl "$2$b" > "$1/ioctl$b.txt" 2>&1
+		echo $? > "$1/ioctl$b.txt.rc"
+	done
+}
+
+kernel_traffic() { # SCSI reads on the qemu USB stick, each one a separate command
+	_i=0
+	while [ $_i -lt 40 ]; do
+		echo 3 > /proc/sys/vm/drop_caches
+		dd if=$STICK of=/dev/null bs=4096 count=1 skip=$_i 2>/dev/null
+		_i=$((_i + 1))
+	done
+}
+monfs_traffic() { # monfs's storage simulation makes its own traffic
+	sleep 3
+}
+
+mkdir -p $O/kernel $O/fuse $O/cuse
+echo "kernel $KV flavour $KFLAVOR cuse=$CUSE" > $O/info.txt
+step "0. system"
+uname -a
+cat /proc/cmdline
+nproc
+
+if [ "$KFLAVOR" = custom ]; then
+	step "U. user_events (custom kernel)"
+	. /guest-user-events.sh
+	echo DONE > $O/DONE
+	exit 0
+fi
+
+# ---------------------------------------------------------------- the kernel
+step "K1. kernel usbmon: load, device nodes"
+load usbmon
+ls -la $M
+# devtmpfs makes the nodes; create them from sysfs if it did not
+for d in /sys/class/usbmon/*; do
+	n=/dev/$(basename "$d")
+	[ -e "$n" ] || mknod -m 600 "$n" c $(tr ':' ' ' < "$d/dev")
+done
+step "K2. kernel: enumeration of qemu's usb-kbd, usb-tablet, usb-storage on qemu-xhci"
+bg kenum "$O/kernel/0u_enum.txt" cat $M/0u
+bg kenumh "$O/kernel/hdr0_enum.txt" usbmon_hdr getx /dev/usbmon0 100000 60
+sleep 0.5
+load xhci_pci usbhid hid_generic usb_storage sd_mod
+waitfor 20 '[ -e /sys/bus/usb/devices/1-1 ] && [ -e /sys/bus/usb/devices/1-2 ] && [ -e /sys/bus/usb/devices/1-3 ]' \
+	|| err "kernel: the three qemu USB devices did not appear on bus 1"
+STICK=
+waitfor 20 'ls /sys/block | grep -q ^sd' || err "kernel: the qemu USB stick gave no /dev/sd*"
+for b in /sys/block/sd*; do [ -e "$b" ] && STICK=/dev/$(basename $b); done
+echo "USB stick: $STICK"
+sleep 3
+finish kenum 0
+finish kenumh 0
+cat /sys/kernel/debug/usb/devices > $O/kernel/devices.txt
+for d in /sys/bus/usb/devices/[0-9]*-[0-9]*; do
+	case $d in *:*) continue ;; esac
+	echo "$(basename $d) busnum=$(cat $d/busnum) devnum=$(cat $d/devnum) id=$(cat $d/idVendor):$(cat $d/idProduct) speed=$(cat $d/speed) product=$(cat $d/product 2>/dev/null)"
+done | tee $O/kernel/sysfs_devices.txt
+nodes $O/kernel/nodes.txt /dev/usbmon0 /dev/usbmon1
+cat $O/kernel/nodes.txt
+grep usbmon /proc/devices
+stat_files $O/kernel $M
+
+step "K3. kernel: ioctl transcripts"
+run_ioctls $O/kernel /dev/usbmon
+step "K4. kernel: clients and tcpdump on bus 1 during SCSI reads"
+TCPDUMP=1 run_clients $O/kernel /dev/usbmon1 $M kernel_traffic
+cat $O/kernel/tcpdump.out.err
+step "K5. kernel: unload usbmon (its /dev/usbmonN names are monfs's next)"
+rmmod usbmon || err "rmmod usbmon failed"
+waitfor 5 '[ ! -e /dev/usbmon1 ]' || err "/dev/usbmon1 still exists after rmmod usbmon"
+
+# ---------------------------------------------------------------- monfs
+monfs_part() {
+step "M1. monfs mount"
+load fuse
+CUSEFLAG=
+if [ "$CUSE" = 1 ]; then
+	if monfs mount --help | grep -q -- '--cuse'; then
+		load cuse
+		CUSEFLAG=--cuse
+	else
+		err "CUSE: this monfs has no 'mount --cuse' option; CUSE was not tested"
+	fi
+fi
+mkdir -p $MNT
+bg monfs "$O/monfs.log" monfs mount -f --log-level info --config /etc/monfs-qemu.yaml $CUSEFLAG $MNT
+if ! waitfor 15 "grep -q ' $MNT ' /proc/mounts"; then
+	err "monfs did not mount: $(tail -1 $O/monfs.log.err)"
+	finish monfs 0
+	return 1
+fi
+bg fenum "$O/fuse/0u_enum.txt" cat $MNT/usb/usbmon/0u
+bg fenumh "$O/fuse/hdr0_enum.txt" usbmon_hdr getx $MNT/dev/usbmon0 100000 60
+if [ -n "$CUSEFLAG" ]; then
+	waitfor 10 '[ -e /dev/usbmon0 ] && [ -e /dev/usbmon1 ]' || err "CUSE: /dev/usbmon0 and /dev/usbmon1 did not appear"
+	bg cenumh "$O/cuse/hdr0_enum.txt" usbmon_hdr getx /dev/usbmon0 100000 60
+fi
+echo "monfs up at $(up); devices plug in 4 s after the start"
+waitfor 30 '[ $(grep -c "^T:.*Lev=01" $MNT/usb/devices 2>/dev/null) -ge 3 ]' || err "monfs: the three devices did not enumerate"
+sleep 3
+finish fenum 0
+finish fenumh 0
+finish cenumh 0
+cat $MNT/usb/devices > $O/fuse/devices.txt
+if [ ! -s $O/fuse/devices.txt ]; then
+	err "monfs: cat usb/devices read nothing (a second read with grep follows)"
+	grep '' $MNT/usb/devices > $O/fuse/devices.txt
+fi
+ls -la $MNT $MNT/dev $MNT/usb/usbmon > $O/fuse/ls.txt 2>&1
+nodes $O/fuse/nodes.txt $MNT/dev/usbmon0 $MNT/dev/usbmon1 $MNT/dev/monreader
+if [ -n "$CUSEFLAG" ]; then
+	nodes $O/cuse/nodes.txt /dev/usbmon0 /dev/usbmon1 /dev/monreader
+	cat $O/cuse/nodes.txt
+	ls -la /sys/class/cuse/ > $O/cuse/sysfs.txt 2>&1
+fi
+stat_files $O/fuse $MNT/usb/usbmon
+
+step "M2. monfs: ioctl transcripts"
+run_ioctls $O/fuse $MNT/dev/usbmon
+[ -n "$CUSEFLAG" ] && run_ioctls $O/cuse /dev/usbmon
+step "M3. monfs: clients on bus 1 (FUSE files)"
+TCPDUMP=0 run_clients $O/fuse $MNT/dev/usbmon1 $MNT/usb/usbmon monfs_traffic
+if [ -n "$CUSEFLAG" ]; then
+	step "M4. monfs: clients and tcpdump -i usbmon1 on the CUSE devices"
+	TCPDUMP=1 run_clients $O/cuse /dev/usbmon1 $MNT/usb/usbmon monfs_traffic
+	cat $O/cuse/tcpdump.out.err
+fi
+step "M5. monfs: monreader"
+monreader_tool -n 2 -N -i 15000 $MNT/dev/monreader > $O/fuse/monreader.txt 2>&1; echo $? > $O/fuse/monreader.txt.rc
+if [ -n "$CUSEFLAG" ]; then
+	monreader_tool -n 2 -N -i 15000 /dev/monreader > $O/cuse/monreader.txt 2>&1; echo $? > $O/cuse/monreader.txt.rc
+fi
+step "M6. monfs: unmount"
+kill -TERM $PID_monfs
+finish monfs 10
+grep -q " $MNT " /proc/mounts && err "monfs still mounted after SIGTERM"
+[ -n "$CUSEFLAG" ] && [ -e /dev/usbmon1 ] && err "CUSE: /dev/usbmon1 still exists after monfs exited"
+tail -20 $O/monfs.log.err
+}
+monfs_part
+step "done"
+echo DONE > $O/DONE
