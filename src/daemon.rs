@@ -26,6 +26,8 @@ pub struct Monfs {
     pub tracing: Arc<crate::tracefs::Tracing>,
     /// The z/VM monitor reader, `dev/monreader`.
     pub monreader: Arc<crate::monreader::MonReaderDev>,
+    /// Live control of the simulators (`monfs/ctl`, `monfs ctl`).
+    pub control: Arc<crate::control::Control>,
 }
 
 impl Monfs {
@@ -91,6 +93,16 @@ impl Monfs {
         );
         tracing.add_files(&tree);
         let monreader = crate::monreader::MonReaderDev::install(&tree, cfg, clock.clone());
+        let control = Arc::new(crate::control::Control::new(
+            usb.clone(),
+            monreader.clone(),
+            tracing.clone(),
+        ));
+        tree.add(
+            "monfs/ctl",
+            NodeKind::File(Arc::new(crate::control::CtlNode(control.clone()))),
+            0o600,
+        );
         Monfs {
             tree,
             usbmon,
@@ -98,6 +110,7 @@ impl Monfs {
             clock,
             tracing,
             monreader,
+            control,
         }
     }
 

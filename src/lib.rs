@@ -5,12 +5,14 @@
 
 pub mod clock;
 pub mod config;
+pub mod control;
 pub mod daemon;
 pub mod errno;
 pub mod fuse;
 pub mod monreader;
 pub mod nullfile;
 pub mod procmem;
+pub mod record;
 pub mod sim;
 pub mod tracefs;
 pub mod usbmon;

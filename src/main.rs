@@ -60,10 +60,62 @@ enum Cmd {
         /// says so and serves the files in the mount only.
         #[arg(long)]
         cuse: bool,
+        /// Control socket path (default /run/monfs/<mountpoint>.sock; also
+        /// named in MOUNTPOINT/monfs/socket).
+        #[arg(long)]
+        ctl_socket: Option<PathBuf>,
         /// Refuse shared mappings of dev/usbmonN (mmap gives ENODEV, as on a
         /// CUSE device), so that libpcap uses its read path (linktype 189).
         #[arg(long)]
         no_mmap: bool,
+    },
+    /// Send a command to a running daemon's control socket (see `monfs ctl
+    /// MOUNTPOINT help`). Exit 0 if it was carried out, 1 if refused.
+    Ctl {
+        /// The mountpoint of the daemon to talk to.
+        mountpoint: PathBuf,
+        /// The command, e.g. `plug 1 3 mass-storage` or `fault 1 3 stall`.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+        /// Socket path, if the daemon was started with --ctl-socket.
+        #[arg(long)]
+        socket: Option<PathBuf>,
+    },
+    /// Decode z/VM monitor data from a monreader device (or a saved stream):
+    /// data sets, monitor control elements and records, readably.
+    ZvmDump {
+        /// Device to read (default /dev/monreader; in a mount: MNT/dev/monreader).
+        #[arg(long, conflicts_with = "file")]
+        device: Option<PathBuf>,
+        /// A saved stream: the bytes read from the device, concatenated.
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// Read one byte at a time instead of 64 KiB blocks.
+        #[arg(long)]
+        one_byte: bool,
+        /// Stop after this many data sets.
+        #[arg(long)]
+        sets: Option<u64>,
+    },
+    /// Record a bus of a running mount to a capture file that Wireshark and
+    /// tcpdump open (linktype 220, USB_LINUX_MMAPPED), and that a `replay:`
+    /// bus can play back. Reads MOUNTPOINT/dev/usbmonN with MON_IOCX_GETX,
+    /// so it works from any process; stops after --duration, or on Ctrl-C.
+    Record {
+        /// The mountpoint of a running monfs.
+        mountpoint: PathBuf,
+        /// Bus to record (0: all buses).
+        #[arg(long, short, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=127))]
+        bus: u16,
+        /// Output file (`-`: standard output, e.g. `| wireshark -k -i -`).
+        #[arg(long, short)]
+        output: PathBuf,
+        /// Stop after this many seconds (default: until Ctrl-C).
+        #[arg(long, short)]
+        duration: Option<f64>,
+        /// pcapng or pcap (default: pcap if the output ends in .pcap, else pcapng).
+        #[arg(long)]
+        format: Option<monfs::record::Format>,
     },
     /// Check a configuration file and exit: 0 if valid, 2 with a message that
     /// names the field, line and column if not.
@@ -157,6 +209,7 @@ fn mount(
     opts: MountOptions,
     seed: Option<u64>,
     cuse: bool,
+    ctl_socket: Option<PathBuf>,
 ) -> ExitCode {
     let mut cfg = match load_config(&config) {
         Ok(c) => c,
@@ -184,6 +237,21 @@ fn mount(
         }
     };
     info!(mountpoint = %mountpoint.display(), buses = ?fs.usbmon.bus_numbers(), "mounted");
+    let socket = ctl_socket.unwrap_or_else(|| monfs::control::default_socket(&mountpoint));
+    match monfs::control::serve_socket(fs.control.clone(), &socket) {
+        Ok(()) => {
+            let text = format!("{}\n", socket.display()).into_bytes();
+            fs.tree.add(
+                "monfs/socket",
+                monfs::vfs::NodeKind::File(Arc::new(monfs::vfs::SnapshotFile::new(
+                    0o444,
+                    move || text.clone(),
+                ))),
+                0o444,
+            );
+        }
+        Err(e) => error!(socket = %socket.display(), "control socket unavailable: {e}"),
+    }
     let cuse_sessions = if cuse { start_cuse(&fs) } else { Vec::new() };
     fs.start();
     if let Some(mut r) = report.take() {
@@ -192,6 +260,7 @@ fn mount(
     }
     {
         let mp = mountpoint.clone();
+        let session = Arc::clone(&session);
         std::thread::Builder::new()
             .name("signals".into())
             .spawn(move || loop {
@@ -200,7 +269,14 @@ fn mount(
                 if unsafe { libc::sigwait(&sigset, &mut sig) } == 0 {
                     info!(signal = sig, "unmounting");
                     monfs::fuse::unmount(&mp);
-                    return;
+                    // A busy mount is detached lazily and stays served while
+                    // files are open. Give it a moment, then fail the blocked
+                    // readers (EIO) and leave: closing /dev/fuse aborts the
+                    // connection, so nothing hangs.
+                    std::thread::sleep(std::time::Duration::from_millis(300));
+                    info!("files still open: failing blocked readers and exiting");
+                    session.abort_parked(monfs::errno::Errno::EIO);
+                    std::process::exit(0);
                 }
             })
             .expect("spawn signal thread");
@@ -222,7 +298,11 @@ fn start_cuse(fs: &Monfs) -> Vec<Arc<Session>> {
     let mut sessions = Vec::new();
     let mut usbmon_major = 0;
     for (name, node, minor) in fs.char_devices() {
-        let major = if name.starts_with("usbmon") { usbmon_major } else { 0 };
+        let major = if name.starts_with("usbmon") {
+            usbmon_major
+        } else {
+            0
+        };
         let s = match Session::cuse(node, &name, major, minor) {
             Ok(s) => s,
             Err(e) => {
@@ -252,7 +332,11 @@ fn start_cuse(fs: &Monfs) -> Vec<Arc<Session>> {
             Some(d) => {
                 info!(device = %format!("/dev/{name}"), number = %d, "CUSE device ready");
                 if name == "usbmon0" {
-                    usbmon_major = d.split(':').next().and_then(|m| m.parse().ok()).unwrap_or(0);
+                    usbmon_major = d
+                        .split(':')
+                        .next()
+                        .and_then(|m| m.parse().ok())
+                        .unwrap_or(0);
                 }
             }
             None => error!(device = %name, "CUSE device did not appear in /sys/class/cuse"),
@@ -275,6 +359,7 @@ fn main() -> ExitCode {
             threads,
             no_mmap,
             cuse,
+            ctl_socket,
         } => mount(
             mountpoint,
             config,
@@ -286,7 +371,93 @@ fn main() -> ExitCode {
             },
             seed,
             cuse,
+            ctl_socket,
         ),
+        Cmd::Ctl {
+            mountpoint,
+            command,
+            socket,
+        } => {
+            let socket = socket.unwrap_or_else(|| {
+                std::fs::read_to_string(mountpoint.join("monfs/socket"))
+                    .map(|s| PathBuf::from(s.trim()))
+                    .unwrap_or_else(|_| monfs::control::default_socket(&mountpoint))
+            });
+            // `replay start BUS FILE`: the daemon may run elsewhere; send an
+            // absolute path.
+            let mut command = command;
+            if command.len() >= 4 && command[0] == "replay" && command[1] == "start" {
+                if let Ok(abs) = std::path::absolute(&command[3]) {
+                    command[3] = abs.display().to_string();
+                }
+            }
+            // Words with spaces were one argument: keep them one word.
+            let line: Vec<String> = command
+                .iter()
+                .map(|w| match w.split_once('=') {
+                    Some((k, v)) if v.contains(char::is_whitespace) && !v.contains('"') => {
+                        format!("{k}=\"{v}\"")
+                    }
+                    _ => w.clone(),
+                })
+                .collect();
+            match monfs::control::send(&socket, &line.join(" ")) {
+                Ok(answer) => {
+                    print!("{answer}");
+                    if answer.starts_with("ok") {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::from(1)
+                    }
+                }
+                Err(e) => {
+                    eprintln!("monfs: control socket {}: {e}", socket.display());
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Cmd::ZvmDump {
+            device,
+            file,
+            one_byte,
+            sets,
+        } => {
+            match monfs::monreader::dump::run(device.as_deref(), file.as_deref(), one_byte, sets) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("monfs: {e:#}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Cmd::Record {
+            mountpoint,
+            bus,
+            output,
+            duration,
+            format,
+        } => {
+            let dev = mountpoint.join(format!("dev/usbmon{bus}"));
+            let format = format.unwrap_or_else(|| monfs::record::Format::from_path(&output));
+            let duration = match duration {
+                Some(s) if s.is_finite() && s > 0.0 => Some(std::time::Duration::from_secs_f64(s)),
+                Some(s) => {
+                    error!("--duration must be a positive number of seconds, got {s}");
+                    return ExitCode::from(2);
+                }
+                None => None,
+            };
+            match monfs::record::record_from_device(&dev, &output, duration, format) {
+                Ok(n) => {
+                    info!(packets = n, output = %output.display(), "recorded");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    error!("record: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Cmd::CheckConfig { file } => match Config::load(&file) {
             Ok(c) => {
                 println!(

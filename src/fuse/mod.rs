@@ -180,7 +180,11 @@ impl crate::vfs::CallerMemory for IovMemory<'_> {
         for (base, l) in &self.layout.input {
             if addr >= *base && addr + len as u64 <= base + l {
                 let off = at + (addr - base) as usize;
-                return self.data.get(off..off + len).map(|s| s.to_vec()).ok_or(Errno::EFAULT);
+                return self
+                    .data
+                    .get(off..off + len)
+                    .map(|s| s.to_vec())
+                    .ok_or(Errno::EFAULT);
             }
             at += *l as usize;
         }
@@ -216,15 +220,19 @@ fn cstr(p: &Path) -> anyhow::Result<CString> {
 }
 
 /// Detach a stale FUSE mount (daemon gone, `ENOTCONN`) left at `mountpoint`.
+/// `statfs` always reaches the daemon (a `stat` may be answered from cached
+/// attributes), so it tells a dead mount reliably.
 pub fn recover_stale_mount(mountpoint: &Path) {
-    if let Err(e) = std::fs::metadata(mountpoint) {
-        if e.raw_os_error() == Some(libc::ENOTCONN) {
-            warn!(mountpoint = %mountpoint.display(), "recovering a stale mount left by a killed daemon");
-            if let Ok(c) = cstr(mountpoint) {
-                // SAFETY: plain syscall on a valid C string.
-                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-            }
-        }
+    let Ok(c) = cstr(mountpoint) else { return };
+    // SAFETY: statfs writes into the zeroed struct we pass.
+    let rc = unsafe {
+        let mut st: libc::statfs = std::mem::zeroed();
+        libc::statfs(c.as_ptr(), &mut st)
+    };
+    if rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOTCONN) {
+        warn!(mountpoint = %mountpoint.display(), "recovering a stale mount left by a killed daemon");
+        // SAFETY: plain syscall on a valid C string.
+        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
     }
 }
 
@@ -341,6 +349,22 @@ impl Session {
             next_alias: AtomicU64::new(ALIAS_BASE),
             dev_id: AtomicU64::new(0),
         }))
+    }
+
+    /// Answer every parked (blocked) request with `e`: used when the daemon
+    /// goes away while readers still hold files open, so that they get an
+    /// error instead of hanging.
+    pub fn abort_parked(&self, e: Errno) {
+        let parked: Vec<(u64, u64)> = self.parked.lock().unwrap().drain().collect();
+        for (unique, fh) in parked {
+            if let Some(hd) = self.handle(fh) {
+                let mut pend = hd.pending.lock().unwrap();
+                if let Some(i) = pend.iter().position(|p| p.unique == unique) {
+                    pend.remove(i);
+                    self.err(unique, e);
+                }
+            }
+        }
     }
 
     /// Stop serving (CUSE sessions have no mount to take away): the request
@@ -912,7 +936,9 @@ impl Session {
             // retry the ioctl with it copied in, until the layout is complete.
             let first = hd.file.ioctl_layout(cmd, arg, &[]);
             let first_len = first.input.first().map(|r| r.1 as usize).unwrap_or(0);
-            let layout = hd.file.ioctl_layout(cmd, arg, &input[..first_len.min(input.len())]);
+            let layout = hd
+                .file
+                .ioctl_layout(cmd, arg, &input[..first_len.min(input.len())]);
             let in_total: u64 = layout.input.iter().map(|r| r.1).sum();
             let out_total: u64 = layout.output.iter().map(|r| r.1).sum();
             if in_total != in_size.unwrap_or(0) as u64 || out_total != out_size as u64 {

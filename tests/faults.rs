@@ -1,0 +1,143 @@
+//! Faults: the daemon going away under blocked readers, stale mounts, clients
+//! killed mid-read or with a live mapping.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{compile_c, wait_blocked, Mount};
+
+const QUIET: &str = "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n";
+
+fn wait_exit(c: &mut std::process::Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Some(st) = c.try_wait().unwrap() {
+            return Some(st);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    None
+}
+
+fn is_mounted(path: &std::path::Path) -> bool {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let p = path.to_string_lossy().to_string();
+    mounts
+        .lines()
+        .any(|l| l.split(' ').nth(1) == Some(p.as_str()))
+}
+
+#[test]
+fn sigterm_fails_blocked_readers_and_unmounts() {
+    let mut m = Mount::with_config(QUIET);
+    let mut cats: Vec<_> = [
+        "usb/usbmon/1u",
+        "usb/usbmon/0u",
+        "dev/usbmon1",
+        "tracing/trace_pipe",
+    ]
+    .iter()
+    .map(|f| {
+        let c = Command::new("cat")
+            .arg(m.path(f))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_blocked(c.id());
+        c
+    })
+    .collect();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(m.child.id() as i32, libc::SIGTERM) };
+    let st =
+        wait_exit(&mut m.child, Duration::from_secs(5)).expect("daemon did not exit on SIGTERM");
+    assert!(st.success(), "daemon exit status {st}");
+    for c in cats.iter_mut() {
+        let st =
+            wait_exit(c, Duration::from_secs(2)).expect("a blocked reader hangs after SIGTERM");
+        assert!(!st.success(), "reader should see an error");
+    }
+    assert!(!is_mounted(&m.root()), "still mounted after SIGTERM");
+}
+
+#[test]
+fn a_stale_mount_after_sigkill_is_recovered() {
+    let mut m = Mount::with_config(QUIET);
+    m.child.kill().unwrap();
+    m.child.wait().unwrap();
+    // The kernel keeps the dead mount: ENOTCONN.
+    let e = std::fs::metadata(m.path("usb")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOTCONN));
+    let mnt = m.root();
+    let again = Command::new(common::monfs_bin())
+        .args(["mount", "--foreground"])
+        .arg(&mnt)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !mnt.join("monfs/null").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "remount over a stale mount failed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(m.sh_ok("ls usb/usbmon").contains("1u"));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(again.id() as i32, libc::SIGTERM) };
+    let out = again.wait_with_output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("stale mount"),
+        "no log line about the stale mount"
+    );
+}
+
+#[test]
+fn killed_clients_leave_no_stuck_state() {
+    let mut m = Mount::default_config();
+    let mmap = compile_c("usbmon_mmap", m.dir.path());
+    let read = compile_c("usbmon_read", m.dir.path());
+    for _ in 0..3 {
+        let mut a = Command::new(&mmap)
+            .arg(m.path("dev/usbmon1"))
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut b = Command::new(&read)
+            .args(["getx"])
+            .arg(m.path("dev/usbmon0"))
+            .arg("1000000")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut c = Command::new("cat")
+            .arg(m.path("usb/usbmon/0u"))
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+        for p in [&mut a, &mut b, &mut c] {
+            p.kill().unwrap();
+            p.wait().unwrap();
+        }
+    }
+    assert!(m.alive());
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let s = m.sh_ok("cat usb/usbmon/0s usb/usbmon/1s");
+        if s.lines().all(|l| l.starts_with("nreaders 0 ")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "readers left behind: {s}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // And the devices still serve new readers.
+    let out = m.sh_ok("timeout 5 head -n 3 usb/usbmon/1u");
+    assert_eq!(out.lines().count(), 3);
+}
