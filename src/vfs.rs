@@ -128,6 +128,13 @@ pub trait OpenFile: Send + Sync {
     fn read_mapped(&self, _offset: u64, _size: u32) -> SysResult<Vec<u8>> {
         Err(Errno::ENODEV)
     }
+    /// The whole content, for files whose bytes are fixed at open (snapshots).
+    /// The FUSE layer puts it in the page cache, because sendfile and splice
+    /// (busybox `cat`) read through the page cache up to the inode's size and
+    /// never send a read(2).
+    fn content(&self) -> Option<&[u8]> {
+        None
+    }
     /// The last close of this open file.
     fn release(&self) {}
 }
@@ -417,6 +424,12 @@ impl OpenFile for Snapshot {
         let start = (offset as usize).min(self.0.len());
         let end = start.saturating_add(size as usize).min(self.0.len());
         Ok(self.0[start..end].to_vec())
+    }
+    fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
+        self.read(offset, size)
+    }
+    fn content(&self) -> Option<&[u8]> {
+        Some(&self.0)
     }
 }
 

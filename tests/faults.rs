@@ -87,7 +87,21 @@ fn a_stale_mount_after_sigkill_is_recovered() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(m.sh_ok("ls usb/usbmon").contains("1u"));
+    // The new mount serves (allow a moment for the old one's lazy detach).
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let o = m.sh("ls usb/usbmon");
+        if String::from_utf8_lossy(&o.stdout).contains("1u") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new mount does not serve: {}\n{}",
+            String::from_utf8_lossy(&o.stderr),
+            std::fs::read_to_string("/proc/self/mountinfo").unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // SAFETY: signalling our own child.
     unsafe { libc::kill(again.id() as i32, libc::SIGTERM) };
     let out = again.wait_with_output().unwrap();

@@ -213,9 +213,10 @@ fn blocked_binary_reads_die_on_signals() {
         );
         assert!(m.alive());
     }
-    assert_eq!(
-        m.sh_ok("cat usb/usbmon/1s"),
-        "nreaders 0 events 0 text_lost 0\n"
+    let ns = m.sh_ok("cat usb/usbmon/1s");
+    assert!(
+        ns.starts_with("nreaders 0 events ") && ns.ends_with(" text_lost 0\n"),
+        "{ns}"
     );
 }
 

@@ -212,6 +212,24 @@ struct CuseDev {
     minor: u32,
 }
 
+/// The most memory a CUSE ioctl moves each way: the kernel's fuse_do_ioctl
+/// answers ENOMEM when the retry's input or output iovecs exceed
+/// `fc->max_pages` pages, and CUSE never raises that from
+/// FUSE_DEFAULT_MAX_PAGES_PER_REQ (32). libpcap's MON_IOCX_GET buffer is
+/// 240 KiB, usbmon_read's 1 MiB; usbmon's events hold at most ring size / 5
+/// bytes (60 KiB with the default ring), so shortening the data buffer to
+/// what fits loses nothing unless the ring was enlarged past 640 KiB.
+const CUSE_IOCTL_MAX: u64 = 32 * 4096;
+
+/// Shorten `ranges` (the last ones first) to `max` bytes in all.
+fn clip_ranges(ranges: &mut [(u64, u64)], max: u64) {
+    let mut left = max;
+    for r in ranges.iter_mut() {
+        r.1 = r.1.min(left);
+        left -= r.1;
+    }
+}
+
 /// Nodeids of per-open inodes start here, far above the tree's.
 const ALIAS_BASE: u64 = 1 << 40;
 
@@ -806,9 +824,25 @@ impl Session {
                 }
             }
         }
+        // fstat: a snapshot's size is that of the open file's content (the
+        // size the page cache has for it, see `open`).
+        let mut fh_size = None;
+        if h.opcode == op::GETATTR {
+            let flags = _r.u32().unwrap_or(0);
+            let _dummy = _r.u32();
+            let fh = _r.u64().unwrap_or(0);
+            if flags & proto::GETATTR_FH != 0 {
+                fh_size = self
+                    .handle(fh)
+                    .and_then(|hd| hd.file.content().map(|c| c.len() as u64));
+            }
+        }
         match self.node(h.nodeid) {
             Ok(n) => {
                 let mut a = self.attr(&n);
+                if let Some(size) = fh_size {
+                    a.size = size;
+                }
                 let valid = if h.nodeid >= ALIAS_BASE {
                     a.ino = h.nodeid;
                     0
@@ -843,6 +877,17 @@ impl Session {
         if oflags.truncate() {
             if let Err(e) = file.truncate() {
                 return self.err(u, e);
+            }
+        }
+        // Snapshots (usb/devices, usbmon's Ns): sendfile and splice (busybox
+        // cat) read through the page cache, only up to the inode's size, which
+        // is 0 as in the kernel, and never send a read(2). Storing the content
+        // sets the size; the open reply (without FOPEN_KEEP_CACHE) then drops
+        // the pages, so the page cache refills from this open's own snapshot
+        // (`read_mapped`) and never shows another open's.
+        if self.cuse.is_none() {
+            if let Some(c) = file.content().filter(|c| !c.is_empty()) {
+                self.store(ino, 0, c);
             }
         }
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
@@ -939,6 +984,9 @@ impl Session {
             let layout = hd
                 .file
                 .ioctl_layout(cmd, arg, &input[..first_len.min(input.len())]);
+            let mut layout = layout;
+            clip_ranges(&mut layout.input, CUSE_IOCTL_MAX);
+            clip_ranges(&mut layout.output, CUSE_IOCTL_MAX);
             let in_total: u64 = layout.input.iter().map(|r| r.1).sum();
             let out_total: u64 = layout.output.iter().map(|r| r.1).sum();
             if in_total != in_size.unwrap_or(0) as u64 || out_total != out_size as u64 {

@@ -132,12 +132,33 @@ fn u32_in(b: &[u8], big: bool) -> u32 {
     }
 }
 
-/// Read every packet of a pcap or pcapng file.
+/// The largest capture file replay loads (it is held in memory).
+pub const MAX_CAPTURE_BYTES: u64 = 1 << 30;
+
+/// Read every packet of a pcap or pcapng file. Only regular files up to
+/// [`MAX_CAPTURE_BYTES`] are read (never a device such as /dev/zero).
 pub fn read_records(path: &Path) -> Result<(Container, Vec<RawRecord>), CaptureError> {
-    let bytes = std::fs::read(path).map_err(|source| CaptureError::Io {
+    let io = |source| CaptureError::Io {
         path: path.display().to_string(),
         source,
-    })?;
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if !meta.is_file() {
+        return Err(io(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        )));
+    }
+    if meta.len() > MAX_CAPTURE_BYTES {
+        return Err(io(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{} bytes is more than the {MAX_CAPTURE_BYTES}-byte limit",
+                meta.len()
+            ),
+        )));
+    }
+    let bytes = std::fs::read(path).map_err(io)?;
     parse_records(path, &bytes)
 }
 

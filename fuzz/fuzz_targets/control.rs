@@ -1,0 +1,18 @@
+//! Control commands against a complete (unmounted, not started) monfs.
+#![no_main]
+use std::sync::LazyLock;
+
+use libfuzzer_sys::fuzz_target;
+use monfs::config::Config;
+use monfs::daemon::Monfs;
+
+static FS: LazyLock<Monfs> = LazyLock::new(|| Monfs::new(&Config::builtin(), 0, 0));
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    // `replay start` reads files named in the command: not what this target tests.
+    if text.contains("replay") {
+        return;
+    }
+    let _ = FS.control.execute(text);
+});

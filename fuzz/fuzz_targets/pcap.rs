@@ -1,0 +1,10 @@
+//! pcap and pcapng capture parsing and decoding into URB events.
+#![no_main]
+use std::path::Path;
+
+use libfuzzer_sys::fuzz_target;
+use monfs::sim::usb::replay::parse_records;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = parse_records(Path::new("fuzz.pcap"), data);
+});
