@@ -10,6 +10,8 @@
  *   monbench ctrlc FILE N               N blocked readers killed by SIGINT:
  *                                       p50/p99/max ms from kill() to exit
  *   monbench pipe SECONDS               baseline: 80-byte lines through a pipe
+ *   monbench firstevent ENABLE PIPE N   N times: write 1 to ENABLE, time until
+ *                                       PIPE (trace_pipe) gives a line; write 0
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -180,6 +182,37 @@ int main(int argc, char **argv)
 		qsort(lat, n, sizeof(double), cmp_double);
 		printf("p50 %.2f ms p99 %.2f ms max %.2f ms\n", lat[n / 2], lat[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1],
 		       lat[n - 1]);
+	} else if (!strcmp(mode, "firstevent")) {
+		int n = atoi(argv[4]);
+		double *lat = calloc(n, sizeof(double));
+		int pfd = open_or_die(argv[3], O_RDONLY | O_NONBLOCK);
+		for (int i = 0; i < n; i++) {
+			int efd = open_or_die(argv[2], O_WRONLY);
+			while (read(pfd, buf, sizeof(buf)) > 0)
+				; /* drain */
+			double t0 = now();
+			if (write(efd, "1", 1) != 1) {
+				perror("enable");
+				return 1;
+			}
+			for (;;) {
+				ssize_t k = read(pfd, buf, sizeof(buf));
+				if (k > 0)
+					break;
+				if (k < 0 && errno != EAGAIN) {
+					perror("trace_pipe");
+					return 1;
+				}
+				usleep(50);
+			}
+			lat[i] = (now() - t0) * 1000;
+			if (write(efd, "0", 1) != 1)
+				return 1;
+			close(efd);
+			usleep(20000);
+		}
+		qsort(lat, n, sizeof(double), cmp_double);
+		printf("p50 %.2f ms p99 %.2f ms\n", lat[n / 2], lat[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1]);
 	} else if (!strcmp(mode, "pipe")) {
 		int p[2];
 		if (pipe(p) < 0)

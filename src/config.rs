@@ -208,6 +208,10 @@ pub struct DeviceConfig {
     /// Payload bytes per bulk transfer, for `flood` (default 512).
     #[serde(default)]
     pub transfer_size: Option<u32>,
+    /// Events per second, for `flood` (default: about 4 million, as fast as
+    /// the bus thread can go).
+    #[serde(default)]
+    pub rate: Option<u32>,
     /// Devices behind a hub's ports.
     #[serde(default, deserialize_with = "unique_ports")]
     pub devices: Vec<DeviceConfig>,

@@ -134,6 +134,7 @@ impl Control {
                     serial: None,
                     errors: ErrorConfig::default(),
                     transfer_size: None,
+                    rate: None,
                     devices: Vec::new(),
                 };
                 for kv in w {

@@ -170,6 +170,18 @@ for d in /sys/bus/usb/devices/[0-9]*-[0-9]*; do
 	case $d in *:*) continue ;; esac
 	echo "$(basename $d) busnum=$(cat $d/busnum) devnum=$(cat $d/devnum) id=$(cat $d/idVendor):$(cat $d/idProduct) speed=$(cat $d/speed) product=$(cat $d/product 2>/dev/null)"
 done | tee $O/kernel/sysfs_devices.txt
+for d in /sys/bus/usb/devices/1-[0-9]; do # qemu's descriptors, for the simulator's
+	echo "$(basename $d) descriptors $(od -An -v -tx1 $d/descriptors | tr -d ' \n')"
+	for s in manufacturer product serial configuration; do
+		[ -e $d/$s ] && echo "$(basename $d) $s $(cat $d/$s)"
+	done
+	for i in $d/$(basename $d):*; do
+		echo "$(basename $i) driver $(basename $(readlink $i/driver) 2>/dev/null)"
+	done
+done > $O/kernel/descriptors.txt
+for r in /sys/bus/hid/devices/*/report_descriptor; do
+	[ -e "$r" ] && echo "$(basename $(dirname $r)) $(od -An -v -tx1 $r | tr -d ' \n')"
+done >> $O/kernel/descriptors.txt
 nodes $O/kernel/nodes.txt /dev/usbmon0 /dev/usbmon1
 cat $O/kernel/nodes.txt
 grep usbmon /proc/devices

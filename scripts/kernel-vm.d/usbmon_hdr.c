@@ -1,6 +1,7 @@
 /*
  * usbmon_hdr: dump the raw binary headers of a usbmon device, one event per
- * line, every field as a number, for kernel-vm's structural comparison.
+ * line, every field as a number and the captured data in hex, for
+ * kernel-vm's structural comparison.
  *
  *   usbmon_hdr get|getx DEVICE COUNT SECONDS
  *
@@ -75,6 +76,13 @@ int main(int argc, char **argv)
 			printf(" tail=%02x%02x%02x%02x", ((unsigned char *)&h)[48],
 			       ((unsigned char *)&h)[52], ((unsigned char *)&h)[56],
 			       ((unsigned char *)&h)[60]);
+		/* the captured data, so that descriptors can be compared byte for byte */
+		printf(" data=");
+		unsigned int nd = h.len_cap < sizeof(data) ? h.len_cap : sizeof(data);
+		for (unsigned int i = 0; i < nd; i++)
+			printf("%02x", data[i]);
+		if (nd == 0)
+			printf("-");
 		printf("\n");
 	}
 	struct mon_bin_stats st = { 0, 0 };

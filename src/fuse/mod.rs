@@ -577,12 +577,28 @@ impl Session {
         self.send(0, code, &[body]);
     }
 
+    /// The size of the content of the newest open snapshot of `ino`: while
+    /// one is open, attribute replies must not set the inode's size back to
+    /// 0 under a sendfile (see `open`).
+    fn open_snapshot_size(&self, ino: u64) -> Option<u64> {
+        self.handles
+            .read()
+            .unwrap()
+            .iter()
+            .filter(|(_, hd)| hd.nodeid == ino)
+            .filter_map(|(fh, hd)| hd.file.content().map(|c| (*fh, c.len() as u64)))
+            .max()
+            .map(|(_, len)| len)
+    }
+
     fn attr(&self, node: &crate::vfs::Node) -> proto::Attr {
         proto::Attr {
             ino: node.ino,
             size: match &node.kind {
                 NodeKind::Symlink(t) => t.len() as u64,
-                NodeKind::File(f) => f.size(),
+                NodeKind::File(f) => self
+                    .open_snapshot_size(node.ino)
+                    .unwrap_or_else(|| f.size()),
                 NodeKind::Dir => 0,
             },
             time: 0,
@@ -824,25 +840,9 @@ impl Session {
                 }
             }
         }
-        // fstat: a snapshot's size is that of the open file's content (the
-        // size the page cache has for it, see `open`).
-        let mut fh_size = None;
-        if h.opcode == op::GETATTR {
-            let flags = _r.u32().unwrap_or(0);
-            let _dummy = _r.u32();
-            let fh = _r.u64().unwrap_or(0);
-            if flags & proto::GETATTR_FH != 0 {
-                fh_size = self
-                    .handle(fh)
-                    .and_then(|hd| hd.file.content().map(|c| c.len() as u64));
-            }
-        }
         match self.node(h.nodeid) {
             Ok(n) => {
                 let mut a = self.attr(&n);
-                if let Some(size) = fh_size {
-                    a.size = size;
-                }
                 let valid = if h.nodeid >= ALIAS_BASE {
                     a.ino = h.nodeid;
                     0
@@ -879,17 +879,6 @@ impl Session {
                 return self.err(u, e);
             }
         }
-        // Snapshots (usb/devices, usbmon's Ns): sendfile and splice (busybox
-        // cat) read through the page cache, only up to the inode's size, which
-        // is 0 as in the kernel, and never send a read(2). Storing the content
-        // sets the size; the open reply (without FOPEN_KEEP_CACHE) then drops
-        // the pages, so the page cache refills from this open's own snapshot
-        // (`read_mapped`) and never shows another open's.
-        if self.cuse.is_none() {
-            if let Some(c) = file.content().filter(|c| !c.is_empty()) {
-                self.store(ino, 0, c);
-            }
-        }
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         let armed = Arc::new(AtomicBool::new(false));
         let open_flags = if file.is_stream() {
@@ -915,7 +904,19 @@ impl Session {
             pending: Mutex::new(VecDeque::new()),
             poll_kh: Mutex::new(None),
         });
-        self.handles.write().unwrap().insert(fh, hd);
+        self.handles.write().unwrap().insert(fh, Arc::clone(&hd));
+        // Snapshots (usb/devices, usbmon's Ns): sendfile and splice (busybox
+        // cat) read through the page cache, only up to the inode's size, which
+        // is 0 as in the kernel, and never send a read(2). Storing the content
+        // sets the size (and attribute replies keep it while the file is open,
+        // `open_snapshot_size`); the open reply (without FOPEN_KEEP_CACHE)
+        // then drops the pages, so the page cache refills from this open's own
+        // snapshot (`read_mapped`) and never shows another open's.
+        if self.cuse.is_none() {
+            if let Some(c) = hd.file.content().filter(|c| !c.is_empty()) {
+                self.store(ino, 0, c);
+            }
+        }
         self.ok(u, &proto::open_out(fh, open_flags));
     }
 
@@ -1181,4 +1182,54 @@ impl Session {
 impl Errno {
     /// EPROTO, answered to an INIT with an unknown major version.
     pub const EPROTO_COMPAT: Errno = Errno(libc::EPROTO);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A CUSE GETX: the kernel copied the 24-byte argument in; the handler's
+    /// header and data writes come back laid out over the output ranges, the
+    /// last one short.
+    #[test]
+    fn iov_memory_lays_out_writes_over_output_ranges() {
+        let mut arg = Vec::new();
+        arg.extend_from_slice(&0x1000u64.to_ne_bytes());
+        arg.extend_from_slice(&0x2000u64.to_ne_bytes());
+        arg.extend_from_slice(&100u64.to_ne_bytes());
+        let layout = crate::usbmon::binary::BinReader::ioctl_layout(
+            crate::usbmon::binary::ioc::GETX,
+            0x500,
+            &arg,
+        );
+        assert_eq!(layout.input, vec![(0x500, 24)]);
+        assert_eq!(layout.output, vec![(0x1000, 64), (0x2000, 100)]);
+        let mem = IovMemory::new(&layout, &arg);
+        assert_eq!(mem.read(0x508, 8).unwrap(), 0x2000u64.to_ne_bytes());
+        assert_eq!(mem.read(0x600, 8).err(), Some(Errno::EFAULT));
+        mem.write(0x1000, &[7u8; 64]).unwrap();
+        mem.write(0x2000, &[9u8; 10]).unwrap();
+        assert_eq!(mem.write(0x3000, &[1]).err(), Some(Errno::EFAULT));
+        let reply = mem.reply_bytes();
+        assert_eq!(reply.len(), 74);
+        assert_eq!(&reply[..64], &[7u8; 64][..]);
+        assert_eq!(&reply[64..], &[9u8; 10][..]);
+    }
+
+    #[test]
+    fn first_cuse_layout_asks_for_the_argument_struct() {
+        let l = crate::usbmon::binary::BinReader::ioctl_layout(
+            crate::usbmon::binary::ioc::MFETCH,
+            0x500,
+            &[],
+        );
+        assert_eq!(l.input, vec![(0x500, 16)]);
+        assert!(l.output.is_empty());
+        let stats = crate::usbmon::binary::BinReader::ioctl_layout(
+            crate::usbmon::binary::ioc::STATS,
+            0x700,
+            &[],
+        );
+        assert_eq!(stats.output, vec![(0x700, 8)]);
+    }
 }

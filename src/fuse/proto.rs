@@ -82,9 +82,6 @@ pub const CUSE_UNRESTRICTED_IOCTL: u32 = 1 << 0;
 /// direct-I/O files, not on page-cache fills).
 pub const READ_LOCKOWNER: u32 = 1 << 1;
 
-/// `fuse_getattr_in.getattr_flags`: `fh` names the open file (fstat).
-pub const GETATTR_FH: u32 = 1 << 0;
-
 /// `fuse_poll_in.flags`: the kernel wants a wake-up notification.
 pub const POLL_SCHEDULE_NOTIFY: u32 = 1 << 0;
 

@@ -1039,9 +1039,11 @@ pub(crate) struct FloodTask {
     outcome: Outcome,
     runner: Runner,
     class_tag: u64,
+    /// Simulated time between two events.
+    spacing: u64,
 }
 
-/// Simulated time between two flood events.
+/// Simulated time between two flood events unless `rate` is configured.
 const FLOOD_SPACING: u64 = 250;
 
 impl FloodTask {
@@ -1053,6 +1055,13 @@ impl FloodTask {
             .unwrap_or(512)
             .max(1);
         let class_tag = ctx.dev(d).map(|x| x.class_tag).unwrap_or(0);
+        let spacing = ctx
+            .dev(d)
+            .and_then(|x| x.cfg.as_ref())
+            .and_then(|c| c.rate)
+            .map(|r| 1_000_000_000 / r.max(1) as u64)
+            .unwrap_or(FLOOD_SPACING)
+            .max(1);
         let t_out = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
         let t_in = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
         let out = ctx.data_urb(d, 0x02, size, 0, t_out);
@@ -1070,6 +1079,7 @@ impl FloodTask {
             outcome: Outcome::Ok,
             runner: Runner::default(),
             class_tag,
+            spacing,
         }
     }
 
@@ -1121,6 +1131,6 @@ impl FloodTask {
             }
             self.phase = (self.phase + 1) % 4;
         }
-        Some((now + FLOOD_SPACING).max(ctx.floor))
+        Some((now + self.spacing).max(ctx.floor))
     }
 }
