@@ -158,6 +158,8 @@ pub enum DeviceKind {
     HidKeyboard,
     /// HID boot mouse, interrupt IN polling.
     HidMouse,
+    /// qemu's usb-tablet: HID absolute pointer, interrupt IN polling.
+    HidTablet,
     /// Bulk-only mass storage doing SCSI READ(10)/WRITE(10).
     MassStorage,
     /// USB audio with an isochronous OUT stream.

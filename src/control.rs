@@ -43,7 +43,7 @@ replay stop BUS
 replay status BUS
 help
 (PORTS: a root port, or a path through hubs such as 4.1; KIND: hub, hid-keyboard,
-hid-mouse, mass-storage, audio, webcam, flood)
+hid-mouse, hid-tablet, mass-storage, audio, webcam, flood)
 ";
 
 /// What the commands act on.
@@ -75,7 +75,7 @@ fn parse_ports(s: Option<&str>) -> Result<Vec<u8>, String> {
 fn parse_kind(s: Option<&str>) -> Result<DeviceKind, String> {
     let s = s.ok_or("missing device kind")?;
     serde_yaml_ng::from_str::<DeviceKind>(s).map_err(|_| {
-        format!("unknown device kind {s:?} (hub, hid-keyboard, hid-mouse, mass-storage, audio, webcam, flood)")
+        format!("unknown device kind {s:?} (hub, hid-keyboard, hid-mouse, hid-tablet, mass-storage, audio, webcam, flood)")
     })
 }
 

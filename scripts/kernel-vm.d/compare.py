@@ -424,6 +424,31 @@ for bp in sorted(set(kby) | set(mby)):
              if not x.startswith(("---", "+++"))]
         res("FAIL", "enumeration of %r: setup packets differ" % name,
             "kernel: %s || monfs: %s || diff: %s" % (" | ".join(kseq), " | ".join(mseq), " ".join(d)))
+
+
+def int_submits(side, bus, dev):  # "interval length" of each interrupt IN submission
+    out = []
+    for ln in lines(side, "0u_enum.txt") or []:
+        f = ln.split(" ")
+        if len(f) > 5 and f[2] == "S" and f[3].startswith("Ii:%d:%03d:" % (bus, dev)):
+            out.append("%s %s" % (f[4].split(":")[1], f[5]))
+    return out
+
+
+for bp in sorted(set(kby) & set(mby)):
+    kd, md = kby[bp], mby[bp]
+    name = kd.get("product", "?")
+    ki, mi = int_submits("kernel", kd["bus"], kd["dev"]), int_submits("fuse", md["bus"], md["dev"])
+    if not ki and not mi:
+        continue
+    if not ki:
+        res("INFO", "interrupt polling of %r: not compared" % name,
+            "the kernel's usbhid submits its interrupt URB only while an input handler has the "
+            "device open (the console's keyboard handler opens keyboards; nothing opens the tablet "
+            "in the guest), so the kernel showed none; monfs polls: %s" % (sorted(set(mi)) or "none"))
+        continue
+    check(set(mi) <= set(ki) and mi, "interrupt polling of %r: same interval and length" % name,
+          "kernel (interval length) %s, monfs %s" % (sorted(set(ki)), sorted(set(mi))))
 kz = len(ks.get((1, 0), []))
 mz = len(ms.get((1, 0), []))
 check(kz == mz, "GET_DESCRIPTOR(64) to address 0 before addressing (bus 1)",

@@ -1055,6 +1055,7 @@ impl Ctx {
             return vec![];
         };
         let total = dev.desc.cfg.bytes().len() as u16;
+        let i_cfg = dev.desc.cfg.i_cfg;
         let dd = &dev.desc.dev;
         let mut ops = vec![
             ctrl(d, setup(0x80, 0x06, 0x0100, 0, 18)),
@@ -1069,6 +1070,13 @@ impl Ctx {
         }
         ops.push(Op::Delay(self.rng.range(2 * MS, 15 * MS)));
         ops.push(ctrl(d, setup(0x00, 0x09, 1, 0, 0)));
+        // usb_set_configuration caches the configuration's string.
+        if i_cfg != 0 {
+            ops.push(ctrl(
+                d,
+                setup(0x80, 0x06, 0x0300 | i_cfg as u16, 0x0409, 255),
+            ));
+        }
         ops.push(Op::ClassSetup(d));
         ops
     }
@@ -1335,7 +1343,7 @@ impl Ctx {
         };
         let at = now + self.rng.range(MS, 8 * MS);
         match kind {
-            DeviceKind::HidKeyboard | DeviceKind::HidMouse => {
+            DeviceKind::HidKeyboard | DeviceKind::HidMouse | DeviceKind::HidTablet => {
                 if let Some(t) = HidTask::new(self, d, at) {
                     self.spawn(at, Task::Hid(t));
                 }

@@ -84,6 +84,8 @@ pub(crate) struct ConfigDesc {
     pub attr: u8,
     /// bMaxPower (2 mA units).
     pub max_power: u8,
+    /// iConfiguration (0: none).
+    pub i_cfg: u8,
     pub iads: Vec<IadDesc>,
     pub alts: Vec<AltDesc>,
 }
@@ -103,7 +105,7 @@ impl ConfigDesc {
             0,
             self.num_interfaces(),
             self.value,
-            0,
+            self.i_cfg,
             self.attr,
             self.max_power,
         ];
@@ -207,6 +209,8 @@ pub(crate) struct Descriptors {
     pub manufacturer: Option<String>,
     pub product: Option<String>,
     pub serial: Option<String>,
+    /// The configuration's string (iConfiguration).
+    pub configuration: Option<String>,
     /// HID report descriptor (HID devices).
     pub report: Vec<u8>,
     /// Hub class descriptor (hubs).
@@ -229,6 +233,8 @@ impl Descriptors {
             self.product.as_deref()
         } else if idx == self.dev.i_ser {
             self.serial.as_deref()
+        } else if idx == self.cfg.i_cfg {
+            self.configuration.as_deref()
         } else {
             None
         }?;
@@ -340,10 +346,14 @@ pub(crate) fn decode_interval_us(speed: Speed, ep: &EpDesc) -> u32 {
 /// The natural speed of a device kind.
 pub(crate) fn natural_speed(kind: DeviceKind) -> Speed {
     match kind {
-        DeviceKind::HidKeyboard | DeviceKind::HidMouse | DeviceKind::Audio => Speed::Full,
-        DeviceKind::MassStorage | DeviceKind::Webcam | DeviceKind::Flood | DeviceKind::Hub => {
-            Speed::High
-        }
+        DeviceKind::HidMouse | DeviceKind::Audio => Speed::Full,
+        // qemu's usb-kbd and usb-tablet are high speed on xHCI and EHCI.
+        DeviceKind::HidKeyboard
+        | DeviceKind::HidTablet
+        | DeviceKind::MassStorage
+        | DeviceKind::Webcam
+        | DeviceKind::Flood
+        | DeviceKind::Hub => Speed::High,
     }
 }
 
@@ -351,6 +361,8 @@ pub(crate) fn natural_speed(kind: DeviceKind) -> Speed {
 pub(crate) fn default_interval_ms(kind: DeviceKind) -> u32 {
     match kind {
         DeviceKind::HidKeyboard | DeviceKind::HidMouse => 8,
+        // qemu's tablet: bInterval 4 at high speed (8 microframes).
+        DeviceKind::HidTablet => 1,
         DeviceKind::MassStorage => 200,
         DeviceKind::Audio | DeviceKind::Webcam => 1,
         DeviceKind::Hub | DeviceKind::Flood => 0,
@@ -374,12 +386,25 @@ pub(crate) const MOUSE_REPORT: [u8; 52] = [
     0x81, 0x06, 0xc0, 0xc0,
 ];
 
-fn hid_class_desc(report_len: usize) -> Vec<u8> {
+/// qemu's usb-tablet report descriptor (74 bytes, read from qemu 7.2 in
+/// kernel-vm): three buttons, absolute X and Y (16 bits, 0..=0x7fff), a
+/// relative wheel; a 6-byte report.
+pub(crate) const TABLET_REPORT: [u8; 74] = [
+    0x05, 0x01, 0x09, 0x02, 0xa1, 0x01, 0x09, 0x01, 0xa1, 0x00, 0x05, 0x09, 0x19, 0x01, 0x29, 0x03,
+    0x15, 0x00, 0x25, 0x01, 0x95, 0x03, 0x75, 0x01, 0x81, 0x02, 0x95, 0x01, 0x75, 0x05, 0x81, 0x01,
+    0x05, 0x01, 0x09, 0x30, 0x09, 0x31, 0x15, 0x00, 0x26, 0xff, 0x7f, 0x35, 0x00, 0x46, 0xff, 0x7f,
+    0x75, 0x10, 0x95, 0x02, 0x81, 0x02, 0x05, 0x01, 0x09, 0x38, 0x15, 0x81, 0x25, 0x7f, 0x35, 0x00,
+    0x45, 0x00, 0x75, 0x08, 0x95, 0x01, 0x81, 0x06, 0xc0, 0xc0,
+];
+
+/// The HID class descriptor; `bcd_hid` is 0x0111 for qemu's keyboard (and
+/// the mouse), 0x0001 for its tablet (sic).
+fn hid_class_desc(bcd_hid: u16, report_len: usize) -> Vec<u8> {
     vec![
         9,
         0x21,
-        0x11,
-        0x01,
+        bcd_hid as u8,
+        (bcd_hid >> 8) as u8,
         0x00,
         0x01,
         0x22,
@@ -455,6 +480,7 @@ pub(crate) fn root_hub(controller: Controller, nports: u8, bus: u16) -> Descript
             value: 1,
             attr: 0xe0,
             max_power: 0,
+            i_cfg: 0,
             iads: vec![],
             alts: vec![AltDesc {
                 num: 0,
@@ -469,6 +495,7 @@ pub(crate) fn root_hub(controller: Controller, nports: u8, bus: u16) -> Descript
         manufacturer: Some(format!("Linux 6.12.0-monfs {drv}")),
         product: Some(product.to_string()),
         serial: Some(pci_name(bus)),
+        configuration: None,
         report: vec![],
         hub_desc,
         nports,
@@ -501,59 +528,94 @@ pub(crate) fn device(
     let mut hub_desc = vec![];
     let mut report = vec![];
     let (vid, pid, bcd_dev, dclass, dsub, dproto, mps0, attr, power, mfr, prod, ser, driver);
+    // Fixed string indexes (manufacturer, product, serial, configuration) and
+    // the configuration string, for kinds that copy a real device's; the
+    // others number their strings 1, 2, 3 in that order.
+    let mut strings: Option<(u8, u8, u8, u8, &str)> = None;
     let mut iads = vec![];
     let alts: Vec<AltDesc>;
     match cfg.kind {
-        DeviceKind::HidKeyboard | DeviceKind::HidMouse => {
+        DeviceKind::HidKeyboard | DeviceKind::HidMouse | DeviceKind::HidTablet => {
             let kbd = cfg.kind == DeviceKind::HidKeyboard;
-            report = if kbd {
-                KEYBOARD_REPORT.to_vec()
-            } else {
-                MOUSE_REPORT.to_vec()
+            let tablet = cfg.kind == DeviceKind::HidTablet;
+            report = match cfg.kind {
+                DeviceKind::HidKeyboard => KEYBOARD_REPORT.to_vec(),
+                DeviceKind::HidTablet => TABLET_REPORT.to_vec(),
+                _ => MOUSE_REPORT.to_vec(),
             };
             vid = 0x0627;
             pid = 0x0001;
             bcd_dev = 0x0000;
-            (dclass, dsub, dproto, mps0, attr, power) = (0, 0, 0, 8, 0xa0, 50);
+            // ep0 packets: 64 bytes at high speed (as qemu's keyboard and
+            // tablet show on xHCI), 8 at full speed.
+            (dclass, dsub, dproto, attr, power) = (0, 0, 0, 0xa0, 50);
+            mps0 = if hs { 64 } else { 8 };
             mfr = Some("QEMU".to_string());
             prod = Some(
-                if kbd {
-                    "QEMU USB Keyboard"
-                } else {
-                    "QEMU USB Mouse"
+                match cfg.kind {
+                    DeviceKind::HidKeyboard => "QEMU USB Keyboard",
+                    DeviceKind::HidTablet => "QEMU USB Tablet",
+                    _ => "QEMU USB Mouse",
                 }
                 .to_string(),
             );
-            ser = Some(format!(
-                "{}-{}-{}",
-                if kbd { 68284 } else { 89126 },
-                pci,
-                path_s
-            ));
+            let serial_base = match cfg.kind {
+                DeviceKind::HidKeyboard => 68284,
+                DeviceKind::HidTablet => 28754,
+                _ => 89126,
+            };
+            ser = Some(format!("{serial_base}-{pci}-{path_s}"));
+            // qemu's HID string table: manufacturer 1, products 2 (mouse),
+            // 3 (tablet), 4 (keyboard), configurations 6, 7, 8, serials 9,
+            // 10, 11 (the keyboard's and the tablet's read from qemu in
+            // kernel-vm; the mouse keeps monfs's own numbering).
+            strings = match cfg.kind {
+                DeviceKind::HidKeyboard => Some((1, 4, 0x0b, 8, "HID Keyboard")),
+                DeviceKind::HidTablet => Some((1, 3, 0x0a, 7, "HID Tablet")),
+                _ => None,
+            };
             driver = "usbhid";
             let hs_int = if hs {
                 (interval as u32 * 8).next_power_of_two().trailing_zeros() as u8 + 1
             } else {
                 interval
             };
+            let (sub, proto) = match cfg.kind {
+                DeviceKind::HidKeyboard => (1, 1),
+                DeviceKind::HidTablet => (0, 0),
+                _ => (1, 2),
+            };
             alts = vec![AltDesc {
                 num: 0,
                 alt: 0,
                 class: 3,
-                sub: 1,
-                proto: if kbd { 1 } else { 2 },
-                extra: hid_class_desc(report.len()),
-                eps: vec![EpDesc::new(0x81, 0x03, if kbd { 8 } else { 4 }, hs_int)],
+                sub,
+                proto,
+                extra: hid_class_desc(if tablet { 0x0001 } else { 0x0111 }, report.len()),
+                eps: vec![EpDesc::new(
+                    0x81,
+                    0x03,
+                    if kbd || tablet { 8 } else { 4 },
+                    hs_int,
+                )],
             }];
         }
         DeviceKind::MassStorage => {
             vid = 0x46f4;
             pid = 0x0001;
             bcd_dev = 0x0000;
-            (dclass, dsub, dproto, mps0, attr, power) = (0, 0, 0, 64, 0x80, 250);
+            // Self-powered, 0 mA, as qemu's usb-storage.
+            (dclass, dsub, dproto, mps0, attr, power) = (0, 0, 0, 64, 0xc0, 0);
             mfr = Some("QEMU".to_string());
             prod = Some("QEMU USB HARDDRIVE".to_string());
             ser = Some(format!("1-{}-{}", pci, path_s));
+            // qemu's storage strings: 1, 2, 3, then its full-speed (4) and
+            // high-speed (5, read in kernel-vm) configuration names.
+            strings = Some(if hs {
+                (1, 2, 3, 5, "High speed config (usb 2.0)")
+            } else {
+                (1, 2, 3, 4, "Full speed config (usb 1.1)")
+            });
             driver = "usb-storage";
             let mps = if hs { 512 } else { 64 };
             alts = vec![AltDesc {
@@ -754,9 +816,22 @@ pub(crate) fn device(
             0
         }
     };
-    let i_mfr = idx(mfr.is_some());
-    let i_prod = idx(prod.is_some());
-    let i_ser = idx(ser.is_some());
+    let (i_mfr, i_prod, i_ser, i_cfg, configuration) = match strings {
+        Some((m, p, s, c, name)) => (
+            if mfr.is_some() { m } else { 0 },
+            if prod.is_some() { p } else { 0 },
+            if ser.is_some() { s } else { 0 },
+            c,
+            Some(name.to_string()),
+        ),
+        None => (
+            idx(mfr.is_some()),
+            idx(prod.is_some()),
+            idx(ser.is_some()),
+            0,
+            None,
+        ),
+    };
     Descriptors {
         speed,
         dev: DeviceDesc {
@@ -780,12 +855,14 @@ pub(crate) fn device(
             value: 1,
             attr,
             max_power: power,
+            i_cfg,
             iads,
             alts,
         },
         manufacturer: mfr,
         product: prod,
         serial: ser,
+        configuration,
         report,
         hub_desc,
         nports,
@@ -830,6 +907,61 @@ mod tests {
         assert_eq!(
             string_descriptor("QEMU"),
             [10, 3, b'Q', 0, b'E', 0, b'M', 0, b'U', 0]
+        );
+    }
+
+    /// qemu's (7.2) usb-kbd, usb-tablet and usb-storage on qemu-xhci, as
+    /// the 6.12 kernel read them in kernel-vm (sysfs `descriptors`).
+    #[test]
+    fn qemu_devices_on_xhci_match_qemu() {
+        let hex = |s: &str| -> Vec<u8> {
+            (0..s.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+                .collect()
+        };
+        let dev = |kind: &str| {
+            let yaml = format!("usb:\n  buses:\n    - bus: 1\n      devices:\n        - {{port: 1, kind: {kind}}}\n");
+            crate::config::Config::parse(&yaml, "t").unwrap().usb.buses[0].devices[0].clone()
+        };
+        for (kind, want, strings) in [
+            (
+                DeviceKind::HidKeyboard,
+                "120100020000004027060100000001040b0109022200010108a032090400000103010100092111010001223f0007058103080007",
+                [(4, "QEMU USB Keyboard"), (0x0b, "68284-0000:00:04.0-1"), (8, "HID Keyboard")],
+            ),
+            (
+                DeviceKind::HidTablet,
+                "120100020000004027060100000001030a0109022200010107a032090400000103000000092101000001224a0007058103080004",
+                [(3, "QEMU USB Tablet"), (0x0a, "28754-0000:00:04.0-1"), (7, "HID Tablet")],
+            ),
+            (
+                DeviceKind::MassStorage,
+                "1201000200000040f446010000000102030109022000010105c0000904000002080650000705810200020007050202000200",
+                [(2, "QEMU USB HARDDRIVE"), (3, "1-0000:00:04.0-1"), (5, "High speed config (usb 2.0)")],
+            ),
+        ] {
+            let cfg = dev(&format!("{kind:?}")
+                .chars()
+                .enumerate()
+                .flat_map(|(i, c)| {
+                    let sep = (i > 0 && c.is_ascii_uppercase()).then_some('-');
+                    sep.into_iter().chain(std::iter::once(c.to_ascii_lowercase()))
+                })
+                .collect::<String>());
+            let d = device(&cfg, natural_speed(kind), 1, &[1], 0);
+            assert_eq!(d.speed, Speed::High, "{kind:?}");
+            let mut got = d.dev.bytes().to_vec();
+            got.extend(d.cfg.bytes());
+            assert_eq!(got, hex(want), "{kind:?}");
+            assert_eq!(d.string(1), Some(string_descriptor("QEMU")));
+            for (i, s) in strings {
+                assert_eq!(d.string(i), Some(string_descriptor(s)), "{kind:?} string {i}");
+            }
+        }
+        assert_eq!(
+            TABLET_REPORT.to_vec(),
+            hex("05010902a1010901a10005091901290315002501950375018102950175058101050109300931150026ff7f350046ff7f751095028102050109381581257f35004500750895018106c0c0")
         );
     }
 

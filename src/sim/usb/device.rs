@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::config::DeviceKind;
-use crate::usbmon::event::{IsoDesc, XferType, URB_DIR_IN, URB_ISO_ASAP};
+use crate::usbmon::event::{IsoDesc, XferType, URB_DIR_IN, URB_ISO_ASAP, URB_SHORT_NOT_OK};
 
 use super::bus::{
     iso_urb_size, setup, Ctx, DevId, Kind, Op, Outcome, Runner, Urb, ENODEV, ENOENT, EPIPE, EPROTO,
@@ -148,11 +148,21 @@ impl Ctx {
                 ctrl(setup(0xa0, 0x00, 0, 0, 4)),
                 Op::Activate(d),
             ],
-            DeviceKind::HidKeyboard | DeviceKind::HidMouse => {
-                let mut ops = vec![
-                    ctrl(setup(0x21, 0x0a, 0, 0, 0)),
-                    ctrl(setup(0x81, 0x06, 0x2200, 0, dev.desc.report.len() as u16)),
-                ];
+            DeviceKind::HidKeyboard | DeviceKind::HidMouse | DeviceKind::HidTablet => {
+                let mut ops = vec![];
+                // usbhid_probe reads the serial number (hid->uniq) first.
+                let i_ser = dev.desc.dev.i_ser;
+                if i_ser != 0 {
+                    ops.push(ctrl(setup(0x80, 0x06, 0x0300 | i_ser as u16, 0x0409, 255)));
+                }
+                ops.push(ctrl(setup(0x21, 0x0a, 0, 0, 0)));
+                ops.push(ctrl(setup(
+                    0x81,
+                    0x06,
+                    0x2200,
+                    0,
+                    dev.desc.report.len() as u16,
+                )));
                 if kind == DeviceKind::HidKeyboard {
                     // The LED state, through usbhid's own control URB.
                     ops.push(ctrl_out(
@@ -249,6 +259,8 @@ fn hid_usage(c: u8) -> u8 {
 pub(crate) struct HidTask {
     dev: DevId,
     kbd: bool,
+    /// The absolute pointer: its position (0..=0x7fff each way).
+    tablet: Option<(u16, u16)>,
     urb: Urb,
     unit: u64,
     submitted_at: u64,
@@ -267,17 +279,22 @@ impl HidTask {
     pub(crate) fn new(ctx: &mut Ctx, d: DevId, at: u64) -> Option<HidTask> {
         let dev = ctx.dev(d)?;
         let kbd = dev.kind == Kind::Dev(DeviceKind::HidKeyboard);
+        let tablet = (dev.kind == Kind::Dev(DeviceKind::HidTablet)).then_some((0x4000, 0x4000));
         let ep = dev.desc.cfg.endpoint(0x81)?.clone();
         let speed = dev.speed();
         let class_tag = dev.class_tag;
         let tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
-        let urb = ctx.data_urb(d, 0x81, ep.mps as u32, URB_NO_TRANSFER_DMA_MAP, tag);
+        // usbhid's URB is as long as the longest input report (usbhid_start):
+        // the tablet's 6 bytes in an 8-byte packet, the others fill theirs.
+        let len = if tablet.is_some() { 6 } else { ep.mps as u32 };
+        let urb = ctx.data_urb(d, 0x81, len, URB_NO_TRANSFER_DMA_MAP, tag);
         let unit = descriptors::urb_interval(speed, &ep).max(1) as u64
             * descriptors::interval_unit_ns(speed);
         let first = at + ctx.rng.range(100 * MS, 300 * MS);
         Some(HidTask {
             dev: d,
             kbd,
+            tablet,
             urb,
             unit,
             submitted_at: at,
@@ -330,6 +347,14 @@ impl HidTask {
             } else {
                 now + ctx.rng.range(300 * MS, 1500 * MS)
             };
+            if let Some((x, y)) = &mut self.tablet {
+                // qemu's tablet report: buttons, X and Y (little endian,
+                // 0..=0x7fff), wheel.
+                let step = |v: u16, d: i8| (v as i32 + d as i32 * 64).clamp(0, 0x7fff) as u16;
+                (*x, *y) = (step(*x, dx), step(*y, dy));
+                let (x, y) = (x.to_le_bytes(), y.to_le_bytes());
+                return vec![buttons, x[0], x[1], y[0], y[1], 0];
+            }
             vec![buttons, dx as u8, dy as u8, 0]
         }
     }
@@ -581,12 +606,18 @@ impl StorageTask {
         Some(now + ctx.rng.range(MS, 5 * MS))
     }
 
+    // usb-storage's transfer flags (drivers/usb/storage/transport.c): the
+    // CBW and CSW go through its preallocated DMA buffer `us->iobuf`
+    // (usb_stor_msg_common sets URB_NO_TRANSFER_DMA_MAP); the data phase goes
+    // through usb_sg_init, whose single URB (xHCI/EHCI take sg lists) has
+    // URB_SHORT_NOT_OK when it reads. usb_submit_urb adds URB_DIR_IN: CBW
+    // 0x004, CSW 0x204, data IN 0x201, data OUT 0x000.
     fn cbw_urb(&self, ctx: &Ctx) -> Urb {
-        ctx.data_urb(self.dev, 0x02, 31, 0, self.class_tag)
+        ctx.data_urb(self.dev, 0x02, 31, URB_NO_TRANSFER_DMA_MAP, self.class_tag)
     }
 
     fn csw_urb(&self, ctx: &Ctx) -> Urb {
-        ctx.data_urb(self.dev, 0x81, 13, 0, self.class_tag)
+        ctx.data_urb(self.dev, 0x81, 13, URB_NO_TRANSFER_DMA_MAP, self.class_tag)
     }
 
     fn latency(ctx: &mut Ctx, len: u32, outcome: Outcome) -> u64 {
@@ -663,7 +694,8 @@ impl StorageTask {
                 let c = self.cmd.as_ref()?;
                 let (addr, len, out) = (if c.dir_in { 0x81 } else { 0x02 }, c.len, c.out.clone());
                 self.data_tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
-                let urb = ctx.data_urb(d, addr, len, 0, self.data_tag);
+                let flags = if c.dir_in { URB_SHORT_NOT_OK } else { 0 };
+                let urb = ctx.data_urb(d, addr, len, flags, self.data_tag);
                 self.outcome = ctx.take_error(d);
                 if self.outcome == Outcome::SubmitError {
                     ctx.submit_error(d, urb, now, ENODEV);

@@ -242,17 +242,17 @@ fn root_hub_enumeration_like_the_kernel() {
             "S Co:1:001:0 s 23 03 0008 0001 0000 0",
             "S Co:1:001:0 s 23 03 0008 0004 0000 0",
             "S Ci:1:001:0 s a3 00 0000 0001 0004 4 <",
-            "C Ci:1:001:0 0 4 = 01010100",
+            "C Ci:1:001:0 0 4 = 01050100",
             "S Co:1:001:0 s 23 01 0010 0001 0000 0",
             "S Ii:1:001:1 -115:2048 4 <",
             "S Co:1:001:0 s 23 03 0004 0001 0000 0",
-            "C Ci:1:001:0 0 4 = 03011000",
+            "C Ci:1:001:0 0 4 = 03051000",
             "S Co:1:001:0 s 23 01 0014 0001 0000 0",
         ],
     );
-    // The storage device is high speed.
+    // The mouse (port 2) is full speed.
     assert!(
-        l.iter().any(|x| x == "C Ci:1:001:0 0 4 = 01050100"),
+        l.iter().any(|x| x == "C Ci:1:001:0 0 4 = 01010100"),
         "{l:#?}"
     );
     // Root hub of bus 2 (EHCI, no TT).
@@ -285,8 +285,9 @@ fn devices_enumerate_in_order_with_class_setup() {
     // Address 0 first, on both buses.
     let zero = dev_lines(&evs, 1, 0);
     assert_eq!(zero[0], "S Ci:1:000:0 s 80 06 0100 0000 0040 64 <");
+    // The keyboard is high speed, with qemu's device descriptor.
     assert!(
-        zero[1].starts_with("C Ci:1:000:0 0 18 = 12011001 00000008 27060100"),
+        zero[1].starts_with("C Ci:1:000:0 0 18 = 12010002 00000040 27060100"),
         "{}",
         zero[1]
     );
@@ -303,25 +304,49 @@ fn devices_enumerate_in_order_with_class_setup() {
 
     // Keyboard (1-1 = address 2), mouse (3), storage (4), hub (5), audio (6).
     let kbd = std_enum(1, 2, "0022 34 <");
+    // qemu's keyboard (as the kernel reads it in kernel-vm): strings 4, 1,
+    // 0x0b; after SET_CONFIGURATION the configuration string (8), then
+    // usbhid's serial read, SET_IDLE, the report descriptor, the LEDs.
     in_order(
         &kbd,
         &[
+            "C Ci:1:002:0 0 34 = 09022200 010108a0 32090400 00010301 01000921 11010001 223f0007 05810308",
+            "S Ci:1:002:0 s 80 06 0304 0409 00ff 255 <",
+            "S Ci:1:002:0 s 80 06 0301 0409 00ff 255 <",
+            "S Ci:1:002:0 s 80 06 030b 0409 00ff 255 <",
+            "S Co:1:002:0 s 00 09 0001 0000 0000 0",
+            "S Ci:1:002:0 s 80 06 0308 0409 00ff 255 <",
+            "C Ci:1:002:0 0 26 = 1a034800 49004400 20004b00 65007900 62006f00 61007200 6400",
+            "S Ci:1:002:0 s 80 06 030b 0409 00ff 255 <",
             "S Co:1:002:0 s 21 0a 0000 0000 0000 0",
             "S Ci:1:002:0 s 81 06 2200 0000 003f 63 <",
             "C Ci:1:002:0 0 63 = 05010906 a1017501",
             "S Co:1:002:0 s 21 09 0200 0000 0001 1 = 00",
-            "S Ii:1:002:1 -115:8 8 <",
+            "S Ii:1:002:1 -115:64 8 <",
         ],
     );
     let mouse = std_enum(1, 3, "0022 34 <");
     in_order(
         &mouse,
         &[
+            "S Co:1:003:0 s 00 09 0001 0000 0000 0",
+            "S Ci:1:003:0 s 80 06 0303 0409 00ff 255 <",
             "S Co:1:003:0 s 21 0a 0000 0000 0000 0",
             "S Ci:1:003:0 s 81 06 2200 0000 0034 52 <",
         ],
     );
-    std_enum(1, 4, "0020 32 <");
+    let storage = std_enum(1, 4, "0020 32 <");
+    // qemu's usb-storage: self-powered, 0 mA, configuration string 5.
+    in_order(
+        &storage,
+        &[
+            "C Ci:1:004:0 0 32 = 09022000 010105c0 00090400 00020806 50000705 81020002 00070502 02000200",
+            "S Co:1:004:0 s 00 09 0001 0000 0000 0",
+            "S Ci:1:004:0 s 80 06 0305 0409 00ff 255 <",
+            "C Ci:1:004:0 0 56 = 38034800 69006700 68002000 73007000 65006500 64002000 63006f00 6e006600",
+            "S Ci:1:004:0 s a1 fe 0000 0000 0001 1 <",
+        ],
+    );
     let hub = std_enum(1, 5, "0019 25 <");
     in_order(
         &hub,
@@ -379,12 +404,12 @@ fn hid_reports_complete_and_resubmit() {
     assert!(
         completions
             .iter()
-            .any(|c| c.starts_with("C Ii:1:002:1 0:8 8 = 00000b00 00000000")),
+            .any(|c| c.starts_with("C Ii:1:002:1 0:64 8 = 00000b00 00000000")),
         "{completions:#?}"
     ); // 'h'
     assert!(completions
         .iter()
-        .any(|c| c == "C Ii:1:002:1 0:8 8 = 00000000 00000000"));
+        .any(|c| c == "C Ii:1:002:1 0:64 8 = 00000000 00000000"));
     // Every completion is followed at once by a submission of the same URB.
     for w in kbd.windows(2) {
         if w[0].kind == EventKind::Complete {
@@ -567,8 +592,8 @@ C:* #Ifs= 1 Cfg#= 1 Atr=e0 MxPwr=  0mA
 I:* If#= 0 Alt= 0 #EPs= 1 Cls=09(hub  ) Sub=00 Prot=00 Driver=hub
 E:  Ad=81(I) Atr=03(Int.) MxPS=   4 Ivl=256ms
 
-T:  Bus=01 Lev=01 Prnt=01 Port=00 Cnt=01 Dev#=  2 Spd=12   MxCh= 0
-D:  Ver= 1.10 Cls=00(>ifc ) Sub=00 Prot=00 MxPS= 8 #Cfgs=  1
+T:  Bus=01 Lev=01 Prnt=01 Port=00 Cnt=01 Dev#=  2 Spd=480  MxCh= 0
+D:  Ver= 2.00 Cls=00(>ifc ) Sub=00 Prot=00 MxPS=64 #Cfgs=  1
 P:  Vendor=0627 ProdID=0001 Rev= 0.00
 S:  Manufacturer=QEMU
 S:  Product=QEMU USB Keyboard
@@ -698,7 +723,7 @@ fn unplug_fails_urbs_and_removes_device() {
     let evs = sink.take();
     let l: Vec<String> = evs.iter().filter(|e| e.bus == 1).map(body).collect();
     // The keyboard's interrupt URB fails with EPROTO, the root hub reports ports 1 and 4.
-    assert!(l.iter().any(|x| x == "C Ii:1:002:1 -71:8 0"), "{l:#?}");
+    assert!(l.iter().any(|x| x == "C Ii:1:002:1 -71:64 0"), "{l:#?}");
     assert!(
         l.iter().any(|x| x == "C Ii:1:001:1 0:2048 1 = 12"),
         "{l:#?}"
