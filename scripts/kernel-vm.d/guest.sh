@@ -116,9 +116,11 @@ run_ioctls() { # run_ioctls OUTDIR DEVPREFIX
 	done
 }
 
-kernel_traffic() { # SCSI reads on the qemu USB stick, each one a separate command
+kernel_traffic() { # SCSI reads (and first some writes) on the qemu USB stick, each a separate command
 	_i=0
 	while [ $_i -lt 40 ]; do
+		# writes too, so that the bulk OUT data stage's flags are the kernel's, not assumed
+		[ $_i -lt 6 ] && dd if=/dev/zero of=$STICK bs=4096 count=1 seek=$((256 + _i)) conv=fsync 2>/dev/null
 		echo 3 > /proc/sys/vm/drop_caches
 		dd if=$STICK of=/dev/null bs=4096 count=1 skip=$_i 2>/dev/null
 		_i=$((_i + 1))
