@@ -4,40 +4,13 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::Mount;
+use common::{tcpdump, Mount};
 use monfs::record::{record_from_device, write_events, Format, LinkType};
 use monfs::sim::usb::replay::{parse_records, read_records, sample_events, Capture, RawRecord};
 use monfs::usbmon::text::{format_line, TextFormat};
-
-/// Run tcpdump on `usbmonN` of the mount for `secs` seconds.
-fn tcpdump(m: &Mount, iface: &str, secs: u32, out: &Path) {
-    let script = env!("CARGO_MANIFEST_DIR").to_string() + "/scripts/usbmon-ns";
-    let o = Command::new(script)
-        .arg(m.root())
-        .args([
-            "timeout",
-            "-s",
-            "INT",
-            &secs.to_string(),
-            "tcpdump",
-            "-i",
-            iface,
-            "-w",
-        ])
-        .arg(out)
-        .output()
-        .expect("scripts/usbmon-ns (needs tcpdump)");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("packets captured"), "tcpdump: {err}");
-    assert!(
-        err.lines().any(|l| l == "0 packets dropped by kernel"),
-        "{err}"
-    );
-}
 
 /// A packet without its timestamp (bytes 16..28) and bus number (12..14).
 fn key(pkt: &[u8]) -> Vec<u8> {

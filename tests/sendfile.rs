@@ -12,78 +12,6 @@ use std::time::Duration;
 
 use common::Mount;
 
-/// A tiny sendfile(2) copier: for each FILE, open it, fstat it, copy it to
-/// stdout with sendfile until it returns 0, and report on stderr
-/// `FILE fstat=SIZE sent=BYTES`. With `-2` it opens every file twice before
-/// copying (two snapshots open at once), copying the first open last.
-const SENDFILE_C: &str = r#"
-#include <fcntl.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/sendfile.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-static int copy(const char *name, int fd)
-{
-	struct stat st;
-	if (fstat(fd, &st) < 0) {
-		perror("fstat");
-		return 1;
-	}
-	long sent = 0;
-	for (;;) {
-		ssize_t n = sendfile(1, fd, NULL, 1 << 16);
-		if (n < 0) {
-			perror("sendfile");
-			return 1;
-		}
-		if (n == 0)
-			break;
-		sent += n;
-	}
-	fprintf(stderr, "%s fstat=%lld sent=%ld\n", name, (long long)st.st_size, sent);
-	return 0;
-}
-
-int main(int argc, char **argv)
-{
-	int twice = argc > 1 && strcmp(argv[1], "-2") == 0;
-	for (int i = 1 + twice; i < argc; i++) {
-		int a = open(argv[i], O_RDONLY);
-		int b = twice ? open(argv[i], O_RDONLY) : -1;
-		if (a < 0 || (twice && b < 0)) {
-			perror(argv[i]);
-			return 1;
-		}
-		if ((twice && copy(argv[i], b)) || copy(argv[i], a))
-			return 1;
-		close(a);
-		if (twice)
-			close(b);
-	}
-	return 0;
-}
-"#;
-
-fn build(dir: &Path) -> std::path::PathBuf {
-    let src = dir.join("sendfile_cat.c");
-    std::fs::write(&src, SENDFILE_C).unwrap();
-    let bin = dir.join("sendfile_cat");
-    let o = Command::new("cc")
-        .args(["-O2", "-Wall", "-Werror", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .output()
-        .expect("run cc (install gcc)");
-    assert!(
-        o.status.success(),
-        "compiling sendfile_cat.c: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    bin
-}
-
 /// Run the copier on `files` (relative to the mount); returns (stdout, stderr
 /// lines).
 fn sendfile(m: &Mount, bin: &Path, args: &[&str]) -> (String, Vec<String>) {
@@ -131,7 +59,7 @@ fn check_stats(text: &str, how: &str) {
 #[test]
 fn sendfile_reads_snapshot_files_whole() {
     let m = Mount::default_config();
-    let bin = build(m.dir.path());
+    let bin = common::compile_c("sendfile_cat", m.dir.path());
     for round in 0..2 {
         // usb/devices: sendfile gives what read(2) gives, and fstat on the
         // open file agrees with the bytes sent.

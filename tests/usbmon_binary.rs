@@ -253,24 +253,6 @@ fn pcap_records(path: &std::path::Path) -> (u32, Vec<Vec<u8>>) {
     (linktype, recs)
 }
 
-fn tcpdump_capture(m: &Mount, out: &std::path::Path) {
-    let script = env!("CARGO_MANIFEST_DIR").to_string() + "/scripts/usbmon-ns";
-    let o = Command::new(script)
-        .arg(m.root())
-        .args([
-            "timeout", "-s", "INT", "3", "tcpdump", "-i", "usbmon1", "-w",
-        ])
-        .arg(out)
-        .output()
-        .expect("scripts/usbmon-ns (needs tcpdump)");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("packets captured"), "tcpdump: {err}");
-    assert!(
-        err.lines().any(|l| l == "0 packets dropped by kernel"),
-        "{err}"
-    );
-}
-
 fn check_capture(path: &std::path::Path, want_linktype: u32, hdr: usize) {
     let (lt, recs) = pcap_records(path);
     assert_eq!(lt, want_linktype);
@@ -321,7 +303,7 @@ fn check_capture(path: &std::path::Path, want_linktype: u32, hdr: usize) {
 fn tcpdump_captures_in_mmap_mode_linktype_220() {
     let m = Mount::default_config();
     let out = m.dir.path().join("mmap.pcap");
-    tcpdump_capture(&m, &out);
+    common::tcpdump(&m, "usbmon1", 3, &out);
     check_capture(&out, 220, 64);
     let script = env!("CARGO_MANIFEST_DIR").to_string() + "/scripts/usbmon-ns";
     let o = Command::new(script)
@@ -339,6 +321,6 @@ fn tcpdump_captures_in_mmap_mode_linktype_220() {
 fn tcpdump_falls_back_to_read_mode_linktype_189_without_mmap() {
     let m = Mount::start(Some(include_str!("../config/default.yaml")), &["--no-mmap"]);
     let out = m.dir.path().join("read.pcap");
-    tcpdump_capture(&m, &out);
+    common::tcpdump(&m, "usbmon1", 3, &out);
     check_capture(&out, 189, 48);
 }

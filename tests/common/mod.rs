@@ -182,3 +182,31 @@ pub fn compile_c(name: &str, out_dir: &Path) -> PathBuf {
     );
     bin
 }
+
+/// Run `tcpdump -i IFACE -w OUT` for `secs` seconds in a private mount
+/// namespace where /dev/usbmonN are the mount's files (scripts/usbmon-ns),
+/// and check that it captured without kernel-side drops.
+pub fn tcpdump(m: &Mount, iface: &str, secs: u32, out: &Path) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/usbmon-ns");
+    let o = Command::new(script)
+        .arg(m.root())
+        .args([
+            "timeout",
+            "-s",
+            "INT",
+            &secs.to_string(),
+            "tcpdump",
+            "-i",
+            iface,
+            "-w",
+        ])
+        .arg(out)
+        .output()
+        .expect("scripts/usbmon-ns (needs tcpdump)");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("packets captured"), "tcpdump: {err}");
+    assert!(
+        err.lines().any(|l| l == "0 packets dropped by kernel"),
+        "{err}"
+    );
+}
