@@ -500,7 +500,7 @@ impl Tracing {
             }
         }
         let ts_ns = ts.unwrap_or_else(|| self.clock.now()).mono_ns;
-        let e = Entry {
+        let mut e = Entry {
             def: ev.def.clone(),
             data: data.into(),
             ts_ns,
@@ -509,6 +509,12 @@ impl Tracing {
         };
         {
             let mut r = self.ring.lock().unwrap();
+            // Producers stamp events with their own clocks (each bus its
+            // simulated time), but the kernel's ring stamps entries as they
+            // are recorded, so a reader never sees time go back: keep the
+            // ring's timestamps non-decreasing.
+            e.ts_ns = e.ts_ns.max(r.last_ts_ns);
+            r.last_ts_ns = e.ts_ns;
             if !self.overwrite.load(Ordering::Relaxed) && r.would_overwrite(&e) {
                 r.overrun_dropped += 1;
                 return;

@@ -112,6 +112,8 @@ pub struct Ring {
     pub lost_unreported: u64,
     /// Entries refused because the ring was full and `overwrite` was off.
     pub overrun_dropped: u64,
+    /// Timestamp of the newest entry; later entries never go below it.
+    pub last_ts_ns: u64,
 }
 
 impl Ring {
@@ -124,6 +126,7 @@ impl Ring {
             overrun: 0,
             lost_unreported: 0,
             overrun_dropped: 0,
+            last_ts_ns: 0,
         }
     }
 

@@ -28,7 +28,8 @@
  *
  *   END seen=N S=.. C=.. E=.. fillers=.. dropped=.. errors=.. fetches=.. ring=.. drain_timeout=0|1
  *
- * `dropped` is the sum of MON_IOCG_STATS.dropped over the run (the kernel
+ * With SOAK_BIN_STALL_MS=N in the environment it stops fetching for N ms
+ * once a second (the ring overflows). `dropped` is the sum of MON_IOCG_STATS.dropped over the run (the kernel
  * resets it on every read). Exit status 0 when no check failed, 3 otherwise;
  * the first errors are described on stderr.
  */
@@ -104,6 +105,11 @@ int main(int argc, char **argv)
 	unsigned int max_batch = argc > 3 ? (unsigned int)atoi(argv[3]) : 256;
 	long want_ring = argc > 4 ? atol(argv[4]) : 0;
 	double max_drain = (argc > 5 ? atol(argv[5]) : 5000) / 1000.0;
+	/* SOAK_BIN_STALL_MS: stop fetching for that long once a second, so the
+	 * ring overflows and drops are counted. */
+	const char *stall_env = getenv("SOAK_BIN_STALL_MS");
+	long stall_ms = stall_env ? atol(stall_env) : 0;
+	double last_stall = now();
 	if (max_batch == 0)
 		max_batch = 1;
 
@@ -277,6 +283,10 @@ int main(int argc, char **argv)
 			}
 		}
 		pending_flush = n;
+		if (stall_ms > 0 && !draining && now() - last_stall > 1.0) {
+			usleep(stall_ms * 1000);
+			last_stall = now();
+		}
 		if (now() - last_stats > 1.0) {
 			stats(fd);
 			last_stats = now();
