@@ -160,18 +160,30 @@ int main(int argc, char **argv)
 				read(fd, buf, sizeof(buf));
 				_exit(0);
 			}
-			/* Wait until the child sleeps in read. */
+			/* Wait until the child sleeps in read; if an event was
+			 * already there it exits at once: try again. */
 			char path[64], st[512];
+			int exited = 0;
 			snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 			for (;;) {
 				int f = open(path, O_RDONLY);
-				ssize_t k = read(f, st, sizeof(st) - 1);
-				close(f);
+				ssize_t k = f < 0 ? -1 : read(f, st, sizeof(st) - 1);
+				if (f >= 0)
+					close(f);
 				st[k > 0 ? k : 0] = 0;
 				char *p = strrchr(st, ')');
-				if (p && (p[2] == 'S' || p[2] == 'D'))
+				if (!p || p[2] == 'Z') {
+					waitpid(pid, NULL, 0);
+					exited = 1;
+					break;
+				}
+				if (p[2] == 'S' || p[2] == 'D')
 					break;
 				usleep(1000);
+			}
+			if (exited) {
+				i--;
+				continue;
 			}
 			usleep(20000);
 			double t0 = now();

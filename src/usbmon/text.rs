@@ -163,11 +163,14 @@ pub fn format_line(ev: &UrbEvent, fmt: TextFormat) -> String {
                 out.push_str(" =");
                 let n = (len as usize).min(DATA_MAX);
                 let data = ev.data.as_deref().unwrap_or(&[]);
+                const HEX: &[u8; 16] = b"0123456789abcdef";
                 for i in 0..n {
                     if i % 4 == 0 {
                         out.push(' ');
                     }
-                    let _ = write!(out, "{:02x}", data.get(i).copied().unwrap_or(0));
+                    let b = data.get(i).copied().unwrap_or(0);
+                    out.push(HEX[(b >> 4) as usize] as char);
+                    out.push(HEX[(b & 15) as usize] as char);
                 }
                 out.push('\n');
             }

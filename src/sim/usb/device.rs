@@ -1073,6 +1073,9 @@ pub(crate) struct FloodTask {
     class_tag: u64,
     /// Simulated time between two events.
     spacing: u64,
+    /// A rate was configured: keep it exactly (catch up after a late wake-up)
+    /// instead of jumping to the present.
+    rated: bool,
 }
 
 /// Simulated time between two flood events unless `rate` is configured.
@@ -1087,10 +1090,8 @@ impl FloodTask {
             .unwrap_or(512)
             .max(1);
         let class_tag = ctx.dev(d).map(|x| x.class_tag).unwrap_or(0);
-        let spacing = ctx
-            .dev(d)
-            .and_then(|x| x.cfg.as_ref())
-            .and_then(|c| c.rate)
+        let rate = ctx.dev(d).and_then(|x| x.cfg.as_ref()).and_then(|c| c.rate);
+        let spacing = rate
             .map(|r| 1_000_000_000 / r.max(1) as u64)
             .unwrap_or(FLOOD_SPACING)
             .max(1);
@@ -1112,6 +1113,7 @@ impl FloodTask {
             runner: Runner::default(),
             class_tag,
             spacing,
+            rated: rate.is_some(),
         }
     }
 
@@ -1163,6 +1165,10 @@ impl FloodTask {
             }
             self.phase = (self.phase + 1) % 4;
         }
-        Some((now + self.spacing).max(ctx.floor))
+        if self.rated {
+            Some(now + self.spacing)
+        } else {
+            Some((now + self.spacing).max(ctx.floor))
+        }
     }
 }
