@@ -339,6 +339,7 @@ pub fn serve_socket(ctl: Arc<Control>, path: &Path) -> std::io::Result<()> {
 
 fn serve_conn(ctl: &Control, s: UnixStream) {
     let Ok(mut out) = s.try_clone() else { return };
+    let mut answering = true;
     for line in BufReader::new(s).lines() {
         let Ok(line) = line else { return };
         if line.trim().is_empty() {
@@ -348,9 +349,10 @@ fn serve_conn(ctl: &Control, s: UnixStream) {
             Ok(msg) => format!("ok {}\n", msg.trim_end().replace('\n', "\n   ")),
             Err(e) => format!("error: {e}\n"),
         };
-        // A client that went away is not an error worth more than a debug line.
-        if out.write_all(reply.as_bytes()).is_err() {
-            return;
+        // A client that went away still gets every command it sent carried
+        // out; only the answers are dropped.
+        if answering && out.write_all(reply.as_bytes()).is_err() {
+            answering = false;
         }
     }
 }

@@ -237,3 +237,24 @@ fn seeded_runs_with_the_virtual_clock_are_byte_identical() {
     let (t3, _) = seeded_run("8");
     assert_ne!(t1, t3, "seeds 7 and 8 gave the same bytes");
 }
+
+/// A client that goes away mid-command (closed socket) disturbs nothing.
+#[test]
+fn a_closed_control_connection_leaves_the_daemon_serving() {
+    use std::io::Write;
+    let mut m = Mount::with_config(ONE_BUS);
+    let sock = m.sh_ok("cat monfs/socket");
+    for _ in 0..20 {
+        let mut s = std::os::unix::net::UnixStream::connect(sock.trim()).unwrap();
+        // Half a command, then gone; and a whole one whose answer nobody reads.
+        let _ = s.write_all(b"plug 1 ");
+        drop(s);
+        let mut s = std::os::unix::net::UnixStream::connect(sock.trim()).unwrap();
+        let _ = s.write_all(b"pause 1\nresume 1\n");
+        drop(s);
+    }
+    assert!(m.alive());
+    let (ok, out) = ctl(&m, &["help"]);
+    assert!(ok, "{out}");
+    assert!(m.sh_ok("timeout 5 head -n 1 usb/usbmon/1u").ends_with('\n'));
+}
