@@ -1012,7 +1012,9 @@ impl Session {
     fn run_or_park(&self, hd: &Arc<Handle>, fh: u64, u: u64, what: Parked, nonblock: bool) {
         let mut pend = hd.pending.lock().unwrap();
         if pend.is_empty() {
-            hd.armed.store(true, Ordering::SeqCst);
+            // Not armed: a request that is answered at once must not make the
+            // next event wake the service thread. If it parks, `service` arms
+            // the waker before it tries again, so no event is missed.
             match self.attempt(hd, &what, nonblock, false) {
                 Err(e) if e == Errno::EAGAIN && !nonblock => {}
                 res => return self.finish(u, res),
