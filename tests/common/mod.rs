@@ -210,3 +210,178 @@ pub fn tcpdump(m: &Mount, iface: &str, secs: u32, out: &Path) {
         "{err}"
     );
 }
+
+// usbmon text grammar, shared by the text, soak and other tests.
+
+pub fn is_hex(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+}
+pub fn is_dec(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}
+pub fn is_int(s: &str) -> bool {
+    is_dec(s.strip_prefix('-').unwrap_or(s))
+}
+
+/// One `Nu`/`Nt` line, as far as the soak needs it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct TextEvent {
+    /// Bus from the address (`Nu` only).
+    pub bus: Option<u16>,
+    /// Timestamp, microseconds modulo 4096 s.
+    pub ts: u32,
+}
+
+/// Check one line of `Nu` (u = true) or `Nt` against the kernel's format,
+/// field by field and width by width; returns the bus and timestamp.
+pub fn check_line(line: &str, u: bool) -> Result<TextEvent, String> {
+    let err = |m: &str| Err(format!("{m}: {line:?}"));
+    let w: Vec<&str> = line.split(' ').collect();
+    if w.len() < 5 {
+        return err("too few words");
+    }
+    if !is_hex(w[0]) || w[0].len() > 16 {
+        return err("tag");
+    }
+    if !is_dec(w[1]) || w[1].len() > 10 || w[1].parse::<u64>().unwrap() > 4_095_999_999 {
+        return err("timestamp");
+    }
+    let ts: u32 = w[1].parse().unwrap();
+    let ev = w[2];
+    if !["S", "C", "E"].contains(&ev) {
+        return err("event type");
+    }
+    let addr: Vec<&str> = w[3].split(':').collect();
+    let (xt, dev, ep, bus) = if u {
+        if addr.len() != 4 || !is_dec(addr[1]) || addr[1].starts_with('0') || addr[1].len() > 3 {
+            return err("u address (bus)");
+        }
+        (
+            addr[0],
+            addr[2],
+            addr[3],
+            Some(addr[1].parse::<u16>().unwrap()),
+        )
+    } else {
+        if addr.len() != 3 {
+            return err("t address");
+        }
+        if addr[2].len() != 2 {
+            return err("t endpoint must be 2 digits");
+        }
+        (addr[0], addr[1], addr[2], None)
+    };
+    if xt.len() != 2 || !"CZIB".contains(&xt[..1]) || !"io".contains(&xt[1..]) {
+        return err("type/dir");
+    }
+    if dev.len() != 3 || !is_dec(dev) {
+        return err("device must be 3 digits");
+    }
+    if !is_dec(ep) || ep.parse::<u32>().unwrap() > 15 || (u && ep.len() > 1 && ep.starts_with('0'))
+    {
+        return err("endpoint");
+    }
+    let (ttype, dir_in) = (&xt[..1], &xt[1..] == "i");
+    let mut i = 4;
+    // Status / setup.
+    if w[i] == "s" {
+        if ev != "S" || ttype != "C" {
+            return err("setup on a non control submit");
+        }
+        let Some(f) = w.get(i + 1..i + 6) else {
+            return err("setup words");
+        };
+        let widths_ok = f[0].len() == 2 && f[1].len() == 2 && f[2..].iter().all(|x| x.len() == 4);
+        if !(widths_ok && f.iter().all(|x| is_hex(x))) {
+            return err("setup words");
+        }
+        i += 6;
+    } else if u && ev != "E" && (ttype == "Z" || ttype == "I") {
+        let parts: Vec<&str> = w[i].split(':').collect();
+        let want = match (ttype, ev) {
+            ("I", _) => 2,
+            ("Z", "S") => 3,
+            _ => 4,
+        };
+        if parts.len() != want || !parts.iter().all(|p| is_int(p)) {
+            return err("status:interval form");
+        }
+        if ev == "S" && parts[0] != "-115" {
+            return err("submit status must be -115");
+        }
+        i += 1;
+        if ttype == "Z" {
+            let Some(n) = w.get(i).and_then(|x| x.parse::<usize>().ok()) else {
+                return err("iso count");
+            };
+            i += 1;
+            for _ in 0..n.min(5) {
+                let Some(d) = w.get(i) else {
+                    return err("iso descriptor missing");
+                };
+                let d: Vec<&str> = d.split(':').collect();
+                if d.len() != 3 || !is_int(d[0]) || !is_dec(d[1]) || !is_dec(d[2]) {
+                    return err("iso descriptor");
+                }
+                i += 1;
+            }
+        }
+    } else {
+        if !is_int(w[i]) {
+            return err("status");
+        }
+        if ev == "S" && w[i] != "-115" {
+            return err("submit status must be -115");
+        }
+        i += 1;
+    }
+    let Some(len) = w.get(i).and_then(|x| x.parse::<i64>().ok()) else {
+        return err("length");
+    };
+    i += 1;
+    let rest = &w[i..];
+    let ok = Ok(TextEvent { bus, ts });
+    if ev == "E" {
+        return if len == 0 && rest.is_empty() {
+            ok
+        } else {
+            err("E event")
+        };
+    }
+    if len <= 0 {
+        return if rest.is_empty() {
+            ok
+        } else {
+            err("data after zero length")
+        };
+    }
+    match rest.first().copied() {
+        Some("=") => {
+            if (dir_in && ev == "S") || (!dir_in && ev == "C") {
+                return err("data where a flag belongs");
+            }
+            let words = &rest[1..];
+            let want = (len as usize).min(32);
+            let mut got = 0;
+            for (k, word) in words.iter().enumerate() {
+                if !is_hex(word) || word.len() % 2 != 0 || word.len() > 8 {
+                    return err("data word");
+                }
+                if k + 1 < words.len() && word.len() != 8 {
+                    return err("only the last data word may be short");
+                }
+                got += word.len() / 2;
+            }
+            if got != want {
+                return err("data byte count");
+            }
+            ok
+        }
+        Some("<") if dir_in && ev == "S" && rest.len() == 1 => ok,
+        Some(">") if !dir_in && ev == "C" && rest.len() == 1 => ok,
+        Some("Z") if rest.len() == 1 => ok,
+        _ => err("data flag"),
+    }
+}
