@@ -248,7 +248,7 @@ fn dynamic_events_and_events_tree() {
 \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\
 \n\
 \tfield:u32 a;\toffset:8;\tsize:4;\tsigned:0;\n\
-\tfield:char b[8];\toffset:12;\tsize:8;\tsigned:1;\n\
+\tfield:char b[];\toffset:12;\tsize:8;\tsigned:1;\n\
 \tfield:struct foo c;\toffset:20;\tsize:12;\tsigned:1;\n\
 \n\
 print fmt: \"a=%u b=%s c=%llu\", REC->a, REC->b, REC->c\n",

@@ -378,10 +378,12 @@ fn layout(fields: &[UField]) -> (Vec<Field>, String) {
                 signed: !ty.starts_with('u'),
             }
         };
-        // `format` shows arrays with their numeric length (`char msg[20]`).
+        // `format` shows user_events arrays without their length
+        // (`char msg[]`, size 20): measured on 6.12, where user_events leaves
+        // the field's array length unset.
         let ctype = if kind == FieldKind::CharArray {
             let base = &ty[..ty.find('[').unwrap_or(ty.len())];
-            format!("{base}[{}]", f.size)
+            format!("{base}[]")
         } else {
             ty.to_string()
         };
@@ -1629,7 +1631,7 @@ mod tests {
         let def = EventDef::with_fields(SYSTEM, "test", 40100, fields, print);
         let fmt = def.format_text();
         assert!(fmt.contains("\tfield:u32 count;\toffset:8;\tsize:4;\tsigned:0;\n"));
-        assert!(fmt.contains("\tfield:char msg[20];\toffset:12;\tsize:20;\tsigned:1;\n"));
+        assert!(fmt.contains("\tfield:char msg[];\toffset:12;\tsize:20;\tsigned:1;\n"));
         assert!(fmt.contains("\tfield:__data_loc char[] s;\toffset:32;\tsize:4;\tsigned:1;\n"));
         let c = parse_command("r __rel_loc char[] data").unwrap();
         assert_eq!(layout(&c.fields).1, "\"data=%s\", __get_rel_str(data)");
