@@ -17,16 +17,20 @@ ue_side() { # ue_side OUTDIR TRACINGDIR
 		sleep 0.7
 		_ev=$(ls -d $_t/events/user_events/example_* 2>/dev/null | head -1)
 		echo "event dir: $_ev" > $_d/$p.event
-		cat $_t/dynamic_events > $_d/$p.dynamic_events 2>&1
+		# read(2), not busybox cat's sendfile: monfs's tracefs files have no
+		# page-cache content (a known gap, see README).
+		dd if=$_t/dynamic_events bs=65536 2>/dev/null > $_d/$p.dynamic_events
 		if [ -n "$_ev" ]; then
-			cat $_ev/format > $_d/$p.format 2>&1
+			dd if=$_ev/format bs=65536 2>/dev/null > $_d/$p.format
 			echo 1 > $_ev/enable || echo "enable failed" >> $_d/$p.event
 			sleep 0.7
 			echo 0 > $_ev/enable
 		fi
+		# While the event still exists: the kernel prints "Unknown type" for
+		# entries of freed events.
+		dd if=$_t/trace bs=65536 2>/dev/null | grep -v '^#' > $_d/$p.trace
 		finish prod 15
-		grep -v '^#' $_t/trace > $_d/$p.trace 2>&1
-		cat $_t/dynamic_events > $_d/$p.dynamic_events_after 2>&1
+		dd if=$_t/dynamic_events bs=65536 2>/dev/null > $_d/$p.dynamic_events_after
 	done
 }
 
