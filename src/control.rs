@@ -275,10 +275,7 @@ struct CtlFile(Arc<Control>);
 
 impl OpenFile for CtlFile {
     fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
-        let b = HELP.as_bytes();
-        let start = (offset as usize).min(b.len());
-        let end = (start + size as usize).min(b.len());
-        Ok(b[start..end].to_vec())
+        Ok(crate::vfs::slice_at(HELP.as_bytes(), offset, size))
     }
     fn write(&self, _offset: u64, data: &[u8]) -> SysResult<u32> {
         let text = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;

@@ -417,13 +417,21 @@ impl SnapshotFile {
     }
 }
 
+/// The bytes of `data` a read of `size` bytes at `offset` returns (empty
+/// past the end), as for any file read by offset.
+pub fn slice_at(data: &[u8], offset: u64, size: u32) -> Vec<u8> {
+    let start = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(data.len());
+    let end = start.saturating_add(size as usize).min(data.len());
+    data[start..end].to_vec()
+}
+
 struct Snapshot(Vec<u8>);
 
 impl OpenFile for Snapshot {
     fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
-        let start = (offset as usize).min(self.0.len());
-        let end = start.saturating_add(size as usize).min(self.0.len());
-        Ok(self.0[start..end].to_vec())
+        Ok(slice_at(&self.0, offset, size))
     }
     fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
         self.read(offset, size)

@@ -86,10 +86,7 @@ impl OpenFile for CtlOpen {
         if offset == 0 || c.is_none() {
             *c = Some(r());
         }
-        let d = c.as_ref().unwrap();
-        let start = (offset as usize).min(d.len());
-        let end = start.saturating_add(size as usize).min(d.len());
-        Ok(d[start..end].to_vec())
+        Ok(crate::vfs::slice_at(c.as_ref().unwrap(), offset, size))
     }
     fn write(&self, _offset: u64, data: &[u8]) -> SysResult<u32> {
         match &self.ctl.write {

@@ -1473,19 +1473,14 @@ impl OpenFile for StatusFile {
         if offset == 0 || c.is_none() {
             *c = Some(self.ue.status_text().into_bytes());
         }
-        let d = c.as_ref().unwrap();
-        let start = (offset as usize).min(d.len());
-        let end = start.saturating_add(size as usize).min(d.len());
-        Ok(d[start..end].to_vec())
+        Ok(crate::vfs::slice_at(c.as_ref().unwrap(), offset, size))
     }
     fn write(&self, _offset: u64, _data: &[u8]) -> SysResult<u32> {
         Err(Errno::EINVAL)
     }
     fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
         let st = self.ue.state.lock().unwrap();
-        let start = (offset as usize).min(PAGE_SIZE);
-        let end = start.saturating_add(size as usize).min(PAGE_SIZE);
-        Ok(st.page[start..end].to_vec())
+        Ok(crate::vfs::slice_at(&st.page[..PAGE_SIZE], offset, size))
     }
 }
 
@@ -1521,10 +1516,7 @@ impl OpenFile for DynFile {
         if offset == 0 || c.is_none() {
             *c = Some(self.ue.dynamic_text().into_bytes());
         }
-        let d = c.as_ref().unwrap();
-        let start = (offset as usize).min(d.len());
-        let end = start.saturating_add(size as usize).min(d.len());
-        Ok(d[start..end].to_vec())
+        Ok(crate::vfs::slice_at(c.as_ref().unwrap(), offset, size))
     }
     fn write(&self, _offset: u64, data: &[u8]) -> SysResult<u32> {
         let text = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;

@@ -537,10 +537,7 @@ impl BinReader {
     pub fn read_mapped(&self, offset: u64, size: u32) -> Vec<u8> {
         let mut st = self.state.lock().unwrap();
         st.mapped = true;
-        let b = st.ring.bytes();
-        let start = (offset as usize).min(b.len());
-        let end = (start + size as usize).min(b.len());
-        b[start..end].to_vec()
+        crate::vfs::slice_at(st.ring.bytes(), offset, size)
     }
 }
 
