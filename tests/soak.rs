@@ -1471,13 +1471,8 @@ fn tail(s: &str, n: usize) -> String {
 
 #[test]
 fn checkers_accept_good_input_and_reject_corruption() {
-    // Text grammar: the kernel's own lines pass, drifted ones fail.
-    for l in include_str!("data/kernel_1u.txt")
-        .lines()
-        .filter(|l| !l.is_empty())
-    {
-        check_line(l, true).unwrap();
-    }
+    // Text grammar (tests/common; its accept/reject cases are in
+    // tests/usbmon_text.rs): the bus and timestamp the soak uses.
     let good = "ffff8880abc0a540 171843070 C Bi:3:002:1 0 32 = 1fae68dc 48a98ec5 53411b0c 1c2b428d a9e431fa 790462d8 b376c446 56fc4f8c";
     assert_eq!(
         check_line(good, true).unwrap(),
@@ -1486,24 +1481,6 @@ fn checkers_accept_good_input_and_reject_corruption() {
             ts: 171843070
         }
     );
-    check_line(
-        "ffff888009800780 8659894 S Ci:002:00 s 80 06 0100 0000 0012 18 <",
-        false,
-    )
-    .unwrap();
-    for bad in [
-        "ffff888009800780 8659894 S Ci:2:02:0 s 80 06 0100 0000 0012 18 <",
-        "ffff888009800780 8659894 S Ci:1:002:0 s 80 06 100 0000 0012 18 <",
-        "ffff888009800780 8659894 C Ci:1:002:0 0 18 = 12010002 000040 27060100",
-        "ffff888009800780 8659894 S Bo:1:002:2 0 31 >",
-        "FFFF888009800780 8659894 C Ii:1:002:1 0:8 4 = 01020304",
-        "ffff8880abc0a540 171843070 C Bi:3:002:1 0 32 = 1fae68dc",
-        "ffff8880abc0a540 17184307 X Bi:3:002:1 0 32 <",
-        "ffff8880c1c82c00 171837167 C Zo:3:004:1 0:1:1016:0 4 0:0:192 0:192:192",
-        "ffff8880abc0a540 171843070 S Ci:1:002:0 s 80 06",
-    ] {
-        assert!(check_line(bad, true).is_err(), "accepted {bad}");
-    }
     // Order, with and without wrap.
     let mut o = Order::default();
     o.step(1, 10, 0).unwrap();

@@ -37,6 +37,10 @@ fn line_checker_accepts_kernel_lines_and_rejects_drift() {
         "ffff888009800780 8659894 C Ci:1:002:0 0 18 = 12010002 000040 27060100",
         "ffff888009800780 8659894 S Bo:1:002:2 0 31 >",
         "FFFF888009800780 8659894 C Ii:1:002:1 0:8 4 = 01020304",
+        "ffff8880abc0a540 171843070 C Bi:3:002:1 0 32 = 1fae68dc",
+        "ffff8880abc0a540 17184307 X Bi:3:002:1 0 32 <",
+        "ffff8880c1c82c00 171837167 C Zo:3:004:1 0:1:1016:0 4 0:0:192 0:192:192",
+        "ffff8880abc0a540 171843070 S Ci:1:002:0 s 80 06",
     ] {
         assert!(check_line(bad, true).is_err(), "accepted {bad}");
     }
