@@ -1080,6 +1080,11 @@ pub(crate) struct FloodTask {
 
 /// Simulated time between two flood events unless `rate` is configured.
 const FLOOD_SPACING: u64 = 250;
+/// How far an unrated flood may fall behind the present before it skips
+/// ahead. A bound instead of "jump to the present at every step" lets one
+/// bus-thread batch (`BATCH` steps) run on one clock reading; the price is
+/// timestamps up to this much in the past.
+const FLOOD_MAX_LAG: u64 = 1_000_000;
 
 impl FloodTask {
     pub(crate) fn new(ctx: &mut Ctx, d: DevId) -> FloodTask {
@@ -1168,7 +1173,7 @@ impl FloodTask {
         if self.rated {
             Some(now + self.spacing)
         } else {
-            Some((now + self.spacing).max(ctx.floor))
+            Some((now + self.spacing).max(ctx.floor.saturating_sub(FLOOD_MAX_LAG)))
         }
     }
 }
