@@ -88,10 +88,48 @@ struct State {
     dropped: u32,
     mapped: bool,
     /// Pages written since the page cache was last brought up to date.
-    dirty: Vec<bool>,
+    dirty: PageSet,
     /// Events removed by the flush of an MFETCH that then had to wait.
     fetch_flushed: u32,
     waker: Option<Waker>,
+}
+
+/// A set of ring pages, one bit each: scanning a 64 MiB ring's set is 256
+/// word tests, which matters because every MFETCH takes the set.
+struct PageSet(Vec<u64>);
+
+impl PageSet {
+    fn new(pages: usize, all: bool) -> PageSet {
+        let mut s = PageSet(vec![0; pages.div_ceil(64)]);
+        if all {
+            for p in 0..pages {
+                s.0[p / 64] |= 1 << (p % 64);
+            }
+        }
+        s
+    }
+
+    fn insert(&mut self, page: usize) {
+        self.0[page / 64] |= 1 << (page % 64);
+    }
+
+    /// Empty the set, returning its runs of consecutive pages as
+    /// `(first, end)` page ranges, lowest first.
+    fn take_runs(&mut self) -> Vec<(usize, usize)> {
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for (w, word) in self.0.iter_mut().enumerate() {
+            let mut bits = std::mem::take(word);
+            while bits != 0 {
+                let p = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                match runs.last_mut() {
+                    Some((_, end)) if *end == p => *end = p + 1,
+                    _ => runs.push((p, p + 1)),
+                }
+            }
+        }
+        runs
+    }
 }
 
 impl State {
@@ -100,31 +138,21 @@ impl State {
         let mut done = 0;
         while done < len {
             let at = (off + done) % size;
-            let page = at / CHUNK_SIZE;
-            self.dirty[page] = true;
+            self.dirty.insert(at / CHUNK_SIZE);
             done += CHUNK_SIZE - at % CHUNK_SIZE;
         }
     }
 
     /// Take the dirty pages as page-cache updates.
     fn take_dirty(&mut self) -> Vec<(u64, Vec<u8>)> {
-        let mut out = Vec::new();
-        let mut page = 0;
-        let pages = self.dirty.len();
-        while page < pages {
-            if !self.dirty[page] {
-                page += 1;
-                continue;
-            }
-            let start = page;
-            while page < pages && self.dirty[page] {
-                self.dirty[page] = false;
-                page += 1;
-            }
-            let (a, b) = (start * CHUNK_SIZE, page * CHUNK_SIZE);
-            out.push((a as u64, self.ring.bytes()[a..b].to_vec()));
-        }
-        out
+        self.dirty
+            .take_runs()
+            .into_iter()
+            .map(|(a, b)| {
+                let (a, b) = (a * CHUNK_SIZE, b * CHUNK_SIZE);
+                (a as u64, self.ring.bytes()[a..b].to_vec())
+            })
+            .collect()
     }
 
     fn insert(&mut self, ev: &UrbEvent) {
@@ -162,11 +190,13 @@ impl State {
         let len_cap = (lendesc + plan.copied) as u32;
         let h = encode_header(ev, len_cap, plan.flag_data, plan.ndesc as u32);
         self.ring.write_at(off, &h);
-        let payload = encode_payload(ev, &plan);
-        if !payload.is_empty() {
-            self.ring
-                .write_at((off + PKT_SIZE) % self.ring.size(), &payload);
-        }
+        let mut at = off + PKT_SIZE;
+        let ring = &mut self.ring;
+        payload_parts(ev, &plan, |part| {
+            at %= ring.size();
+            ring.write_at(at, part);
+            at += part.len();
+        });
         if plan.copied < plan.length {
             // Return the unused aligned tail, as mon_buff_area_shrink does.
             let delta = pkt_align(lendesc + plan.length) - pkt_align(len_cap as usize);
@@ -256,19 +286,32 @@ pub fn capture_plan(ev: &UrbEvent, ring_size: usize) -> CapturePlan {
 /// (zero-filled past the end of `data`).
 pub fn encode_payload(ev: &UrbEvent, plan: &CapturePlan) -> Vec<u8> {
     let mut d = Vec::with_capacity(plan.ndesc * 16 + plan.copied);
+    payload_parts(ev, plan, |part| d.extend_from_slice(part));
+    d
+}
+
+/// Hand the payload to `put` piece by piece, so that the ring can take it
+/// without an intermediate buffer.
+fn payload_parts(ev: &UrbEvent, plan: &CapturePlan, mut put: impl FnMut(&[u8])) {
     for desc in &ev.iso[..plan.ndesc] {
-        d.extend_from_slice(&desc.status.to_ne_bytes());
-        d.extend_from_slice(&desc.offset.to_ne_bytes());
-        d.extend_from_slice(&desc.length.to_ne_bytes());
-        d.extend_from_slice(&0u32.to_ne_bytes());
+        let mut b = [0u8; 16];
+        b[0..4].copy_from_slice(&desc.status.to_ne_bytes());
+        b[4..8].copy_from_slice(&desc.offset.to_ne_bytes());
+        b[8..12].copy_from_slice(&desc.length.to_ne_bytes());
+        put(&b);
     }
     if plan.copied != 0 {
         let data = ev.data.as_deref().unwrap_or(&[]);
         let n = plan.copied.min(data.len());
-        d.extend_from_slice(&data[..n]);
-        d.resize(plan.ndesc * 16 + plan.copied, 0);
+        put(&data[..n]);
+        const ZEROS: [u8; 256] = [0; 256];
+        let mut left = plan.copied - n;
+        while left > 0 {
+            let k = left.min(ZEROS.len());
+            put(&ZEROS[..k]);
+            left -= k;
+        }
     }
-    d
 }
 
 /// One event as a reader with a ring of `ring_size` bytes receives it through
@@ -287,7 +330,12 @@ pub fn encode_event(ev: &UrbEvent, ring_size: usize) -> Vec<u8> {
 
 /// One open of `dev/usbmonN`.
 pub struct BinReader {
+    /// Ring, counters and dirty pages: what the producer touches, held for
+    /// short stretches and never across a syscall.
     state: Mutex<State>,
+    /// Serialises the consumers of one open (the kernel's `fetch_lock`), so
+    /// that GET and MFETCH can write to the caller without `state`.
+    fetch: Mutex<()>,
 }
 
 impl MonReader for BinReader {
@@ -321,16 +369,18 @@ impl BinReader {
                 ring: Ring::new(BUFF_DFL),
                 dropped: 0,
                 mapped: false,
-                dirty: vec![false; BUFF_DFL / CHUNK_SIZE],
+                dirty: PageSet::new(BUFF_DFL / CHUNK_SIZE, false),
                 fetch_flushed: 0,
                 waker: None,
             }),
+            fetch: Mutex::new(()),
         }
     }
 
     /// `read()`: the 48-byte header then the captured bytes, continuing a
     /// partially read event.
     pub fn read(&self, size: usize) -> SysResult<Vec<u8>> {
+        let _fetch = self.fetch.lock().unwrap();
         let mut st = self.state.lock().unwrap();
         if st.ring.is_empty() {
             return Err(Errno::EAGAIN);
@@ -377,16 +427,27 @@ impl BinReader {
         if alloc > 0x1000_0000 {
             return Err(Errno::EINVAL);
         }
+        let _fetch = self.fetch.lock().unwrap();
+        let (head, body, len_cap) = {
+            let st = self.state.lock().unwrap();
+            if st.ring.is_empty() {
+                return Err(Errno::EAGAIN);
+            }
+            let off = st.ring.out_offset();
+            let len_cap = st.ring.len_cap_at(off);
+            let n = (len_cap as u64).min(alloc) as usize;
+            let at = (off + PKT_SIZE) % st.ring.size();
+            (
+                st.ring.bytes()[off..off + hdrbytes].to_vec(),
+                st.ring.read_at(at, n),
+                len_cap,
+            )
+        };
+        // The event stays queued if the caller's memory faults, as in the
+        // kernel; `fetch` keeps other consumers of this open off it meanwhile.
+        req.mem.write(hdr, &head)?;
+        req.mem.write(data, &body)?;
         let mut st = self.state.lock().unwrap();
-        if st.ring.is_empty() {
-            return Err(Errno::EAGAIN);
-        }
-        let off = st.ring.out_offset();
-        let len_cap = st.ring.len_cap_at(off);
-        req.mem.write(hdr, &st.ring.bytes()[off..off + hdrbytes])?;
-        let n = (len_cap as u64).min(alloc) as usize;
-        let at = (off + PKT_SIZE) % st.ring.size();
-        req.mem.write(data, &st.ring.read_at(at, n))?;
         st.ring.free(PKT_SIZE + len_cap);
         st.ring.b_read = 0;
         Ok(IoctlReply::default())
@@ -396,6 +457,7 @@ impl BinReader {
         let offvec = u64_at(req.input, 0);
         let nfetch = u32_at(req.input, 8);
         let nflush = u32_at(req.input, 12);
+        let _fetch = self.fetch.lock().unwrap();
         let mut st = self.state.lock().unwrap();
         // MFETCH is how mapped readers consume the ring.
         st.mapped = true;
@@ -414,11 +476,22 @@ impl BinReader {
             return Err(Errno::EAGAIN);
         }
         let offs = st.ring.offsets(nfetch as usize);
+        let cache_updates = st.take_dirty();
+        // The offset vector goes to the caller without the lock: the producer
+        // must not wait for a process_vm_writev.
+        drop(st);
         let mut vec = Vec::with_capacity(offs.len() * 4);
         for o in &offs {
             vec.extend_from_slice(&o.to_ne_bytes());
         }
-        req.mem.write(offvec, &vec)?;
+        if let Err(e) = req.mem.write(offvec, &vec) {
+            // Nothing was stored: the pages stay dirty for the next call.
+            let mut st = self.state.lock().unwrap();
+            for (off, bytes) in &cache_updates {
+                st.mark_dirty(*off as usize, bytes.len());
+            }
+            return Err(e);
+        }
         let mut out = req.input.to_vec();
         out.resize(16, 0);
         out[8..12].copy_from_slice(&(offs.len() as u32).to_ne_bytes());
@@ -428,7 +501,7 @@ impl BinReader {
         Ok(IoctlReply {
             result: 0,
             output: out,
-            cache_updates: st.take_dirty(),
+            cache_updates,
         })
     }
 
@@ -455,14 +528,15 @@ impl BinReader {
                     return Err(Errno::EINVAL);
                 }
                 let size = (req.arg as usize).div_ceil(CHUNK_SIZE) * CHUNK_SIZE;
-                let mut st = self.state.lock().unwrap();
+                let _fetch = self.fetch.lock().unwrap();
                 let (dev, ino) = req.file_id;
                 if procmem::has_shared_mapping(req.caller.pid, dev, ino) {
                     return Err(Errno::EBUSY);
                 }
+                let mut st = self.state.lock().unwrap();
                 st.mapped = false;
                 st.ring = Ring::new(size);
-                st.dirty = vec![true; size / CHUNK_SIZE];
+                st.dirty = PageSet::new(size / CHUNK_SIZE, true);
                 st.dropped = 0;
                 // Bring the whole new ring into the page cache now, so that a
                 // mapping of the new size finds every page.
@@ -490,6 +564,7 @@ impl BinReader {
             ioc::GETX => self.get(req, PKT_SZ_API1),
             ioc::MFETCH => self.mfetch(req),
             ioc::MFLUSH => {
+                let _fetch = self.fetch.lock().unwrap();
                 let n = self
                     .state
                     .lock()
@@ -658,6 +733,45 @@ mod tests {
             retry: false,
             file_id: (0, 0),
         }
+    }
+
+    #[test]
+    fn page_set_returns_runs_and_empties() {
+        let mut s = PageSet::new(200, false);
+        for p in [3, 4, 5, 63, 64, 65, 130, 199] {
+            s.insert(p);
+        }
+        assert_eq!(
+            s.take_runs(),
+            vec![(3, 6), (63, 66), (130, 131), (199, 200)]
+        );
+        assert!(s.take_runs().is_empty());
+        assert_eq!(PageSet::new(70, true).take_runs(), vec![(0, 70)]);
+    }
+
+    #[test]
+    fn mfetch_efault_keeps_pages_dirty_for_the_next_call() {
+        let mon = UsbMon::new(&[1]);
+        let r = Arc::new(BinReader::new());
+        let _reg = mon.attach(1, r.clone()).unwrap();
+        mon.urb_event(ev(EventKind::Complete, XferType::Control, true, 18));
+        let mfetch = |vec: u64| {
+            let mut m = Vec::new();
+            m.extend_from_slice(&vec.to_ne_bytes());
+            m.extend_from_slice(&4u32.to_ne_bytes());
+            m.extend_from_slice(&0u32.to_ne_bytes());
+            r.ioctl(&req(ioc::MFETCH, 0, &m))
+        };
+        assert_eq!(mfetch(8).err(), Some(Errno::EFAULT));
+        let mut vec = [0u32; 4];
+        let rep = mfetch(vec.as_mut_ptr() as u64).unwrap();
+        assert_eq!(rep.cache_updates.len(), 1);
+        assert_eq!(rep.cache_updates[0].0, 0);
+        assert_eq!(rep.cache_updates[0].1[8], b'C', "page 0 holds the event");
+        assert!(mfetch(vec.as_mut_ptr() as u64)
+            .unwrap()
+            .cache_updates
+            .is_empty());
     }
 
     #[test]
