@@ -104,9 +104,60 @@ pub fn has_shared_mapping(pid: u32, dev: u64, ino: u64) -> bool {
     })
 }
 
+/// The current `O_NONBLOCK` of the open file of device `dev`, inode `ino` in
+/// process `pid`: FUSE tells a filesystem the file flags on every read but not
+/// on an ioctl, and `fcntl(F_SETFL)` may have changed them since open. Read
+/// from `/proc/<pid>/fdinfo` (its `ino:` field needs Linux 5.14) with the
+/// mounts of `dev` from `/proc/<pid>/mountinfo`. None if no descriptor of the
+/// process refers to the file.
+pub fn fd_nonblock(pid: u32, dev: u64, ino: u64) -> Option<bool> {
+    let want_dev = format!("{}:{}", libc::major(dev), libc::minor(dev));
+    let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).ok()?;
+    let mnt_ids: Vec<&str> = mounts
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split(' ');
+            let id = w.next()?;
+            (w.nth(1)? == want_dev).then_some(id)
+        })
+        .collect();
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fdinfo")).ok()? {
+        let Ok(info) = std::fs::read_to_string(fd.ok()?.path()) else {
+            continue;
+        };
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.trim())
+        };
+        if field("ino:").and_then(|v| v.parse::<u64>().ok()) != Some(ino)
+            || !field("mnt_id:").is_some_and(|m| mnt_ids.contains(&m))
+        {
+            continue;
+        }
+        let flags = i32::from_str_radix(field("flags:")?, 8).ok()?;
+        return Some(flags & libc::O_NONBLOCK != 0);
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fd_nonblock_follows_fcntl() {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        let f = tempfile::tempfile_in("/dev/shm").unwrap();
+        let md = f.metadata().unwrap();
+        let (pid, dev, ino) = (std::process::id(), md.dev(), md.ino());
+        assert_eq!(fd_nonblock(pid, dev, ino), Some(false));
+        // SAFETY: fcntl on a descriptor we own.
+        unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+        assert_eq!(fd_nonblock(pid, dev, ino), Some(true));
+        assert_eq!(fd_nonblock(pid, dev, ino + 1), None);
+    }
 
     #[test]
     fn read_and_write_own_memory() {

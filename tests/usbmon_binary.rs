@@ -142,6 +142,29 @@ fn poll_reports_readable_when_the_ring_fills() {
     assert_eq!(lines[1], "poll(10s) -> 1 revents=0x1", "{out}");
 }
 
+/// O_NONBLOCK changed with fcntl after open governs the blocking ioctls as it
+/// does read() (libpcap's pcap_setnonblock works this way): EAGAIN once set,
+/// a blocking wait (ended here by an alarm) once cleared.
+#[test]
+fn fcntl_nonblock_governs_blocking_ioctls() {
+    let m = Mount::with_config(QUIET);
+    let bin = compile_c("usbmon_read", m.dir.path());
+    let (out, _) = run(&bin, &["fcntl", m.path("dev/usbmon1").to_str().unwrap()]);
+    let eagain = "Resource temporarily unavailable";
+    let eintr = "Interrupted system call";
+    assert_eq!(
+        out,
+        format!(
+            "set after open: read -> -1 {eagain}\n\
+             set after open: GETX -> -1 {eagain}\n\
+             set after open: MFETCH -> -1 {eagain}\n\
+             cleared after open: read -> -1 {eintr}\n\
+             cleared after open: GETX -> -1 {eintr}\n\
+             cleared after open: MFETCH -> -1 {eintr}\n"
+        )
+    );
+}
+
 /// A small mapped ring wraps many times: '@' fillers keep events from
 /// crossing the end, and over 12,000 events with MFETCH/MFLUSH none is lost
 /// (STATS reports no drop) or duplicated.

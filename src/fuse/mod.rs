@@ -957,7 +957,8 @@ impl Session {
             fh,
             u,
             Parked::Read { offset, size },
-            nonblock || hd.nonblock,
+            // The read carries the file's current flags (fcntl included).
+            nonblock,
         );
     }
 
@@ -1015,7 +1016,17 @@ impl Session {
             // Not armed: a request that is answered at once must not make the
             // next event wake the service thread. If it parks, `service` arms
             // the waker before it tries again, so no event is missed.
-            match self.attempt(hd, &what, nonblock, false) {
+            let mut nonblock = nonblock;
+            let mut res = self.attempt(hd, &what, nonblock, false);
+            if res == Err(Errno::EAGAIN) {
+                if let Some(live) = self.ioctl_nonblock(hd, &what).filter(|l| *l != nonblock) {
+                    nonblock = live;
+                    if live {
+                        res = self.attempt(hd, &what, true, true);
+                    }
+                }
+            }
+            match res {
                 Err(e) if e == Errno::EAGAIN && !nonblock => {}
                 res => return self.finish(u, res),
             }
@@ -1025,6 +1036,21 @@ impl Session {
         drop(pend);
         // Something may have arrived between the attempt and parking.
         self.service(fh);
+    }
+
+    /// The caller's current O_NONBLOCK for an ioctl that would block. An
+    /// ioctl request does not carry the file flags (a read does), and the
+    /// flags seen at open go stale after `fcntl(F_SETFL)`, as libpcap's
+    /// `pcap_setnonblock` does; so ask /proc, only on this slow path. None
+    /// for reads, CUSE ioctls (the descriptor is on another inode) and when
+    /// /proc does not tell.
+    fn ioctl_nonblock(&self, hd: &Handle, what: &Parked) -> Option<bool> {
+        let Parked::Ioctl(c) = what else { return None };
+        if c.cuse.is_some() {
+            return None;
+        }
+        let dev = self.dev_id.load(Ordering::Relaxed);
+        crate::procmem::fd_nonblock(c.caller.pid, dev, hd.nodeid)
     }
 
     /// Run a request once.
