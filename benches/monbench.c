@@ -156,6 +156,8 @@ int main(int argc, char **argv)
 		for (int i = 0; i < n; i++) {
 			pid_t pid = fork();
 			if (pid == 0) {
+				/* A shell's background job inherits SIGINT ignored. */
+				signal(SIGINT, SIG_DFL);
 				int fd = open_or_die(argv[2], O_RDONLY);
 				read(fd, buf, sizeof(buf));
 				_exit(0);

@@ -75,6 +75,9 @@ pub struct IoctlRequest<'a> {
     pub file_id: (u64, u64),
     /// The caller's memory, for pointers inside the argument.
     pub mem: &'a dyn CallerMemory,
+    /// A 32-bit caller on a 64-bit kernel (`FUSE_IOCTL_COMPAT`): pointers in
+    /// argument structs are 4 bytes, and commands carry the 32-bit sizes.
+    pub compat: bool,
 }
 
 /// A successful ioctl: the return value and the bytes to copy back to `arg`.
@@ -107,9 +110,15 @@ pub trait OpenFile: Send + Sync {
     fn ioctl(&self, _req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
         Err(Errno::ENOTTY)
     }
+    /// Whether 32-bit (compat) callers get an answer; without it they get
+    /// ENOTTY, as from a kernel file with no `compat_ioctl`.
+    fn compat_ioctl(&self) -> bool {
+        false
+    }
     /// The memory ioctl `cmd` with argument `arg` touches, given the bytes of
-    /// the argument struct fetched so far (empty at first). Only CUSE asks.
-    fn ioctl_layout(&self, _cmd: u32, _arg: u64, _input: &[u8]) -> IoctlLayout {
+    /// the argument struct fetched so far (empty at first), for a 32-bit caller
+    /// if `compat`. Only CUSE asks.
+    fn ioctl_layout(&self, _cmd: u32, _arg: u64, _input: &[u8], _compat: bool) -> IoctlLayout {
         IoctlLayout::default()
     }
     /// The poll mask right now.

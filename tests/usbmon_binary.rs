@@ -39,6 +39,19 @@ fn ioctls_and_errors_match_the_kernel() {
     assert_eq!(out, expected);
 }
 
+/// The same calls from a 32-bit program reach the compat ioctls
+/// (`MON_IOCX_GET32`, `MFETCH32`, `GETX32` with 4-byte pointers; no
+/// allocation limit on GETX). The expected transcript is the 32-bit program's
+/// output on Linux 6.12 (scripts/kernel-vm measures it on every run).
+#[test]
+fn compat_ioctls_of_32_bit_callers_match_the_kernel() {
+    let m = Mount::with_config(QUIET);
+    let bin = common::compile_c32("usbmon_ioctl", m.dir.path());
+    let (out, _) = run(&bin, &[m.path("dev/usbmon1").to_str().unwrap()]);
+    let expected = include_str!("data/usbmon_ioctl32.expected");
+    assert_eq!(out, expected);
+}
+
 #[test]
 fn device_files_and_modes() {
     let m = Mount::default_config();

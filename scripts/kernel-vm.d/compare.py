@@ -167,6 +167,9 @@ for b in (0, 1):
 # make traffic all the time, the kernel's idle qemu devices none).
 TRAFFIC = ("URB_LEN(empty)", "STATS", "GETX(nonblock, empty)", "MFETCH(nonblock, empty)",
            "read(nonblock, empty)", "MFLUSH(5) empty")
+# A 32-bit caller's GETX has no allocation limit (mon_bin_compat_ioctl), so
+# GETX(alloc 0x10000001) fetches an event when one is queued.
+TRAFFIC32 = ("GETX(alloc 0x10000001)",)
 # What any CUSE device gives, whatever its server does (fs/fuse/cuse.c):
 # cuse_frontend_fops has no .mmap, so mmap fails with ENODEV (a writable
 # shared mapping of an O_RDONLY fd fails earlier, in do_mmap, with EACCES as
@@ -184,23 +187,24 @@ CUSE_MMAP = OrderedDict([
 ])
 
 
-def transcript(side, b):
-    t = lines(side, "ioctl%d.txt" % b)
+def transcript(side, b, bits=64):
+    t = lines(side, ("ioctl%d.txt" if bits == 64 else "ioctl32_%d.txt") % b)
     if t is None:
         return None
     return OrderedDict((ln.split(" -> ")[0], ln.split(" -> ", 1)[1] if " -> " in ln else "")
                        for ln in t)
 
 
-for b in (0, 1):
-    k = transcript("kernel", b)
-    if not check(k is not None and len(k) >= 40, "kernel usbmon_ioctl /dev/usbmon%d ran" % b,
+for bits, b in ((64, 0), (64, 1), (32, 0), (32, 1)):
+    prog = "usbmon_ioctl" if bits == 64 else "usbmon_ioctl32 (compat ioctls)"
+    k = transcript("kernel", b, bits)
+    if not check(k is not None and len(k) >= 40, "kernel %s /dev/usbmon%d ran" % (prog, b),
                  "%s lines" % (len(k) if k else None)):
         continue
     for side in SIDES:
-        m = transcript(side, b)
+        m = transcript(side, b, bits)
         if m is None:
-            res("FAIL", "%s usbmon_ioctl usbmon%d" % (side, b), "no transcript")
+            res("FAIL", "%s %s usbmon%d" % (side, prog, b), "no transcript")
             continue
         diffs, explained = [], []
         for key in list(k.keys()) + [x for x in m if x not in k]:
@@ -214,14 +218,14 @@ for b in (0, 1):
                 continue
             if kv == mv:
                 continue
-            if key in TRAFFIC:
+            if key in TRAFFIC or (bits == 32 and key in TRAFFIC32):
                 explained.append(key)
                 continue
             diffs.append("%s: kernel %r, monfs %r" % (key, kv, mv))
         detail = "; ".join(diffs) if diffs else "%d lines identical" % (len(k) - len(explained))
         if explained:
             detail += " (differing as explained: %s)" % ", ".join(explained)
-        check(not diffs, "ioctl transcript %s usbmon%d == kernel" % (side.upper(), b), detail)
+        check(not diffs, "%s transcript %s usbmon%d == kernel" % (prog, side.upper(), b), detail)
 
 # ------------------------------------------------------------------ u text grammar
 HEX = r"[0-9a-f]"

@@ -108,11 +108,14 @@ run_clients() { # run_clients OUTDIR DEVICE TEXTDIR TRAFFIC
 	wc -l "$_d"/*.txt
 }
 
-# the ioctl transcripts: bus 0 (all buses) and bus 1 (the devices)
+# the ioctl transcripts: bus 0 (all buses) and bus 1 (the devices), from a
+# 64-bit and a 32-bit (compat ioctl) program
 run_ioctls() { # run_ioctls OUTDIR DEVPREFIX
 	for b in 0 1; do
 		usbmon_ioctl "$2$b" > "$1/ioctl$b.txt" 2>&1
 		echo $? > "$1/ioctl$b.txt.rc"
+		usbmon_ioctl32 "$2$b" > "$1/ioctl32_$b.txt" 2>&1
+		echo $? > "$1/ioctl32_$b.txt.rc"
 	done
 }
 

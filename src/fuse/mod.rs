@@ -75,6 +75,7 @@ struct IoctlCall {
     input: Vec<u8>,
     out_size: u32,
     caller: Caller,
+    compat: bool,
 }
 
 struct Pending {
@@ -970,22 +971,22 @@ impl Session {
         let in_size = r.u32();
         let out_size = r.u32().unwrap_or(0);
         let input = r.rest().to_vec();
-        if flags & proto::ioctl_flags::COMPAT != 0 {
-            // 32-bit callers would need the compat struct layouts.
-            return self.err(u, Errno::ENOTTY);
-        }
+        let compat = flags & proto::ioctl_flags::COMPAT != 0;
         let Some(hd) = self.handle(fh) else {
             return self.err(u, Errno::EBADF);
         };
+        if compat && !hd.file.compat_ioctl() {
+            return self.err(u, Errno::ENOTTY);
+        }
         let mut cuse = None;
         if flags & proto::ioctl_flags::UNRESTRICTED != 0 {
             // CUSE: declare the memory the call touches, and have the kernel
             // retry the ioctl with it copied in, until the layout is complete.
-            let first = hd.file.ioctl_layout(cmd, arg, &[]);
+            let first = hd.file.ioctl_layout(cmd, arg, &[], compat);
             let first_len = first.input.first().map(|r| r.1 as usize).unwrap_or(0);
-            let layout = hd
-                .file
-                .ioctl_layout(cmd, arg, &input[..first_len.min(input.len())]);
+            let layout =
+                hd.file
+                    .ioctl_layout(cmd, arg, &input[..first_len.min(input.len())], compat);
             let mut layout = layout;
             clip_ranges(&mut layout.input, CUSE_IOCTL_MAX);
             clip_ranges(&mut layout.output, CUSE_IOCTL_MAX);
@@ -1004,6 +1005,7 @@ impl Session {
             input,
             out_size,
             caller,
+            compat,
         };
         let nonblock = hd.nonblock;
         self.run_or_park(&hd, fh, u, Parked::Ioctl(call), nonblock);
@@ -1078,6 +1080,7 @@ impl Session {
                     retry,
                     file_id: (self.dev_id.load(Ordering::Relaxed), c.nodeid),
                     mem: &mem,
+                    compat: c.compat,
                 };
                 hd.file.ioctl(&req).map(|rep| {
                     for (off, bytes) in &rep.cache_updates {
@@ -1130,6 +1133,7 @@ impl Session {
             retry,
             file_id: (0, c.nodeid),
             mem: &mem,
+            compat: c.compat,
         };
         let rep = hd.file.ioctl(&req)?;
         if !rep.output.is_empty() {
@@ -1229,6 +1233,7 @@ mod tests {
             crate::usbmon::binary::ioc::GETX,
             0x500,
             &arg,
+            false,
         );
         assert_eq!(layout.input, vec![(0x500, 24)]);
         assert_eq!(layout.output, vec![(0x1000, 64), (0x2000, 100)]);
@@ -1250,6 +1255,7 @@ mod tests {
             crate::usbmon::binary::ioc::MFETCH,
             0x500,
             &[],
+            false,
         );
         assert_eq!(l.input, vec![(0x500, 16)]);
         assert!(l.output.is_empty());
@@ -1257,6 +1263,7 @@ mod tests {
             crate::usbmon::binary::ioc::STATS,
             0x700,
             &[],
+            false,
         );
         assert_eq!(stats.output, vec![(0x700, 8)]);
     }

@@ -31,6 +31,91 @@ pub mod ioc {
     pub const MFETCH: u32 = 0xc010_9207;
     pub const MFLUSH: u32 = 0x9208;
     pub const GETX: u32 = 0x4018_920a;
+    // What 32-bit callers send: the same structs with 4-byte pointers.
+    pub const GET32: u32 = 0x400c_9206;
+    pub const MFETCH32: u32 = 0xc00c_9207;
+    pub const GETX32: u32 = 0x400c_920a;
+}
+
+/// `struct mon_bin_get` (`mon_bin_get32` for a 32-bit caller).
+struct GetArg {
+    hdr: u64,
+    data: u64,
+    alloc: u64,
+}
+
+impl GetArg {
+    fn size(compat: bool) -> usize {
+        if compat {
+            12
+        } else {
+            24
+        }
+    }
+    fn parse(b: &[u8], compat: bool) -> GetArg {
+        if compat {
+            GetArg {
+                hdr: u32_at(b, 0) as u64,
+                data: u32_at(b, 4) as u64,
+                alloc: u32_at(b, 8) as u64,
+            }
+        } else {
+            GetArg {
+                hdr: u64_at(b, 0),
+                data: u64_at(b, 8),
+                alloc: u64_at(b, 16),
+            }
+        }
+    }
+    /// The native call refuses allocations the kernel could not cast to u32
+    /// (the compat one has no such check, as in the kernel).
+    fn too_big(&self, compat: bool) -> bool {
+        !compat && self.alloc > 0x1000_0000
+    }
+}
+
+/// `struct mon_bin_mfetch` (`mon_bin_mfetch32`): where its fields sit.
+struct MfetchArg {
+    offvec: u64,
+    nfetch: u32,
+    nflush: u32,
+    /// Offset of `nfetch` (and `nflush` 4 bytes later) in the struct.
+    counts_at: usize,
+}
+
+impl MfetchArg {
+    fn size(compat: bool) -> usize {
+        if compat {
+            12
+        } else {
+            16
+        }
+    }
+    fn parse(b: &[u8], compat: bool) -> MfetchArg {
+        let (offvec, counts_at) = if compat {
+            (u32_at(b, 0) as u64, 4)
+        } else {
+            (u64_at(b, 0), 8)
+        };
+        MfetchArg {
+            offvec,
+            nfetch: u32_at(b, counts_at),
+            nflush: u32_at(b, counts_at + 4),
+            counts_at,
+        }
+    }
+}
+
+/// The native command a 32-bit caller's `cmd` stands for, as
+/// `mon_bin_compat_ioctl` maps it; None for ENOTTY.
+fn compat_command(cmd: u32) -> Option<u32> {
+    match cmd {
+        ioc::GET32 => Some(ioc::GET),
+        ioc::GETX32 => Some(ioc::GETX),
+        ioc::MFETCH32 => Some(ioc::MFETCH),
+        ioc::STATS | ioc::URB_LEN | ioc::Q_RING_SIZE | ioc::T_RING_SIZE | ioc::MFLUSH => Some(cmd),
+        _ => None,
+    }
 }
 
 /// The 64-byte header of an event as the ring stores it.
@@ -421,12 +506,11 @@ impl BinReader {
     }
 
     fn get(&self, req: &IoctlRequest<'_>, hdrbytes: usize) -> SysResult<IoctlReply> {
-        let hdr = u64_at(req.input, 0);
-        let data = u64_at(req.input, 8);
-        let alloc = u64_at(req.input, 16);
-        if alloc > 0x1000_0000 {
+        let arg = GetArg::parse(req.input, req.compat);
+        if arg.too_big(req.compat) {
             return Err(Errno::EINVAL);
         }
+        let GetArg { hdr, data, alloc } = arg;
         let _fetch = self.fetch.lock().unwrap();
         let (head, body, len_cap) = {
             let st = self.state.lock().unwrap();
@@ -454,9 +538,12 @@ impl BinReader {
     }
 
     fn mfetch(&self, req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
-        let offvec = u64_at(req.input, 0);
-        let nfetch = u32_at(req.input, 8);
-        let nflush = u32_at(req.input, 12);
+        let MfetchArg {
+            offvec,
+            nfetch,
+            nflush,
+            counts_at,
+        } = MfetchArg::parse(req.input, req.compat);
         let _fetch = self.fetch.lock().unwrap();
         let mut st = self.state.lock().unwrap();
         // MFETCH is how mapped readers consume the ring.
@@ -471,7 +558,8 @@ impl BinReader {
         if st.ring.is_empty() {
             if req.nonblock && nflush != 0 {
                 // The kernel stores nflush before it finds the ring empty.
-                req.mem.write(req.arg + 12, &flushed.to_ne_bytes())?;
+                req.mem
+                    .write(req.arg + counts_at as u64 + 4, &flushed.to_ne_bytes())?;
             }
             return Err(Errno::EAGAIN);
         }
@@ -493,10 +581,10 @@ impl BinReader {
             return Err(e);
         }
         let mut out = req.input.to_vec();
-        out.resize(16, 0);
-        out[8..12].copy_from_slice(&(offs.len() as u32).to_ne_bytes());
+        out.resize(MfetchArg::size(req.compat), 0);
+        out[counts_at..counts_at + 4].copy_from_slice(&(offs.len() as u32).to_ne_bytes());
         if nflush != 0 {
-            out[12..16].copy_from_slice(&flushed.to_ne_bytes());
+            out[counts_at + 4..counts_at + 8].copy_from_slice(&flushed.to_ne_bytes());
         }
         Ok(IoctlReply {
             result: 0,
@@ -513,7 +601,12 @@ impl BinReader {
                 ..Default::default()
             })
         };
-        match req.cmd {
+        let cmd = if req.compat {
+            compat_command(req.cmd).ok_or(Errno::ENOTTY)?
+        } else {
+            req.cmd
+        };
+        match cmd {
             ioc::URB_LEN => {
                 let st = self.state.lock().unwrap();
                 if st.ring.is_empty() {
@@ -577,30 +670,38 @@ impl BinReader {
         }
     }
 
-    /// The caller memory each ioctl touches (for CUSE's retry protocol).
-    pub fn ioctl_layout(cmd: u32, arg: u64, input: &[u8]) -> IoctlLayout {
+    /// The caller memory each ioctl touches (for CUSE's retry protocol), for
+    /// a 32-bit caller if `compat`.
+    pub fn ioctl_layout(cmd: u32, arg: u64, input: &[u8], compat: bool) -> IoctlLayout {
         let mut l = IoctlLayout::default();
+        let cmd = if compat {
+            compat_command(cmd).unwrap_or(0)
+        } else {
+            cmd
+        };
         match cmd {
             ioc::STATS => l.output.push((arg, 8)),
             ioc::GET | ioc::GETX => {
-                l.input.push((arg, 24));
-                let alloc = u64_at(input, 16);
-                if input.len() >= 24 && alloc <= 0x1000_0000 {
+                let size = GetArg::size(compat);
+                l.input.push((arg, size as u64));
+                let g = GetArg::parse(input, compat);
+                if input.len() >= size && !g.too_big(compat) {
                     let hb = if cmd == ioc::GET {
                         PKT_SZ_API0
                     } else {
                         PKT_SZ_API1
                     };
-                    l.output.push((u64_at(input, 0), hb as u64));
-                    l.output.push((u64_at(input, 8), alloc));
+                    l.output.push((g.hdr, hb as u64));
+                    l.output.push((g.data, g.alloc));
                 }
             }
             ioc::MFETCH => {
-                l.input.push((arg, 16));
-                if input.len() >= 16 {
-                    l.output.push((arg, 16));
-                    l.output
-                        .push((u64_at(input, 0), u32_at(input, 8) as u64 * 4));
+                let size = MfetchArg::size(compat);
+                l.input.push((arg, size as u64));
+                if input.len() >= size {
+                    let m = MfetchArg::parse(input, compat);
+                    l.output.push((arg, size as u64));
+                    l.output.push((m.offvec, m.nfetch as u64 * 4));
                 }
             }
             _ => {}
@@ -631,8 +732,11 @@ impl OpenFile for BinFile {
     fn poll(&self) -> u32 {
         self.reader.poll()
     }
-    fn ioctl_layout(&self, cmd: u32, arg: u64, input: &[u8]) -> IoctlLayout {
-        BinReader::ioctl_layout(cmd, arg, input)
+    fn compat_ioctl(&self) -> bool {
+        true
+    }
+    fn ioctl_layout(&self, cmd: u32, arg: u64, input: &[u8], compat: bool) -> IoctlLayout {
+        BinReader::ioctl_layout(cmd, arg, input, compat)
     }
     fn set_waker(&self, waker: Waker) {
         self.reader.state.lock().unwrap().waker = Some(waker);
@@ -732,7 +836,44 @@ mod tests {
             },
             retry: false,
             file_id: (0, 0),
+            compat: false,
         }
+    }
+
+    #[test]
+    fn compat_commands_and_layouts() {
+        let mut get32 = Vec::new();
+        for v in [0x1000u32, 0x2000, 0x2000_0000] {
+            get32.extend_from_slice(&v.to_ne_bytes());
+        }
+        let l = BinReader::ioctl_layout(ioc::GETX32, 0x500, &get32, true);
+        assert_eq!(l.input, vec![(0x500, 12)]);
+        assert_eq!(
+            l.output,
+            vec![(0x1000, 64), (0x2000, 0x2000_0000)],
+            "no allocation limit for 32-bit callers"
+        );
+        let l = BinReader::ioctl_layout(ioc::MFETCH32, 0x500, &[0u8; 12], true);
+        assert_eq!(l.input, vec![(0x500, 12)]);
+        assert_eq!(l.output, vec![(0x500, 12), (0, 0)]);
+        let r = BinReader::new();
+        let mut q = req(ioc::GETX, 0, &[0u8; 24]);
+        q.compat = true;
+        assert_eq!(
+            r.ioctl(&q).err(),
+            Some(Errno::ENOTTY),
+            "64-bit GETX from a 32-bit caller"
+        );
+        let mut q = req(ioc::GETX32, 0, &get32);
+        q.compat = true;
+        assert_eq!(r.ioctl(&q).err(), Some(Errno::EAGAIN));
+        let mut q = req(ioc::Q_RING_SIZE, 0, &[]);
+        q.compat = true;
+        assert_eq!(r.ioctl(&q).unwrap().result, BUFF_DFL as i32);
+        assert_eq!(
+            r.ioctl(&req(ioc::GETX32, 0, &get32)).err(),
+            Some(Errno::ENOTTY)
+        );
     }
 
     #[test]

@@ -48,7 +48,8 @@ int main(int argc, char **argv)
 	long rc = ioctl(fd, MON_IOCG_STATS, &st);
 	printf("STATS -> %ld queued=%u dropped=%u\n", rc, st.queued, st.dropped);
 	unsigned long sizes[] = { 0, 8191, 1228801, 1232897, (unsigned long)-1, 64UL << 20,
-				  (64UL << 20) + 1, 0x100000000UL + 8192, 8192, 10000, 1228800 };
+				  (64UL << 20) + 1, (unsigned long)(0x100000000ULL + 8192), 8192, 10000,
+				  1228800 };
 	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		snprintf(buf, sizeof(buf), "RING_SIZE(%lu)", sizes[i]);
 		report(buf, ioctl(fd, MON_IOCT_RING_SIZE, sizes[i]));

@@ -162,21 +162,33 @@ pub fn wait_blocked(pid: u32) {
 /// Compile a C program from tests/c/NAME.c (or examples/NAME.c) into the temp
 /// dir; returns the binary.
 pub fn compile_c(name: &str, out_dir: &Path) -> PathBuf {
+    compile_c_as(name, out_dir, name, &[])
+}
+
+/// Compile `tests/c/NAME.c` (or `examples/NAME.c`) as a 32-bit x86 program
+/// (`NAME32`), for the compat ioctls. Needs gcc-multilib.
+pub fn compile_c32(name: &str, out_dir: &Path) -> PathBuf {
+    compile_c_as(name, out_dir, &format!("{name}32"), &["-m32"])
+}
+
+fn compile_c_as(name: &str, out_dir: &Path, bin_name: &str, flags: &[&str]) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut src = root.join("tests/c").join(format!("{name}.c"));
     if !src.exists() {
         src = root.join("examples").join(format!("{name}.c"));
     }
-    let bin = out_dir.join(name);
+    let bin = out_dir.join(bin_name);
     let o = Command::new("cc")
-        .args(["-O2", "-Wall", "-Werror", "-o"])
+        .args(["-O2", "-Wall", "-Werror"])
+        .args(flags)
+        .arg("-o")
         .arg(&bin)
         .arg(&src)
         .output()
         .expect("run cc (install gcc)");
     assert!(
         o.status.success(),
-        "compiling {}: {}",
+        "compiling {} {flags:?}: {}",
         src.display(),
         String::from_utf8_lossy(&o.stderr)
     );
