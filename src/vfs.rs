@@ -7,7 +7,7 @@
 //! `O_NONBLOCK` caller.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use crate::errno::{Errno, SysResult};
 
@@ -436,6 +436,57 @@ pub fn slice_at(data: &[u8], offset: u64, size: u32) -> Vec<u8> {
     data[start..end].to_vec()
 }
 
+/// The text of a generated file (a tracefs control file) for one open, as a
+/// seq_file keeps it: made at open, made again when a later read starts at
+/// offset 0 or after a write through this open. The text made at open is
+/// also the open's [`OpenFile::content`], so that sendfile and splice
+/// (busybox `cat`) see it.
+pub struct OpenText {
+    at_open: Vec<u8>,
+    /// The text reads continue in; None until the first read.
+    current: Mutex<Option<Vec<u8>>>,
+    /// A write happened: the next read regenerates even at a later offset's
+    /// continuation.
+    stale: std::sync::atomic::AtomicBool,
+}
+
+impl OpenText {
+    /// Text for an open; `initial` is the file's text now.
+    pub fn new(initial: Vec<u8>) -> OpenText {
+        OpenText {
+            at_open: initial,
+            current: Mutex::new(None),
+            stale: Default::default(),
+        }
+    }
+
+    /// A read at `offset`: the first read and reads continuing it use the
+    /// text made at open; a read from offset 0 after that (or any read after
+    /// a write) uses `generate()`'s fresh text.
+    pub fn read(&self, offset: u64, size: u32, generate: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
+        let mut cur = self.current.lock().unwrap();
+        let stale = self.stale.swap(false, std::sync::atomic::Ordering::Relaxed);
+        let text = match cur.take() {
+            None if !stale => self.at_open.clone(),
+            Some(t) if offset != 0 && !stale => t,
+            _ => generate(),
+        };
+        let out = slice_at(&text, offset, size);
+        *cur = Some(text);
+        out
+    }
+
+    /// A write went through this open.
+    pub fn written(&self) {
+        self.stale.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The text made at open.
+    pub fn at_open(&self) -> &[u8] {
+        &self.at_open
+    }
+}
+
 struct Snapshot(Vec<u8>);
 
 impl OpenFile for Snapshot {
@@ -465,6 +516,40 @@ impl FileNode for SnapshotFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn open_text_is_made_at_open_and_again_from_offset_0() {
+        let n = std::cell::Cell::new(0);
+        let gen = || {
+            n.set(n.get() + 1);
+            format!("gen{}", n.get()).into_bytes()
+        };
+        let t = OpenText::new(b"open".to_vec());
+        assert_eq!(t.at_open(), b"open");
+        assert_eq!(
+            t.read(0, 2, gen),
+            b"op",
+            "the first read uses the text made at open"
+        );
+        assert_eq!(t.read(2, 10, gen), b"en", "and so does its continuation");
+        assert_eq!(
+            t.read(0, 10, gen),
+            b"gen1",
+            "a new read from 0 makes it again"
+        );
+        assert_eq!(t.read(3, 10, gen), b"1");
+        t.written();
+        assert_eq!(
+            t.read(3, 10, gen),
+            b"2",
+            "after a write even a continuation"
+        );
+        assert_eq!(
+            t.at_open(),
+            b"open",
+            "sendfile's text stays the one made at open"
+        );
+    }
 
     #[test]
     fn add_resolve_remove() {

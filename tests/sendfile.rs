@@ -98,3 +98,30 @@ fn sendfile_reads_snapshot_files_whole() {
         assert_eq!(md.len(), 0, "{f}: stat size once closed");
     }
 }
+
+/// tracefs files are generated text too: a sendfile reader (busybox `cat`)
+/// gets what read(2) gets, as on the real tracefs, whose seq_files splice.
+#[test]
+fn sendfile_reads_tracefs_files_whole() {
+    let m = Mount::default_config();
+    let bin = common::compile_c("sendfile_cat", m.dir.path());
+    m.sh_ok("echo usb:usb_urb_complete > tracing/set_event");
+    m.sh_ok("echo 'u:monfs_sendfile u32 count' >> tracing/dynamic_events");
+    m.sh_ok("echo 0 > tracing/tracing_on");
+    for f in [
+        "tracing/available_events",
+        "tracing/set_event",
+        "tracing/events/usb/usb_urb_complete/format",
+        "tracing/events/usb/usb_urb_complete/id",
+        "tracing/events/usb/usb_urb_complete/enable",
+        "tracing/tracing_on",
+        "tracing/dynamic_events",
+        "tracing/trace",
+    ] {
+        let want = m.sh_ok(&format!("cat {f}"));
+        assert!(!want.is_empty(), "{f} is empty through read(2)");
+        let (out, err) = sendfile(&m, &bin, &[f]);
+        assert_eq!(out, want, "{f}: sendfile and read(2) differ");
+        assert_eq!(err, [format!("{f} fstat={0} sent={0}", out.len())]);
+    }
+}

@@ -11,7 +11,9 @@ use super::parse::{is_space, kstrtoul, next_token, parse_match};
 use super::ring::{BUF_PAGE_SIZE, DEFAULT_BUF_BYTES};
 use super::{EventId, FilterState, Tracing, OPTIONS};
 use crate::errno::{Errno, SysResult};
-use crate::vfs::{Caller, FileNode, NodeKind, OpenFile, OpenFlags, Tree, Waker, POLL_READABLE};
+use crate::vfs::{
+    Caller, FileNode, NodeKind, OpenFile, OpenFlags, OpenText, Tree, Waker, POLL_READABLE,
+};
 
 /// Writable tracefs files.
 pub const MODE_WRITE: u32 = 0o640;
@@ -60,7 +62,8 @@ struct CtlOpen {
     ctl: Ctl,
     writable: bool,
     caller: Caller,
-    cache: Mutex<Option<Vec<u8>>>,
+    /// Readable opens of readable files.
+    text: Option<OpenText>,
 }
 
 impl FileNode for Ctl {
@@ -68,31 +71,43 @@ impl FileNode for Ctl {
         self.mode
     }
     fn open(&self, flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
+        let text = match &self.read {
+            Some(r) if flags.readable() => Some(OpenText::new(r())),
+            _ => None,
+        };
         Ok(Arc::new(CtlOpen {
             ctl: self.clone(),
             writable: flags.writable(),
             caller: *caller,
-            cache: Mutex::new(None),
+            text,
         }))
     }
 }
 
 impl OpenFile for CtlOpen {
     fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
-        let Some(r) = &self.ctl.read else {
-            return Err(Errno::EINVAL);
-        };
-        let mut c = self.cache.lock().unwrap();
-        if offset == 0 || c.is_none() {
-            *c = Some(r());
+        match (&self.ctl.read, &self.text) {
+            (Some(r), Some(t)) => Ok(t.read(offset, size, || r())),
+            (Some(r), None) => Ok(crate::vfs::slice_at(&r(), offset, size)),
+            (None, _) => Err(Errno::EINVAL),
         }
-        Ok(crate::vfs::slice_at(c.as_ref().unwrap(), offset, size))
     }
     fn write(&self, _offset: u64, data: &[u8]) -> SysResult<u32> {
-        match &self.ctl.write {
-            Some(w) => w(data, &self.caller),
-            None => Err(Errno::EINVAL),
+        let n = match &self.ctl.write {
+            Some(w) => w(data, &self.caller)?,
+            None => return Err(Errno::EINVAL),
+        };
+        if let Some(t) = &self.text {
+            t.written();
         }
+        Ok(n)
+    }
+    fn content(&self) -> Option<&[u8]> {
+        self.text.as_ref().map(|t| t.at_open())
+    }
+    fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
+        let t = self.text.as_ref().ok_or(Errno::EIO)?;
+        Ok(crate::vfs::slice_at(t.at_open(), offset, size))
     }
     fn truncate(&self) -> SysResult<()> {
         if self.writable {

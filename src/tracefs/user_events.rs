@@ -94,7 +94,8 @@ use super::event::{EventDef, Field, FieldKind, COMMON_SIZE};
 use super::{EventId, Tracing};
 use crate::errno::{Errno, SysResult};
 use crate::vfs::{
-    Caller, CallerMemory, FileNode, IoctlReply, IoctlRequest, NodeKind, OpenFile, OpenFlags, Tree,
+    Caller, CallerMemory, FileNode, IoctlReply, IoctlRequest, NodeKind, OpenFile, OpenFlags,
+    OpenText, Tree,
 };
 
 /// The system of user events.
@@ -1492,7 +1493,8 @@ struct DynNode(Arc<UserEvents>);
 struct DynFile {
     ue: Arc<UserEvents>,
     caller: Caller,
-    cache: Mutex<Option<Vec<u8>>>,
+    /// Readable opens.
+    text: Option<OpenText>,
     writable: bool,
 }
 
@@ -1504,7 +1506,9 @@ impl FileNode for DynNode {
         Ok(Arc::new(DynFile {
             ue: self.0.clone(),
             caller: *caller,
-            cache: Mutex::new(None),
+            text: flags
+                .readable()
+                .then(|| OpenText::new(self.0.dynamic_text().into_bytes())),
             writable: flags.writable(),
         }))
     }
@@ -1512,13 +1516,23 @@ impl FileNode for DynNode {
 
 impl OpenFile for DynFile {
     fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
-        let mut c = self.cache.lock().unwrap();
-        if offset == 0 || c.is_none() {
-            *c = Some(self.ue.dynamic_text().into_bytes());
-        }
-        Ok(crate::vfs::slice_at(c.as_ref().unwrap(), offset, size))
+        let generate = || self.ue.dynamic_text().into_bytes();
+        Ok(match &self.text {
+            Some(t) => t.read(offset, size, generate),
+            None => crate::vfs::slice_at(&generate(), offset, size),
+        })
+    }
+    fn content(&self) -> Option<&[u8]> {
+        self.text.as_ref().map(|t| t.at_open())
+    }
+    fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
+        let t = self.text.as_ref().ok_or(Errno::EIO)?;
+        Ok(crate::vfs::slice_at(t.at_open(), offset, size))
     }
     fn write(&self, _offset: u64, data: &[u8]) -> SysResult<u32> {
+        if let Some(t) = &self.text {
+            t.written();
+        }
         let text = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
         for line in text.split('\n') {
             let line = line.trim_end_matches('\0');
