@@ -29,6 +29,14 @@ fn require_fuse() {
         0,
         "integration tests must run as root"
     );
+    // Tests end their clients with SIGINT, as Ctrl-C would. A test run
+    // started as a background job of a non-interactive shell inherits SIGINT
+    // and SIGQUIT ignored, and so would every client: restore the defaults.
+    // SAFETY: setting a signal disposition to the default.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
+        libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+    }
 }
 
 impl Mount {
