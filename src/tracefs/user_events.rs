@@ -1449,7 +1449,8 @@ struct StatusNode(Arc<UserEvents>);
 
 struct StatusFile {
     ue: Arc<UserEvents>,
-    cache: Mutex<Option<Vec<u8>>>,
+    /// The text that read(2) gives (a mapping sees the status page instead).
+    text: OpenText,
 }
 
 impl FileNode for StatusNode {
@@ -1459,7 +1460,7 @@ impl FileNode for StatusNode {
     fn open(&self, _flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
         Ok(Arc::new(StatusFile {
             ue: self.0.clone(),
-            cache: Mutex::new(None),
+            text: OpenText::new(self.0.status_text().into_bytes()),
         }))
     }
     /// One page, so that a mapping can fault it in.
@@ -1470,11 +1471,9 @@ impl FileNode for StatusNode {
 
 impl OpenFile for StatusFile {
     fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
-        let mut c = self.cache.lock().unwrap();
-        if offset == 0 || c.is_none() {
-            *c = Some(self.ue.status_text().into_bytes());
-        }
-        Ok(crate::vfs::slice_at(c.as_ref().unwrap(), offset, size))
+        Ok(self
+            .text
+            .read(offset, size, || self.ue.status_text().into_bytes()))
     }
     fn write(&self, _offset: u64, _data: &[u8]) -> SysResult<u32> {
         Err(Errno::EINVAL)
