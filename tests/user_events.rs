@@ -166,6 +166,34 @@ fn new_abi_register_enable_write_errors_unregister() {
     assert!(!avail.contains("user_events:"), "{avail}");
 }
 
+/// The trace names the process that wrote an event, not the one that
+/// registered it: a forked child writing through the inherited fd shows as
+/// itself, as `current` does in the kernel.
+#[test]
+fn writes_are_attributed_to_the_writing_process() {
+    let m = Mount::default_config();
+    let (r, text) = run_tool(&m, &["fork-write"]);
+    let e = |k: &str, v: &str| expect(&r, &text, k, v);
+    e("reg", "OK");
+    e("enable", "0");
+    e("bit", "yes");
+    e("child_write", "OK");
+    e("parent_write", "OK");
+    let trace = std::fs::read_to_string(m.path("tracing/trace")).unwrap();
+    for (pid_key, count) in [("child_pid", "0x2 (2)"), ("parent_pid", "0x1 (1)")] {
+        let pid = &r[pid_key];
+        let line = trace
+            .lines()
+            .find(|l| l.contains(&format!(": ue_fork: count={count}")))
+            .unwrap_or_else(|| panic!("no count={count} in\n{trace}"));
+        let task = line.split_whitespace().next().unwrap();
+        assert!(
+            task.ends_with(&format!("-{pid}")),
+            "{pid_key} {pid}: {line}"
+        );
+    }
+}
+
 #[test]
 fn old_abi_status_page() {
     let m = Mount::default_config();

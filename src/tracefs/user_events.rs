@@ -1374,11 +1374,10 @@ fn validate(fields: &[Field], entry: &[u8]) -> SysResult<()> {
     Ok(())
 }
 
-impl OpenFile for DataFile {
-    fn read(&self, _offset: u64, _size: u32) -> SysResult<Vec<u8>> {
-        Err(Errno::EINVAL)
-    }
-    fn write(&self, _offset: u64, data: &[u8]) -> SysResult<u32> {
+impl DataFile {
+    /// Record one write(2) of `data` by thread `pid`: the trace shows the
+    /// writer, as the kernel shows `current`.
+    fn record(&self, data: &[u8], pid: u32) -> SysResult<u32> {
         if data.len() < 4 {
             return Err(Errno::EFAULT);
         }
@@ -1402,9 +1401,15 @@ impl OpenFile for DataFile {
                 Err(Errno::EBADF)
             };
         }
-        let (pid, comm) = {
-            let w = self.writer.lock().unwrap();
-            (w.pid, w.comm.clone())
+        let comm = {
+            let mut w = self.writer.lock().unwrap();
+            if w.pid != pid {
+                *w = Writer {
+                    pid,
+                    comm: comm_of(pid),
+                };
+            }
+            w.comm.clone()
         };
         let mut entry = Vec::with_capacity(COMMON_SIZE + payload.len());
         entry.extend_from_slice(&ev.id.id().to_le_bytes());
@@ -1416,6 +1421,19 @@ impl OpenFile for DataFile {
             t.record(&ev.id.0, entry, &comm, None);
         }
         Ok(data.len() as u32)
+    }
+}
+
+impl OpenFile for DataFile {
+    fn read(&self, _offset: u64, _size: u32) -> SysResult<Vec<u8>> {
+        Err(Errno::EINVAL)
+    }
+    fn write(&self, _offset: u64, data: &[u8]) -> SysResult<u32> {
+        let pid = self.writer.lock().unwrap().pid;
+        self.record(data, pid)
+    }
+    fn write_by(&self, _offset: u64, data: &[u8], caller: &Caller) -> SysResult<u32> {
+        self.record(data, caller.pid)
     }
     fn ioctl(&self, req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
         match req.cmd {

@@ -4,6 +4,8 @@
  *   user_events_tool TRACING new            6.4+ ABI scenario (enable_addr)
  *   user_events_tool TRACING old            6.0-6.3 and 5.18 status-page scenario
  *   user_events_tool TRACING hold NAME_ARGS register (6.4+), print, sleep until killed
+ *   user_events_tool TRACING fork-write    register and enable ue_fork, then write from a
+ *                                          forked child and from this process
  *   user_events_tool TRACING bench-disabled N
  *   user_events_tool TRACING bench-enabled SECS [NULLFILE]
  *   user_events_tool TRACING bench-latency N
@@ -20,6 +22,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <sched.h>
 #include <time.h>
 #include <unistd.h>
@@ -389,6 +392,27 @@ static __attribute__((noreturn)) void hold(const char *args)
 	}
 }
 
+/* Writes through one fd from two processes: each is the writer in the trace. */
+static int fork_write(void)
+{
+	int fd = open(P("user_events_data"), O_RDWR);
+	uint32_t idx = 0;
+	long r = reg_new(fd, "ue_fork u32 count; char[20] msg; __data_loc char[] s", &word, 0, 4, 0,
+			 &idx);
+	printf("reg=%s\n", err(r));
+	printf("enable=%d\n", put("events/user_events/ue_fork/enable", "1", 0));
+	printf("bit=%s\n", wait_bit(&word, 4, 1, 1) < 0 ? "no" : "yes");
+	pid_t child = fork();
+	if (child == 0)
+		_exit(send_event(fd, idx, 2, "child", "c") < 0);
+	int status = 0;
+	waitpid(child, &status, 0);
+	printf("child_write=%s\n", WIFEXITED(status) && !WEXITSTATUS(status) ? "OK" : "failed");
+	printf("parent_write=%s\n", err(send_event(fd, idx, 1, "parent", "p")));
+	printf("parent_pid=%d\nchild_pid=%d\n", getpid(), child);
+	return 0;
+}
+
 static const char *BENCH = "ue_bench u32 count; char[20] msg; __data_loc char[] s";
 
 static int bench_disabled(long n)
@@ -511,6 +535,8 @@ int main(int argc, char **argv)
 		return scenario_new();
 	if (!strcmp(c, "old"))
 		return scenario_old();
+	if (!strcmp(c, "fork-write"))
+		return fork_write();
 	if (!strcmp(c, "hold") && argc > 3)
 		hold(argv[3]);
 	if (!strcmp(c, "bench-disabled") && argc > 3)
