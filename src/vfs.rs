@@ -237,19 +237,24 @@ impl Node {
     }
 }
 
-/// Updates the kernel's page cache of a file, so that mappings of it show new
-/// bytes (FUSE_NOTIFY_STORE). The frontend provides it; facilities whose
-/// files are mapped (the user_events status page) call it. Asynchronous: the
-/// update is queued and sent from a thread that serves no request.
-pub trait PageCache: Send + Sync {
+/// Updates the kernel's caches of the mount: a file's page cache, so that
+/// mappings of it show new bytes (FUSE_NOTIFY_STORE), and directory entries,
+/// so that a removed node is gone at once rather than when the entry times
+/// out (FUSE_NOTIFY_INVAL_ENTRY). The frontend provides it; the tree and
+/// facilities whose files are mapped (the user_events status page) call it.
+/// Asynchronous: updates are queued and sent from a thread that serves no
+/// request (the kernel may need a request answered before it takes one).
+pub trait KernelCache: Send + Sync {
     /// Put `bytes` at `offset` into the page cache of inode `ino`.
     fn store(&self, ino: u64, offset: u64, bytes: Vec<u8>);
+    /// Forget the entry `name` of directory `parent`.
+    fn inval_entry(&self, parent: u64, name: &str);
 }
 
 /// The tree. Nodes can be added and removed while mounted.
 pub struct Tree {
     inner: RwLock<TreeInner>,
-    page_cache: std::sync::OnceLock<Arc<dyn PageCache>>,
+    kernel_cache: std::sync::OnceLock<Arc<dyn KernelCache>>,
     /// Owner of every node.
     pub uid: u32,
     /// Group of every node.
@@ -281,22 +286,22 @@ impl Tree {
                 nodes,
                 next_ino: ROOT_INO + 1,
             }),
-            page_cache: std::sync::OnceLock::new(),
+            kernel_cache: std::sync::OnceLock::new(),
             uid,
             gid,
         }
     }
 
-    /// Install the frontend's page-cache updater (once, at mount).
-    pub fn set_page_cache(&self, pc: Arc<dyn PageCache>) {
-        let _ = self.page_cache.set(pc);
+    /// Install the frontend's cache updater (once, at mount).
+    pub fn set_kernel_cache(&self, kc: Arc<dyn KernelCache>) {
+        let _ = self.kernel_cache.set(kc);
     }
 
     /// Update the page cache of `ino`, if a frontend with a page cache is
     /// attached (CUSE and unit tests have none; then this does nothing).
     pub fn store(&self, ino: u64, offset: u64, bytes: Vec<u8>) {
-        if let Some(pc) = self.page_cache.get() {
-            pc.store(ino, offset, bytes);
+        if let Some(kc) = self.kernel_cache.get() {
+            kc.store(ino, offset, bytes);
         }
     }
 
@@ -324,13 +329,20 @@ impl Tree {
     /// existed.
     pub fn remove(&self, path: &str) -> bool {
         let mut inner = self.inner.write().unwrap();
-        match inner.resolve(path) {
+        let entry = match inner.resolve(path) {
             Some(ino) if ino != ROOT_INO => {
+                let n = &inner.nodes[&ino];
+                let entry = (n.parent, n.name.clone());
                 inner.remove(ino);
-                true
+                entry
             }
-            _ => false,
+            _ => return false,
+        };
+        drop(inner);
+        if let Some(kc) = self.kernel_cache.get() {
+            kc.inval_entry(entry.0, &entry.1);
         }
+        true
     }
 
     /// Look up `name` in directory `parent`.

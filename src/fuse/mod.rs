@@ -122,16 +122,21 @@ enum Wake {
     Handle(u64),
     /// A page-cache update for a shared mapping.
     Store(u64, u64, Vec<u8>),
+    /// A removed directory entry (parent, name).
+    InvalEntry(u64, String),
     /// The session is over.
     Stop,
 }
 
-/// Queues page-cache updates for the service thread.
-struct StoreQueue(Sender<Wake>);
+/// Queues kernel cache updates for the service thread.
+struct CacheQueue(Sender<Wake>);
 
-impl crate::vfs::PageCache for StoreQueue {
+impl crate::vfs::KernelCache for CacheQueue {
     fn store(&self, ino: u64, offset: u64, bytes: Vec<u8>) {
         let _ = self.0.send(Wake::Store(ino, offset, bytes));
+    }
+    fn inval_entry(&self, parent: u64, name: &str) {
+        let _ = self.0.send(Wake::InvalEntry(parent, name.to_string()));
     }
 }
 
@@ -313,7 +318,7 @@ impl Session {
                 .with_context(|| format!("mount on {}", mountpoint.display()));
         }
         let (wake_tx, wake_rx) = crossbeam_channel::unbounded();
-        tree.set_page_cache(Arc::new(StoreQueue(wake_tx.clone())));
+        tree.set_kernel_cache(Arc::new(CacheQueue(wake_tx.clone())));
         let s = Arc::new(Session {
             dev,
             tree,
@@ -562,6 +567,16 @@ impl Session {
 
     /// Put `bytes` into the page cache of `nodeid` at `offset` (FUSE_NOTIFY_STORE),
     /// in pieces the kernel accepts.
+    /// FUSE_NOTIFY_INVAL_ENTRY: the kernel drops its cached entry `name` of
+    /// directory `parent` (ENOENT if it had none: nothing to do).
+    fn inval_entry(&self, parent: u64, name: &str) {
+        let mut w = proto::Writer::default();
+        w.u64(parent).u32(name.len() as u32).u32(0);
+        w.0.extend_from_slice(name.as_bytes());
+        w.0.push(0);
+        self.notify(proto::notify::INVAL_ENTRY, &w.0);
+    }
+
     fn store(&self, nodeid: u64, offset: u64, bytes: &[u8]) {
         for (i, chunk) in bytes.chunks(MAX_WRITE as usize).enumerate() {
             let mut w = proto::Writer::default();
@@ -1186,6 +1201,7 @@ impl Session {
             match w {
                 Wake::Handle(fh) => self.service(fh),
                 Wake::Store(ino, off, bytes) => self.store(ino, off, &bytes),
+                Wake::InvalEntry(parent, name) => self.inval_entry(parent, &name),
                 Wake::Stop => return,
             }
         }

@@ -90,6 +90,7 @@ pub const POLL_SCHEDULE_NOTIFY: u32 = 1 << 0;
 pub mod notify {
     pub const POLL: i32 = 1;
     pub const INVAL_INODE: i32 = 2;
+    pub const INVAL_ENTRY: i32 = 3;
     pub const STORE: i32 = 4;
 }
 

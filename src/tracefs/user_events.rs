@@ -55,7 +55,7 @@
 //!   creates `user_events_multi/<name>.<hex id>`. Events without PERSIST are
 //!   freed when the last reference goes (fds that registered them, enable
 //!   bits, an attached tracer): the kernel does it from a work queue, monfs
-//!   1.2 s later (see `FREE_DELAY`); registering it again meanwhile keeps
+//!   100 ms later (see `FREE_DELAY`); registering it again meanwhile keeps
 //!   it, and `DIAG_IOCSDEL` deletes it at once. Writing while disabled
 //!   gives EBADF (current kernels; the 6.4 development tree returned 0).
 //! * The status text shows, per event, `<bit or byte>:<name>` for events
@@ -132,12 +132,11 @@ const REG_SIZE: usize = 28;
 const UNREG_SIZE: usize = 16;
 /// `dynamic_events`: longest line (`WRITE_BUFSIZE - 2`).
 const MAX_DYN_LINE: usize = 4094;
-/// How long an unreferenced 6.4+ event lives on before it is freed. The
-/// kernel frees it from a work queue, a little later; here the delay also
-/// outlasts the FUSE layer's 1 s dentry cache, so that a producer that
-/// restarts at once gets the same event (and the same inodes) back instead
-/// of a directory whose cached path points at removed nodes.
-const FREE_DELAY: Duration = Duration::from_millis(1200);
+/// How long an unreferenced 6.4+ event lives on before it is freed: the
+/// kernel frees it from a work queue, a little later. (Removed directories
+/// leave the kernel's dentry cache at once, by FUSE_NOTIFY_INVAL_ENTRY, so a
+/// producer that restarts after this finds its new event's directory.)
+const FREE_DELAY: Duration = Duration::from_millis(100);
 
 /// The end of user space (`TASK_SIZE_MAX`): enable addresses at or above it
 /// are EFAULT.
