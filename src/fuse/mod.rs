@@ -565,8 +565,6 @@ impl Session {
         self.send(unique, -e.0, &[]);
     }
 
-    /// Put `bytes` into the page cache of `nodeid` at `offset` (FUSE_NOTIFY_STORE),
-    /// in pieces the kernel accepts.
     /// FUSE_NOTIFY_INVAL_ENTRY: the kernel drops its cached entry `name` of
     /// directory `parent` (ENOENT if it had none: nothing to do).
     fn inval_entry(&self, parent: u64, name: &str) {
@@ -577,6 +575,8 @@ impl Session {
         self.notify(proto::notify::INVAL_ENTRY, &w.0);
     }
 
+    /// Put `bytes` into the page cache of `nodeid` at `offset` (FUSE_NOTIFY_STORE),
+    /// in pieces the kernel accepts.
     fn store(&self, nodeid: u64, offset: u64, bytes: &[u8]) {
         for (i, chunk) in bytes.chunks(MAX_WRITE as usize).enumerate() {
             let mut w = proto::Writer::default();
