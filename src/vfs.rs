@@ -319,10 +319,19 @@ impl Tree {
                 None => inner.insert(parent, d, NodeKind::Dir, 0o755),
             };
         }
-        if let Some(old) = inner.child(parent, last) {
-            inner.remove(old);
+        let replaced = inner
+            .child(parent, last)
+            .map(|old| inner.remove(old))
+            .is_some();
+        let ino = inner.insert(parent, last, kind, perm);
+        drop(inner);
+        if replaced {
+            // The kernel may hold the old node's entry.
+            if let Some(kc) = self.kernel_cache.get() {
+                kc.inval_entry(parent, last);
+            }
         }
-        inner.insert(parent, last, kind, perm)
+        ino
     }
 
     /// Remove the node at `path` and everything below it. Returns whether it

@@ -252,9 +252,10 @@ fn old_abi_status_page() {
     panic!("status page bit slower than 1 ms: {runs:?}");
 }
 
-/// A deleted event's directory leaves the kernel's dentry cache at once
-/// (FUSE_NOTIFY_INVAL_ENTRY), so an event created again under the same name
-/// is reachable straight away, as on Linux; without the
+/// A deleted event's directory (and its system's, with the last event) leaves
+/// the kernel's dentry cache at once (FUSE_NOTIFY_INVAL_ENTRY), so an event
+/// created again under the same name is reachable straight away, as on Linux;
+/// without the
 /// notification the stale entry would give ENOENT for a second.
 #[test]
 fn deleted_and_recreated_event_is_reachable_at_once() {
@@ -275,6 +276,9 @@ fn deleted_and_recreated_event_is_reachable_at_once() {
             !o.status.success(),
             "round {round}: deleted but still there"
         );
+        // Its system went with its last event, as in the kernel.
+        let events = m.sh_ok("ls tracing/events");
+        assert!(!events.contains("user_events"), "round {round}: {events}");
     }
 }
 

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use serde::{Deserialize, Deserializer};
 
 use crate::clock::{Clock, Timestamp};
-use crate::vfs::{Tree, Waker};
+use crate::vfs::{NodeKind, Tree, Waker};
 
 pub use event::{EventDef, FieldSpec, FieldValue};
 pub use usb::UrbTraceSink;
@@ -219,6 +219,9 @@ pub struct Tracing {
     /// The tree the files were added to (dynamic events add and remove
     /// their directories at run time).
     tree: OnceLock<Arc<Tree>>,
+    /// Serialises those additions and removals, so that a system directory
+    /// removed with its last event never takes a new event with it.
+    dyn_tree: Mutex<()>,
     /// user_events (`user_events_data`, `user_events_status`,
     /// `dynamic_events`).
     user_events: OnceLock<Arc<user_events::UserEvents>>,
@@ -272,6 +275,7 @@ impl Tracing {
             next_id: Mutex::new(EVENT_ID_BASE),
             builtin: OnceLock::new(),
             tree: OnceLock::new(),
+            dyn_tree: Mutex::new(()),
             user_events: OnceLock::new(),
         });
         let builtin = usb::builtin_defs()
@@ -345,28 +349,35 @@ impl Tracing {
             id
         };
         if let Some(tree) = self.tree.get() {
+            let _g = self.dyn_tree.lock().unwrap();
             files::install_dynamic(self, tree, &id);
         }
         Ok(id)
     }
 
-    /// Remove a dynamic event: out of the event list and the tree. Its
-    /// system directory stays even when it was the system's last event (the
-    /// kernel removes it): the FUSE layer lets the kernel cache a path for
-    /// 1 s and does not invalidate it on removal, so a directory removed and
-    /// created again at once would be unreachable through the cached path
-    /// for up to that long, which breaks the usual "register, then enable"
-    /// sequence of a producer that restarts.
+    /// Remove a dynamic event: out of the event list and the tree, and its
+    /// system's directory with it when it was the system's last event, as the
+    /// kernel does (the tree tells the kernel's dentry cache at once, so the
+    /// usual "register, then enable" of a producer that restarts finds the
+    /// new directories).
     pub(crate) fn remove_dynamic(&self, id: &EventId) {
         self.events
             .write()
             .unwrap()
             .retain(|e| !Arc::ptr_eq(&e.0, &id.0));
         if let Some(tree) = self.tree.get() {
-            tree.remove(&format!(
-                "tracing/events/{}/{}",
-                id.0.def.system, id.0.def.name
-            ));
+            let _g = self.dyn_tree.lock().unwrap();
+            let sys = format!("tracing/events/{}", id.0.def.system);
+            tree.remove(&format!("{sys}/{}", id.0.def.name));
+            let has_events = tree.resolve(&sys).is_ok_and(|dir| {
+                dir.children.iter().any(|(_, ino)| {
+                    tree.get(*ino)
+                        .is_ok_and(|n| matches!(n.kind, NodeKind::Dir))
+                })
+            });
+            if !has_events {
+                tree.remove(&sys);
+            }
         }
     }
 
