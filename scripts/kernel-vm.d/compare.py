@@ -415,8 +415,8 @@ kdev, ks = usb_devices("kernel"), setups("kernel")
 mdev, ms = usb_devices("fuse"), setups("fuse")
 kby = {(d["bus"], d["port"]): d for d in kdev.values() if d["lev"] == 1}
 mby = {(d["bus"], d["port"]): d for d in mdev.values() if d["lev"] == 1}
-check(len(kby) == 3, "kernel: three qemu devices enumerated", str(sorted(kby)))
-check(len(mby) == 3, "monfs: three simulated devices enumerated", str(sorted(mby)))
+check(len(kby) == 4, "kernel: four qemu devices enumerated", str(sorted(kby)))
+check(len(mby) == 4, "monfs: four simulated devices enumerated", str(sorted(mby)))
 for bp in sorted(set(kby) | set(mby)):
     kd, md = kby.get(bp), mby.get(bp)
     name = (kd or md).get("product", "?")
@@ -458,7 +458,7 @@ for bp in sorted(set(kby) & set(mby)):
         res("INFO", "interrupt polling of %r: not compared" % name,
             "the kernel's usbhid submits its interrupt URB only while an input handler has the "
             "device open (the console's keyboard handler opens keyboards; nothing opens the tablet "
-            "in the guest), so the kernel showed none; monfs polls: %s" % (sorted(set(mi)) or "none"))
+            "or the mouse in the guest), so the kernel showed none; monfs polls: %s" % (sorted(set(mi)) or "none"))
         continue
     check(set(mi) <= set(ki) and mi, "interrupt polling of %r: same interval and length" % name,
           "kernel (interval length) %s, monfs %s" % (sorted(set(ki)), sorted(set(mi))))

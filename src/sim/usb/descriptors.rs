@@ -346,9 +346,11 @@ pub(crate) fn decode_interval_us(speed: Speed, ep: &EpDesc) -> u32 {
 /// The natural speed of a device kind.
 pub(crate) fn natural_speed(kind: DeviceKind) -> Speed {
     match kind {
-        DeviceKind::HidMouse | DeviceKind::Audio => Speed::Full,
-        // qemu's usb-kbd and usb-tablet are high speed on xHCI and EHCI.
+        DeviceKind::Audio => Speed::Full,
+        // qemu's usb-kbd, usb-mouse and usb-tablet are high speed on xHCI
+        // and EHCI.
         DeviceKind::HidKeyboard
+        | DeviceKind::HidMouse
         | DeviceKind::HidTablet
         | DeviceKind::MassStorage
         | DeviceKind::Webcam
@@ -567,13 +569,12 @@ pub(crate) fn device(
             ser = Some(format!("{serial_base}-{pci}-{path_s}"));
             // qemu's HID string table: manufacturer 1, products 2 (mouse),
             // 3 (tablet), 4 (keyboard), configurations 6, 7, 8, serials 9,
-            // 10, 11 (the keyboard's and the tablet's read from qemu in
-            // kernel-vm; the mouse keeps monfs's own numbering).
-            strings = match cfg.kind {
-                DeviceKind::HidKeyboard => Some((1, 4, 0x0b, 8, "HID Keyboard")),
-                DeviceKind::HidTablet => Some((1, 3, 0x0a, 7, "HID Tablet")),
-                _ => None,
-            };
+            // 10, 11 (read from qemu's devices in kernel-vm).
+            strings = Some(match cfg.kind {
+                DeviceKind::HidKeyboard => (1, 4, 0x0b, 8, "HID Keyboard"),
+                DeviceKind::HidTablet => (1, 3, 0x0a, 7, "HID Tablet"),
+                _ => (1, 2, 0x09, 6, "HID Mouse"),
+            });
             driver = "usbhid";
             let hs_int = if hs {
                 (interval as u32 * 8).next_power_of_two().trailing_zeros() as u8 + 1

@@ -250,9 +250,10 @@ fn root_hub_enumeration_like_the_kernel() {
             "S Co:1:001:0 s 23 01 0014 0001 0000 0",
         ],
     );
-    // The mouse (port 2) is full speed.
+    // Every device on the root ports is high speed, as qemu's keyboard,
+    // mouse and stick are (and the hub).
     assert!(
-        l.iter().any(|x| x == "C Ci:1:001:0 0 4 = 01010100"),
+        !l.iter().any(|x| x == "C Ci:1:001:0 0 4 = 01010100"),
         "{l:#?}"
     );
     // Root hub of bus 2 (EHCI, no TT).
@@ -326,13 +327,22 @@ fn devices_enumerate_in_order_with_class_setup() {
         ],
     );
     let mouse = std_enum(1, 3, "0022 34 <");
+    // qemu's mouse (as the kernel reads it in kernel-vm): high speed,
+    // strings 2, 1, 9, configuration string 6, bInterval 7 (64 microframes).
     in_order(
         &mouse,
         &[
+            "C Ci:1:003:0 0 34 = 09022200 010106a0 32090400 00010301 02000921 11010001 22340007 05810304",
+            "S Ci:1:003:0 s 80 06 0302 0409 00ff 255 <",
+            "S Ci:1:003:0 s 80 06 0301 0409 00ff 255 <",
+            "S Ci:1:003:0 s 80 06 0309 0409 00ff 255 <",
             "S Co:1:003:0 s 00 09 0001 0000 0000 0",
-            "S Ci:1:003:0 s 80 06 0303 0409 00ff 255 <",
+            "S Ci:1:003:0 s 80 06 0306 0409 00ff 255 <",
+            "C Ci:1:003:0 0 20 = 14034800 49004400 20004d00 6f007500 73006500",
+            "S Ci:1:003:0 s 80 06 0309 0409 00ff 255 <",
             "S Co:1:003:0 s 21 0a 0000 0000 0000 0",
             "S Ci:1:003:0 s 81 06 2200 0000 0034 52 <",
+            "S Ii:1:003:1 -115:64 4 <",
         ],
     );
     let storage = std_enum(1, 4, "0020 32 <");
@@ -698,13 +708,13 @@ fn proto_errors_and_hid_stall() {
     in_order(
         &l,
         &[
-            "C Ii:3:002:1 -32:1 0",
+            "C Ii:3:002:1 -32:8 0",
             "S Co:3:002:0 s 02 01 0000 0081 0000 0",
-            "S Ii:3:002:1 -115:1 4 <",
+            "S Ii:3:002:1 -115:8 4 <",
         ],
     );
     assert!(
-        l.iter().any(|x| x.starts_with("C Ii:3:002:1 -71:1 0")),
+        l.iter().any(|x| x.starts_with("C Ii:3:002:1 -71:8 0")),
         "{l:#?}"
     );
 }
