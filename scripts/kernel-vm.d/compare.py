@@ -184,6 +184,9 @@ CUSE_MMAP = OrderedDict([
     ("RING_SIZE? while mapped", "65536"),
     ("mprotect(PROT_WRITE)", None),  # on MAP_FAILED: whatever mprotect says; not usbmon's
     ("mmap(MAP_PRIVATE)", "-1 errno=19"),
+    ("mmap(ring + 2 pages)", "-1 errno=19"),
+    ("read last ring byte", None),  # not mapped on CUSE: not printed
+    ("read past the ring", None),
 ])
 
 

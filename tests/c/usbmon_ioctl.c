@@ -88,12 +88,29 @@ int main(int argc, char **argv)
 	if (p != MAP_FAILED)
 		munmap(p, 4096);
 	report("RING_SIZE(65536) after munmap", ioctl(fd, MON_IOCT_RING_SIZE, 65536));
+	/* A mapping longer than the ring: the page past it raises SIGBUS. */
+	signal(SIGBUS, on_bus);
+	volatile unsigned char *q = mmap(NULL, 65536 + 8192, PROT_READ, MAP_SHARED, fd, 0);
+	report("mmap(ring + 2 pages)", q == MAP_FAILED ? -1 : 0);
+	if (q != MAP_FAILED) {
+		if (sigsetjmp(jb, 1) == 0) {
+			(void)q[65535];
+			printf("read last ring byte -> ok\n");
+		} else {
+			printf("read last ring byte -> SIGBUS\n");
+		}
+		if (sigsetjmp(jb, 1) == 0) {
+			(void)q[65536];
+			printf("read past the ring -> ok\n");
+		} else {
+			printf("read past the ring -> SIGBUS\n");
+		}
+		munmap((void *)q, 65536 + 8192);
+	}
 	close(fd);
 	fd = open(dev, O_RDWR);
 	report("open(O_RDWR)", fd);
 	report("write(O_RDWR)", write(fd, "x", 1));
 	close(fd);
-	(void)on_bus;
-	(void)jb;
 	return 0;
 }
