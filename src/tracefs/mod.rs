@@ -139,6 +139,16 @@ pub struct Event {
 pub struct EventId(Arc<Event>);
 
 impl EventId {
+    /// A new, disabled, unfiltered event with definition `def`.
+    fn new(def: EventDef) -> EventId {
+        EventId(Arc::new(Event {
+            def: Arc::new(def),
+            enabled: AtomicBool::new(false),
+            filtered: AtomicBool::new(false),
+            filter: RwLock::new(FilterState::None),
+            hook: OnceLock::new(),
+        }))
+    }
     /// Whether the event is enabled.
     #[inline]
     pub fn is_enabled(&self) -> bool {
@@ -336,14 +346,7 @@ impl Tracing {
             let Some(n) = (base..u16::MAX).find(|n| !used.contains(n)) else {
                 return Err(crate::errno::Errno::ENODEV);
             };
-            let def = make(n);
-            let id = EventId(Arc::new(Event {
-                def: Arc::new(def),
-                enabled: AtomicBool::new(false),
-                filtered: AtomicBool::new(false),
-                filter: RwLock::new(FilterState::None),
-                hook: OnceLock::new(),
-            }));
+            let id = EventId::new(make(n));
             let _ = id.0.hook.set(hook);
             evs.insert(0, id.clone());
             id
@@ -396,15 +399,8 @@ impl Tracing {
         if *next == u16::MAX {
             return Err("out of event ids".into());
         }
-        let def = EventDef::new(system, name, *next, fields, fmt)?;
+        let id = EventId::new(EventDef::new(system, name, *next, fields, fmt)?);
         *next += 1;
-        let id = EventId(Arc::new(Event {
-            def: Arc::new(def),
-            enabled: AtomicBool::new(false),
-            filtered: AtomicBool::new(false),
-            filter: RwLock::new(FilterState::None),
-            hook: OnceLock::new(),
-        }));
         self.events.write().unwrap().insert(0, id.clone());
         Ok(id)
     }
