@@ -470,11 +470,18 @@ pub fn slice_at(data: &[u8], offset: u64, size: u32) -> Vec<u8> {
 /// (busybox `cat`) see it.
 pub struct OpenText {
     at_open: Vec<u8>,
-    /// The text reads continue in; None until the first read.
-    current: Mutex<Option<Vec<u8>>>,
-    /// A write happened: the next read regenerates even at a later offset's
-    /// continuation.
-    stale: std::sync::atomic::AtomicBool,
+    state: Mutex<TextState>,
+}
+
+#[derive(Default)]
+struct TextState {
+    /// Text made after open; reads use `at_open` until there is one.
+    fresh: Option<Vec<u8>>,
+    /// A read has happened.
+    read: bool,
+    /// A write happened: the next read makes the text again, even where it
+    /// continues a previous one.
+    stale: bool,
 }
 
 impl OpenText {
@@ -482,8 +489,20 @@ impl OpenText {
     pub fn new(initial: Vec<u8>) -> OpenText {
         OpenText {
             at_open: initial,
-            current: Mutex::new(None),
-            stale: Default::default(),
+            state: Default::default(),
+        }
+    }
+
+    /// Text for an open of a file whose sendfile view is not this text (it
+    /// has no [`OpenFile::content`]): nothing is made at open, the first
+    /// read makes it.
+    pub fn lazy() -> OpenText {
+        OpenText {
+            at_open: Vec::new(),
+            state: Mutex::new(TextState {
+                stale: true,
+                ..Default::default()
+            }),
         }
     }
 
@@ -491,21 +510,18 @@ impl OpenText {
     /// text made at open; a read from offset 0 after that (or any read after
     /// a write) uses `generate()`'s fresh text.
     pub fn read(&self, offset: u64, size: u32, generate: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
-        let mut cur = self.current.lock().unwrap();
-        let stale = self.stale.swap(false, std::sync::atomic::Ordering::Relaxed);
-        let text = match cur.take() {
-            None if !stale => self.at_open.clone(),
-            Some(t) if offset != 0 && !stale => t,
-            _ => generate(),
-        };
-        let out = slice_at(&text, offset, size);
-        *cur = Some(text);
-        out
+        let mut st = self.state.lock().unwrap();
+        if st.stale || (offset == 0 && st.read) {
+            st.fresh = Some(generate());
+        }
+        st.read = true;
+        st.stale = false;
+        slice_at(st.fresh.as_deref().unwrap_or(&self.at_open), offset, size)
     }
 
     /// A write went through this open.
     pub fn written(&self) {
-        self.stale.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.state.lock().unwrap().stale = true;
     }
 
     /// The text made at open.

@@ -957,7 +957,7 @@ impl UserEvents {
             st.events[i].persistent = true;
         }
         let ev = st.events[i].ev.clone();
-        let index = f.add_slot(&mut slots, &mut st, &ev, false, req.caller.pid);
+        let index = f.add_slot(&mut slots, &mut st, &ev, false);
         drop(slots);
         // The enabler reflects the current state at once.
         let on = ev.id.is_enabled();
@@ -1053,7 +1053,7 @@ impl UserEvents {
             OldAbi::Byte => st.events[i].status_byte.unwrap(),
         };
         let ev = st.events[i].ev.clone();
-        let index = f.add_slot(&mut slots, &mut st, &ev, true, req.caller.pid);
+        let index = f.add_slot(&mut slots, &mut st, &ev, true);
         drop(st);
         drop(slots);
         mem.write(req.arg + status_off, &status.to_ne_bytes())?;
@@ -1283,7 +1283,8 @@ struct Slot {
     old: bool,
 }
 
-/// Who the events written on an fd are recorded as.
+/// The last thread that wrote on an fd and its name (read from /proc when
+/// another thread writes).
 struct Writer {
     pid: u32,
     comm: String,
@@ -1309,17 +1310,7 @@ impl DataFile {
         st: &mut State,
         ev: &Arc<UEvent>,
         old: bool,
-        pid: u32,
     ) -> usize {
-        {
-            let mut w = self.writer.lock().unwrap();
-            if w.pid != pid {
-                *w = Writer {
-                    pid,
-                    comm: comm_of(pid),
-                };
-            }
-        }
         if let Some(k) = slots.iter().position(|s| Arc::ptr_eq(&s.ev, ev)) {
             slots[k].old = old;
             return k;
@@ -1427,10 +1418,6 @@ impl OpenFile for DataFile {
     fn read(&self, _offset: u64, _size: u32) -> SysResult<Vec<u8>> {
         Err(Errno::EINVAL)
     }
-    fn write(&self, _offset: u64, data: &[u8]) -> SysResult<u32> {
-        let pid = self.writer.lock().unwrap().pid;
-        self.record(data, pid)
-    }
     fn write_by(&self, _offset: u64, data: &[u8], caller: &Caller) -> SysResult<u32> {
         self.record(data, caller.pid)
     }
@@ -1466,7 +1453,8 @@ struct StatusNode(Arc<UserEvents>);
 
 struct StatusFile {
     ue: Arc<UserEvents>,
-    /// The text that read(2) gives (a mapping sees the status page instead).
+    /// The text that read(2) gives (a mapping, and so sendfile, sees the
+    /// status page instead).
     text: OpenText,
 }
 
@@ -1477,7 +1465,7 @@ impl FileNode for StatusNode {
     fn open(&self, _flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
         Ok(Arc::new(StatusFile {
             ue: self.0.clone(),
-            text: OpenText::new(self.0.status_text().into_bytes()),
+            text: OpenText::lazy(),
         }))
     }
     /// One page, so that a mapping can fault it in.
