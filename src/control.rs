@@ -14,10 +14,17 @@
 //!
 //! A bad command changes nothing and is answered with an explanation (EINVAL
 //! on the control file, `error: ...` on the socket) and a log line.
+//!
+//! For tests only, a daemon started with `MONFS_FAULT_INJECT=1` also takes
+//! `panic`, which panics while holding the control lock (see
+//! [`Control::enable_fault_injection`]); otherwise `panic` is an unknown
+//! command.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tracing::{info, warn};
@@ -26,6 +33,7 @@ use crate::config::{DeviceConfig, DeviceKind, ErrorConfig, PortNumber};
 use crate::errno::{Errno, SysResult};
 use crate::monreader::{Fault as ZvmFault, MonReaderDev};
 use crate::sim::usb::{Fault, UsbSim};
+use crate::sync::LockExt;
 use crate::tracefs::Tracing;
 use crate::vfs::{Caller, FileNode, OpenFile, OpenFlags};
 
@@ -53,6 +61,8 @@ pub struct Control {
     tracing: Arc<Tracing>,
     /// Serialises commands so a log shows them in the order applied.
     lock: Mutex<()>,
+    /// Whether the test-only `panic` command is accepted.
+    fault_inject: AtomicBool,
 }
 
 fn parse_bus(s: Option<&str>) -> Result<u16, String> {
@@ -95,12 +105,21 @@ impl Control {
             monreader,
             tracing,
             lock: Mutex::new(()),
+            fault_inject: AtomicBool::new(false),
         }
+    }
+
+    /// Accept the test-only `panic` command, which panics inside the command
+    /// handler with the control lock held: tests use it to check that a
+    /// panicking request fails alone (EIO) and the daemon keeps serving. The
+    /// daemon enables it only when started with `MONFS_FAULT_INJECT=1`.
+    pub fn enable_fault_injection(&self) {
+        self.fault_inject.store(true, Ordering::Relaxed);
     }
 
     /// Run one command line; `Ok` carries a short answer.
     pub fn execute(&self, line: &str) -> Result<String, String> {
-        let _g = self.lock.lock().unwrap();
+        let _g = self.lock.lock_ok();
         let r = self.run(line.trim());
         match &r {
             Ok(_) => info!(command = line.trim(), "control"),
@@ -223,6 +242,9 @@ impl Control {
                 Ok(format!("recorded {name}"))
             }
             "replay" => crate::sim::usb::replay::run_command(&self.usb, &w.collect::<Vec<_>>()),
+            "panic" if self.fault_inject.load(Ordering::Relaxed) => {
+                panic!("injected fault: the panic command (MONFS_FAULT_INJECT=1)")
+            }
             _ => Err(format!("unknown command {cmd:?}; try help")),
         }
     }
@@ -342,9 +364,11 @@ fn serve_conn(ctl: &Control, s: UnixStream) {
         if line.trim().is_empty() {
             continue;
         }
-        let reply = match ctl.execute(&line) {
-            Ok(msg) => format!("ok {}\n", msg.trim_end().replace('\n', "\n   ")),
-            Err(e) => format!("error: {e}\n"),
+        // A panicking command fails alone; the hook has logged it.
+        let reply = match std::panic::catch_unwind(AssertUnwindSafe(|| ctl.execute(&line))) {
+            Ok(Ok(msg)) => format!("ok {}\n", msg.trim_end().replace('\n', "\n   ")),
+            Ok(Err(e)) => format!("error: {e}\n"),
+            Err(_) => "error: internal error (panic; see the daemon log)\n".to_string(),
         };
         // A client that went away still gets every command it sent carried
         // out; only the answers are dropped.

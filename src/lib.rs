@@ -14,6 +14,7 @@ pub mod nullfile;
 pub mod procmem;
 pub mod record;
 pub mod sim;
+pub mod sync;
 pub mod tracefs;
 pub mod usbmon;
 pub mod vfs;

@@ -132,6 +132,20 @@ fn init_logging(level: &str) {
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
+    // Panics go to the log, and only end the thread (or, in request paths,
+    // the one request: see monfs::fuse), never the process.
+    std::panic::set_hook(Box::new(|info| {
+        let thread = std::thread::current();
+        let backtrace = std::backtrace::Backtrace::capture();
+        let bt = match backtrace.status() {
+            std::backtrace::BacktraceStatus::Captured => format!("\n{backtrace}"),
+            _ => String::new(),
+        };
+        error!(
+            thread = thread.name().unwrap_or("<unnamed>"),
+            "panic: {info}{bt}"
+        );
+    }));
 }
 
 fn load_config(path: &Option<PathBuf>) -> Result<Config, ConfigError> {
@@ -226,6 +240,10 @@ fn mount(
     // SAFETY: getuid/getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     let fs = Monfs::new(&cfg, uid, gid);
+    if std::env::var_os("MONFS_FAULT_INJECT").is_some_and(|v| v == "1") {
+        info!("MONFS_FAULT_INJECT=1: the test-only `panic` control command is enabled");
+        fs.control.enable_fault_injection();
+    }
     let session = match Session::mount(fs.tree.clone(), &mountpoint, &opts) {
         Ok(s) => s,
         Err(e) => {

@@ -31,6 +31,7 @@ use pcap_file::pcapng::blocks::interface_description::{
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
 
+use crate::sync::LockExt;
 use crate::usbmon::binary::{encode_event, ioc, PKT_SZ_API0, PKT_SZ_API1};
 use crate::usbmon::event::UrbEvent;
 use crate::usbmon::{MonReader, Registration, UsbMon};
@@ -439,11 +440,7 @@ impl Recorder {
 
     /// The write error, if the recording failed.
     pub fn error(&self) -> Option<String> {
-        self.shared
-            .error
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.shared.error.lock_ok().clone()
     }
 
     /// Detach, write what is queued, flush and close. Returns the counters,
@@ -520,7 +517,7 @@ fn fail(s: &Shared, name: &str, e: &io::Error) {
         s.packets.load(Ordering::Relaxed)
     );
     tracing::error!("{msg}");
-    *s.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg);
+    *s.error.lock_ok() = Some(msg);
 }
 
 /// Set by SIGINT/SIGTERM while [`record_from_device`] runs.

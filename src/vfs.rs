@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::errno::{Errno, SysResult};
+use crate::sync::{LockExt, RwLockExt};
 
 /// Called by a facility when an open file may have become readable (or its
 /// blocked ioctl may now complete). Must be cheap and must not block.
@@ -309,7 +310,7 @@ impl Tree {
     /// creating missing directories. Returns its inode. Replaces an existing node
     /// of the same name.
     pub fn add(&self, path: &str, kind: NodeKind, perm: u32) -> u64 {
-        let mut inner = self.inner.write().unwrap();
+        let mut inner = self.inner.write_ok();
         let mut parent = ROOT_INO;
         let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
         let (last, dirs) = parts.split_last().expect("non-empty path");
@@ -337,7 +338,7 @@ impl Tree {
     /// Remove the node at `path` and everything below it. Returns whether it
     /// existed.
     pub fn remove(&self, path: &str) -> bool {
-        let mut inner = self.inner.write().unwrap();
+        let mut inner = self.inner.write_ok();
         let entry = match inner.resolve(path) {
             Some(ino) if ino != ROOT_INO => {
                 let n = &inner.nodes[&ino];
@@ -356,7 +357,7 @@ impl Tree {
 
     /// Look up `name` in directory `parent`.
     pub fn lookup(&self, parent: u64, name: &str) -> SysResult<Node> {
-        let inner = self.inner.read().unwrap();
+        let inner = self.inner.read_ok();
         let p = inner.nodes.get(&parent).ok_or(Errno::ENOENT)?;
         if !matches!(p.kind, NodeKind::Dir) {
             return Err(Errno::ENOTDIR);
@@ -368,8 +369,7 @@ impl Tree {
     /// The node with inode `ino`.
     pub fn get(&self, ino: u64) -> SysResult<Node> {
         self.inner
-            .read()
-            .unwrap()
+            .read_ok()
             .nodes
             .get(&ino)
             .cloned()
@@ -378,7 +378,7 @@ impl Tree {
 
     /// The node at a slash-separated path.
     pub fn resolve(&self, path: &str) -> SysResult<Node> {
-        let inner = self.inner.read().unwrap();
+        let inner = self.inner.read_ok();
         let ino = inner.resolve(path).ok_or(Errno::ENOENT)?;
         Ok(inner.nodes[&ino].clone())
     }
@@ -510,7 +510,7 @@ impl OpenText {
     /// text made at open; a read from offset 0 after that (or any read after
     /// a write) uses `generate()`'s fresh text.
     pub fn read(&self, offset: u64, size: u32, generate: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state.lock_ok();
         if st.stale || (offset == 0 && st.read) {
             st.fresh = Some(generate());
         }
@@ -521,7 +521,7 @@ impl OpenText {
 
     /// A write went through this open.
     pub fn written(&self) {
-        self.state.lock().unwrap().stale = true;
+        self.state.lock_ok().stale = true;
     }
 
     /// The text made at open.

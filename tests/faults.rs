@@ -33,7 +33,7 @@ fn is_mounted(path: &std::path::Path) -> bool {
 fn sigterm_fails_blocked_readers_and_unmounts() {
     let mut m = Mount::with_config(QUIET);
     let mut cats: Vec<_> = [
-        "usb/usbmon/1u",
+        "usb/usbmon/0u",
         "usb/usbmon/0u",
         "dev/usbmon1",
         "tracing/trace_pipe",
@@ -152,6 +152,82 @@ fn killed_clients_leave_no_stuck_state() {
         std::thread::sleep(Duration::from_millis(50));
     }
     // And the devices still serve new readers.
-    let out = m.sh_ok("timeout 5 head -n 3 usb/usbmon/1u");
+    let out = m.sh_ok("timeout 5 head -n 3 usb/usbmon/0u");
     assert_eq!(out.lines().count(), 3);
+}
+
+/// Write `text` into `monfs/ctl` in one write; the errno if it fails.
+fn ctl_write(m: &Mount, text: &str) -> Option<i32> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(m.path("monfs/ctl"))
+        .expect("open monfs/ctl");
+    f.write_all(text.as_bytes())
+        .err()
+        .map(|e| e.raw_os_error().unwrap())
+}
+
+/// Issue 13: a panic in a request handler fails that request with EIO and
+/// the daemon keeps serving; the control lock the panic poisoned still works.
+#[test]
+fn a_panicking_request_fails_alone_with_eio() {
+    let mut m = Mount::start_env(Some(QUIET), &[], &[("MONFS_FAULT_INJECT", "1")]);
+    // A reader parked in a blocking read across the panics (retried while
+    // the root hub's start-up traffic still answers it at once).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut reader = loop {
+        let mut c = Command::new("dd")
+            .arg(format!("if={}", m.path("usb/usbmon/0u").display()))
+            .args(["bs=4096", "count=1", "status=none"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        if wait_exit(&mut c, Duration::from_millis(300)).is_none() {
+            break c;
+        }
+        assert!(Instant::now() < deadline, "0u never went quiet");
+    };
+    wait_blocked(reader.id());
+
+    assert_eq!(ctl_write(&m, "panic\n"), Some(libc::EIO));
+    assert!(m.alive(), "the daemon died; log:\n{}", m.log_text());
+    assert!(m.sh_ok("cat usb/devices").contains("Bus=01"));
+    assert!(m.sh_ok("ls tracing").contains("trace_pipe"));
+    assert_eq!(ctl_write(&m, "panic\n"), Some(libc::EIO), "second panic");
+    // The panics happened with the control lock held: it still serves.
+    assert_eq!(ctl_write(&m, "plug 1 2 hid-mouse\n"), None);
+    // The socket answers a panicking command with an error, then serves on.
+    let o = Command::new(common::monfs_bin())
+        .args(["ctl"])
+        .arg(m.root())
+        .arg("panic")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("internal error"));
+    // The plug's enumeration wakes the parked reader.
+    assert!(
+        wait_exit(&mut reader, Duration::from_secs(5)).is_some_and(|s| s.success()),
+        "the parked reader never got the mouse's URBs"
+    );
+    let mut line = String::new();
+    std::io::Read::read_to_string(reader.stdout.as_mut().unwrap(), &mut line).unwrap();
+    assert!(!line.is_empty());
+    assert!(m.alive());
+    let log = m.log_text();
+    assert!(
+        log.contains("request panicked, answering EIO"),
+        "log:\n{log}"
+    );
+    assert!(log.contains("injected fault"), "log:\n{log}");
+}
+
+/// Without MONFS_FAULT_INJECT=1, `panic` is just an unknown command.
+#[test]
+fn the_panic_command_needs_the_fault_hook() {
+    let mut m = Mount::with_config(QUIET);
+    assert_eq!(ctl_write(&m, "panic\n"), Some(libc::EINVAL));
+    assert!(m.alive());
+    assert!(!m.log_text().contains("panicked"));
 }

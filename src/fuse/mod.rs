@@ -11,6 +11,10 @@
 //! unless the caller is O_NONBLOCK. The file's waker sends the handle to the
 //! service thread, which retries parked requests in order. FUSE_INTERRUPT for
 //! a parked request answers it with EINTR at once.
+//!
+//! Panics: a handler that panics fails that one request with EIO (and a log
+//! line); the threads keep serving, and the locks it held stay usable (see
+//! [`crate::sync`]).
 
 pub mod proto;
 
@@ -19,15 +23,17 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io::IoSlice;
 use std::os::fd::AsRawFd;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use anyhow::{bail, Context};
 use crossbeam_channel::{Receiver, Sender};
-use tracing::{debug, warn};
+use tracing::{debug, error, warn};
 
 use crate::errno::Errno;
+use crate::sync::{LockExt, RwLockExt};
 use crate::vfs::{
     Caller, CallerMemory, IoctlLayout, IoctlRequest, NodeKind, OpenFile, OpenFlags, Tree, Waker,
 };
@@ -63,6 +69,24 @@ const ENTRY_VALID_SECS: u64 = 1;
 enum Parked {
     Read { offset: u64, size: u32 },
     Ioctl(IoctlCall),
+}
+
+impl Parked {
+    /// The FUSE opcode of the request.
+    fn opcode(&self) -> u32 {
+        match self {
+            Parked::Read { .. } => op::READ,
+            Parked::Ioctl(_) => op::IOCTL,
+        }
+    }
+}
+
+/// The message of a caught panic (`panic!` with a literal or a format).
+fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
+    p.downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("non-string panic payload")
 }
 
 struct IoctlCall {
@@ -379,10 +403,10 @@ impl Session {
     /// goes away while readers still hold files open, so that they get an
     /// error instead of hanging.
     pub fn abort_parked(&self, e: Errno) {
-        let parked: Vec<(u64, u64)> = self.parked.lock().unwrap().drain().collect();
+        let parked: Vec<(u64, u64)> = self.parked.lock_ok().drain().collect();
         for (unique, fh) in parked {
             if let Some(hd) = self.handle(fh) {
-                let mut pend = hd.pending.lock().unwrap();
+                let mut pend = hd.pending.lock_ok();
                 if let Some(i) = pend.iter().position(|p| p.unique == unique) {
                     pend.remove(i);
                     self.err(unique, e);
@@ -467,8 +491,7 @@ impl Session {
     fn real_ino(&self, nodeid: u64) -> u64 {
         if nodeid >= ALIAS_BASE {
             self.aliases
-                .lock()
-                .unwrap()
+                .lock_ok()
                 .get(&nodeid)
                 .map(|a| a.0)
                 .unwrap_or(0)
@@ -483,7 +506,7 @@ impl Session {
 
     fn forget(&self, nodeid: u64, n: u64) {
         if nodeid >= ALIAS_BASE {
-            let mut a = self.aliases.lock().unwrap();
+            let mut a = self.aliases.lock_ok();
             if let Some(e) = a.get_mut(&nodeid) {
                 e.1 = e.1.saturating_sub(n);
                 if e.1 == 0 {
@@ -521,7 +544,21 @@ impl Session {
                 continue;
             };
             let body = &buf[proto::IN_HEADER_LEN..n];
-            self.dispatch(&h, body);
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.dispatch(&h, body))) {
+                error!(
+                    unique = h.unique,
+                    opcode = h.opcode,
+                    nodeid = h.nodeid,
+                    "request panicked, answering EIO: {}",
+                    panic_message(&*p)
+                );
+                // FORGET and BATCH_FORGET take no reply. If the handler had
+                // answered before it panicked, the kernel refuses this second
+                // answer (ENOENT: no such request) and nothing happens.
+                if !matches!(h.opcode, op::FORGET | op::BATCH_FORGET) {
+                    self.err(h.unique, Errno::EIO);
+                }
+            }
             if self.destroyed.load(Ordering::SeqCst) {
                 return;
             }
@@ -598,8 +635,7 @@ impl Session {
     /// 0 under a sendfile (see `open`).
     fn open_snapshot_size(&self, ino: u64) -> Option<u64> {
         self.handles
-            .read()
-            .unwrap()
+            .read_ok()
             .iter()
             .filter(|(_, hd)| hd.nodeid == ino)
             .filter_map(|(fh, hd)| hd.file.content().map(|c| (*fh, c.len() as u64)))
@@ -631,7 +667,7 @@ impl Session {
     }
 
     fn handle(&self, fh: u64) -> Option<Arc<Handle>> {
-        self.handles.read().unwrap().get(&fh).cloned()
+        self.handles.read_ok().get(&fh).cloned()
     }
 
     fn dispatch(&self, h: &InHeader, body: &[u8]) {
@@ -656,7 +692,7 @@ impl Session {
                         // A fresh inode for every lookup, never cached, so that
                         // every open has a page cache (a mapping) of its own.
                         let alias = self.next_alias.fetch_add(1, Ordering::Relaxed);
-                        self.aliases.lock().unwrap().insert(alias, (n.ino, 1));
+                        self.aliases.lock_ok().insert(alias, (n.ino, 1));
                         let mut a = self.attr(&n);
                         a.ino = alias;
                         self.ok(u, &proto::entry_out(&a, 0));
@@ -734,11 +770,11 @@ impl Session {
             }
             op::RELEASE => {
                 let fh = r.u64().unwrap_or(0);
-                let hd = self.handles.write().unwrap().remove(&fh);
+                let hd = self.handles.write_ok().remove(&fh);
                 if let Some(hd) = hd {
-                    let mut pend = hd.pending.lock().unwrap();
+                    let mut pend = hd.pending.lock_ok();
                     for p in pend.drain(..) {
-                        self.parked.lock().unwrap().remove(&p.unique);
+                        self.parked.lock_ok().remove(&p.unique);
                         self.err(p.unique, Errno::EBADF);
                     }
                     drop(pend);
@@ -776,7 +812,7 @@ impl Session {
                 match self.handle(fh) {
                     Some(hd) => {
                         if flags & proto::POLL_SCHEDULE_NOTIFY != 0 {
-                            *hd.poll_kh.lock().unwrap() = Some(kh);
+                            *hd.poll_kh.lock_ok() = Some(kh);
                             hd.armed.store(true, Ordering::SeqCst);
                         }
                         let mut w = proto::Writer::default();
@@ -920,7 +956,7 @@ impl Session {
             pending: Mutex::new(VecDeque::new()),
             poll_kh: Mutex::new(None),
         });
-        self.handles.write().unwrap().insert(fh, Arc::clone(&hd));
+        self.handles.write_ok().insert(fh, Arc::clone(&hd));
         // Snapshots (usb/devices, usbmon's Ns): sendfile and splice (busybox
         // cat) read through the page cache, only up to the inode's size, which
         // is 0 as in the kernel, and never send a read(2). Storing the content
@@ -1028,7 +1064,7 @@ impl Session {
 
     /// Try a request; park it if it would block.
     fn run_or_park(&self, hd: &Arc<Handle>, fh: u64, u: u64, what: Parked, nonblock: bool) {
-        let mut pend = hd.pending.lock().unwrap();
+        let mut pend = hd.pending.lock_ok();
         if pend.is_empty() {
             // Not armed: a request that is answered at once must not make the
             // next event wake the service thread. If it parks, `service` arms
@@ -1049,7 +1085,7 @@ impl Session {
             }
         }
         pend.push_back(Pending { unique: u, what });
-        self.parked.lock().unwrap().insert(u, fh);
+        self.parked.lock_ok().insert(u, fh);
         drop(pend);
         // Something may have arrived between the attempt and parking.
         self.service(fh);
@@ -1171,22 +1207,33 @@ impl Session {
     fn service(&self, fh: u64) {
         let Some(hd) = self.handle(fh) else { return };
         {
-            let mut pend = hd.pending.lock().unwrap();
+            let mut pend = hd.pending.lock_ok();
             while let Some(p) = pend.front() {
                 hd.armed.store(true, Ordering::SeqCst);
-                let res = self.attempt(&hd, &p.what, false, true);
+                let res =
+                    catch_unwind(AssertUnwindSafe(|| self.attempt(&hd, &p.what, false, true)))
+                        .unwrap_or_else(|e| {
+                            error!(
+                                unique = p.unique,
+                                opcode = p.what.opcode(),
+                                nodeid = hd.nodeid,
+                                "parked request panicked on retry, answering EIO: {}",
+                                panic_message(&*e)
+                            );
+                            Err(Errno::EIO)
+                        });
                 if res == Err(Errno::EAGAIN) {
                     break;
                 }
                 let p = pend.pop_front().unwrap();
-                self.parked.lock().unwrap().remove(&p.unique);
+                self.parked.lock_ok().remove(&p.unique);
                 self.finish(p.unique, res);
             }
         }
-        let kh = *hd.poll_kh.lock().unwrap();
+        let kh = *hd.poll_kh.lock_ok();
         if let Some(kh) = kh {
             if hd.file.poll() != 0 {
-                *hd.poll_kh.lock().unwrap() = None;
+                *hd.poll_kh.lock_ok() = None;
                 let mut w = proto::Writer::default();
                 w.u64(kh);
                 self.notify(proto::notify::POLL, &w.0);
@@ -1198,23 +1245,29 @@ impl Session {
 
     fn service_loop(&self) {
         while let Ok(w) = self.wake_rx.recv() {
-            match w {
+            if matches!(w, Wake::Stop) {
+                return;
+            }
+            let r = catch_unwind(AssertUnwindSafe(|| match w {
                 Wake::Handle(fh) => self.service(fh),
                 Wake::Store(ino, off, bytes) => self.store(ino, off, &bytes),
                 Wake::InvalEntry(parent, name) => self.inval_entry(parent, &name),
-                Wake::Stop => return,
+                Wake::Stop => {} // returned above
+            }));
+            if let Err(p) = r {
+                error!("service thread panicked: {}", panic_message(&*p));
             }
         }
     }
 
     fn interrupt(&self, u: u64, target: u64) {
-        let fh = self.parked.lock().unwrap().get(&target).copied();
+        let fh = self.parked.lock_ok().get(&target).copied();
         match fh.and_then(|fh| self.handle(fh)) {
             Some(hd) => {
-                let mut pend = hd.pending.lock().unwrap();
+                let mut pend = hd.pending.lock_ok();
                 if let Some(i) = pend.iter().position(|p| p.unique == target) {
                     pend.remove(i);
-                    self.parked.lock().unwrap().remove(&target);
+                    self.parked.lock_ok().remove(&target);
                     debug!(target, "interrupted parked request");
                     self.err(target, Errno::EINTR);
                 }

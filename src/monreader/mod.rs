@@ -29,6 +29,7 @@ use std::time::Duration;
 use crate::clock::Clock;
 use crate::errno::{Errno, SysResult};
 use crate::sim::zvm::{Generator, Message, Pace, ZvmConfig};
+use crate::sync::{CondvarExt, LockExt};
 use crate::vfs::{Caller, FileNode, NodeKind, OpenFile, OpenFlags, Tree, Waker, POLL_READABLE};
 use dcss::{Dcss, Spoil};
 
@@ -162,11 +163,11 @@ impl MonReaderDev {
 
     /// Start the z/VM simulator thread.
     pub fn start(&self) {
-        let mut t = self.thread.lock().unwrap();
+        let mut t = self.thread.lock_ok();
         if t.is_some() {
             return;
         }
-        self.shared.state.lock().unwrap().stop = false;
+        self.shared.state.lock_ok().stop = false;
         let shared = self.shared.clone();
         *t = Some(
             std::thread::Builder::new()
@@ -178,9 +179,9 @@ impl MonReaderDev {
 
     /// Stop it.
     pub fn stop(&self) {
-        self.shared.state.lock().unwrap().stop = true;
+        self.shared.state.lock_ok().stop = true;
         self.shared.cond.notify_all();
-        if let Some(t) = self.thread.lock().unwrap().take() {
+        if let Some(t) = self.thread.lock_ok().take() {
             let _ = t.join();
         }
     }
@@ -189,7 +190,7 @@ impl MonReaderDev {
     /// is not open (nothing to inject into).
     pub fn inject(&self, fault: Fault) -> bool {
         let waker = {
-            let mut st = self.shared.state.lock().unwrap();
+            let mut st = self.shared.state.lock_ok();
             let Some(c) = st.conn.as_mut() else {
                 return false;
             };
@@ -214,14 +215,14 @@ impl MonReaderDev {
 
     /// Counters so far.
     pub fn stats(&self) -> Stats {
-        self.shared.state.lock().unwrap().stats
+        self.shared.state.lock_ok().stats
     }
 
     /// Run the simulator once by hand, as the thread would now (tests
     /// without the thread).
     pub fn pump(&self) {
         let now = self.shared.clock.sim_now();
-        let mut st = self.shared.state.lock().unwrap();
+        let mut st = self.shared.state.lock_ok();
         let waker = self.shared.pump(&mut st, now).0;
         drop(st);
         if let Some(w) = waker {
@@ -238,7 +239,7 @@ impl Drop for MonReaderDev {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap()
+        self.state.lock_ok()
     }
 
     /// The simulator thread: sends messages when due, sleeps until the next
@@ -260,9 +261,9 @@ impl Shared {
             st = match due {
                 Some(t) => {
                     let wait = Duration::from_nanos(t.saturating_sub(now).max(100_000));
-                    self.cond.wait_timeout(st, wait).unwrap().0
+                    self.cond.wait_timeout_ok(st, wait)
                 }
-                None => self.cond.wait(st).unwrap(),
+                None => self.cond.wait_ok(st),
             };
         }
     }
@@ -847,7 +848,7 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let tx = Mutex::new(tx);
         f.set_waker(Arc::new(move || {
-            let _ = tx.lock().unwrap().send(());
+            let _ = tx.lock_ok().send(());
         }));
         rx.recv_timeout(Duration::from_secs(2)).expect("woken");
         let mut sets = 0;

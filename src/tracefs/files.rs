@@ -11,6 +11,7 @@ use super::parse::{is_space, kstrtoul, next_token, parse_match};
 use super::ring::{BUF_PAGE_SIZE, DEFAULT_BUF_BYTES};
 use super::{EventId, FilterState, Tracing, OPTIONS};
 use crate::errno::{Errno, SysResult};
+use crate::sync::{LockExt, RwLockExt};
 use crate::vfs::{
     Caller, FileNode, NodeKind, OpenFile, OpenFlags, OpenText, Tree, Waker, POLL_READABLE,
 };
@@ -158,7 +159,7 @@ const PIPE_CHUNK: usize = 4096;
 impl OpenFile for PipeOpen {
     fn read(&self, _offset: u64, size: u32) -> SysResult<Vec<u8>> {
         let size = size as usize;
-        let mut st = self.st.lock().unwrap();
+        let mut st = self.st.lock_ok();
         if st.pos < st.pending.len() {
             let n = size.min(st.pending.len() - st.pos);
             let out = st.pending[st.pos..st.pos + n].to_vec();
@@ -169,7 +170,7 @@ impl OpenFile for PipeOpen {
         let irq = self.t.irq_info.load(Ordering::Relaxed);
         let mut out = String::new();
         {
-            let mut r = self.t.ring.lock().unwrap();
+            let mut r = self.t.ring.lock_ok();
             if r.is_empty() {
                 // Like tracing_wait_pipe: with tracing off, a reader that
                 // already got something sees end of file.
@@ -205,21 +206,21 @@ impl OpenFile for PipeOpen {
         Ok(out)
     }
     fn poll(&self) -> u32 {
-        let st = self.st.lock().unwrap();
-        if st.pos < st.pending.len() || !self.t.ring.lock().unwrap().is_empty() {
+        let st = self.st.lock_ok();
+        if st.pos < st.pending.len() || !self.t.ring.lock_ok().is_empty() {
             POLL_READABLE
         } else {
             0
         }
     }
     fn set_waker(&self, waker: Waker) {
-        self.t.wakers.lock().unwrap().push((self.id, waker));
+        self.t.wakers.lock_ok().push((self.id, waker));
     }
     fn is_stream(&self) -> bool {
         true
     }
     fn release(&self) {
-        self.t.wakers.lock().unwrap().retain(|w| w.0 != self.id);
+        self.t.wakers.lock_ok().retain(|w| w.0 != self.id);
         self.t.pipe_readers.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -446,25 +447,25 @@ fn write_event_filter(e: &EventId, data: &[u8]) -> SysResult<u32> {
     let ev = &e.0;
     if text.trim() == "0" {
         ev.filtered.store(false, Ordering::Relaxed);
-        *ev.filter.write().unwrap() = FilterState::None;
+        *ev.filter.write_ok() = FilterState::None;
         return Ok(data.len() as u32);
     }
     match filter::parse(&text, &filter::event_lookup(&ev.def)) {
         Ok(f) => {
-            *ev.filter.write().unwrap() = FilterState::Active(text, f);
+            *ev.filter.write_ok() = FilterState::Active(text, f);
             ev.filtered.store(true, Ordering::Relaxed);
             Ok(data.len() as u32)
         }
         Err(err) => {
             ev.filtered.store(false, Ordering::Relaxed);
-            *ev.filter.write().unwrap() = FilterState::Error(filter::error_text(&text, &err));
+            *ev.filter.write_ok() = FilterState::Error(filter::error_text(&text, &err));
             Err(err.errno)
         }
     }
 }
 
 fn read_event_filter(e: &EventId) -> String {
-    match &*e.0.filter.read().unwrap() {
+    match &*e.0.filter.read_ok() {
         FilterState::None => "none\n".into(),
         FilterState::Active(t, _) => format!("{t}\n"),
         FilterState::Error(s) => s.clone(),
@@ -483,17 +484,17 @@ fn write_system_filter(t: &Tracing, sys: &str, data: &[u8]) -> SysResult<u32> {
         let ev = &e.0;
         if text.trim() == "0" {
             ev.filtered.store(false, Ordering::Relaxed);
-            *ev.filter.write().unwrap() = FilterState::None;
+            *ev.filter.write_ok() = FilterState::None;
             continue;
         }
         match filter::parse(&text, &filter::event_lookup(&ev.def)) {
             Ok(f) => {
-                *ev.filter.write().unwrap() = FilterState::Active(text.clone(), f);
+                *ev.filter.write_ok() = FilterState::Active(text.clone(), f);
                 ev.filtered.store(true, Ordering::Relaxed);
             }
             Err(_) => {
                 ev.filtered.store(false, Ordering::Relaxed);
-                *ev.filter.write().unwrap() = FilterState::Error(format!(
+                *ev.filter.write_ok() = FilterState::Error(format!(
                     "{text}\n^\nparse_error: {}\n\n",
                     filter::E_BAD_SUBSYS
                 ));
@@ -520,13 +521,13 @@ fn write_pids(set: &Mutex<std::collections::BTreeSet<u32>>, data: &[u8]) -> SysR
                 .ok_or(Errno::EINVAL)?,
         );
     }
-    set.lock().unwrap().extend(pids.iter().copied());
+    set.lock_ok().extend(pids.iter().copied());
     Ok(pids)
 }
 
 impl Tracing {
     fn set_option(&self, idx: usize, on: bool) {
-        self.options.lock().unwrap()[idx] = on;
+        self.options.lock_ok()[idx] = on;
         match OPTIONS[idx].0 {
             "irq-info" => self.irq_info.store(on, Ordering::Relaxed),
             "overwrite" => self.overwrite.store(on, Ordering::Relaxed),
@@ -535,7 +536,7 @@ impl Tracing {
     }
 
     fn buffer_kb(&self, total: bool) -> String {
-        let b = self.buf.lock().unwrap();
+        let b = self.buf.lock_ok();
         let mul = if total { self.cpus } else { 1 };
         let kb = b.pages * BUF_PAGE_SIZE / 1024 * mul;
         if b.expanded {
@@ -546,7 +547,7 @@ impl Tracing {
     }
 
     fn event_pids_changed(&self) {
-        let empty = self.event_pids.read().unwrap().is_empty();
+        let empty = self.event_pids.read_ok().is_empty();
         self.has_event_pids.store(!empty, Ordering::Relaxed);
     }
 }
@@ -622,7 +623,7 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
         Ctl::new(MODE_WRITE)
             .rs(move || tr.trace_text())
             .w(|data, _| Ok(data.len() as u32))
-            .t(move || tc.ring.lock().unwrap().clear()),
+            .t(move || tc.ring.lock_ok().clear()),
     );
     tree.add(
         "tracing/trace_pipe",
@@ -640,7 +641,7 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
                 tw.on.store(v != 0, Ordering::Relaxed);
                 if v != 0 {
                     // Parked trace_pipe readers recheck.
-                    for w in tw.wakers.lock().unwrap().iter() {
+                    for w in tw.wakers.lock_ok().iter() {
                         (w.1)();
                     }
                 }
@@ -661,13 +662,10 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
                 if kb > 1 << 20 {
                     return Err(Errno::ENOMEM);
                 }
-                let mut b = tw.buf.lock().unwrap();
+                let mut b = tw.buf.lock_ok();
                 b.expanded = true;
                 b.pages = (kb * 1024).div_ceil(BUF_PAGE_SIZE).max(2);
-                tw.ring
-                    .lock()
-                    .unwrap()
-                    .resize(b.pages * BUF_PAGE_SIZE * tw.cpus);
+                tw.ring.lock_ok().resize(b.pages * BUF_PAGE_SIZE * tw.cpus);
                 Ok(data.len() as u32)
             }),
     );
@@ -703,8 +701,7 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
         Ctl::new(MODE_WRITE)
             .rs(move || {
                 tr.event_pids
-                    .read()
-                    .unwrap()
+                    .read_ok()
                     .iter()
                     .map(|p| format!("{p}\n"))
                     .collect()
@@ -712,12 +709,12 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
             .w(move |data, _| {
                 let m = Mutex::new(Default::default());
                 let pids = write_pids(&m, data)?;
-                tw.event_pids.write().unwrap().extend(pids);
+                tw.event_pids.write_ok().extend(pids);
                 tw.event_pids_changed();
                 Ok(data.len() as u32)
             })
             .t(move || {
-                tc.event_pids.write().unwrap().clear();
+                tc.event_pids.write_ok().clear();
                 tc.event_pids_changed();
             }),
     );
@@ -727,7 +724,7 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
         "tracing/set_ftrace_pid",
         Ctl::new(MODE_WRITE)
             .rs(move || {
-                let p = tr.ftrace_pids.lock().unwrap();
+                let p = tr.ftrace_pids.lock_ok();
                 if p.is_empty() {
                     "no pid\n".into()
                 } else {
@@ -735,7 +732,7 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
                 }
             })
             .w(move |data, _| write_pids(&tw.ftrace_pids, data).map(|_| data.len() as u32))
-            .t(move || tc.ftrace_pids.lock().unwrap().clear()),
+            .t(move || tc.ftrace_pids.lock_ok().clear()),
     );
     let (tr, tw) = (t.clone(), t.clone());
     add(
@@ -743,7 +740,7 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
         "tracing/trace_options",
         Ctl::new(MODE_WRITE)
             .rs(move || {
-                let o = tr.options.lock().unwrap();
+                let o = tr.options.lock_ok();
                 OPTIONS
                     .iter()
                     .zip(o.iter())
@@ -779,7 +776,7 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
             tree,
             &format!("tracing/options/{name}"),
             Ctl::new(MODE_WRITE)
-                .rs(move || bool_line(tr.options.lock().unwrap()[idx]))
+                .rs(move || bool_line(tr.options.lock_ok()[idx]))
                 .w(move |data, _| {
                     let on = enable_value(data)?;
                     tw.set_option(idx, on);

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use serde::{Deserialize, Deserializer};
 
 use crate::clock::{Clock, Timestamp};
+use crate::sync::{LockExt, RwLockExt};
 use crate::vfs::{NodeKind, Tree, Waker};
 
 pub use event::{EventDef, FieldSpec, FieldValue};
@@ -340,8 +341,8 @@ impl Tracing {
         hook: EnableHook,
     ) -> Result<EventId, crate::errno::Errno> {
         let id = {
-            let base = *self.next_id.lock().unwrap();
-            let mut evs = self.events.write().unwrap();
+            let base = *self.next_id.lock_ok();
+            let mut evs = self.events.write_ok();
             let used: BTreeSet<u16> = evs.iter().map(|e| e.0.def.id).collect();
             let Some(n) = (base..u16::MAX).find(|n| !used.contains(n)) else {
                 return Err(crate::errno::Errno::ENODEV);
@@ -352,7 +353,7 @@ impl Tracing {
             id
         };
         if let Some(tree) = self.tree.get() {
-            let _g = self.dyn_tree.lock().unwrap();
+            let _g = self.dyn_tree.lock_ok();
             files::install_dynamic(self, tree, &id);
         }
         Ok(id)
@@ -364,12 +365,9 @@ impl Tracing {
     /// usual "register, then enable" of a producer that restarts finds the
     /// new directories).
     pub(crate) fn remove_dynamic(&self, id: &EventId) {
-        self.events
-            .write()
-            .unwrap()
-            .retain(|e| !Arc::ptr_eq(&e.0, &id.0));
+        self.events.write_ok().retain(|e| !Arc::ptr_eq(&e.0, &id.0));
         if let Some(tree) = self.tree.get() {
-            let _g = self.dyn_tree.lock().unwrap();
+            let _g = self.dyn_tree.lock_ok();
             let sys = format!("tracing/events/{}", id.0.def.system);
             tree.remove(&format!("{sys}/{}", id.0.def.name));
             let has_events = tree.resolve(&sys).is_ok_and(|dir| {
@@ -392,7 +390,7 @@ impl Tracing {
         fields: &[FieldSpec],
         fmt: Option<&str>,
     ) -> Result<EventId, String> {
-        let mut next = self.next_id.lock().unwrap();
+        let mut next = self.next_id.lock_ok();
         if self.event_id(system, name).is_some() {
             return Err(format!("duplicate event {system}:{name}"));
         }
@@ -401,15 +399,14 @@ impl Tracing {
         }
         let id = EventId::new(EventDef::new(system, name, *next, fields, fmt)?);
         *next += 1;
-        self.events.write().unwrap().insert(0, id.clone());
+        self.events.write_ok().insert(0, id.clone());
         Ok(id)
     }
 
     /// Look an event up.
     pub fn event_id(&self, system: &str, name: &str) -> Option<EventId> {
         self.events
-            .read()
-            .unwrap()
+            .read_ok()
             .iter()
             .find(|e| e.0.def.system == system && e.0.def.name == name)
             .cloned()
@@ -417,7 +414,7 @@ impl Tracing {
 
     /// All events in `available_events` order.
     pub fn events(&self) -> Vec<EventId> {
-        self.events.read().unwrap().clone()
+        self.events.read_ok().clone()
     }
 
     /// A built-in event by its index in [`usb::builtin_defs`].
@@ -488,14 +485,13 @@ impl Tracing {
             return;
         }
         let pid = u32::from_le_bytes(data[4..8].try_into().unwrap());
-        if self.has_event_pids.load(Ordering::Relaxed)
-            && !self.event_pids.read().unwrap().contains(&pid)
+        if self.has_event_pids.load(Ordering::Relaxed) && !self.event_pids.read_ok().contains(&pid)
         {
             return;
         }
         let cpu = current_cpu();
         if ev.filtered.load(Ordering::Relaxed) {
-            if let FilterState::Active(_, f) = &*ev.filter.read().unwrap() {
+            if let FilterState::Active(_, f) = &*ev.filter.read_ok() {
                 let r = filter::Record {
                     entry: &data,
                     cpu,
@@ -515,7 +511,7 @@ impl Tracing {
             comm: comm.into(),
         };
         {
-            let mut r = self.ring.lock().unwrap();
+            let mut r = self.ring.lock_ok();
             // Producers stamp events with their own clocks (each bus its
             // simulated time), but the kernel's ring stamps entries as they
             // are recorded, so a reader never sees time go back: keep the
@@ -529,13 +525,7 @@ impl Tracing {
             r.push(e);
         }
         if self.pipe_readers.load(Ordering::Relaxed) > 0 {
-            let ws: Vec<Waker> = self
-                .wakers
-                .lock()
-                .unwrap()
-                .iter()
-                .map(|w| w.1.clone())
-                .collect();
+            let ws: Vec<Waker> = self.wakers.lock_ok().iter().map(|w| w.1.clone()).collect();
             for w in ws {
                 w();
             }
@@ -545,13 +535,12 @@ impl Tracing {
     /// The buffer grows to its full default size the first time tracing is
     /// set up (the kernel's `tracing_update_buffers`).
     fn expand(&self) {
-        let mut b = self.buf.lock().unwrap();
+        let mut b = self.buf.lock_ok();
         if !b.expanded {
             b.expanded = true;
             b.pages = pages_for(DEFAULT_BUF_BYTES);
             self.ring
-                .lock()
-                .unwrap()
+                .lock_ok()
                 .resize(b.pages * BUF_PAGE_SIZE * self.cpus);
         }
     }
@@ -563,14 +552,14 @@ impl Tracing {
 
     /// Entries in the buffer and entries written (in buffer + overwritten).
     pub fn counts(&self) -> (usize, u64) {
-        let r = self.ring.lock().unwrap();
+        let r = self.ring.lock_ok();
         (r.len(), r.len() as u64 + r.overrun)
     }
 
     /// The text of the `trace` file.
     pub fn trace_text(&self) -> String {
         let irq = self.irq_info.load(Ordering::Relaxed);
-        let r = self.ring.lock().unwrap();
+        let r = self.ring.lock_ok();
         let mut s = ring::header(r.len(), r.len() as u64 + r.overrun, self.cpus, irq);
         for e in r.iter() {
             s.push_str(&e.line(irq));

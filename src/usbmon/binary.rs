@@ -8,6 +8,7 @@ use super::ring::{pkt_align, Ring, BUFF_DFL, BUFF_MAX, BUFF_MIN, CHUNK_SIZE, PKT
 use super::{MonReader, Registration, UsbMon};
 use crate::errno::{Errno, SysResult};
 use crate::procmem;
+use crate::sync::LockExt;
 use crate::vfs::{
     Caller, FileNode, IoctlLayout, IoctlReply, IoctlRequest, OpenFile, OpenFlags, Waker,
     POLL_READABLE,
@@ -426,7 +427,7 @@ pub struct BinReader {
 impl MonReader for BinReader {
     fn event(&self, ev: &Arc<UrbEvent>) {
         let waker = {
-            let mut st = self.state.lock().unwrap();
+            let mut st = self.state.lock_ok();
             st.insert(ev);
             st.waker.clone()
         };
@@ -465,8 +466,8 @@ impl BinReader {
     /// `read()`: the 48-byte header then the captured bytes, continuing a
     /// partially read event.
     pub fn read(&self, size: usize) -> SysResult<Vec<u8>> {
-        let _fetch = self.fetch.lock().unwrap();
-        let mut st = self.state.lock().unwrap();
+        let _fetch = self.fetch.lock_ok();
+        let mut st = self.state.lock_ok();
         if st.ring.is_empty() {
             return Err(Errno::EAGAIN);
         }
@@ -498,7 +499,7 @@ impl BinReader {
 
     /// Whether anything is queued.
     pub fn poll(&self) -> u32 {
-        if self.state.lock().unwrap().ring.is_empty() {
+        if self.state.lock_ok().ring.is_empty() {
             0
         } else {
             POLL_READABLE
@@ -511,9 +512,9 @@ impl BinReader {
             return Err(Errno::EINVAL);
         }
         let GetArg { hdr, data, alloc } = arg;
-        let _fetch = self.fetch.lock().unwrap();
+        let _fetch = self.fetch.lock_ok();
         let (head, body, len_cap) = {
-            let st = self.state.lock().unwrap();
+            let st = self.state.lock_ok();
             if st.ring.is_empty() {
                 return Err(Errno::EAGAIN);
             }
@@ -531,7 +532,7 @@ impl BinReader {
         // kernel; `fetch` keeps other consumers of this open off it meanwhile.
         req.mem.write(hdr, &head)?;
         req.mem.write(data, &body)?;
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state.lock_ok();
         st.ring.free(PKT_SIZE + len_cap);
         st.ring.b_read = 0;
         Ok(IoctlReply::default())
@@ -544,8 +545,8 @@ impl BinReader {
             nflush,
             counts_at,
         } = MfetchArg::parse(req.input, req.compat);
-        let _fetch = self.fetch.lock().unwrap();
-        let mut st = self.state.lock().unwrap();
+        let _fetch = self.fetch.lock_ok();
+        let mut st = self.state.lock_ok();
         // MFETCH is how mapped readers consume the ring.
         st.mapped = true;
         let flushed = if req.retry {
@@ -574,7 +575,7 @@ impl BinReader {
         }
         if let Err(e) = req.mem.write(offvec, &vec) {
             // Nothing was stored: the pages stay dirty for the next call.
-            let mut st = self.state.lock().unwrap();
+            let mut st = self.state.lock_ok();
             for (off, bytes) in &cache_updates {
                 st.mark_dirty(*off as usize, bytes.len());
             }
@@ -608,25 +609,25 @@ impl BinReader {
         };
         match cmd {
             ioc::URB_LEN => {
-                let st = self.state.lock().unwrap();
+                let st = self.state.lock_ok();
                 if st.ring.is_empty() {
                     ret(0)
                 } else {
                     ret(st.ring.len_cap_at(st.ring.out_offset()) as i32)
                 }
             }
-            ioc::Q_RING_SIZE => ret(self.state.lock().unwrap().ring.size() as i32),
+            ioc::Q_RING_SIZE => ret(self.state.lock_ok().ring.size() as i32),
             ioc::T_RING_SIZE => {
                 if req.arg < BUFF_MIN || req.arg > BUFF_MAX {
                     return Err(Errno::EINVAL);
                 }
                 let size = (req.arg as usize).div_ceil(CHUNK_SIZE) * CHUNK_SIZE;
-                let _fetch = self.fetch.lock().unwrap();
+                let _fetch = self.fetch.lock_ok();
                 let (dev, ino) = req.file_id;
                 if procmem::has_shared_mapping(req.caller.pid, dev, ino) {
                     return Err(Errno::EBUSY);
                 }
-                let mut st = self.state.lock().unwrap();
+                let mut st = self.state.lock_ok();
                 st.mapped = false;
                 st.ring = Ring::new(size);
                 st.dirty = PageSet::new(size / CHUNK_SIZE, true);
@@ -641,7 +642,7 @@ impl BinReader {
                 })
             }
             ioc::STATS => {
-                let mut st = self.state.lock().unwrap();
+                let mut st = self.state.lock_ok();
                 let dropped = std::mem::take(&mut st.dropped);
                 let queued = st.ring.queued() as u32;
                 let mut out = Vec::with_capacity(8);
@@ -657,13 +658,8 @@ impl BinReader {
             ioc::GETX => self.get(req, PKT_SZ_API1),
             ioc::MFETCH => self.mfetch(req),
             ioc::MFLUSH => {
-                let _fetch = self.fetch.lock().unwrap();
-                let n = self
-                    .state
-                    .lock()
-                    .unwrap()
-                    .ring
-                    .flush(req.arg as u32 as usize);
+                let _fetch = self.fetch.lock_ok();
+                let n = self.state.lock_ok().ring.flush(req.arg as u32 as usize);
                 ret(n as i32)
             }
             _ => Err(Errno::ENOTTY),
@@ -711,7 +707,7 @@ impl BinReader {
 
     /// Ring bytes for a page-cache fill of a mapping.
     pub fn read_mapped(&self, offset: u64, size: u32) -> Vec<u8> {
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state.lock_ok();
         st.mapped = true;
         crate::vfs::slice_at(st.ring.bytes(), offset, size)
     }
@@ -739,7 +735,7 @@ impl OpenFile for BinFile {
         BinReader::ioctl_layout(cmd, arg, input, compat)
     }
     fn set_waker(&self, waker: Waker) {
-        self.reader.state.lock().unwrap().waker = Some(waker);
+        self.reader.state.lock_ok().waker = Some(waker);
     }
     fn is_stream(&self) -> bool {
         true

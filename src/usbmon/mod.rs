@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use crate::sync::{LockExt, RwLockExt};
 use event::{UrbEvent, UrbSink};
 
 /// A reader attached to a bus: a text or binary open file.
@@ -43,7 +44,7 @@ impl MonBus {
 
     /// Readers currently attached (text and binary).
     pub fn nreaders(&self) -> usize {
-        self.readers.read().unwrap().len()
+        self.readers.read_ok().len()
     }
 
     /// Events seen while monitored.
@@ -62,7 +63,7 @@ impl MonBus {
     }
 
     fn deliver(&self, ev: &Arc<UrbEvent>) {
-        let readers = self.readers.read().unwrap();
+        let readers = self.readers.read_ok();
         if readers.is_empty() {
             return;
         }
@@ -96,11 +97,7 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.bus
-            .readers
-            .write()
-            .unwrap()
-            .retain(|(id, _)| *id != self.id);
+        self.bus.readers.write_ok().retain(|(id, _)| *id != self.id);
     }
 }
 
@@ -133,7 +130,7 @@ impl UsbMon {
     pub fn attach(&self, bus: u16, reader: Arc<dyn MonReader>) -> Option<Registration> {
         let b = self.bus(bus)?;
         let id = self.next_reader.fetch_add(1, Ordering::Relaxed);
-        b.readers.write().unwrap().push((id, reader));
+        b.readers.write_ok().push((id, reader));
         Some(Registration { bus: b, id })
     }
 }
@@ -141,7 +138,7 @@ impl UsbMon {
 impl UrbSink for UsbMon {
     fn urb_event(&self, ev: UrbEvent) {
         let ev = Arc::new(ev);
-        let _g = self.order.lock().unwrap();
+        let _g = self.order.lock_ok();
         if let Some(b) = self.buses.get(&ev.bus) {
             b.deliver(&ev);
         }

@@ -12,6 +12,7 @@ use crossbeam_channel::{Receiver, Sender, TrySendError};
 use super::event::{DataCapture, EventKind, UrbEvent, XferType};
 use super::{MonReader, Registration, UsbMon};
 use crate::errno::{Errno, SysResult};
+use crate::sync::LockExt;
 use crate::vfs::{Caller, FileNode, OpenFile, OpenFlags, Waker, POLL_READABLE};
 
 /// Queue limit per text reader: `4 * PAGE_SIZE / sizeof(struct mon_event_text)`
@@ -223,7 +224,7 @@ impl TextReader {
     /// Take up to `size` bytes of the current line, formatting the next event
     /// when the previous line is used up. EAGAIN when nothing is queued.
     pub fn read_line(&self, size: usize) -> SysResult<Vec<u8>> {
-        let mut st = self.line.lock().unwrap();
+        let mut st = self.line.lock_ok();
         if st.pos >= st.text.len() {
             let ev = self.rx.try_recv().map_err(|_| Errno::EAGAIN)?;
             st.text = format_line(&ev, self.fmt).into_bytes();

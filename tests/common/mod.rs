@@ -52,6 +52,12 @@ impl Mount {
 
     /// Mount with an optional config and extra arguments.
     pub fn start(yaml: Option<&str>, extra: &[&str]) -> Mount {
+        Mount::start_env(yaml, extra, &[])
+    }
+
+    /// Mount with an optional config, extra arguments and extra environment
+    /// variables for the daemon.
+    pub fn start_env(yaml: Option<&str>, extra: &[&str], env: &[(&str, &str)]) -> Mount {
         require_fuse();
         let dir = tempfile::tempdir().expect("tempdir");
         let mnt = dir.path().join("mnt");
@@ -68,7 +74,7 @@ impl Mount {
             std::fs::write(&cfg, y).unwrap();
             cmd.arg("--config").arg(&cfg);
         }
-        cmd.args(extra);
+        cmd.args(extra).envs(env.iter().copied());
         cmd.stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap());
         let child = cmd.spawn().expect("spawn monfs");

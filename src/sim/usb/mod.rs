@@ -50,6 +50,7 @@ use std::thread::JoinHandle;
 
 use crate::clock::Clock;
 use crate::config::{DeviceConfig, ReplayConfig, UsbConfig};
+use crate::sync::LockExt;
 use crate::usbmon::event::UrbSink;
 
 use bus::Bus;
@@ -71,7 +72,7 @@ struct BusShared {
 
 impl BusShared {
     fn lock(&self) -> MutexGuard<'_, Bus> {
-        self.bus.lock().unwrap_or_else(|e| e.into_inner())
+        self.bus.lock_ok()
     }
 }
 
@@ -189,7 +190,7 @@ impl UsbSim {
 
     /// Start one thread per bus that runs the simulation in (paced) simulation time.
     pub fn start(&self) {
-        let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        let mut threads = self.threads.lock_ok();
         if !threads.is_empty() {
             return;
         }
@@ -225,8 +226,7 @@ impl UsbSim {
     /// Stop all threads and join them (idempotent; also on Drop).
     pub fn stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
-        let threads: Vec<_> =
-            std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        let threads: Vec<_> = std::mem::take(&mut *self.threads.lock_ok());
         for t in threads {
             let _ = t.join();
         }
@@ -301,7 +301,7 @@ impl UsbSim {
         let h = replay::ReplayHandle::new(&cfg.file);
         let task = replay::ReplayTask::new(cfg.clone(), h.clone(), Some(Arc::new(cap)));
         let mut g = b.lock();
-        let mut cur = b.replay.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cur = b.replay.lock_ok();
         if let Some(old) = cur.take() {
             old.stop();
         }
@@ -314,7 +314,7 @@ impl UsbSim {
     pub fn replay_stop(&self, bus: u16) -> Result<(), String> {
         let b = self.bus(bus)?;
         let _g = b.lock();
-        let cur = b.replay.lock().unwrap_or_else(|e| e.into_inner());
+        let cur = b.replay.lock_ok();
         match cur.as_ref() {
             Some(h) if h.active() => {
                 h.stop();
@@ -327,7 +327,7 @@ impl UsbSim {
     /// The status of the current (or last) replay of `bus`, if it had one.
     pub fn replay_status(&self, bus: u16) -> Result<Option<replay::ReplayStatus>, String> {
         let b = self.bus(bus)?;
-        let cur = b.replay.lock().unwrap_or_else(|e| e.into_inner());
+        let cur = b.replay.lock_ok();
         Ok(cur.as_ref().map(|h| h.status()))
     }
 

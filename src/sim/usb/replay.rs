@@ -35,6 +35,7 @@ use pcap_file::{Endianness, PcapError, TsResolution};
 
 use super::bus::Ctx;
 use crate::config::ReplayConfig;
+use crate::sync::LockExt;
 use crate::usbmon::binary::{capture_plan, encode_event, ISODESC_MAX};
 use crate::usbmon::event::{DataCapture, EventKind, IsoDesc, UrbEvent, XferType};
 
@@ -868,7 +869,7 @@ impl ReplayHandle {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ReplayStatus> {
-        self.status.lock().unwrap_or_else(|e| e.into_inner())
+        self.status.lock_ok()
     }
 }
 
@@ -1543,7 +1544,7 @@ mod tests {
     struct Collect(Mutex<Vec<UrbEvent>>);
     impl crate::usbmon::event::UrbSink for Collect {
         fn urb_event(&self, ev: UrbEvent) {
-            self.0.lock().unwrap().push(ev);
+            self.0.lock_ok().push(ev);
         }
     }
 
@@ -1572,7 +1573,7 @@ mod tests {
         ));
         // Three passes and the first packet of the fourth.
         sim.run_until(3_000_000 + 3 * per / 2);
-        let got = sink.0.lock().unwrap().clone();
+        let got = sink.0.lock_ok().clone();
         assert_eq!(got.len() as u64, 3 * n + 1);
         let t0 = got[0].ts.mono_ns;
         assert_eq!(
@@ -1599,7 +1600,7 @@ mod tests {
         );
         sim.replay_stop(4).unwrap();
         sim.run_until(10_000_000_000);
-        assert_eq!(sink.0.lock().unwrap().len() as u64, 3 * n + 1, "stopped");
+        assert_eq!(sink.0.lock_ok().len() as u64, 3 * n + 1, "stopped");
         assert_eq!(
             sim.replay_status(4).unwrap().unwrap().state,
             ReplayState::Stopped
@@ -1650,7 +1651,7 @@ mod tests {
             )),
             "{msg}"
         );
-        let got = sink.0.lock().unwrap().clone();
+        let got = sink.0.lock_ok().clone();
         assert!(got.iter().filter(|e| e.bus == 1).count() > 5, "bus 1 runs");
         assert_eq!(got.iter().filter(|e| e.bus == 2).count(), 0);
         assert_eq!(got.iter().filter(|e| e.bus == 3).count(), 2);
@@ -1676,7 +1677,7 @@ mod tests {
         // A control start on a simulated bus mixes in the capture.
         sim.replay_start(1, &cfg(&good)).unwrap();
         sim.run_until(600_000_000);
-        let got = sink.0.lock().unwrap().clone();
+        let got = sink.0.lock_ok().clone();
         assert!(got.iter().any(|e| e.bus == 1 && e.id == evs[0].id));
         assert_eq!(
             sim.replay_status(1).unwrap().unwrap().state,
@@ -1708,9 +1709,9 @@ mod tests {
             run_command(&sim, &["stop", "1"]).unwrap(),
             "bus 1: replay stopped"
         );
-        let n = sink.0.lock().unwrap().len();
+        let n = sink.0.lock_ok().len();
         sim.run_until(2_000_000_000);
-        assert_eq!(sink.0.lock().unwrap().len(), n);
+        assert_eq!(sink.0.lock_ok().len(), n);
         assert!(run_command(&sim, &["stop", "1"]).is_err());
         assert!(run_command(&sim, &["start", "9", &f])
             .unwrap_err()

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use super::UsbSim;
 use crate::clock::{Clock, Timestamp, VirtualClock};
 use crate::config::{Config, DeviceConfig, UsbConfig};
+use crate::sync::LockExt;
 use crate::usbmon::event::{EventKind, UrbEvent, UrbSink, XferType};
 
 #[derive(Default)]
@@ -13,7 +14,7 @@ struct Collect(Mutex<Vec<UrbEvent>>);
 
 impl UrbSink for Collect {
     fn urb_event(&self, ev: UrbEvent) {
-        self.0.lock().unwrap().push(ev);
+        self.0.lock_ok().push(ev);
     }
 }
 
@@ -37,7 +38,7 @@ impl UrbSink for Capped {
 
 impl Collect {
     fn take(&self) -> Vec<UrbEvent> {
-        std::mem::take(&mut *self.0.lock().unwrap())
+        std::mem::take(&mut *self.0.lock_ok())
     }
 }
 
