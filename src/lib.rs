@@ -11,6 +11,7 @@ pub mod errno;
 pub mod fuse;
 pub mod monreader;
 pub mod nullfile;
+pub mod proc_events;
 pub mod procmem;
 pub mod record;
 pub mod sim;

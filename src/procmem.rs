@@ -1,15 +1,51 @@
-//! Reading and writing a caller's memory with `process_vm_readv` and
-//! `process_vm_writev`, for ioctl arguments that hold pointers (a FUSE file
-//! only gets the `_IOC_SIZE` bytes of the argument struct itself).
+//! Other processes' memory: the one place monfs reads or writes it.
 //!
-//! The pid is always the one the kernel put in the request (the calling
-//! thread), never a value taken from payload data.
+//! Two kinds of target, two rules:
+//!
+//! * **The caller of a request** ([`ProcessMemory`]): an ioctl argument that
+//!   holds pointers. The calling thread is blocked in the request until it is
+//!   answered (the kernel waits uninterruptibly once the daemon has read the
+//!   request), so its pid cannot be reused or its image replaced meanwhile,
+//!   and `process_vm_readv`/`process_vm_writev` on that pid reach exactly it.
+//! * **A producer that registered an enable bit** ([`Mm`]): it runs freely
+//!   and may fork, exec or exit at any time. Registration pins its address
+//!   space (`/proc/<tid>/mem` opened while the registering thread is blocked
+//!   in the ioctl, as the kernel takes an `mm` reference). Writes go through
+//!   that descriptor: after an exec or exit they write nothing (the old
+//!   address space is gone) and are never redirected to a new image or to a
+//!   process that reused the pid.
+//!
+//! Neither may wedge the daemon. A page backed by a FUSE file (this mount or
+//! another, perhaps stalled one) can only be faulted in by that file
+//! system's daemon, and a userfaultfd page by its handler. So before each
+//! access the target range's mappings are checked ([`check_range`], one
+//! `PROCMAP_QUERY` ioctl per mapping on Linux 6.11+, `/proc/<pid>/maps`
+//! before): unmapped, or backed by a FUSE file system, is EFAULT, as the
+//! kernel answers a bad address. Writes to registered producers also run on
+//! a small worker pool with a deadline ([`run_bounded`]); a worker that is
+//! still stuck then is abandoned and its address space marked stuck, so no
+//! request thread ever waits on a remote page without bound.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use tracing::warn;
 
 use crate::errno::{Errno, SysResult};
+use crate::sync::LockExt;
 
-/// Read `len` bytes at `addr` in process `pid`. EFAULT if any byte is not
-/// readable.
-pub fn read(pid: u32, addr: u64, len: usize) -> SysResult<Vec<u8>> {
+// ---------------------------------------------------------------------------
+// The caller's memory.
+
+/// Read `len` bytes at `addr` in process `pid`, unchecked. EFAULT if any byte
+/// is not readable.
+fn raw_read(pid: u32, addr: u64, len: usize) -> SysResult<Vec<u8>> {
     if len == 0 {
         return Ok(Vec::new());
     }
@@ -33,9 +69,9 @@ pub fn read(pid: u32, addr: u64, len: usize) -> SysResult<Vec<u8>> {
     Ok(buf)
 }
 
-/// Write `data` at `addr` in process `pid`. EFAULT if not all of it could be
-/// written.
-pub fn write(pid: u32, addr: u64, data: &[u8]) -> SysResult<()> {
+/// Write `data` at `addr` in process `pid`, unchecked. EFAULT if not all of
+/// it could be written.
+fn raw_write(pid: u32, addr: u64, data: &[u8]) -> SysResult<()> {
     if data.is_empty() {
         return Ok(());
     }
@@ -58,7 +94,29 @@ pub fn write(pid: u32, addr: u64, data: &[u8]) -> SysResult<()> {
     Ok(())
 }
 
-/// A process's memory reached with process_vm_readv/writev.
+/// Read `len` bytes at `addr` in process `pid`, the caller of a request that
+/// is still waiting for its answer. EFAULT if any byte is unmapped,
+/// unreadable, or backed by a file that only a FUSE daemon can fault in.
+pub fn read(pid: u32, addr: u64, len: usize) -> SysResult<Vec<u8>> {
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    check_range(pid, addr, len as u64, Access::Read)?;
+    raw_read(pid, addr, len)
+}
+
+/// Write `data` at `addr` in process `pid`, the caller of a request that is
+/// still waiting for its answer (see [`read`]).
+pub fn write(pid: u32, addr: u64, data: &[u8]) -> SysResult<()> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    check_range(pid, addr, data.len() as u64, Access::Write)?;
+    raw_write(pid, addr, data)
+}
+
+/// The memory of a request's caller (the thread the kernel named in the
+/// request, which is blocked in it).
 pub struct ProcessMemory(pub u32);
 
 impl crate::vfs::CallerMemory for ProcessMemory {
@@ -87,6 +145,558 @@ pub fn read_cstr(pid: u32, addr: u64, max: usize) -> SysResult<Vec<u8>> {
     }
     Err(Errno::E2BIG)
 }
+
+// ---------------------------------------------------------------------------
+// Which mappings are safe to touch.
+
+/// What an access does to the target's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Reads it.
+    Read,
+    /// Writes it (the mapping must be writable, as for the kernel's
+    /// `FOLL_WRITE` without `FOLL_FORCE`).
+    Write,
+}
+
+/// One mapping, as `PROCMAP_QUERY` or `/proc/<pid>/maps` describes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Vma {
+    start: u64,
+    end: u64,
+    readable: bool,
+    writable: bool,
+    /// Device of the mapped file (0:0 and inode 0 for anonymous memory).
+    dev: (u32, u32),
+    inode: u64,
+}
+
+/// `struct procmap_query` (include/uapi/linux/fs.h, Linux 6.11).
+#[repr(C)]
+#[derive(Default)]
+struct ProcmapQuery {
+    size: u64,
+    query_flags: u64,
+    query_addr: u64,
+    vma_start: u64,
+    vma_end: u64,
+    vma_flags: u64,
+    vma_page_size: u64,
+    vma_offset: u64,
+    inode: u64,
+    dev_major: u32,
+    dev_minor: u32,
+    vma_name_size: u32,
+    build_id_size: u32,
+    vma_name_addr: u64,
+    build_id_addr: u64,
+}
+
+/// `PROCMAP_QUERY`: `_IOWR('f', 17, struct procmap_query)`.
+const PROCMAP_QUERY: u64 = 0xC068_6611;
+const PROCMAP_QUERY_VMA_READABLE: u64 = 0x01;
+const PROCMAP_QUERY_VMA_WRITABLE: u64 = 0x02;
+
+/// Open `/proc/<pid>/maps` descriptors, kept so that a check costs one
+/// ioctl. A descriptor stays tied to the task it was opened for: once that
+/// task is gone its queries fail, and it is opened again for the pid's new
+/// owner.
+static MAPS: OnceLock<Mutex<HashMap<u32, Arc<File>>>> = OnceLock::new();
+/// Cached `/proc/<pid>/maps` descriptors at most.
+const MAPS_CACHE: usize = 64;
+/// Whether the kernel has `PROCMAP_QUERY` (false after the first ENOTTY).
+static HAVE_QUERY: AtomicBool = AtomicBool::new(true);
+
+fn maps_file(pid: u32, fresh: bool) -> SysResult<Arc<File>> {
+    let cache = MAPS.get_or_init(Default::default);
+    if !fresh {
+        if let Some(f) = cache.lock_ok().get(&pid) {
+            return Ok(f.clone());
+        }
+    }
+    let f = Arc::new(File::open(format!("/proc/{pid}/maps")).map_err(|_| Errno::EFAULT)?);
+    let mut c = cache.lock_ok();
+    if c.len() >= MAPS_CACHE {
+        c.clear();
+    }
+    c.insert(pid, f.clone());
+    Ok(f)
+}
+
+/// The mapping of `pid` that covers `addr`, by `PROCMAP_QUERY`. `Ok(None)`
+/// when nothing covers it; `Err(ENOTTY)` when the kernel lacks the ioctl.
+fn query_vma(pid: u32, addr: u64) -> SysResult<Option<Vma>> {
+    for fresh in [false, true] {
+        let f = maps_file(pid, fresh)?;
+        let mut q = ProcmapQuery {
+            size: std::mem::size_of::<ProcmapQuery>() as u64,
+            query_addr: addr,
+            ..Default::default()
+        };
+        // SAFETY: the ioctl writes within `q`, whose size it is told.
+        let rc = unsafe { libc::ioctl(f.as_raw_fd(), PROCMAP_QUERY as _, &mut q) };
+        if rc == 0 {
+            return Ok(Some(Vma {
+                start: q.vma_start,
+                end: q.vma_end,
+                readable: q.vma_flags & PROCMAP_QUERY_VMA_READABLE != 0,
+                writable: q.vma_flags & PROCMAP_QUERY_VMA_WRITABLE != 0,
+                dev: (q.dev_major, q.dev_minor),
+                inode: q.inode,
+            }));
+        }
+        match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::ENOENT) => return Ok(None),
+            Some(libc::ENOTTY) | Some(libc::EINVAL) => return Err(Errno::ENOTTY),
+            // ESRCH and the like: the task behind a cached descriptor is
+            // gone; try once with a fresh one.
+            _ => continue,
+        }
+    }
+    Err(Errno::EFAULT)
+}
+
+/// Parse one `/proc/<pid>/maps` line.
+fn parse_maps_line(l: &str) -> Option<Vma> {
+    let mut w = l.split_whitespace();
+    let (range, perms, _off, dev, ino) = (w.next()?, w.next()?, w.next()?, w.next()?, w.next()?);
+    let (s, e) = range.split_once('-')?;
+    let (ma, mi) = dev.split_once(':')?;
+    Some(Vma {
+        start: u64::from_str_radix(s, 16).ok()?,
+        end: u64::from_str_radix(e, 16).ok()?,
+        readable: perms.starts_with('r'),
+        writable: perms.as_bytes().get(1) == Some(&b'w'),
+        dev: (
+            u32::from_str_radix(ma, 16).ok()?,
+            u32::from_str_radix(mi, 16).ok()?,
+        ),
+        inode: ino.parse().ok()?,
+    })
+}
+
+/// The mappings of `pid` that overlap `[addr, end)`, from `/proc/<pid>/maps`.
+fn maps_vmas(pid: u32, addr: u64, end: u64) -> SysResult<Vec<Vma>> {
+    let f = File::open(format!("/proc/{pid}/maps")).map_err(|_| Errno::EFAULT)?;
+    let mut out = Vec::new();
+    for l in BufReader::new(f).lines() {
+        let l = l.map_err(|_| Errno::EFAULT)?;
+        let Some(v) = parse_maps_line(&l) else {
+            continue;
+        };
+        if v.start >= end {
+            break;
+        }
+        if v.end > addr {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+/// File systems whose pages only a user-space daemon can bring in.
+fn is_fuse_fstype(t: &str) -> bool {
+    t == "fuse" || t.starts_with("fuse.") || t == "fuseblk" || t == "virtiofs"
+}
+
+/// Devices (major 0, minor) known to be FUSE file systems or not, with when
+/// that was learnt: a minor is reused once its file system is unmounted, so
+/// answers are kept for a second.
+/// Whether a device is FUSE, and when that was learnt.
+type FsKinds = HashMap<(u32, u32), (bool, Instant)>;
+static FS_KIND: OnceLock<Mutex<FsKinds>> = OnceLock::new();
+const FS_KIND_TTL: Duration = Duration::from_secs(1);
+
+/// Whether the file system on device `dev`, as mounted in `pid`'s mount
+/// namespace, is FUSE. A device no mount shows (the kernel's internal
+/// mounts: memfd, SysV shm, shared anonymous memory) is not.
+fn dev_is_fuse(pid: u32, dev: (u32, u32)) -> bool {
+    if dev.0 != 0 {
+        // Block devices; FUSE and other virtual file systems have major 0.
+        return false;
+    }
+    let cache = FS_KIND.get_or_init(Default::default);
+    if let Some((fuse, at)) = cache.lock_ok().get(&dev) {
+        if at.elapsed() < FS_KIND_TTL {
+            return *fuse;
+        }
+    }
+    let want = format!("{}:{}", dev.0, dev.1);
+    let fuse = std::fs::read_to_string(format!("/proc/{pid}/mountinfo"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.split(' ').nth(2) == Some(want.as_str()))
+        .any(|l| {
+            l.split_once(" - ")
+                .and_then(|(_, rest)| rest.split(' ').next())
+                .is_some_and(is_fuse_fstype)
+        });
+    let mut c = cache.lock_ok();
+    if c.len() > 1024 {
+        c.clear();
+    }
+    c.insert(dev, (fuse, Instant::now()));
+    fuse
+}
+
+/// Whether `[addr, addr + len)` of process `pid` is mapped, allows `access`,
+/// and is backed by nothing that only a user-space daemon can fault in (a
+/// FUSE file). EFAULT otherwise, as the kernel answers a bad address.
+///
+/// Races: another thread of the target can remap the range between this
+/// check and the access; [`run_bounded`] is the backstop for accesses to
+/// processes that run freely. Userfaultfd ranges are not visible here.
+pub fn check_range(pid: u32, addr: u64, len: u64, access: Access) -> SysResult<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    let end = addr.checked_add(len).ok_or(Errno::EFAULT)?;
+    if addr == 0 {
+        return Err(Errno::EFAULT);
+    }
+    let ok = |v: &Vma| {
+        let allowed = match access {
+            Access::Read => v.readable,
+            Access::Write => v.writable,
+        };
+        allowed && !(v.inode != 0 && dev_is_fuse(pid, v.dev))
+    };
+    if HAVE_QUERY.load(Ordering::Relaxed) {
+        let mut at = addr;
+        loop {
+            match query_vma(pid, at) {
+                Ok(Some(v)) if v.start <= at && ok(&v) => {
+                    if v.end >= end {
+                        return Ok(());
+                    }
+                    at = v.end;
+                }
+                Ok(_) => return Err(Errno::EFAULT),
+                Err(e) if e == Errno::ENOTTY => {
+                    HAVE_QUERY.store(false, Ordering::Relaxed);
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    let mut at = addr;
+    for v in maps_vmas(pid, addr, end)? {
+        if v.start > at || !ok(&v) {
+            return Err(Errno::EFAULT);
+        }
+        at = v.end;
+        if at >= end {
+            return Ok(());
+        }
+    }
+    Err(Errno::EFAULT)
+}
+
+// ---------------------------------------------------------------------------
+// Pinned address spaces.
+
+/// Why an access to a pinned address space failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MmError {
+    /// The address space is gone: its process exited or exec'd.
+    Gone,
+    /// The address is unmapped, not writable, or backed by a FUSE file.
+    Fault,
+    /// An earlier access did not finish in time (a page nobody serves): the
+    /// address space is not touched again.
+    Stuck,
+}
+
+/// An address space's layout, from `/proc/<pid>/stat`: start_code,
+/// end_code, start_stack, start_data, end_data, start_brk, arg_start,
+/// arg_end, env_start, env_end. fork() copies it; exec() makes a new one
+/// (with address space randomization, different with near certainty).
+type Layout = [u64; 10];
+
+fn layout_of(pid: u32) -> Option<Layout> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, numbered from 3 (state).
+    let w: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let field = |n: usize| w.get(n - 3)?.parse::<u64>().ok();
+    let mut out = [0u64; 10];
+    for (o, n) in out.iter_mut().zip([26, 27, 28, 45, 46, 47, 48, 49, 50, 51]) {
+        *o = field(n)?;
+    }
+    Some(out)
+}
+
+/// The thread group of thread `tid`.
+pub fn tgid_of(tid: u32) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Whether processes `a` and `b` share one address space (`kcmp`
+/// `KCMP_VM`): a thread, or a `vfork`/`CLONE_VM` child. None if unknown.
+fn same_vm(a: u32, b: u32) -> Option<bool> {
+    const KCMP_VM: libc::c_long = 1;
+    // SAFETY: kcmp takes integers only.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            a as libc::c_long,
+            b as libc::c_long,
+            KCMP_VM,
+            0,
+            0,
+        )
+    };
+    (rc >= 0).then_some(rc == 0)
+}
+
+fn open_mem(pid: u32) -> SysResult<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(format!("/proc/{pid}/mem"))
+        .map_err(|_| Errno::EFAULT)
+}
+
+/// The byte holding bit `bit` of the `size`-byte native-endian word at
+/// `addr`, and the mask of the bit in it.
+fn bit_byte(addr: u64, bit: u8, size: u8) -> (u64, u8) {
+    let idx = (bit / 8) as u64;
+    let byte = if cfg!(target_endian = "little") {
+        addr + idx
+    } else {
+        addr + size as u64 - 1 - idx
+    };
+    (byte, 1 << (bit % 8))
+}
+
+/// A non-canonical address, the highest page `pread` can name: no mapping
+/// can be there.
+const NEVER_MAPPED: u64 = i64::MAX as u64 & !0xfff;
+
+/// A process's address space, pinned (the kernel's `mm` reference) through
+/// an open `/proc/<pid>/mem`. Accesses after the process exits or execs
+/// write nothing: they report [`MmError::Gone`].
+pub struct Mm {
+    file: File,
+    tgid: u32,
+    layout: Layout,
+    stuck: AtomicBool,
+}
+
+impl std::fmt::Debug for Mm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Mm(tgid {})", self.tgid)
+    }
+}
+
+impl Mm {
+    /// Pin the address space of thread `tid`, the caller of a request that
+    /// is still waiting for its answer (so neither exit nor exec can happen
+    /// meanwhile: exec waits for every other thread to leave the kernel).
+    pub fn pin(tid: u32) -> SysResult<Arc<Mm>> {
+        let file = open_mem(tid)?;
+        let tgid = tgid_of(tid).ok_or(Errno::EFAULT)?;
+        let layout = layout_of(tid).ok_or(Errno::EFAULT)?;
+        Ok(Arc::new(Mm {
+            file,
+            tgid,
+            layout,
+            stuck: AtomicBool::new(false),
+        }))
+    }
+
+    /// The address space of process `child`, just forked from the process
+    /// this pins, while it is still the copy fork made. None if the child
+    /// shares this address space (`vfork`, `CLONE_VM`), is gone, or has
+    /// exec'd already (its layout differs). The layout is read after the
+    /// descriptor is opened, so a descriptor opened after an exec is
+    /// always caught.
+    pub fn pin_child(&self, child: u32) -> Option<Arc<Mm>> {
+        if same_vm(self.tgid, child) != Some(false) {
+            return None;
+        }
+        let file = open_mem(child).ok()?;
+        let layout = layout_of(child)?;
+        (layout == self.layout).then(|| {
+            Arc::new(Mm {
+                file,
+                tgid: child,
+                layout,
+                stuck: AtomicBool::new(false),
+            })
+        })
+    }
+
+    /// The thread group (process id) it belonged to when pinned.
+    pub fn tgid(&self) -> u32 {
+        self.tgid
+    }
+
+    /// Whether the address space still exists (its process has neither
+    /// exited nor exec'd). [`NEVER_MAPPED`] is never mapped (so nothing is
+    /// faulted in): a live address space answers EIO there, a dead one
+    /// reads nothing.
+    pub fn alive(&self) -> bool {
+        let mut b = [0u8; 1];
+        !matches!(self.file.read_at(&mut b, NEVER_MAPPED), Ok(0))
+    }
+
+    /// Whether an access never finished (see [`MmError::Stuck`]).
+    pub fn is_stuck(&self) -> bool {
+        self.stuck.load(Ordering::SeqCst)
+    }
+
+    /// Mark it stuck: an access did not finish in time.
+    pub fn set_stuck(&self) {
+        if !self.stuck.swap(true, Ordering::SeqCst) {
+            warn!(
+                pid = self.tgid,
+                "a write into process {}'s memory did not finish in time (a page that \
+                 a FUSE daemon or a userfaultfd handler does not serve); its enable \
+                 bits are dropped",
+                self.tgid
+            );
+        }
+    }
+
+    /// Set or clear bit `bit` of the `size`-byte native-endian word at
+    /// `addr` (read-modify-write of the byte that holds it).
+    pub fn set_bit(&self, addr: u64, bit: u8, size: u8, on: bool) -> Result<(), MmError> {
+        if self.is_stuck() {
+            return Err(MmError::Stuck);
+        }
+        let (at, mask) = bit_byte(addr, bit, size);
+        // The check sees the pid's current address space; if that is no
+        // longer this one, the access below reads nothing (Gone) anyway.
+        if check_range(self.tgid, at, 1, Access::Write).is_err() {
+            return Err(if self.alive() {
+                MmError::Fault
+            } else {
+                MmError::Gone
+            });
+        }
+        let mut b = [0u8; 1];
+        let off = i64::try_from(at).map_err(|_| MmError::Fault)? as u64;
+        match self.file.read_at(&mut b, off) {
+            Ok(0) => return Err(MmError::Gone),
+            Ok(_) => {}
+            Err(_) => return Err(MmError::Fault),
+        }
+        let nb = if on { b[0] | mask } else { b[0] & !mask };
+        if nb == b[0] {
+            return Ok(());
+        }
+        match self.file.write_at(&[nb], off) {
+            Ok(0) => Err(MmError::Gone),
+            Ok(_) => Ok(()),
+            Err(_) => Err(MmError::Fault),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Bounded execution.
+
+/// How long an access to a producer's memory may take before it is
+/// abandoned (and the caller told EFAULT).
+pub const DEADLINE: Duration = Duration::from_millis(500);
+/// Workers at most; stuck ones count until they come back.
+const MAX_WORKERS: usize = 16;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+struct Pool {
+    tx: crossbeam_channel::Sender<Job>,
+    rx: crossbeam_channel::Receiver<Job>,
+    /// Workers waiting for a job and not promised to one.
+    idle: AtomicUsize,
+    total: AtomicUsize,
+}
+
+static POOL: OnceLock<Pool> = OnceLock::new();
+
+impl Pool {
+    /// Promise a worker to one job: an idle one, or a new one. False when
+    /// every worker is stuck.
+    fn reserve(&self) -> bool {
+        loop {
+            let i = self.idle.load(Ordering::SeqCst);
+            if i == 0 {
+                break;
+            }
+            if self
+                .idle
+                .compare_exchange(i, i - 1, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                return true;
+            }
+        }
+        if self.total.fetch_add(1, Ordering::SeqCst) >= MAX_WORKERS {
+            self.total.fetch_sub(1, Ordering::SeqCst);
+            return false;
+        }
+        let rx = self.rx.clone();
+        let spawned = std::thread::Builder::new()
+            .name("procmem".into())
+            .spawn(move || {
+                let pool = POOL.get().expect("pool");
+                while let Ok(job) = rx.recv() {
+                    job();
+                    pool.idle.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+        if spawned.is_err() {
+            self.total.fetch_sub(1, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+}
+
+/// Why [`run_bounded`] has no result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unfinished {
+    /// The job was still running at the deadline; its worker is abandoned
+    /// to finish whenever it can.
+    TimedOut,
+    /// Every worker is stuck: the job did not run.
+    NoWorker,
+}
+
+/// Run `job` on a worker thread and wait for it until `timeout` has passed.
+pub fn run_bounded<T: Send + 'static>(
+    job: impl FnOnce() -> T + Send + 'static,
+    timeout: Duration,
+) -> Result<T, Unfinished> {
+    let pool = POOL.get_or_init(|| {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        Pool {
+            tx,
+            rx,
+            idle: AtomicUsize::new(0),
+            total: AtomicUsize::new(0),
+        }
+    });
+    if !pool.reserve() {
+        warn!("every procmem worker is stuck on a page nobody serves; access refused");
+        return Err(Unfinished::NoWorker);
+    }
+    let (rtx, rrx) = crossbeam_channel::bounded(1);
+    let _ = pool.tx.send(Box::new(move || {
+        let _ = rtx.send(job());
+    }));
+    rrx.recv_timeout(timeout).map_err(|_| Unfinished::TimedOut)
+}
+
+// ---------------------------------------------------------------------------
+// /proc lookups about open files.
 
 /// Whether process `pid` has a shared mapping of the file with device `dev`
 /// and inode `ino` (read from `/proc/<pid>/maps`).
@@ -176,5 +786,81 @@ mod tests {
         assert_eq!(read(pid, 0, 4).err(), Some(Errno::EFAULT));
         assert_eq!(read(pid, 8, 4).err(), Some(Errno::EFAULT));
         assert_eq!(write(pid, 8, b"x").err(), Some(Errno::EFAULT));
+    }
+
+    #[test]
+    fn check_range_follows_mappings_and_protections() {
+        let pid = std::process::id();
+        let buf = vec![0u8; 3 * 4096];
+        let at = buf.as_ptr() as u64;
+        check_range(pid, at, buf.len() as u64, Access::Write).unwrap();
+        // Code is readable, not writable.
+        let code = check_range_follows_mappings_and_protections as *const () as u64;
+        check_range(pid, code, 1, Access::Read).unwrap();
+        assert_eq!(check_range(pid, code, 1, Access::Write), Err(Errno::EFAULT));
+        assert_eq!(check_range(pid, 4096, 1, Access::Read), Err(Errno::EFAULT));
+        assert_eq!(
+            check_range(pid, u64::MAX - 1, 4, Access::Read),
+            Err(Errno::EFAULT)
+        );
+        // The /proc/<pid>/maps fallback agrees with PROCMAP_QUERY.
+        let v = maps_vmas(pid, at, at + 1).unwrap();
+        assert!(v.len() == 1 && v[0].start <= at && v[0].end > at && v[0].writable);
+    }
+
+    #[test]
+    fn maps_line_parse() {
+        let v = parse_maps_line("7f00-7f10 r-xp 00000000 00:2a 1234   /x").unwrap();
+        assert_eq!(
+            (v.start, v.end, v.readable, v.writable),
+            (0x7f00, 0x7f10, true, false)
+        );
+        assert_eq!((v.dev, v.inode), ((0, 0x2a), 1234));
+        assert!(is_fuse_fstype("fuse.sshfs") && is_fuse_fstype("fuse") && !is_fuse_fstype("tmpfs"));
+    }
+
+    #[test]
+    fn bit_positions() {
+        assert_eq!(bit_byte(0x1000, 31, 4), (0x1003, 0x80));
+        assert_eq!(bit_byte(0x1000, 0, 8), (0x1000, 1));
+        assert_eq!(bit_byte(0x1000, 63, 8), (0x1007, 0x80));
+    }
+
+    #[test]
+    fn pinned_mm_writes_and_sees_its_end() {
+        let mut word = 0u32;
+        let addr = &mut word as *mut u32 as u64;
+        let mm = Mm::pin(std::process::id()).unwrap();
+        assert!(mm.alive());
+        mm.set_bit(addr, 5, 4, true).unwrap();
+        // SAFETY: volatile read of our own word after the kernel wrote it.
+        assert_eq!(unsafe { std::ptr::read_volatile(&word) }, 1 << 5);
+        mm.set_bit(addr, 5, 4, false).unwrap();
+        assert_eq!(unsafe { std::ptr::read_volatile(&word) }, 0);
+        assert_eq!(mm.set_bit(8, 0, 4, true), Err(MmError::Fault));
+        // A child that exits: its pinned address space is gone.
+        let mut child = std::process::Command::new("sleep")
+            .arg("0.2")
+            .spawn()
+            .unwrap();
+        let cm = Mm::pin(child.id()).unwrap();
+        assert!(cm.alive());
+        child.wait().unwrap();
+        assert!(!cm.alive());
+        assert_eq!(cm.set_bit(addr, 0, 4, true), Err(MmError::Gone));
+    }
+
+    #[test]
+    fn bounded_runs_jobs_and_abandons_slow_ones() {
+        assert_eq!(run_bounded(|| 1, Duration::from_secs(5)), Ok(1));
+        let t = Instant::now();
+        let slow = run_bounded(
+            || std::thread::sleep(Duration::from_secs(2)),
+            Duration::from_millis(300),
+        );
+        assert_eq!(slow, Err(Unfinished::TimedOut));
+        assert!(t.elapsed() < Duration::from_secs(2));
+        // Another worker serves the next job meanwhile.
+        assert_eq!(run_bounded(|| 3, Duration::from_secs(5)), Ok(3));
     }
 }

@@ -65,34 +65,47 @@
 //! * Trace output uses the 6.4+ field printer for every event (`count=0x1
 //!   (1)`), whichever ABI registered it (≤6.3 printed hex dumps).
 //!
-//! Enable bits belong to the process (its thread group), not to the fd, as
-//! in the kernel. They are dropped on `DIAG_IOCSUNREG` and when the process
-//! is gone: checked when an fd is released, before each bit update (a
-//! process whose start time changed is a new process with a reused pid) and
-//! every 100 ms by a reaper thread.
+//! Enable bits belong to the address space, not to the fd or the pid, as
+//! in the kernel. Registration pins the registering thread's address space
+//! ([`Mm`]) while that thread is blocked in the ioctl; every later write
+//! goes through the pin, so after an exec (setuid or not) or an exit it
+//! writes nothing, and a process that reuses the pid is never written.
+//! Fork, exec and exit are learnt from the kernel's process events
+//! ([`ProcEvents`], applied before every enable change): a forked child gets
+//! copies of its parent's bits that follow enable from then on, and exec and
+//! exit drop the bits and their references on the event. Bits are written
+//! outside the registry lock on a worker pool with a deadline
+//! ([`procmem::run_bounded`]), and a word in a page only a FUSE daemon can
+//! serve is EFAULT: no producer can wedge the mount. Without process events
+//! (outside the initial pid and user namespaces), exits are found by polling
+//! every 100 ms and forks are not followed.
 //!
 //! # Known differences
 //!
-//! * `OpenFile::write` does not get the caller, so events are recorded with
-//!   the pid (tid) and comm of the thread that last registered on the fd
-//!   (the opener before that), not of the writing thread.
-//! * Enable bits are not copied on `fork()` nor dropped on `exec()` (the
-//!   kernel does both); only exit is detected.
-//! * `events/user_events/` stays when its last event goes (see
-//!   [`Tracing::remove_dynamic`](super::Tracing)); `user_events_status`
-//!   stats as one page long so that it can be mapped.
+//! * A child is followed from the fork event, which comes before the child
+//!   runs; its copies exist once the event is handled (README gives the
+//!   measured window). Every enable change handles pending events first.
+//! * A child whose layout no longer matches its parent's when the event is
+//!   handled has exec'd already: it gets no copies. With address space
+//!   randomization off, a child that execs the same program within that
+//!   window is not told apart; its exec event drops the copies.
+//! * `user_events_status` stats as one page long so that it can be mapped.
 //! * Listing order is creation order (the kernel's is hash order).
 //! * A name with `/`, or `.`/`..`, is EINVAL (it would not fit the tree).
 
-use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
+
+use tracing::{debug, warn};
 
 use super::event::{EventDef, Field, FieldKind, COMMON_SIZE};
 use super::{EventId, Tracing};
 use crate::errno::{Errno, SysResult};
+use crate::proc_events::{ProcEvent, ProcEvents};
+use crate::procmem::{self, Mm, MmError};
+use crate::sync::LockExt;
 use crate::vfs::{
     Caller, CallerMemory, FileNode, IoctlReply, IoctlRequest, NodeKind, OpenFile, OpenFlags,
     OpenText, Tree,
@@ -424,25 +437,17 @@ fn layout(fields: &[UField]) -> (Vec<Field>, String) {
 }
 
 // ---------------------------------------------------------------------------
-// Process identity and memory.
+// Callers.
 
-/// The thread group and start time (clock ticks since boot) of thread `tid`.
-fn identity(tid: u32) -> Option<(u32, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    let tgid: u32 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))?
-        .trim()
-        .parse()
-        .ok()?;
-    Some((tgid, start_time(tgid)?))
-}
-
-/// Field 22 of `/proc/<pid>/stat`.
-fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = stat.rsplit_once(')')?.1;
-    after.split_whitespace().nth(19)?.parse().ok()
+/// CLOCK_MONOTONIC in nanoseconds, the clock of process event timestamps.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec of ours.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Whether `pid` has CAP_PERFMON (38) or CAP_SYS_ADMIN (21).
@@ -473,29 +478,6 @@ fn read_desc(mem: &dyn CallerMemory, addr: u64) -> SysResult<String> {
         at += chunk as u64;
     }
     Err(Errno::EINVAL)
-}
-
-/// The byte holding bit `bit` of the `size`-byte native-endian word at
-/// `addr`, and the mask of the bit in it.
-fn bit_byte(addr: u64, bit: u8, size: u8) -> (u64, u8) {
-    let idx = (bit / 8) as u64;
-    let byte = if cfg!(target_endian = "little") {
-        addr + idx
-    } else {
-        addr + size as u64 - 1 - idx
-    };
-    (byte, 1 << (bit % 8))
-}
-
-/// Set or clear one bit in process `pid`'s memory.
-fn write_user_bit(pid: u32, addr: u64, bit: u8, size: u8, on: bool) -> SysResult<()> {
-    let (at, mask) = bit_byte(addr, bit, size);
-    let b = crate::procmem::read(pid, at, 1)?[0];
-    let nb = if on { b | mask } else { b & !mask };
-    if nb != b {
-        crate::procmem::write(pid, at, &[nb])?;
-    }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -541,14 +523,100 @@ impl EvState {
     }
 }
 
-/// A 6.4+ enable bit in a producer.
+/// A 6.4+ enable bit in a producer: bit `bit` of the `size`-byte word at
+/// `addr` in one address space.
 struct Enabler {
-    tgid: u32,
-    start: u64,
+    mm: Arc<Mm>,
     addr: u64,
     bit: u8,
     size: u8,
     ev: Arc<UEvent>,
+    /// Copied from a parent by fork: the descriptor was opened from outside
+    /// the child, so the child's exec always drops it.
+    forked: bool,
+    /// A write of the bit is under way (see [`sync_bit`]).
+    busy: AtomicBool,
+    /// The bit must be written again: the event changed during a write.
+    dirty: AtomicBool,
+    /// Unregistered or dropped: the bit is to be cleared.
+    removed: AtomicBool,
+}
+
+impl Enabler {
+    fn new(mm: Arc<Mm>, addr: u64, bit: u8, size: u8, ev: Arc<UEvent>, forked: bool) -> Self {
+        Enabler {
+            mm,
+            addr,
+            bit,
+            size,
+            ev,
+            forked,
+            busy: AtomicBool::new(false),
+            dirty: AtomicBool::new(false),
+            removed: AtomicBool::new(false),
+        }
+    }
+}
+
+/// Bring one enable bit up to date: set while its event is enabled, clear
+/// otherwise or once removed. Writes of one bit never overlap, and none
+/// waits for another: a caller that finds a write under way marks the bit
+/// dirty, and that writer writes again with the newest state.
+fn sync_bit(en: &Enabler) -> Result<(), MmError> {
+    en.dirty.store(true, Ordering::SeqCst);
+    loop {
+        if en.busy.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        en.dirty.store(false, Ordering::SeqCst);
+        let on = en.ev.id.is_enabled() && !en.removed.load(Ordering::SeqCst);
+        let r = en.mm.set_bit(en.addr, en.bit, en.size, on);
+        en.busy.store(false, Ordering::SeqCst);
+        if r.is_err() || !en.dirty.load(Ordering::SeqCst) {
+            return r;
+        }
+    }
+}
+
+/// Bring `ens` up to date on the worker pool, never waiting on one address
+/// space longer than [`procmem::DEADLINE`]: one that does not answer by
+/// then is marked stuck. Returns the enablers whose bit could not be
+/// written (address space gone, bad address, stuck).
+fn sync_bits(ens: &[Arc<Enabler>]) -> Vec<Arc<Enabler>> {
+    let mut failed = Vec::new();
+    let mut start = 0;
+    while start < ens.len() {
+        let batch: Vec<Arc<Enabler>> = ens[start..].to_vec();
+        let at = Arc::new(AtomicUsize::new(0));
+        let at2 = at.clone();
+        let job = move || {
+            let mut bad = Vec::new();
+            for (k, en) in batch.iter().enumerate() {
+                at2.store(k, Ordering::SeqCst);
+                if sync_bit(en).is_err() {
+                    bad.push(k);
+                }
+            }
+            bad
+        };
+        match procmem::run_bounded(job, procmem::DEADLINE) {
+            Ok(bad) => {
+                failed.extend(bad.into_iter().map(|k| ens[start + k].clone()));
+                break;
+            }
+            Err(procmem::Unfinished::TimedOut) => {
+                let k = start + at.load(Ordering::SeqCst);
+                ens[k].mm.set_stuck();
+                failed.push(ens[k].clone());
+                start = k + 1;
+            }
+            Err(procmem::Unfinished::NoWorker) => {
+                failed.extend(ens[start..].iter().cloned());
+                break;
+            }
+        }
+    }
+    failed
 }
 
 struct State {
@@ -556,11 +624,7 @@ struct State {
     events: Vec<EvState>,
     /// Status page bits in use (bit 0 always).
     used_bits: Vec<bool>,
-    /// The status page as mappings see it.
-    page: Vec<u8>,
-    enablers: Vec<Enabler>,
-    /// Thread groups that registered an enable bit at some point.
-    registered: BTreeSet<u32>,
+    enablers: Vec<Arc<Enabler>>,
     /// Next multi-format id.
     multi_next: u64,
 }
@@ -597,24 +661,6 @@ impl State {
         self.used_bits[b * 8..b * 8 + 8].fill(true);
         Ok(b as u32)
     }
-
-    /// Write an event's status bit/byte into the page; whether it changed.
-    fn set_status(&mut self, i: usize, on: bool) -> bool {
-        let (bit, byte) = (self.events[i].status_bit, self.events[i].status_byte);
-        let before = self.page.clone();
-        if let Some(b) = bit {
-            let (idx, mask) = ((b >> 3) as usize, 1u8 << (b & 7));
-            if on {
-                self.page[idx] |= mask;
-            } else {
-                self.page[idx] &= !mask;
-            }
-        }
-        if let Some(b) = byte {
-            self.page[b as usize] = if on { 0x01 } else { 0 };
-        }
-        before != self.page
-    }
 }
 
 /// user_events.
@@ -622,9 +668,17 @@ pub struct UserEvents {
     t: Weak<Tracing>,
     me: Weak<UserEvents>,
     state: Mutex<State>,
+    /// The status page as mappings see it. Its own lock, never held across
+    /// anything slow: a page fault on `user_events_status` (a producer's
+    /// mapping, or a remote access that lands in one) never waits for the
+    /// registry.
+    page: Mutex<Vec<u8>>,
     tree: OnceLock<Arc<Tree>>,
     status_ino: OnceLock<u64>,
     reaper: AtomicBool,
+    /// The kernel's process events, once a 6.4+ registration needs them
+    /// (None inside when they cannot be had: exits are then polled for).
+    procs: OnceLock<Option<ProcEvents>>,
 }
 
 impl UserEvents {
@@ -638,14 +692,14 @@ impl UserEvents {
             state: Mutex::new(State {
                 events: Vec::new(),
                 used_bits,
-                page: vec![0; PAGE_SIZE],
                 enablers: Vec::new(),
-                registered: BTreeSet::new(),
                 multi_next: 0,
             }),
+            page: Mutex::new(vec![0; PAGE_SIZE]),
             tree: OnceLock::new(),
             status_ino: OnceLock::new(),
             reaper: AtomicBool::new(false),
+            procs: OnceLock::new(),
         })
     }
 
@@ -672,13 +726,38 @@ impl UserEvents {
 
     /// The names of the registered events (tracepoint names), oldest first.
     pub fn names(&self) -> Vec<String> {
-        let st = self.state.lock().unwrap();
+        let st = self.state.lock_ok();
         st.events.iter().map(|e| e.ev.name.clone()).collect()
     }
 
-    fn push_page(&self, st: &State) {
+    /// Write event `i`'s status bit or byte into the page (and the page
+    /// cache of its mappings, if that changed it).
+    fn set_status(&self, st: &State, i: usize, on: bool) {
+        let (bit, byte) = (st.events[i].status_bit, st.events[i].status_byte);
+        if bit.is_none() && byte.is_none() {
+            return;
+        }
+        let mut page = self.page.lock_ok();
+        let before = page.clone();
+        if let Some(b) = bit {
+            let (idx, mask) = ((b >> 3) as usize, 1u8 << (b & 7));
+            if on {
+                page[idx] |= mask;
+            } else {
+                page[idx] &= !mask;
+            }
+        }
+        if let Some(b) = byte {
+            page[b as usize] = if on { 0x01 } else { 0 };
+        }
+        if before != *page {
+            self.push_page(page.clone());
+        }
+    }
+
+    fn push_page(&self, page: Vec<u8>) {
         if let (Some(tree), Some(ino)) = (self.tree.get(), self.status_ino.get()) {
-            tree.store(*ino, 0, st.page.clone());
+            tree.store(*ino, 0, page);
         }
     }
 
@@ -733,22 +812,24 @@ impl UserEvents {
     /// Delete event `i` (not busy).
     fn destroy(&self, st: &mut State, i: usize) {
         let es = st.events.remove(i);
+        let mut page = self.page.lock_ok();
         let mut changed = false;
         if let Some(b) = es.status_bit {
             st.used_bits[b as usize] = false;
             let (idx, mask) = ((b >> 3) as usize, 1u8 << (b & 7));
-            changed |= st.page[idx] & mask != 0;
-            st.page[idx] &= !mask;
+            changed |= page[idx] & mask != 0;
+            page[idx] &= !mask;
         }
         if let Some(b) = es.status_byte {
             let b = b as usize;
             st.used_bits[b * 8..b * 8 + 8].fill(false);
-            changed |= st.page[b] != 0;
-            st.page[b] = 0;
+            changed |= page[b] != 0;
+            page[b] = 0;
         }
         if changed {
-            self.push_page(st);
+            self.push_page(page.clone());
         }
+        drop(page);
         if let Some(t) = self.t.upgrade() {
             t.remove_dynamic(&es.ev.id);
         }
@@ -760,7 +841,7 @@ impl UserEvents {
         if !e.persistent && !e.sticky && !e.busy() {
             if e.free_at.is_none() {
                 e.free_at = Some(Instant::now() + FREE_DELAY);
-                self.start_reaper();
+                self.start_reaper(st);
             }
         } else {
             e.free_at = None;
@@ -788,65 +869,221 @@ impl UserEvents {
         }
     }
 
-    /// The hook: an event was enabled or disabled.
+    /// The hook: an event was enabled or disabled. Its enable bits are
+    /// written outside the registry lock, on the worker pool.
     fn enable_changed(&self, multi: bool, name: &str) {
-        let mut st = self.state.lock().unwrap();
-        let Some(i) = st.find(multi, name) else {
-            return;
+        // Forks, execs and exits that happened before this change are
+        // applied first: a child forked earlier gets the new state, an
+        // image exec'd earlier is not written.
+        self.drain_procs();
+        let ens: Vec<Arc<Enabler>> = {
+            let st = self.state.lock_ok();
+            let Some(i) = st.find(multi, name) else {
+                return;
+            };
+            let ev = st.events[i].ev.clone();
+            self.set_status(&st, i, ev.id.is_enabled());
+            st.enablers
+                .iter()
+                .filter(|en| Arc::ptr_eq(&en.ev, &ev))
+                .cloned()
+                .collect()
         };
-        let ev = st.events[i].ev.clone();
-        let on = ev.id.is_enabled();
-        if st.set_status(i, on) {
-            self.push_page(&st);
-        }
-        let mut dead = Vec::new();
-        for (k, en) in st.enablers.iter().enumerate() {
-            if !Arc::ptr_eq(&en.ev, &ev) {
-                continue;
-            }
-            if start_time(en.tgid) != Some(en.start)
-                || write_user_bit(en.tgid, en.addr, en.bit, en.size, on).is_err()
-            {
-                dead.push(k);
-            }
-        }
-        self.drop_enablers(&mut st, &dead);
+        let failed = sync_bits(&ens);
+        let mut st = self.state.lock_ok();
+        self.drop_enablers(&mut st, &failed);
         if let Some(i) = st.find(multi, name) {
             self.maybe_free(&mut st, i);
         }
     }
 
-    /// Remove enablers by index (ascending) and release their references.
-    fn drop_enablers(&self, st: &mut State, idx: &[usize]) {
-        for &k in idx.iter().rev() {
-            let en = st.enablers.remove(k);
+    /// Remove `gone` from the enablers (those still there) and release
+    /// their references; then schedule what nothing keeps.
+    fn drop_enablers(&self, st: &mut State, gone: &[Arc<Enabler>]) {
+        if gone.is_empty() {
+            return;
+        }
+        for en in gone {
+            en.removed.store(true, Ordering::SeqCst);
+            let Some(k) = st.enablers.iter().position(|e| Arc::ptr_eq(e, en)) else {
+                continue;
+            };
+            st.enablers.swap_remove(k);
             if let Some(i) = st.index_of(&en.ev) {
                 st.events[i].enablers -= 1;
             }
         }
+        self.free_unused(st);
     }
 
-    /// Drop the enablers of processes that are gone (or whose memory can no
-    /// longer be reached), then free unreferenced events.
-    fn reap(&self, st: &mut State) {
-        let mut alive: HashMap<u32, bool> = HashMap::new();
+    /// Drop the enablers whose address space is gone, among those of
+    /// process `tgid` (all if None); with `exec`, also every enabler
+    /// copied into `tgid` by fork. The probes run without the lock.
+    fn reap(&self, tgid: Option<u32>, exec: bool) {
+        let cand: Vec<Arc<Enabler>> = {
+            let st = self.state.lock_ok();
+            st.enablers
+                .iter()
+                .filter(|en| tgid.map_or(true, |t| en.mm.tgid() == t))
+                .cloned()
+                .collect()
+        };
+        if cand.is_empty() {
+            return;
+        }
+        let mut verdict: Vec<(*const Mm, bool)> = Vec::new();
         let mut dead = Vec::new();
-        for (k, en) in st.enablers.iter().enumerate() {
-            let ok = *alive.entry(en.tgid).or_insert_with(|| {
-                start_time(en.tgid) == Some(en.start)
-                    && crate::procmem::read(en.tgid, en.addr, 1).is_ok()
-            });
-            if !ok {
-                dead.push(k);
+        for en in cand {
+            let key = Arc::as_ptr(&en.mm);
+            let gone = match verdict.iter().find(|(k, _)| *k == key) {
+                Some((_, g)) => *g,
+                None => {
+                    let g = en.mm.is_stuck() || !en.mm.alive();
+                    verdict.push((key, g));
+                    g
+                }
+            };
+            if gone || (exec && en.forked) {
+                dead.push(en);
             }
         }
-        if !dead.is_empty() {
-            self.drop_enablers(st, &dead);
-            self.free_unused(st);
+        let mut st = self.state.lock_ok();
+        self.drop_enablers(&mut st, &dead);
+    }
+
+    /// The process events, subscribed to on first use. Their thread handles
+    /// them as they come; [`UserEvents::drain_procs`] does it on the
+    /// caller's thread when order matters.
+    fn procs(&self) -> Option<&ProcEvents> {
+        self.procs
+            .get_or_init(|| match ProcEvents::listen() {
+                Ok(p) => {
+                    let me = self.me.clone();
+                    let _ = std::thread::Builder::new()
+                        .name("proc-events".into())
+                        .spawn(move || loop {
+                            let Some(ue) = me.upgrade() else { return };
+                            ue.drain_procs();
+                            let Some(Some(p)) = ue.procs.get() else {
+                                return;
+                            };
+                            // Not holding `ue` while waiting would be
+                            // tidier, but the registry lives as long as the
+                            // mount anyway.
+                            p.wait(Duration::from_secs(1));
+                        });
+                    Some(p)
+                }
+                Err(e) => {
+                    warn!(
+                        "no process events ({e}): enable bits are not copied to forked \
+                         children, and exits and execs are found by polling"
+                    );
+                    None
+                }
+            })
+            .as_ref()
+    }
+
+    /// Apply every process event the kernel has sent so far.
+    fn drain_procs(&self) {
+        let Some(Some(p)) = self.procs.get() else {
+            return;
+        };
+        let mut events = Vec::new();
+        let mut lost = false;
+        p.drain(&mut |e| events.push(e), &mut || lost = true);
+        if lost {
+            warn!("process events were lost (queue overflow): checking every producer");
+            self.reap(None, false);
+        }
+        for e in events {
+            match e {
+                ProcEvent::Fork {
+                    parent_tgid,
+                    child_pid,
+                    child_tgid,
+                    ts_ns,
+                } if child_pid == child_tgid => self.forked(parent_tgid, child_tgid, ts_ns),
+                ProcEvent::Fork { .. } => {}
+                ProcEvent::Exec { tgid, .. } => self.reap(Some(tgid), true),
+                ProcEvent::Exit { tgid, .. } => self.reap(Some(tgid), false),
+            }
         }
     }
 
-    fn start_reaper(&self) {
+    /// Process `parent` forked `child`: copy the parent's enablers into the
+    /// child's address space, as the kernel's `user_events_fork` does, and
+    /// bring the copies up to date.
+    fn forked(&self, parent: u32, child: u32, ts_ns: u64) {
+        let parents: Vec<Arc<Enabler>> = {
+            let st = self.state.lock_ok();
+            st.enablers
+                .iter()
+                .filter(|en| en.mm.tgid() == parent && !en.mm.is_stuck())
+                .cloned()
+                .collect()
+        };
+        // One live address space of the parent (a dead one, from before an
+        // exec, is not what the child copied).
+        let Some(pmm) = parents.iter().map(|en| en.mm.clone()).find(|mm| mm.alive()) else {
+            return;
+        };
+        let Some(cmm) = pmm.pin_child(child) else {
+            debug!(
+                parent,
+                child, "forked child not followed: shares the address space, exec'd or gone"
+            );
+            return;
+        };
+        let copies: Vec<Arc<Enabler>> = parents
+            .iter()
+            .filter(|en| en.mm.alive())
+            .map(|en| {
+                Arc::new(Enabler::new(
+                    cmm.clone(),
+                    en.addr,
+                    en.bit,
+                    en.size,
+                    en.ev.clone(),
+                    true,
+                ))
+            })
+            .collect();
+        {
+            let mut st = self.state.lock_ok();
+            for en in &copies {
+                if let Some(i) = st.index_of(&en.ev) {
+                    st.events[i].enablers += 1;
+                    st.events[i].free_at = None;
+                    st.enablers.push(en.clone());
+                } else {
+                    en.removed.store(true, Ordering::SeqCst);
+                }
+            }
+        }
+        let copies: Vec<Arc<Enabler>> = copies
+            .into_iter()
+            .filter(|e| !e.removed.load(Ordering::SeqCst))
+            .collect();
+        let failed = sync_bits(&copies);
+        let mut st = self.state.lock_ok();
+        self.drop_enablers(&mut st, &failed);
+        drop(st);
+        let lag_us = monotonic_ns().saturating_sub(ts_ns) / 1000;
+        debug!(
+            parent,
+            child,
+            copies = copies.len(),
+            lag_us,
+            "fork: enablers copied {lag_us} µs after the fork"
+        );
+    }
+
+    /// Free events whose time has come, every 100 ms while any is
+    /// scheduled (and, without process events, drop the enablers of exited
+    /// processes). The thread ends when nothing is left to do.
+    fn start_reaper(&self, _st: &State) {
         if self.reaper.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -856,11 +1093,19 @@ impl UserEvents {
             .spawn(move || loop {
                 std::thread::sleep(Duration::from_millis(100));
                 let Some(ue) = me.upgrade() else { return };
-                let mut st = ue.state.lock().unwrap();
-                if !st.enablers.is_empty() {
-                    ue.reap(&mut st);
+                let polling = !matches!(ue.procs.get(), Some(Some(_)));
+                if polling {
+                    ue.reap(None, false);
                 }
+                let mut st = ue.state.lock_ok();
                 ue.free_due(&mut st);
+                let pending = st.events.iter().any(|e| e.free_at.is_some());
+                if !pending && (!polling || st.enablers.is_empty()) {
+                    // Decided under the lock that schedules frees, so a
+                    // later `maybe_free` starts a new thread.
+                    ue.reaper.store(false, Ordering::SeqCst);
+                    return;
+                }
             });
     }
 
@@ -878,6 +1123,26 @@ impl UserEvents {
             _ if size >= REG_SIZE => self.register_new(f, req, size),
             _ => Err(Errno::EINVAL),
         }
+    }
+
+    /// The enablers of process `tgid` (its current address space) at
+    /// (`addr`, `bit`). Those of a former image of the pid do not count;
+    /// they are dropped on the way.
+    fn has_enabler(&self, tgid: u32, addr: u64, bit: u8) -> Vec<Arc<Enabler>> {
+        let hits: Vec<Arc<Enabler>> = {
+            let st = self.state.lock_ok();
+            st.enablers
+                .iter()
+                .filter(|e| e.mm.tgid() == tgid && e.addr == addr && e.bit == bit)
+                .cloned()
+                .collect()
+        };
+        let (live, dead): (Vec<_>, Vec<_>) = hits.into_iter().partition(|e| e.mm.alive());
+        if !dead.is_empty() {
+            let mut st = self.state.lock_ok();
+            self.drop_enablers(&mut st, &dead);
+        }
+        live
     }
 
     fn register_new(
@@ -909,16 +1174,13 @@ impl UserEvents {
         if enable_addr >= TASK_SIZE - enable_size as u64 {
             return Err(Errno::EFAULT);
         }
-        let (tgid, start) = identity(req.caller.pid).ok_or(Errno::EFAULT)?;
-        {
-            let st = self.state.lock().unwrap();
-            if st
-                .enablers
-                .iter()
-                .any(|e| e.tgid == tgid && e.addr == enable_addr && e.bit == enable_bit)
-            {
-                return Err(Errno::EADDRINUSE);
-            }
+        // The registering thread is blocked in this ioctl: its address
+        // space is the one to pin, and the pin outlives exec and exit
+        // without ever pointing elsewhere.
+        let mm = Mm::pin(req.caller.pid)?;
+        let tgid = mm.tgid();
+        if !self.has_enabler(tgid, enable_addr, enable_bit).is_empty() {
+            return Err(Errno::EADDRINUSE);
         }
         let desc = read_desc(mem, name_args)?;
         let cmd = parse_command(&desc)?;
@@ -928,17 +1190,11 @@ impl UserEvents {
         if flags & REG_PERSIST != 0 && !has_perfmon(req.caller.pid) {
             return Err(Errno::EPERM);
         }
+        // Follow forks from before this registration returns.
+        self.procs();
         let multi = flags & REG_MULTI_FORMAT != 0;
-        let mut slots = f.slots.lock().unwrap();
-        let mut st = self.state.lock().unwrap();
-        // The same (addr, bit) may have been registered meanwhile.
-        if st
-            .enablers
-            .iter()
-            .any(|e| e.tgid == tgid && e.addr == enable_addr && e.bit == enable_bit)
-        {
-            return Err(Errno::EADDRINUSE);
-        }
+        let mut slots = f.slots.lock_ok();
+        let mut st = self.state.lock_ok();
         let i = if multi {
             match st.events.iter().position(|e| {
                 e.ev.multi && e.ev.base == cmd.name && fields_match(&e.ev.fields, &cmd.fields)
@@ -959,23 +1215,25 @@ impl UserEvents {
         let ev = st.events[i].ev.clone();
         let index = f.add_slot(&mut slots, &mut st, &ev, false);
         drop(slots);
-        // The enabler reflects the current state at once.
-        let on = ev.id.is_enabled();
-        if write_user_bit(tgid, enable_addr, enable_bit, enable_size, on).is_err() {
+        let en = Arc::new(Enabler::new(
+            mm,
+            enable_addr,
+            enable_bit,
+            enable_size,
+            ev,
+            false,
+        ));
+        st.enablers.push(en.clone());
+        st.events[i].enablers += 1;
+        drop(st);
+        // The enabler reflects the current state at once (outside the lock:
+        // the word may sit in a page that this very mount serves).
+        let failed = sync_bits(std::slice::from_ref(&en));
+        if !failed.is_empty() {
+            let mut st = self.state.lock_ok();
+            self.drop_enablers(&mut st, &failed);
             return Err(Errno::EFAULT);
         }
-        st.enablers.push(Enabler {
-            tgid,
-            start,
-            addr: enable_addr,
-            bit: enable_bit,
-            size: enable_size,
-            ev,
-        });
-        st.events[i].enablers += 1;
-        st.registered.insert(tgid);
-        drop(st);
-        self.start_reaper();
         mem.write(req.arg + 24, &(index as u32).to_ne_bytes())?;
         Ok(IoctlReply::default())
     }
@@ -996,8 +1254,8 @@ impl UserEvents {
         let desc = read_desc(mem, name_args)?;
         // Flag text is ignored by these kernels.
         let cmd = parse_command(&desc)?;
-        let mut slots = f.slots.lock().unwrap();
-        let mut st = self.state.lock().unwrap();
+        let mut slots = f.slots.lock_ok();
+        let mut st = self.state.lock_ok();
         let (i, new) = match st.find_base(&cmd.name) {
             Some(i) => (i, false),
             None => {
@@ -1042,9 +1300,7 @@ impl UserEvents {
                     OldAbi::Byte => st.events[i].status_byte = Some(slot),
                 }
                 let on = st.events[i].ev.id.is_enabled();
-                if st.set_status(i, on) {
-                    self.push_page(&st);
-                }
+                self.set_status(&st, i, on);
             }
         }
         st.events[i].sticky = true;
@@ -1064,7 +1320,7 @@ impl UserEvents {
     /// `DIAG_IOCSDEL`.
     fn delete_ioctl(&self, req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
         let name = read_desc(req.mem, req.arg)?;
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state.lock_ok();
         let hits: Vec<usize> = (0..st.events.len())
             .filter(|&i| st.events[i].ev.base == name)
             .collect();
@@ -1102,33 +1358,23 @@ impl UserEvents {
             return Err(Errno::EINVAL);
         }
         let addr = u64::from_ne_bytes(raw[8..16].try_into().unwrap());
-        let (tgid, _) = identity(req.caller.pid).ok_or(Errno::ENOENT)?;
-        let mut st = self.state.lock().unwrap();
-        if !st.registered.contains(&tgid) {
-            return Err(Errno::ENOENT);
-        }
-        let hits: Vec<usize> = st
-            .enablers
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.tgid == tgid && e.addr == addr && e.bit == bit)
-            .map(|(k, _)| k)
-            .collect();
+        let tgid = procmem::tgid_of(req.caller.pid).ok_or(Errno::ENOENT)?;
+        let hits = self.has_enabler(tgid, addr, bit);
         if hits.is_empty() {
             return Err(Errno::ENOENT);
         }
-        let size = st.enablers[hits[0]].size;
-        self.drop_enablers(&mut st, &hits);
-        self.free_unused(&mut st);
-        drop(st);
-        // Cleared whatever the event's state.
-        let _ = write_user_bit(tgid, addr, bit, size, false);
+        {
+            let mut st = self.state.lock_ok();
+            self.drop_enablers(&mut st, &hits);
+        }
+        // Cleared whatever the event's state (`removed` is set by now).
+        sync_bits(&hits);
         Ok(IoctlReply::default())
     }
 
     /// The `user_events_status` text.
     fn status_text(&self) -> String {
-        let st = self.state.lock().unwrap();
+        let st = self.state.lock_ok();
         let mut s = String::new();
         let mut busy = 0;
         let mut old = false;
@@ -1154,7 +1400,7 @@ impl UserEvents {
 
     /// The `dynamic_events` text.
     fn dynamic_text(&self) -> String {
-        let st = self.state.lock().unwrap();
+        let st = self.state.lock_ok();
         st.events
             .iter()
             .map(|e| format!("u:{}{}\n", e.ev.base, fields_text(&e.ev.fields)))
@@ -1180,7 +1426,7 @@ impl UserEvents {
         if !has_perfmon(caller.pid) {
             return Err(Errno::EPERM);
         }
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state.lock_ok();
         match st.find_base(&cmd.name) {
             Some(i) if fields_match(&st.events[i].ev.fields, &cmd.fields) => {
                 st.events[i].persistent = true;
@@ -1218,7 +1464,7 @@ impl UserEvents {
         }
         let rest: Vec<&str> = words.collect();
         let want = parse_fields(&rest.join(" ")).ok();
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state.lock_ok();
         let mut found = false;
         let mut i = 0;
         while i < st.events.len() {
@@ -1248,7 +1494,7 @@ impl UserEvents {
     /// `dynamic_events` opened with O_TRUNC: delete every event, or none if
     /// any is busy.
     fn dynamic_clear(&self, caller: &Caller) -> SysResult<()> {
-        let mut st = self.state.lock().unwrap();
+        let mut st = self.state.lock_ok();
         if st.events.iter().any(|e| e.busy()) {
             return Err(Errno::EBUSY);
         }
@@ -1376,7 +1622,7 @@ impl DataFile {
             return Err(Errno::EINVAL);
         }
         let (ev, old) = {
-            let slots = self.slots.lock().unwrap();
+            let slots = self.slots.lock_ok();
             let s = slots.get(idx as usize).ok_or(Errno::ENOENT)?;
             (s.ev.clone(), s.old)
         };
@@ -1392,7 +1638,7 @@ impl DataFile {
             };
         }
         let comm = {
-            let mut w = self.writer.lock().unwrap();
+            let mut w = self.writer.lock_ok();
             if w.pid != pid {
                 *w = Writer {
                     pid,
@@ -1433,16 +1679,18 @@ impl OpenFile for DataFile {
         true
     }
     fn release(&self) {
-        let slots = std::mem::take(&mut *self.slots.lock().unwrap());
-        let mut st = self.ue.state.lock().unwrap();
-        for s in &slots {
-            if let Some(i) = st.index_of(&s.ev) {
-                st.events[i].fd_refs -= 1;
+        let slots = std::mem::take(&mut *self.slots.lock_ok());
+        {
+            let mut st = self.ue.state.lock_ok();
+            for s in &slots {
+                if let Some(i) = st.index_of(&s.ev) {
+                    st.events[i].fd_refs -= 1;
+                }
             }
+            self.ue.free_unused(&mut st);
         }
         // A process that exits closes its fds after its memory is gone.
-        self.ue.reap(&mut st);
-        self.ue.free_unused(&mut st);
+        self.ue.reap(None, false);
     }
 }
 
@@ -1484,8 +1732,8 @@ impl OpenFile for StatusFile {
         Err(Errno::EINVAL)
     }
     fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
-        let st = self.ue.state.lock().unwrap();
-        Ok(crate::vfs::slice_at(&st.page[..PAGE_SIZE], offset, size))
+        let page = self.ue.page.lock_ok();
+        Ok(crate::vfs::slice_at(&page[..PAGE_SIZE], offset, size))
     }
 }
 
@@ -1678,12 +1926,5 @@ mod tests {
         let n = entry.len();
         entry[n - 1] = b'z';
         assert_eq!(validate(&def.fields, &entry), Err(Errno::EFAULT));
-    }
-
-    #[test]
-    fn bit_positions() {
-        assert_eq!(bit_byte(0x1000, 31, 4), (0x1003, 0x80));
-        assert_eq!(bit_byte(0x1000, 0, 8), (0x1000, 1));
-        assert_eq!(bit_byte(0x1000, 63, 8), (0x1007, 0x80));
     }
 }

@@ -1,0 +1,310 @@
+//! user_events enable bits are bound to address spaces, as in the kernel:
+//! an exec'd image (setuid or not) and a process that reuses a pid are never
+//! written, a forked child's copy follows enable, and enable words or ioctl
+//! buffers in pages only a FUSE daemon can serve fail with EFAULT instead of
+//! wedging the mount. Words are read from outside through /proc/PID/mem.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{compile_c, Mount};
+
+/// A tool process whose stdout is read line by line.
+struct Tool {
+    child: Child,
+    out: BufReader<ChildStdout>,
+}
+
+impl Tool {
+    fn spawn(bin: &Path, args: &[&str]) -> Tool {
+        let mut child = Command::new(bin)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn ue_lifecycle");
+        let out = BufReader::new(child.stdout.take().unwrap());
+        Tool { child, out }
+    }
+
+    /// The next line that starts with `prefix` (panics at EOF).
+    fn line(&mut self, prefix: &str) -> String {
+        loop {
+            let mut l = String::new();
+            let n = self.out.read_line(&mut l).unwrap();
+            assert!(n > 0, "ue_lifecycle ended before a `{prefix}` line");
+            if l.starts_with(prefix) {
+                return l.trim_end().to_string();
+            }
+        }
+    }
+
+    fn go(&mut self) {
+        self.child.stdin.as_mut().unwrap().write_all(b"\n").unwrap();
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+}
+
+impl Drop for Tool {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `key=value` out of a line of space-separated pairs.
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    line.split(' ')
+        .find_map(|w| w.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
+        .unwrap_or_else(|| panic!("no {key}= in `{line}`"))
+}
+
+/// The u32 at `addr` in process `pid`.
+fn word(pid: u32, addr: u64) -> u32 {
+    let f = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
+    let mut b = [0u8; 4];
+    f.read_exact_at(&mut b, addr).unwrap();
+    u32::from_ne_bytes(b)
+}
+
+fn enable(m: &Mount, name: &str, on: bool) {
+    let p = m.path(&format!("tracing/events/user_events/{name}/enable"));
+    std::fs::write(&p, if on { "1" } else { "0" }).unwrap();
+}
+
+/// The mount still answers: a listing and a read, each bounded in time.
+fn still_serving(m: &Mount) {
+    let out =
+        m.sh_ok("timeout 10 ls tracing >/dev/null && timeout 10 cat tracing/user_events_status");
+    assert!(out.contains("Active:"), "{out}");
+}
+
+const EXEC_ADDR: &str = "0x5a0000000";
+
+fn exec_case(setuid: bool) {
+    let m = Mount::default_config();
+    let tmp = tempfile::tempdir().unwrap();
+    let tool = compile_c("ue_lifecycle", tmp.path());
+    let prog = if setuid {
+        // The same program, setuid to nobody: exec changes its credentials.
+        let p = tmp.path().join("ue_lifecycle_suid");
+        std::fs::copy(&tool, &p).unwrap();
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(format!("chown 65534 {0} && chmod 4755 {0}", p.display()))
+            .status()
+            .unwrap();
+        assert!(o.success());
+        p
+    } else {
+        tool.clone()
+    };
+    let tr = m.path("tracing");
+    let name = if setuid { "ue_exec_suid" } else { "ue_exec" };
+    let mut t = Tool::spawn(
+        &tool,
+        &[
+            "exec-reg",
+            tr.to_str().unwrap(),
+            EXEC_ADDR,
+            name,
+            prog.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(t.line("registered="), "registered=OK");
+    let pid: u32 = field(&t.line("ready"), "pid").parse().unwrap();
+    assert_eq!(pid, t.child.id(), "exec keeps the pid");
+    if setuid {
+        let st = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let uid = st.lines().find(|l| l.starts_with("Uid:")).unwrap();
+        assert!(uid.contains("65534"), "not setuid: {uid}");
+    }
+    let addr = u64::from_str_radix(EXEC_ADDR.trim_start_matches("0x"), 16).unwrap();
+    // The old image's enable word sat at this address; the new image's page
+    // there must never be written.
+    for on in [true, false, true] {
+        enable(&m, name, on);
+        assert_eq!(
+            word(pid, addr),
+            0,
+            "the exec'd image was written (enable={on})"
+        );
+    }
+    // The new image has no enabler at that address: registering it again
+    // is no EADDRINUSE, and that registration follows enable.
+    t.signal(libc::SIGUSR1);
+    assert_eq!(t.line("rereg="), "rereg=OK");
+    assert_eq!(word(pid, addr), 1);
+    enable(&m, name, false);
+    assert_eq!(word(pid, addr), 0);
+    still_serving(&m);
+}
+
+#[test]
+fn exec_drops_enable_bits_and_never_writes_the_new_image() {
+    exec_case(false);
+}
+
+#[test]
+fn setuid_exec_is_never_written() {
+    exec_case(true);
+}
+
+#[test]
+fn forked_child_follows_enable_and_its_exit_leaves_the_parent() {
+    let m = Mount::default_config();
+    let tmp = tempfile::tempdir().unwrap();
+    let tool = compile_c("ue_lifecycle", tmp.path());
+    let tr = m.path("tracing");
+    let mut t = Tool::spawn(&tool, &["fork-follow", tr.to_str().unwrap(), "ue_fork"]);
+    let parent_line = t.line("parent");
+    assert_eq!(field(&parent_line, "registered"), "OK");
+    let parent: u32 = field(&parent_line, "pid").parse().unwrap();
+    let addr =
+        u64::from_str_radix(field(&parent_line, "addr").trim_start_matches("0x"), 16).unwrap();
+    let child: u32 = field(&t.line("child"), "pid").parse().unwrap();
+    for on in [true, false, true] {
+        enable(&m, "ue_fork", on);
+        assert_eq!(word(parent, addr), on as u32, "parent, enable={on}");
+        assert_eq!(word(child, addr), on as u32, "child, enable={on}");
+    }
+    // The child exits: the parent's bit still follows enable.
+    // SAFETY: kill(2) on the tool's child.
+    unsafe { libc::kill(child as i32, libc::SIGKILL) };
+    while common::proc_state(child).is_some_and(|s| s != 'Z') {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for on in [false, true] {
+        enable(&m, "ue_fork", on);
+        assert_eq!(
+            word(parent, addr),
+            on as u32,
+            "parent after the child's exit, enable={on}"
+        );
+    }
+    t.signal(libc::SIGTERM);
+    still_serving(&m);
+}
+
+/// In a pid namespace of its own (so that `ns_last_pid` decides the next
+/// pid), a producer registers and exits, and a new process gets its pid and
+/// maps a page at the same address: enabling never writes it.
+#[test]
+fn a_reused_pid_is_never_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tool = compile_c("ue_lifecycle", tmp.path());
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let script = r#"
+set -eu
+mnt=$1 monfs=$2 tool=$3 dir=$4
+"$monfs" --log-level debug mount "$mnt" --foreground 2>"$dir/monfs.log" &
+for _ in $(seq 400); do [ -e "$mnt/monfs/null" ] && break; sleep 0.05; done
+T=$mnt/tracing
+echo 'u:ue_reuse u32 x' > "$T/dynamic_events"
+"$tool" reg-wait "$T" 0x5b0000000 ue_reuse > "$dir/reg.out" &
+P=$!
+until grep -q registered= "$dir/reg.out"; do sleep 0.01; done
+grep -q registered=OK "$dir/reg.out"
+kill -TERM "$P"; wait "$P" || true
+echo $((P - 1)) > /proc/sys/kernel/ns_last_pid
+"$tool" victim "$T" 0x5b0000000 > "$dir/victim.out" &
+V=$!
+[ "$V" = "$P" ] || { echo "pid not reused: $P then $V"; exit 3; }
+until grep -q ready "$dir/victim.out"; do sleep 0.01; done
+for on in 1 0 1; do
+    echo $on > "$T/events/user_events/ue_reuse/enable"
+    w=$(dd if=/proc/$V/mem bs=4 count=1 skip=$((0x5b0000000)) iflag=skip_bytes 2>/dev/null | od -An -tu4 | tr -d ' ')
+    echo "enable=$on word=$w"
+done
+kill "$V"; wait "$V" || true
+echo 0 > "$T/events/user_events/ue_reuse/enable"
+echo '-:ue_reuse u32 x' >> "$T/dynamic_events"
+umount "$mnt"
+wait
+"#;
+    let o = Command::new("unshare")
+        .args([
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "bash",
+            "-c",
+            script,
+            "reuse",
+        ])
+        .arg(&mnt)
+        .arg(common::monfs_bin())
+        .arg(&tool)
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let log = std::fs::read_to_string(tmp.path().join("monfs.log")).unwrap_or_default();
+    assert!(
+        o.status.success(),
+        "{out}\n{}\nlog:\n{log}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let words: Vec<&str> = out.lines().filter(|l| l.starts_with("enable=")).collect();
+    assert_eq!(
+        words,
+        ["enable=1 word=0", "enable=0 word=0", "enable=1 word=0"],
+        "{log}"
+    );
+}
+
+/// Enable words and ioctl buffers in pages that only a FUSE daemon can
+/// fault in: this mount's own files, and a second mount whose daemon is
+/// stopped. Each call fails with EFAULT and the mount keeps answering.
+#[test]
+fn pages_only_fuse_can_serve_give_efault_not_a_wedge() {
+    let m = Mount::default_config();
+    let stalled = Mount::default_config();
+    let tmp = tempfile::tempdir().unwrap();
+    let tool = compile_c("ue_lifecycle", tmp.path());
+    let tr = m.path("tracing");
+    let own = m.path("tracing/user_events_status");
+    let other = stalled.path("tracing/user_events_status");
+    let usbmon = m.path("dev/usbmon1");
+    let run = |args: &[&str], stop: Option<&Mount>| -> String {
+        let mut t = Tool::spawn(&tool, args);
+        t.line("mapped");
+        if let Some(s) = stop {
+            // SAFETY: kill(2) on the second daemon.
+            unsafe { libc::kill(s.child.id() as i32, libc::SIGSTOP) };
+        }
+        t.go();
+        let t0 = Instant::now();
+        let l = t.line(if args[0] == "reg-at" { "reg=" } else { "getx=" });
+        eprintln!("{args:?}: {l} ({:?})", t0.elapsed());
+        if let Some(s) = stop {
+            // SAFETY: as above.
+            unsafe { libc::kill(s.child.id() as i32, libc::SIGCONT) };
+        }
+        l
+    };
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let reg_own = run(&["reg-at", &s(&tr), &s(&own), "ue_wedge"], None);
+    assert!(reg_own.starts_with("reg=EFAULT"), "{reg_own}");
+    still_serving(&m);
+    let getx_own = run(&["getx-at", &s(&usbmon), &s(&own)], None);
+    assert!(getx_own.starts_with("getx=EFAULT"), "{getx_own}");
+    still_serving(&m);
+    let reg_other = run(&["reg-at", &s(&tr), &s(&other), "ue_wedge"], Some(&stalled));
+    assert!(reg_other.starts_with("reg=EFAULT"), "{reg_other}");
+    still_serving(&m);
+    let getx_other = run(&["getx-at", &s(&usbmon), &s(&other)], Some(&stalled));
+    assert!(getx_other.starts_with("getx=EFAULT"), "{getx_other}");
+    still_serving(&m);
+    still_serving(&stalled);
+}
