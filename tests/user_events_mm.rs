@@ -308,3 +308,36 @@ fn pages_only_fuse_can_serve_give_efault_not_a_wedge() {
     still_serving(&m);
     still_serving(&stalled);
 }
+
+/// The same with a page that a userfaultfd watches and nobody serves: the
+/// pre-access check cannot see it, so the deadlines fail the call (the
+/// worker pool's for the enable word, the request watchdog's for the GETX
+/// buffer) and the mount keeps answering meanwhile and after.
+#[test]
+fn userfaultfd_pages_give_efault_within_a_second() {
+    let m = Mount::default_config();
+    let tmp = tempfile::tempdir().unwrap();
+    let tool = compile_c("ue_lifecycle", tmp.path());
+    let tr = m.path("tracing");
+    let usbmon = m.path("dev/usbmon1");
+    for args in [
+        vec!["reg-uffd", tr.to_str().unwrap(), "ue_uffd"],
+        vec!["getx-uffd", usbmon.to_str().unwrap()],
+    ] {
+        let mut t = Tool::spawn(&tool, &args);
+        t.line("mapped");
+        t.go();
+        // While the call waits on the page, every other file answers.
+        still_serving(&m);
+        let l = t.line(if args[0] == "reg-uffd" {
+            "reg="
+        } else {
+            "getx="
+        });
+        eprintln!("{args:?}: {l}");
+        assert!(l.contains("=EFAULT"), "{l}");
+        drop(t);
+        still_serving(&m);
+    }
+    assert!(m.log_text().contains("stuck"), "{}", m.log_text());
+}

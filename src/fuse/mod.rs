@@ -17,6 +17,7 @@
 //! [`crate::sync`]).
 
 pub mod proto;
+pub mod watchdog;
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::CString;
@@ -33,7 +34,7 @@ use crossbeam_channel::{Receiver, Sender};
 use tracing::{debug, error, warn};
 
 use crate::errno::Errno;
-use crate::sync::{LockExt, RwLockExt};
+use crate::sync::{CondvarExt, LockExt, RwLockExt};
 use crate::vfs::{
     Caller, CallerMemory, IoctlLayout, IoctlRequest, NodeKind, OpenFile, OpenFlags, Tree, Waker,
 };
@@ -138,6 +139,10 @@ pub struct Session {
     next_alias: AtomicU64,
     /// st_dev of the mount, for finding mappings in /proc/<pid>/maps.
     dev_id: AtomicU64,
+    /// The serving threads, watched so that no caller keeps one.
+    watch: watchdog::Watchdog,
+    /// Request threads running (replacements included).
+    live: (Mutex<usize>, std::sync::Condvar),
 }
 
 /// Work for the service thread.
@@ -358,6 +363,8 @@ impl Session {
             aliases: Mutex::new(HashMap::new()),
             next_alias: AtomicU64::new(ALIAS_BASE),
             dev_id: AtomicU64::new(0),
+            watch: Default::default(),
+            live: Default::default(),
         });
         Ok(s)
     }
@@ -396,6 +403,8 @@ impl Session {
             aliases: Mutex::new(HashMap::new()),
             next_alias: AtomicU64::new(ALIAS_BASE),
             dev_id: AtomicU64::new(0),
+            watch: Default::default(),
+            live: Default::default(),
         }))
     }
 
@@ -461,30 +470,87 @@ impl Session {
     /// Serve requests on `threads` threads plus the service thread; returns when
     /// the filesystem is unmounted.
     pub fn run(self: &Arc<Self>, threads: usize) {
-        let svc = {
-            let s = Arc::clone(self);
-            std::thread::Builder::new()
-                .name("fuse-wake".into())
-                .spawn(move || s.service_loop())
-                .expect("spawn")
-        };
-        let mut workers = Vec::new();
+        self.spawn_server(true, "fuse-wake".into());
         for i in 0..threads.max(1) {
-            let s = Arc::clone(self);
-            workers.push(
-                std::thread::Builder::new()
-                    .name(format!("fuse-{i}"))
-                    .spawn(move || s.request_loop())
-                    .expect("spawn"),
-            );
+            self.spawn_server(false, format!("fuse-{i}"));
         }
         self.learn_dev_id();
-        for w in workers {
-            let _ = w.join();
+        {
+            let s = Arc::clone(self);
+            let _ = std::thread::Builder::new()
+                .name("fuse-watchdog".into())
+                .spawn(move || s.watchdog_loop());
         }
+        let mut live = self.live.0.lock_ok();
+        while *live > 0 {
+            live = self.live.1.wait_ok(live);
+        }
+        drop(live);
         self.destroyed.store(true, Ordering::SeqCst);
         let _ = self.wake_tx.send(Wake::Stop);
-        let _ = svc.join();
+    }
+
+    /// Start a serving thread: the service thread or a request thread.
+    fn spawn_server(self: &Arc<Self>, service: bool, name: String) {
+        let s = Arc::clone(self);
+        if !service {
+            *self.live.0.lock_ok() += 1;
+        }
+        let spawned = std::thread::Builder::new().name(name).spawn(move || {
+            let slot = s.watch.enter(service);
+            if service {
+                s.service_loop(&slot);
+            } else {
+                s.request_loop(&slot);
+            }
+            s.watch.leave(&slot);
+            if !service {
+                *s.live.0.lock_ok() -= 1;
+                s.live.1.notify_all();
+            }
+        });
+        if let Err(e) = spawned {
+            error!("cannot start a FUSE thread: {e}");
+            if !service {
+                *self.live.0.lock_ok() -= 1;
+                self.live.1.notify_all();
+            }
+        }
+    }
+
+    /// Every 100 ms, fail the requests stuck on a caller's page and replace
+    /// threads that are stuck (see [`watchdog`]).
+    fn watchdog_loop(self: &Arc<Self>) {
+        while !self.destroyed.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            crate::procmem::expire_idle();
+            for (slot, verdict) in self.watch.check() {
+                let what = if slot.service { "service" } else { "request" };
+                match verdict {
+                    watchdog::Verdict::Fail(u) => {
+                        warn!(
+                            unique = u,
+                            "a {what} thread is stuck in the caller's memory (a page nobody \
+                             serves: userfaultfd, or a stalled FUSE mount): answering EFAULT"
+                        );
+                        if u != 0 {
+                            self.err(u, Errno::EFAULT);
+                        }
+                    }
+                    watchdog::Verdict::Replace => {
+                        warn!(
+                            unique = slot.unique(),
+                            "a {what} thread is stuck; starting another"
+                        );
+                    }
+                }
+                if self.watch.may_replace() {
+                    self.spawn_server(slot.service, format!("fuse-{what}-r"));
+                } else {
+                    error!("no more FUSE threads may be started; the stuck one is not replaced");
+                }
+            }
+        }
     }
 
     /// The tree inode behind a nodeid (resolving per-open aliases).
@@ -516,7 +582,7 @@ impl Session {
         }
     }
 
-    fn request_loop(&self) {
+    fn request_loop(&self, slot: &watchdog::Slot) {
         let mut buf = vec![0u8; BUF_LEN];
         loop {
             // SAFETY: reading into our own buffer.
@@ -544,7 +610,10 @@ impl Session {
                 continue;
             };
             let body = &buf[proto::IN_HEADER_LEN..n];
-            if let Err(p) = catch_unwind(AssertUnwindSafe(|| self.dispatch(&h, body))) {
+            slot.begin(h.unique);
+            let res = catch_unwind(AssertUnwindSafe(|| self.dispatch(&h, body)));
+            slot.end();
+            if let Err(p) = res {
                 error!(
                     unique = h.unique,
                     opcode = h.opcode,
@@ -559,7 +628,7 @@ impl Session {
                     self.err(h.unique, Errno::EIO);
                 }
             }
-            if self.destroyed.load(Ordering::SeqCst) {
+            if self.destroyed.load(Ordering::SeqCst) || slot.abandoned() {
                 return;
             }
         }
@@ -1210,6 +1279,7 @@ impl Session {
             let mut pend = hd.pending.lock_ok();
             while let Some(p) = pend.front() {
                 hd.armed.store(true, Ordering::SeqCst);
+                watchdog::working_on(p.unique);
                 let res =
                     catch_unwind(AssertUnwindSafe(|| self.attempt(&hd, &p.what, false, true)))
                         .unwrap_or_else(|e| {
@@ -1243,19 +1313,24 @@ impl Session {
         }
     }
 
-    fn service_loop(&self) {
+    fn service_loop(&self, slot: &watchdog::Slot) {
         while let Ok(w) = self.wake_rx.recv() {
             if matches!(w, Wake::Stop) {
                 return;
             }
+            slot.begin(0);
             let r = catch_unwind(AssertUnwindSafe(|| match w {
                 Wake::Handle(fh) => self.service(fh),
                 Wake::Store(ino, off, bytes) => self.store(ino, off, &bytes),
                 Wake::InvalEntry(parent, name) => self.inval_entry(parent, &name),
                 Wake::Stop => {} // returned above
             }));
+            slot.end();
             if let Err(p) = r {
                 error!("service thread panicked: {}", panic_message(&*p));
+            }
+            if slot.abandoned() {
+                return;
             }
         }
     }

@@ -21,6 +21,9 @@
  *        register NAME with its enable word in the mapping: "reg=ERR ms=T"
  *   ue_lifecycle getx-at DEV FILE
  *        likewise, then MON_IOCX_GETX into the mapping: "getx=ERR ms=T"
+ *   ue_lifecycle reg-uffd TRACING NAME / getx-uffd DEV
+ *        the same with the enable word or the GETX buffer in a page that a
+ *        userfaultfd watches and nobody serves
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,7 +34,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <linux/userfaultfd.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -143,6 +148,22 @@ static void rereg(void)
 
 static volatile uint32_t word;
 
+/* Two pages whose faults a userfaultfd catches and nobody resolves. */
+static char *uffd_pages(void)
+{
+	int uffd = syscall(SYS_userfaultfd, O_CLOEXEC);
+	struct uffdio_api api = { .api = UFFD_API };
+	char *p = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct uffdio_register r = { .range = { (uintptr_t)p, 8192 },
+				     .mode = UFFDIO_REGISTER_MODE_MISSING };
+	if (uffd < 0 || ioctl(uffd, UFFDIO_API, &api) || p == MAP_FAILED ||
+	    ioctl(uffd, UFFDIO_REGISTER, &r)) {
+		perror("userfaultfd");
+		exit(1);
+	}
+	return p;
+}
+
 /* Say "mapped" and wait for the test's go-ahead (a line on stdin). */
 static void go(void)
 {
@@ -204,12 +225,18 @@ int main(int argc, char **argv)
 			printf("child pid=%d\n", getpid());
 		wait_signals(NULL);
 	}
-	if (!strcmp(cmd, "reg-at") && argc == 5) {
-		int ffd = open(argv[3], O_RDONLY);
-		void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, ffd, 0);
-		if (ffd < 0 || p == MAP_FAILED) {
-			perror(argv[3]);
-			return 1;
+	if ((!strcmp(cmd, "reg-at") && argc == 5) || (!strcmp(cmd, "reg-uffd") && argc == 4)) {
+		void *p;
+		if (!strcmp(cmd, "reg-uffd")) {
+			p = uffd_pages();
+			argv[4] = argv[3];
+		} else {
+			int ffd = open(argv[3], O_RDONLY);
+			p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, ffd, 0);
+			if (ffd < 0 || p == MAP_FAILED) {
+				perror(argv[3]);
+				return 1;
+			}
 		}
 		int fd = data_fd(t, O_CLOEXEC);
 		go();
@@ -218,12 +245,21 @@ int main(int argc, char **argv)
 		printf("reg=%s ms=%.1f\n", err(r), ms() - t0);
 		return 0;
 	}
-	if (!strcmp(cmd, "getx-at") && argc == 4) {
-		int ffd = open(argv[3], O_RDONLY);
-		char *p = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE, ffd, 0);
+	if ((!strcmp(cmd, "getx-at") && argc == 4) || (!strcmp(cmd, "getx-uffd") && argc == 3)) {
+		char *p;
+		if (!strcmp(cmd, "getx-uffd")) {
+			p = uffd_pages();
+		} else {
+			int ffd = open(argv[3], O_RDONLY);
+			p = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE, ffd, 0);
+			if (ffd < 0 || p == MAP_FAILED) {
+				perror("getx-at setup");
+				return 1;
+			}
+		}
 		int dev = open(t, O_RDONLY);
-		if (ffd < 0 || dev < 0 || p == MAP_FAILED) {
-			perror("getx-at setup");
+		if (dev < 0) {
+			perror(t);
 			return 1;
 		}
 		struct mon_bin_get g = { p, p + 64, 1024 };
