@@ -1179,6 +1179,8 @@ impl UserEvents {
         // without ever pointing elsewhere.
         let mm = Mm::pin(req.caller.pid)?;
         let tgid = mm.tgid();
+        // A fork of this process that came before holds copies already.
+        self.drain_procs();
         if !self.has_enabler(tgid, enable_addr, enable_bit).is_empty() {
             return Err(Errno::EADDRINUSE);
         }
@@ -1359,6 +1361,9 @@ impl UserEvents {
         }
         let addr = u64::from_ne_bytes(raw[8..16].try_into().unwrap());
         let tgid = procmem::tgid_of(req.caller.pid).ok_or(Errno::ENOENT)?;
+        // A forked child may unregister the copy it inherited: the fork
+        // must have been handled.
+        self.drain_procs();
         let hits = self.has_enabler(tgid, addr, bit);
         if hits.is_empty() {
             return Err(Errno::ENOENT);
