@@ -224,6 +224,12 @@ pub struct Node {
     pub children: Vec<(String, u64)>,
     /// Permission bits.
     pub perm: u32,
+    /// Added while mounted, so it may go away while mounted (user events,
+    /// dynamic event systems): the frontend lets the kernel cache its entry
+    /// for no time at all. An event deleted and registered again under the
+    /// same name is then found at once, even before the invalidation of the
+    /// old entry (sent from another thread) reaches the kernel.
+    pub transient: bool,
 }
 
 impl Node {
@@ -265,6 +271,8 @@ pub struct Tree {
 struct TreeInner {
     nodes: HashMap<u64, Node>,
     next_ino: u64,
+    /// A frontend serves the tree: nodes added from now on are transient.
+    mounted: bool,
 }
 
 impl Tree {
@@ -280,12 +288,14 @@ impl Tree {
                 kind: NodeKind::Dir,
                 children: Vec::new(),
                 perm: 0o755,
+                transient: false,
             },
         );
         Tree {
             inner: RwLock::new(TreeInner {
                 nodes,
                 next_ino: ROOT_INO + 1,
+                mounted: false,
             }),
             kernel_cache: std::sync::OnceLock::new(),
             uid,
@@ -296,6 +306,7 @@ impl Tree {
     /// Install the frontend's cache updater (once, at mount).
     pub fn set_kernel_cache(&self, kc: Arc<dyn KernelCache>) {
         let _ = self.kernel_cache.set(kc);
+        self.inner.write_ok().mounted = true;
     }
 
     /// Update the page cache of `ino`, if a frontend with a page cache is
@@ -414,6 +425,7 @@ impl TreeInner {
                 kind,
                 children: Vec::new(),
                 perm,
+                transient: self.mounted,
             },
         );
         self.nodes

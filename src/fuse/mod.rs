@@ -143,6 +143,10 @@ pub struct Session {
     watch: watchdog::Watchdog,
     /// Request threads running (replacements included).
     live: (Mutex<usize>, std::sync::Condvar),
+    /// Held while a request thread reads /dev/fuse.
+    read_turn: Mutex<()>,
+    /// RELEASEs read and not yet done.
+    releasing: (Mutex<usize>, std::sync::Condvar),
 }
 
 /// Work for the service thread.
@@ -365,6 +369,8 @@ impl Session {
             dev_id: AtomicU64::new(0),
             watch: Default::default(),
             live: Default::default(),
+            read_turn: Mutex::new(()),
+            releasing: Default::default(),
         });
         Ok(s)
     }
@@ -405,6 +411,8 @@ impl Session {
             dev_id: AtomicU64::new(0),
             watch: Default::default(),
             live: Default::default(),
+            read_turn: Mutex::new(()),
+            releasing: Default::default(),
         }))
     }
 
@@ -585,6 +593,10 @@ impl Session {
     fn request_loop(&self, slot: &watchdog::Slot) {
         let mut buf = vec![0u8; BUF_LEN];
         loop {
+            // One thread reads at a time, so that a RELEASE read before a
+            // request is counted before that request is read (see
+            // `wait_releases`).
+            let turn = self.read_turn.lock_ok();
             // SAFETY: reading into our own buffer.
             let n = unsafe {
                 libc::read(
@@ -610,9 +622,21 @@ impl Session {
                 continue;
             };
             let body = &buf[proto::IN_HEADER_LEN..n];
+            let release = h.opcode == op::RELEASE;
+            if release {
+                *self.releasing.0.lock_ok() += 1;
+            }
+            drop(turn);
+            if !release {
+                self.wait_releases();
+            }
             slot.begin(h.unique);
             let res = catch_unwind(AssertUnwindSafe(|| self.dispatch(&h, body)));
             slot.end();
+            if release {
+                *self.releasing.0.lock_ok() -= 1;
+                self.releasing.1.notify_all();
+            }
             if let Err(p) = res {
                 error!(
                     unique = h.unique,
@@ -631,6 +655,24 @@ impl Session {
             if self.destroyed.load(Ordering::SeqCst) || slot.abandoned() {
                 return;
             }
+        }
+    }
+
+    /// Wait (up to a second) until the RELEASEs read before this request
+    /// are done. close(2) queues a RELEASE before it returns, and the kernel
+    /// has dropped the file's references by then: a request the caller
+    /// makes next (a `DIAG_IOCSDEL` of the event the closed fd registered)
+    /// must not see them, even when another thread serves it first.
+    fn wait_releases(&self) {
+        let (m, cv) = &self.releasing;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        let mut n = m.lock_ok();
+        while *n > 0 {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            n = cv.wait_timeout_ok(n, left);
         }
     }
 
@@ -766,7 +808,10 @@ impl Session {
                         a.ino = alias;
                         self.ok(u, &proto::entry_out(&a, 0));
                     }
-                    Ok(n) => self.ok(u, &proto::entry_out(&self.attr(&n), ENTRY_VALID_SECS)),
+                    Ok(n) => {
+                        let valid = if n.transient { 0 } else { ENTRY_VALID_SECS };
+                        self.ok(u, &proto::entry_out(&self.attr(&n), valid))
+                    }
                     Err(e) => self.err(u, e),
                 }
             }
