@@ -679,6 +679,8 @@ pub struct UserEvents {
     /// The kernel's process events, once a 6.4+ registration needs them
     /// (None inside when they cannot be had: exits are then polled for).
     procs: OnceLock<Option<ProcEvents>>,
+    /// Held while process events are taken and applied.
+    applying: Mutex<()>,
 }
 
 impl UserEvents {
@@ -700,6 +702,7 @@ impl UserEvents {
             status_ino: OnceLock::new(),
             reaper: AtomicBool::new(false),
             procs: OnceLock::new(),
+            applying: Mutex::new(()),
         })
     }
 
@@ -990,6 +993,10 @@ impl UserEvents {
         let Some(Some(p)) = self.procs.get() else {
             return;
         };
+        // Taking events off the socket and applying them is one step: a
+        // drain that finds the socket empty while another thread still
+        // applies what it took would return too early.
+        let _apply = self.applying.lock_ok();
         let mut events = Vec::new();
         let mut lost = false;
         p.drain(&mut |e| events.push(e), &mut || lost = true);
