@@ -16,6 +16,10 @@
  *   ue_lifecycle fork-follow TRACING NAME
  *        register NAME on a global word, fork; print "parent pid=N addr=A"
  *        and "child pid=N"; both wait to be killed
+ *   ue_lifecycle fork-many TRACING NAME N
+ *        register NAME on a global word, then fork N children one after the
+ *        other, each living 20 ms (for scripts/bench-user-events: the
+ *        daemon logs how long after each fork the child's copy existed)
  *   ue_lifecycle reg-at TRACING FILE NAME
  *        map FILE privately, print "mapped", wait for a line on stdin, then
  *        register NAME with its enable word in the mapping: "reg=ERR ms=T"
@@ -37,6 +41,7 @@
 #include <linux/userfaultfd.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -224,6 +229,23 @@ int main(int argc, char **argv)
 		if (c == 0)
 			printf("child pid=%d\n", getpid());
 		wait_signals(NULL);
+	}
+	if (!strcmp(cmd, "fork-many") && argc == 5) {
+		int fd = data_fd(t, O_CLOEXEC), n = atoi(argv[4]);
+		if (reg(fd, argv[3], (void *)&word) < 0) {
+			perror("register");
+			return 1;
+		}
+		for (int i = 0; i < n; i++) {
+			pid_t c = fork();
+			if (c == 0) {
+				usleep(20000);
+				_exit(0);
+			}
+			waitpid(c, NULL, 0);
+		}
+		printf("forks=%d\n", n);
+		return 0;
 	}
 	if ((!strcmp(cmd, "reg-at") && argc == 5) || (!strcmp(cmd, "reg-uffd") && argc == 4)) {
 		void *p;
