@@ -1,6 +1,7 @@
 //! The binary interface (`/dev/usbmonN`, here `dev/usbmonN`), like the kernel's
 //! `mon_bin.c`: 48/64-byte headers, the ioctls and the mmap ring.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::event::{DataCapture, EventKind, UrbEvent, XferType};
@@ -420,8 +421,28 @@ pub struct BinReader {
     /// short stretches and never across a syscall.
     state: Mutex<State>,
     /// Serialises the consumers of one open (the kernel's `fetch_lock`), so
-    /// that GET and MFETCH can write to the caller without `state`.
+    /// that GET and MFETCH can write to the caller without `state`. Taken
+    /// with [`BinReader::fetch_turn`], never waited for.
     fetch: Mutex<()>,
+    /// A consumer found `fetch` taken and was parked: wake it on release.
+    contended: AtomicBool,
+}
+
+/// The turn of one consumer of an open (see [`BinReader::fetch`]).
+struct FetchTurn<'a> {
+    _g: std::sync::MutexGuard<'a, ()>,
+    reader: &'a BinReader,
+}
+
+impl Drop for FetchTurn<'_> {
+    fn drop(&mut self) {
+        if self.reader.contended.swap(false, Ordering::SeqCst) {
+            let waker = self.reader.state.lock_ok().waker.clone();
+            if let Some(w) = waker {
+                w();
+            }
+        }
+    }
 }
 
 impl MonReader for BinReader {
@@ -460,13 +481,34 @@ impl BinReader {
                 waker: None,
             }),
             fetch: Mutex::new(()),
+            contended: AtomicBool::new(false),
+        }
+    }
+
+    /// Take the consumer turn of this open, or EAGAIN while another consumer
+    /// has it: the request is then parked (or answered EAGAIN if
+    /// non-blocking) and retried when that consumer is done. A consumer that
+    /// is stuck writing into its own caller's memory (a page nobody serves)
+    /// thus holds up only the requests on its own open, and no request
+    /// thread waits for it.
+    fn fetch_turn(&self) -> SysResult<FetchTurn<'_>> {
+        match self.fetch.try_lock() {
+            Ok(g) => Ok(FetchTurn { _g: g, reader: self }),
+            Err(std::sync::TryLockError::Poisoned(p)) => Ok(FetchTurn {
+                _g: p.into_inner(),
+                reader: self,
+            }),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                self.contended.store(true, Ordering::SeqCst);
+                Err(Errno::EAGAIN)
+            }
         }
     }
 
     /// `read()`: the 48-byte header then the captured bytes, continuing a
     /// partially read event.
     pub fn read(&self, size: usize) -> SysResult<Vec<u8>> {
-        let _fetch = self.fetch.lock_ok();
+        let _fetch = self.fetch_turn()?;
         let mut st = self.state.lock_ok();
         if st.ring.is_empty() {
             return Err(Errno::EAGAIN);
@@ -512,7 +554,7 @@ impl BinReader {
             return Err(Errno::EINVAL);
         }
         let GetArg { hdr, data, alloc } = arg;
-        let _fetch = self.fetch.lock_ok();
+        let _fetch = self.fetch_turn()?;
         let (head, body, len_cap) = {
             let st = self.state.lock_ok();
             if st.ring.is_empty() {
@@ -545,7 +587,7 @@ impl BinReader {
             nflush,
             counts_at,
         } = MfetchArg::parse(req.input, req.compat);
-        let _fetch = self.fetch.lock_ok();
+        let _fetch = self.fetch_turn()?;
         let mut st = self.state.lock_ok();
         // MFETCH is how mapped readers consume the ring.
         st.mapped = true;
@@ -622,7 +664,7 @@ impl BinReader {
                     return Err(Errno::EINVAL);
                 }
                 let size = (req.arg as usize).div_ceil(CHUNK_SIZE) * CHUNK_SIZE;
-                let _fetch = self.fetch.lock_ok();
+                let _fetch = self.fetch_turn()?;
                 let (dev, ino) = req.file_id;
                 if procmem::has_shared_mapping(req.caller.pid, dev, ino) {
                     return Err(Errno::EBUSY);
@@ -658,7 +700,7 @@ impl BinReader {
             ioc::GETX => self.get(req, PKT_SZ_API1),
             ioc::MFETCH => self.mfetch(req),
             ioc::MFLUSH => {
-                let _fetch = self.fetch.lock_ok();
+                let _fetch = self.fetch_turn()?;
                 let n = self.state.lock_ok().ring.flush(req.arg as u32 as usize);
                 ret(n as i32)
             }
