@@ -341,3 +341,38 @@ fn userfaultfd_pages_give_efault_within_a_second() {
     }
     assert!(m.log_text().contains("stuck"), "{}", m.log_text());
 }
+
+/// A blocking GETX parks on a quiet bus; when traffic comes, the service
+/// thread retries it and writes into a userfaultfd page that nobody serves.
+/// The watchdog answers it EFAULT and starts another service thread, so a
+/// reader that blocks afterwards is still woken by the next events.
+#[test]
+fn a_parked_request_stuck_in_the_callers_memory_does_not_stop_wakeups() {
+    let m = Mount::with_config(
+        "usb:\n  buses:\n    - bus: 1\n      ports: 4\n      hub_poll_ms: 0\n      devices: []\n",
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let tool = compile_c("ue_lifecycle", tmp.path());
+    let usbmon = m.path("dev/usbmon1");
+    let mut t = Tool::spawn(&tool, &["getx-uffd", usbmon.to_str().unwrap()]);
+    t.line("mapped");
+    t.go();
+    common::wait_blocked(t.child.id());
+    m.sh_ok("echo 'plug 1 1 hid-mouse' > monfs/ctl");
+    let l = t.line("getx=");
+    assert!(l.starts_with("getx=EFAULT"), "{l}");
+    // A new blocked reader is woken by the next device's traffic.
+    let head = Command::new("head")
+        .args(["-c", "1"])
+        .arg(m.path("usb/usbmon/1u"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_blocked(head.id());
+    m.sh_ok("echo 'plug 1 2 hid-keyboard' > monfs/ctl");
+    let out = head.wait_with_output().unwrap();
+    assert_eq!(out.stdout.len(), 1);
+    drop(t);
+    still_serving(&m);
+    assert!(m.log_text().contains("thread is stuck"), "{}", m.log_text());
+}

@@ -67,6 +67,7 @@ const BUF_LEN: usize = MAX_WRITE as usize + 4096;
 const ENTRY_VALID_SECS: u64 = 1;
 
 /// What a parked request was.
+#[derive(Clone)]
 enum Parked {
     Read { offset: u64, size: u32 },
     Ioctl(IoctlCall),
@@ -90,6 +91,7 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("non-string panic payload")
 }
 
+#[derive(Clone)]
 struct IoctlCall {
     /// CUSE: the caller memory the kernel copied in (per input range) and the
     /// output ranges it will copy out of the reply.
@@ -106,6 +108,11 @@ struct IoctlCall {
 struct Pending {
     unique: u64,
     what: Parked,
+    /// A thread is retrying it (without the queue's lock).
+    attempting: bool,
+    /// FUSE_INTERRUPT came while it was being retried: EINTR unless that
+    /// retry completes it.
+    interrupted: bool,
 }
 
 /// One open file handle.
@@ -118,6 +125,10 @@ struct Handle {
     armed: Arc<AtomicBool>,
     pending: Mutex<VecDeque<Pending>>,
     poll_kh: Mutex<Option<u64>>,
+    /// A thread is retrying this handle's parked requests.
+    servicing: AtomicBool,
+    /// Someone asked for a retry meanwhile: look again.
+    again: AtomicBool,
 }
 
 /// A mounted (or about to be mounted) FUSE session.
@@ -1068,6 +1079,8 @@ impl Session {
             nonblock: oflags.nonblock(),
             armed,
             pending: Mutex::new(VecDeque::new()),
+            servicing: AtomicBool::new(false),
+            again: AtomicBool::new(false),
             poll_kh: Mutex::new(None),
         });
         self.handles.write_ok().insert(fh, Arc::clone(&hd));
@@ -1176,10 +1189,10 @@ impl Session {
         self.run_or_park(&hd, fh, u, Parked::Ioctl(call), nonblock);
     }
 
-    /// Try a request; park it if it would block.
+    /// Try a request; park it if it would block. No lock is held while it
+    /// runs: it may reach into the caller's memory.
     fn run_or_park(&self, hd: &Arc<Handle>, fh: u64, u: u64, what: Parked, nonblock: bool) {
-        let mut pend = hd.pending.lock_ok();
-        if pend.is_empty() {
+        if hd.pending.lock_ok().is_empty() {
             // Not armed: a request that is answered at once must not make the
             // next event wake the service thread. If it parks, `service` arms
             // the waker before it tries again, so no event is missed.
@@ -1198,7 +1211,13 @@ impl Session {
                 res => return self.finish(u, res),
             }
         }
-        pend.push_back(Pending { unique: u, what });
+        let mut pend = hd.pending.lock_ok();
+        pend.push_back(Pending {
+            unique: u,
+            what,
+            attempting: false,
+            interrupted: false,
+        });
         self.parked.lock_ok().insert(u, fh);
         drop(pend);
         // Something may have arrived between the attempt and parking.
@@ -1317,32 +1336,69 @@ impl Session {
         }
     }
 
-    /// Retry the parked requests of a handle, oldest first.
+    /// Retry a handle's parked requests until one would still block. Each
+    /// runs without the queue's lock (it may reach into the caller's
+    /// memory), so an interrupt or a release never waits for it.
+    fn retry_parked(&self, hd: &Arc<Handle>) {
+        loop {
+            let (unique, what) = {
+                let mut pend = hd.pending.lock_ok();
+                match pend.front_mut() {
+                    Some(p) if !p.attempting => {
+                        p.attempting = true;
+                        (p.unique, p.what.clone())
+                    }
+                    // Empty, or a retry of it never came back (the watchdog
+                    // has answered it): this handle's queue stays stuck.
+                    _ => return,
+                }
+            };
+            hd.armed.store(true, Ordering::SeqCst);
+            watchdog::working_on(unique);
+            let res = catch_unwind(AssertUnwindSafe(|| self.attempt(hd, &what, false, true)))
+                .unwrap_or_else(|e| {
+                    error!(
+                        unique,
+                        opcode = what.opcode(),
+                        nodeid = hd.nodeid,
+                        "parked request panicked on retry, answering EIO: {}",
+                        panic_message(&*e)
+                    );
+                    Err(Errno::EIO)
+                });
+            let mut pend = hd.pending.lock_ok();
+            let Some(i) = pend.iter().position(|p| p.unique == unique) else {
+                // Answered meanwhile (the handle was released).
+                return;
+            };
+            let res = match res {
+                Err(e) if e == Errno::EAGAIN && !pend[i].interrupted => {
+                    pend[i].attempting = false;
+                    return;
+                }
+                Err(e) if e == Errno::EAGAIN => Err(Errno::EINTR),
+                res => res,
+            };
+            pend.remove(i);
+            drop(pend);
+            self.parked.lock_ok().remove(&unique);
+            self.finish(unique, res);
+        }
+    }
+
+    /// Retry the parked requests of a handle, oldest first, then answer a
+    /// poll that waits for it. One thread retries a handle at a time; one
+    /// that comes meanwhile leaves a note, and the retrying thread looks
+    /// again before it stops.
     fn service(&self, fh: u64) {
         let Some(hd) = self.handle(fh) else { return };
-        {
-            let mut pend = hd.pending.lock_ok();
-            while let Some(p) = pend.front() {
-                hd.armed.store(true, Ordering::SeqCst);
-                watchdog::working_on(p.unique);
-                let res =
-                    catch_unwind(AssertUnwindSafe(|| self.attempt(&hd, &p.what, false, true)))
-                        .unwrap_or_else(|e| {
-                            error!(
-                                unique = p.unique,
-                                opcode = p.what.opcode(),
-                                nodeid = hd.nodeid,
-                                "parked request panicked on retry, answering EIO: {}",
-                                panic_message(&*e)
-                            );
-                            Err(Errno::EIO)
-                        });
-                if res == Err(Errno::EAGAIN) {
-                    break;
-                }
-                let p = pend.pop_front().unwrap();
-                self.parked.lock_ok().remove(&p.unique);
-                self.finish(p.unique, res);
+        hd.again.store(true, Ordering::SeqCst);
+        while !hd.servicing.swap(true, Ordering::SeqCst) {
+            hd.again.store(false, Ordering::SeqCst);
+            self.retry_parked(&hd);
+            hd.servicing.store(false, Ordering::SeqCst);
+            if !hd.again.load(Ordering::SeqCst) {
+                break;
             }
         }
         let kh = *hd.poll_kh.lock_ok();
@@ -1386,10 +1442,16 @@ impl Session {
             Some(hd) => {
                 let mut pend = hd.pending.lock_ok();
                 if let Some(i) = pend.iter().position(|p| p.unique == target) {
-                    pend.remove(i);
-                    self.parked.lock_ok().remove(&target);
-                    debug!(target, "interrupted parked request");
-                    self.err(target, Errno::EINTR);
+                    if pend[i].attempting {
+                        // Answered when that retry ends: EINTR unless it
+                        // completed the request.
+                        pend[i].interrupted = true;
+                    } else {
+                        pend.remove(i);
+                        self.parked.lock_ok().remove(&target);
+                        debug!(target, "interrupted parked request");
+                        self.err(target, Errno::EINTR);
+                    }
                 }
                 // Otherwise it was answered meanwhile: nothing to do.
             }
