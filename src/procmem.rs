@@ -172,24 +172,6 @@ impl crate::vfs::CallerMemory for ProcessMemory {
     }
 }
 
-/// Read a NUL-terminated string of at most `max` bytes at `addr`.
-pub fn read_cstr(pid: u32, addr: u64, max: usize) -> SysResult<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut at = addr;
-    while out.len() < max {
-        // Read up to the end of the page so an unmapped next page is not touched.
-        let chunk = (4096 - (at as usize % 4096)).min(max - out.len());
-        let part = read(pid, at, chunk)?;
-        if let Some(p) = part.iter().position(|&b| b == 0) {
-            out.extend_from_slice(&part[..p]);
-            return Ok(out);
-        }
-        out.extend_from_slice(&part);
-        at += chunk as u64;
-    }
-    Err(Errno::E2BIG)
-}
-
 // ---------------------------------------------------------------------------
 // Which mappings are safe to touch.
 
@@ -598,7 +580,7 @@ impl Mm {
     }
 
     /// Whether the address space still exists (its process has neither
-    /// exited nor exec'd). [`NEVER_MAPPED`] is never mapped (so nothing is
+    /// exited nor exec'd). A non-canonical address is never mapped (so nothing is
     /// faulted in): a live address space answers EIO there, a dead one
     /// reads nothing.
     pub fn alive(&self) -> bool {
@@ -837,11 +819,6 @@ mod tests {
         let got = unsafe { std::ptr::read_volatile(&target) };
         assert_eq!(&got[..5], b"hello");
         assert_eq!(read(pid, target.as_ptr() as u64, 5).unwrap(), b"hello");
-        let s = b"name u32 x\0";
-        assert_eq!(
-            read_cstr(pid, s.as_ptr() as u64, 64).unwrap(),
-            b"name u32 x"
-        );
         assert_eq!(read(pid, 0, 4).err(), Some(Errno::EFAULT));
         assert_eq!(read(pid, 8, 4).err(), Some(Errno::EFAULT));
         assert_eq!(write(pid, 8, b"x").err(), Some(Errno::EFAULT));

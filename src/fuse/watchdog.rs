@@ -5,13 +5,13 @@
 //! whether it is inside an access to the caller's memory
 //! ([`crate::procmem::watch_this_thread`]). Every 100 ms the watchdog looks:
 //!
-//! * A caller-memory access older than [`REMOTE_LIMIT`]: the caller's page
+//! * A caller-memory access older than [`REMOTE_LIMIT_MS`]: the caller's page
 //!   is one that nobody serves (a userfaultfd page, or a mapping of a
 //!   stalled FUSE mount that the pre-access check did not see because the
 //!   caller remapped it meanwhile). The request is answered EFAULT, as the
 //!   kernel answers a bad address, and a new thread takes the old one's
 //!   place; the old one ends when (if ever) its access returns.
-//! * Any request older than [`SLOW_LIMIT`] (say, one waiting for a lock that
+//! * Any request older than [`SLOW_LIMIT_MS`] (say, one waiting for a lock that
 //!   such a stuck thread holds): a new thread takes its place, and the slow
 //!   one ends when it is done. Its request is not answered here.
 //!

@@ -493,7 +493,10 @@ impl BinReader {
     /// thread waits for it.
     fn fetch_turn(&self) -> SysResult<FetchTurn<'_>> {
         match self.fetch.try_lock() {
-            Ok(g) => Ok(FetchTurn { _g: g, reader: self }),
+            Ok(g) => Ok(FetchTurn {
+                _g: g,
+                reader: self,
+            }),
             Err(std::sync::TryLockError::Poisoned(p)) => Ok(FetchTurn {
                 _g: p.into_inner(),
                 reader: self,
