@@ -66,6 +66,40 @@ const MAX_WRITE: u32 = 128 * 1024;
 const BUF_LEN: usize = MAX_WRITE as usize + 4096;
 const ENTRY_VALID_SECS: u64 = 1;
 
+/// A request thread's wait for the device to have a request: its own epoll
+/// instance with the device registered exclusively, so that a request wakes
+/// one waiting thread, not all.
+struct RequestWait(std::os::fd::OwnedFd);
+
+impl RequestWait {
+    fn new(dev: &File) -> std::io::Result<RequestWait> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: epoll_create1 returns a new descriptor or -1.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is ours alone.
+        let ep = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLEXCLUSIVE) as u32,
+            u64: 0,
+        };
+        // SAFETY: registering a descriptor we own with a valid event.
+        if unsafe { libc::epoll_ctl(fd, libc::EPOLL_CTL_ADD, dev.as_raw_fd(), &mut ev) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(RequestWait(ep))
+    }
+
+    /// Until the device has a request (or an error to report).
+    fn wait(&self) {
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: room for one event; EINTR just returns early.
+        unsafe { libc::epoll_wait(self.0.as_raw_fd(), &mut ev, 1, -1) };
+    }
+}
+
 /// What a parked request was.
 #[derive(Clone)]
 enum Parked {
@@ -489,6 +523,13 @@ impl Session {
     /// Serve requests on `threads` threads plus the service thread; returns when
     /// the filesystem is unmounted.
     pub fn run(self: &Arc<Self>, threads: usize) {
+        // Request threads wait in epoll and read without blocking (see
+        // `request_loop`).
+        // SAFETY: fcntl on our own descriptor.
+        unsafe {
+            let fl = libc::fcntl(self.dev.as_raw_fd(), libc::F_GETFL);
+            libc::fcntl(self.dev.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
+        }
         self.spawn_server(true, "fuse-wake".into());
         for i in 0..threads.max(1) {
             self.spawn_server(false, format!("fuse-{i}"));
@@ -603,10 +644,20 @@ impl Session {
 
     fn request_loop(&self, slot: &watchdog::Slot) {
         let mut buf = vec![0u8; BUF_LEN];
+        let ep = match RequestWait::new(&self.dev) {
+            Ok(ep) => ep,
+            Err(e) => {
+                error!("cannot wait for FUSE requests (epoll): {e}");
+                return;
+            }
+        };
         loop {
-            // One thread reads at a time, so that a RELEASE read before a
-            // request is counted before that request is read (see
-            // `wait_releases`).
+            // Wait for a request without taking it: the kernel wakes one
+            // waiting thread per request. Then one thread at a time takes
+            // one (the device is non-blocking), so that a RELEASE read
+            // before a request is counted before that request is read (see
+            // `wait_releases`); the turn is never held while idle.
+            ep.wait();
             let turn = self.read_turn.lock_ok();
             // SAFETY: reading into our own buffer.
             let n = unsafe {
