@@ -33,6 +33,10 @@ fn run(bin: &std::path::Path, args: &[&str]) -> (String, String) {
 #[test]
 fn ioctls_and_errors_match_the_kernel() {
     let m = Mount::with_config(QUIET);
+    // No event may arrive during the transcript (STATS reads queued=0): a
+    // paused bus, not a quiet moment (the root hub's start-up traffic can
+    // come late on a loaded machine).
+    m.sh_ok("echo 'pause 1' > monfs/ctl");
     let bin = compile_c("usbmon_ioctl", m.dir.path());
     let (out, _) = run(&bin, &[m.path("dev/usbmon1").to_str().unwrap()]);
     let expected = include_str!("data/usbmon_ioctl.expected");
@@ -46,6 +50,7 @@ fn ioctls_and_errors_match_the_kernel() {
 #[test]
 fn compat_ioctls_of_32_bit_callers_match_the_kernel() {
     let m = Mount::with_config(QUIET);
+    m.sh_ok("echo 'pause 1' > monfs/ctl");
     let bin = common::compile_c32("usbmon_ioctl", m.dir.path());
     let (out, _) = run(&bin, &[m.path("dev/usbmon1").to_str().unwrap()]);
     let expected = include_str!("data/usbmon_ioctl32.expected");
@@ -161,6 +166,8 @@ fn poll_reports_readable_when_the_ring_fills() {
 #[test]
 fn fcntl_nonblock_governs_blocking_ioctls() {
     let m = Mount::with_config(QUIET);
+    // Nothing may arrive while a read is expected to block: a paused bus.
+    m.sh_ok("echo 'pause 1' > monfs/ctl");
     let bin = compile_c("usbmon_read", m.dir.path());
     let (out, _) = run(&bin, &["fcntl", m.path("dev/usbmon1").to_str().unwrap()]);
     let eagain = "Resource temporarily unavailable";
@@ -237,6 +244,7 @@ fn mmap_ring_with_fillers_over_many_events() {
 #[test]
 fn blocked_binary_reads_die_on_signals() {
     let mut m = Mount::with_config(QUIET);
+    m.sh_ok("echo 'pause 1' > monfs/ctl");
     let bin = compile_c("usbmon_read", m.dir.path());
     let mmap = compile_c("usbmon_mmap", m.dir.path());
     for (prog, args) in [(&bin, vec!["read"]), (&bin, vec!["getx"]), (&mmap, vec![])] {
