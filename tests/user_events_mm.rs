@@ -22,8 +22,13 @@ struct Tool {
 
 impl Tool {
     fn spawn(bin: &Path, args: &[&str]) -> Tool {
+        Tool::spawn_env(bin, args, &[])
+    }
+
+    fn spawn_env(bin: &Path, args: &[&str], env: &[(&str, &str)]) -> Tool {
         let mut child = Command::new(bin)
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -375,4 +380,38 @@ fn a_parked_request_stuck_in_the_callers_memory_does_not_stop_wakeups() {
     drop(t);
     still_serving(&m);
     assert!(m.log_text().contains("thread is stuck"), "{}", m.log_text());
+}
+
+/// A request thread stays stuck in a userfaultfd page for good (its owner
+/// keeps it and never serves it): the request is answered, and SIGTERM still
+/// unmounts and ends the daemon (the stuck caller keeps the mount busy, so
+/// `umount` alone would rightly leave it serving).
+#[test]
+fn a_thread_stuck_for_good_does_not_keep_the_daemon_from_ending() {
+    let mut m = Mount::default_config();
+    let tmp = tempfile::tempdir().unwrap();
+    let tool = compile_c("ue_lifecycle", tmp.path());
+    let usbmon = m.path("dev/usbmon1");
+    let mut t = Tool::spawn_env(
+        &tool,
+        &["getx-uffd", usbmon.to_str().unwrap()],
+        &[("UE_HOLD", "1")],
+    );
+    t.line("mapped");
+    t.go();
+    let l = t.line("getx=");
+    assert!(l.starts_with("getx=EFAULT"), "{l}");
+    still_serving(&m);
+    // SAFETY: signalling the daemon.
+    unsafe { libc::kill(m.child.id() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while m.alive() {
+        assert!(
+            Instant::now() < deadline,
+            "the daemon did not end: {}",
+            m.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(t);
 }

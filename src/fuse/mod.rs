@@ -565,8 +565,7 @@ impl Session {
             }
             s.watch.leave(&slot);
             if !service {
-                *s.live.0.lock_ok() -= 1;
-                s.live.1.notify_all();
+                s.count_out(&slot);
             }
         });
         if let Err(e) = spawned {
@@ -575,6 +574,15 @@ impl Session {
                 *self.live.0.lock_ok() -= 1;
                 self.live.1.notify_all();
             }
+        }
+    }
+
+    /// A request thread ended or was replaced: the session ends when none
+    /// is left.
+    fn count_out(&self, slot: &watchdog::Slot) {
+        if slot.count_out() {
+            *self.live.0.lock_ok() -= 1;
+            self.live.1.notify_all();
         }
     }
 
@@ -606,6 +614,11 @@ impl Session {
                 }
                 if self.watch.may_replace() {
                     self.spawn_server(slot.service, format!("fuse-{what}-r"));
+                    // Counted out after its replacement is counted in, so
+                    // the session never looks as if it had no threads left.
+                    if !slot.service {
+                        self.count_out(&slot);
+                    }
                 } else {
                     error!("no more FUSE threads may be started; the stuck one is not replaced");
                 }

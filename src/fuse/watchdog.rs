@@ -44,12 +44,22 @@ pub struct Slot {
     abandoned: AtomicBool,
     /// The service thread (else a request thread).
     pub service: bool,
+    /// Still counted among the session's live request threads.
+    counted: AtomicBool,
 }
 
 impl Slot {
     /// The request being worked on now.
     pub fn unique(&self) -> u64 {
         self.unique.load(Ordering::SeqCst)
+    }
+
+    /// Stop counting the thread as live (once: true the first time). A
+    /// thread is counted out when it ends or when it is replaced, whichever
+    /// comes first, so that a thread that never comes back does not keep
+    /// the session from ending.
+    pub fn count_out(&self) -> bool {
+        self.counted.swap(false, Ordering::SeqCst)
     }
 
     /// Whether the thread was replaced and must end.
@@ -106,6 +116,7 @@ impl Watchdog {
             remote: Arc::new(AtomicU64::new(0)),
             abandoned: AtomicBool::new(false),
             service,
+            counted: AtomicBool::new(true),
         });
         crate::procmem::watch_this_thread(slot.remote.clone());
         CURRENT.with(|c| *c.borrow_mut() = Some(slot.clone()));

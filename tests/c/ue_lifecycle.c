@@ -27,7 +27,8 @@
  *        likewise, then MON_IOCX_GETX into the mapping: "getx=ERR ms=T"
  *   ue_lifecycle reg-uffd TRACING NAME / getx-uffd DEV
  *        the same with the enable word or the GETX buffer in a page that a
- *        userfaultfd watches and nobody serves
+ *        userfaultfd watches and nobody serves (with UE_HOLD set, getx-uffd
+ *        then waits to be killed, so the access stays stuck)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -289,6 +290,9 @@ int main(int argc, char **argv)
 		double t0 = ms();
 		long r = ioctl(dev, MON_IOCX_GETX, &g);
 		printf("getx=%s ms=%.1f\n", err(r), ms() - t0);
+		/* UE_HOLD: keep the userfaultfd (and the stuck access) alive. */
+		if (getenv("UE_HOLD"))
+			pause();
 		return 0;
 	}
 	fprintf(stderr, "ue_lifecycle: bad command\n");
