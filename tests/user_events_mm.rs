@@ -415,3 +415,20 @@ fn a_thread_stuck_for_good_does_not_keep_the_daemon_from_ending() {
     }
     drop(t);
 }
+
+/// CAP_PERFMON counts only in the initial user namespace, as the kernel's
+/// `perfmon_capable()`: root of a user namespace of its own (`unshare -Ur`,
+/// every bit in CapEff) may not create a persistent event, root may.
+#[test]
+fn persistent_events_need_perfmon_in_the_initial_user_namespace() {
+    let m = Mount::default_config();
+    let o = m.sh("unshare -Ur bash -c \"echo 'u:ue_userns u32 a' >> tracing/dynamic_events\" 2>&1");
+    let err = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !o.status.success() && err.contains("Operation not permitted"),
+        "{err}"
+    );
+    assert_eq!(m.sh_ok("cat tracing/dynamic_events"), "");
+    m.sh_ok("echo 'u:ue_userns u32 a' >> tracing/dynamic_events");
+    assert_eq!(m.sh_ok("cat tracing/dynamic_events"), "u:ue_userns u32 a\n");
+}

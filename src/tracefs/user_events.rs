@@ -450,16 +450,30 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Whether `pid` has CAP_PERFMON (38) or CAP_SYS_ADMIN (21).
+/// Whether `pid` has CAP_PERFMON (38) or CAP_SYS_ADMIN (21) as the
+/// kernel's `perfmon_capable()` counts them: in the initial user namespace.
+/// `CapEff` is relative to the process's own user namespace (a process after
+/// `unshare -Ur` has every bit), so the process must also share monfs's
+/// user namespace, the initial one when monfs runs as root on the host.
 fn has_perfmon(pid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let ns = |p: &str| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let same_ns = match (
+        ns(&format!("/proc/{pid}/ns/user")),
+        ns("/proc/self/ns/user"),
+    ) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    };
     let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
         return false;
     };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .is_some_and(|c| c & ((1 << 38) | (1 << 21)) != 0)
+    same_ns
+        && status
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .is_some_and(|c| c & ((1 << 38) | (1 << 21)) != 0)
 }
 
 /// Read a NUL-terminated string of at most `MAX_EVENT_DESC - 1` bytes:
