@@ -467,6 +467,25 @@ fn layout_of(pid: u32) -> Option<Layout> {
     Some(out)
 }
 
+/// Raise the daemon's open-file limit to its hard limit, once: every pinned
+/// address space is an open descriptor (one per producer process).
+fn raise_fd_limit() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit/setrlimit on a local struct.
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
+                r.rlim_cur = r.rlim_max;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+            }
+        }
+    });
+}
+
 /// The thread group of thread `tid`.
 pub fn tgid_of(tid: u32) -> Option<u32> {
     std::fs::read_to_string(format!("/proc/{tid}/status"))
@@ -497,11 +516,15 @@ fn same_vm(a: u32, b: u32) -> Option<bool> {
 }
 
 fn open_mem(pid: u32) -> SysResult<File> {
+    raise_fd_limit();
     std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(format!("/proc/{pid}/mem"))
-        .map_err(|_| Errno::EFAULT)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::EMFILE) | Some(libc::ENFILE) => Errno::ENOMEM,
+            _ => Errno::EFAULT,
+        })
 }
 
 /// The byte holding bit `bit` of the `size`-byte native-endian word at
@@ -572,6 +595,13 @@ impl Mm {
                 stuck: AtomicBool::new(false),
             })
         })
+    }
+
+    /// Whether `other` pins the same address space, given that both belong
+    /// to one process and both are alive (a process has one live address
+    /// space; an exec'd one is dead, and its layout differs anyway).
+    pub fn same_as(&self, other: &Mm) -> bool {
+        self.tgid == other.tgid && self.layout == other.layout && self.alive() && other.alive()
     }
 
     /// The thread group (process id) it belonged to when pinned.

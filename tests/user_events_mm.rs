@@ -432,3 +432,28 @@ fn persistent_events_need_perfmon_in_the_initial_user_namespace() {
     m.sh_ok("echo 'u:ue_userns u32 a' >> tracing/dynamic_events");
     assert_eq!(m.sh_ok("cat tracing/dynamic_events"), "u:ue_userns u32 a\n");
 }
+
+/// One producer process costs the daemon one descriptor however many bits
+/// it registers (its address space is pinned once).
+#[test]
+fn a_producer_pins_its_address_space_once() {
+    let m = Mount::default_config();
+    let tmp = tempfile::tempdir().unwrap();
+    let tool = compile_c("ue_lifecycle", tmp.path());
+    let tr = m.path("tracing");
+    let fds = || {
+        std::fs::read_dir(format!("/proc/{}/fd", m.child.id()))
+            .unwrap()
+            .count()
+    };
+    let before = fds();
+    let mut t = Tool::spawn(&tool, &["reg-many", tr.to_str().unwrap(), "ue_many", "200"]);
+    assert_eq!(t.line("registered="), "registered=200");
+    let during = fds();
+    assert!(
+        during <= before + 4,
+        "{before} descriptors before, {during} with 200 bits"
+    );
+    t.signal(libc::SIGTERM);
+    still_serving(&m);
+}

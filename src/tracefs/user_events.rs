@@ -143,6 +143,10 @@ const STATUS_BITS: usize = PAGE_SIZE * 8;
 const REG_SIZE: usize = 28;
 /// Size of `struct user_unreg`.
 const UNREG_SIZE: usize = 16;
+/// Enable bits registered at most, over all processes (the kernel's bound
+/// is its memory): past it, registration is ENOMEM, as an allocation
+/// failure in the kernel.
+const MAX_ENABLERS: usize = 65536;
 /// `dynamic_events`: longest line (`WRITE_BUFSIZE - 2`).
 const MAX_DYN_LINE: usize = 4094;
 /// How long an unreferenced 6.4+ event lives on before it is freed: the
@@ -1074,6 +1078,14 @@ impl UserEvents {
         {
             let mut st = self.state.lock_ok();
             for en in &copies {
+                if st.enablers.len() >= MAX_ENABLERS {
+                    warn!(
+                        child,
+                        "user_events: enable bits at their limit; fork copy dropped"
+                    );
+                    en.removed.store(true, Ordering::SeqCst);
+                    continue;
+                }
                 if let Some(i) = st.index_of(&en.ev) {
                     st.events[i].enablers += 1;
                     st.events[i].free_at = None;
@@ -1146,6 +1158,25 @@ impl UserEvents {
         }
     }
 
+    /// An address space this process's enablers pin already, if `fresh` is
+    /// the same one (one descriptor per producer process), else `fresh`.
+    fn share_mm(&self, fresh: Arc<Mm>) -> Arc<Mm> {
+        let cands: Vec<Arc<Mm>> = {
+            let st = self.state.lock_ok();
+            let mut v: Vec<Arc<Mm>> = Vec::new();
+            for en in st.enablers.iter().filter(|e| e.mm.tgid() == fresh.tgid()) {
+                if !en.mm.is_stuck() && !v.iter().any(|m| Arc::ptr_eq(m, &en.mm)) {
+                    v.push(en.mm.clone());
+                }
+            }
+            v
+        };
+        cands
+            .into_iter()
+            .find(|m| m.same_as(&fresh))
+            .unwrap_or(fresh)
+    }
+
     /// The enablers of process `tgid` (its current address space) at
     /// (`addr`, `bit`). Those of a former image of the pid do not count;
     /// they are dropped on the way.
@@ -1198,7 +1229,7 @@ impl UserEvents {
         // The registering thread is blocked in this ioctl: its address
         // space is the one to pin, and the pin outlives exec and exit
         // without ever pointing elsewhere.
-        let mm = Mm::pin(req.caller.pid)?;
+        let mm = self.share_mm(Mm::pin(req.caller.pid)?);
         let tgid = mm.tgid();
         // A fork of this process that came before holds copies already.
         self.drain_procs();
@@ -1218,6 +1249,10 @@ impl UserEvents {
         let multi = flags & REG_MULTI_FORMAT != 0;
         let mut slots = f.slots.lock_ok();
         let mut st = self.state.lock_ok();
+        if st.enablers.len() >= MAX_ENABLERS {
+            warn!("user_events: {MAX_ENABLERS} enable bits registered; refusing more (ENOMEM)");
+            return Err(Errno::ENOMEM);
+        }
         let i = if multi {
             match st.events.iter().position(|e| {
                 e.ev.multi && e.ev.base == cmd.name && fields_match(&e.ev.fields, &cmd.fields)
@@ -1234,6 +1269,10 @@ impl UserEvents {
         };
         if flags & REG_PERSIST != 0 {
             st.events[i].persistent = true;
+        }
+        if st.enablers.len() >= MAX_ENABLERS {
+            warn!("user_events: {MAX_ENABLERS} enable bits registered; refusing more (ENOMEM)");
+            return Err(Errno::ENOMEM);
         }
         let ev = st.events[i].ev.clone();
         let index = f.add_slot(&mut slots, &mut st, &ev, false);

@@ -20,6 +20,9 @@
  *        register NAME on a global word, then fork N children one after the
  *        other, each living 20 ms (for scripts/bench-user-events: the
  *        daemon logs how long after each fork the child's copy existed)
+ *   ue_lifecycle reg-many TRACING NAME N
+ *        register NAME N times, on N different bits of a global array,
+ *        print "registered=N", wait to be killed
  *   ue_lifecycle reg-at TRACING FILE NAME
  *        map FILE privately, print "mapped", wait for a line on stdin, then
  *        register NAME with its enable word in the mapping: "reg=ERR ms=T"
@@ -229,6 +232,20 @@ int main(int argc, char **argv)
 		pid_t c = fork();
 		if (c == 0)
 			printf("child pid=%d\n", getpid());
+		wait_signals(NULL);
+	}
+	if (!strcmp(cmd, "reg-many") && argc == 5) {
+		static uint32_t words[64];
+		int fd = data_fd(t, O_CLOEXEC), n = atoi(argv[4]), ok = 0;
+		for (int i = 0; i < n && i < 64 * 32; i++) {
+			static char args[600];
+			snprintf(args, sizeof args, "%s u32 x", argv[3]);
+			struct reg_new r = { .size = sizeof r, .enable_bit = i % 32, .enable_size = 4,
+					     .enable_addr = (uintptr_t)&words[i / 32],
+					     .name_args = (uintptr_t)args };
+			ok += ioctl(fd, REG, &r) == 0;
+		}
+		printf("registered=%d\n", ok);
 		wait_signals(NULL);
 	}
 	if (!strcmp(cmd, "fork-many") && argc == 5) {
