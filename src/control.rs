@@ -20,11 +20,11 @@
 //! [`Control::enable_fault_injection`]); otherwise `panic` is an unknown
 //! command.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tracing::{info, warn};
@@ -326,64 +326,323 @@ pub fn default_socket(mountpoint: &Path) -> PathBuf {
         .chars()
         .map(|c| if c == '/' { '-' } else { c })
         .collect();
-    PathBuf::from("/run/monfs").join(format!("{name}.sock"))
+    PathBuf::from(RUN_DIR).join(format!("{name}.sock"))
 }
 
-/// Serve the control socket at `path` (mode 0600) until the process ends.
-pub fn serve_socket(ctl: Arc<Control>, path: &Path) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+/// The directory of the default sockets (and logs).
+pub const RUN_DIR: &str = "/run/monfs";
+
+/// At most this many control connections are served at once; past it, a new
+/// connection is answered `error: too many control connections` and closed.
+pub const MAX_CONNECTIONS: usize = 16;
+
+/// The longest command line taken on the socket (bytes, without the newline);
+/// a longer one is answered `error: line too long` and the connection closed.
+pub const MAX_LINE: usize = 4096;
+
+/// A connection idle this long is closed, so forgotten clients free their slot.
+const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Make `dir` a private directory: create it with mode 0700, or fix the mode
+/// of an existing one; refuse a symlink, a non-directory, or a directory
+/// owned by someone else.
+pub fn ensure_private_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let d = dir.display();
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| format!("cannot create {d}: {e}"))?;
+        }
+        Err(e) => return Err(format!("{d}: {e}")),
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(format!("{d} is a symlink; refusing to use it"))
+        }
+        Ok(m) if !m.is_dir() => return Err(format!("{d} is not a directory")),
+        // SAFETY: geteuid cannot fail.
+        Ok(m) if m.uid() != unsafe { libc::geteuid() } => {
+            return Err(format!(
+                "{d} is owned by uid {}, not by us; refusing to use it",
+                m.uid()
+            ))
+        }
+        Ok(_) => {}
     }
-    let _ = std::fs::remove_file(path);
-    let listener = UnixListener::bind(path)?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    std::thread::Builder::new()
-        .name("ctl-socket".into())
-        .spawn(move || {
-            for conn in listener.incoming() {
-                match conn {
-                    Ok(s) => {
-                        let ctl = ctl.clone();
-                        let _ = std::thread::Builder::new()
-                            .name("ctl-conn".into())
-                            .spawn(move || serve_conn(&ctl, s));
-                    }
-                    Err(e) => warn!("control socket: {e}"),
-                }
+    // Explicitly, whatever the umask was or the mode an old version left.
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| format!("cannot chmod 0700 {d}: {e}"))
+}
+
+/// A bound control socket, not yet served.
+pub struct ControlSocket {
+    listener: UnixListener,
+    file: SocketFile,
+}
+
+/// The socket's file, to remove when the daemon exits.
+#[derive(Clone)]
+pub struct SocketFile {
+    path: PathBuf,
+    ino: u64,
+}
+
+impl SocketFile {
+    /// Remove the socket file, if it is still ours (same inode).
+    pub fn remove(&self) {
+        use std::os::unix::fs::MetadataExt;
+        if std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.ino() == self.ino) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Make room for a socket at `path`: nothing there, or a stale socket (one
+/// nobody listens on), which is removed. Anything else is refused.
+fn clear_stale_socket(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::FileTypeExt;
+    let p = path.display();
+    let m = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("{p}: {e}")),
+        Ok(m) => m,
+    };
+    if !m.file_type().is_socket() {
+        return Err(format!(
+            "{p} exists and is not a socket; refusing to replace it"
+        ));
+    }
+    match UnixStream::connect(path) {
+        Ok(_) => Err(format!("{p}: another daemon is listening on this socket")),
+        Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
+            info!(socket = %p, "removing a stale control socket");
+            std::fs::remove_file(path).map_err(|e| format!("cannot remove stale {p}: {e}"))
+        }
+        Err(e) => Err(format!("{p}: exists and cannot be probed: {e}")),
+    }
+}
+
+impl ControlSocket {
+    /// Bind the control socket at `path` (mode 0600). The default directory
+    /// ([`RUN_DIR`]) is made private (0700); a missing parent of another path
+    /// is created 0700. Only a stale socket is replaced.
+    pub fn bind(path: &Path) -> Result<ControlSocket, String> {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+        let p = path.display();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if dir == Path::new(RUN_DIR) {
+                ensure_private_dir(dir)?;
+            } else if !dir.exists() {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)
+                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
             }
-        })?;
-    Ok(())
+        }
+        clear_stale_socket(path)?;
+        // No window with a wider mode: the socket is born 0600.
+        // SAFETY: umask only changes the process's file-creation mask.
+        let old = unsafe { libc::umask(0o077) };
+        let bound = UnixListener::bind(path);
+        // SAFETY: as above, restoring it.
+        unsafe { libc::umask(old) };
+        let listener = bound.map_err(|e| format!("cannot bind {p}: {e}"))?;
+        let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{p}: {e}"))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| format!("cannot chmod {p}: {e}"))?;
+        Ok(ControlSocket {
+            listener,
+            file: SocketFile {
+                path: path.to_path_buf(),
+                ino: meta.ino(),
+            },
+        })
+    }
+
+    /// The socket's file.
+    pub fn file(&self) -> SocketFile {
+        self.file.clone()
+    }
+
+    /// Serve the socket from a thread until the process ends. Only root and
+    /// `owner_uid` (the uid the mount's files belong to) are served; others
+    /// get `error: permission denied`.
+    pub fn serve(self, ctl: Arc<Control>, owner_uid: u32) -> std::io::Result<()> {
+        let active = Arc::new(AtomicUsize::new(0));
+        let listener = self.listener;
+        std::thread::Builder::new()
+            .name("ctl-socket".into())
+            .spawn(move || {
+                for conn in listener.incoming() {
+                    let mut s = match conn {
+                        Ok(s) => s,
+                        Err(e) => {
+                            warn!("control socket: {e}");
+                            continue;
+                        }
+                    };
+                    let (uid, pid) = peer_cred(&s).unwrap_or((u32::MAX, 0));
+                    if uid != 0 && uid != owner_uid {
+                        warn!(uid, pid, "control connection refused: permission denied");
+                        refuse(&mut s, "permission denied");
+                        continue;
+                    }
+                    if active.load(Ordering::Acquire) >= MAX_CONNECTIONS {
+                        warn!(
+                            uid,
+                            pid,
+                            limit = MAX_CONNECTIONS,
+                            "control connection refused: too many"
+                        );
+                        refuse(&mut s, "too many control connections");
+                        continue;
+                    }
+                    active.fetch_add(1, Ordering::AcqRel);
+                    let slot = Slot(active.clone());
+                    let ctl = ctl.clone();
+                    let _ = std::thread::Builder::new()
+                        .name("ctl-conn".into())
+                        .spawn(move || {
+                            let _slot = slot;
+                            serve_conn(&ctl, s)
+                        });
+                }
+            })?;
+        Ok(())
+    }
 }
 
-fn serve_conn(ctl: &Control, s: UnixStream) {
-    let Ok(mut out) = s.try_clone() else { return };
+/// One connection's place among [`MAX_CONNECTIONS`]; freed on drop.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The peer's uid and pid (SO_PEERCRED).
+fn peer_cred(s: &UnixStream) -> std::io::Result<(u32, i32)> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cred`.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((cred.uid, cred.pid))
+}
+
+/// Answer one error line and close, without waiting on the client.
+fn refuse(s: &mut UnixStream, why: &str) {
+    let _ = s.set_nonblocking(true);
+    let _ = s.write_all(format!("error: {why}\n").as_bytes());
+    let _ = s.shutdown(std::net::Shutdown::Both);
+}
+
+fn serve_conn(ctl: &Control, mut s: UnixStream) {
+    let _ = s.set_read_timeout(Some(IDLE_TIMEOUT));
+    let _ = s.set_write_timeout(Some(std::time::Duration::from_secs(10)));
     let mut answering = true;
-    for line in BufReader::new(s).lines() {
-        let Ok(line) = line else { return };
-        if line.trim().is_empty() {
-            continue;
-        }
-        // A panicking command fails alone; the hook has logged it.
-        let reply = match std::panic::catch_unwind(AssertUnwindSafe(|| ctl.execute(&line))) {
-            Ok(Ok(msg)) => format!("ok {}\n", msg.trim_end().replace('\n', "\n   ")),
-            Ok(Err(e)) => format!("error: {e}\n"),
-            Err(_) => "error: internal error (panic; see the daemon log)\n".to_string(),
+    let mut pending: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        // Never more than MAX_LINE + one chunk buffered.
+        let (n, eof) = match s.read(&mut chunk) {
+            Ok(0) => (0, true),
+            Ok(n) => (n, false),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
         };
-        // A client that went away still gets every command it sent carried
-        // out; only the answers are dropped.
-        if answering && out.write_all(reply.as_bytes()).is_err() {
-            answering = false;
+        pending.extend_from_slice(&chunk[..n]);
+        let mut start = 0;
+        while let Some(nl) = pending[start..].iter().position(|&b| b == b'\n') {
+            let line = &pending[start..start + nl];
+            start += nl + 1;
+            if line.len() > MAX_LINE {
+                too_long(&mut s);
+                return;
+            }
+            answer(ctl, &mut s, &mut answering, line);
+        }
+        pending.drain(..start);
+        if pending.len() > MAX_LINE {
+            too_long(&mut s);
+            return;
+        }
+        if eof {
+            // A last line without a newline still counts.
+            answer(ctl, &mut s, &mut answering, &pending);
+            return;
         }
     }
 }
 
-/// Send one command to a daemon's socket; returns its answer line(s).
+fn too_long(s: &mut UnixStream) {
+    warn!(
+        limit = MAX_LINE,
+        "control line too long: closing the connection"
+    );
+    let _ = s.write_all(b"error: line too long\n");
+    let _ = s.shutdown(std::net::Shutdown::Both);
+}
+
+fn answer(ctl: &Control, out: &mut UnixStream, answering: &mut bool, line: &[u8]) {
+    let Ok(line) = std::str::from_utf8(line) else {
+        if *answering && out.write_all(b"error: not UTF-8\n").is_err() {
+            *answering = false;
+        }
+        return;
+    };
+    if line.trim().is_empty() {
+        return;
+    }
+    // A panicking command fails alone; the hook has logged it.
+    let reply = match std::panic::catch_unwind(AssertUnwindSafe(|| ctl.execute(line))) {
+        Ok(Ok(msg)) => format!("ok {}\n", msg.trim_end().replace('\n', "\n   ")),
+        Ok(Err(e)) => format!("error: {e}\n"),
+        Err(_) => "error: internal error (panic; see the daemon log)\n".to_string(),
+    };
+    // A client that went away still gets every command it sent carried
+    // out; only the answers are dropped.
+    if *answering && out.write_all(reply.as_bytes()).is_err() {
+        *answering = false;
+    }
+}
+
+/// Send one command to a daemon's socket; returns its answer line(s). A
+/// daemon that refuses the connection answers and closes at once: its answer
+/// is returned even if sending or the end of the read then failed.
 pub fn send(path: &Path, command: &str) -> std::io::Result<String> {
     let mut s = UnixStream::connect(path)?;
-    s.write_all(format!("{command}\n").as_bytes())?;
-    s.shutdown(std::net::Shutdown::Write)?;
-    let mut out = String::new();
-    std::io::Read::read_to_string(&mut s, &mut out)?;
-    Ok(out)
+    let sent = s
+        .write_all(format!("{command}\n").as_bytes())
+        .and_then(|()| s.shutdown(std::net::Shutdown::Write));
+    let mut out = Vec::new();
+    let read = s.read_to_end(&mut out);
+    match (read, sent) {
+        _ if !out.is_empty() => Ok(String::from_utf8_lossy(&out).into_owned()),
+        (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+        (Ok(_), Ok(())) => Ok(String::new()),
+    }
 }

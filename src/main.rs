@@ -60,10 +60,18 @@ enum Cmd {
         /// says so and serves the files in the mount only.
         #[arg(long)]
         cuse: bool,
-        /// Control socket path (default /run/monfs/<mountpoint>.sock; also
-        /// named in MOUNTPOINT/monfs/socket).
+        /// Control socket path (default /run/monfs/<mountpoint>.sock, in a
+        /// directory kept at mode 0700; also named in MOUNTPOINT/monfs/socket).
+        /// Only a stale socket (one nobody listens on) there is replaced;
+        /// anything else is an error (exit 2). Removed when the daemon exits.
         #[arg(long)]
         ctl_socket: Option<PathBuf>,
+        /// Log file (appended to, mode 0600; also named in
+        /// MOUNTPOINT/monfs/log). Messages go to stderr until the mount is up,
+        /// then to this file. Default: in the background, next to the control
+        /// socket (/run/monfs/<mountpoint>.log); with --foreground, stderr.
+        #[arg(long)]
+        log_file: Option<PathBuf>,
         /// Refuse shared mappings of dev/usbmonN (mmap gives ENODEV, as on a
         /// CUSE device), so that libpcap uses its read path (linktype 189).
         #[arg(long)]
@@ -125,11 +133,12 @@ enum Cmd {
     },
 }
 
-fn init_logging(level: &str) {
+fn init_logging(level: &str, ansi: bool) {
     let level = level.parse().unwrap_or(tracing::Level::INFO);
     tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .with_target(false)
         .init();
     // Panics go to the log, and only end the thread (or, in request paths,
@@ -169,12 +178,15 @@ fn block_signals() -> libc::sigset_t {
 }
 
 /// Fork; the parent waits until the child reports the mount up (or failed) and
-/// exits with that status. Returns the pipe the child reports on.
+/// exits with that status. Returns the pipe the child reports on. The child
+/// starts a new session, has stdin and stdout on /dev/null and closes every
+/// other descriptor it inherited (so that no caller's pipe is held open);
+/// stderr stays until the mount is up, so that errors reach the caller.
 fn daemonize() -> std::fs::File {
     let mut fds = [0; 2];
     // SAFETY: pipe/fork/setsid are used the classic way before any thread exists.
     unsafe {
-        if libc::pipe(fds.as_mut_ptr()) != 0 {
+        if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
             eprintln!("monfs: pipe: {}", std::io::Error::last_os_error());
             std::process::exit(1);
         }
@@ -186,7 +198,16 @@ fn daemonize() -> std::fs::File {
             0 => {
                 libc::close(fds[0]);
                 libc::setsid();
-                std::fs::File::from_raw_fd(fds[1])
+                // Above stdio, whatever the caller left closed.
+                let w = libc::fcntl(fds[1], libc::F_DUPFD_CLOEXEC, 3);
+                if w < 0 {
+                    eprintln!("monfs: fcntl: {}", std::io::Error::last_os_error());
+                    std::process::exit(1);
+                }
+                libc::close(fds[1]);
+                detach_stdio();
+                close_inherited_fds(w);
+                std::fs::File::from_raw_fd(w)
             }
             _ => {
                 libc::close(fds[1]);
@@ -202,6 +223,31 @@ fn daemonize() -> std::fs::File {
     }
 }
 
+/// Close every descriptor from 3 up except `keep`: in the daemon, before it
+/// opens any of its own.
+fn close_inherited_fds(keep: i32) {
+    let keep = keep as libc::c_uint;
+    for (lo, hi) in [(3, keep.saturating_sub(1)), (keep + 1, libc::c_uint::MAX)] {
+        if lo > hi {
+            continue;
+        }
+        // SAFETY: closes descriptors nothing in this process uses.
+        if unsafe { libc::syscall(libc::SYS_close_range, lo, hi, 0) } == 0 {
+            continue;
+        }
+        // No close_range (Linux < 5.9): close what /proc lists.
+        let fds: Vec<libc::c_uint> = std::fs::read_dir("/proc/self/fd")
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect();
+        for fd in fds.into_iter().filter(|fd| (lo..=hi).contains(fd)) {
+            // SAFETY: as above (the directory's own descriptor is closed already).
+            unsafe { libc::close(fd as i32) };
+        }
+    }
+}
+
 fn detach_stdio() {
     // SAFETY: replacing our own stdin/stdout with /dev/null.
     unsafe {
@@ -209,13 +255,41 @@ fn detach_stdio() {
         if fd >= 0 {
             libc::dup2(fd, 0);
             libc::dup2(fd, 1);
-            if fd > 1 {
+            if fd > 2 {
                 libc::close(fd);
             }
         }
     }
 }
 
+/// Open (append, create 0600, never through a symlink) the log file.
+fn open_log(path: &std::path::Path) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if path.parent() == Some(std::path::Path::new(monfs::control::RUN_DIR)) {
+        monfs::control::ensure_private_dir(path.parent().unwrap())?;
+    }
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| format!("log file {}: {e}", path.display()))
+}
+
+/// Publish a path as a read-only file in the mount (`monfs/socket`, `monfs/log`).
+fn publish_path(fs: &Monfs, name: &str, path: &std::path::Path) {
+    let text = format!("{}\n", path.display()).into_bytes();
+    fs.tree.add(
+        name,
+        monfs::vfs::NodeKind::File(Arc::new(monfs::vfs::SnapshotFile::new(0o444, move || {
+            text.clone()
+        }))),
+        0o444,
+    );
+}
+
+#[allow(clippy::too_many_arguments)]
 fn mount(
     mountpoint: PathBuf,
     config: Option<PathBuf>,
@@ -224,6 +298,7 @@ fn mount(
     seed: Option<u64>,
     cuse: bool,
     ctl_socket: Option<PathBuf>,
+    log_file: Option<PathBuf>,
 ) -> ExitCode {
     let mut cfg = match load_config(&config) {
         Ok(c) => c,
@@ -235,8 +310,41 @@ fn mount(
     if seed.is_some() {
         cfg.seed = seed;
     }
+    let socket_path = ctl_socket.unwrap_or_else(|| monfs::control::default_socket(&mountpoint));
+    // In the background, the log goes next to the socket by default.
+    let log_path = log_file.or_else(|| {
+        (!foreground).then(|| match socket_path.with_extension("log") {
+            p if p == socket_path => socket_path.with_extension("log.log"),
+            p => p,
+        })
+    });
     let mut report = if foreground { None } else { Some(daemonize()) };
+    // Tell the waiting parent (if any) how we failed, and exit so.
+    let fail = |report: &mut Option<std::fs::File>, code: u8| {
+        if let Some(r) = report.as_mut() {
+            let _ = r.write_all(&[code]);
+        }
+        ExitCode::from(code)
+    };
     let sigset = block_signals();
+    // The socket and the log file before the mount: a bad path is a usage
+    // error (exit 2), and nothing is mounted.
+    let socket = match monfs::control::ControlSocket::bind(&socket_path) {
+        Ok(s) => s,
+        Err(e) => {
+            error!("control socket: {e}");
+            return fail(&mut report, 2);
+        }
+    };
+    let socket_file = socket.file();
+    let log = match log_path.as_deref().map(open_log).transpose() {
+        Ok(l) => l,
+        Err(e) => {
+            error!("{e}");
+            socket_file.remove();
+            return fail(&mut report, 2);
+        }
+    };
     // SAFETY: getuid/getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     let fs = Monfs::new(&cfg, uid, gid);
@@ -248,37 +356,31 @@ fn mount(
         Ok(s) => s,
         Err(e) => {
             error!("{e:#}");
-            if let Some(r) = report.as_mut() {
-                let _ = r.write_all(&[1]);
-            }
-            return ExitCode::from(1);
+            socket_file.remove();
+            return fail(&mut report, 1);
         }
     };
     info!(mountpoint = %mountpoint.display(), buses = ?fs.usbmon.bus_numbers(), "mounted");
-    let socket = ctl_socket.unwrap_or_else(|| monfs::control::default_socket(&mountpoint));
-    match monfs::control::serve_socket(fs.control.clone(), &socket) {
-        Ok(()) => {
-            let text = format!("{}\n", socket.display()).into_bytes();
-            fs.tree.add(
-                "monfs/socket",
-                monfs::vfs::NodeKind::File(Arc::new(monfs::vfs::SnapshotFile::new(
-                    0o444,
-                    move || text.clone(),
-                ))),
-                0o444,
-            );
-        }
-        Err(e) => error!(socket = %socket.display(), "control socket unavailable: {e}"),
+    // The files' owner (and root) may use the socket.
+    match socket.serve(fs.control.clone(), uid) {
+        Ok(()) => publish_path(&fs, "monfs/socket", socket_file.path()),
+        Err(e) => error!(socket = %socket_path.display(), "control socket unavailable: {e}"),
     }
     let cuse_sessions = if cuse { start_cuse(&fs) } else { Vec::new() };
     fs.start();
+    if let (Some(f), Some(p)) = (log, log_path.as_deref()) {
+        publish_path(&fs, "monfs/log", p);
+        info!(log = %p.display(), "logging to file from now on");
+        // SAFETY: pointing our own stderr at the log file.
+        unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&f), 2) };
+    }
     if let Some(mut r) = report.take() {
         let _ = r.write_all(&[0]);
-        detach_stdio();
     }
     {
         let mp = mountpoint.clone();
         let session = Arc::clone(&session);
+        let socket_file = socket_file.clone();
         std::thread::Builder::new()
             .name("signals".into())
             .spawn(move || loop {
@@ -286,6 +388,7 @@ fn mount(
                 // SAFETY: waiting on the signals blocked above.
                 if unsafe { libc::sigwait(&sigset, &mut sig) } == 0 {
                     info!(signal = sig, "unmounting");
+                    socket_file.remove();
                     monfs::fuse::unmount(&mp);
                     // A busy mount is detached lazily and stays served while
                     // files are open. Give it a moment, then fail the blocked
@@ -301,6 +404,7 @@ fn mount(
     }
     let s = Arc::clone(&session);
     s.run(opts.threads);
+    socket_file.remove();
     for c in &cuse_sessions {
         c.shutdown();
     }
@@ -366,7 +470,12 @@ fn start_cuse(fs: &Monfs) -> Vec<Arc<Session>> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(&cli.log_level);
+    // Colour only on a terminal, never in a log file.
+    // SAFETY: isatty cannot fail harmfully.
+    let tty = unsafe { libc::isatty(2) } == 1;
+    let to_file = matches!(&cli.cmd, Cmd::Mount { foreground, log_file, .. }
+        if !*foreground || log_file.is_some());
+    init_logging(&cli.log_level, tty && !to_file);
     match cli.cmd {
         Cmd::Mount {
             mountpoint,
@@ -378,6 +487,7 @@ fn main() -> ExitCode {
             no_mmap,
             cuse,
             ctl_socket,
+            log_file,
         } => mount(
             mountpoint,
             config,
@@ -390,6 +500,7 @@ fn main() -> ExitCode {
             seed,
             cuse,
             ctl_socket,
+            log_file,
         ),
         Cmd::Ctl {
             mountpoint,

@@ -1,0 +1,425 @@
+//! The control socket against hostile or careless clients, and the daemonized
+//! mount's manners (issue 14), through the real mount.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Mount;
+
+const QUIET: &str = "usb:\n  buses:\n    - bus: 1\n      ports: 4\n      hub_poll_ms: 0\n";
+
+/// A temp dir anyone may traverse (unlike tempfile's 0700 ones).
+fn open_dir() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    d
+}
+
+fn ctl_as(user: Option<u32>, socket: &Path, cmd: &str) -> (bool, String) {
+    let mut c = match user {
+        Some(uid) => {
+            let mut c = Command::new("setpriv");
+            c.arg(format!("--reuid={uid}"))
+                .arg(format!("--regid={uid}"))
+                .arg("--clear-groups")
+                .arg(common::monfs_bin());
+            c
+        }
+        None => Command::new(common::monfs_bin()),
+    };
+    let o = c
+        .args(["ctl", "/nonexistent", "--socket"])
+        .arg(socket)
+        .arg(cmd)
+        .output()
+        .expect("run monfs ctl");
+    (
+        o.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    )
+}
+
+fn socket_of(m: &Mount) -> PathBuf {
+    PathBuf::from(m.sh_ok("cat monfs/socket").trim())
+}
+
+/// Everything a connection gets until the daemon closes it (or `wait` passes).
+fn read_all(s: &mut UnixStream, wait: Duration) -> String {
+    s.set_read_timeout(Some(wait)).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = s.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn wait_gone(p: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while p.symlink_metadata().is_ok() {
+        assert!(Instant::now() < deadline, "{} still there", p.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_default_socket_dir_is_private_and_another_user_cannot_reach_it() {
+    // An old version left it 0755: the next mount fixes that.
+    let _ = std::fs::set_permissions("/run/monfs", std::fs::Permissions::from_mode(0o755));
+    let m = Mount::with_config(QUIET);
+    let sock = socket_of(&m);
+    assert!(sock.starts_with("/run/monfs"), "{}", sock.display());
+    let dir = std::fs::symlink_metadata("/run/monfs").unwrap();
+    assert!(dir.is_dir());
+    assert_eq!(dir.mode() & 0o7777, 0o700, "/run/monfs mode");
+    assert_eq!(dir.uid(), 0);
+    assert_eq!(
+        std::fs::metadata(&sock).unwrap().mode() & 0o777,
+        0o600,
+        "socket mode"
+    );
+    let (ok, out) = ctl_as(Some(65534), &sock, "help");
+    assert!(!ok, "nobody got in: {out}");
+    assert!(out.contains("Permission denied"), "{out}");
+    let (ok, out) = ctl_as(None, &sock, "help");
+    assert!(ok && out.starts_with("ok "), "{out}");
+}
+
+#[test]
+fn another_user_is_refused_even_where_the_socket_is_reachable() {
+    let dir = open_dir();
+    let sock = dir.path().join("ctl.sock");
+    let m = Mount::start(Some(QUIET), &["--ctl-socket", sock.to_str().unwrap()]);
+    assert_eq!(std::fs::metadata(&sock).unwrap().mode() & 0o777, 0o600);
+    // The file mode keeps nobody out...
+    let (ok, out) = ctl_as(Some(65534), &sock, "help");
+    assert!(!ok, "{out}");
+    assert!(out.contains("Permission denied"), "{out}");
+    // ...and so does the peer check, where the mode would not.
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let (ok, out) = ctl_as(Some(65534), &sock, "pause 1");
+    assert!(!ok, "{out}");
+    assert_eq!(out, "error: permission denied\n");
+    assert!(
+        m.log_text()
+            .contains("control connection refused: permission denied"),
+        "no log line:\n{}",
+        m.log_text()
+    );
+    assert!(
+        !m.log_text().contains("command=\"pause 1\""),
+        "nobody's command ran"
+    );
+    let (ok, out) = ctl_as(None, &sock, "help");
+    assert!(ok && out.starts_with("ok "), "{out}");
+}
+
+#[test]
+fn a_huge_line_is_refused_and_the_daemon_keeps_serving() {
+    let mut m = Mount::with_config(QUIET);
+    let sock = socket_of(&m);
+    let mut s = UnixStream::connect(&sock).unwrap();
+    // The daemon stops reading and closes: the write may fail (EPIPE).
+    let _ = s.write_all(&vec![b'a'; 1 << 20]);
+    let out = read_all(&mut s, Duration::from_secs(5));
+    assert_eq!(out, "error: line too long\n");
+    // Also when the long line does end in a newline, in one write.
+    let mut s = UnixStream::connect(&sock).unwrap();
+    let mut long = vec![b'x'; monfs::control::MAX_LINE + 1];
+    long.push(b'\n');
+    let _ = s.write_all(&long);
+    assert_eq!(
+        read_all(&mut s, Duration::from_secs(5)),
+        "error: line too long\n"
+    );
+    // A line of exactly the limit is an (unknown) command.
+    let mut s = UnixStream::connect(&sock).unwrap();
+    let mut max = vec![b'y'; monfs::control::MAX_LINE];
+    max.push(b'\n');
+    s.write_all(&max).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let out = read_all(&mut s, Duration::from_secs(5));
+    assert!(out.starts_with("error: unknown command"), "{out}");
+    assert!(m.alive());
+    let (ok, out) = ctl_as(None, &sock, "help");
+    assert!(ok && out.starts_with("ok "), "{out}");
+}
+
+#[test]
+fn connections_past_the_limit_are_refused_until_others_close() {
+    let m = Mount::with_config(QUIET);
+    let sock = socket_of(&m);
+    let mut conns: Vec<UnixStream> = (0..50)
+        .map(|_| UnixStream::connect(&sock).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut refused = 0;
+    let mut idle = 0;
+    for c in conns.iter_mut() {
+        let out = read_all(c, Duration::from_millis(50));
+        match out.as_str() {
+            "" => idle += 1,
+            "error: too many control connections\n" => refused += 1,
+            other => panic!("unexpected answer {other:?}"),
+        }
+    }
+    let limit = monfs::control::MAX_CONNECTIONS;
+    assert_eq!((idle, refused), (limit, 50 - limit));
+    drop(conns);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (ok, out) = ctl_as(None, &sock, "help");
+        if ok {
+            assert!(out.starts_with("ok "), "{out}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "still refused: {out}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `monfs mount --foreground` that must fail before mounting.
+fn mount_must_fail(socket: &Path) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let o = Command::new("timeout")
+        .arg("10")
+        .arg(common::monfs_bin())
+        .args(["mount", "--foreground"])
+        .arg(&mnt)
+        .arg("--ctl-socket")
+        .arg(socket)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!mnt.join("monfs").exists(), "it mounted");
+    o
+}
+
+#[test]
+fn ctl_socket_refuses_to_replace_anything_but_a_stale_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("precious");
+    std::fs::write(&file, "keep me\n").unwrap();
+    let sub = dir.path().join("subdir");
+    std::fs::create_dir(&sub).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&file, &link).unwrap();
+    let live = dir.path().join("live.sock");
+    let _listener = UnixListener::bind(&live).unwrap();
+    for (p, why) in [
+        (&file, "not a socket"),
+        (&sub, "not a socket"),
+        (&link, "not a socket"),
+        (&live, "another daemon is listening"),
+    ] {
+        let o = mount_must_fail(p);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{}: {err}", p.display());
+        assert!(err.contains(&p.display().to_string()), "{err}");
+        assert!(err.contains(why), "{err}");
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me\n");
+    assert!(sub.is_dir());
+    assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
+    assert!(
+        UnixStream::connect(&live).is_ok(),
+        "the live socket was replaced"
+    );
+}
+
+#[test]
+fn a_stale_socket_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("stale.sock");
+    drop(UnixListener::bind(&sock).unwrap());
+    assert!(sock.exists());
+    let m = Mount::start(Some(QUIET), &["--ctl-socket", sock.to_str().unwrap()]);
+    let (ok, out) = ctl_as(None, &sock, "help");
+    assert!(ok && out.starts_with("ok "), "{out}");
+    assert!(m.log_text().contains("removing a stale control socket"));
+}
+
+#[test]
+fn the_socket_is_removed_on_sigterm_and_on_unmount() {
+    let mut m = Mount::with_config(QUIET);
+    let sock = socket_of(&m);
+    assert!(sock.exists());
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(m.child.id() as i32, libc::SIGTERM) };
+    m.child.wait().unwrap();
+    wait_gone(&sock);
+
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("ctl.sock");
+    let mut m = Mount::start(Some(QUIET), &["--ctl-socket", sock.to_str().unwrap()]);
+    assert!(sock.exists());
+    let o = Command::new("umount").arg(m.root()).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    m.child.wait().unwrap();
+    wait_gone(&sock);
+}
+
+/// Unmounts on drop, whatever happened.
+struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).output();
+    }
+}
+
+/// The pid of the process serving a Unix socket.
+fn server_pid(sock: &Path) -> i32 {
+    use std::os::fd::AsRawFd;
+    let s = UnixStream::connect(sock).unwrap();
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cred`.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(r, 0);
+    cred.pid
+}
+
+#[test]
+fn the_daemonized_mount_lets_go_of_the_callers_pipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let sock = dir.path().join("ctl.sock");
+    let log = dir.path().join("daemon.log");
+    let cfg = dir.path().join("config.yaml");
+    std::fs::write(&cfg, QUIET).unwrap();
+    let _guard = Unmount(mnt.clone());
+    // Stdout, stderr and an extra descriptor all on the pipe to `cat`: the
+    // pipeline ends only once the daemon holds none of them.
+    let script = format!(
+        "'{}' mount '{}' --config '{}' --ctl-socket '{}' --log-file '{}' 7>&1 2>&1 | cat",
+        common::monfs_bin().display(),
+        mnt.display(),
+        cfg.display(),
+        sock.display(),
+        log.display()
+    );
+    let start = Instant::now();
+    let o = Command::new("timeout")
+        .args(["20", "bash", "-o", "pipefail", "-c", &script])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{} after {:?}: {out}",
+        o.status,
+        start.elapsed()
+    );
+    assert!(start.elapsed() < Duration::from_secs(10));
+    assert!(out.contains("mounted"), "{out}");
+    assert!(mnt.join("monfs/null").exists());
+    assert_eq!(
+        std::fs::read_to_string(mnt.join("monfs/log")).unwrap(),
+        format!("{}\n", log.display())
+    );
+    let (ok, answer) = ctl_as(None, &sock, "help");
+    assert!(ok, "{answer}");
+    // The daemon's descriptors: /dev/null, the log, and its own.
+    let pid = server_pid(&sock);
+    let fd_dir = format!("/proc/{pid}/fd");
+    let target = |fd: &str| std::fs::read_link(format!("{fd_dir}/{fd}")).unwrap();
+    assert_eq!(target("0"), Path::new("/dev/null"));
+    assert_eq!(target("1"), Path::new("/dev/null"));
+    assert_eq!(target("2"), log);
+    for e in std::fs::read_dir(&fd_dir).unwrap() {
+        let t = std::fs::read_link(e.unwrap().path()).unwrap_or_default();
+        assert!(
+            !t.to_string_lossy().starts_with("pipe:"),
+            "the daemon holds a pipe: {}",
+            t.display()
+        );
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("control command=\"help\""), "{text}");
+    assert!(
+        !text.contains('\x1b'),
+        "colour codes in the log file:\n{text}"
+    );
+    let o = Command::new("umount").arg(&mnt).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    wait_gone(&sock);
+    wait_gone(Path::new(&format!("/proc/{pid}")));
+    assert!(std::fs::read_to_string(&log).unwrap().contains("unmounted"));
+}
+
+#[test]
+fn a_daemonized_mount_that_fails_says_so_to_the_caller() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("ctl.sock");
+    let o = Command::new("timeout")
+        .arg("20")
+        .arg(common::monfs_bin())
+        .arg("mount")
+        .arg(dir.path().join("no-such-dir"))
+        .arg("--ctl-socket")
+        .arg(&sock)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(!o.stderr.is_empty(), "no message for the caller");
+    assert!(!sock.exists(), "the socket of a failed mount was left");
+}
+
+#[test]
+fn the_daemon_logs_next_to_its_socket_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let sock = dir.path().join("ctl.sock");
+    let _guard = Unmount(mnt.clone());
+    let o = Command::new("timeout")
+        .arg("20")
+        .arg(common::monfs_bin())
+        .arg("mount")
+        .arg(&mnt)
+        .arg("--ctl-socket")
+        .arg(&sock)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let log = dir.path().join("ctl.log");
+    assert_eq!(
+        std::fs::read_to_string(mnt.join("monfs/log")).unwrap(),
+        format!("{}\n", log.display())
+    );
+    assert_eq!(std::fs::metadata(&log).unwrap().mode() & 0o777, 0o600);
+    let pid = server_pid(&sock);
+    let o = Command::new("umount").arg(&mnt).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    wait_gone(Path::new(&format!("/proc/{pid}")));
+    assert!(std::fs::read_to_string(&log).unwrap().contains("unmounted"));
+}
