@@ -207,9 +207,10 @@ pub struct DeviceConfig {
     /// Injected error completions.
     #[serde(default)]
     pub errors: ErrorConfig,
-    /// Payload bytes per bulk transfer, for `flood` (default 512).
+    /// Payload bytes per bulk transfer, for `flood` (default 512;
+    /// 1..=[`MAX_TRANSFER_SIZE`]).
     #[serde(default)]
-    pub transfer_size: Option<u32>,
+    pub transfer_size: Option<TransferSize>,
     /// Events per second, for `flood` (default: about 4 million, as fast as
     /// the bus thread can go).
     #[serde(default)]
@@ -266,6 +267,13 @@ macro_rules! ranged {
 }
 
 ranged!(BusNumber, u16, 1, 127, "bus number");
+
+/// The largest `transfer_size`: 1 MiB, far more than usbmon keeps of one
+/// event (the binary ring holds at most a fifth of itself per event, the
+/// text interface 32 bytes), and a bound on what one simulated URB costs.
+pub const MAX_TRANSFER_SIZE: u32 = 1 << 20;
+
+ranged!(TransferSize, u32, 1, 1048576, "transfer_size");
 ranged!(PortCount, u8, 1, 15, "port count");
 ranged!(PortNumber, u8, 1, 15, "port number");
 
@@ -408,6 +416,23 @@ mod tests {
         assert_eq!((line, col), (4, 7), "{msg}");
         assert!(msg.contains("portz"), "{msg}");
         assert!(msg.contains("usb.buses[0]"), "{msg}");
+    }
+
+    #[test]
+    fn transfer_size_is_bounded() {
+        let dev = |v: &str| {
+            format!("usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: flood\n          transfer_size: {v}\n")
+        };
+        for bad in ["0", "4294967295", "1048577", "-1"] {
+            let (line, col, msg) = err(&dev(bad));
+            assert_eq!((line, col), (7, 26), "{msg}");
+            assert!(msg.contains("transfer_size must be 1..=1048576"), "{msg}");
+        }
+        let c = Config::parse(&dev("1048576"), "t.yaml").unwrap();
+        assert_eq!(
+            c.usb.buses[0].devices[0].transfer_size,
+            Some(TransferSize(MAX_TRANSFER_SIZE))
+        );
     }
 
     #[test]

@@ -97,6 +97,15 @@ fn parse_num(v: &str) -> Result<u64, String> {
     r.map_err(|_| format!("bad number {v:?}"))
 }
 
+/// A number for `key` within `lo..=hi` (never truncated to fit).
+fn parse_in<T: TryFrom<u64>>(key: &str, v: &str, lo: u64, hi: u64) -> Result<T, String> {
+    let n = parse_num(v)?;
+    if !(lo..=hi).contains(&n) {
+        return Err(format!("{key} must be {lo}..={hi}, got {v}"));
+    }
+    T::try_from(n).map_err(|_| format!("{key}: {v} is out of range"))
+}
+
 impl Control {
     /// Control over these facilities and simulators.
     pub fn new(usb: Arc<UsbSim>, monreader: Arc<MonReaderDev>, tracing: Arc<Tracing>) -> Self {
@@ -161,10 +170,19 @@ impl Control {
                         .split_once('=')
                         .ok_or_else(|| format!("expected key=value, got {kv:?}"))?;
                     match k {
-                        "vendor_id" => dev.vendor_id = Some(parse_num(v)? as u16),
-                        "product_id" => dev.product_id = Some(parse_num(v)? as u16),
-                        "interval_ms" => dev.interval_ms = Some(parse_num(v)? as u32),
-                        "transfer_size" => dev.transfer_size = Some(parse_num(v)? as u32),
+                        "vendor_id" => dev.vendor_id = Some(parse_in(k, v, 0, 0xffff)?),
+                        "product_id" => dev.product_id = Some(parse_in(k, v, 0, 0xffff)?),
+                        "interval_ms" => {
+                            dev.interval_ms = Some(parse_in(k, v, 0, u32::MAX as u64)?)
+                        }
+                        "transfer_size" => {
+                            dev.transfer_size = Some(crate::config::TransferSize(parse_in(
+                                k,
+                                v,
+                                1,
+                                crate::config::MAX_TRANSFER_SIZE as u64,
+                            )?))
+                        }
                         "manufacturer" => dev.manufacturer = Some(v.to_string()),
                         "product" => dev.product = Some(v.to_string()),
                         "serial" => dev.serial = Some(v.to_string()),

@@ -123,6 +123,25 @@ fn the_control_file_takes_echo_commands() {
     assert!(m.sh_ok("cat monfs/ctl").contains("plug BUS PORTS KIND"));
 }
 
+/// Out-of-range device values are refused with the range, never truncated
+/// to fit (0x1ffff once became vendor 0xffff).
+#[test]
+fn plug_values_out_of_range_are_refused() {
+    let m = Mount::with_config(ONE_BUS);
+    for (arg, want) in [
+        ("vendor_id=0x1ffff", "vendor_id must be 0..=65535"),
+        ("product_id=70000", "product_id must be 0..=65535"),
+        ("transfer_size=0", "transfer_size must be 1..=1048576"),
+        ("transfer_size=4294967296", "transfer_size must be 1..=1048576"),
+    ] {
+        let (ok, out) = ctl(&m, &["plug", "1", "2", "flood", arg]);
+        assert!(!ok && out.contains(want), "{arg}: {out}");
+        let o = m.sh(&format!("echo 'plug 1 2 flood {arg}' > monfs/ctl"));
+        assert!(!o.status.success(), "{arg} accepted through monfs/ctl");
+    }
+    assert!(!m.sh_ok("cat usb/devices").contains("Port=01"));
+}
+
 #[test]
 fn injected_faults_show_in_usbmon() {
     let m = Mount::with_config(ONE_BUS);

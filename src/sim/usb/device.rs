@@ -1092,7 +1092,7 @@ impl FloodTask {
             .dev(d)
             .and_then(|x| x.cfg.as_ref())
             .and_then(|c| c.transfer_size)
-            .unwrap_or(512)
+            .map_or(512, |t| t.0)
             .max(1);
         let class_tag = ctx.dev(d).map(|x| x.class_tag).unwrap_or(0);
         let rate = ctx.dev(d).and_then(|x| x.cfg.as_ref()).and_then(|c| c.rate);
