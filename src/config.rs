@@ -424,8 +424,11 @@ mod tests {
             format!("usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: flood\n          transfer_size: {v}\n")
         };
         for bad in ["0", "4294967295", "1048577", "-1"] {
+            // Errors inside a device point at the device's entry (serde's
+            // position through the ports check); the message names the field.
             let (line, col, msg) = err(&dev(bad));
-            assert_eq!((line, col), (7, 26), "{msg}");
+            assert_eq!((line, col), (5, 11), "{msg}");
+            assert!(msg.contains("devices[0]"), "{msg}");
             assert!(msg.contains("transfer_size must be 1..=1048576"), "{msg}");
         }
         let c = Config::parse(&dev("1048576"), "t.yaml").unwrap();
