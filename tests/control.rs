@@ -132,7 +132,10 @@ fn plug_values_out_of_range_are_refused() {
         ("vendor_id=0x1ffff", "vendor_id must be 0..=65535"),
         ("product_id=70000", "product_id must be 0..=65535"),
         ("transfer_size=0", "transfer_size must be 1..=1048576"),
-        ("transfer_size=4294967296", "transfer_size must be 1..=1048576"),
+        (
+            "transfer_size=4294967296",
+            "transfer_size must be 1..=1048576",
+        ),
     ] {
         let (ok, out) = ctl(&m, &["plug", "1", "2", "flood", arg]);
         assert!(!ok && out.contains(want), "{arg}: {out}");
