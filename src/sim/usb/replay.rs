@@ -20,7 +20,10 @@
 //! (replayed as 0, with `min(numdesc, 128)` descriptors); a completion has no
 //! transfer buffer length (taken from the URB's submission in the file, else
 //! the smallest length the packet allows). Data cut off by the snapshot
-//! length is replayed as zeros (the header keeps its `len_cap`).
+//! length is replayed as zeros (the header keeps its `len_cap`); only the
+//! bytes present in the file are held, never the claimed rest, and a packet
+//! record longer than the rest of the file is reported as truncated (as
+//! libpcap's "truncated dump file") before anything is copied.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -36,17 +39,22 @@ use pcap_file::{Endianness, PcapError, TsResolution};
 use super::bus::Ctx;
 use crate::config::ReplayConfig;
 use crate::sync::LockExt;
-use crate::usbmon::binary::{capture_plan, encode_event, ISODESC_MAX};
+use crate::usbmon::binary::{capture_plan, encode_event, ISODESC_MAX, PKT_SZ_API1};
 use crate::usbmon::event::{DataCapture, EventKind, IsoDesc, UrbEvent, XferType};
+use crate::usbmon::ring::BUFF_MAX;
 
 /// `LINKTYPE_USB_LINUX`: the 48-byte header.
 pub const LINKTYPE_USB_LINUX: u32 = 189;
 /// `LINKTYPE_USB_LINUX_MMAPPED`: the 64-byte header.
 pub const LINKTYPE_USB_LINUX_MMAPPED: u32 = 220;
 
-/// Largest packet accepted (a 64-byte header, 128 descriptors and the data of
-/// the largest ring: far above anything usbmon produces).
-const MAX_PACKET: usize = 64 << 20;
+/// Largest `len_cap` usbmon produces: 128 ISO descriptors and the data
+/// limit of the largest ring. `mon_bin_event` cuts the data at a fifth of
+/// the reader's ring (`if (length >= rp->b_size/5) length = rp->b_size/5`)
+/// and a ring is at most `BUFF_MAX` (64 MiB), so about 12.8 MiB.
+pub const MAX_LEN_CAP: usize = ISODESC_MAX * 16 + BUFF_MAX as usize / 5;
+/// Largest packet record accepted: a 64-byte header and [`MAX_LEN_CAP`].
+const MAX_PACKET: usize = PKT_SZ_API1 + MAX_LEN_CAP;
 /// Largest ISO packet count accepted in a header.
 const MAX_NUMDESC: i32 = 1 << 16;
 /// Spacing after the last packet of a pass when the capture has one packet.
@@ -237,6 +245,16 @@ fn parse_pcap(path: &Path, bytes: &[u8]) -> Result<Vec<RawRecord>, CaptureError>
                 format!("packet {n}: captured length {incl} is not plausible"),
             ));
         }
+        if incl > rest.len() - 16 {
+            return Err(corrupt(
+                path,
+                at as u64 + 16,
+                format!(
+                    "packet {n}: truncated: {incl} bytes announced, {} present",
+                    rest.len() - 16
+                ),
+            ));
+        }
         let (next, p) = parser.next_raw_packet(rest).map_err(|e| match e {
             PcapError::IncompleteBuffer => corrupt(
                 path,
@@ -373,6 +391,16 @@ fn parse_pcapng(path: &Path, bytes: &[u8]) -> Result<Vec<RawRecord>, CaptureErro
                 let ticks = epb.timestamp.as_nanos().min(u64::MAX as u128) as u64;
                 let ts = tsresol_to_ns(ticks, resol);
                 last_ts = ts;
+                if epb.data.len() > MAX_PACKET {
+                    return Err(corrupt(
+                        path,
+                        at as u64,
+                        format!(
+                            "packet {index}: captured length {} is not plausible",
+                            epb.data.len()
+                        ),
+                    ));
+                }
                 if lt == LINKTYPE_USB_LINUX || lt == LINKTYPE_USB_LINUX_MMAPPED {
                     out.push(RawRecord {
                         offset: at as u64 + 28,
@@ -396,6 +424,16 @@ fn parse_pcapng(path: &Path, bytes: &[u8]) -> Result<Vec<RawRecord>, CaptureErro
                         format!("packet {index}: simple packet block before any interface"),
                     ));
                 };
+                if spb.data.len() > MAX_PACKET {
+                    return Err(corrupt(
+                        path,
+                        at as u64,
+                        format!(
+                            "packet {index}: captured length {} is not plausible",
+                            spb.data.len()
+                        ),
+                    ));
+                }
                 if lt == LINKTYPE_USB_LINUX || lt == LINKTYPE_USB_LINUX_MMAPPED {
                     out.push(RawRecord {
                         offset: at as u64 + 12,
@@ -506,8 +544,10 @@ pub struct Decoder {
 pub struct Decoded {
     /// The event, with the capture's bus number.
     pub event: UrbEvent,
-    /// The packet's data was cut by the snapshot length (the missing bytes
-    /// are zeros in `event`).
+    /// The packet's data was cut by the snapshot length: its header's
+    /// `len_cap` is more than the bytes after it. `event` holds only the
+    /// bytes present (readers see zeros for the rest, as its `len_cap`
+    /// asks); the claimed rest is never allocated.
     pub snapped: bool,
 }
 
@@ -540,9 +580,14 @@ impl Decoder {
         }
         let mut h = [0u8; 64];
         h[..hl].copy_from_slice(&pkt[..hl]);
-        let mut payload = pkt[hl..].to_vec();
+        let payload = &pkt[hl..];
+        // The ISO descriptors (at most 128) are the only payload bytes that
+        // change: copy just them, zero-padded when the snapshot cut them.
+        let mut descs = [0u8; ISODESC_MAX * 16];
+        let dpresent = payload.len().min(descs.len());
+        descs[..dpresent].copy_from_slice(&payload[..dpresent]);
         if big_endian != cfg!(target_endian = "big") {
-            swap_header(&mut h, hl, &mut payload, true);
+            swap_header(&mut h, hl, &mut descs[..dpresent], true);
         }
         let i32_at = |o: usize| i32::from_ne_bytes(h[o..o + 4].try_into().unwrap());
         let u32_at = |o: usize| u32::from_ne_bytes(h[o..o + 4].try_into().unwrap());
@@ -580,7 +625,6 @@ impl Decoder {
             data_capture: DataCapture::Full,
         };
         let mut snapped = false;
-        let mut full = Vec::new();
         if kind != EventKind::Error {
             let len_urb = u32_at(32);
             let len_cap = u32_at(36) as usize;
@@ -607,9 +651,9 @@ impl Decoder {
                     payload.len()
                 ));
             }
+            // Only the bytes present are kept: a claimed `len_cap` beyond
+            // them (even 4 GiB) costs nothing.
             snapped = payload.len() < len_cap;
-            full = payload;
-            full.resize(len_cap, 0);
             if hl == 64 {
                 ev.interval = i32_at(48);
                 ev.start_frame = i32_at(52);
@@ -620,7 +664,7 @@ impl Decoder {
                 if !(0..=MAX_NUMDESC).contains(&numdesc) {
                     return Err(format!("ISO packet count {numdesc} is not plausible"));
                 }
-                ev.iso = full[..lendesc]
+                ev.iso = descs[..lendesc]
                     .chunks_exact(16)
                     .map(|d| IsoDesc {
                         status: i32::from_ne_bytes(d[0..4].try_into().unwrap()),
@@ -661,7 +705,7 @@ impl Decoder {
                 b'Z' => ev.data = None,
                 b'D' => ev.data_capture = DataCapture::Unmapped,
                 _ => {
-                    ev.data = Some(Arc::from(&full[lendesc..]));
+                    ev.data = Some(Arc::from(payload.get(lendesc..).unwrap_or(&[])));
                     let planned = capture_plan(&ev, usize::MAX).length;
                     if dcap < planned {
                         ev.data_capture = DataCapture::Partial(dcap as u32);
@@ -669,9 +713,27 @@ impl Decoder {
                 }
             }
         }
-        // Accept only what the formatter reproduces byte for byte.
+        // Accept only what the formatter reproduces byte for byte. A snapped
+        // packet is compared as far as it goes: the formatter is asked for
+        // the bytes present only (and the header for the full `len_cap`), so
+        // no more than the packet is ever allocated.
+        let plan = capture_plan(&ev, usize::MAX);
+        let want_cap = (plan.ndesc * 16 + plan.copied) as u32;
+        let keep = ev.data_capture;
+        if snapped && keep != DataCapture::Unmapped {
+            let present = payload.len().saturating_sub(plan.ndesc * 16);
+            let n = match keep {
+                DataCapture::Partial(n) => (n as usize).min(present),
+                _ => present,
+            };
+            ev.data_capture = DataCapture::Partial(n as u32);
+        }
         let mut again = encode_event(&ev, usize::MAX);
+        ev.data_capture = keep;
         again[16..28].copy_from_slice(&h[16..28]);
+        if kind != EventKind::Error {
+            again[36..40].copy_from_slice(&want_cap.to_ne_bytes());
+        }
         if let Some(i) = (0..hl).find(|&i| again[i] != h[i]) {
             return Err(format!(
                 "header byte {i} ({}) is {} where usbmon would write {} for this event: not a usbmon record",
@@ -680,16 +742,25 @@ impl Decoder {
                 show(again[i])
             ));
         }
-        if again[64..] != full[..] {
-            let i = again[64..]
+        // The payload as read (descriptors in native order), and what
+        // usbmon would have written of it.
+        let got = descs[..dpresent].iter().chain(&payload[dpresent..]);
+        let want = &again[64..];
+        let short = if snapped {
+            want.len() < payload.len()
+        } else {
+            want.len() != payload.len()
+        };
+        if short || !want.iter().zip(got.clone()).all(|(a, b)| a == b) {
+            let i = want
                 .iter()
-                .zip(&full)
+                .zip(got)
                 .position(|(a, b)| a != b)
-                .unwrap_or(again.len().min(full.len() + 64) - 64);
+                .unwrap_or(want.len().min(payload.len()));
             return Err(format!(
                 "payload differs from what usbmon would capture at byte {i} (len_cap {}, usbmon would capture {})",
-                full.len(),
-                again.len() - 64
+                payload.len(),
+                want.len()
             ));
         }
         Ok(Decoded { event: ev, snapped })
@@ -1497,6 +1568,128 @@ mod tests {
         let (off, msg) = err_of(&bad);
         assert_eq!(off, epb2_at as u64 + 28, "{msg}");
         assert!(msg.contains("transfer type 9"), "{msg}");
+    }
+
+    /// A classic pcap (native byte order, µs) holding `pkts`.
+    fn pcap_of(linktype: u32, pkts: &[&[u8]]) -> Vec<u8> {
+        let mut b = Vec::new();
+        for v in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 0x0004_0000, linktype] {
+            b.extend_from_slice(&v.to_ne_bytes());
+        }
+        for (i, p) in pkts.iter().enumerate() {
+            for v in [1_700_000_000u32, i as u32, p.len() as u32, p.len() as u32] {
+                b.extend_from_slice(&v.to_ne_bytes());
+            }
+            b.extend_from_slice(p);
+        }
+        b
+    }
+
+    /// A bulk OUT submission of 4 GiB - 1 whose header claims all of it
+    /// (`len_cap` 0xffffffff) while only `present` data bytes follow.
+    fn huge_submit(present: usize) -> Vec<u8> {
+        let mut ev = sample_events(1)
+            .into_iter()
+            .find(|e| e.xfer == XferType::Bulk && e.kind == EventKind::Submit && !e.dir_in)
+            .unwrap();
+        ev.transfer_buffer_length = u32::MAX;
+        ev.data = Some((0..present).map(|i| i as u8).collect::<Vec<_>>().into());
+        ev.data_capture = DataCapture::Partial(present as u32);
+        let mut pkt = encode_event(&ev, usize::MAX);
+        assert_eq!(pkt.len(), 64 + present);
+        pkt[36..40].copy_from_slice(&u32::MAX.to_ne_bytes());
+        pkt
+    }
+
+    /// A 104-byte capture whose one packet claims 4 GiB: it decodes from the
+    /// bytes present (snapped), holds none of the claimed rest, and replays
+    /// as usbmon would show such a URB to a reader.
+    #[test]
+    fn four_gib_len_cap_decodes_from_the_bytes_present() {
+        let pkt = huge_submit(0);
+        let file = pcap_of(LINKTYPE_USB_LINUX_MMAPPED, &[&pkt]);
+        assert_eq!(file.len(), 104);
+        let p = Path::new("/x/huge.pcap");
+        let (_, recs) = parse_records(p, &file).unwrap();
+        let cap = Capture::from_records(p, &recs).unwrap();
+        assert_eq!((cap.events.len(), cap.snapped), (1, 1));
+        let ev = &cap.events[0];
+        assert_eq!(ev.transfer_buffer_length, u32::MAX);
+        assert_eq!(ev.data.as_deref().map(<[u8]>::len), Some(0));
+        // Replayed to a reader with the largest ring: its fifth, zeros.
+        let out = encode_event(ev, BUFF_MAX as usize);
+        assert_eq!(out.len(), 64 + BUFF_MAX as usize / 5);
+        assert!(out[64..].iter().all(|&b| b == 0));
+        // Some bytes present, in a 48-byte (189) header too.
+        for lt in [LINKTYPE_USB_LINUX_MMAPPED, LINKTYPE_USB_LINUX] {
+            let hl = if lt == LINKTYPE_USB_LINUX { 48 } else { 64 };
+            let pkt = huge_submit(20);
+            let pkt: Vec<u8> = pkt[..hl].iter().chain(&pkt[64..]).copied().collect();
+            let d = Decoder::new()
+                .decode(lt, cfg!(target_endian = "big"), 0, &pkt)
+                .unwrap();
+            assert!(d.snapped);
+            assert_eq!(d.event.data.as_deref(), Some(&pkt[hl..]));
+        }
+    }
+
+    /// A record longer than the rest of the file is truncated, reported
+    /// with its offset before any of it is copied; one beyond what usbmon
+    /// can capture is not plausible.
+    #[test]
+    fn caplen_beyond_the_file_is_truncated() {
+        let pkt = huge_submit(16);
+        let mut file = pcap_of(LINKTYPE_USB_LINUX_MMAPPED, &[&pkt]);
+        file[24 + 8..24 + 12].copy_from_slice(&(pkt.len() as u32 + 1).to_ne_bytes());
+        let (off, msg) = err_of(&file);
+        assert_eq!(off, 40, "{msg}");
+        assert!(
+            msg.contains("packet 0: truncated: 81 bytes announced, 80 present"),
+            "{msg}"
+        );
+        file[24 + 8..24 + 12].copy_from_slice(&(MAX_PACKET as u32).to_ne_bytes());
+        let (_, msg) = err_of(&file);
+        assert!(msg.contains("packet 0: truncated"), "{msg}");
+        file[24 + 8..24 + 12].copy_from_slice(&(MAX_PACKET as u32 + 1).to_ne_bytes());
+        let (off, msg) = err_of(&file);
+        assert_eq!(off, 24, "{msg}");
+        assert!(msg.contains("not plausible"), "{msg}");
+        assert_eq!(MAX_PACKET, 64 + 128 * 16 + (64 << 20) / 5);
+    }
+
+    /// The header's `len_cap` beyond the data: only the data present is
+    /// kept (an ISO completion cut right after its descriptors too); the
+    /// header check still applies to the claimed `len_cap`.
+    #[test]
+    fn header_len_cap_beyond_the_data_is_clamped() {
+        let evs = sample_events(1);
+        let native = cfg!(target_endian = "big");
+        let iso = evs
+            .iter()
+            .position(|e| e.xfer == XferType::Iso && e.kind == EventKind::Complete)
+            .unwrap();
+        let pkt = encode_event(&evs[iso], RECORD_RING);
+        let lendesc = evs[iso].iso.len() * 16;
+        for cut in [64 + lendesc, 64 + lendesc + 7, pkt.len()] {
+            let mut dec = Decoder::new();
+            dec.decode(220, native, 0, &encode_event(&evs[iso - 1], RECORD_RING))
+                .unwrap();
+            let d = dec.decode(220, native, 0, &pkt[..cut]).unwrap();
+            assert_eq!(d.snapped, cut < pkt.len(), "cut {cut}");
+            let data = d.event.data.as_deref().unwrap();
+            assert_eq!(data.len(), cut.saturating_sub(64 + lendesc), "cut {cut}");
+            assert_eq!(d.event.iso.len(), evs[iso].iso.len());
+            let again = encode_event(&d.event, RECORD_RING);
+            assert_eq!(again.len(), pkt.len());
+            assert_eq!(&again[36..40], &pkt[36..40], "len_cap kept");
+            assert_eq!(&again[64..cut], &pkt[64..cut]);
+            assert!(again[cut..].iter().all(|&b| b == 0));
+        }
+        // A claimed len_cap beyond the URB's length is still corrupt.
+        let mut bad = huge_submit(4);
+        bad[32..36].copy_from_slice(&100u32.to_ne_bytes());
+        let e = Decoder::new().decode(220, native, 0, &bad).unwrap_err();
+        assert!(e.contains("header byte 36 (len_cap)"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,14 @@
+//! The whole capture decoder: pcap/pcapng bytes to replayable URB events
+//! (container parsing, then every usbmon packet through the decoder).
+#![no_main]
+use std::path::Path;
+
+use libfuzzer_sys::fuzz_target;
+use monfs::sim::usb::replay::{parse_records, Capture};
+
+fuzz_target!(|data: &[u8]| {
+    let path = Path::new("fuzz.pcap");
+    if let Ok((_, records)) = parse_records(path, data) {
+        let _ = Capture::from_records(path, &records);
+    }
+});
