@@ -369,6 +369,11 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), String> {
     let d = dir.display();
     match std::fs::symlink_metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A minimal system (an initramfs) may lack /run itself.
+            if let Some(parent) = dir.parent().filter(|p| !p.exists()) {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+            }
             std::fs::DirBuilder::new()
                 .mode(0o700)
                 .create(dir)
