@@ -552,7 +552,7 @@ impl Drop for Slot {
 }
 
 /// The peer's uid and pid (SO_PEERCRED).
-fn peer_cred(s: &UnixStream) -> std::io::Result<(u32, i32)> {
+pub fn peer_cred(s: &UnixStream) -> std::io::Result<(u32, i32)> {
     use std::os::fd::AsRawFd;
     let mut cred = libc::ucred {
         pid: 0,

@@ -285,26 +285,8 @@ impl Drop for Unmount {
 
 /// The pid of the process serving a Unix socket.
 fn server_pid(sock: &Path) -> i32 {
-    use std::os::fd::AsRawFd;
     let s = UnixStream::connect(sock).unwrap();
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `cred`.
-    let r = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    assert_eq!(r, 0);
-    cred.pid
+    monfs::control::peer_cred(&s).unwrap().1
 }
 
 #[test]
