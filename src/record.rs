@@ -249,6 +249,31 @@ fn orig_len(pkt: &[u8], hl: usize) -> u32 {
     want.max(pkt.len() as u64).min(u32::MAX as u64) as u32
 }
 
+/// Open `path` for a new capture, as root may be asked to: never through a
+/// symlink (O_NOFOLLOW on the last component, ELOOP), never blocking on a
+/// FIFO nobody reads (ENXIO), and only a regular file (truncated) or a
+/// character device such as /dev/null; anything else is refused (EINVAL)
+/// and left untouched.
+pub fn create_output(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let t = f.metadata()?.file_type();
+    if t.is_file() {
+        f.set_len(0)?;
+    } else if !t.is_char_device() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file or a character device",
+        ));
+    }
+    Ok(f)
+}
+
 /// Write `events` to a new capture file at `path`. Returns the packet count.
 pub fn write_events(
     path: &Path,
@@ -257,7 +282,7 @@ pub fn write_events(
     link: LinkType,
 ) -> io::Result<u64> {
     let at = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
-    let f = File::create(path).map_err(at)?;
+    let f = create_output(path).map_err(at)?;
     let iface = events
         .first()
         .map(|e| format!("usbmon{}", e.bus))
@@ -368,7 +393,7 @@ impl Recorder {
         if usbmon.bus(bus).is_none() {
             return Err(RecordError::NoBus(bus));
         }
-        let f = File::create(path).map_err(io_err)?;
+        let f = create_output(path).map_err(io_err)?;
         Self::start_with_writer(
             usbmon,
             bus,
@@ -569,7 +594,7 @@ pub fn record_from_device(
     let f: Box<dyn Write> = if out == Path::new("-") {
         Box::new(io::stdout())
     } else {
-        Box::new(File::create(out).with_context(|| format!("creating {}", out.display()))?)
+        Box::new(create_output(out).with_context(|| format!("creating {}", out.display()))?)
     };
     let mut w = CaptureWriter::new(
         BufWriter::new(f),
@@ -690,6 +715,32 @@ pub fn record_from_device(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outputs_are_never_reached_through_symlinks_or_fifos() {
+        let d = tempfile::tempdir().unwrap();
+        let victim = d.path().join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        let link = d.path().join("out.pcap");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let e = create_output(&link).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+        let fifo = d.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a path of our temp dir.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert_eq!(
+            create_output(&fifo).unwrap_err().raw_os_error(),
+            Some(libc::ENXIO)
+        );
+        // A regular file is truncated; /dev/null is fine.
+        let f = create_output(&victim).unwrap();
+        drop(f);
+        assert_eq!(std::fs::read(&victim).unwrap(), b"");
+        create_output(Path::new("/dev/null")).unwrap();
+        assert!(create_output(d.path()).is_err());
+    }
     use crate::sim::usb::replay::{read_records, Capture};
     use crate::usbmon::event::UrbSink;
 
