@@ -61,7 +61,8 @@ pub trait Clock: Send + Sync {
     }
 }
 
-fn clock_ns(id: libc::clockid_t) -> u64 {
+/// The current time of clock `id` (CLOCK_MONOTONIC, CLOCK_REALTIME), in nanoseconds.
+pub(crate) fn clock_ns(id: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -443,17 +443,6 @@ fn layout(fields: &[UField]) -> (Vec<Field>, String) {
 // ---------------------------------------------------------------------------
 // Callers.
 
-/// CLOCK_MONOTONIC in nanoseconds, the clock of process event timestamps.
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec of ours.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Whether `pid` has CAP_PERFMON (38) or CAP_SYS_ADMIN (21) as the
 /// kernel's `perfmon_capable()` counts them: in the initial user namespace.
 /// `CapEff` is relative to the process's own user namespace (a process after
@@ -1103,7 +1092,8 @@ impl UserEvents {
         let mut st = self.state.lock_ok();
         self.drop_enablers(&mut st, &failed);
         drop(st);
-        let lag_us = monotonic_ns().saturating_sub(ts_ns) / 1000;
+        // Process event timestamps are CLOCK_MONOTONIC.
+        let lag_us = crate::clock::clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(ts_ns) / 1000;
         debug!(
             parent,
             child,

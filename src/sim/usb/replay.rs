@@ -132,6 +132,19 @@ fn corrupt(path: &Path, offset: u64, message: impl Into<String>) -> CaptureError
     }
 }
 
+/// A packet record of `len` captured bytes fits [`MAX_PACKET`], else the
+/// capture is corrupt at `at`.
+fn plausible(path: &Path, at: usize, index: usize, len: usize) -> Result<(), CaptureError> {
+    if len > MAX_PACKET {
+        return Err(corrupt(
+            path,
+            at as u64,
+            format!("packet {index}: captured length {len} is not plausible"),
+        ));
+    }
+    Ok(())
+}
+
 fn u32_in(b: &[u8], big: bool) -> u32 {
     let a: [u8; 4] = b[..4].try_into().unwrap();
     if big {
@@ -238,13 +251,7 @@ fn parse_pcap(path: &Path, bytes: &[u8]) -> Result<Vec<RawRecord>, CaptureError>
             ));
         }
         let incl = u32_in(&rest[8..], big) as usize;
-        if incl > MAX_PACKET {
-            return Err(corrupt(
-                path,
-                at as u64,
-                format!("packet {n}: captured length {incl} is not plausible"),
-            ));
-        }
+        plausible(path, at, n, incl)?;
         if incl > rest.len() - 16 {
             return Err(corrupt(
                 path,
@@ -391,16 +398,7 @@ fn parse_pcapng(path: &Path, bytes: &[u8]) -> Result<Vec<RawRecord>, CaptureErro
                 let ticks = epb.timestamp.as_nanos().min(u64::MAX as u128) as u64;
                 let ts = tsresol_to_ns(ticks, resol);
                 last_ts = ts;
-                if epb.data.len() > MAX_PACKET {
-                    return Err(corrupt(
-                        path,
-                        at as u64,
-                        format!(
-                            "packet {index}: captured length {} is not plausible",
-                            epb.data.len()
-                        ),
-                    ));
-                }
+                plausible(path, at, index, epb.data.len())?;
                 if lt == LINKTYPE_USB_LINUX || lt == LINKTYPE_USB_LINUX_MMAPPED {
                     out.push(RawRecord {
                         offset: at as u64 + 28,
@@ -424,16 +422,7 @@ fn parse_pcapng(path: &Path, bytes: &[u8]) -> Result<Vec<RawRecord>, CaptureErro
                         format!("packet {index}: simple packet block before any interface"),
                     ));
                 };
-                if spb.data.len() > MAX_PACKET {
-                    return Err(corrupt(
-                        path,
-                        at as u64,
-                        format!(
-                            "packet {index}: captured length {} is not plausible",
-                            spb.data.len()
-                        ),
-                    ));
-                }
+                plausible(path, at, index, spb.data.len())?;
                 if lt == LINKTYPE_USB_LINUX || lt == LINKTYPE_USB_LINUX_MMAPPED {
                     out.push(RawRecord {
                         offset: at as u64 + 12,
