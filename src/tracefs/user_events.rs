@@ -1744,8 +1744,13 @@ impl OpenFile for DataFile {
             }
             self.ue.free_unused(&mut st);
         }
-        // A process that exits closes its fds after its memory is gone.
-        self.ue.reap(None, false);
+        // Without process events, an exit is noticed here too: a process
+        // that exits closes its fds after its memory is gone. With them, its
+        // exit event does this for its own enablers only, instead of every
+        // close probing every producer.
+        if !matches!(self.ue.procs.get(), Some(Some(_))) {
+            self.ue.reap(None, false);
+        }
     }
 }
 
