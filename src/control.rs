@@ -12,6 +12,12 @@
 //! help
 //! ```
 //!
+//! `replay start BUS FILE` works only on the socket: `monfs ctl` opens FILE
+//! with the caller's own rights and passes the open file with the command
+//! (SCM_RIGHTS); the daemon reads only that descriptor, only if it is a
+//! regular file, and never opens a path for a caller (FILE then only labels
+//! the replay). Through `monfs/ctl` it is refused.
+//!
 //! A bad command changes nothing and is answered with an explanation (EINVAL
 //! on the control file, `error: ...` on the socket) and a log line.
 //!
@@ -20,7 +26,9 @@
 //! [`Control::enable_fault_injection`]); otherwise `panic` is an unknown
 //! command.
 
+use std::collections::VecDeque;
 use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
@@ -32,7 +40,7 @@ use tracing::{info, warn};
 use crate::config::{DeviceConfig, DeviceKind, ErrorConfig, PortNumber};
 use crate::errno::{Errno, SysResult};
 use crate::monreader::{Fault as ZvmFault, MonReaderDev};
-use crate::sim::usb::{Fault, UsbSim};
+use crate::sim::usb::{replay, Fault, UsbSim};
 use crate::sync::LockExt;
 use crate::tracefs::Tracing;
 use crate::vfs::{Caller, FileNode, OpenFile, OpenFlags};
@@ -46,7 +54,7 @@ pause BUS
 resume BUS
 zvm sever|reply-fail|overflow
 trace SYSTEM:EVENT field=value ...
-replay start BUS FILE [speed=F] [loop] [after_ms=N]
+replay start BUS FILE [speed=F] [loop] [after_ms=N]   (monfs ctl only: it opens FILE)
 replay stop BUS
 replay status BUS
 help
@@ -126,18 +134,52 @@ impl Control {
         self.fault_inject.store(true, Ordering::Relaxed);
     }
 
-    /// Run one command line; `Ok` carries a short answer.
+    /// Run one command line that came without a file (`monfs/ctl`); `Ok`
+    /// carries a short answer.
     pub fn execute(&self, line: &str) -> Result<String, String> {
-        let _g = self.lock.lock_ok();
-        let r = self.run(line.trim());
+        self.execute_with(line, &mut VecDeque::new())
+    }
+
+    /// Run one command line; `files` are the descriptors that came with it
+    /// on the socket, in order (`replay start` takes the first). Whatever is
+    /// slow (loading a capture) happens before the control lock is taken.
+    pub fn execute_with(
+        &self,
+        line: &str,
+        files: &mut VecDeque<OwnedFd>,
+    ) -> Result<String, String> {
+        let line = line.trim();
+        let r = self.prepare(line, files).and_then(|replay| {
+            let _g = self.lock.lock_ok();
+            self.run(line, replay)
+        });
         match &r {
-            Ok(_) => info!(command = line.trim(), "control"),
-            Err(e) => warn!(command = line.trim(), "control command refused: {e}"),
+            Ok(_) => info!(command = line, "control"),
+            Err(e) => warn!(command = line, "control command refused: {e}"),
         }
         r
     }
 
-    fn run(&self, line: &str) -> Result<String, String> {
+    /// The slow part of a command, done without locks: a `replay` command
+    /// is parsed and its capture loaded from the first of `files`.
+    fn prepare(
+        &self,
+        line: &str,
+        files: &mut VecDeque<OwnedFd>,
+    ) -> Result<Option<replay::Prepared>, String> {
+        let words = split_words(line)?;
+        if words.first().map(String::as_str) != Some("replay") {
+            return Ok(None);
+        }
+        let rest: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+        let file = match rest.first() {
+            Some(&"start") => files.pop_front().map(std::fs::File::from),
+            _ => None,
+        };
+        replay::prepare(&rest, file).map(Some)
+    }
+
+    fn run(&self, line: &str, replay: Option<replay::Prepared>) -> Result<String, String> {
         let words = split_words(line)?;
         let mut w = words.iter().map(String::as_str);
         let Some(cmd) = w.next() else {
@@ -259,7 +301,10 @@ impl Control {
                     .map_err(|e| format!("bad fields for {name}: {e}"))?;
                 Ok(format!("recorded {name}"))
             }
-            "replay" => crate::sim::usb::replay::run_command(&self.usb, &w.collect::<Vec<_>>()),
+            "replay" => match replay {
+                Some(p) => replay::run_prepared(&self.usb, p),
+                None => Err("replay: not prepared".into()),
+            },
             "panic" if self.fault_inject.load(Ordering::Relaxed) => {
                 panic!("injected fault: the panic command (MONFS_FAULT_INJECT=1)")
             }
@@ -270,7 +315,7 @@ impl Control {
 
 /// Split a command line into words; double quotes group words (and are
 /// removed), so `product="Hot Stick"` is one word.
-fn split_words(line: &str) -> Result<Vec<String>, String> {
+pub fn split_words(line: &str) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let (mut in_word, mut quoted) = (false, false);
@@ -358,6 +403,11 @@ pub const MAX_CONNECTIONS: usize = 16;
 /// a longer one is answered `error: line too long` and the connection closed.
 pub const MAX_LINE: usize = 4096;
 
+/// The most descriptors (SCM_RIGHTS) a connection may have passed and not
+/// yet used by a command; past it, the connection is answered `error: too
+/// many descriptors ...` and closed (and the descriptors with it).
+pub const MAX_PASSED_FILES: usize = 4;
+
 /// A connection idle this long is closed, so forgotten clients free their slot.
 const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
@@ -367,18 +417,26 @@ const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 pub fn ensure_private_dir(dir: &Path) -> Result<(), String> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
     let d = dir.display();
-    match std::fs::symlink_metadata(dir) {
+    let meta = match std::fs::symlink_metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // A minimal system (an initramfs) may lack /run itself.
             if let Some(parent) = dir.parent().filter(|p| !p.exists()) {
                 std::fs::create_dir_all(parent)
                     .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
             }
-            std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(dir)
-                .map_err(|e| format!("cannot create {d}: {e}"))?;
+            match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+                Ok(()) => std::fs::symlink_metadata(dir),
+                // Another daemon starting at the same time made it first:
+                // check what is there now like any existing entry.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    std::fs::symlink_metadata(dir)
+                }
+                Err(e) => return Err(format!("cannot create {d}: {e}")),
+            }
         }
+        m => m,
+    };
+    match meta {
         Err(e) => return Err(format!("{d}: {e}")),
         Ok(m) if m.file_type().is_symlink() => {
             return Err(format!("{d} is a symlink; refusing to use it"))
@@ -583,54 +641,114 @@ fn refuse(s: &mut UnixStream, why: &str) {
     let _ = s.shutdown(std::net::Shutdown::Both);
 }
 
+/// Read what `s` has into `buf`, and the descriptors passed with it
+/// (SCM_RIGHTS, received close-on-exec) onto `files`. Returns the byte count
+/// and whether descriptors were cut off (more than [`MAX_PASSED_FILES`] in
+/// one message; the kernel closes those).
+fn recv_with_files(
+    s: &UnixStream,
+    buf: &mut [u8],
+    files: &mut VecDeque<OwnedFd>,
+) -> std::io::Result<(usize, bool)> {
+    // Room for MAX_PASSED_FILES descriptors: CMSG_SPACE(4 * 4) is 32 bytes
+    // on 64-bit Linux; u64s keep the buffer aligned for cmsghdr.
+    let mut control = [0u64; 8];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: an all-zero msghdr is a valid empty one.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE only computes a size.
+    msg.msg_controllen =
+        unsafe { libc::CMSG_SPACE((MAX_PASSED_FILES * std::mem::size_of::<i32>()) as u32) } as _;
+    // SAFETY: iov and control point at live buffers of the stated sizes.
+    let n = unsafe { libc::recvmsg(s.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the CMSG_* walk stays within msg_controllen, which recvmsg set
+    // to what it wrote; each SCM_RIGHTS payload is an array of new fds that
+    // now belong to us.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(c).cast::<i32>();
+                let count = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
+                    / std::mem::size_of::<i32>();
+                for i in 0..count {
+                    files.push_back(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n as usize, msg.msg_flags & libc::MSG_CTRUNC != 0))
+}
+
 fn serve_conn(ctl: &Control, mut s: UnixStream) {
     let _ = s.set_read_timeout(Some(IDLE_TIMEOUT));
     let _ = s.set_write_timeout(Some(std::time::Duration::from_secs(10)));
     let mut answering = true;
     let mut pending: Vec<u8> = Vec::new();
+    let mut files = VecDeque::new();
     let mut chunk = [0u8; 4096];
     loop {
         // Never more than MAX_LINE + one chunk buffered.
-        let (n, eof) = match s.read(&mut chunk) {
-            Ok(0) => (0, true),
-            Ok(n) => (n, false),
+        let (n, eof) = match recv_with_files(&s, &mut chunk, &mut files) {
+            Ok((_, true)) => return close_with(&mut s, "too many descriptors in one message"),
+            Ok((0, _)) => (0, true),
+            Ok((n, _)) => (n, false),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => return,
         };
+        if files.len() > MAX_PASSED_FILES {
+            return close_with(&mut s, "too many descriptors waiting for commands");
+        }
         pending.extend_from_slice(&chunk[..n]);
         let mut start = 0;
         while let Some(nl) = pending[start..].iter().position(|&b| b == b'\n') {
             let line = &pending[start..start + nl];
             start += nl + 1;
             if line.len() > MAX_LINE {
-                too_long(&mut s);
-                return;
+                return close_with(&mut s, "line too long");
             }
-            answer(ctl, &mut s, &mut answering, line);
+            answer(ctl, &mut s, &mut answering, line, &mut files);
         }
         pending.drain(..start);
         if pending.len() > MAX_LINE {
-            too_long(&mut s);
-            return;
+            return close_with(&mut s, "line too long");
         }
         if eof {
             // A last line without a newline still counts.
-            answer(ctl, &mut s, &mut answering, &pending);
+            answer(ctl, &mut s, &mut answering, &pending, &mut files);
             return;
         }
     }
 }
 
-fn too_long(s: &mut UnixStream) {
+/// Answer `error: WHY`, log it and close the connection (a limit was hit).
+fn close_with(s: &mut UnixStream, why: &str) {
     warn!(
-        limit = MAX_LINE,
-        "control line too long: closing the connection"
+        max_line = MAX_LINE,
+        max_files = MAX_PASSED_FILES,
+        "control connection closed: {why}"
     );
-    let _ = s.write_all(b"error: line too long\n");
+    let _ = s.write_all(format!("error: {why}\n").as_bytes());
     let _ = s.shutdown(std::net::Shutdown::Both);
 }
 
-fn answer(ctl: &Control, out: &mut UnixStream, answering: &mut bool, line: &[u8]) {
+fn answer(
+    ctl: &Control,
+    out: &mut UnixStream,
+    answering: &mut bool,
+    line: &[u8],
+    files: &mut VecDeque<OwnedFd>,
+) {
     let Ok(line) = std::str::from_utf8(line) else {
         if *answering && out.write_all(b"error: not UTF-8\n").is_err() {
             *answering = false;
@@ -641,7 +759,7 @@ fn answer(ctl: &Control, out: &mut UnixStream, answering: &mut bool, line: &[u8]
         return;
     }
     // A panicking command fails alone; the hook has logged it.
-    let reply = match std::panic::catch_unwind(AssertUnwindSafe(|| ctl.execute(line))) {
+    let reply = match std::panic::catch_unwind(AssertUnwindSafe(|| ctl.execute_with(line, files))) {
         Ok(Ok(msg)) => format!("ok {}\n", msg.trim_end().replace('\n', "\n   ")),
         Ok(Err(e)) => format!("error: {e}\n"),
         Err(_) => "error: internal error (panic; see the daemon log)\n".to_string(),
@@ -653,13 +771,51 @@ fn answer(ctl: &Control, out: &mut UnixStream, answering: &mut bool, line: &[u8]
     }
 }
 
-/// Send one command to a daemon's socket; returns its answer line(s). A
-/// daemon that refuses the connection answers and closes at once: its answer
-/// is returned even if sending or the end of the read then failed.
-pub fn send(path: &Path, command: &str) -> std::io::Result<String> {
+/// Send `data` on `s`, passing `file` (SCM_RIGHTS) with its first bytes.
+pub fn send_with_file(
+    s: &mut UnixStream,
+    data: &[u8],
+    file: Option<&std::fs::File>,
+) -> std::io::Result<()> {
+    let Some(file) = file else {
+        return s.write_all(data);
+    };
+    let mut control = [0u64; 4];
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    // SAFETY: an all-zero msghdr is a valid empty one.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    // SAFETY: CMSG_* compute sizes and point within `control`, which has
+    // room for one header and one descriptor (CMSG_SPACE(4) is 24 bytes).
+    let n = unsafe {
+        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) as _;
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<i32>() as u32) as _;
+        libc::CMSG_DATA(c)
+            .cast::<i32>()
+            .write_unaligned(file.as_raw_fd());
+        libc::sendmsg(s.as_raw_fd(), &msg, libc::MSG_NOSIGNAL)
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    s.write_all(&data[n as usize..])
+}
+
+/// Send one command to a daemon's socket, with `file` passed along if given
+/// (what `replay start` replays); returns its answer line(s). A daemon that
+/// refuses the connection answers and closes at once: its answer is
+/// returned even if sending or the end of the read then failed.
+pub fn send(path: &Path, command: &str, file: Option<&std::fs::File>) -> std::io::Result<String> {
     let mut s = UnixStream::connect(path)?;
-    let sent = s
-        .write_all(format!("{command}\n").as_bytes())
+    let sent = send_with_file(&mut s, format!("{command}\n").as_bytes(), file)
         .and_then(|()| s.shutdown(std::net::Shutdown::Write));
     let mut out = Vec::new();
     let read = s.read_to_end(&mut out);

@@ -512,14 +512,6 @@ fn main() -> ExitCode {
                     .map(|s| PathBuf::from(s.trim()))
                     .unwrap_or_else(|_| monfs::control::default_socket(&mountpoint))
             });
-            // `replay start BUS FILE`: the daemon may run elsewhere; send an
-            // absolute path.
-            let mut command = command;
-            if command.len() >= 4 && command[0] == "replay" && command[1] == "start" {
-                if let Ok(abs) = std::path::absolute(&command[3]) {
-                    command[3] = abs.display().to_string();
-                }
-            }
             // Words with spaces were one argument: keep them one word.
             let line: Vec<String> = command
                 .iter()
@@ -530,7 +522,14 @@ fn main() -> ExitCode {
                     _ => w.clone(),
                 })
                 .collect();
-            match monfs::control::send(&socket, &line.join(" ")) {
+            let (line, file) = match replay_file(&line.join(" ")) {
+                Ok(x) => x,
+                Err(e) => {
+                    eprintln!("monfs ctl: {e}");
+                    return ExitCode::from(1);
+                }
+            };
+            match monfs::control::send(&socket, &line, file.as_ref()) {
                 Ok(answer) => {
                     print!("{answer}");
                     if answer.starts_with("ok") {
@@ -603,4 +602,37 @@ fn main() -> ExitCode {
             }
         },
     }
+}
+
+/// For `replay start BUS FILE ...`: open FILE with the caller's own rights
+/// (without blocking, so a FIFO cannot hang the client) to pass it to the
+/// daemon, and name it by its absolute path in the command, where it is only
+/// a label. Other commands are returned as they are.
+fn replay_file(line: &str) -> Result<(String, Option<std::fs::File>), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut words = monfs::control::split_words(line)?;
+    if words.len() < 4 || words[0] != "replay" || words[1] != "start" {
+        return Ok((line.to_string(), None));
+    }
+    let path = PathBuf::from(&words[3]);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    words[3] = std::path::absolute(&path)
+        .unwrap_or(path)
+        .display()
+        .to_string();
+    let quoted: Vec<String> = words
+        .iter()
+        .map(|w| {
+            if w.contains(char::is_whitespace) {
+                format!("\"{}\"", w.replace('"', "'"))
+            } else {
+                w.clone()
+            }
+        })
+        .collect();
+    Ok((quoted.join(" "), Some(file)))
 }

@@ -1,13 +1,20 @@
 //! Hostile captures through the real mount: a 104-byte pcap whose one packet
 //! claims 4 GiB (usbmon header `len_cap`), and one whose record header
-//! claims 4 GiB, must neither exhaust memory nor stop the daemon.
+//! claims 4 GiB, must neither exhaust memory nor stop the daemon; replay
+//! sources that are FIFOs, devices or other users' files get nowhere.
 
 mod common;
 
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::Mount;
-use monfs::sim::usb::replay::sample_events;
+use monfs::control::{send_with_file, MAX_PASSED_FILES};
+use monfs::record::{write_events, Format, LinkType};
+use monfs::sim::usb::replay::{sample_events, NEEDS_DESCRIPTOR};
 use monfs::usbmon::binary::encode_event;
 use monfs::usbmon::event::{DataCapture, EventKind, XferType};
 
@@ -95,4 +102,156 @@ fn four_gib_claims_replay_in_bounded_memory() {
     assert!(m.alive());
     let rss = vm_rss_kib(pid);
     assert!(rss < 200 * 1024, "VmRSS {rss} kB");
+}
+
+fn ctl(user: Option<u32>, socket: &std::path::Path, words: &[&str]) -> (bool, String) {
+    let mut c = Command::new("timeout");
+    c.arg("20");
+    if let Some(uid) = user {
+        c.arg("setpriv")
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
+            .arg("--clear-groups");
+    }
+    let o = c
+        .arg(common::monfs_bin())
+        .args(["ctl", "/nonexistent", "--socket"])
+        .arg(socket)
+        .args(words)
+        .output()
+        .expect("run monfs ctl");
+    (
+        o.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    )
+}
+
+/// A replay source is a file the client opened and passed (SCM_RIGHTS):
+/// the daemon opens no path for anyone, reads only regular files, and
+/// neither a FIFO, nor a symlink to /dev/zero, nor a file the client cannot
+/// read gets it to block, fill memory or read for the client.
+#[test]
+fn replay_sources_are_passed_files_never_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut m = Mount::with_config("usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n");
+    let pid = m.child.id();
+    let sock = std::path::PathBuf::from(m.sh_ok("cat monfs/socket").trim());
+
+    // A real capture, named relative to the client's directory: it plays,
+    // labelled by its absolute path.
+    let good = dir.path().join("good.pcap");
+    write_events(&good, &sample_events(1), Format::PcapNg, LinkType::Mmapped).unwrap();
+    let o = Command::new(common::monfs_bin())
+        .current_dir(dir.path())
+        .args(["ctl", "/nonexistent", "--socket"])
+        .arg(&sock)
+        .args(["replay", "start", "1", "good.pcap", "speed=1000", "loop"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        out,
+        format!(
+            "ok bus 1: replaying {} at speed 1000, looping\n",
+            good.display()
+        )
+    );
+    let text = m.sh_ok(&format!("head -n {} usb/usbmon/1u", sample_events(1).len()));
+    assert_eq!(text.lines().count(), sample_events(1).len(), "{text}");
+
+    // A FIFO (no writer) and a symlink to /dev/zero: refused at once.
+    let fifo = dir.path().join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let zero = dir.path().join("zero.pcap");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    for p in [&fifo, &zero] {
+        let start = Instant::now();
+        let (ok, out) = ctl(None, &sock, &["replay", "start", "1", p.to_str().unwrap()]);
+        assert!(!ok, "{out}");
+        assert_eq!(out, format!("error: {}: not a regular file\n", p.display()));
+        assert!(start.elapsed() < Duration::from_secs(10));
+    }
+
+    // A file only root may read, asked for by nobody: the client cannot
+    // open it, so nothing is sent.
+    let secret = dir.path().join("secret.pcap");
+    std::fs::copy(&good, &secret).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (ok, out) = ctl(
+        Some(65534),
+        &sock,
+        &["replay", "start", "1", secret.to_str().unwrap()],
+    );
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("cannot open") && out.contains("Permission denied"),
+        "{out}"
+    );
+    // A path alone (a hand-made client, or monfs/ctl) is never opened.
+    let line = format!("replay start 1 {}\n", secret.display());
+    let mut s = UnixStream::connect(&sock).unwrap();
+    s.write_all(line.as_bytes()).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert_eq!(answer, format!("error: {NEEDS_DESCRIPTOR}\n"));
+    let w = m.sh(&format!("printf '{}' > monfs/ctl", line.trim_end()));
+    assert!(!w.status.success());
+    assert!(
+        String::from_utf8_lossy(&w.stderr).contains("Invalid argument"),
+        "{w:?}"
+    );
+
+    // A directory passed as the file, and descriptors piling up unused.
+    let d = std::fs::File::open(dir.path()).unwrap();
+    let mut s = UnixStream::connect(&sock).unwrap();
+    send_with_file(&mut s, b"replay start 1 dir\n", Some(&d)).unwrap();
+    let mut buf = [0u8; 4096];
+    let n = s.read(&mut buf).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&buf[..n]),
+        "error: dir: not a regular file\n"
+    );
+    for _ in 0..=MAX_PASSED_FILES {
+        send_with_file(&mut s, b"h", Some(&d)).unwrap();
+    }
+    let mut rest = String::new();
+    let _ = s.read_to_string(&mut rest);
+    assert_eq!(rest, "error: too many descriptors waiting for commands\n");
+    let log = m.log_text();
+    assert!(
+        log.contains("control connection closed: too many descriptors"),
+        "{log}"
+    );
+
+    // Still serving, in bounded memory, holding none of those files.
+    assert!(m.alive());
+    let (ok, out) = ctl(None, &sock, &["replay", "status", "1"]);
+    assert!(
+        ok && out.contains(&format!("replay {}: playing", good.display())),
+        "{out}"
+    );
+    assert!(vm_rss_kib(pid) < 200 * 1024);
+    for e in std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap() {
+        let t = std::fs::read_link(e.unwrap().path()).unwrap_or_default();
+        assert!(
+            !t.starts_with(dir.path()),
+            "daemon still holds {}",
+            t.display()
+        );
+    }
 }

@@ -322,7 +322,7 @@ fn trace_pipe_consumes_blocks_and_is_ctrl_c_safe() {
     let st = cat.wait().unwrap();
     assert!(!st.success());
     assert!(
-        t0.elapsed() < Duration::from_secs(2),
+        t0.elapsed() < Duration::from_secs(10),
         "SIGINT took {:?}",
         t0.elapsed()
     );

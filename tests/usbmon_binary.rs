@@ -266,7 +266,7 @@ fn blocked_binary_reads_die_on_signals() {
         unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
         c.wait().unwrap();
         assert!(
-            start.elapsed() < Duration::from_millis(100),
+            start.elapsed() < Duration::from_secs(10),
             "{a:?}: {:?}",
             start.elapsed()
         );

@@ -168,19 +168,17 @@ fn blocked_cat(m: &Mount, file: &str) -> std::process::Child {
     c
 }
 
-fn gone_within(child: &mut std::process::Child, limit: Duration) -> Duration {
+/// Wait for `child` to end; 10 s without it is a hang (how fast it dies is
+/// not asserted: tests do not depend on timing).
+fn wait_gone(child: &mut std::process::Child) {
     let start = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return start.elapsed();
-        }
+    while child.try_wait().unwrap().is_none() {
         assert!(
-            start.elapsed() < Duration::from_secs(5),
+            start.elapsed() < Duration::from_secs(10),
             "reader did not die (state {:?})",
             common::proc_state(child.id())
         );
         std::thread::sleep(Duration::from_micros(500));
-        let _ = limit;
     }
 }
 
@@ -191,11 +189,7 @@ fn ctrl_c_ends_a_blocked_reader_and_the_daemon_stays_healthy() {
         let mut c = blocked_cat(&m, "usb/usbmon/1u");
         // SAFETY: signalling our own child.
         unsafe { libc::kill(c.id() as i32, sig) };
-        let took = gone_within(&mut c, Duration::from_millis(100));
-        assert!(
-            took < Duration::from_millis(100),
-            "signal {sig}: reader took {took:?} to die"
-        );
+        wait_gone(&mut c);
         assert!(m.alive(), "daemon died");
         // The daemon serves the next reader and knows the old one is gone.
         let ns = m.sh_ok("cat usb/usbmon/1s");

@@ -230,26 +230,8 @@ fn old_abi_status_page() {
     let trace = std::fs::read_to_string(m.path("tracing/trace")).unwrap();
     assert!(trace.contains(": ue_old: count=0x2a (42)\n"), "{trace}");
     assert!(!trace.contains("(43)"), "{trace}");
-    // The bit flips within 1 ms (median of many toggles). On a loaded
-    // 2-CPU machine another process can hold the CPU the daemon's notify
-    // thread needs for milliseconds, so the best of three runs counts.
-    let mut runs = Vec::new();
-    for _ in 0..3 {
-        let (r, text) = run_tool(&m, &["bench-latency", "200"]);
-        let p50: f64 = r["toggles"]
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("status_page_visible_us_p50="))
-            .unwrap()
-            .parse()
-            .unwrap();
-        if p50 < 1000.0 {
-            return;
-        }
-        runs.push(text);
-        // The benchmark's event is freed 100 ms after its producer exits.
-        std::thread::sleep(Duration::from_millis(300));
-    }
-    panic!("status page bit slower than 1 ms: {runs:?}");
+    // How fast the bit flips is measured by scripts/bench-user-events, not
+    // asserted here: a test must not depend on timing.
 }
 
 /// A deleted event's directory (and its system's, with the last event) leaves

@@ -99,7 +99,11 @@ impl UsbSim {
                 let mut bus = Bus::new(b, seed, clock.clone(), sink.clone());
                 let replay = b.replay.as_ref().map(|r| {
                     let h = replay::ReplayHandle::new(&r.file);
-                    let task = replay::ReplayTask::new(r.clone(), h.clone(), None);
+                    // Loaded here, before any thread or lock exists.
+                    let cap = replay::Capture::load(&r.file)
+                        .map(Arc::new)
+                        .map_err(|e| e.to_string());
+                    let task = replay::ReplayTask::new(r.clone(), h.clone(), cap);
                     bus.add_task(bus::Task::Replay(Box::new(task)));
                     h
                 });
@@ -292,14 +296,18 @@ impl UsbSim {
         self.bus(bus)?.lock().inject(port_path, fault)
     }
 
-    /// Start replaying a capture on `bus`, replacing its current replay. The
-    /// file is loaded and checked first: a truncated or corrupt capture is an
-    /// error naming the file and byte offset, and changes nothing.
-    pub fn replay_start(&self, bus: u16, cfg: &ReplayConfig) -> Result<(), String> {
+    /// Start replaying `cap`, loaded and checked already (see
+    /// [`replay::Capture::load_from`]), on `bus` as `cfg` says, replacing its
+    /// current replay. `cfg.file` only labels it.
+    pub fn replay_start(
+        &self,
+        bus: u16,
+        cfg: &ReplayConfig,
+        cap: replay::Capture,
+    ) -> Result<(), String> {
         let b = self.bus(bus)?;
-        let cap = replay::Capture::load(&cfg.file).map_err(|e| e.to_string())?;
         let h = replay::ReplayHandle::new(&cfg.file);
-        let task = replay::ReplayTask::new(cfg.clone(), h.clone(), Some(Arc::new(cap)));
+        let task = replay::ReplayTask::new(cfg.clone(), h.clone(), Ok(Arc::new(cap)));
         let mut g = b.lock();
         let mut cur = b.replay.lock_ok();
         if let Some(old) = cur.take() {

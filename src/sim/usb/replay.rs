@@ -157,31 +157,60 @@ fn u32_in(b: &[u8], big: bool) -> u32 {
 /// The largest capture file replay loads (it is held in memory).
 pub const MAX_CAPTURE_BYTES: u64 = 1 << 30;
 
-/// Read every packet of a pcap or pcapng file. Only regular files up to
-/// [`MAX_CAPTURE_BYTES`] are read (never a device such as /dev/zero).
+/// Read every packet of a pcap or pcapng file named in the configuration.
+/// The path is opened without blocking (a FIFO is refused, never waited
+/// on) and read as [`read_records_from`] reads a descriptor.
 pub fn read_records(path: &Path) -> Result<(Container, Vec<RawRecord>), CaptureError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|source| CaptureError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+    read_records_from(&file, path)
+}
+
+/// Read every packet of the capture open as `file` (`name` labels it in
+/// errors). Only a regular file of at most [`MAX_CAPTURE_BYTES`] is read
+/// (never a device such as /dev/zero, a FIFO or a socket), and only the
+/// size `fstat` gave at the start: a file that grows meanwhile is read as it
+/// was. The file offset is not moved (the descriptor may be shared with the
+/// client that passed it).
+pub fn read_records_from(
+    file: &std::fs::File,
+    name: &Path,
+) -> Result<(Container, Vec<RawRecord>), CaptureError> {
+    use std::os::unix::fs::FileExt;
     let io = |source| CaptureError::Io {
-        path: path.display().to_string(),
+        path: name.display().to_string(),
         source,
     };
-    let meta = std::fs::metadata(path).map_err(io)?;
+    let invalid = |m: String| io(std::io::Error::new(std::io::ErrorKind::InvalidInput, m));
+    let meta = file.metadata().map_err(io)?;
     if !meta.is_file() {
-        return Err(io(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file",
-        )));
+        return Err(invalid("not a regular file".into()));
     }
     if meta.len() > MAX_CAPTURE_BYTES {
-        return Err(io(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!(
-                "{} bytes is more than the {MAX_CAPTURE_BYTES}-byte limit",
-                meta.len()
-            ),
+        return Err(invalid(format!(
+            "{} bytes is more than the {MAX_CAPTURE_BYTES}-byte limit",
+            meta.len()
         )));
     }
-    let bytes = std::fs::read(path).map_err(io)?;
-    parse_records(path, &bytes)
+    let mut bytes = vec![0u8; meta.len() as usize];
+    let mut got = 0;
+    while got < bytes.len() {
+        match file.read_at(&mut bytes[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io(e)),
+        }
+    }
+    bytes.truncate(got);
+    parse_records(name, &bytes)
 }
 
 /// Parse the packets of a capture held in memory; `path` names it in errors.
@@ -779,6 +808,13 @@ impl Capture {
         Self::from_records(path, &records)
     }
 
+    /// Load and check the capture open as `file`, labelled `name` (see
+    /// [`read_records_from`] for what is accepted).
+    pub fn load_from(file: &std::fs::File, name: &Path) -> Result<Capture, CaptureError> {
+        let (_, records) = read_records_from(file, name)?;
+        Self::from_records(name, &records)
+    }
+
     /// Check and decode parsed packets.
     pub fn from_records(path: &Path, records: &[RawRecord]) -> Result<Capture, CaptureError> {
         let mut dec = Decoder::new();
@@ -937,6 +973,10 @@ impl ReplayHandle {
 pub(crate) struct ReplayTask {
     cfg: ReplayConfig,
     handle: Arc<ReplayHandle>,
+    /// The capture, loaded before the task was made (never under a lock),
+    /// or why it could not be.
+    loaded: Option<Result<Arc<Capture>, String>>,
+    /// The capture being played.
     cap: Option<Arc<Capture>>,
     started: bool,
     /// Bus local time of the first packet of pass 0.
@@ -947,17 +987,18 @@ pub(crate) struct ReplayTask {
 }
 
 impl ReplayTask {
-    /// A task for `cfg`; `cap` if the capture is loaded already (else the
-    /// first step loads it).
+    /// A task for `cfg` with its loaded capture (or the load error, which
+    /// the first step reports).
     pub(crate) fn new(
         cfg: ReplayConfig,
         handle: Arc<ReplayHandle>,
-        cap: Option<Arc<Capture>>,
+        cap: Result<Arc<Capture>, String>,
     ) -> ReplayTask {
         ReplayTask {
             cfg,
             handle,
-            cap,
+            loaded: Some(cap),
+            cap: None,
             started: false,
             start: 0,
             idx: 0,
@@ -978,16 +1019,14 @@ impl ReplayTask {
         }
         if !self.started {
             self.started = true;
-            let cap = match self.cap.take() {
-                Some(c) => c,
-                None => match Capture::load(&self.cfg.file) {
-                    Ok(c) => Arc::new(c),
-                    Err(e) => {
-                        tracing::error!("bus {}: replay stopped, nothing replayed: {e}", ctx.bus);
-                        self.handle.lock().state = ReplayState::Failed(e.to_string());
-                        return None;
-                    }
-                },
+            let cap = match self.loaded.take() {
+                Some(Ok(c)) => c,
+                Some(Err(e)) => {
+                    tracing::error!("bus {}: replay stopped, nothing replayed: {e}", ctx.bus);
+                    self.handle.lock().state = ReplayState::Failed(e);
+                    return None;
+                }
+                None => return None,
             };
             tracing::info!(
                 "bus {}: replaying {} ({} events, speed {}{}, {} packets cut by the snapshot length, {} packets of other link types skipped)",
@@ -1104,12 +1143,42 @@ impl ReplayCommand {
     }
 }
 
-/// Carry out a replay control command (the words after `replay`) on `usb`:
-/// the reply on success, an explanation on failure (nothing changed then).
-pub fn run_command(usb: &super::UsbSim, words: &[&str]) -> Result<String, String> {
-    match ReplayCommand::parse(words)? {
-        ReplayCommand::Start { bus, cfg } => {
-            usb.replay_start(bus, &cfg)?;
+/// What `replay start` says when no capture came with it: the daemon opens
+/// no path for a caller.
+pub const NEEDS_DESCRIPTOR: &str =
+    "replay start takes the capture as an open file passed with the command \
+(SCM_RIGHTS on the control socket); the daemon opens no path for a caller. \
+Use `monfs ctl MOUNTPOINT replay start BUS FILE`, which opens FILE with your own rights";
+
+/// A replay command ready to carry out: for `start`, its capture is loaded
+/// and checked already, so that nothing slow happens under a lock.
+pub struct Prepared {
+    cmd: ReplayCommand,
+    cap: Option<Capture>,
+}
+
+/// Parse a replay command (the words after `replay`) and, for `start`, load
+/// the capture from `file`, the descriptor that came with it (see
+/// [`Capture::load_from`]; the command's FILE word only labels it). Slow
+/// (it reads the whole file): call it without holding locks.
+pub fn prepare(words: &[&str], file: Option<std::fs::File>) -> Result<Prepared, String> {
+    let cmd = ReplayCommand::parse(words)?;
+    let cap = match &cmd {
+        ReplayCommand::Start { cfg, .. } => {
+            let file = file.ok_or(NEEDS_DESCRIPTOR)?;
+            Some(Capture::load_from(&file, &cfg.file).map_err(|e| e.to_string())?)
+        }
+        _ => None,
+    };
+    Ok(Prepared { cmd, cap })
+}
+
+/// Carry out a prepared replay command on `usb`: the reply on success, an
+/// explanation on failure (nothing changed then).
+pub fn run_prepared(usb: &super::UsbSim, p: Prepared) -> Result<String, String> {
+    match (p.cmd, p.cap) {
+        (ReplayCommand::Start { bus, cfg }, Some(cap)) => {
+            usb.replay_start(bus, &cfg, cap)?;
             Ok(format!(
                 "bus {bus}: replaying {} at speed {}{}",
                 cfg.file.display(),
@@ -1117,15 +1186,26 @@ pub fn run_command(usb: &super::UsbSim, words: &[&str]) -> Result<String, String
                 if cfg.looping { ", looping" } else { "" }
             ))
         }
-        ReplayCommand::Stop { bus } => {
+        (ReplayCommand::Start { .. }, None) => Err(NEEDS_DESCRIPTOR.into()),
+        (ReplayCommand::Stop { bus }, _) => {
             usb.replay_stop(bus)?;
             Ok(format!("bus {bus}: replay stopped"))
         }
-        ReplayCommand::Status { bus } => Ok(match usb.replay_status(bus)? {
+        (ReplayCommand::Status { bus }, _) => Ok(match usb.replay_status(bus)? {
             Some(s) => format!("bus {bus}: {s}"),
             None => format!("bus {bus}: no replay"),
         }),
     }
+}
+
+/// [`prepare`] and [`run_prepared`] in one (tests and callers that hold no
+/// lock).
+pub fn run_command(
+    usb: &super::UsbSim,
+    words: &[&str],
+    file: Option<std::fs::File>,
+) -> Result<String, String> {
+    run_prepared(usb, prepare(words, file)?)
 }
 
 /// Events of every kind the formatters distinguish (control with and
@@ -1843,21 +1923,23 @@ mod tests {
             looping: false,
             after_ms: 0,
         };
-        let e = sim.replay_start(3, &cfg(&bad)).unwrap_err();
+        let start = |bus: u16, f: &Path| {
+            let cap = Capture::load(f).map_err(|e| e.to_string())?;
+            sim.replay_start(bus, &cfg(f), cap)
+        };
+        let e = start(3, &bad).unwrap_err();
         assert!(e.contains("byte offset"), "{e}");
         assert_eq!(
             sim.replay_status(3).unwrap().unwrap().state,
             ReplayState::Finished
         );
-        let e = sim
-            .replay_start(3, &cfg(&d.path().join("missing.pcap")))
-            .unwrap_err();
+        let e = start(3, &d.path().join("missing.pcap")).unwrap_err();
         assert!(
             e.contains("missing.pcap") && e.contains("No such file"),
             "{e}"
         );
         // A control start on a simulated bus mixes in the capture.
-        sim.replay_start(1, &cfg(&good)).unwrap();
+        start(1, &good).unwrap();
         sim.run_until(600_000_000);
         let got = sink.0.lock_ok().clone();
         assert!(got.iter().any(|e| e.bus == 1 && e.id == evs[0].id));
@@ -1876,30 +1958,56 @@ mod tests {
         let (sim, sink) = sim("usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n");
         let f = p.display().to_string();
         assert_eq!(
-            run_command(&sim, &["status", "1"]).unwrap(),
+            run_command(&sim, &["status", "1"], None).unwrap(),
             "bus 1: no replay"
         );
-        let r = run_command(&sim, &["start", "1", &f, "speed=1000", "loop"]).unwrap();
+        let open = || Some(std::fs::File::open(&p).unwrap());
+        let r = run_command(&sim, &["start", "1", &f, "speed=1000", "loop"], open()).unwrap();
         assert!(r.contains("replaying") && r.contains("looping"), "{r}");
         sim.run_until(1_000_000_000);
-        let r = run_command(&sim, &["status", "1"]).unwrap();
+        let r = run_command(&sim, &["status", "1"], None).unwrap();
         assert!(
             r.starts_with(&format!("bus 1: replay {f}: playing, ")),
             "{r}"
         );
         assert_eq!(
-            run_command(&sim, &["stop", "1"]).unwrap(),
+            run_command(&sim, &["stop", "1"], None).unwrap(),
             "bus 1: replay stopped"
         );
         let n = sink.0.lock_ok().len();
         sim.run_until(2_000_000_000);
         assert_eq!(sink.0.lock_ok().len(), n);
-        assert!(run_command(&sim, &["stop", "1"]).is_err());
-        assert!(run_command(&sim, &["start", "9", &f])
+        assert!(run_command(&sim, &["stop", "1"], None).is_err());
+        assert!(run_command(&sim, &["start", "9", &f], open())
             .unwrap_err()
             .contains("no USB bus 9"));
-        let e = run_command(&sim, &["start", "1", "/nonexistent.pcap"]).unwrap_err();
-        assert!(e.contains("/nonexistent.pcap"), "{e}");
+        // The FILE word only labels the capture: without a descriptor
+        // nothing is opened, whatever it names.
+        let e = run_command(&sim, &["start", "1", &f], None).unwrap_err();
+        assert_eq!(e, NEEDS_DESCRIPTOR);
+        // Only a regular file is read: not a device, a FIFO or a directory.
+        let fifo = d.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        let nonblock = |p: &Path| {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(p)
+                .unwrap()
+        };
+        for (what, file) in [
+            ("/dev/zero", nonblock(Path::new("/dev/zero"))),
+            ("fifo", nonblock(&fifo)),
+            ("dir", nonblock(d.path())),
+        ] {
+            let e = run_command(&sim, &["start", "1", what], Some(file)).unwrap_err();
+            assert_eq!(e, format!("{what}: not a regular file"));
+        }
     }
 
     #[test]
