@@ -3,6 +3,7 @@
 //! The semantic core (facilities, simulators, the file tree) is plain Rust and
 //! knows nothing about FUSE; [`fuse`] is a thin adapter over it.
 
+pub mod budget;
 pub mod clock;
 pub mod config;
 pub mod control;

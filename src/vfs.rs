@@ -346,6 +346,34 @@ impl Tree {
         ino
     }
 
+    /// Add a directory at `path` the way eventfs adds an event's directory:
+    /// a file of the same name already there (a system's `enable` or
+    /// `filter` when an event is named so) stays, listed beside it, and
+    /// comes back when the directory is removed; lookups find the directory
+    /// (Linux 6.18 resolves `events/SYS/enable` to an event named `enable`).
+    /// Any other node of the name is replaced, as by [`Tree::add`].
+    pub fn add_dir_over_file(&self, path: &str) -> u64 {
+        let (parent_path, name) = path.rsplit_once('/').unwrap_or(("", path));
+        let shadows_file = self
+            .resolve(path)
+            .is_ok_and(|n| matches!(n.kind, NodeKind::File(_)));
+        if !shadows_file {
+            return self.add(path, NodeKind::Dir, 0o755);
+        }
+        let mut inner = self.inner.write_ok();
+        let Some(parent) = inner.resolve(parent_path) else {
+            drop(inner);
+            return self.add(path, NodeKind::Dir, 0o755);
+        };
+        let ino = inner.insert(parent, name, NodeKind::Dir, 0o755);
+        drop(inner);
+        // The kernel may hold the file's entry.
+        if let Some(kc) = self.kernel_cache.get() {
+            kc.inval_entry(parent, name);
+        }
+        ino
+    }
+
     /// Remove the node at `path` and everything below it. Returns whether it
     /// existed.
     pub fn remove(&self, path: &str) -> bool {
@@ -396,12 +424,14 @@ impl Tree {
 }
 
 impl TreeInner {
+    /// The child called `name`; of two (a directory over a file, see
+    /// [`Tree::add_dir_over_file`]) the one added last.
     fn child(&self, parent: u64, name: &str) -> Option<u64> {
         self.nodes
             .get(&parent)?
             .children
             .iter()
-            .find(|(n, _)| n == name)
+            .rfind(|(n, _)| n == name)
             .map(|(_, i)| *i)
     }
 
@@ -489,6 +519,8 @@ pub struct OpenText {
 struct TextState {
     /// Text made after open; reads use `at_open` until there is one.
     fresh: Option<Vec<u8>>,
+    /// What `at_open` and `fresh` hold of [`crate::budget::OPEN_TEXT`].
+    grant: Option<crate::budget::Grant>,
     /// A read has happened.
     read: bool,
     /// A write happened: the next read makes the text again, even where it
@@ -497,12 +529,17 @@ struct TextState {
 }
 
 impl OpenText {
-    /// Text for an open; `initial` is the file's text now.
-    pub fn new(initial: Vec<u8>) -> OpenText {
-        OpenText {
+    /// Text for an open; `initial` is the file's text now. ENOMEM when the
+    /// text held by all open files would pass [`crate::budget::OPEN_TEXT`].
+    pub fn new(initial: Vec<u8>) -> SysResult<OpenText> {
+        let grant = crate::budget::OPEN_TEXT.take(initial.len())?;
+        Ok(OpenText {
             at_open: initial,
-            state: Default::default(),
-        }
+            state: Mutex::new(TextState {
+                grant: Some(grant),
+                ..Default::default()
+            }),
+        })
     }
 
     /// Text for an open of a file whose sendfile view is not this text (it
@@ -521,14 +558,31 @@ impl OpenText {
     /// A read at `offset`: the first read and reads continuing it use the
     /// text made at open; a read from offset 0 after that (or any read after
     /// a write) uses `generate()`'s fresh text.
-    pub fn read(&self, offset: u64, size: u32, generate: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
+    /// ENOMEM (and nothing changed) when the fresh text would pass the
+    /// budget of text held by open files.
+    pub fn read(
+        &self,
+        offset: u64,
+        size: u32,
+        generate: impl FnOnce() -> Vec<u8>,
+    ) -> SysResult<Vec<u8>> {
         let mut st = self.state.lock_ok();
         if st.stale || (offset == 0 && st.read) {
-            st.fresh = Some(generate());
+            let text = generate();
+            let held = self.at_open.len() + text.len();
+            match st.grant.as_mut() {
+                Some(g) => g.resize(held)?,
+                None => st.grant = Some(crate::budget::OPEN_TEXT.take(held)?),
+            }
+            st.fresh = Some(text);
         }
         st.read = true;
         st.stale = false;
-        slice_at(st.fresh.as_deref().unwrap_or(&self.at_open), offset, size)
+        Ok(slice_at(
+            st.fresh.as_deref().unwrap_or(&self.at_open),
+            offset,
+            size,
+        ))
     }
 
     /// A write went through this open.
@@ -542,17 +596,21 @@ impl OpenText {
     }
 }
 
-struct Snapshot(Vec<u8>);
+struct Snapshot {
+    text: Vec<u8>,
+    /// Its share of [`crate::budget::OPEN_TEXT`].
+    _grant: crate::budget::Grant,
+}
 
 impl OpenFile for Snapshot {
     fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
-        Ok(slice_at(&self.0, offset, size))
+        Ok(slice_at(&self.text, offset, size))
     }
     fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
         self.read(offset, size)
     }
     fn content(&self) -> Option<&[u8]> {
-        Some(&self.0)
+        Some(&self.text)
     }
 }
 
@@ -564,7 +622,12 @@ impl FileNode for SnapshotFile {
         if flags.writable() {
             return Err(Errno::EACCES);
         }
-        Ok(Arc::new(Snapshot((self.make)())))
+        let text = (self.make)();
+        let grant = crate::budget::OPEN_TEXT.take(text.len())?;
+        Ok(Arc::new(Snapshot {
+            text,
+            _grant: grant,
+        }))
     }
 }
 
@@ -579,23 +642,27 @@ mod tests {
             n.set(n.get() + 1);
             format!("gen{}", n.get()).into_bytes()
         };
-        let t = OpenText::new(b"open".to_vec());
+        let t = OpenText::new(b"open".to_vec()).unwrap();
         assert_eq!(t.at_open(), b"open");
         assert_eq!(
-            t.read(0, 2, gen),
+            t.read(0, 2, gen).unwrap(),
             b"op",
             "the first read uses the text made at open"
         );
-        assert_eq!(t.read(2, 10, gen), b"en", "and so does its continuation");
         assert_eq!(
-            t.read(0, 10, gen),
+            t.read(2, 10, gen).unwrap(),
+            b"en",
+            "and so does its continuation"
+        );
+        assert_eq!(
+            t.read(0, 10, gen).unwrap(),
             b"gen1",
             "a new read from 0 makes it again"
         );
-        assert_eq!(t.read(3, 10, gen), b"1");
+        assert_eq!(t.read(3, 10, gen).unwrap(), b"1");
         t.written();
         assert_eq!(
-            t.read(3, 10, gen),
+            t.read(3, 10, gen).unwrap(),
             b"2",
             "after a write even a continuation"
         );

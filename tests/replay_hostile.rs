@@ -43,9 +43,7 @@ fn huge_capture(incl: u32) -> Vec<u8> {
 }
 
 fn vm_rss_kib(pid: u32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let l = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    l.split_whitespace().nth(1).unwrap().parse().unwrap()
+    common::vm_rss_kib(pid).expect("the daemon's VmRSS")
 }
 
 /// Bus 1 loops the 4 GiB `len_cap` capture (decoded from the 64 bytes

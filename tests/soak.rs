@@ -774,12 +774,6 @@ fn ns(m: &Mount, bus: u16) -> (u64, u64, u64) {
     parse_ns(&s).unwrap()
 }
 
-fn vm_rss_kib(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let l = s.lines().find(|l| l.starts_with("VmRSS:"))?;
-    l.split_whitespace().nth(1)?.parse().ok()
-}
-
 fn threads_of(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
@@ -899,7 +893,7 @@ fn soak_all_interfaces_under_load() {
             let mut v = Vec::new();
             let start = Instant::now();
             while !stop.load(Ordering::Relaxed) {
-                if let Some(kib) = vm_rss_kib(pid) {
+                if let Some(kib) = common::vm_rss_kib(pid) {
                     v.push((
                         start.elapsed().as_secs_f64(),
                         kib,

@@ -264,6 +264,40 @@ fn deleted_and_recreated_event_is_reachable_at_once() {
     }
 }
 
+/// Event names are not reserved, as in the kernel (no name check in
+/// trace_events_user.c; measured on Linux 6.18 with uprobe events called
+/// `enable` and `filter`): the event's directory is listed beside the
+/// system's file of the same name, lookups find the directory, and the file
+/// is back once the event is deleted.
+#[test]
+fn events_named_like_system_files_shadow_them_until_deleted() {
+    let m = Mount::default_config();
+    m.sh_ok("echo 'u:enable u32 a' >> tracing/dynamic_events");
+    m.sh_ok("echo 'u:other u32 a' >> tracing/dynamic_events");
+    let ls = m.sh_ok("ls -1 tracing/events/user_events");
+    assert_eq!(ls, "enable\nenable\nfilter\nother\n");
+    assert_eq!(
+        m.sh_ok("stat -c %F tracing/events/user_events/enable"),
+        "directory\n"
+    );
+    let id = m.sh_ok("cat tracing/events/user_events/enable/id");
+    assert!(id.trim().parse::<u32>().is_ok(), "{id}");
+    m.sh_ok("echo '-:enable u32 a' >> tracing/dynamic_events");
+    assert_eq!(
+        m.sh_ok("stat -c %F tracing/events/user_events/enable"),
+        "regular empty file\n"
+    );
+    assert_eq!(m.sh_ok("cat tracing/events/user_events/enable"), "0\n");
+    m.sh_ok("echo 1 > tracing/events/user_events/enable");
+    assert_eq!(
+        m.sh_ok("cat tracing/events/user_events/other/enable"),
+        "1\n"
+    );
+    m.sh_ok("echo 0 > tracing/events/user_events/enable");
+    let ls = m.sh_ok("ls -1 tracing/events/user_events");
+    assert_eq!(ls, "enable\nfilter\nother\n");
+}
+
 #[test]
 fn dynamic_events_and_events_tree() {
     let m = Mount::default_config();

@@ -73,7 +73,7 @@ impl FileNode for Ctl {
     }
     fn open(&self, flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
         let text = match &self.read {
-            Some(r) if flags.readable() => Some(OpenText::new(r())),
+            Some(r) if flags.readable() => Some(OpenText::new(r())?),
             _ => None,
         };
         Ok(Arc::new(CtlOpen {
@@ -88,7 +88,7 @@ impl FileNode for Ctl {
 impl OpenFile for CtlOpen {
     fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
         match (&self.ctl.read, &self.text) {
-            (Some(r), Some(t)) => Ok(t.read(offset, size, || r())),
+            (Some(r), Some(t)) => t.read(offset, size, || r()),
             (Some(r), None) => Ok(crate::vfs::slice_at(&r(), offset, size)),
             (None, _) => Err(Errno::EINVAL),
         }
@@ -884,10 +884,13 @@ fn install_event(t: &Arc<Tracing>, tree: &Tree, e: &EventId) {
     install_event_inject(t, tree, e, &dir);
 }
 
-/// An event's `enable`, `filter`, `format` and `id`.
+/// An event's `enable`, `filter`, `format` and `id`. Names are not
+/// reserved, as in the kernel: an event called `enable` or `filter` gets its
+/// directory over the system's file of that name, which comes back when the
+/// event goes.
 fn install_event_files(t: &Arc<Tracing>, tree: &Tree, e: &EventId) {
     let dir = format!("tracing/events/{}/{}", e.0.def.system, e.0.def.name);
-    tree.add(&dir, NodeKind::Dir, 0o755);
+    tree.add_dir_over_file(&dir);
     let (er, ew, tw) = (e.clone(), e.clone(), t.clone());
     add(
         tree,

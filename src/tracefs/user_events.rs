@@ -1784,9 +1784,8 @@ impl FileNode for StatusNode {
 
 impl OpenFile for StatusFile {
     fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
-        Ok(self
-            .text
-            .read(offset, size, || self.ue.status_text().into_bytes()))
+        self.text
+            .read(offset, size, || self.ue.status_text().into_bytes())
     }
     fn write(&self, _offset: u64, _data: &[u8]) -> SysResult<u32> {
         Err(Errno::EINVAL)
@@ -1820,7 +1819,8 @@ impl FileNode for DynNode {
             caller: *caller,
             text: flags
                 .readable()
-                .then(|| OpenText::new(self.0.dynamic_text().into_bytes())),
+                .then(|| OpenText::new(self.0.dynamic_text().into_bytes()))
+                .transpose()?,
             writable: flags.writable(),
         }))
     }
@@ -1829,10 +1829,10 @@ impl FileNode for DynNode {
 impl OpenFile for DynFile {
     fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
         let generate = || self.ue.dynamic_text().into_bytes();
-        Ok(match &self.text {
+        match &self.text {
             Some(t) => t.read(offset, size, generate),
-            None => crate::vfs::slice_at(&generate(), offset, size),
-        })
+            None => Ok(crate::vfs::slice_at(&generate(), offset, size)),
+        }
     }
     fn content(&self) -> Option<&[u8]> {
         self.text.as_ref().map(|t| t.at_open())

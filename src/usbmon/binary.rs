@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use super::event::{DataCapture, EventKind, UrbEvent, XferType};
 use super::ring::{pkt_align, Ring, BUFF_DFL, BUFF_MAX, BUFF_MIN, CHUNK_SIZE, PKT_SIZE};
 use super::{MonReader, Registration, UsbMon};
+use crate::budget;
 use crate::errno::{Errno, SysResult};
 use crate::procmem;
 use crate::sync::LockExt;
@@ -172,6 +173,8 @@ pub fn encode_header(ev: &UrbEvent, len_cap: u32, flag_data: u8, ndesc: u32) -> 
 
 struct State {
     ring: Ring,
+    /// The ring's share of [`budget::USBMON_RINGS`].
+    ring_grant: budget::Grant,
     dropped: u32,
     mapped: bool,
     /// Pages written since the page cache was last brought up to date.
@@ -470,10 +473,13 @@ fn u32_at(b: &[u8], off: usize) -> u32 {
 }
 
 impl BinReader {
-    fn new() -> BinReader {
-        BinReader {
+    /// A reader with a default ring; ENOMEM past [`budget::USBMON_RINGS`].
+    fn new() -> SysResult<BinReader> {
+        let ring_grant = budget::USBMON_RINGS.take(BUFF_DFL)?;
+        Ok(BinReader {
             state: Mutex::new(State {
                 ring: Ring::new(BUFF_DFL),
+                ring_grant,
                 dropped: 0,
                 mapped: false,
                 dirty: PageSet::new(BUFF_DFL / CHUNK_SIZE, false),
@@ -482,7 +488,7 @@ impl BinReader {
             }),
             fetch: Mutex::new(()),
             contended: AtomicBool::new(false),
-        }
+        })
     }
 
     /// Take the consumer turn of this open, or EAGAIN while another consumer
@@ -667,6 +673,9 @@ impl BinReader {
                     return Err(Errno::EINVAL);
                 }
                 let size = (req.arg as usize).div_ceil(CHUNK_SIZE) * CHUNK_SIZE;
+                // The new ring is allocated before the old is let go, and
+                // before the mapping check, as in mon_bin_ioctl.
+                let grant = budget::USBMON_RINGS.take(size)?;
                 let _fetch = self.fetch_turn()?;
                 let (dev, ino) = req.file_id;
                 if procmem::has_shared_mapping(req.caller.pid, dev, ino) {
@@ -675,6 +684,7 @@ impl BinReader {
                 let mut st = self.state.lock_ok();
                 st.mapped = false;
                 st.ring = Ring::new(size);
+                st.ring_grant = grant;
                 st.dirty = PageSet::new(size / CHUNK_SIZE, true);
                 st.dropped = 0;
                 // Bring the whole new ring into the page cache now, so that a
@@ -761,6 +771,8 @@ impl BinReader {
 struct BinFile {
     reader: Arc<BinReader>,
     _reg: Registration,
+    /// Its place among [`budget::USBMON_READERS`].
+    _slot: budget::Grant,
 }
 
 impl OpenFile for BinFile {
@@ -808,12 +820,17 @@ impl FileNode for BinNode {
         0o600
     }
     fn open(&self, _flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
-        let reader = Arc::new(BinReader::new());
+        let slot = budget::USBMON_READERS.take(1)?;
+        let reader = Arc::new(BinReader::new()?);
         let reg = self
             .mon
             .attach(self.bus, reader.clone())
             .ok_or(Errno::ENODEV)?;
-        Ok(Arc::new(BinFile { reader, _reg: reg }))
+        Ok(Arc::new(BinFile {
+            reader,
+            _reg: reg,
+            _slot: slot,
+        }))
     }
     fn private_inode(&self) -> bool {
         true
@@ -897,7 +914,7 @@ mod tests {
         let l = BinReader::ioctl_layout(ioc::MFETCH32, 0x500, &[0u8; 12], true);
         assert_eq!(l.input, vec![(0x500, 12)]);
         assert_eq!(l.output, vec![(0x500, 12), (0, 0)]);
-        let r = BinReader::new();
+        let r = BinReader::new().unwrap();
         let mut q = req(ioc::GETX, 0, &[0u8; 24]);
         q.compat = true;
         assert_eq!(
@@ -934,7 +951,7 @@ mod tests {
     #[test]
     fn mfetch_efault_keeps_pages_dirty_for_the_next_call() {
         let mon = UsbMon::new(&[1]);
-        let r = Arc::new(BinReader::new());
+        let r = Arc::new(BinReader::new().unwrap());
         let _reg = mon.attach(1, r.clone()).unwrap();
         mon.urb_event(ev(EventKind::Complete, XferType::Control, true, 18));
         let mfetch = |vec: u64| {
@@ -978,7 +995,7 @@ mod tests {
     #[test]
     fn capture_rules_and_read_continuation() {
         let mon = UsbMon::new(&[1]);
-        let r = Arc::new(BinReader::new());
+        let r = Arc::new(BinReader::new().unwrap());
         let _reg = mon.attach(1, r.clone()).unwrap();
         assert_eq!(r.read(100).err(), Some(Errno::EAGAIN));
         mon.urb_event(ev(EventKind::Submit, XferType::Control, true, 18));
@@ -1006,7 +1023,7 @@ mod tests {
     #[test]
     fn iso_in_completion_collates_descriptors() {
         let mon = UsbMon::new(&[1]);
-        let r = Arc::new(BinReader::new());
+        let r = Arc::new(BinReader::new().unwrap());
         let _reg = mon.attach(1, r.clone()).unwrap();
         let mut e = ev(EventKind::Complete, XferType::Iso, true, 3 * 100);
         e.iso = vec![
@@ -1036,7 +1053,7 @@ mod tests {
 
     #[test]
     fn ring_size_bounds_and_rounding() {
-        let r = BinReader::new();
+        let r = BinReader::new().unwrap();
         for bad in [0u64, 8191, BUFF_MAX + 1, u64::MAX, 0x1_0000_2000] {
             assert_eq!(
                 r.ioctl(&req(ioc::T_RING_SIZE, bad, &[])).err(),
@@ -1059,7 +1076,7 @@ mod tests {
     #[test]
     fn drops_are_counted_and_reset_by_stats() {
         let mon = UsbMon::new(&[1]);
-        let r = Arc::new(BinReader::new());
+        let r = Arc::new(BinReader::new().unwrap());
         let _reg = mon.attach(1, r.clone()).unwrap();
         r.ioctl(&req(ioc::T_RING_SIZE, 8192, &[])).unwrap();
         for _ in 0..200 {
@@ -1077,7 +1094,7 @@ mod tests {
     #[test]
     fn get_and_mfetch_write_through_pointers() {
         let mon = UsbMon::new(&[1]);
-        let r = Arc::new(BinReader::new());
+        let r = Arc::new(BinReader::new().unwrap());
         let _reg = mon.attach(1, r.clone()).unwrap();
         mon.urb_event(ev(EventKind::Complete, XferType::Control, true, 18));
         mon.urb_event(ev(EventKind::Submit, XferType::Bulk, false, 31));

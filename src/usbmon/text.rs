@@ -240,6 +240,8 @@ impl TextReader {
 struct TextFile {
     reader: Arc<TextReader>,
     _reg: Registration,
+    /// Its place among [`crate::budget::USBMON_READERS`].
+    _slot: crate::budget::Grant,
 }
 
 impl OpenFile for TextFile {
@@ -282,6 +284,7 @@ impl FileNode for TextNode {
             return Err(Errno::EACCES);
         }
         let bus = self.mon.bus(self.bus).ok_or(Errno::ENODEV)?;
+        let slot = crate::budget::USBMON_READERS.take(1)?;
         let (tx, rx) = crossbeam_channel::bounded(EVENT_MAX);
         let reader = Arc::new(TextReader {
             fmt: self.fmt,
@@ -298,7 +301,11 @@ impl FileNode for TextNode {
             .mon
             .attach(self.bus, reader.clone())
             .ok_or(Errno::ENODEV)?;
-        Ok(Arc::new(TextFile { reader, _reg: reg }))
+        Ok(Arc::new(TextFile {
+            reader,
+            _reg: reg,
+            _slot: slot,
+        }))
     }
 }
 

@@ -411,3 +411,10 @@ pub fn check_line(line: &str, u: bool) -> Result<TextEvent, String> {
         _ => err("data flag"),
     }
 }
+
+/// VmRSS of `pid` in KiB (None once it is gone).
+pub fn vm_rss_kib(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let l = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+    l.split_whitespace().nth(1)?.parse().ok()
+}
