@@ -68,8 +68,10 @@ enum Cmd {
         ctl_socket: Option<PathBuf>,
         /// Log file (appended to, mode 0600; also named in
         /// MOUNTPOINT/monfs/log). Messages go to stderr until the mount is up,
-        /// then to this file. Default: in the background, next to the control
-        /// socket (/run/monfs/<mountpoint>.log); with --foreground, stderr.
+        /// then to this file. Default: in the background, the systemd journal
+        /// when one is running (`journalctl -t monfs`), else a file next to the
+        /// control socket (/run/monfs/<mountpoint>.log); with --foreground,
+        /// stderr.
         #[arg(long)]
         log_file: Option<PathBuf>,
         /// Refuse shared mappings of dev/usbmonN (mmap gives ENODEV, as on a
@@ -277,6 +279,26 @@ fn open_log(path: &std::path::Path) -> Result<std::fs::File, String> {
         .map_err(|e| format!("log file {}: {e}", path.display()))
 }
 
+/// The journal's stream socket, where systemd connects services' stderr.
+/// `MONFS_JOURNAL_SOCKET` names another (tests; `/nonexistent` turns the
+/// journal off).
+fn journal_socket() -> PathBuf {
+    std::env::var_os("MONFS_JOURNAL_SOCKET")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/run/systemd/journal/stdout"))
+}
+
+/// A stream into the journal, if one is running: connected to its stream
+/// socket and introduced with the header systemd-journald expects there
+/// (identifier `monfs`, no unit, priority info, no level prefixes, no
+/// forwarding), after which every line written is one journal entry.
+fn journal_stream() -> Option<std::os::unix::net::UnixStream> {
+    let mut s = std::os::unix::net::UnixStream::connect(journal_socket()).ok()?;
+    s.write_all(b"monfs\n\n6\n0\n0\n0\n0\n").ok()?;
+    let _ = s.shutdown(std::net::Shutdown::Read);
+    Some(s)
+}
+
 /// Publish a path as a read-only file in the mount (`monfs/socket`, `monfs/log`).
 fn publish_path(fs: &Monfs, name: &str, path: &std::path::Path) {
     let text = format!("{}\n", path.display()).into_bytes();
@@ -311,14 +333,18 @@ fn mount(
         cfg.seed = seed;
     }
     let socket_path = ctl_socket.unwrap_or_else(|| monfs::control::default_socket(&mountpoint));
-    // In the background, the log goes next to the socket by default.
+    let mut report = if foreground { None } else { Some(daemonize()) };
+    // In the background, the log goes to the journal or next to the socket
+    // by default.
+    let journal = (log_file.is_none() && !foreground)
+        .then(journal_stream)
+        .flatten();
     let log_path = log_file.or_else(|| {
-        (!foreground).then(|| match socket_path.with_extension("log") {
+        (!foreground && journal.is_none()).then(|| match socket_path.with_extension("log") {
             p if p == socket_path => socket_path.with_extension("log.log"),
             p => p,
         })
     });
-    let mut report = if foreground { None } else { Some(daemonize()) };
     // Tell the waiting parent (if any) how we failed, and exit so.
     let fail = |report: &mut Option<std::fs::File>, code: u8| {
         if let Some(r) = report.as_mut() {
@@ -373,6 +399,15 @@ fn mount(
         info!(log = %p.display(), "logging to file from now on");
         // SAFETY: pointing our own stderr at the log file.
         unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&f), 2) };
+    } else if let Some(j) = journal {
+        publish_path(
+            &fs,
+            "monfs/log",
+            std::path::Path::new("journal (journalctl -t monfs)"),
+        );
+        info!("logging to the journal from now on (journalctl -t monfs)");
+        // SAFETY: pointing our own stderr at the journal stream.
+        unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&j), 2) };
     }
     if let Some(mut r) = report.take() {
         let _ = r.write_all(&[0]);

@@ -390,6 +390,8 @@ fn the_daemon_logs_next_to_its_socket_by_default() {
         .arg(&mnt)
         .arg("--ctl-socket")
         .arg(&sock)
+        // No journal, even on a machine that runs one.
+        .env("MONFS_JOURNAL_SOCKET", "/nonexistent")
         .output()
         .unwrap();
     assert!(o.status.success(), "{o:?}");
@@ -404,4 +406,50 @@ fn the_daemon_logs_next_to_its_socket_by_default() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     wait_gone(Path::new(&format!("/proc/{pid}")));
     assert!(std::fs::read_to_string(&log).unwrap().contains("unmounted"));
+}
+
+/// With a journal running (here a stand-in listening where journald's
+/// stream socket would be), the background daemon logs there: the
+/// journald stream header first, then one line per message.
+#[test]
+fn the_daemon_logs_to_the_journal_when_one_is_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let sock = dir.path().join("ctl.sock");
+    let journal = dir.path().join("journal.stdout");
+    let listener = UnixListener::bind(&journal).unwrap();
+    let _guard = Unmount(mnt.clone());
+    let o = Command::new("timeout")
+        .arg("20")
+        .arg(common::monfs_bin())
+        .arg("mount")
+        .arg(&mnt)
+        .arg("--ctl-socket")
+        .arg(&sock)
+        .env("MONFS_JOURNAL_SOCKET", &journal)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let (mut stream, _) = listener.accept().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(mnt.join("monfs/log")).unwrap(),
+        "journal (journalctl -t monfs)\n"
+    );
+    assert!(!dir.path().join("ctl.log").exists(), "a log file too");
+    let (ok, out) = ctl_as(None, &sock, "help");
+    assert!(ok, "{out}");
+    let pid = server_pid(&sock);
+    let o = Command::new("umount").arg(&mnt).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    wait_gone(Path::new(&format!("/proc/{pid}")));
+    // The daemon is gone, so the stream has ended.
+    let text = read_all(&mut stream, Duration::from_secs(5));
+    assert!(text.starts_with("monfs\n\n6\n0\n0\n0\n0\n"), "{text}");
+    assert!(text.contains("control command=\"help\""), "{text}");
+    assert!(text.contains("unmounted"), "{text}");
+    assert!(
+        !text.contains('\x1b'),
+        "colour codes in the journal:\n{text}"
+    );
 }
