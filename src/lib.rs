@@ -4,6 +4,8 @@
 //! knows nothing about FUSE; [`fuse`] is a thin adapter over it.
 
 pub mod budget;
+pub mod capture;
+pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod control;
@@ -14,7 +16,6 @@ pub mod monreader;
 pub mod nullfile;
 pub mod proc_events;
 pub mod procmem;
-pub mod record;
 pub mod sim;
 pub mod sync;
 pub mod tracefs;

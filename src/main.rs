@@ -125,7 +125,7 @@ enum Cmd {
         duration: Option<f64>,
         /// pcapng or pcap (default: pcap if the output ends in .pcap, else pcapng).
         #[arg(long)]
-        format: Option<monfs::record::Format>,
+        format: Option<monfs::capture::write::Format>,
     },
     /// Check a configuration file and exit: 0 if valid, 2 with a message that
     /// names the field, line and column if not.
@@ -601,7 +601,8 @@ fn main() -> ExitCode {
             format,
         } => {
             let dev = mountpoint.join(format!("dev/usbmon{bus}"));
-            let format = format.unwrap_or_else(|| monfs::record::Format::from_path(&output));
+            let format =
+                format.unwrap_or_else(|| monfs::capture::write::Format::from_path(&output));
             let duration = match duration {
                 Some(s) if s.is_finite() && s > 0.0 => Some(std::time::Duration::from_secs_f64(s)),
                 Some(s) => {
@@ -610,7 +611,7 @@ fn main() -> ExitCode {
                 }
                 None => None,
             };
-            match monfs::record::record_from_device(&dev, &output, duration, format) {
+            match monfs::cli::record::record_from_device(&dev, &output, duration, format) {
                 Ok(n) => {
                     info!(packets = n, output = %output.display(), "recorded");
                     ExitCode::SUCCESS

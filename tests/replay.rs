@@ -8,8 +8,11 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{tcpdump, Mount};
-use monfs::record::{record_from_device, write_events, Format, LinkType};
-use monfs::sim::usb::replay::{parse_records, read_records, sample_events, Capture, RawRecord};
+use monfs::capture::decode::Capture;
+use monfs::capture::read::{parse_records, read_records, RawRecord};
+use monfs::capture::sample_events;
+use monfs::capture::write::{write_events, Format, LinkType};
+use monfs::cli::record::record_from_device;
 use monfs::usbmon::text::{format_line, TextFormat};
 
 /// A packet without its timestamp (bytes 16..28) and bus number (12..14).

@@ -12,11 +12,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::Mount;
+use monfs::capture::sample_events;
+use monfs::capture::write::{write_events, Format, LinkType};
 use monfs::control::{send_with_file, MAX_PASSED_FILES};
-use monfs::record::{write_events, Format, LinkType};
-use monfs::sim::usb::replay::{sample_events, NEEDS_DESCRIPTOR};
-use monfs::usbmon::binary::encode_event;
+use monfs::sim::usb::replay::NEEDS_DESCRIPTOR;
 use monfs::usbmon::event::{DataCapture, EventKind, XferType};
+use monfs::usbmon::header::encode_event;
 
 /// A pcap (linktype 220) of one bulk OUT submission of 4 GiB - 1 whose
 /// usbmon header claims all of it while no data byte follows; the record

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use monfs::sim::usb::replay::parse_records;
+use monfs::capture::read::parse_records;
 
 fuzz_target!(|data: &[u8]| {
     let _ = parse_records(Path::new("fuzz.pcap"), data);

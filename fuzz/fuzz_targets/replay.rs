@@ -4,7 +4,8 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use monfs::sim::usb::replay::{parse_records, Capture};
+use monfs::capture::decode::Capture;
+use monfs::capture::read::parse_records;
 
 fuzz_target!(|data: &[u8]| {
     let path = Path::new("fuzz.pcap");

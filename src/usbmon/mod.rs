@@ -4,6 +4,7 @@
 
 pub mod binary;
 pub mod event;
+pub mod header;
 pub mod ring;
 pub mod stat;
 pub mod text;

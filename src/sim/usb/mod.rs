@@ -100,7 +100,7 @@ impl UsbSim {
                 let replay = b.replay.as_ref().map(|r| {
                     let h = replay::ReplayHandle::new(&r.file);
                     // Loaded here, before any thread or lock exists.
-                    let cap = replay::Capture::load(&r.file)
+                    let cap = crate::capture::decode::Capture::load(&r.file)
                         .map(Arc::new)
                         .map_err(|e| e.to_string());
                     let task = replay::ReplayTask::new(r.clone(), h.clone(), cap);
@@ -297,13 +297,13 @@ impl UsbSim {
     }
 
     /// Start replaying `cap`, loaded and checked already (see
-    /// [`replay::Capture::load_from`]), on `bus` as `cfg` says, replacing its
+    /// [`crate::capture::decode::Capture::load_from`]), on `bus` as `cfg` says, replacing its
     /// current replay. `cfg.file` only labels it.
     pub fn replay_start(
         &self,
         bus: u16,
         cfg: &ReplayConfig,
-        cap: replay::Capture,
+        cap: crate::capture::decode::Capture,
     ) -> Result<(), String> {
         let b = self.bus(bus)?;
         let h = replay::ReplayHandle::new(&cfg.file);

@@ -1,0 +1,4 @@
+//! The command-line tools beside the daemon: engines of `monfs record` and
+//! `monfs zvm-dump`, which run in their own processes against a mount.
+
+pub mod record;
