@@ -27,14 +27,18 @@
 //! command.
 
 use std::collections::VecDeque;
-use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::io::{IoSlice, IoSliceMut, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use nix::sys::socket::{
+    getsockopt, recvmsg, sendmsg, sockopt, ControlMessage, ControlMessageOwned, MsgFlags,
+};
+use nix::sys::stat::{umask, Mode};
 use tracing::{info, warn};
 
 use crate::config::{DeviceConfig, DeviceKind, ErrorConfig, PortNumber};
@@ -442,8 +446,7 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), String> {
             return Err(format!("{d} is a symlink; refusing to use it"))
         }
         Ok(m) if !m.is_dir() => return Err(format!("{d} is not a directory")),
-        // SAFETY: geteuid cannot fail.
-        Ok(m) if m.uid() != unsafe { libc::geteuid() } => {
+        Ok(m) if m.uid() != nix::unistd::geteuid().as_raw() => {
             return Err(format!(
                 "{d} is owned by uid {}, not by us; refusing to use it",
                 m.uid()
@@ -529,11 +532,9 @@ impl ControlSocket {
         }
         clear_stale_socket(path)?;
         // No window with a wider mode: the socket is born 0600.
-        // SAFETY: umask only changes the process's file-creation mask.
-        let old = unsafe { libc::umask(0o077) };
+        let old = umask(Mode::from_bits_truncate(0o077));
         let bound = UnixListener::bind(path);
-        // SAFETY: as above, restoring it.
-        unsafe { libc::umask(old) };
+        umask(old);
         let listener = bound.map_err(|e| format!("cannot bind {p}: {e}"))?;
         let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{p}: {e}"))?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
@@ -611,27 +612,8 @@ impl Drop for Slot {
 
 /// The peer's uid and pid (SO_PEERCRED).
 pub fn peer_cred(s: &UnixStream) -> std::io::Result<(u32, i32)> {
-    use std::os::fd::AsRawFd;
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `cred`.
-    let r = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok((cred.uid, cred.pid))
+    let cred = getsockopt(s, sockopt::PeerCredentials)?;
+    Ok((cred.uid(), cred.pid()))
 }
 
 /// Answer one error line and close, without waiting on the client.
@@ -650,44 +632,22 @@ fn recv_with_files(
     buf: &mut [u8],
     files: &mut VecDeque<OwnedFd>,
 ) -> std::io::Result<(usize, bool)> {
-    // Room for MAX_PASSED_FILES descriptors: CMSG_SPACE(4 * 4) is 32 bytes
-    // on 64-bit Linux; u64s keep the buffer aligned for cmsghdr.
-    let mut control = [0u64; 8];
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    // SAFETY: an all-zero msghdr is a valid empty one.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    // SAFETY: CMSG_SPACE only computes a size.
-    msg.msg_controllen =
-        unsafe { libc::CMSG_SPACE((MAX_PASSED_FILES * std::mem::size_of::<i32>()) as u32) } as _;
-    // SAFETY: iov and control point at live buffers of the stated sizes.
-    let n = unsafe { libc::recvmsg(s.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: the CMSG_* walk stays within msg_controllen, which recvmsg set
-    // to what it wrote; each SCM_RIGHTS payload is an array of new fds that
-    // now belong to us.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(c).cast::<i32>();
-                let count = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
-                    / std::mem::size_of::<i32>();
-                for i in 0..count {
-                    files.push_back(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
-                }
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
+    let mut space = nix::cmsg_space!([RawFd; MAX_PASSED_FILES]);
+    let mut iov = [IoSliceMut::new(buf)];
+    let msg = recvmsg::<()>(
+        s.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )?;
+    for c in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(fds) = c {
+            // SAFETY: SCM_RIGHTS hands us new descriptors that nothing else
+            // owns.
+            files.extend(fds.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
         }
     }
-    Ok((n as usize, msg.msg_flags & libc::MSG_CTRUNC != 0))
+    Ok((msg.bytes, msg.flags.contains(MsgFlags::MSG_CTRUNC)))
 }
 
 fn serve_conn(ctl: &Control, mut s: UnixStream) {
@@ -780,33 +740,15 @@ pub fn send_with_file(
     let Some(file) = file else {
         return s.write_all(data);
     };
-    let mut control = [0u64; 4];
-    let mut iov = libc::iovec {
-        iov_base: data.as_ptr() as *mut libc::c_void,
-        iov_len: data.len(),
-    };
-    // SAFETY: an all-zero msghdr is a valid empty one.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    // SAFETY: CMSG_* compute sizes and point within `control`, which has
-    // room for one header and one descriptor (CMSG_SPACE(4) is 24 bytes).
-    let n = unsafe {
-        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) as _;
-        let c = libc::CMSG_FIRSTHDR(&msg);
-        (*c).cmsg_level = libc::SOL_SOCKET;
-        (*c).cmsg_type = libc::SCM_RIGHTS;
-        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<i32>() as u32) as _;
-        libc::CMSG_DATA(c)
-            .cast::<i32>()
-            .write_unaligned(file.as_raw_fd());
-        libc::sendmsg(s.as_raw_fd(), &msg, libc::MSG_NOSIGNAL)
-    };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    s.write_all(&data[n as usize..])
+    let fds = [file.as_raw_fd()];
+    let n = sendmsg::<()>(
+        s.as_raw_fd(),
+        &[IoSlice::new(data)],
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::MSG_NOSIGNAL,
+        None,
+    )?;
+    s.write_all(&data[n..])
 }
 
 /// Send one command to a daemon's socket, with `file` passed along if given
