@@ -644,7 +644,10 @@ fn recv_with_files(
         if let ControlMessageOwned::ScmRights(fds) = c {
             // SAFETY: SCM_RIGHTS hands us new descriptors that nothing else
             // owns.
-            files.extend(fds.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
+            files.extend(
+                fds.into_iter()
+                    .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+            );
         }
     }
     Ok((msg.bytes, msg.flags.contains(MsgFlags::MSG_CTRUNC)))

@@ -178,3 +178,32 @@ fn record_from_the_device_file() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// `monfs record` with no duration stops on Ctrl-C (SIGINT), blocked or
+/// not, and leaves a complete capture (tests the CLI tools' shared signal
+/// handling).
+#[test]
+fn record_stops_cleanly_on_sigint() {
+    let m = Mount::default_config();
+    let out = m.dir.path().join("int.pcapng");
+    let mut c = Command::new(common::monfs_bin())
+        .arg("record")
+        .arg(m.root())
+        .args(["-b", "1", "-o"])
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    // Wait until it has written its header and some packets.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::fs::metadata(&out).map(|md| md.len()).unwrap_or(0) < 1000 {
+        assert!(std::time::Instant::now() < deadline, "nothing recorded");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+    let st = c.wait().unwrap();
+    assert!(st.success(), "{st}");
+    let (_, recs) = read_records(&out).unwrap();
+    assert!(!recs.is_empty());
+    Capture::load(&out).expect("a complete capture");
+}

@@ -2,3 +2,4 @@
 //! `monfs zvm-dump`, which run in their own processes against a mount.
 
 pub mod record;
+pub mod signals;

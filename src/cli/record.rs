@@ -4,19 +4,15 @@
 
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+use super::signals::CatchInterrupts;
 use crate::capture::write::{create_output, CaptureWriter, Format, LinkType, RECORD_RING};
 use crate::usbmon::binary::ioc;
 use crate::usbmon::header::PKT_SZ_API1;
-
-/// Set by SIGINT/SIGTERM while [`record_from_device`] runs.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
 
 /// `struct mon_bin_get`.
 #[repr(C)]
@@ -25,6 +21,10 @@ struct MonBinGet {
     data: *mut u8,
     alloc: libc::size_t,
 }
+
+nix::ioctl_write_int_bad!(mon_set_ring_size, ioc::T_RING_SIZE);
+nix::ioctl_write_ptr_bad!(mon_getx, ioc::GETX, MonBinGet);
+nix::ioctl_read_bad!(mon_stats, ioc::STATS, [u32; 2]);
 
 /// Record `dev_path` (a `dev/usbmonN` file of a mount, or a real
 /// `/dev/usbmonN`) to `out` (`-`: standard output, e.g. into
@@ -40,7 +40,7 @@ pub fn record_from_device(
     format: Format,
 ) -> anyhow::Result<u64> {
     use anyhow::Context;
-    use std::os::fd::AsRawFd;
+    use std::os::fd::{AsFd, AsRawFd};
     use std::os::unix::fs::OpenOptionsExt;
 
     let dev = std::fs::OpenOptions::new()
@@ -50,7 +50,7 @@ pub fn record_from_device(
         .with_context(|| format!("opening {}", dev_path.display()))?;
     let fd = dev.as_raw_fd();
     // SAFETY: a by-value ioctl on our own descriptor.
-    unsafe { libc::ioctl(fd, ioc::T_RING_SIZE as _, RECORD_RING as libc::c_ulong) };
+    let _ = unsafe { mon_set_ring_size(fd, RECORD_RING as libc::c_int) };
     let bus = dev_path
         .file_name()
         .and_then(|n| n.to_str())
@@ -70,26 +70,13 @@ pub fn record_from_device(
     )
     .with_context(|| format!("writing {}", out.display()))?;
 
-    INTERRUPTED.store(false, Ordering::SeqCst);
-    let mut old = [
-        // SAFETY: zeroed sigaction structs are valid "empty" values.
-        unsafe { std::mem::zeroed::<libc::sigaction>() },
-        unsafe { std::mem::zeroed::<libc::sigaction>() },
-    ];
-    // SAFETY: installing a handler that only stores to an atomic.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(libc::SIGINT, &sa, &mut old[0]);
-        libc::sigaction(libc::SIGTERM, &sa, &mut old[1]);
-    }
+    let signals = CatchInterrupts::install().context("catching SIGINT and SIGTERM")?;
     let result = (|| -> anyhow::Result<()> {
         let deadline = duration.map(|d| Instant::now() + d);
         let mut hdr = [0u8; PKT_SZ_API1];
         let mut data = vec![0u8; RECORD_RING / 5 + 128 * 16];
         loop {
-            if INTERRUPTED.load(Ordering::SeqCst) {
+            if signals.interrupted() {
                 return Ok(());
             }
             let wait_ms = match deadline {
@@ -102,41 +89,26 @@ pub fn record_from_device(
                 }
                 None => 200,
             };
-            let mut pfd = libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd.
-            let n = unsafe { libc::poll(&mut pfd, 1, wait_ms.max(1)) };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::EINTR) {
-                    continue;
-                }
-                return Err(e).context("poll");
-            }
-            if n == 0 {
-                continue;
+            let mut pfd = [PollFd::new(dev.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut pfd, PollTimeout::from(wait_ms.max(1) as u16)) {
+                Err(Errno::EINTR) | Ok(0) => continue,
+                Err(e) => return Err(e).context("poll"),
+                Ok(_) => {}
             }
             loop {
-                let mut get = MonBinGet {
+                let get = MonBinGet {
                     hdr: hdr.as_mut_ptr(),
                     data: data.as_mut_ptr(),
                     alloc: data.len(),
                 };
                 // SAFETY: the kernel (or monfs) writes at most 64 bytes to
                 // hdr and `alloc` bytes to data, both ours.
-                let r = unsafe { libc::ioctl(fd, ioc::GETX as _, &mut get as *mut MonBinGet) };
-                if r < 0 {
-                    let e = io::Error::last_os_error();
-                    match e.raw_os_error() {
-                        Some(libc::EAGAIN) => break,
-                        Some(libc::EINTR) => continue,
-                        _ => {
-                            return Err(e)
-                                .context(format!("MON_IOCX_GETX on {}", dev_path.display()))
-                        }
+                match unsafe { mon_getx(fd, &get) } {
+                    Ok(_) => {}
+                    Err(Errno::EAGAIN) => break,
+                    Err(Errno::EINTR) => continue,
+                    Err(e) => {
+                        return Err(e).context(format!("MON_IOCX_GETX on {}", dev_path.display()))
                     }
                 }
                 let len_cap = u32::from_ne_bytes(hdr[36..40].try_into().unwrap()) as usize;
@@ -155,14 +127,10 @@ pub fn record_from_device(
                 .with_context(|| format!("writing {}", out.display()))?;
         }
     })();
-    // SAFETY: restoring the handlers saved above.
-    unsafe {
-        libc::sigaction(libc::SIGINT, &old[0], std::ptr::null_mut());
-        libc::sigaction(libc::SIGTERM, &old[1], std::ptr::null_mut());
-    }
+    drop(signals);
     let mut stats = [0u32; 2];
     // SAFETY: MON_IOCG_STATS writes 8 bytes into `stats`.
-    if unsafe { libc::ioctl(fd, ioc::STATS as _, stats.as_mut_ptr()) } == 0 && stats[1] != 0 {
+    if unsafe { mon_stats(fd, &mut stats) }.is_ok() && stats[1] != 0 {
         tracing::warn!(
             "{}: {} events dropped by the device",
             dev_path.display(),
