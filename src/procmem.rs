@@ -28,13 +28,16 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, IoSlice, IoSliceMut};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use nix::sys::resource::{getrlimit, setrlimit, Resource};
+use nix::sys::uio::{process_vm_readv, process_vm_writev, RemoteIoVec};
+use nix::unistd::Pid;
 use tracing::warn;
 
 use crate::errno::{Errno, SysResult};
@@ -96,20 +99,18 @@ fn raw_read(pid: u32, addr: u64, len: usize) -> SysResult<Vec<u8>> {
     }
     let mut buf = vec![0u8; len];
     let _watched = AccessGuard::enter();
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
-        iov_len: len,
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut libc::c_void,
-        iov_len: len,
-    };
-    // SAFETY: the local iovec points into `buf`, which outlives the call.
-    let n = unsafe { libc::process_vm_readv(pid as i32, &local, 1, &remote, 1, 0) };
-    if n as usize != len {
-        return Err(Errno::EFAULT);
+    let remote = [RemoteIoVec {
+        base: addr as usize,
+        len,
+    }];
+    match process_vm_readv(pid_of(pid), &mut [IoSliceMut::new(&mut buf)], &remote) {
+        Ok(n) if n == len => Ok(buf),
+        _ => Err(Errno::EFAULT),
     }
-    Ok(buf)
+}
+
+fn pid_of(pid: u32) -> Pid {
+    Pid::from_raw(pid as i32)
 }
 
 /// Write `data` at `addr` in process `pid`, unchecked. EFAULT if not all of
@@ -122,20 +123,14 @@ fn raw_write(pid: u32, addr: u64, data: &[u8]) -> SysResult<()> {
         return Err(Errno::EFAULT);
     }
     let _watched = AccessGuard::enter();
-    let local = libc::iovec {
-        iov_base: data.as_ptr() as *mut libc::c_void,
-        iov_len: data.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut libc::c_void,
-        iov_len: data.len(),
-    };
-    // SAFETY: the local iovec points into `data`, which outlives the call.
-    let n = unsafe { libc::process_vm_writev(pid as i32, &local, 1, &remote, 1, 0) };
-    if n < 0 || n as usize != data.len() {
-        return Err(Errno::EFAULT);
+    let remote = [RemoteIoVec {
+        base: addr as usize,
+        len: data.len(),
+    }];
+    match process_vm_writev(pid_of(pid), &[IoSlice::new(data)], &remote) {
+        Ok(n) if n == data.len() => Ok(()),
+        _ => Err(Errno::EFAULT),
     }
-    Ok(())
 }
 
 /// Read `len` bytes at `addr` in process `pid`, the caller of a request that
@@ -220,6 +215,7 @@ struct ProcmapQuery {
 
 /// `PROCMAP_QUERY`: `_IOWR('f', 17, struct procmap_query)`.
 const PROCMAP_QUERY: u64 = 0xC068_6611;
+nix::ioctl_readwrite_bad!(procmap_query, PROCMAP_QUERY, ProcmapQuery);
 const PROCMAP_QUERY_VMA_READABLE: u64 = 0x01;
 const PROCMAP_QUERY_VMA_WRITABLE: u64 = 0x02;
 
@@ -275,8 +271,8 @@ fn query_vma(pid: u32, addr: u64) -> SysResult<Option<Vma>> {
             ..Default::default()
         };
         // SAFETY: the ioctl writes within `q`, whose size it is told.
-        let rc = unsafe { libc::ioctl(f.as_raw_fd(), PROCMAP_QUERY as _, &mut q) };
-        if rc == 0 {
+        let rc = unsafe { procmap_query(f.as_raw_fd(), &mut q) };
+        if rc.is_ok() {
             return Ok(Some(Vma {
                 start: q.vma_start,
                 end: q.vma_end,
@@ -286,9 +282,11 @@ fn query_vma(pid: u32, addr: u64) -> SysResult<Option<Vma>> {
                 inode: q.inode,
             }));
         }
-        match std::io::Error::last_os_error().raw_os_error() {
-            Some(libc::ENOENT) => return Ok(None),
-            Some(libc::ENOTTY) | Some(libc::EINVAL) => return Err(Errno::ENOTTY),
+        match rc {
+            Err(nix::errno::Errno::ENOENT) => return Ok(None),
+            Err(nix::errno::Errno::ENOTTY | nix::errno::Errno::EINVAL) => {
+                return Err(Errno::ENOTTY)
+            }
             // ESRCH and the like: the task behind a cached descriptor is
             // gone; try once with a fresh one.
             _ => continue,
@@ -472,15 +470,9 @@ fn layout_of(pid: u32) -> Option<Layout> {
 fn raise_fd_limit() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
-        let mut r = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit/setrlimit on a local struct.
-        unsafe {
-            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
-                r.rlim_cur = r.rlim_max;
-                libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+            if soft < hard {
+                let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
             }
         }
     });
