@@ -1,13 +1,16 @@
 //! The `monfs` command.
 
-use std::io::{Read, Write};
-use std::os::fd::FromRawFd;
+use std::io::{IsTerminal, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use tracing::{error, info};
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::sys::signal::{SigSet, Signal};
+use nix::unistd::{dup2, fork, getgid, getuid, pipe2, setsid, ForkResult};
+use tracing::{error, info, warn};
 
 use monfs::config::{Config, ConfigError};
 use monfs::daemon::Monfs;
@@ -166,17 +169,17 @@ fn load_config(path: &Option<PathBuf>) -> Result<Config, ConfigError> {
     }
 }
 
-fn block_signals() -> libc::sigset_t {
-    // SAFETY: plain signal-mask manipulation on a local set.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGHUP);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
+/// Block SIGINT, SIGTERM and SIGHUP in every thread (those started later
+/// inherit the mask); the signal thread takes them with `sigwait`.
+fn block_signals() -> SigSet {
+    let mut set = SigSet::empty();
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        set.add(sig);
     }
+    if let Err(e) = set.thread_block() {
+        warn!("cannot block SIGINT/SIGTERM/SIGHUP: {e}");
+    }
+    set
 }
 
 /// Fork; the parent waits until the child reports the mount up (or failed) and
@@ -185,42 +188,35 @@ fn block_signals() -> libc::sigset_t {
 /// other descriptor it inherited (so that no caller's pipe is held open);
 /// stderr stays until the mount is up, so that errors reach the caller.
 fn daemonize() -> std::fs::File {
-    let mut fds = [0; 2];
-    // SAFETY: pipe/fork/setsid are used the classic way before any thread exists.
-    unsafe {
-        if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
-            eprintln!("monfs: pipe: {}", std::io::Error::last_os_error());
-            std::process::exit(1);
+    let die = |what: &str, e: nix::errno::Errno| -> ! {
+        eprintln!("monfs: {what}: {e}");
+        std::process::exit(1);
+    };
+    let (r, w) = pipe2(OFlag::O_CLOEXEC).unwrap_or_else(|e| die("pipe", e));
+    // SAFETY: no thread exists yet, so the child may do anything.
+    match unsafe { fork() } {
+        Err(e) => die("fork", e),
+        Ok(ForkResult::Child) => {
+            drop(r);
+            let _ = setsid();
+            // Above stdio, whatever the caller left closed.
+            let raw = fcntl(&w, FcntlArg::F_DUPFD_CLOEXEC(3)).unwrap_or_else(|e| die("fcntl", e));
+            drop(w);
+            // SAFETY: F_DUPFD_CLOEXEC made `raw`, a descriptor nothing else owns.
+            let w = unsafe { OwnedFd::from_raw_fd(raw) };
+            detach_stdio();
+            close_inherited_fds(w.as_raw_fd());
+            std::fs::File::from(w)
         }
-        match libc::fork() {
-            -1 => {
-                eprintln!("monfs: fork: {}", std::io::Error::last_os_error());
-                std::process::exit(1);
-            }
-            0 => {
-                libc::close(fds[0]);
-                libc::setsid();
-                // Above stdio, whatever the caller left closed.
-                let w = libc::fcntl(fds[1], libc::F_DUPFD_CLOEXEC, 3);
-                if w < 0 {
-                    eprintln!("monfs: fcntl: {}", std::io::Error::last_os_error());
-                    std::process::exit(1);
-                }
-                libc::close(fds[1]);
-                detach_stdio();
-                close_inherited_fds(w);
-                std::fs::File::from_raw_fd(w)
-            }
-            _ => {
-                libc::close(fds[1]);
-                let mut r = std::fs::File::from_raw_fd(fds[0]);
-                let mut b = [0u8; 1];
-                let code = match r.read(&mut b) {
-                    Ok(1) => b[0] as i32,
-                    _ => 1,
-                };
-                std::process::exit(code);
-            }
+        Ok(ForkResult::Parent { .. }) => {
+            drop(w);
+            let mut r = std::fs::File::from(r);
+            let mut b = [0u8; 1];
+            let code = match r.read(&mut b) {
+                Ok(1) => b[0] as i32,
+                _ => 1,
+            };
+            std::process::exit(code);
         }
     }
 }
@@ -250,18 +246,26 @@ fn close_inherited_fds(keep: i32) {
     }
 }
 
+/// stdin and stdout on /dev/null.
 fn detach_stdio() {
-    // SAFETY: replacing our own stdin/stdout with /dev/null.
-    unsafe {
-        let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
-        if fd >= 0 {
-            libc::dup2(fd, 0);
-            libc::dup2(fd, 1);
-            if fd > 2 {
-                libc::close(fd);
-            }
-        }
+    if let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        redirect(&null, 0);
+        redirect(&null, 1);
     }
+}
+
+/// Make descriptor `target` (0, 1 or 2) a copy of `to`.
+fn redirect(to: &impl AsFd, target: i32) {
+    // SAFETY: `target` is one of our standard descriptors, which dup2
+    // replaces atomically; nothing holds it as an OwnedFd.
+    let mut fd = unsafe { OwnedFd::from_raw_fd(target) };
+    let _ = dup2(to, &mut fd);
+    // It stays open as the standard descriptor.
+    let _ = fd.into_raw_fd();
 }
 
 /// Open (append, create 0600, never through a symlink) the log file.
@@ -371,8 +375,7 @@ fn mount(
             return fail(&mut report, 2);
         }
     };
-    // SAFETY: getuid/getgid cannot fail.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let (uid, gid) = (getuid().as_raw(), getgid().as_raw());
     let fs = Monfs::new(&cfg, uid, gid);
     if std::env::var_os("MONFS_FAULT_INJECT").is_some_and(|v| v == "1") {
         info!("MONFS_FAULT_INJECT=1: the test-only `panic` control command is enabled");
@@ -397,8 +400,7 @@ fn mount(
     if let (Some(f), Some(p)) = (log, log_path.as_deref()) {
         publish_path(&fs, "monfs/log", p);
         info!(log = %p.display(), "logging to file from now on");
-        // SAFETY: pointing our own stderr at the log file.
-        unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&f), 2) };
+        redirect(&f, 2);
     } else if let Some(j) = journal {
         publish_path(
             &fs,
@@ -406,8 +408,7 @@ fn mount(
             std::path::Path::new("journal (journalctl -t monfs)"),
         );
         info!("logging to the journal from now on (journalctl -t monfs)");
-        // SAFETY: pointing our own stderr at the journal stream.
-        unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&j), 2) };
+        redirect(&j, 2);
     }
     if let Some(mut r) = report.take() {
         let _ = r.write_all(&[0]);
@@ -419,10 +420,8 @@ fn mount(
         std::thread::Builder::new()
             .name("signals".into())
             .spawn(move || loop {
-                let mut sig = 0;
-                // SAFETY: waiting on the signals blocked above.
-                if unsafe { libc::sigwait(&sigset, &mut sig) } == 0 {
-                    info!(signal = sig, "unmounting");
+                if let Ok(sig) = sigset.wait() {
+                    info!(signal = %sig, "unmounting");
                     socket_file.remove();
                     monfs::fuse::unmount(&mp);
                     // A busy mount is detached lazily and stays served while
@@ -506,8 +505,7 @@ fn start_cuse(fs: &Monfs) -> Vec<Arc<Session>> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Colour only on a terminal, never in a log file.
-    // SAFETY: isatty cannot fail harmfully.
-    let tty = unsafe { libc::isatty(2) } == 1;
+    let tty = std::io::stderr().is_terminal();
     let to_file = matches!(&cli.cmd, Cmd::Mount { foreground, log_file, .. }
         if !*foreground || log_file.is_some());
     init_logging(&cli.log_level, tty && !to_file);
