@@ -13,9 +13,13 @@
 //! `timestamp_ns` (u64, CLOCK_MONOTONIC), then the event's data.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Mutex;
 use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::socket::{bind, recv, send, setsockopt, sockopt, MsgFlags, NetlinkAddr};
 
 use crate::sync::LockExt;
 
@@ -137,7 +141,9 @@ impl ProcEvents {
                 "outside the initial pid and user namespaces the kernel sends no process events",
             ));
         }
-        // SAFETY: plain socket syscalls on a descriptor we own.
+        // nix has no NETLINK_CONNECTOR protocol: the socket itself is made
+        // with libc, the rest through nix.
+        // SAFETY: socket() takes integers only.
         let raw = unsafe {
             libc::socket(
                 libc::AF_NETLINK,
@@ -150,34 +156,10 @@ impl ProcEvents {
         }
         // SAFETY: `raw` is a new descriptor that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        // SAFETY: sockaddr_nl is plain data; zero is a valid start.
-        let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        sa.nl_family = libc::AF_NETLINK as u16;
-        sa.nl_groups = CN_IDX_PROC;
-        // SAFETY: `sa` is a valid sockaddr_nl of the given size.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                &sa as *const _ as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_nl>() as u32,
-            )
-        };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        bind(fd.as_raw_fd(), &NetlinkAddr::new(0, CN_IDX_PROC))?;
         // A burst of forks must not overflow the queue: 4 MiB (root only;
         // the ordinary limit applies otherwise).
-        let size: libc::c_int = 4 << 20;
-        // SAFETY: setsockopt with an int option.
-        unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUFFORCE,
-                &size as *const _ as *const libc::c_void,
-                4,
-            )
-        };
+        let _ = setsockopt(&fd, sockopt::RcvBufForce, &(4 << 20));
         let mut msg = Vec::with_capacity(NLMSG_HDRLEN + CN_MSG_LEN + 4);
         let total = (NLMSG_HDRLEN + CN_MSG_LEN + 4) as u32;
         msg.extend_from_slice(&total.to_ne_bytes());
@@ -191,18 +173,7 @@ impl ProcEvents {
         msg.extend_from_slice(&4u16.to_ne_bytes());
         msg.extend_from_slice(&0u16.to_ne_bytes());
         msg.extend_from_slice(&PROC_CN_MCAST_LISTEN.to_ne_bytes());
-        // SAFETY: sending our own buffer.
-        let n = unsafe {
-            libc::send(
-                fd.as_raw_fd(),
-                msg.as_ptr() as *const libc::c_void,
-                msg.len(),
-                0,
-            )
-        };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        send(fd.as_raw_fd(), &msg, MsgFlags::empty())?;
         Ok(ProcEvents {
             fd,
             turn: Mutex::new(()),
@@ -214,29 +185,17 @@ impl ProcEvents {
     fn pump(&self, handle: &mut dyn FnMut(ProcEvent), lost: &mut dyn FnMut()) {
         let mut buf = [0u8; 8192];
         loop {
-            // SAFETY: receiving into our own buffer.
-            let n = unsafe {
-                libc::recv(
-                    self.fd.as_raw_fd(),
-                    buf.as_mut_ptr() as *mut libc::c_void,
-                    buf.len(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            if n < 0 {
-                match io::Error::last_os_error().raw_os_error() {
-                    Some(libc::ENOBUFS) => {
-                        lost();
-                        continue;
-                    }
-                    Some(libc::EINTR) => continue,
-                    _ => return,
+            let n = match recv(self.fd.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT) {
+                Ok(0) => return,
+                Ok(n) => n,
+                Err(Errno::ENOBUFS) => {
+                    lost();
+                    continue;
                 }
-            }
-            if n == 0 {
-                return;
-            }
-            for ev in parse(&buf[..n as usize]) {
+                Err(Errno::EINTR) => continue,
+                Err(_) => return,
+            };
+            for ev in parse(&buf[..n]) {
                 handle(ev);
             }
         }
@@ -250,19 +209,9 @@ impl ProcEvents {
 
     /// Wait until events are queued (or `timeout` passes).
     pub fn wait(&self, timeout: Duration) {
-        let mut pfd = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one pollfd of ours.
-        unsafe {
-            libc::poll(
-                &mut pfd,
-                1,
-                timeout.as_millis().min(i32::MAX as u128) as i32,
-            )
-        };
+        let ms = timeout.as_millis().min(u16::MAX as u128) as u16;
+        let mut pfd = [PollFd::new(self.fd.as_fd(), PollFlags::POLLIN)];
+        let _ = poll(&mut pfd, PollTimeout::from(ms));
     }
 }
 
