@@ -63,13 +63,11 @@ pub trait Clock: Send + Sync {
 
 /// The current time of clock `id` (CLOCK_MONOTONIC, CLOCK_REALTIME), in nanoseconds.
 pub(crate) fn clock_ns(id: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime only writes the timespec we pass.
-    unsafe { libc::clock_gettime(id, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    // Monotonic and realtime clocks always exist.
+    match nix::time::clock_gettime(nix::time::ClockId::from_raw(id)) {
+        Ok(ts) => ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64,
+        Err(_) => 0,
+    }
 }
 
 /// The machine's clocks.

@@ -296,9 +296,7 @@ mod tests {
         assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
         assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
         let fifo = d.path().join("fifo");
-        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        // SAFETY: mkfifo on a path of our temp dir.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
         assert_eq!(
             create_output(&fifo).unwrap_err().raw_os_error(),
             Some(libc::ENXIO)

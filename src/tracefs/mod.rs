@@ -254,9 +254,7 @@ fn online_cpus() -> usize {
 }
 
 fn current_cpu() -> u32 {
-    // SAFETY: sched_getcpu has no memory effects.
-    let c = unsafe { libc::sched_getcpu() };
-    c.max(0) as u32
+    nix::sched::sched_getcpu().unwrap_or(0) as u32
 }
 
 impl Tracing {
