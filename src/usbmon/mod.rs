@@ -1,6 +1,10 @@
 //! usbmon, modelled on the kernel's `drivers/usb/mon`: a small core that fans
 //! events out to readers (this file, like `mon_main.c`), and one file per
-//! interface: [`text`] (`mon_text.c`), [`stat`] (`mon_stat.c`).
+//! interface: [`text`] (`mon_text.c`), [`binary`] (`mon_bin.c`: the
+//! `/dev/usbmonN` reads, ioctls and mmap), [`stat`] (`mon_stat.c`). Beside
+//! them: [`event`], the URB event the simulators produce; [`header`], the
+//! 48/64-byte binary format (shared with capture files); [`ring`], the
+//! binary reader's ring buffer.
 
 pub mod binary;
 pub mod event;
