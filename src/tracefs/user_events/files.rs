@@ -1,0 +1,298 @@
+//! The files: `user_events_data`, `user_events_status` and `dynamic_events`.
+
+use super::*;
+
+// ---------------------------------------------------------------------------
+// user_events_data.
+
+pub(super) struct DataNode(pub(super) Arc<UserEvents>);
+
+/// One registration on an fd: write index = position.
+pub(super) struct Slot {
+    pub(super) ev: Arc<UEvent>,
+    /// Registered through an old ABI (writes while disabled succeed).
+    pub(super) old: bool,
+}
+
+/// The last thread that wrote on an fd and its name (read from /proc when
+/// another thread writes).
+pub(super) struct Writer {
+    pub(super) pid: u32,
+    pub(super) comm: String,
+}
+
+pub(super) struct DataFile {
+    pub(super) ue: Arc<UserEvents>,
+    pub(super) slots: Mutex<Vec<Slot>>,
+    pub(super) writer: Mutex<Writer>,
+}
+
+pub(super) fn comm_of(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|s| s.trim_end().to_string())
+        .unwrap_or_else(|_| "<...>".into())
+}
+
+impl DataFile {
+    /// Add `ev` to this fd's list (or find it there); its index.
+    pub(super) fn add_slot(
+        &self,
+        slots: &mut Vec<Slot>,
+        st: &mut State,
+        ev: &Arc<UEvent>,
+        old: bool,
+    ) -> usize {
+        if let Some(k) = slots.iter().position(|s| Arc::ptr_eq(&s.ev, ev)) {
+            slots[k].old = old;
+            return k;
+        }
+        slots.push(Slot {
+            ev: ev.clone(),
+            old,
+        });
+        if let Some(i) = st.index_of(ev) {
+            st.events[i].fd_refs += 1;
+            st.events[i].free_at = None;
+        }
+        slots.len() - 1
+    }
+}
+
+impl FileNode for DataNode {
+    fn mode(&self) -> u32 {
+        0o640
+    }
+    fn open(&self, _flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
+        Ok(Arc::new(DataFile {
+            ue: self.0.clone(),
+            slots: Mutex::new(Vec::new()),
+            writer: Mutex::new(Writer {
+                pid: caller.pid,
+                comm: comm_of(caller.pid),
+            }),
+        }))
+    }
+}
+
+/// Check the `__data_loc`/`__rel_loc` fields of an entry.
+pub(super) fn validate(fields: &[Field], entry: &[u8]) -> SysResult<()> {
+    for f in fields {
+        let is_loc = matches!(
+            f.kind,
+            FieldKind::DynString | FieldKind::RelString | FieldKind::DynArray | FieldKind::RelArray
+        );
+        if !is_loc {
+            continue;
+        }
+        let (start, len) = f.loc_range(entry);
+        if start + len > entry.len() {
+            return Err(Errno::EFAULT);
+        }
+        if f.ctype.contains("char") && (len == 0 || entry[start + len - 1] != 0) {
+            return Err(Errno::EFAULT);
+        }
+    }
+    Ok(())
+}
+
+impl DataFile {
+    /// Record one write(2) of `data` by thread `pid`: the trace shows the
+    /// writer, as the kernel shows `current`.
+    pub(super) fn record(&self, data: &[u8], pid: u32) -> SysResult<u32> {
+        if data.len() < 4 {
+            return Err(Errno::EFAULT);
+        }
+        let idx = i32::from_ne_bytes(data[..4].try_into().unwrap());
+        if idx < 0 {
+            return Err(Errno::EINVAL);
+        }
+        let (ev, old) = {
+            let slots = self.slots.lock_ok();
+            let s = slots.get(idx as usize).ok_or(Errno::ENOENT)?;
+            (s.ev.clone(), s.old)
+        };
+        let payload = &data[4..];
+        if payload.len() < ev.min_size {
+            return Err(Errno::EINVAL);
+        }
+        if !ev.id.is_enabled() {
+            return if old {
+                Ok(data.len() as u32)
+            } else {
+                Err(Errno::EBADF)
+            };
+        }
+        let comm = {
+            let mut w = self.writer.lock_ok();
+            if w.pid != pid {
+                *w = Writer {
+                    pid,
+                    comm: comm_of(pid),
+                };
+            }
+            w.comm.clone()
+        };
+        let mut entry = Vec::with_capacity(COMMON_SIZE + payload.len());
+        entry.extend_from_slice(&ev.id.id().to_le_bytes());
+        entry.extend_from_slice(&[0, 0]);
+        entry.extend_from_slice(&pid.to_le_bytes());
+        entry.extend_from_slice(payload);
+        validate(&ev.id.def().fields, &entry)?;
+        if let Some(t) = self.ue.t.upgrade() {
+            t.record(&ev.id.0, entry, &comm, None);
+        }
+        Ok(data.len() as u32)
+    }
+}
+
+impl OpenFile for DataFile {
+    fn read(&self, _offset: u64, _size: u32) -> SysResult<Vec<u8>> {
+        Err(Errno::EINVAL)
+    }
+    fn write_by(&self, _offset: u64, data: &[u8], caller: &Caller) -> SysResult<u32> {
+        self.record(data, caller.pid)
+    }
+    fn ioctl(&self, req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
+        match req.cmd {
+            DIAG_IOCSREG => self.ue.register(self, req),
+            DIAG_IOCSDEL => self.ue.delete_ioctl(req),
+            DIAG_IOCSUNREG => self.ue.unregister(req),
+            _ => Err(Errno::ENOTTY),
+        }
+    }
+    fn is_stream(&self) -> bool {
+        true
+    }
+    fn release(&self) {
+        let slots = std::mem::take(&mut *self.slots.lock_ok());
+        {
+            let mut st = self.ue.state.lock_ok();
+            for s in &slots {
+                if let Some(i) = st.index_of(&s.ev) {
+                    st.events[i].fd_refs -= 1;
+                }
+            }
+            self.ue.free_unused(&mut st);
+        }
+        // Without process events, an exit is noticed here too: a process
+        // that exits closes its fds after its memory is gone. With them, its
+        // exit event does this for its own enablers only, instead of every
+        // close probing every producer.
+        if !matches!(self.ue.procs.get(), Some(Some(_))) {
+            self.ue.reap(None, false);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// user_events_status.
+
+pub(super) struct StatusNode(pub(super) Arc<UserEvents>);
+
+pub(super) struct StatusFile {
+    pub(super) ue: Arc<UserEvents>,
+    /// The text that read(2) gives (a mapping, and so sendfile, sees the
+    /// status page instead).
+    pub(super) text: OpenText,
+}
+
+impl FileNode for StatusNode {
+    fn mode(&self) -> u32 {
+        0o640
+    }
+    fn open(&self, _flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
+        Ok(Arc::new(StatusFile {
+            ue: self.0.clone(),
+            text: OpenText::lazy(),
+        }))
+    }
+    /// One page, so that a mapping can fault it in.
+    fn size(&self) -> u64 {
+        PAGE_SIZE as u64
+    }
+}
+
+impl OpenFile for StatusFile {
+    fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
+        self.text
+            .read(offset, size, || self.ue.status_text().into_bytes())
+    }
+    fn write(&self, _offset: u64, _data: &[u8]) -> SysResult<u32> {
+        Err(Errno::EINVAL)
+    }
+    fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
+        let page = self.ue.page.lock_ok();
+        Ok(crate::vfs::slice_at(&page[..PAGE_SIZE], offset, size))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// dynamic_events.
+
+pub(super) struct DynNode(pub(super) Arc<UserEvents>);
+
+pub(super) struct DynFile {
+    pub(super) ue: Arc<UserEvents>,
+    pub(super) caller: Caller,
+    /// Readable opens.
+    pub(super) text: Option<OpenText>,
+    pub(super) writable: bool,
+}
+
+impl FileNode for DynNode {
+    fn mode(&self) -> u32 {
+        0o640
+    }
+    fn open(&self, flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
+        Ok(Arc::new(DynFile {
+            ue: self.0.clone(),
+            caller: *caller,
+            text: flags
+                .readable()
+                .then(|| OpenText::new(self.0.dynamic_text().into_bytes()))
+                .transpose()?,
+            writable: flags.writable(),
+        }))
+    }
+}
+
+impl OpenFile for DynFile {
+    fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
+        let generate = || self.ue.dynamic_text().into_bytes();
+        match &self.text {
+            Some(t) => t.read(offset, size, generate),
+            None => Ok(crate::vfs::slice_at(&generate(), offset, size)),
+        }
+    }
+    fn content(&self) -> Option<&[u8]> {
+        self.text.as_ref().map(|t| t.at_open())
+    }
+    fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
+        let t = self.text.as_ref().ok_or(Errno::EIO)?;
+        Ok(crate::vfs::slice_at(t.at_open(), offset, size))
+    }
+    fn write(&self, _offset: u64, data: &[u8]) -> SysResult<u32> {
+        if let Some(t) = &self.text {
+            t.written();
+        }
+        let text = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
+        for line in text.split('\n') {
+            let line = line.trim_end_matches('\0');
+            if line.len() > MAX_DYN_LINE {
+                return Err(Errno::EINVAL);
+            }
+            let line = match line.find('#') {
+                Some(i) => &line[..i],
+                None => line,
+            };
+            self.ue.dynamic_line(line, &self.caller)?;
+        }
+        Ok(data.len() as u32)
+    }
+    fn truncate(&self) -> SysResult<()> {
+        if self.writable {
+            self.ue.dynamic_clear(&self.caller)?;
+        }
+        Ok(())
+    }
+}

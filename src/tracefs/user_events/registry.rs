@@ -1,0 +1,1093 @@
+//! The registry: user events, their enablers in producers' address spaces,
+//! and the process events that keep those in step with fork, exec and exit.
+
+use super::*;
+
+/// One user event.
+pub(super) struct UEvent {
+    /// The tracepoint name (`name`, or `name.<hex id>` for multi-format).
+    pub(super) name: String,
+    /// The registration name.
+    pub(super) base: String,
+    pub(super) multi: bool,
+    pub(super) fields: Vec<UField>,
+    pub(super) id: EventId,
+    /// Smallest payload a write must carry (end of the last field − 8).
+    pub(super) min_size: usize,
+}
+
+/// Mutable state of one event.
+pub(super) struct EvState {
+    pub(super) ev: Arc<UEvent>,
+    /// Open `user_events_data` files that registered it.
+    pub(super) fd_refs: usize,
+    /// Enable bits pointing at it.
+    pub(super) enablers: usize,
+    /// Created with PERSIST or through `dynamic_events` (deleting needs
+    /// CAP_PERFMON; never deleted automatically).
+    pub(super) persistent: bool,
+    /// Registered through an old ABI: never deleted automatically.
+    pub(super) sticky: bool,
+    /// 6.x status bit.
+    pub(super) status_bit: Option<u32>,
+    /// 5.18 status byte.
+    pub(super) status_byte: Option<u32>,
+    /// When an unreferenced event is to be freed.
+    pub(super) free_at: Option<Instant>,
+}
+
+impl EvState {
+    /// Referenced by an fd, an enable bit or a tracer: deleting it is EBUSY.
+    pub(super) fn busy(&self) -> bool {
+        self.fd_refs > 0 || self.enablers > 0 || self.ev.id.is_enabled()
+    }
+}
+
+/// A 6.4+ enable bit in a producer: bit `bit` of the `size`-byte word at
+/// `addr` in one address space.
+pub(super) struct Enabler {
+    pub(super) mm: Arc<Mm>,
+    pub(super) addr: u64,
+    pub(super) bit: u8,
+    pub(super) size: u8,
+    pub(super) ev: Arc<UEvent>,
+    /// Copied from a parent by fork: the descriptor was opened from outside
+    /// the child, so the child's exec always drops it.
+    pub(super) forked: bool,
+    /// A write of the bit is under way (see [`sync_bit`]).
+    pub(super) busy: AtomicBool,
+    /// The bit must be written again: the event changed during a write.
+    pub(super) dirty: AtomicBool,
+    /// Unregistered or dropped: the bit is to be cleared.
+    pub(super) removed: AtomicBool,
+}
+
+impl Enabler {
+    pub(super) fn new(
+        mm: Arc<Mm>,
+        addr: u64,
+        bit: u8,
+        size: u8,
+        ev: Arc<UEvent>,
+        forked: bool,
+    ) -> Self {
+        Enabler {
+            mm,
+            addr,
+            bit,
+            size,
+            ev,
+            forked,
+            busy: AtomicBool::new(false),
+            dirty: AtomicBool::new(false),
+            removed: AtomicBool::new(false),
+        }
+    }
+}
+
+/// Bring one enable bit up to date: set while its event is enabled, clear
+/// otherwise or once removed. Writes of one bit never overlap, and none
+/// waits for another: a caller that finds a write under way marks the bit
+/// dirty, and that writer writes again with the newest state.
+pub(super) fn sync_bit(en: &Enabler) -> Result<(), MmError> {
+    en.dirty.store(true, Ordering::SeqCst);
+    loop {
+        if en.busy.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        en.dirty.store(false, Ordering::SeqCst);
+        let on = en.ev.id.is_enabled() && !en.removed.load(Ordering::SeqCst);
+        let r = en.mm.set_bit(en.addr, en.bit, en.size, on);
+        en.busy.store(false, Ordering::SeqCst);
+        if r.is_err() || !en.dirty.load(Ordering::SeqCst) {
+            return r;
+        }
+    }
+}
+
+/// Bring `ens` up to date on the worker pool, never waiting on one address
+/// space longer than [`procmem::DEADLINE`]: one that does not answer by
+/// then is marked stuck. Returns the enablers whose bit could not be
+/// written (address space gone, bad address, stuck).
+pub(super) fn sync_bits(ens: &[Arc<Enabler>]) -> Vec<Arc<Enabler>> {
+    let mut failed = Vec::new();
+    let mut start = 0;
+    while start < ens.len() {
+        let batch: Vec<Arc<Enabler>> = ens[start..].to_vec();
+        let at = Arc::new(AtomicUsize::new(0));
+        let at2 = at.clone();
+        let job = move || {
+            let mut bad = Vec::new();
+            for (k, en) in batch.iter().enumerate() {
+                at2.store(k, Ordering::SeqCst);
+                if sync_bit(en).is_err() {
+                    bad.push(k);
+                }
+            }
+            bad
+        };
+        match procmem::run_bounded(job, procmem::DEADLINE) {
+            Ok(bad) => {
+                failed.extend(bad.into_iter().map(|k| ens[start + k].clone()));
+                break;
+            }
+            Err(procmem::Unfinished::TimedOut) => {
+                let k = start + at.load(Ordering::SeqCst);
+                ens[k].mm.set_stuck();
+                failed.push(ens[k].clone());
+                start = k + 1;
+            }
+            Err(procmem::Unfinished::NoWorker) => {
+                failed.extend(ens[start..].iter().cloned());
+                break;
+            }
+        }
+    }
+    failed
+}
+
+pub(super) struct State {
+    /// Creation order.
+    pub(super) events: Vec<EvState>,
+    /// Status page bits in use (bit 0 always).
+    pub(super) used_bits: Vec<bool>,
+    pub(super) enablers: Vec<Arc<Enabler>>,
+    /// Next multi-format id.
+    pub(super) multi_next: u64,
+}
+
+impl State {
+    pub(super) fn find(&self, multi: bool, name: &str) -> Option<usize> {
+        self.events
+            .iter()
+            .position(|e| e.ev.multi == multi && e.ev.name == name)
+    }
+
+    pub(super) fn find_base(&self, base: &str) -> Option<usize> {
+        self.events
+            .iter()
+            .position(|e| !e.ev.multi && e.ev.base == base)
+    }
+
+    pub(super) fn index_of(&self, ev: &Arc<UEvent>) -> Option<usize> {
+        self.events.iter().position(|e| Arc::ptr_eq(&e.ev, ev))
+    }
+
+    pub(super) fn alloc_bit(&mut self) -> SysResult<u32> {
+        let b = (1..STATUS_BITS)
+            .find(|&b| !self.used_bits[b])
+            .ok_or(Errno::EMFILE)?;
+        self.used_bits[b] = true;
+        Ok(b as u32)
+    }
+
+    pub(super) fn alloc_byte(&mut self) -> SysResult<u32> {
+        let b = (1..PAGE_SIZE)
+            .find(|&b| !self.used_bits[b * 8..b * 8 + 8].iter().any(|&u| u))
+            .ok_or(Errno::EMFILE)?;
+        self.used_bits[b * 8..b * 8 + 8].fill(true);
+        Ok(b as u32)
+    }
+}
+
+/// user_events.
+pub struct UserEvents {
+    pub(super) t: Weak<Tracing>,
+    pub(super) me: Weak<UserEvents>,
+    pub(super) state: Mutex<State>,
+    /// The status page as mappings see it. Its own lock, never held across
+    /// anything slow: a page fault on `user_events_status` (a producer's
+    /// mapping, or a remote access that lands in one) never waits for the
+    /// registry.
+    pub(super) page: Mutex<Vec<u8>>,
+    pub(super) tree: OnceLock<Arc<Tree>>,
+    pub(super) status_ino: OnceLock<u64>,
+    pub(super) reaper: AtomicBool,
+    /// The kernel's process events, once a 6.4+ registration needs them
+    /// (None inside when they cannot be had: exits are then polled for).
+    pub(super) procs: OnceLock<Option<ProcEvents>>,
+    /// Held while process events are taken and applied.
+    pub(super) applying: Mutex<()>,
+}
+
+impl UserEvents {
+    /// The registry for `t` (files come with [`UserEvents::add_files`]).
+    pub fn new(t: &Arc<Tracing>) -> Arc<UserEvents> {
+        let mut used_bits = vec![false; STATUS_BITS];
+        used_bits[0] = true;
+        Arc::new_cyclic(|me| UserEvents {
+            t: Arc::downgrade(t),
+            me: me.clone(),
+            state: Mutex::new(State {
+                events: Vec::new(),
+                used_bits,
+                enablers: Vec::new(),
+                multi_next: 0,
+            }),
+            page: Mutex::new(vec![0; PAGE_SIZE]),
+            tree: OnceLock::new(),
+            status_ino: OnceLock::new(),
+            reaper: AtomicBool::new(false),
+            procs: OnceLock::new(),
+            applying: Mutex::new(()),
+        })
+    }
+
+    /// Add `user_events_data`, `user_events_status` and `dynamic_events`.
+    pub fn add_files(self: &Arc<Self>, tree: &Arc<Tree>) {
+        let _ = self.tree.set(tree.clone());
+        tree.add(
+            "tracing/user_events_data",
+            NodeKind::File(Arc::new(DataNode(self.clone()))),
+            0o640,
+        );
+        let ino = tree.add(
+            "tracing/user_events_status",
+            NodeKind::File(Arc::new(StatusNode(self.clone()))),
+            0o640,
+        );
+        let _ = self.status_ino.set(ino);
+        tree.add(
+            "tracing/dynamic_events",
+            NodeKind::File(Arc::new(DynNode(self.clone()))),
+            0o640,
+        );
+    }
+
+    /// The names of the registered events (tracepoint names), oldest first.
+    pub fn names(&self) -> Vec<String> {
+        let st = self.state.lock_ok();
+        st.events.iter().map(|e| e.ev.name.clone()).collect()
+    }
+
+    /// Write event `i`'s status bit or byte into the page (and the page
+    /// cache of its mappings, if that changed it).
+    pub(super) fn set_status(&self, st: &State, i: usize, on: bool) {
+        let (bit, byte) = (st.events[i].status_bit, st.events[i].status_byte);
+        if bit.is_none() && byte.is_none() {
+            return;
+        }
+        let mut page = self.page.lock_ok();
+        let before = page.clone();
+        if let Some(b) = bit {
+            let (idx, mask) = ((b >> 3) as usize, 1u8 << (b & 7));
+            if on {
+                page[idx] |= mask;
+            } else {
+                page[idx] &= !mask;
+            }
+        }
+        if let Some(b) = byte {
+            page[b as usize] = if on { 0x01 } else { 0 };
+        }
+        if before != *page {
+            self.push_page(page.clone());
+        }
+    }
+
+    pub(super) fn push_page(&self, page: Vec<u8>) {
+        if let (Some(tree), Some(ino)) = (self.tree.get(), self.status_ino.get()) {
+            tree.store(*ino, 0, page);
+        }
+    }
+
+    /// Create an event.
+    pub(super) fn create(&self, st: &mut State, cmd: &Command, multi: bool) -> SysResult<usize> {
+        if st.events.len() >= USER_EVENTS_MAX {
+            return Err(Errno::EMFILE);
+        }
+        let t = self.t.upgrade().ok_or(Errno::ENODEV)?;
+        let (name, system) = if multi {
+            (format!("{}.{:x}", cmd.name, st.multi_next), SYSTEM_MULTI)
+        } else {
+            (cmd.name.clone(), SYSTEM)
+        };
+        let (fields, print) = layout(&cmd.fields);
+        let min_size = fields.last().map_or(0, |f| f.offset + f.size - COMMON_SIZE);
+        let me = self.me.clone();
+        let hook_name = name.clone();
+        let hook: crate::tracefs::EnableHook = Arc::new(move || {
+            if let Some(ue) = me.upgrade() {
+                ue.enable_changed(multi, &hook_name);
+            }
+        });
+        let def_name = name.clone();
+        let id = t.add_dynamic(
+            move |n| EventDef::with_fields(system, &def_name, n, fields, print),
+            hook,
+        )?;
+        if multi {
+            st.multi_next += 1;
+        }
+        st.events.push(EvState {
+            ev: Arc::new(UEvent {
+                name,
+                base: cmd.name.clone(),
+                multi,
+                fields: cmd.fields.clone(),
+                id,
+                min_size,
+            }),
+            fd_refs: 0,
+            enablers: 0,
+            persistent: false,
+            sticky: false,
+            status_bit: None,
+            status_byte: None,
+            free_at: None,
+        });
+        Ok(st.events.len() - 1)
+    }
+
+    /// Delete event `i` (not busy).
+    pub(super) fn destroy(&self, st: &mut State, i: usize) {
+        let es = st.events.remove(i);
+        let mut page = self.page.lock_ok();
+        let mut changed = false;
+        if let Some(b) = es.status_bit {
+            st.used_bits[b as usize] = false;
+            let (idx, mask) = ((b >> 3) as usize, 1u8 << (b & 7));
+            changed |= page[idx] & mask != 0;
+            page[idx] &= !mask;
+        }
+        if let Some(b) = es.status_byte {
+            let b = b as usize;
+            st.used_bits[b * 8..b * 8 + 8].fill(false);
+            changed |= page[b] != 0;
+            page[b] = 0;
+        }
+        if changed {
+            self.push_page(page.clone());
+        }
+        drop(page);
+        if let Some(t) = self.t.upgrade() {
+            t.remove_dynamic(&es.ev.id);
+        }
+    }
+
+    /// Schedule event `i` to be freed if nothing keeps it (6.4+ lifetime).
+    pub(super) fn maybe_free(&self, st: &mut State, i: usize) {
+        let e = &mut st.events[i];
+        if !e.persistent && !e.sticky && !e.busy() {
+            if e.free_at.is_none() {
+                e.free_at = Some(Instant::now() + FREE_DELAY);
+                self.start_reaper(st);
+            }
+        } else {
+            e.free_at = None;
+        }
+    }
+
+    /// Schedule every event nothing keeps.
+    pub(super) fn free_unused(&self, st: &mut State) {
+        for i in 0..st.events.len() {
+            self.maybe_free(st, i);
+        }
+    }
+
+    /// Free the scheduled events whose time has come (still unreferenced).
+    pub(super) fn free_due(&self, st: &mut State) {
+        let now = Instant::now();
+        let mut i = 0;
+        while i < st.events.len() {
+            let e = &st.events[i];
+            if e.free_at.is_some_and(|t| t <= now) && !e.busy() && !e.persistent && !e.sticky {
+                self.destroy(st, i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// The hook: an event was enabled or disabled. Its enable bits are
+    /// written outside the registry lock, on the worker pool.
+    pub(super) fn enable_changed(&self, multi: bool, name: &str) {
+        // Forks, execs and exits that happened before this change are
+        // applied first: a child forked earlier gets the new state, an
+        // image exec'd earlier is not written.
+        self.drain_procs();
+        let ens: Vec<Arc<Enabler>> = {
+            let st = self.state.lock_ok();
+            let Some(i) = st.find(multi, name) else {
+                return;
+            };
+            let ev = st.events[i].ev.clone();
+            self.set_status(&st, i, ev.id.is_enabled());
+            st.enablers
+                .iter()
+                .filter(|en| Arc::ptr_eq(&en.ev, &ev))
+                .cloned()
+                .collect()
+        };
+        let failed = sync_bits(&ens);
+        let mut st = self.state.lock_ok();
+        self.drop_enablers(&mut st, &failed);
+        if let Some(i) = st.find(multi, name) {
+            self.maybe_free(&mut st, i);
+        }
+    }
+
+    /// Remove `gone` from the enablers (those still there) and release
+    /// their references; then schedule what nothing keeps.
+    pub(super) fn drop_enablers(&self, st: &mut State, gone: &[Arc<Enabler>]) {
+        if gone.is_empty() {
+            return;
+        }
+        for en in gone {
+            en.removed.store(true, Ordering::SeqCst);
+            let Some(k) = st.enablers.iter().position(|e| Arc::ptr_eq(e, en)) else {
+                continue;
+            };
+            st.enablers.swap_remove(k);
+            if let Some(i) = st.index_of(&en.ev) {
+                st.events[i].enablers -= 1;
+            }
+        }
+        self.free_unused(st);
+    }
+
+    /// Drop the enablers whose address space is gone, among those of
+    /// process `tgid` (all if None); with `exec`, also every enabler
+    /// copied into `tgid` by fork. The probes run without the lock.
+    pub(super) fn reap(&self, tgid: Option<u32>, exec: bool) {
+        let cand: Vec<Arc<Enabler>> = {
+            let st = self.state.lock_ok();
+            st.enablers
+                .iter()
+                .filter(|en| tgid.map_or(true, |t| en.mm.tgid() == t))
+                .cloned()
+                .collect()
+        };
+        if cand.is_empty() {
+            return;
+        }
+        let mut verdict: Vec<(*const Mm, bool)> = Vec::new();
+        let mut dead = Vec::new();
+        for en in cand {
+            let key = Arc::as_ptr(&en.mm);
+            let gone = match verdict.iter().find(|(k, _)| *k == key) {
+                Some((_, g)) => *g,
+                None => {
+                    let g = en.mm.is_stuck() || !en.mm.alive();
+                    verdict.push((key, g));
+                    g
+                }
+            };
+            if gone || (exec && en.forked) {
+                dead.push(en);
+            }
+        }
+        let mut st = self.state.lock_ok();
+        self.drop_enablers(&mut st, &dead);
+    }
+
+    /// The process events, subscribed to on first use. Their thread handles
+    /// them as they come; [`UserEvents::drain_procs`] does it on the
+    /// caller's thread when order matters.
+    pub(super) fn procs(&self) -> Option<&ProcEvents> {
+        self.procs
+            .get_or_init(|| match ProcEvents::listen() {
+                Ok(p) => {
+                    let me = self.me.clone();
+                    let _ = std::thread::Builder::new()
+                        .name("proc-events".into())
+                        .spawn(move || loop {
+                            let Some(ue) = me.upgrade() else { return };
+                            ue.drain_procs();
+                            let Some(Some(p)) = ue.procs.get() else {
+                                return;
+                            };
+                            // Not holding `ue` while waiting would be
+                            // tidier, but the registry lives as long as the
+                            // mount anyway.
+                            p.wait(Duration::from_secs(1));
+                        });
+                    Some(p)
+                }
+                Err(e) => {
+                    warn!(
+                        "no process events ({e}): enable bits are not copied to forked \
+                         children, and exits and execs are found by polling"
+                    );
+                    None
+                }
+            })
+            .as_ref()
+    }
+
+    /// Apply every process event the kernel has sent so far.
+    pub(super) fn drain_procs(&self) {
+        let Some(Some(p)) = self.procs.get() else {
+            return;
+        };
+        // Taking events off the socket and applying them is one step: a
+        // drain that finds the socket empty while another thread still
+        // applies what it took would return too early.
+        let _apply = self.applying.lock_ok();
+        let mut events = Vec::new();
+        let mut lost = false;
+        p.drain(&mut |e| events.push(e), &mut || lost = true);
+        if lost {
+            warn!("process events were lost (queue overflow): checking every producer");
+            self.reap(None, false);
+        }
+        for e in events {
+            match e {
+                ProcEvent::Fork {
+                    parent_tgid,
+                    child_pid,
+                    child_tgid,
+                    ts_ns,
+                } if child_pid == child_tgid => self.forked(parent_tgid, child_tgid, ts_ns),
+                ProcEvent::Fork { .. } => {}
+                ProcEvent::Exec { tgid, .. } => self.reap(Some(tgid), true),
+                ProcEvent::Exit { tgid, .. } => self.reap(Some(tgid), false),
+            }
+        }
+    }
+
+    /// Process `parent` forked `child`: copy the parent's enablers into the
+    /// child's address space, as the kernel's `user_events_fork` does, and
+    /// bring the copies up to date.
+    pub(super) fn forked(&self, parent: u32, child: u32, ts_ns: u64) {
+        let parents: Vec<Arc<Enabler>> = {
+            let st = self.state.lock_ok();
+            st.enablers
+                .iter()
+                .filter(|en| en.mm.tgid() == parent && !en.mm.is_stuck())
+                .cloned()
+                .collect()
+        };
+        // One live address space of the parent (a dead one, from before an
+        // exec, is not what the child copied).
+        let Some(pmm) = parents.iter().map(|en| en.mm.clone()).find(|mm| mm.alive()) else {
+            return;
+        };
+        let Some(cmm) = pmm.pin_child(child) else {
+            debug!(
+                parent,
+                child, "forked child not followed: shares the address space, exec'd or gone"
+            );
+            return;
+        };
+        let copies: Vec<Arc<Enabler>> = parents
+            .iter()
+            .filter(|en| en.mm.alive())
+            .map(|en| {
+                Arc::new(Enabler::new(
+                    cmm.clone(),
+                    en.addr,
+                    en.bit,
+                    en.size,
+                    en.ev.clone(),
+                    true,
+                ))
+            })
+            .collect();
+        {
+            let mut st = self.state.lock_ok();
+            for en in &copies {
+                if st.enablers.len() >= MAX_ENABLERS {
+                    warn!(
+                        child,
+                        "user_events: enable bits at their limit; fork copy dropped"
+                    );
+                    en.removed.store(true, Ordering::SeqCst);
+                    continue;
+                }
+                if let Some(i) = st.index_of(&en.ev) {
+                    st.events[i].enablers += 1;
+                    st.events[i].free_at = None;
+                    st.enablers.push(en.clone());
+                } else {
+                    en.removed.store(true, Ordering::SeqCst);
+                }
+            }
+        }
+        let copies: Vec<Arc<Enabler>> = copies
+            .into_iter()
+            .filter(|e| !e.removed.load(Ordering::SeqCst))
+            .collect();
+        let failed = sync_bits(&copies);
+        let mut st = self.state.lock_ok();
+        self.drop_enablers(&mut st, &failed);
+        drop(st);
+        // Process event timestamps are CLOCK_MONOTONIC.
+        let lag_us = crate::clock::clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(ts_ns) / 1000;
+        debug!(
+            parent,
+            child,
+            copies = copies.len(),
+            lag_us,
+            "fork: enablers copied {lag_us} µs after the fork"
+        );
+    }
+
+    /// Free events whose time has come, every 100 ms while any is
+    /// scheduled (and, without process events, drop the enablers of exited
+    /// processes). The thread ends when nothing is left to do.
+    pub(super) fn start_reaper(&self, _st: &State) {
+        if self.reaper.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let me = self.me.clone();
+        let _ = std::thread::Builder::new()
+            .name("user_events-reaper".into())
+            .spawn(move || loop {
+                std::thread::sleep(Duration::from_millis(100));
+                let Some(ue) = me.upgrade() else { return };
+                let polling = !matches!(ue.procs.get(), Some(Some(_)));
+                if polling {
+                    ue.reap(None, false);
+                }
+                let mut st = ue.state.lock_ok();
+                ue.free_due(&mut st);
+                let pending = st.events.iter().any(|e| e.free_at.is_some());
+                if !pending && (!polling || st.enablers.is_empty()) {
+                    // Decided under the lock that schedules frees, so a
+                    // later `maybe_free` starts a new thread.
+                    ue.reaper.store(false, Ordering::SeqCst);
+                    return;
+                }
+            });
+    }
+
+    /// `DIAG_IOCSREG`.
+    pub(super) fn register(&self, f: &DataFile, req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
+        let mem = req.mem;
+        let arg = req.arg;
+        let size = u32::from_ne_bytes(mem.read(arg, 4)?.try_into().unwrap()) as usize;
+        if size > PAGE_SIZE {
+            return Err(Errno::E2BIG);
+        }
+        match size {
+            20 => self.register_old(f, req, OldAbi::Bit),
+            24 => self.register_old(f, req, OldAbi::Byte),
+            _ if size >= REG_SIZE => self.register_new(f, req, size),
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    /// An address space this process's enablers pin already, if `fresh` is
+    /// the same one (one descriptor per producer process), else `fresh`.
+    pub(super) fn share_mm(&self, fresh: Arc<Mm>) -> Arc<Mm> {
+        let cands: Vec<Arc<Mm>> = {
+            let st = self.state.lock_ok();
+            let mut v: Vec<Arc<Mm>> = Vec::new();
+            for en in st.enablers.iter().filter(|e| e.mm.tgid() == fresh.tgid()) {
+                if !en.mm.is_stuck() && !v.iter().any(|m| Arc::ptr_eq(m, &en.mm)) {
+                    v.push(en.mm.clone());
+                }
+            }
+            v
+        };
+        cands
+            .into_iter()
+            .find(|m| m.same_as(&fresh))
+            .unwrap_or(fresh)
+    }
+
+    /// The enablers of process `tgid` (its current address space) at
+    /// (`addr`, `bit`). Those of a former image of the pid do not count;
+    /// they are dropped on the way.
+    pub(super) fn has_enabler(&self, tgid: u32, addr: u64, bit: u8) -> Vec<Arc<Enabler>> {
+        let hits: Vec<Arc<Enabler>> = {
+            let st = self.state.lock_ok();
+            st.enablers
+                .iter()
+                .filter(|e| e.mm.tgid() == tgid && e.addr == addr && e.bit == bit)
+                .cloned()
+                .collect()
+        };
+        let (live, dead): (Vec<_>, Vec<_>) = hits.into_iter().partition(|e| e.mm.alive());
+        if !dead.is_empty() {
+            let mut st = self.state.lock_ok();
+            self.drop_enablers(&mut st, &dead);
+        }
+        live
+    }
+
+    pub(super) fn register_new(
+        &self,
+        f: &DataFile,
+        req: &IoctlRequest<'_>,
+        size: usize,
+    ) -> SysResult<IoctlReply> {
+        let mem = req.mem;
+        let raw = mem.read(req.arg, size)?;
+        if raw[REG_SIZE..].iter().any(|&b| b != 0) {
+            return Err(Errno::E2BIG);
+        }
+        let enable_bit = raw[4];
+        let enable_size = raw[5];
+        let flags = u16::from_ne_bytes([raw[6], raw[7]]);
+        let enable_addr = u64::from_ne_bytes(raw[8..16].try_into().unwrap());
+        let name_args = u64::from_ne_bytes(raw[16..24].try_into().unwrap());
+        if flags & !(REG_MAX - 1) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let max_size = std::mem::size_of::<usize>() as u8;
+        if enable_size != 4 && enable_size != max_size {
+            return Err(Errno::EINVAL);
+        }
+        if enable_addr % enable_size as u64 != 0 || enable_bit >= enable_size * 8 {
+            return Err(Errno::EINVAL);
+        }
+        if enable_addr >= TASK_SIZE - enable_size as u64 {
+            return Err(Errno::EFAULT);
+        }
+        // The registering thread is blocked in this ioctl: its address
+        // space is the one to pin, and the pin outlives exec and exit
+        // without ever pointing elsewhere.
+        let mm = self.share_mm(Mm::pin(req.caller.pid)?);
+        let tgid = mm.tgid();
+        // A fork of this process that came before holds copies already.
+        self.drain_procs();
+        if !self.has_enabler(tgid, enable_addr, enable_bit).is_empty() {
+            return Err(Errno::EADDRINUSE);
+        }
+        let desc = read_desc(mem, name_args)?;
+        let cmd = parse_command(&desc)?;
+        if cmd.flags.is_some() {
+            return Err(Errno::EINVAL);
+        }
+        if flags & REG_PERSIST != 0 && !has_perfmon(req.caller.pid) {
+            return Err(Errno::EPERM);
+        }
+        // Follow forks from before this registration returns.
+        self.procs();
+        let multi = flags & REG_MULTI_FORMAT != 0;
+        let mut slots = f.slots.lock_ok();
+        let mut st = self.state.lock_ok();
+        if st.enablers.len() >= MAX_ENABLERS {
+            warn!("user_events: {MAX_ENABLERS} enable bits registered; refusing more (ENOMEM)");
+            return Err(Errno::ENOMEM);
+        }
+        let i = if multi {
+            match st.events.iter().position(|e| {
+                e.ev.multi && e.ev.base == cmd.name && fields_match(&e.ev.fields, &cmd.fields)
+            }) {
+                Some(i) => i,
+                None => self.create(&mut st, &cmd, true)?,
+            }
+        } else {
+            match st.find_base(&cmd.name) {
+                Some(i) if fields_match(&st.events[i].ev.fields, &cmd.fields) => i,
+                Some(_) => return Err(Errno::EADDRINUSE),
+                None => self.create(&mut st, &cmd, false)?,
+            }
+        };
+        if flags & REG_PERSIST != 0 {
+            st.events[i].persistent = true;
+        }
+        if st.enablers.len() >= MAX_ENABLERS {
+            warn!("user_events: {MAX_ENABLERS} enable bits registered; refusing more (ENOMEM)");
+            return Err(Errno::ENOMEM);
+        }
+        let ev = st.events[i].ev.clone();
+        let index = f.add_slot(&mut slots, &mut st, &ev, false);
+        drop(slots);
+        let en = Arc::new(Enabler::new(
+            mm,
+            enable_addr,
+            enable_bit,
+            enable_size,
+            ev,
+            false,
+        ));
+        st.enablers.push(en.clone());
+        st.events[i].enablers += 1;
+        drop(st);
+        // The enabler reflects the current state at once (outside the lock:
+        // the word may sit in a page that this very mount serves).
+        let failed = sync_bits(std::slice::from_ref(&en));
+        if !failed.is_empty() {
+            let mut st = self.state.lock_ok();
+            self.drop_enablers(&mut st, &failed);
+            return Err(Errno::EFAULT);
+        }
+        mem.write(req.arg + 24, &(index as u32).to_ne_bytes())?;
+        Ok(IoctlReply::default())
+    }
+
+    pub(super) fn register_old(
+        &self,
+        f: &DataFile,
+        req: &IoctlRequest<'_>,
+        abi: OldAbi,
+    ) -> SysResult<IoctlReply> {
+        let mem = req.mem;
+        let (name_off, status_off, index_off, size) = match abi {
+            OldAbi::Bit => (4, 12, 16, 20),
+            OldAbi::Byte => (8, 16, 20, 24),
+        };
+        let raw = mem.read(req.arg, size)?;
+        let name_args = u64::from_ne_bytes(raw[name_off..name_off + 8].try_into().unwrap());
+        let desc = read_desc(mem, name_args)?;
+        // Flag text is ignored by these kernels.
+        let cmd = parse_command(&desc)?;
+        let mut slots = f.slots.lock_ok();
+        let mut st = self.state.lock_ok();
+        let (i, new) = match st.find_base(&cmd.name) {
+            Some(i) => (i, false),
+            None => {
+                // Take the status slot first, so that EMFILE leaves nothing.
+                let slot = match abi {
+                    OldAbi::Bit => st.alloc_bit()?,
+                    OldAbi::Byte => st.alloc_byte()?,
+                };
+                match self.create(&mut st, &cmd, false) {
+                    Ok(i) => {
+                        match abi {
+                            OldAbi::Bit => st.events[i].status_bit = Some(slot),
+                            OldAbi::Byte => st.events[i].status_byte = Some(slot),
+                        }
+                        (i, true)
+                    }
+                    Err(e) => {
+                        match abi {
+                            OldAbi::Bit => st.used_bits[slot as usize] = false,
+                            OldAbi::Byte => {
+                                let b = slot as usize * 8;
+                                st.used_bits[b..b + 8].fill(false)
+                            }
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+        };
+        if !new {
+            let need = match abi {
+                OldAbi::Bit => st.events[i].status_bit.is_none(),
+                OldAbi::Byte => st.events[i].status_byte.is_none(),
+            };
+            if need {
+                let slot = match abi {
+                    OldAbi::Bit => st.alloc_bit()?,
+                    OldAbi::Byte => st.alloc_byte()?,
+                };
+                match abi {
+                    OldAbi::Bit => st.events[i].status_bit = Some(slot),
+                    OldAbi::Byte => st.events[i].status_byte = Some(slot),
+                }
+                let on = st.events[i].ev.id.is_enabled();
+                self.set_status(&st, i, on);
+            }
+        }
+        st.events[i].sticky = true;
+        let status = match abi {
+            OldAbi::Bit => st.events[i].status_bit.unwrap(),
+            OldAbi::Byte => st.events[i].status_byte.unwrap(),
+        };
+        let ev = st.events[i].ev.clone();
+        let index = f.add_slot(&mut slots, &mut st, &ev, true);
+        drop(st);
+        drop(slots);
+        mem.write(req.arg + status_off, &status.to_ne_bytes())?;
+        mem.write(req.arg + index_off, &(index as u32).to_ne_bytes())?;
+        Ok(IoctlReply::default())
+    }
+
+    /// `DIAG_IOCSDEL`.
+    pub(super) fn delete_ioctl(&self, req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
+        let name = read_desc(req.mem, req.arg)?;
+        let mut st = self.state.lock_ok();
+        let hits: Vec<usize> = (0..st.events.len())
+            .filter(|&i| st.events[i].ev.base == name)
+            .collect();
+        if hits.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        if hits.iter().any(|&i| st.events[i].busy()) {
+            return Err(Errno::EBUSY);
+        }
+        if hits.iter().any(|&i| st.events[i].persistent) && !has_perfmon(req.caller.pid) {
+            return Err(Errno::EPERM);
+        }
+        for &i in hits.iter().rev() {
+            self.destroy(&mut st, i);
+        }
+        Ok(IoctlReply::default())
+    }
+
+    /// `DIAG_IOCSUNREG`.
+    pub(super) fn unregister(&self, req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
+        let mem = req.mem;
+        let size = u32::from_ne_bytes(mem.read(req.arg, 4)?.try_into().unwrap()) as usize;
+        if size > PAGE_SIZE {
+            return Err(Errno::E2BIG);
+        }
+        if size < UNREG_SIZE {
+            return Err(Errno::EINVAL);
+        }
+        let raw = mem.read(req.arg, size)?;
+        if raw[UNREG_SIZE..].iter().any(|&b| b != 0) {
+            return Err(Errno::E2BIG);
+        }
+        let bit = raw[4];
+        if raw[5] != 0 || raw[6] != 0 || raw[7] != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let addr = u64::from_ne_bytes(raw[8..16].try_into().unwrap());
+        let tgid = procmem::tgid_of(req.caller.pid).ok_or(Errno::ENOENT)?;
+        // A forked child may unregister the copy it inherited: the fork
+        // must have been handled.
+        self.drain_procs();
+        let hits = self.has_enabler(tgid, addr, bit);
+        if hits.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        {
+            let mut st = self.state.lock_ok();
+            self.drop_enablers(&mut st, &hits);
+        }
+        // Cleared whatever the event's state (`removed` is set by now).
+        sync_bits(&hits);
+        Ok(IoctlReply::default())
+    }
+
+    /// The `user_events_status` text.
+    pub(super) fn status_text(&self) -> String {
+        let st = self.state.lock_ok();
+        let mut s = String::new();
+        let mut busy = 0;
+        let mut old = false;
+        for e in &st.events {
+            let on = e.ev.id.is_enabled();
+            busy += on as usize;
+            if let Some(b) = e.status_bit.or(e.status_byte) {
+                old = true;
+                let _ = write!(s, "{b}:");
+            }
+            s.push_str(&e.ev.name);
+            if on {
+                s.push_str(" # Used by ftrace");
+            }
+            s.push('\n');
+        }
+        let _ = write!(s, "\nActive: {}\nBusy: {busy}\n", st.events.len());
+        if old {
+            let _ = writeln!(s, "Max: {STATUS_BITS}");
+        }
+        s
+    }
+
+    /// The `dynamic_events` text.
+    pub(super) fn dynamic_text(&self) -> String {
+        let st = self.state.lock_ok();
+        st.events
+            .iter()
+            .map(|e| format!("u:{}{}\n", e.ev.base, fields_text(&e.ev.fields)))
+            .collect()
+    }
+
+    /// Run one `dynamic_events` line.
+    pub(super) fn dynamic_line(&self, line: &str, caller: &Caller) -> SysResult<()> {
+        if line.trim().is_empty() {
+            return Ok(());
+        }
+        if line.starts_with('-') || line.starts_with('!') {
+            return self.dynamic_delete(line, caller);
+        }
+        let Some(rest) = line.strip_prefix("u:") else {
+            // No other dynamic event type here.
+            return Err(Errno::EINVAL);
+        };
+        let cmd = parse_command(rest.trim_start_matches(' '))?;
+        if cmd.flags.is_some() {
+            return Err(Errno::EINVAL);
+        }
+        if !has_perfmon(caller.pid) {
+            return Err(Errno::EPERM);
+        }
+        let mut st = self.state.lock_ok();
+        match st.find_base(&cmd.name) {
+            Some(i) if fields_match(&st.events[i].ev.fields, &cmd.fields) => {
+                st.events[i].persistent = true;
+                st.events[i].free_at = None;
+                Ok(())
+            }
+            Some(_) => Err(Errno::EADDRINUSE),
+            None => {
+                let i = self.create(&mut st, &cmd, false)?;
+                st.events[i].persistent = true;
+                Ok(())
+            }
+        }
+    }
+
+    /// `-:[system/]name [fields]` or `!x:[system/]name [fields]`.
+    pub(super) fn dynamic_delete(&self, line: &str, caller: &Caller) -> SysResult<()> {
+        let mut words = line.split_ascii_whitespace();
+        let first = words.next().unwrap_or("");
+        let target = if let Some(r) = first.strip_prefix('-') {
+            r.strip_prefix(':').ok_or(Errno::EINVAL)?
+        } else {
+            let c = first.find(':').ok_or(Errno::EINVAL)?;
+            &first[c + 1..]
+        };
+        let (system, event) = match target.split_once('/') {
+            Some((s, e)) => (Some(s), e),
+            None => (None, target),
+        };
+        if system.is_none() && event.is_empty() {
+            return Err(Errno::EINVAL);
+        }
+        if system.is_some_and(|s| s != SYSTEM && s != SYSTEM_MULTI) {
+            return Err(Errno::ENOENT);
+        }
+        let rest: Vec<&str> = words.collect();
+        let want = parse_fields(&rest.join(" ")).ok();
+        let mut st = self.state.lock_ok();
+        let mut found = false;
+        let mut i = 0;
+        while i < st.events.len() {
+            let e = &st.events[i];
+            let hit =
+                e.ev.base == event && want.as_ref().is_some_and(|w| fields_match(&e.ev.fields, w));
+            if !hit {
+                i += 1;
+                continue;
+            }
+            found = true;
+            if e.busy() {
+                return Err(Errno::EBUSY);
+            }
+            if e.persistent && !has_perfmon(caller.pid) {
+                return Err(Errno::EPERM);
+            }
+            self.destroy(&mut st, i);
+        }
+        if found {
+            Ok(())
+        } else {
+            Err(Errno::ENOENT)
+        }
+    }
+
+    /// `dynamic_events` opened with O_TRUNC: delete every event, or none if
+    /// any is busy.
+    pub(super) fn dynamic_clear(&self, caller: &Caller) -> SysResult<()> {
+        let mut st = self.state.lock_ok();
+        if st.events.iter().any(|e| e.busy()) {
+            return Err(Errno::EBUSY);
+        }
+        if st.events.iter().any(|e| e.persistent) && !has_perfmon(caller.pid) {
+            return Err(Errno::EPERM);
+        }
+        while !st.events.is_empty() {
+            let last = st.events.len() - 1;
+            self.destroy(&mut st, last);
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy)]
+pub(super) enum OldAbi {
+    /// 6.0–6.3: bit per event.
+    Bit,
+    /// 5.18: byte per event.
+    Byte,
+}
