@@ -23,6 +23,7 @@ macro_rules! errnos {
 errnos!(
     EPERM,
     ENOENT,
+    ESRCH,
     EINTR,
     EIO,
     EBADF,
@@ -47,6 +48,7 @@ errnos!(
     ENOTSUP,
     ERANGE,
     ENAMETOOLONG,
+    EPROTO,
 );
 
 impl fmt::Debug for Errno {

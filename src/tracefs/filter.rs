@@ -173,7 +173,7 @@ fn prescan(s: &[u8]) -> Result<(), FilterError> {
         i += 1;
     }
     if let Some((_, at)) = quote {
-        return Err(FilterError::at(Errno(libc::ESRCH), at, E_MISSING_QUOTE));
+        return Err(FilterError::at(Errno::ESRCH, at, E_MISSING_QUOTE));
     }
     if let Some(&at) = opens.last() {
         return Err(FilterError::at(Errno::ENOENT, at, E_TOO_MANY_OPEN));
