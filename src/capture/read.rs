@@ -313,6 +313,23 @@ pub(super) fn tsresol_to_ns(ticks: u64, resol: u8) -> u64 {
     ns.min(u64::MAX as u128) as u64
 }
 
+/// Keep a pcapng packet (`rec` with `data`) if it is usbmon's; otherwise
+/// note the first other link type (at block offset `at`) in `skipped`.
+fn keep(
+    mut rec: RawRecord,
+    data: &[u8],
+    out: &mut Vec<RawRecord>,
+    skipped: &mut Option<(u64, u32)>,
+    at: usize,
+) {
+    if rec.linktype == LINKTYPE_USB_LINUX || rec.linktype == LINKTYPE_USB_LINUX_MMAPPED {
+        rec.data = data.to_vec();
+        out.push(rec);
+    } else if skipped.is_none() {
+        *skipped = Some((at as u64, rec.linktype));
+    }
+}
+
 fn parse_pcapng(path: &Path, bytes: &[u8]) -> Result<Vec<RawRecord>, CaptureError> {
     let block_err = |at: usize, rest: &[u8], big: bool, e: PcapError| -> CaptureError {
         if rest.len() < 12 {
@@ -393,19 +410,16 @@ fn parse_pcapng(path: &Path, bytes: &[u8]) -> Result<Vec<RawRecord>, CaptureErro
                 let ts = tsresol_to_ns(ticks, resol);
                 last_ts = ts;
                 plausible(path, at, index, epb.data.len())?;
-                if lt == LINKTYPE_USB_LINUX || lt == LINKTYPE_USB_LINUX_MMAPPED {
-                    out.push(RawRecord {
-                        offset: at as u64 + 28,
-                        index,
-                        linktype: lt,
-                        ts_ns: ts,
-                        big_endian: big,
-                        orig_len: epb.original_len,
-                        data: epb.data.into_owned(),
-                    });
-                } else if skipped.is_none() {
-                    skipped = Some((at as u64, lt));
-                }
+                let rec = RawRecord {
+                    offset: at as u64 + 28,
+                    index,
+                    linktype: lt,
+                    ts_ns: ts,
+                    big_endian: big,
+                    orig_len: epb.original_len,
+                    data: Vec::new(),
+                };
+                keep(rec, &epb.data, &mut out, &mut skipped, at);
                 index += 1;
             }
             Block::SimplePacket(spb) => {
@@ -417,19 +431,16 @@ fn parse_pcapng(path: &Path, bytes: &[u8]) -> Result<Vec<RawRecord>, CaptureErro
                     ));
                 };
                 plausible(path, at, index, spb.data.len())?;
-                if lt == LINKTYPE_USB_LINUX || lt == LINKTYPE_USB_LINUX_MMAPPED {
-                    out.push(RawRecord {
-                        offset: at as u64 + 12,
-                        index,
-                        linktype: lt,
-                        ts_ns: last_ts,
-                        big_endian: big,
-                        orig_len: spb.original_len,
-                        data: spb.data.into_owned(),
-                    });
-                } else if skipped.is_none() {
-                    skipped = Some((at as u64, lt));
-                }
+                let rec = RawRecord {
+                    offset: at as u64 + 12,
+                    index,
+                    linktype: lt,
+                    ts_ns: last_ts,
+                    big_endian: big,
+                    orig_len: spb.original_len,
+                    data: Vec::new(),
+                };
+                keep(rec, &spb.data, &mut out, &mut skipped, at);
                 index += 1;
             }
             _ => {}
