@@ -43,8 +43,8 @@ use tracing::{info, warn};
 
 use crate::config::{DeviceConfig, DeviceKind, ErrorConfig, PortNumber};
 use crate::errno::{Errno, SysResult};
-use crate::monreader::{Fault as ZvmFault, MonReaderDev};
 use crate::sim::usb::{replay, Fault, UsbSim};
+use crate::sim::zvm::{Fault as ZvmFault, Monitor};
 use crate::sync::LockExt;
 use crate::tracefs::Tracing;
 use crate::vfs::{Caller, FileNode, OpenFile, OpenFlags};
@@ -69,7 +69,7 @@ hid-mouse, hid-tablet, mass-storage, audio, webcam, flood)
 /// What the commands act on.
 pub struct Control {
     usb: Arc<UsbSim>,
-    monreader: Arc<MonReaderDev>,
+    zvm: Arc<Monitor>,
     tracing: Arc<Tracing>,
     /// Serialises commands so a log shows them in the order applied.
     lock: Mutex<()>,
@@ -120,10 +120,10 @@ fn parse_in<T: TryFrom<u64>>(key: &str, v: &str, lo: u64, hi: u64) -> Result<T, 
 
 impl Control {
     /// Control over these facilities and simulators.
-    pub fn new(usb: Arc<UsbSim>, monreader: Arc<MonReaderDev>, tracing: Arc<Tracing>) -> Self {
+    pub fn new(usb: Arc<UsbSim>, zvm: Arc<Monitor>, tracing: Arc<Tracing>) -> Self {
         Control {
             usb,
-            monreader,
+            zvm,
             tracing,
             lock: Mutex::new(()),
             fault_inject: AtomicBool::new(false),
@@ -284,7 +284,7 @@ impl Control {
                     "overflow" => ZvmFault::Overflow,
                     _ => return Err(format!("unknown z/VM fault {what:?}")),
                 };
-                if self.monreader.inject(f) {
+                if self.zvm.inject(f) {
                     Ok(format!("z/VM {what} injected"))
                 } else {
                     Err("dev/monreader is not open: no IUCV path to fault".into())

@@ -26,6 +26,8 @@ pub struct Monfs {
     pub tracing: Arc<crate::tracefs::Tracing>,
     /// The z/VM monitor reader, `dev/monreader`.
     pub monreader: Arc<crate::monreader::MonReaderDev>,
+    /// The z/VM *MONITOR simulator feeding it.
+    pub zvm: Arc<crate::sim::zvm::Monitor>,
     /// Live control of the simulators (`monfs/ctl`, `monfs ctl`).
     pub control: Arc<crate::control::Control>,
 }
@@ -92,10 +94,21 @@ impl Monfs {
             0o600,
         );
         tracing.add_files(&tree);
-        let monreader = crate::monreader::MonReaderDev::install(&tree, cfg, clock.clone());
+        let monreader = crate::monreader::MonReaderDev::install(
+            &tree,
+            crate::monreader::PathConfig::from(&cfg.zvm),
+            clock.clone(),
+        );
+        // *MONITOR sends through the reader's port.
+        let zvm = Arc::new(crate::sim::zvm::Monitor::new(
+            cfg.zvm.clone(),
+            seed,
+            clock.clone(),
+            monreader.clone(),
+        ));
         let control = Arc::new(crate::control::Control::new(
             usb.clone(),
-            monreader.clone(),
+            zvm.clone(),
             tracing.clone(),
         ));
         tree.add(
@@ -110,6 +123,7 @@ impl Monfs {
             clock,
             tracing,
             monreader,
+            zvm,
             control,
         }
     }
@@ -142,12 +156,12 @@ impl Monfs {
     /// Start the simulators.
     pub fn start(&self) {
         self.usb.start();
-        self.monreader.start();
+        self.zvm.start();
     }
 
     /// Stop the simulators.
     pub fn stop(&self) {
         self.usb.stop();
-        self.monreader.stop();
+        self.zvm.stop();
     }
 }

@@ -582,15 +582,13 @@ fn main() -> ExitCode {
             file,
             one_byte,
             sets,
-        } => {
-            match monfs::monreader::dump::run(device.as_deref(), file.as_deref(), one_byte, sets) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("monfs: {e:#}");
-                    ExitCode::from(1)
-                }
+        } => match monfs::cli::zvm_dump::run(device.as_deref(), file.as_deref(), one_byte, sets) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("monfs: {e:#}");
+                ExitCode::from(1)
             }
-        }
+        },
         Cmd::Record {
             mountpoint,
             bus,

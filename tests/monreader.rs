@@ -10,8 +10,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{compile_c, wait_blocked, Mount};
-use monfs::monreader::dump::decode_set;
-use monfs::sim::zvm::records::describe_payload;
+use monfs::cli::zvm_dump::decode_set;
+use monfs::sim::zvm::catalog::describe_payload;
 
 const HEAD: &str = "seed: 7\nclock: virtual\nusb:\n  buses: []\n";
 
@@ -169,7 +169,7 @@ fn check_trace(out: &str, bs: usize) -> Vec<Vec<u8>> {
     done
 }
 
-fn records_of(set: &[u8]) -> Vec<monfs::sim::zvm::records::Record> {
+fn records_of(set: &[u8]) -> Vec<monfs::monreader::records::Record> {
     let secs = decode_set(set);
     for s in &secs {
         assert_eq!(s.error, None, "set decodes");
@@ -511,7 +511,7 @@ fn example_reader_reads_sets() {
 
 #[test]
 fn zvm_dump_decodes_the_device_one_byte_or_blocks_at_a_time() {
-    use monfs::monreader::dump::{zvm_dump, DumpOptions, Source};
+    use monfs::cli::zvm_dump::{zvm_dump, DumpOptions, Source};
     let m = Mount::with_config(&flood(3, "  faults:\n    reply_fail_every: 2\n"));
     let mut outs = Vec::new();
     for one_byte in [true, false] {
@@ -540,4 +540,37 @@ fn zvm_dump_decodes_the_device_one_byte_or_blocks_at_a_time() {
         "{last}"
     );
     println!("{o}");
+}
+
+/// `monfs zvm-dump` on the device stops on Ctrl-C (SIGINT) while blocked in
+/// a read and still prints its summary, as `monfs record` does (the CLI
+/// tools share their signal handling).
+#[test]
+fn zvm_dump_stops_cleanly_on_sigint() {
+    let m = Mount::with_config(&format!(
+        "{HEAD}zvm:\n  sample_interval_ms: 86400000\n  event_rate: 0\n"
+    ));
+    use std::io::BufRead;
+    let mut c = Command::new(common::monfs_bin())
+        .arg("zvm-dump")
+        .arg("--device")
+        .arg(m.path("dev/monreader"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The configuration message comes at once; then nothing for a day.
+    let mut lines = std::io::BufReader::new(c.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.starts_with("set 1: "), "{first}");
+    wait_blocked(c.id());
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    let st = c.wait().unwrap();
+    assert!(st.success(), "{st}: {rest:?}");
+    let last = rest.last().map(String::as_str).unwrap_or("");
+    assert!(
+        last.starts_with("1 sets, ") && last.ends_with(" records, 0 discarded"),
+        "{rest:?}"
+    );
 }

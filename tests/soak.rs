@@ -311,7 +311,7 @@ impl MonFraming {
                 return Err("0-byte read inside an MCE or a record set".into());
             }
             let set = std::mem::take(&mut self.cur);
-            let secs = monfs::monreader::dump::decode_set(&set);
+            let secs = monfs::cli::zvm_dump::decode_set(&set);
             for s in &secs {
                 if let Some(e) = &s.error {
                     return Err(format!("set {} does not decode: {e}", self.sets + 1));

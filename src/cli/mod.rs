@@ -3,3 +3,4 @@
 
 pub mod record;
 pub mod signals;
+pub mod zvm_dump;

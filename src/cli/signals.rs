@@ -42,8 +42,14 @@ impl CatchInterrupts {
 
     /// Whether SIGINT or SIGTERM came since [`CatchInterrupts::install`].
     pub fn interrupted(&self) -> bool {
-        INTERRUPTED.load(Ordering::SeqCst)
+        interrupted()
     }
+}
+
+/// Whether SIGINT or SIGTERM came while a [`CatchInterrupts`] was installed
+/// (false when none ever was).
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
 }
 
 impl Drop for CatchInterrupts {

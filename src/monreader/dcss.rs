@@ -12,8 +12,7 @@
 
 use std::collections::VecDeque;
 
-use crate::sim::zvm::records::{Record, EOF_RECORD, FRAME, HDR_LEN};
-use crate::sim::zvm::RecordSet;
+use super::records::{Record, RecordSet, EOF_RECORD, FRAME, HDR_LEN};
 
 /// Size of one MCA slot in the control area.
 pub const MCA_SLOT: u32 = 128;

@@ -13,8 +13,8 @@ use std::path::Path;
 
 use anyhow::{bail, Context};
 
-use crate::sim::zvm::records::{domain_name, format_tod, record_type, Record, FRAME};
-use crate::sim::zvm::{MCE_EVENT, MCE_SAMPLE};
+use crate::monreader::records::{domain_name, format_tod, Record, FRAME, MCE_EVENT, MCE_SAMPLE};
+use crate::sim::zvm::catalog::record_type;
 
 /// A monitor control element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -249,7 +249,7 @@ pub fn format_sections(sections: &[Section], out: &mut String) {
                 format_tod(r.tod),
                 r.len()
             );
-            match crate::sim::zvm::records::describe_payload(r.domain, r.number, &r.data) {
+            match crate::sim::zvm::catalog::describe_payload(r.domain, r.number, &r.data) {
                 Some(d) => {
                     let _ = writeln!(out, "  {title}: {d}");
                 }
@@ -326,7 +326,7 @@ pub fn zvm_dump(
             let (mut sets, mut records, mut discarded) = (0u64, 0u64, 0u64);
             let mut last_eio = false;
             loop {
-                if opts.max_sets.is_some_and(|m| sets >= m) {
+                if opts.max_sets.is_some_and(|m| sets >= m) || super::signals::interrupted() {
                     break;
                 }
                 let r = match input.read(&mut buf) {
@@ -416,6 +416,8 @@ pub fn run(
     }
     let dev = device.unwrap_or(Path::new("/dev/monreader"));
     let mut inp = std::fs::File::open(dev).with_context(|| format!("open {}", dev.display()))?;
+    // Ctrl-C ends the dump with its summary line, as it ends `monfs record`.
+    let _signals = super::signals::CatchInterrupts::install().context("catching SIGINT")?;
     zvm_dump(
         &mut inp,
         &mut out,
@@ -431,9 +433,17 @@ pub fn run(
 mod tests {
     use super::*;
     use crate::clock::{Clock, VirtualClock};
-    use crate::monreader::MonReaderDev;
+    use crate::config::zvm::{Pace, ZvmConfig};
+    use crate::monreader::{MonReaderDev, PathConfig};
     use crate::sim::zvm::rng::Rng;
-    use crate::sim::zvm::{Generator, Pace, ZvmConfig};
+    use crate::sim::zvm::{Generator, Monitor};
+
+    /// A reader with *MONITOR attached.
+    fn pair(cfg: &ZvmConfig, seed: u64, clock: Arc<dyn Clock>) -> (Arc<MonReaderDev>, Monitor) {
+        let dev = Arc::new(MonReaderDev::new(PathConfig::from(cfg), clock.clone()));
+        let mon = Monitor::new(cfg.clone(), seed, clock, dev.clone());
+        (dev, mon)
+    }
     use crate::vfs::{Caller, OpenFlags};
     use std::sync::Arc;
 
@@ -455,7 +465,7 @@ mod tests {
             };
             let clock: Arc<dyn Clock> = Arc::new(VirtualClock::new());
             let mut expect = Generator::new(&cfg, seed, clock.clone(), 0);
-            let dev = MonReaderDev::new(cfg.clone(), seed, clock);
+            let (dev, mon) = pair(&cfg, seed, clock);
             let f = dev
                 .node()
                 .open(
@@ -468,7 +478,7 @@ mod tests {
             let mut rd = SetReader::default();
             let mut got = 0;
             while got < 60 {
-                dev.pump();
+                mon.pump();
                 let size = match rng.below(4) {
                     0 => 1,
                     1 => rng.range(1, 30) as u32,
@@ -511,7 +521,7 @@ mod tests {
             ..ZvmConfig::default()
         };
         let clock: Arc<dyn Clock> = Arc::new(VirtualClock::new());
-        let dev = MonReaderDev::new(cfg, 5, clock);
+        let (dev, mon) = pair(&cfg, 5, clock);
         let f = dev
             .node()
             .open(
@@ -521,7 +531,7 @@ mod tests {
                 &Caller::default(),
             )
             .unwrap();
-        dev.pump();
+        mon.pump();
         let mut raw = Vec::new();
         while let Ok(d) = f.read(0, 65536) {
             raw.extend_from_slice(&d);

@@ -11,8 +11,10 @@ use std::path::Path;
 
 use serde::{Deserialize, Deserializer};
 
+pub mod zvm;
+
 /// The default configuration, also shipped as `config/default.yaml`.
-pub const DEFAULT_YAML: &str = include_str!("../config/default.yaml");
+pub const DEFAULT_YAML: &str = include_str!("../../config/default.yaml");
 
 /// The whole configuration file.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -32,7 +34,7 @@ pub struct Config {
     pub tracing: crate::tracefs::TracingConfig,
     /// The simulated z/VM monitor feeding `dev/monreader`.
     #[serde(default)]
-    pub zvm: crate::sim::zvm::ZvmConfig,
+    pub zvm: zvm::ZvmConfig,
 }
 
 /// Which clock stamps events.
