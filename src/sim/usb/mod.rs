@@ -36,9 +36,11 @@
 //! [`UrbEvent`]: crate::usbmon::event::UrbEvent
 
 mod bus;
+mod ctx;
 mod descriptors;
 mod device;
-mod devices;
+mod devices_text;
+mod hub;
 pub mod replay;
 mod rng;
 #[cfg(test)]
@@ -54,7 +56,7 @@ use crate::sync::LockExt;
 use crate::usbmon::event::UrbSink;
 
 use bus::Bus;
-pub use bus::Fault;
+pub use ctx::Fault;
 
 /// Most steps a bus thread runs before releasing its lock.
 const BATCH: usize = 4096;
@@ -104,7 +106,7 @@ impl UsbSim {
                         .map(Arc::new)
                         .map_err(|e| e.to_string());
                     let task = replay::ReplayTask::new(r.clone(), h.clone(), cap);
-                    bus.add_task(bus::Task::Replay(Box::new(task)));
+                    bus.add_task(Box::new(task));
                     h
                 });
                 Arc::new(BusShared {
@@ -243,7 +245,7 @@ impl UsbSim {
     pub fn devices_text(&self) -> String {
         let mut s = String::new();
         for b in &self.buses {
-            devices::bus_text(&b.lock().ctx, &mut s);
+            devices_text::bus_text(&b.lock().ctx, &mut s);
         }
         s
     }
@@ -313,7 +315,7 @@ impl UsbSim {
         if let Some(old) = cur.take() {
             old.stop();
         }
-        g.add_task(bus::Task::Replay(Box::new(task)));
+        g.add_task(Box::new(task));
         *cur = Some(h);
         Ok(())
     }

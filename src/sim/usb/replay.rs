@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::bus::Ctx;
+use super::ctx::{Ctx, Task};
 use crate::capture::decode::Capture;
 use crate::config::ReplayConfig;
 use crate::sync::LockExt;
@@ -189,10 +189,12 @@ impl ReplayTask {
     fn speed(&self) -> f64 {
         self.cfg.speed.0
     }
+}
 
+impl Task for ReplayTask {
     /// One step at bus local time `now`: load (first step), then emit the
     /// events due now. Returns when to run next.
-    pub(crate) fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
         if self.handle.stop.load(Ordering::SeqCst) {
             return None;
         }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::bus::{Ctx, DevId, Kind};
+use super::ctx::{Ctx, DevId, Kind};
 use super::descriptors::{class_name, decode_interval_us, Speed};
 
 /// Append the text of one bus (root hub first, then depth first by port).

@@ -1,0 +1,641 @@
+//! What device models, the hub driver and replays act on: the device tree,
+//! URB tags and addresses, URB submission and completion (the events), the
+//! control-request sequencer, and the [`Task`] trait the scheduler runs.
+//! This module imports none of them.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+
+use crate::clock::Clock;
+use crate::config::{Controller, DeviceConfig, DeviceKind, ErrorConfig};
+use crate::usbmon::event::{
+    DataCapture, EventKind, IsoDesc, UrbEvent, UrbSink, XferType, EINPROGRESS, URB_DIR_IN,
+};
+
+use super::descriptors::{Descriptors, Speed};
+use super::rng::Rng;
+
+/// Something the bus schedules: a device model's data stream, the hub
+/// driver's work, a replay. Adding a device model means adding a `Task`.
+pub(crate) trait Task: Send {
+    /// Run at bus local time `now`: emit what is due now, and say when to
+    /// run next (None: done).
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64>;
+}
+
+/// Index of a device in [`Ctx::devs`]; never reused within a bus.
+pub(crate) type DevId = usize;
+
+pub(crate) const ENOENT: i32 = -2;
+pub(crate) const ENODEV: i32 = -19;
+pub(crate) const EXDEV: i32 = -18;
+pub(crate) const EPIPE: i32 = -32;
+pub(crate) const EPROTO: i32 = -71;
+pub(crate) const ESHUTDOWN: i32 = -108;
+
+/// URB_NO_TRANSFER_DMA_MAP.
+pub(crate) const URB_NO_TRANSFER_DMA_MAP: u32 = 0x0004;
+
+/// A millisecond of bus time, ns.
+pub(crate) const MS: u64 = 1_000_000;
+/// A microsecond of bus time, ns.
+pub(crate) const US: u64 = 1_000;
+
+/// The parts of a URB that every event of it repeats.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Urb {
+    pub tag: u64,
+    pub xfer: XferType,
+    pub ep: u8,
+    pub dir_in: bool,
+    pub len: u32,
+    pub interval: i32,
+    pub flags: u32,
+    pub setup: Option<[u8; 8]>,
+    /// Number of ISO packets (0 for other types).
+    pub npk: u32,
+}
+
+/// One downstream port of a hub.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Port {
+    pub powered: bool,
+    pub enabled: bool,
+    pub change: u16,
+    pub child: Option<DevId>,
+}
+
+/// Hub driver state of a hub (root or external).
+#[derive(Debug, Default)]
+pub(crate) struct HubState {
+    pub ports: Vec<Port>,
+    /// Work for the hub's worker (khubd for this hub).
+    pub queue: VecDeque<Op>,
+    pub worker: bool,
+    pub int_tag: u64,
+    pub int_inflight: bool,
+    pub int_completion: bool,
+    /// Ports whose change was reported on the status endpoint and not yet handled.
+    pub reported: u16,
+}
+
+/// What a device is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Root,
+    Dev(DeviceKind),
+}
+
+/// One device on the bus.
+pub(crate) struct Device {
+    pub kind: Kind,
+    pub cfg: Option<DeviceConfig>,
+    pub parent: Option<DevId>,
+    pub port: u8,
+    pub level: u8,
+    pub path: Vec<u8>,
+    pub desc: Descriptors,
+    /// Address as usbmon reports it: 0 until addressed.
+    pub devnum: u8,
+    /// Address chosen by the hub driver.
+    pub reserved: u8,
+    pub visible: bool,
+    pub strings_read: bool,
+    pub configured: bool,
+    pub driver_bound: bool,
+    /// Current alternate setting per interface number.
+    pub alt: [u8; 4],
+    pub hub: Option<HubState>,
+    pub inflight: Vec<Urb>,
+    /// Electrically disconnected (the kernel may not know yet).
+    pub gone: bool,
+    pub xfers: u64,
+    pub errors: ErrorConfig,
+    /// Faults injected at run time, applied to the next data transfers.
+    pub faults: std::collections::VecDeque<Fault>,
+    /// The class driver's own URB (usbhid ctrl, usb-storage current_urb).
+    pub class_tag: u64,
+}
+
+impl Device {
+    pub(crate) fn is_hub(&self) -> bool {
+        self.hub.is_some()
+    }
+    pub(crate) fn speed(&self) -> Speed {
+        self.desc.speed
+    }
+}
+
+/// How an injected error ends a transfer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Ok,
+    /// Submission fails: `E` event.
+    SubmitError,
+    /// Completion -32 (EPIPE).
+    Stall,
+    /// Completion -2 (ENOENT).
+    Unlink,
+    /// Completion with a protocol error status: -71 (EPROTO, CRC/timeout) or
+    /// -75 (EOVERFLOW, babble).
+    Proto(i32),
+}
+
+impl Outcome {
+    /// The completion status of a failed transfer.
+    pub(crate) fn status(self) -> i32 {
+        match self {
+            Outcome::Stall => EPIPE,
+            Outcome::Unlink => ENOENT,
+            Outcome::Proto(st) => st,
+            Outcome::Ok | Outcome::SubmitError => 0,
+        }
+    }
+}
+
+/// A fault injected at run time into the next data transfer of a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Completion -32 (EPIPE).
+    Stall,
+    /// Completion -75 (EOVERFLOW).
+    Babble,
+    /// Completion -2 (ENOENT).
+    Unlink,
+    /// Submission fails (`E` event).
+    SubmitError,
+    /// Completion -71 (EPROTO).
+    Proto,
+}
+
+/// URB tag allocator imitating the kernel's slab: 0xc0-byte objects for plain
+/// URBs, larger power-of-two objects for ISO URBs, recently freed objects are
+/// handed out first.
+pub(crate) struct TagAlloc {
+    pages: Vec<(u64, Vec<u64>)>, // (object size, pages)
+    free: Vec<(u64, Vec<u64>)>,  // (object size, LIFO free list)
+    live: HashSet<u64>,
+}
+
+impl TagAlloc {
+    pub(crate) fn new() -> Self {
+        TagAlloc {
+            pages: Vec::new(),
+            free: Vec::new(),
+            live: HashSet::new(),
+        }
+    }
+
+    /// Allocate a URB of `size` bytes (0xc0 for plain URBs).
+    pub(crate) fn alloc(&mut self, rng: &mut Rng, size: u64) -> u64 {
+        if let Some((_, list)) = self.free.iter_mut().find(|(s, _)| *s == size) {
+            if !list.is_empty() && rng.chance(7, 8) {
+                let tag = list.pop().unwrap();
+                self.live.insert(tag);
+                return tag;
+            }
+        }
+        if !self.pages.iter().any(|(s, _)| *s == size) {
+            self.pages.push((size, Vec::new()));
+        }
+        let slots = (4096 / size).max(1);
+        for attempt in 0.. {
+            let pages = &mut self.pages.iter_mut().find(|(s, _)| *s == size).unwrap().1;
+            if pages.is_empty() || attempt % 16 == 15 {
+                let page = 0xffff_8880_0000_0000
+                    | (rng.range(0x0080, 0xfff0) << 16)
+                    | (rng.below(16) << 12);
+                pages.push(page);
+            }
+            let page = pages[rng.below(pages.len() as u64) as usize];
+            let tag = page + rng.below(slots) * size;
+            if self.live.insert(tag) {
+                if let Some((_, list)) = self.free.iter_mut().find(|(s, _)| *s == size) {
+                    list.retain(|t| *t != tag);
+                }
+                return tag;
+            }
+        }
+        unreachable!()
+    }
+
+    pub(crate) fn free(&mut self, tag: u64, size: u64) {
+        if self.live.remove(&tag) {
+            match self.free.iter_mut().find(|(s, _)| *s == size) {
+                Some((_, list)) => list.push(tag),
+                None => self.free.push((size, vec![tag])),
+            }
+        }
+    }
+}
+
+/// Size of a plain URB object.
+pub(crate) const URB_SIZE: u64 = 0xc0;
+
+/// Object size of an ISO URB with `npk` packets.
+pub(crate) fn iso_urb_size(npk: u32) -> u64 {
+    (URB_SIZE + 16 * npk as u64).next_power_of_two()
+}
+
+/// One step of a control-op sequence.
+#[derive(Clone, Debug)]
+pub(crate) enum Op {
+    /// A control transfer on `target`'s ep0. `tag` None: the running worker's URB.
+    Ctrl {
+        target: DevId,
+        setup: [u8; 8],
+        out: Option<Arc<[u8]>>,
+        tag: Option<u64>,
+    },
+    Delay(u64),
+    /// Take a fresh URB for the following transfers.
+    NewTag,
+    /// Handle a port reported on the status endpoint (expands).
+    PortEvent(u8),
+    /// Debounce, reset and enumerate the device on a port (expands).
+    Connect(u8),
+    /// Mark a device addressed.
+    Addressed(DevId),
+    /// Standard enumeration (expands).
+    Enumerate(DevId),
+    /// Class driver probe (expands).
+    ClassSetup(DevId),
+    /// Start a hub: power its ports and scan them (runs on the hub's own worker).
+    Activate(DevId),
+    /// Read and acknowledge every port, then submit the status URB (expands).
+    Scan,
+    /// Submit the worker hub's status URB.
+    SubmitInt,
+    /// Start the class driver's data streams.
+    StartStreams(DevId),
+    /// The hub driver's usb_disconnect of a device and everything below it.
+    Disconnect(DevId),
+}
+
+/// A standard or class setup packet.
+pub(crate) fn setup(req_type: u8, req: u8, value: u16, index: u16, length: u16) -> [u8; 8] {
+    [
+        req_type,
+        req,
+        value as u8,
+        (value >> 8) as u8,
+        index as u8,
+        (index >> 8) as u8,
+        length as u8,
+        (length >> 8) as u8,
+    ]
+}
+
+pub(crate) fn ctrl(target: DevId, s: [u8; 8]) -> Op {
+    Op::Ctrl {
+        target,
+        setup: s,
+        out: None,
+        tag: None,
+    }
+}
+
+/// A control transfer that has been submitted and awaits its completion.
+#[derive(Debug)]
+struct Pending {
+    target: DevId,
+    tag: u64,
+    status: i32,
+    data: Option<Arc<[u8]>>,
+    actual: u32,
+}
+
+/// Runs a queue of [`Op`]s one transfer at a time.
+#[derive(Debug, Default)]
+pub(crate) struct Runner {
+    pub q: VecDeque<Op>,
+    pending: Option<Pending>,
+}
+
+impl Runner {
+    pub(crate) fn busy(&self) -> bool {
+        self.pending.is_some() || !self.q.is_empty()
+    }
+
+    /// Run one step at `now`; returns when to run next, or None when idle.
+    /// `hub` is the hub whose worker runs the queue; `tag` its current URB.
+    pub(crate) fn step(
+        &mut self,
+        ctx: &mut Ctx,
+        hub: Option<DevId>,
+        tag: &mut u64,
+        now: u64,
+    ) -> Option<u64> {
+        if let Some(p) = self.pending.take() {
+            let data = if p.status == 0 { p.data } else { None };
+            let actual = if p.status == 0 { p.actual } else { 0 };
+            ctx.complete(
+                p.target,
+                p.tag,
+                now,
+                p.status,
+                actual,
+                data,
+                Vec::new(),
+                0,
+                0,
+            );
+            return if self.q.is_empty() {
+                None
+            } else {
+                Some(now + ctx.gap())
+            };
+        }
+        loop {
+            let op = self.q.pop_front()?;
+            match op {
+                Op::Ctrl {
+                    target,
+                    setup,
+                    out,
+                    tag: t,
+                } => {
+                    if !ctx.alive(target) {
+                        continue;
+                    }
+                    let tag = t.unwrap_or(*tag);
+                    let (status, data) = ctx.handle_ctrl(target, &setup, out.as_deref());
+                    let dir_in = setup[0] & 0x80 != 0;
+                    let len = u16::from_le_bytes([setup[6], setup[7]]) as u32;
+                    let urb = Urb {
+                        tag,
+                        xfer: XferType::Control,
+                        ep: 0,
+                        dir_in,
+                        len,
+                        interval: 0,
+                        flags: if dir_in { URB_DIR_IN } else { 0 },
+                        setup: Some(setup),
+                        npk: 0,
+                    };
+                    let sdata = if dir_in {
+                        Some(ctx.empty.clone())
+                    } else if len > 0 {
+                        out.clone()
+                    } else {
+                        None
+                    };
+                    ctx.submit(target, urb, now, sdata, Vec::new());
+                    let (actual, data) = if dir_in {
+                        let d = data.unwrap_or_default();
+                        let n = d.len().min(len as usize);
+                        (n as u32, Some(Arc::from(&d[..n])))
+                    } else {
+                        (len, out)
+                    };
+                    self.pending = Some(Pending {
+                        target,
+                        tag,
+                        status,
+                        data,
+                        actual,
+                    });
+                    let lat =
+                        ctx.rng.range(40 * US, 400 * US) + if len > 64 { 100 * US } else { 0 };
+                    return Some(now + lat);
+                }
+                Op::Delay(ns) => return Some(now + ns),
+                Op::NewTag => {
+                    ctx.tags.free(*tag, URB_SIZE);
+                    *tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
+                }
+                Op::Addressed(d) => {
+                    if let Some(dev) = ctx.dev_mut(d) {
+                        dev.devnum = dev.reserved;
+                        dev.visible = true;
+                    }
+                }
+                Op::SubmitInt => {
+                    if let Some(h) = hub {
+                        ctx.submit_hub_int(h, now);
+                        return Some(now + ctx.gap());
+                    }
+                }
+                Op::StartStreams(d) => {
+                    (ctx.bind_driver)(ctx, d, now);
+                }
+                Op::Activate(d) => ctx.activate_hub(d, now),
+                Op::Disconnect(d) => {
+                    ctx.disconnect(d, now);
+                    return Some(now + ctx.gap());
+                }
+                Op::PortEvent(p) => {
+                    let ops = hub.map(|h| ctx.port_event_ops(h, p)).unwrap_or_default();
+                    self.push_front(ops);
+                }
+                Op::Connect(p) => {
+                    let ops = hub.map(|h| ctx.connect_ops(h, p)).unwrap_or_default();
+                    self.push_front(ops);
+                }
+                Op::Scan => {
+                    let ops = hub.map(|h| ctx.scan_ops(h)).unwrap_or_default();
+                    self.push_front(ops);
+                }
+                Op::Enumerate(d) => {
+                    let ops = ctx.enumerate_ops(d);
+                    self.push_front(ops);
+                }
+                Op::ClassSetup(d) => {
+                    let ops = ctx.class_ops(d);
+                    self.push_front(ops);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn push_front(&mut self, ops: Vec<Op>) {
+        for op in ops.into_iter().rev() {
+            self.q.push_front(op);
+        }
+    }
+}
+
+/// The simulation state a task step can touch.
+pub(crate) struct Ctx {
+    pub bus: u16,
+    pub controller: Controller,
+    pub rng: Rng,
+    pub tags: TagAlloc,
+    pub devs: Vec<Option<Device>>,
+    pub sink: Arc<dyn UrbSink>,
+    pub clock: Arc<dyn Clock>,
+    /// Added to local time for timestamps.
+    pub offset: u64,
+    /// Paced mode: local time the bus has reached (flood catches up to it).
+    pub floor: u64,
+    pub spawned: Vec<(u64, Box<dyn Task>)>,
+    pub(crate) next_devnum: u8,
+    pub(crate) used: [bool; 128],
+    pub empty: Arc<[u8]>,
+    pub events: u64,
+    /// Binds the class driver of a configured device (starts its model);
+    /// the bus supplies it, so that this module knows no device model.
+    pub bind_driver: fn(&mut Ctx, DevId, u64),
+}
+
+impl Ctx {
+    pub(crate) fn dev(&self, id: DevId) -> Option<&Device> {
+        self.devs.get(id).and_then(|d| d.as_ref())
+    }
+    pub(crate) fn dev_mut(&mut self, id: DevId) -> Option<&mut Device> {
+        self.devs.get_mut(id).and_then(|d| d.as_mut())
+    }
+    /// Present and still connected.
+    pub(crate) fn alive(&self, id: DevId) -> bool {
+        self.dev(id).is_some_and(|d| !d.gone)
+    }
+
+    pub(crate) fn spawn(&mut self, t: u64, task: Box<dyn Task>) {
+        self.spawned.push((t, task));
+    }
+
+    /// Pause between two steps of a driver.
+    pub(crate) fn gap(&mut self) -> u64 {
+        if self.rng.chance(1, 8) {
+            self.rng.range(MS, 4 * MS)
+        } else {
+            self.rng.range(20 * US, 600 * US)
+        }
+    }
+
+    pub(crate) fn event(&self, t: u64, kind: EventKind, devnum: u8, urb: &Urb) -> UrbEvent {
+        UrbEvent {
+            id: urb.tag,
+            kind,
+            xfer: urb.xfer,
+            bus: self.bus,
+            devnum,
+            epnum: urb.ep,
+            dir_in: urb.dir_in,
+            ts: self.clock.at(t + self.offset),
+            status: EINPROGRESS,
+            transfer_buffer_length: urb.len,
+            actual_length: 0,
+            interval: urb.interval,
+            start_frame: 0,
+            error_count: 0,
+            xfer_flags: urb.flags,
+            setup: urb.setup,
+            iso: Vec::new(),
+            data: None,
+            data_capture: DataCapture::Full,
+        }
+    }
+
+    /// Emit an `S` event and keep the URB in flight.
+    pub(crate) fn submit(
+        &mut self,
+        dev: DevId,
+        urb: Urb,
+        t: u64,
+        data: Option<Arc<[u8]>>,
+        iso: Vec<IsoDesc>,
+    ) {
+        let Some(d) = self.devs.get_mut(dev).and_then(|d| d.as_mut()) else {
+            return;
+        };
+        d.inflight.push(urb);
+        let devnum = d.devnum;
+        let mut ev = self.event(t, EventKind::Submit, devnum, &urb);
+        ev.data = data;
+        ev.iso = iso;
+        self.events += 1;
+        self.sink.urb_event(ev);
+    }
+
+    /// Emit an `E` event (the URB never went in flight).
+    pub(crate) fn submit_error(&mut self, dev: DevId, urb: Urb, t: u64, status: i32) {
+        let Some(devnum) = self.dev(dev).map(|d| d.devnum) else {
+            return;
+        };
+        let mut ev = self.event(t, EventKind::Error, devnum, &urb);
+        ev.status = status;
+        self.events += 1;
+        self.sink.urb_event(ev);
+    }
+
+    /// Emit a `C` event for the URB `tag` of `dev` if it is still in flight.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn complete(
+        &mut self,
+        dev: DevId,
+        tag: u64,
+        t: u64,
+        status: i32,
+        actual: u32,
+        data: Option<Arc<[u8]>>,
+        iso: Vec<IsoDesc>,
+        start_frame: i32,
+        error_count: i32,
+    ) -> bool {
+        let Some(d) = self.devs.get_mut(dev).and_then(|d| d.as_mut()) else {
+            return false;
+        };
+        let Some(pos) = d.inflight.iter().position(|u| u.tag == tag) else {
+            return false;
+        };
+        let urb = d.inflight.swap_remove(pos);
+        let devnum = d.devnum;
+        let mut ev = self.event(t, EventKind::Complete, devnum, &urb);
+        ev.status = status;
+        ev.actual_length = actual;
+        ev.data = data;
+        ev.iso = iso;
+        ev.start_frame = start_frame;
+        ev.error_count = error_count;
+        self.events += 1;
+        self.sink.urb_event(ev);
+        true
+    }
+
+    /// Count a data transfer of `dev` and decide how it ends.
+    ///
+    /// Submit errors use -19 (ENODEV), what `usb_submit_urb` returns when the
+    /// device is going away; the other kinds are completion statuses.
+    pub(crate) fn take_error(&mut self, dev: DevId) -> Outcome {
+        let Some(d) = self.dev_mut(dev) else {
+            return Outcome::Ok;
+        };
+        d.xfers += 1;
+        if let Some(f) = d.faults.pop_front() {
+            return match f {
+                Fault::Stall => Outcome::Stall,
+                Fault::Babble => Outcome::Proto(-75),
+                Fault::Unlink => Outcome::Unlink,
+                Fault::SubmitError => Outcome::SubmitError,
+                Fault::Proto => Outcome::Proto(EPROTO),
+            };
+        }
+        let n = d.xfers;
+        let e = d.errors;
+        let hit = |every: u32| every > 0 && n % every as u64 == 0;
+        if hit(e.submit_error_every) {
+            Outcome::SubmitError
+        } else if hit(e.stall_every) {
+            Outcome::Stall
+        } else if hit(e.unlink_every) {
+            Outcome::Unlink
+        } else if hit(e.proto_error_every) {
+            Outcome::Proto(EPROTO)
+        } else {
+            Outcome::Ok
+        }
+    }
+
+    pub(crate) fn alloc_devnum(&mut self) -> u8 {
+        for i in 0..126u32 {
+            let n = 2 + ((self.next_devnum as u32 - 2 + i) % 126) as u8;
+            if !self.used[n as usize] {
+                self.used[n as usize] = true;
+                self.next_devnum = if n >= 127 { 2 } else { n + 1 };
+                return n;
+            }
+        }
+        0
+    }
+}

@@ -1,0 +1,126 @@
+//! Back-to-back bulk transfers, for benchmarks.
+
+use std::sync::Arc;
+
+use super::super::ctx::*;
+use super::{clear_halt, run_recovery};
+
+/// Back-to-back bulk OUT/IN transfers (usbtest-like), for benchmarks.
+pub(crate) struct FloodTask {
+    dev: DevId,
+    out: Urb,
+    inn: Urb,
+    out_data: Arc<[u8]>,
+    in_data: Arc<[u8]>,
+    phase: u8,
+    outcome: Outcome,
+    runner: Runner,
+    class_tag: u64,
+    /// Simulated time between two events.
+    spacing: u64,
+    /// A rate was configured: keep it exactly (catch up after a late wake-up)
+    /// instead of jumping to the present.
+    rated: bool,
+}
+
+/// Simulated time between two flood events unless `rate` is configured.
+const FLOOD_SPACING: u64 = 250;
+/// How far an unrated flood may fall behind the present before it skips
+/// ahead. A bound instead of "jump to the present at every step" lets one
+/// bus-thread batch (`BATCH` steps) run on one clock reading; the price is
+/// timestamps up to this much in the past.
+const FLOOD_MAX_LAG: u64 = 1_000_000;
+
+impl FloodTask {
+    pub(crate) fn new(ctx: &mut Ctx, d: DevId) -> FloodTask {
+        let size = ctx
+            .dev(d)
+            .and_then(|x| x.cfg.as_ref())
+            .and_then(|c| c.transfer_size)
+            .map_or(512, |t| t.0)
+            .max(1);
+        let class_tag = ctx.dev(d).map(|x| x.class_tag).unwrap_or(0);
+        let rate = ctx.dev(d).and_then(|x| x.cfg.as_ref()).and_then(|c| c.rate);
+        let spacing = rate
+            .map(|r| 1_000_000_000 / r.max(1) as u64)
+            .unwrap_or(FLOOD_SPACING)
+            .max(1);
+        let t_out = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
+        let t_in = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
+        let out = ctx.data_urb(d, 0x02, size, 0, t_out);
+        let inn = ctx.data_urb(d, 0x81, size, 0, t_in);
+        let out_data: Arc<[u8]> = (0..size).map(|i| i as u8).collect::<Vec<u8>>().into();
+        let mut v = vec![0u8; size as usize];
+        ctx.rng.fill(&mut v);
+        FloodTask {
+            dev: d,
+            out,
+            inn,
+            out_data,
+            in_data: Arc::from(v),
+            phase: 0,
+            outcome: Outcome::Ok,
+            runner: Runner::default(),
+            class_tag,
+            spacing,
+            rated: rate.is_some(),
+        }
+    }
+}
+
+impl Task for FloodTask {
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        if !ctx.alive(self.dev) {
+            return None;
+        }
+        if let Some(t) = run_recovery(&mut self.runner, ctx, self.class_tag, now) {
+            return Some(t);
+        }
+        let d = self.dev;
+        let is_in = self.phase >= 2;
+        let urb = if is_in { self.inn } else { self.out };
+        if self.phase % 2 == 0 {
+            self.outcome = ctx.take_error(d);
+            if self.outcome == Outcome::SubmitError {
+                ctx.submit_error(d, urb, now, ENODEV);
+                self.phase = (self.phase + 2) % 4;
+            } else {
+                let data = if is_in {
+                    ctx.empty.clone()
+                } else {
+                    self.out_data.clone()
+                };
+                ctx.submit(d, urb, now, Some(data), Vec::new());
+                self.phase += 1;
+            }
+        } else {
+            match self.outcome {
+                Outcome::Ok | Outcome::SubmitError => {
+                    let data = if is_in {
+                        self.in_data.clone()
+                    } else {
+                        self.out_data.clone()
+                    };
+                    ctx.complete(d, urb.tag, now, 0, urb.len, Some(data), Vec::new(), 0, 0);
+                }
+                Outcome::Stall => {
+                    ctx.complete(d, urb.tag, now, EPIPE, 0, None, Vec::new(), 0, 0);
+                    let ep = if is_in { 0x81 } else { 0x02 };
+                    self.runner.q.push_back(clear_halt(d, ep, self.class_tag));
+                }
+                Outcome::Unlink => {
+                    ctx.complete(d, urb.tag, now, ENOENT, 0, None, Vec::new(), 0, 0);
+                }
+                o @ Outcome::Proto(_) => {
+                    ctx.complete(d, urb.tag, now, o.status(), 0, None, Vec::new(), 0, 0);
+                }
+            }
+            self.phase = (self.phase + 1) % 4;
+        }
+        if self.rated {
+            Some(now + self.spacing)
+        } else {
+            Some((now + self.spacing).max(ctx.floor.saturating_sub(FLOOD_MAX_LAG)))
+        }
+    }
+}

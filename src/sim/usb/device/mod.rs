@@ -1,0 +1,78 @@
+//! Device models: what each device answers on ep0 ([`control`]) and the
+//! class drivers' data streams: HID interrupt polling ([`hid`]), bulk-only
+//! mass storage ([`storage`]), isochronous audio and video ([`iso`]), a
+//! bulk flood for benchmarks ([`flood`]). A model is a [`Task`] the bus
+//! schedules; [`start_class_driver`] is the one place that maps a device
+//! kind to its model.
+
+use crate::config::DeviceKind;
+
+use super::ctx::*;
+use flood::FloodTask;
+use hid::HidTask;
+use iso::IsoTask;
+use storage::StorageTask;
+
+mod control;
+mod flood;
+mod hid;
+mod iso;
+mod storage;
+
+fn clear_halt(dev: DevId, ep: u8, tag: u64) -> Op {
+    Op::Ctrl {
+        target: dev,
+        setup: setup(0x02, 0x01, 0, ep as u16, 0),
+        out: None,
+        tag: Some(tag),
+    }
+}
+
+/// Runs the driver's pending control requests (clear-halt and the like).
+/// Returns Some(next) while they run; None once there is nothing to do.
+fn run_recovery(runner: &mut Runner, ctx: &mut Ctx, tag: u64, now: u64) -> Option<u64> {
+    if !runner.busy() {
+        return None;
+    }
+    let mut t = tag;
+    match runner.step(ctx, None, &mut t, now) {
+        Some(next) => Some(next),
+        None => Some(now + ctx.gap()),
+    }
+}
+
+/// Bind the class driver of device `d` once it is configured: start the
+/// model of its kind. The one place that maps device kinds to models.
+pub(crate) fn start_class_driver(ctx: &mut Ctx, d: DevId, now: u64) {
+    let Some(dev) = ctx.dev_mut(d) else {
+        return;
+    };
+    dev.driver_bound = true;
+    let Kind::Dev(kind) = dev.kind else {
+        return;
+    };
+    let at = now + ctx.rng.range(MS, 8 * MS);
+    match kind {
+        DeviceKind::HidKeyboard | DeviceKind::HidMouse | DeviceKind::HidTablet => {
+            if let Some(t) = HidTask::new(ctx, d, at) {
+                ctx.spawn(at, Box::new(t));
+            }
+        }
+        DeviceKind::MassStorage => {
+            let t = StorageTask::new(ctx, d);
+            // usb-storage waits `delay_use` before scanning (shortened).
+            let at = now + ctx.rng.range(200 * MS, 300 * MS);
+            ctx.spawn(at, Box::new(t));
+        }
+        DeviceKind::Audio | DeviceKind::Webcam => {
+            if let Some(t) = IsoTask::new(ctx, d, at) {
+                ctx.spawn(at, Box::new(t));
+            }
+        }
+        DeviceKind::Flood => {
+            let t = FloodTask::new(ctx, d);
+            ctx.spawn(at, Box::new(t));
+        }
+        DeviceKind::Hub => {}
+    }
+}

@@ -1,0 +1,406 @@
+//! USB mass storage: the bulk-only transport with SCSI commands.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::config::DeviceKind;
+use crate::usbmon::event::URB_SHORT_NOT_OK;
+
+use super::super::ctx::*;
+use super::super::descriptors;
+use super::{clear_halt, run_recovery};
+
+/// A SCSI command of the bulk-only transport.
+struct Cmd {
+    cdb: Vec<u8>,
+    dir_in: bool,
+    len: u32,
+    resp: Option<Arc<[u8]>>,
+    out: Option<Arc<[u8]>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum St {
+    Start,
+    Idle,
+    CbwC,
+    DataS,
+    DataC,
+    CswS,
+    CswC,
+}
+
+const CAPACITY: u32 = 0x0040_0000; // 2 GiB in 512-byte blocks
+
+fn sector_data(lba: u32, blocks: u32) -> Vec<u8> {
+    let mut v = vec![0u8; blocks as usize * 512];
+    for (i, sec) in v.chunks_mut(512).enumerate() {
+        let l = lba + i as u32;
+        if l == 0 {
+            sec[446..450].copy_from_slice(&[0x00, 0x20, 0x21, 0x00]);
+            sec[450] = 0x0c;
+            sec[454..458].copy_from_slice(&2048u32.to_le_bytes());
+            sec[458..462].copy_from_slice(&(CAPACITY - 2048).to_le_bytes());
+            sec[510] = 0x55;
+            sec[511] = 0xaa;
+            continue;
+        }
+        let head = format!("MONFS-LBA-{l:08x}");
+        sec[..head.len()].copy_from_slice(head.as_bytes());
+        let mut x = (l as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        for b in sec[head.len()..].iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+    }
+    v
+}
+
+fn pad(s: &str, n: usize) -> Vec<u8> {
+    let mut v: Vec<u8> = s
+        .bytes()
+        .filter(|b| b.is_ascii_graphic() || *b == b' ')
+        .take(n)
+        .collect();
+    v.resize(n, b' ');
+    v
+}
+
+/// usb-storage: CBW, data stage, CSW, with error handling.
+pub(crate) struct StorageTask {
+    dev: DevId,
+    st: St,
+    runner: Runner,
+    cbw_tag: u32,
+    cmd: Option<Cmd>,
+    init: VecDeque<Cmd>,
+    interval: u64,
+    cbw: Option<Arc<[u8]>>,
+    data_tag: u64,
+    outcome: Outcome,
+    data_stalled: bool,
+    csw_retry: bool,
+    class_tag: u64,
+}
+
+impl StorageTask {
+    pub(crate) fn new(ctx: &mut Ctx, d: DevId) -> StorageTask {
+        let dev = ctx.dev(d).unwrap();
+        let interval = dev
+            .cfg
+            .as_ref()
+            .and_then(|c| c.interval_ms)
+            .unwrap_or_else(|| descriptors::default_interval_ms(DeviceKind::MassStorage))
+            as u64
+            * MS;
+        let mut inquiry = vec![0x00, 0x80, 0x05, 0x02, 0x1f, 0x00, 0x00, 0x00];
+        inquiry.extend(pad(
+            dev.desc.manufacturer.as_deref().unwrap_or("Generic"),
+            8,
+        ));
+        inquiry.extend(pad(dev.desc.product.as_deref().unwrap_or("USB Disk"), 16));
+        inquiry.extend(pad("1.00", 4));
+        let mut cap = (CAPACITY - 1).to_be_bytes().to_vec();
+        cap.extend_from_slice(&512u32.to_be_bytes());
+        let init = VecDeque::from(vec![
+            Cmd {
+                cdb: vec![0x12, 0, 0, 0, 36, 0],
+                dir_in: true,
+                len: 36,
+                resp: Some(Arc::from(inquiry)),
+                out: None,
+            },
+            Cmd {
+                cdb: vec![0; 6],
+                dir_in: false,
+                len: 0,
+                resp: None,
+                out: None,
+            },
+            Cmd {
+                cdb: vec![0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+                dir_in: true,
+                len: 8,
+                resp: Some(Arc::from(cap)),
+                out: None,
+            },
+            Cmd {
+                cdb: vec![0x1a, 0, 0x3f, 0, 192, 0],
+                dir_in: true,
+                len: 192,
+                resp: Some(Arc::from(vec![0x03, 0, 0, 0])),
+                out: None,
+            },
+            Self::rw(true, 0, 8),
+        ]);
+        StorageTask {
+            dev: d,
+            st: St::Start,
+            runner: Runner::default(),
+            cbw_tag: 0,
+            cmd: None,
+            init,
+            interval,
+            cbw: None,
+            data_tag: 0,
+            outcome: Outcome::Ok,
+            data_stalled: false,
+            csw_retry: false,
+            class_tag: dev.class_tag,
+        }
+    }
+
+    fn rw(read: bool, lba: u32, blocks: u32) -> Cmd {
+        let mut cdb = vec![if read { 0x28 } else { 0x2a }, 0];
+        cdb.extend_from_slice(&lba.to_be_bytes());
+        cdb.push(0);
+        cdb.extend_from_slice(&(blocks as u16).to_be_bytes());
+        cdb.push(0);
+        let data: Arc<[u8]> = Arc::from(sector_data(lba, blocks));
+        Cmd {
+            cdb,
+            dir_in: read,
+            len: blocks * 512,
+            resp: if read { Some(data.clone()) } else { None },
+            out: if read { None } else { Some(data) },
+        }
+    }
+
+    fn next_cmd(&mut self, ctx: &mut Ctx) -> Cmd {
+        if let Some(c) = self.init.pop_front() {
+            return c;
+        }
+        let r = ctx.rng.below(20);
+        if r < 2 {
+            Cmd {
+                cdb: vec![0; 6],
+                dir_in: false,
+                len: 0,
+                resp: None,
+                out: None,
+            }
+        } else {
+            let blocks = 8 << ctx.rng.below(4);
+            let lba = (ctx.rng.below((CAPACITY - 64) as u64 / 8) * 8) as u32;
+            Self::rw(r < 11, lba, blocks as u32)
+        }
+    }
+
+    fn recover(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        let t = self.class_tag;
+        let d = self.dev;
+        self.runner.q.push_back(Op::Ctrl {
+            target: d,
+            setup: setup(0x21, 0xff, 0, 0, 0),
+            out: None,
+            tag: Some(t),
+        });
+        self.runner.q.push_back(clear_halt(d, 0x81, t));
+        self.runner.q.push_back(clear_halt(d, 0x02, t));
+        self.cmd = None;
+        self.st = St::Idle;
+        Some(now + ctx.rng.range(MS, 5 * MS))
+    }
+
+    // usb-storage's transfer flags (drivers/usb/storage/transport.c): the
+    // CBW and CSW go through its preallocated DMA buffer `us->iobuf`
+    // (usb_stor_msg_common sets URB_NO_TRANSFER_DMA_MAP); the data phase goes
+    // through usb_sg_init, whose single URB (xHCI/EHCI take sg lists) has
+    // URB_SHORT_NOT_OK when it reads. usb_submit_urb adds URB_DIR_IN: CBW
+    // 0x004, CSW 0x204, data IN 0x201, data OUT 0x000.
+    fn cbw_urb(&self, ctx: &Ctx) -> Urb {
+        ctx.data_urb(self.dev, 0x02, 31, URB_NO_TRANSFER_DMA_MAP, self.class_tag)
+    }
+
+    fn csw_urb(&self, ctx: &Ctx) -> Urb {
+        ctx.data_urb(self.dev, 0x81, 13, URB_NO_TRANSFER_DMA_MAP, self.class_tag)
+    }
+
+    fn latency(ctx: &mut Ctx, len: u32, outcome: Outcome) -> u64 {
+        if outcome == Outcome::Unlink {
+            // usb-storage gives up on the transfer after a timeout.
+            return ctx.rng.range(20 * MS, 40 * MS);
+        }
+        ctx.rng.range(30 * US, 200 * US) + len as u64 * 25
+    }
+}
+
+impl Task for StorageTask {
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        if !ctx.alive(self.dev) {
+            return None;
+        }
+        if let Some(t) = run_recovery(&mut self.runner, ctx, self.class_tag, now) {
+            return Some(t);
+        }
+        let d = self.dev;
+        match self.st {
+            St::Start => {
+                self.runner.q.push_back(Op::Ctrl {
+                    target: d,
+                    setup: setup(0xa1, 0xfe, 0, 0, 1),
+                    out: None,
+                    tag: Some(self.class_tag),
+                });
+                self.st = St::Idle;
+                Some(now)
+            }
+            St::Idle => {
+                {
+                    let c = self.next_cmd(ctx);
+                    self.cbw_tag = self.cbw_tag.wrapping_add(1);
+                    let mut b = b"USBC".to_vec();
+                    b.extend_from_slice(&self.cbw_tag.to_le_bytes());
+                    b.extend_from_slice(&c.len.to_le_bytes());
+                    b.push(if c.dir_in && c.len > 0 { 0x80 } else { 0 });
+                    b.push(0);
+                    b.push(c.cdb.len() as u8);
+                    b.extend_from_slice(&c.cdb);
+                    b.resize(31, 0);
+                    self.cbw = Some(Arc::from(b));
+                    self.cmd = Some(c);
+                    self.data_stalled = false;
+                    self.csw_retry = false;
+                }
+                let urb = self.cbw_urb(ctx);
+                self.outcome = ctx.take_error(d);
+                if self.outcome == Outcome::SubmitError {
+                    ctx.submit_error(d, urb, now, ENODEV);
+                    return self.recover(ctx, now);
+                }
+                ctx.submit(d, urb, now, self.cbw.clone(), Vec::new());
+                self.st = St::CbwC;
+                Some(now + Self::latency(ctx, 31, self.outcome))
+            }
+            St::CbwC => {
+                let tag = self.class_tag;
+                match self.outcome {
+                    Outcome::Ok | Outcome::SubmitError => {
+                        ctx.complete(d, tag, now, 0, 31, self.cbw.clone(), Vec::new(), 0, 0);
+                        let len = self.cmd.as_ref().map(|c| c.len).unwrap_or(0);
+                        self.st = if len > 0 { St::DataS } else { St::CswS };
+                        Some(now + ctx.rng.range(20 * US, 150 * US))
+                    }
+                    o => {
+                        let status = o.status();
+                        ctx.complete(d, tag, now, status, 0, None, Vec::new(), 0, 0);
+                        self.recover(ctx, now)
+                    }
+                }
+            }
+            St::DataS => {
+                let c = self.cmd.as_ref()?;
+                let (addr, len, out) = (if c.dir_in { 0x81 } else { 0x02 }, c.len, c.out.clone());
+                self.data_tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
+                let flags = if c.dir_in { URB_SHORT_NOT_OK } else { 0 };
+                let urb = ctx.data_urb(d, addr, len, flags, self.data_tag);
+                self.outcome = ctx.take_error(d);
+                if self.outcome == Outcome::SubmitError {
+                    ctx.submit_error(d, urb, now, ENODEV);
+                    ctx.tags.free(self.data_tag, URB_SIZE);
+                    return self.recover(ctx, now);
+                }
+                let data = if urb.dir_in {
+                    Some(ctx.empty.clone())
+                } else {
+                    out
+                };
+                ctx.submit(d, urb, now, data, Vec::new());
+                self.st = St::DataC;
+                Some(now + Self::latency(ctx, len, self.outcome))
+            }
+            St::DataC => {
+                let tag = self.data_tag;
+                ctx.tags.free(tag, URB_SIZE);
+                let c = self.cmd.as_ref()?;
+                match self.outcome {
+                    Outcome::Ok | Outcome::SubmitError => {
+                        let (actual, data) = if c.dir_in {
+                            let r = c.resp.clone().unwrap_or_else(|| ctx.empty.clone());
+                            (r.len().min(c.len as usize) as u32, Some(r))
+                        } else {
+                            (c.len, c.out.clone())
+                        };
+                        ctx.complete(d, tag, now, 0, actual, data, Vec::new(), 0, 0);
+                        self.st = St::CswS;
+                        Some(now + ctx.rng.range(20 * US, 150 * US))
+                    }
+                    Outcome::Stall => {
+                        let ep = if c.dir_in { 0x81 } else { 0x02 };
+                        ctx.complete(d, tag, now, EPIPE, 0, None, Vec::new(), 0, 0);
+                        self.runner.q.push_back(clear_halt(d, ep, self.class_tag));
+                        self.data_stalled = true;
+                        self.st = St::CswS;
+                        Some(now + ctx.rng.range(50 * US, 300 * US))
+                    }
+                    o => {
+                        let status = o.status();
+                        ctx.complete(d, tag, now, status, 0, None, Vec::new(), 0, 0);
+                        self.recover(ctx, now)
+                    }
+                }
+            }
+            St::CswS => {
+                let urb = self.csw_urb(ctx);
+                self.outcome = ctx.take_error(d);
+                if self.outcome == Outcome::SubmitError {
+                    ctx.submit_error(d, urb, now, ENODEV);
+                    return self.recover(ctx, now);
+                }
+                let e = ctx.empty.clone();
+                ctx.submit(d, urb, now, Some(e), Vec::new());
+                self.st = St::CswC;
+                Some(now + Self::latency(ctx, 13, self.outcome))
+            }
+            St::CswC => {
+                let tag = self.class_tag;
+                match self.outcome {
+                    Outcome::Ok | Outcome::SubmitError => {
+                        let c = self.cmd.as_ref()?;
+                        let actual = if self.data_stalled {
+                            0
+                        } else if c.dir_in {
+                            c.resp
+                                .as_ref()
+                                .map(|r| r.len() as u32)
+                                .unwrap_or(0)
+                                .min(c.len)
+                        } else {
+                            c.len
+                        };
+                        let mut b = b"USBS".to_vec();
+                        b.extend_from_slice(&self.cbw_tag.to_le_bytes());
+                        b.extend_from_slice(&(c.len - actual).to_le_bytes());
+                        b.push(u8::from(self.data_stalled));
+                        ctx.complete(d, tag, now, 0, 13, Some(Arc::from(b)), Vec::new(), 0, 0);
+                        self.cmd = None;
+                        self.st = St::Idle;
+                        let gap = if self.init.is_empty() {
+                            self.interval * 9 / 10 + ctx.rng.below(self.interval / 5 + 1)
+                        } else {
+                            ctx.rng.range(2 * MS, 8 * MS)
+                        };
+                        Some(now + gap)
+                    }
+                    Outcome::Stall => {
+                        ctx.complete(d, tag, now, EPIPE, 0, None, Vec::new(), 0, 0);
+                        if self.csw_retry {
+                            return self.recover(ctx, now);
+                        }
+                        self.csw_retry = true;
+                        self.runner.q.push_back(clear_halt(d, 0x81, self.class_tag));
+                        self.st = St::CswS;
+                        Some(now + ctx.rng.range(50 * US, 300 * US))
+                    }
+                    o => {
+                        let status = o.status();
+                        ctx.complete(d, tag, now, status, 0, None, Vec::new(), 0, 0);
+                        self.recover(ctx, now)
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,732 @@
+//! The hub driver: hub and root-hub ports, the status URB, port events,
+//! enumeration of what is plugged in, and plugging and unplugging devices
+//! in the tree (khubd's work, in the kernel's terms).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use super::ctx::*;
+use super::descriptors::{self, Speed};
+use crate::config::{Controller, DeviceConfig, DeviceKind};
+use crate::usbmon::event::{IsoDesc, XferType, URB_DIR_IN};
+
+// Hub port status and change bits.
+const PS_CONNECTION: u16 = 0x0001;
+const PS_ENABLE: u16 = 0x0002;
+const PS_POWER: u16 = 0x0100;
+const PS_LOW_SPEED: u16 = 0x0200;
+const PS_HIGH_SPEED: u16 = 0x0400;
+const PC_CONNECTION: u16 = 0x0001;
+const PC_ENABLE: u16 = 0x0002;
+const PC_RESET: u16 = 0x0010;
+
+/// The hub driver's worker for one hub.
+pub(crate) struct HubWorker {
+    hub: DevId,
+    runner: Runner,
+    tag: u64,
+}
+
+impl HubWorker {
+    pub(crate) fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        if ctx.dev(self.hub).is_none() {
+            ctx.tags.free(self.tag, URB_SIZE);
+            return None;
+        }
+        self.drain(ctx);
+        let r = self.runner.step(ctx, Some(self.hub), &mut self.tag, now);
+        self.drain(ctx);
+        match r {
+            Some(t) => Some(t),
+            None if self.runner.busy() => Some(now + ctx.gap()),
+            None => {
+                ctx.tags.free(self.tag, URB_SIZE);
+                if let Some(h) = ctx.dev_mut(self.hub).and_then(|d| d.hub.as_mut()) {
+                    h.worker = false;
+                }
+                None
+            }
+        }
+    }
+
+    pub(crate) fn drain(&mut self, ctx: &mut Ctx) {
+        if let Some(h) = ctx.dev_mut(self.hub).and_then(|d| d.hub.as_mut()) {
+            self.runner.q.extend(h.queue.drain(..));
+        }
+    }
+}
+
+impl Task for HubWorker {
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        HubWorker::step(self, ctx, now)
+    }
+}
+
+/// Completion (phase 0) and resubmission (phase 1) of a hub's status URB.
+pub(crate) struct HubInt {
+    hub: DevId,
+    phase: u8,
+}
+
+impl Task for HubInt {
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        ctx.hub_int_step(self.hub, &mut self.phase, now)
+    }
+}
+
+/// Root hub port-status polling (`hub_poll_ms`).
+pub(crate) struct RootPoll {
+    /// The port polled last.
+    pub port: u8,
+    /// How often, ns.
+    pub every: u64,
+}
+
+impl Task for RootPoll {
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        let root = 0;
+        let (bound, nports) = match ctx.dev(root) {
+            Some(d) => (d.driver_bound, d.desc.nports),
+            None => return None,
+        };
+        if bound {
+            self.port = self.port % nports + 1;
+            let op = ctrl(root, setup(0xa3, 0x00, 0, self.port as u16, 4));
+            ctx.push_ops(root, vec![op], now);
+        }
+        Some(now + self.every)
+    }
+}
+
+/// Transaction errors for URBs in flight when a device went away.
+struct Abort {
+    items: VecDeque<(DevId, u64)>,
+}
+
+impl Task for Abort {
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        let (dev, tag) = self.items.pop_front()?;
+        ctx.complete(dev, tag, now, EPROTO, 0, None, Vec::new(), 0, 0);
+        if self.items.is_empty() {
+            None
+        } else {
+            Some(now + ctx.rng.range(20 * US, 150 * US))
+        }
+    }
+}
+
+/// A device plugged in later (`plug_after_ms`).
+pub(crate) struct Plug {
+    /// Its port path.
+    pub path: Vec<u8>,
+    /// What it is.
+    pub cfg: Box<DeviceConfig>,
+}
+
+impl Task for Plug {
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        let _ = ctx.plug(&self.path, &self.cfg, now);
+        None
+    }
+}
+
+/// A device unplugged later (`unplug_after_ms`).
+struct Unplug {
+    dev: DevId,
+}
+
+impl Task for Unplug {
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        ctx.unplug_dev(self.dev, now);
+        None
+    }
+}
+
+impl Ctx {
+    /// Queue work for a hub's worker, starting it if idle.
+    pub(crate) fn push_ops(&mut self, hub: DevId, ops: Vec<Op>, now: u64) {
+        let start = {
+            let Some(h) = self.dev_mut(hub).and_then(|d| d.hub.as_mut()) else {
+                return;
+            };
+            h.queue.extend(ops);
+            !std::mem::replace(&mut h.worker, true)
+        };
+        if start {
+            let tag = self.tags.alloc(&mut self.rng, URB_SIZE);
+            let at = now + self.rng.range(5 * US, 60 * US);
+            self.spawn(
+                at,
+                Box::new(HubWorker {
+                    hub,
+                    runner: Runner::default(),
+                    tag,
+                }),
+            );
+        }
+    }
+
+    /// `(wPortStatus, wPortChange)` of a hub port.
+    pub(crate) fn port_status(&self, hub: DevId, port: u8) -> (u16, u16) {
+        let Some(h) = self.dev(hub).and_then(|d| d.hub.as_ref()) else {
+            return (0, 0);
+        };
+        let Some(p) = h.ports.get(port as usize - 1) else {
+            return (0, 0);
+        };
+        let mut st = 0;
+        if p.powered {
+            st |= PS_POWER;
+            if let Some(c) = p.child.and_then(|c| self.dev(c)).filter(|c| !c.gone) {
+                st |= PS_CONNECTION;
+                match c.speed() {
+                    Speed::High => st |= PS_HIGH_SPEED,
+                    Speed::Low => st |= PS_LOW_SPEED,
+                    Speed::Full => {}
+                }
+                if p.enabled {
+                    st |= PS_ENABLE;
+                }
+            }
+        }
+        (st, p.change)
+    }
+
+    /// A hub request changed the state of a port (SET/CLEAR_FEATURE).
+    pub(crate) fn port_feature(&mut self, hub: DevId, port: u8, feature: u16, set: bool) {
+        let connected = self.port_status(hub, port).0 & PS_CONNECTION != 0;
+        let Some(p) = self
+            .dev_mut(hub)
+            .and_then(|d| d.hub.as_mut())
+            .and_then(|h| h.ports.get_mut(port as usize - 1))
+        else {
+            return;
+        };
+        match (set, feature) {
+            (true, 8) if !p.powered => {
+                p.powered = true;
+                if p.child.is_some() {
+                    p.change |= PC_CONNECTION;
+                }
+            }
+            (true, 4) if connected => {
+                p.enabled = true;
+                p.change |= PC_RESET;
+            }
+            (false, 1) => p.enabled = false,
+            (false, 8) => p.powered = false,
+            (false, 0x10) => p.change &= !PC_CONNECTION,
+            (false, 0x11) => p.change &= !PC_ENABLE,
+            (false, 0x14) => p.change &= !PC_RESET,
+            _ => {}
+        }
+    }
+
+    /// A connection change on a port: let the hub's status URB complete.
+    pub(crate) fn port_changed(&mut self, hub: DevId, now: u64) {
+        let root = self.dev(hub).is_some_and(|d| d.kind == Kind::Root);
+        let interval_ns = self
+            .dev(hub)
+            .map(|d| {
+                let ep = &d.desc.cfg.alts[0].eps[0];
+                descriptors::urb_interval(d.speed(), ep) as u64
+                    * descriptors::interval_unit_ns(d.speed())
+            })
+            .unwrap_or(MS);
+        let Some(h) = self.dev_mut(hub).and_then(|d| d.hub.as_mut()) else {
+            return;
+        };
+        if !h.int_inflight || h.int_completion {
+            return;
+        }
+        h.int_completion = true;
+        let delay = if root {
+            self.rng.range(50 * US, 600 * US)
+        } else {
+            self.rng.range(100 * US, interval_ns.max(200 * US))
+        };
+        self.spawn(now + delay, Box::new(HubInt { hub, phase: 0 }));
+    }
+
+    pub(crate) fn hub_int_urb(&self, hub: DevId) -> Option<Urb> {
+        let d = self.dev(hub)?;
+        let ep = &d.desc.cfg.alts[0].eps[0];
+        Some(Urb {
+            tag: d.hub.as_ref()?.int_tag,
+            xfer: XferType::Interrupt,
+            ep: 1,
+            dir_in: true,
+            len: ep.mps as u32,
+            interval: descriptors::urb_interval(d.speed(), ep),
+            flags: URB_DIR_IN,
+            setup: None,
+            npk: 0,
+        })
+    }
+
+    pub(crate) fn submit_hub_int(&mut self, hub: DevId, now: u64) {
+        let Some(urb) = self.hub_int_urb(hub) else {
+            return;
+        };
+        if !self.alive(hub) {
+            return;
+        }
+        let e = self.empty.clone();
+        self.submit(hub, urb, now, Some(e), Vec::new());
+        let pending = {
+            let Some(h) = self.dev_mut(hub).and_then(|d| d.hub.as_mut()) else {
+                return;
+            };
+            h.int_inflight = true;
+            h.int_completion = false;
+            h.ports.iter().enumerate().any(|(i, p)| {
+                p.change & (PC_CONNECTION | PC_ENABLE) != 0 && h.reported & (1 << (i + 1)) == 0
+            })
+        };
+        if pending {
+            self.port_changed(hub, now);
+        }
+    }
+
+    pub(crate) fn hub_int_step(&mut self, hub: DevId, phase: &mut u8, now: u64) -> Option<u64> {
+        if !self.alive(hub) {
+            return None;
+        }
+        if *phase == 1 {
+            self.submit_hub_int(hub, now);
+            return None;
+        }
+        let root = self.dev(hub).is_some_and(|d| d.kind == Kind::Root);
+        let (bitmap, ports, tag, mps) = {
+            let d = self.dev_mut(hub)?;
+            let mps = d.desc.cfg.alts[0].eps[0].mps as usize;
+            let h = d.hub.as_mut()?;
+            h.int_completion = false;
+            let mut bits = 0u16;
+            let mut ports = Vec::new();
+            for (i, p) in h.ports.iter().enumerate() {
+                let bit = 1u16 << (i + 1);
+                if p.change & (PC_CONNECTION | PC_ENABLE) != 0 && h.reported & bit == 0 {
+                    bits |= bit;
+                    ports.push(i as u8 + 1);
+                }
+            }
+            if bits == 0 {
+                return None;
+            }
+            h.reported |= bits;
+            h.int_inflight = false;
+            (bits, ports, h.int_tag, mps)
+        };
+        let n = if root {
+            (ports_len(self, hub) + 1).div_ceil(8)
+        } else {
+            mps
+        };
+        let bytes: Vec<u8> = bitmap
+            .to_le_bytes()
+            .iter()
+            .copied()
+            .chain(std::iter::repeat(0))
+            .take(n)
+            .collect();
+        self.complete(
+            hub,
+            tag,
+            now,
+            0,
+            n as u32,
+            Some(Arc::from(bytes)),
+            Vec::new(),
+            0,
+            0,
+        );
+        self.push_ops(hub, ports.into_iter().map(Op::PortEvent).collect(), now);
+        *phase = 1;
+        Some(now + self.rng.range(5 * US, 40 * US))
+    }
+
+    pub(crate) fn port_event_ops(&mut self, hub: DevId, port: u8) -> Vec<Op> {
+        if let Some(h) = self.dev_mut(hub).and_then(|d| d.hub.as_mut()) {
+            h.reported &= !(1 << port);
+        }
+        let (_, change) = self.port_status(hub, port);
+        let mut ops = vec![ctrl(hub, setup(0xa3, 0x00, 0, port as u16, 4))];
+        if change & PC_CONNECTION != 0 {
+            ops.push(ctrl(hub, setup(0x23, 0x01, 0x10, port as u16, 0)));
+        }
+        if change & PC_ENABLE != 0 {
+            ops.push(ctrl(hub, setup(0x23, 0x01, 0x11, port as u16, 0)));
+        }
+        if let Some(child) = self.port_child(hub, port) {
+            let (gone, enumerated) = self
+                .dev(child)
+                .map(|c| (c.gone, c.reserved != 0))
+                .unwrap_or((true, true));
+            if gone {
+                ops.push(Op::Disconnect(child));
+            } else if !enumerated {
+                ops.push(Op::Connect(port));
+            }
+        }
+        ops
+    }
+
+    pub(crate) fn port_child(&self, hub: DevId, port: u8) -> Option<DevId> {
+        self.dev(hub)?
+            .hub
+            .as_ref()?
+            .ports
+            .get(port as usize - 1)?
+            .child
+    }
+
+    pub(crate) fn scan_ops(&mut self, hub: DevId) -> Vec<Op> {
+        let n = ports_len(self, hub) as u8;
+        let mut ops = Vec::new();
+        let mut connect = Vec::new();
+        for p in 1..=n {
+            ops.push(ctrl(hub, setup(0xa3, 0x00, 0, p as u16, 4)));
+            let (st, ch) = self.port_status(hub, p);
+            if ch & PC_CONNECTION != 0 {
+                ops.push(ctrl(hub, setup(0x23, 0x01, 0x10, p as u16, 0)));
+            }
+            if st & PS_CONNECTION != 0 {
+                connect.push(Op::Connect(p));
+            }
+        }
+        ops.push(Op::Delay(self.rng.range(60 * MS, 110 * MS)));
+        ops.push(Op::SubmitInt);
+        ops.extend(connect);
+        ops
+    }
+
+    pub(crate) fn connect_ops(&mut self, hub: DevId, port: u8) -> Vec<Op> {
+        let Some(child) = self.port_child(hub, port) else {
+            return vec![];
+        };
+        match self.dev(child) {
+            Some(c) if !c.gone && c.reserved == 0 => {}
+            _ => return vec![],
+        }
+        let devnum = self.alloc_devnum();
+        if let Some(c) = self.dev_mut(child) {
+            c.reserved = devnum;
+        }
+        let p = port as u16;
+        let r = &mut self.rng;
+        let mut ops = vec![
+            Op::Delay(r.range(100 * MS, 130 * MS)),
+            ctrl(hub, setup(0xa3, 0x00, 0, p, 4)),
+            ctrl(hub, setup(0x23, 0x03, 0x04, p, 0)),
+            Op::Delay(r.range(20 * MS, 60 * MS)),
+            ctrl(hub, setup(0xa3, 0x00, 0, p, 4)),
+            ctrl(hub, setup(0x23, 0x01, 0x14, p, 0)),
+            Op::Delay(r.range(30 * MS, 60 * MS)),
+            ctrl(child, setup(0x80, 0x06, 0x0100, 0, 64)),
+            ctrl(hub, setup(0x23, 0x03, 0x04, p, 0)),
+            Op::Delay(r.range(20 * MS, 60 * MS)),
+            ctrl(hub, setup(0xa3, 0x00, 0, p, 4)),
+            ctrl(hub, setup(0x23, 0x01, 0x14, p, 0)),
+            Op::Delay(r.range(10 * MS, 40 * MS)),
+        ];
+        // xHCI addresses devices with a command, not a SET_ADDRESS URB.
+        if self.controller != Controller::Xhci {
+            ops.push(ctrl(child, setup(0x00, 0x05, devnum as u16, 0, 0)));
+            ops.push(Op::Delay(self.rng.range(2 * MS, 10 * MS)));
+        }
+        ops.push(Op::Addressed(child));
+        ops.push(Op::Enumerate(child));
+        ops
+    }
+
+    pub(crate) fn enumerate_ops(&mut self, d: DevId) -> Vec<Op> {
+        let Some(dev) = self.dev(d) else {
+            return vec![];
+        };
+        let total = dev.desc.cfg.bytes().len() as u16;
+        let i_cfg = dev.desc.cfg.i_cfg;
+        let dd = &dev.desc.dev;
+        let mut ops = vec![
+            ctrl(d, setup(0x80, 0x06, 0x0100, 0, 18)),
+            ctrl(d, setup(0x80, 0x06, 0x0200, 0, 9)),
+            ctrl(d, setup(0x80, 0x06, 0x0200, 0, total)),
+            ctrl(d, setup(0x80, 0x06, 0x0300, 0, 255)),
+        ];
+        for idx in [dd.i_prod, dd.i_mfr, dd.i_ser] {
+            if idx != 0 {
+                ops.push(ctrl(d, setup(0x80, 0x06, 0x0300 | idx as u16, 0x0409, 255)));
+            }
+        }
+        ops.push(Op::Delay(self.rng.range(2 * MS, 15 * MS)));
+        ops.push(ctrl(d, setup(0x00, 0x09, 1, 0, 0)));
+        // usb_set_configuration caches the configuration's string.
+        if i_cfg != 0 {
+            ops.push(ctrl(
+                d,
+                setup(0x80, 0x06, 0x0300 | i_cfg as u16, 0x0409, 255),
+            ));
+        }
+        ops.push(Op::ClassSetup(d));
+        ops
+    }
+
+    pub(crate) fn activate_hub(&mut self, hub: DevId, now: u64) {
+        let Some(d) = self.dev_mut(hub) else {
+            return;
+        };
+        d.driver_bound = true;
+        let n = d.desc.nports;
+        let pwr = if d.kind == Kind::Root {
+            20 * MS
+        } else {
+            100 * MS
+        };
+        let mut ops = vec![Op::NewTag];
+        for p in 1..=n {
+            ops.push(ctrl(hub, setup(0x23, 0x03, 0x08, p as u16, 0)));
+        }
+        ops.push(Op::Delay(pwr + self.rng.range(MS, 15 * MS)));
+        ops.push(Op::Scan);
+        self.push_ops(hub, ops, now);
+    }
+
+    /// Attach a new device below `parent` on `port` (1-based).
+    pub(crate) fn attach(
+        &mut self,
+        parent: DevId,
+        port: u8,
+        cfg: &DeviceConfig,
+        now: u64,
+    ) -> Result<DevId, String> {
+        let (pspeed, level, mut path) = {
+            let p = self.dev(parent).ok_or("no such hub")?;
+            if p.gone {
+                return Err("the hub is disconnected".into());
+            }
+            let h = p.hub.as_ref().ok_or("not a hub")?;
+            let slot = h
+                .ports
+                .get(port as usize - 1)
+                .ok_or_else(|| format!("the hub has {} ports, not {}", h.ports.len(), port))?;
+            if slot.child.is_some() {
+                return Err(format!("port {port} is in use"));
+            }
+            let path = if p.kind == Kind::Root {
+                Vec::new()
+            } else {
+                p.path.clone()
+            };
+            (p.speed(), p.level + 1, path)
+        };
+        path.push(port);
+        let speed = descriptors::natural_speed(cfg.kind).min(pspeed);
+        let salt = self.rng.next_u64();
+        let desc = descriptors::device(cfg, speed, self.bus, &path, salt);
+        let hub = if cfg.kind == DeviceKind::Hub {
+            Some(HubState {
+                ports: vec![Port::default(); desc.nports as usize],
+                int_tag: self.tags.alloc(&mut self.rng, URB_SIZE),
+                ..Default::default()
+            })
+        } else {
+            None
+        };
+        let class_tag = self.tags.alloc(&mut self.rng, URB_SIZE);
+        let id = self.devs.len();
+        self.devs.push(Some(Device {
+            kind: Kind::Dev(cfg.kind),
+            cfg: Some(cfg.clone()),
+            parent: Some(parent),
+            port,
+            level,
+            path: path.clone(),
+            desc,
+            devnum: 0,
+            reserved: 0,
+            visible: false,
+            strings_read: false,
+            configured: false,
+            driver_bound: false,
+            alt: [0; 4],
+            hub,
+            inflight: Vec::new(),
+            gone: false,
+            xfers: 0,
+            errors: cfg.errors,
+            faults: Default::default(),
+            class_tag,
+        }));
+        let powered = {
+            let h = self.dev_mut(parent).and_then(|d| d.hub.as_mut()).unwrap();
+            let slot = &mut h.ports[port as usize - 1];
+            slot.child = Some(id);
+            slot.enabled = false;
+            if slot.powered {
+                slot.change |= PC_CONNECTION;
+            }
+            slot.powered
+        };
+        if powered {
+            self.port_changed(parent, now);
+        }
+        if let Some(ms) = cfg.unplug_after_ms {
+            self.spawn((ms * MS).max(now + MS), Box::new(Unplug { dev: id }));
+        }
+        for child in &cfg.devices {
+            let mut cpath = path.clone();
+            cpath.push(child.port.0);
+            if child.plug_after_ms * MS <= now {
+                let _ = self.attach(id, child.port.0, child, now);
+            } else {
+                self.spawn(
+                    child.plug_after_ms * MS,
+                    Box::new(Plug {
+                        path: cpath,
+                        cfg: Box::new(child.clone()),
+                    }),
+                );
+            }
+        }
+        Ok(id)
+    }
+
+    /// Find the device at `path` (root ports first); `[]` is the root hub.
+    pub(crate) fn find(&self, path: &[u8]) -> Option<DevId> {
+        let mut cur = 0;
+        for &p in path {
+            cur = self.port_child(cur, p)?;
+        }
+        Some(cur)
+    }
+
+    pub(crate) fn plug(&mut self, path: &[u8], cfg: &DeviceConfig, now: u64) -> Result<(), String> {
+        let (&port, parent_path) = path.split_last().ok_or("empty port path")?;
+        let parent = self
+            .find(parent_path)
+            .ok_or_else(|| format!("no hub at {parent_path:?}"))?;
+        if port == 0 {
+            return Err("port numbers start at 1".into());
+        }
+        self.attach(parent, port, cfg, now).map(|_| ())
+    }
+
+    pub(crate) fn unplug(&mut self, path: &[u8], now: u64) -> Result<(), String> {
+        if path.is_empty() {
+            return Err("cannot unplug the root hub".into());
+        }
+        let id = self
+            .find(path)
+            .ok_or_else(|| format!("no device at {path:?}"))?;
+        if self.dev(id).is_some_and(|d| d.gone) {
+            return Err(format!("the device at {path:?} is already unplugged"));
+        }
+        self.unplug_dev(id, now);
+        Ok(())
+    }
+
+    pub(crate) fn subtree(&self, id: DevId, out: &mut Vec<DevId>) {
+        if let Some(d) = self.dev(id) {
+            if let Some(h) = &d.hub {
+                for p in &h.ports {
+                    if let Some(c) = p.child {
+                        self.subtree(c, out);
+                    }
+                }
+            }
+            out.push(id);
+        }
+    }
+
+    /// Electrical disconnect: in-flight transfers fail, the hub notices.
+    pub(crate) fn unplug_dev(&mut self, id: DevId, now: u64) {
+        if !self.alive(id) {
+            return;
+        }
+        let mut all = Vec::new();
+        self.subtree(id, &mut all);
+        let mut items = VecDeque::new();
+        for &d in &all {
+            let dev = self.dev_mut(d).unwrap();
+            dev.gone = true;
+            if let Some(h) = dev.hub.as_mut() {
+                h.int_inflight = false;
+            }
+            for u in &dev.inflight {
+                if u.xfer != XferType::Iso {
+                    items.push_back((d, u.tag));
+                }
+            }
+        }
+        if !items.is_empty() {
+            let at = now + self.rng.range(100 * US, 1000 * US);
+            self.spawn(at, Box::new(Abort { items }));
+        }
+        let (parent, port) = {
+            let d = self.dev(id).unwrap();
+            (d.parent, d.port)
+        };
+        if let Some(parent) = parent {
+            if self.alive(parent) {
+                if let Some(slot) = self
+                    .dev_mut(parent)
+                    .and_then(|d| d.hub.as_mut())
+                    .and_then(|h| h.ports.get_mut(port as usize - 1))
+                {
+                    slot.enabled = false;
+                    slot.change |= PC_CONNECTION;
+                }
+                self.port_changed(parent, now);
+            }
+        }
+    }
+
+    /// usb_disconnect: URBs still in flight are killed (-108), the devices go.
+    pub(crate) fn disconnect(&mut self, id: DevId, now: u64) {
+        let mut all = Vec::new();
+        self.subtree(id, &mut all);
+        for &d in &all {
+            let urbs: Vec<Urb> = self.dev(d).map(|x| x.inflight.clone()).unwrap_or_default();
+            for u in urbs {
+                // Killed ISO URBs report their packets untransferred.
+                let pkt = u.len.checked_div(u.npk).unwrap_or(0);
+                let iso = (0..u.npk)
+                    .map(|i| IsoDesc {
+                        status: EXDEV,
+                        offset: i * pkt,
+                        length: 0,
+                    })
+                    .collect();
+                self.complete(d, u.tag, now, ESHUTDOWN, 0, None, iso, 0, 0);
+            }
+            if let Some(dev) = self.devs[d].take() {
+                if dev.reserved != 0 {
+                    self.used[dev.reserved as usize] = false;
+                }
+                self.tags.free(dev.class_tag, URB_SIZE);
+                if let Some(h) = dev.hub {
+                    self.tags.free(h.int_tag, URB_SIZE);
+                }
+                if let Some(p) = dev.parent {
+                    if let Some(slot) = self
+                        .dev_mut(p)
+                        .and_then(|x| x.hub.as_mut())
+                        .and_then(|h| h.ports.get_mut(dev.port as usize - 1))
+                    {
+                        if slot.child == Some(d) {
+                            slot.child = None;
+                            slot.enabled = false;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn ports_len(ctx: &Ctx, hub: DevId) -> usize {
+    ctx.dev(hub)
+        .and_then(|d| d.hub.as_ref())
+        .map(|h| h.ports.len())
+        .unwrap_or(0)
+}
