@@ -1,0 +1,264 @@
+//! CUSE: character devices under /dev served by the same handlers, with
+//! the kernel's unrestricted-ioctl retry protocol.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use tracing::debug;
+
+use crate::errno::Errno;
+use crate::vfs::{CallerMemory, IoctlLayout, IoctlRequest, Tree};
+
+use super::proto::{self, Reader};
+use super::*;
+
+/// Caller memory for a CUSE ioctl: the input ranges the kernel copied in, and
+/// writes collected for the output ranges.
+pub(super) struct IovMemory<'a> {
+    pub(super) layout: &'a IoctlLayout,
+    pub(super) data: &'a [u8],
+    pub(super) writes: std::cell::RefCell<Vec<(u64, Vec<u8>)>>,
+}
+
+impl<'a> IovMemory<'a> {
+    fn new(layout: &'a IoctlLayout, data: &'a [u8]) -> Self {
+        IovMemory {
+            layout,
+            data,
+            writes: Default::default(),
+        }
+    }
+
+    /// The reply payload: each output range in order, filled by the writes
+    /// that start at it; the last range may be short.
+    fn reply_bytes(&self) -> Vec<u8> {
+        let writes = self.writes.borrow();
+        let mut out = Vec::new();
+        let n = self.layout.output.len();
+        for (i, (base, len)) in self.layout.output.iter().enumerate() {
+            let got = writes
+                .iter()
+                .rev()
+                .find(|(a, _)| a == base)
+                .map(|(_, b)| b.as_slice())
+                .unwrap_or(&[]);
+            let take = got.len().min(*len as usize);
+            out.extend_from_slice(&got[..take]);
+            if i + 1 < n && take < *len as usize {
+                out.resize(out.len() + *len as usize - take, 0);
+            }
+        }
+        out
+    }
+}
+
+impl crate::vfs::CallerMemory for IovMemory<'_> {
+    fn read(&self, addr: u64, len: usize) -> Result<Vec<u8>, Errno> {
+        let mut at = 0usize;
+        for (base, l) in &self.layout.input {
+            if addr >= *base && addr + len as u64 <= base + l {
+                let off = at + (addr - base) as usize;
+                return self
+                    .data
+                    .get(off..off + len)
+                    .map(|s| s.to_vec())
+                    .ok_or(Errno::EFAULT);
+            }
+            at += *l as usize;
+        }
+        Err(Errno::EFAULT)
+    }
+    fn write(&self, addr: u64, data: &[u8]) -> Result<(), Errno> {
+        let inside = self
+            .layout
+            .output
+            .iter()
+            .any(|(b, l)| addr >= *b && addr + data.len() as u64 <= b + l);
+        if !inside {
+            return Err(Errno::EFAULT);
+        }
+        self.writes.borrow_mut().push((addr, data.to_vec()));
+        Ok(())
+    }
+}
+
+/// A CUSE character device served by a session.
+pub(super) struct CuseDev {
+    pub(super) node: Arc<dyn crate::vfs::FileNode>,
+    pub(super) name: String,
+    pub(super) major: u32,
+    pub(super) minor: u32,
+}
+
+/// The most memory a CUSE ioctl moves each way: the kernel's fuse_do_ioctl
+/// answers ENOMEM when the retry's input or output iovecs exceed
+/// `fc->max_pages` pages, and CUSE never raises that from
+/// FUSE_DEFAULT_MAX_PAGES_PER_REQ (32). libpcap's MON_IOCX_GET buffer is
+/// 240 KiB, usbmon_read's 1 MiB; usbmon's events hold at most ring size / 5
+/// bytes (60 KiB with the default ring), so shortening the data buffer to
+/// what fits loses nothing unless the ring was enlarged past 640 KiB.
+pub(super) const CUSE_IOCTL_MAX: u64 = 32 * 4096;
+
+/// Shorten `ranges` (the last ones first) to `max` bytes in all.
+pub(super) fn clip_ranges(ranges: &mut [(u64, u64)], max: u64) {
+    let mut left = max;
+    for r in ranges.iter_mut() {
+        r.1 = r.1.min(left);
+        left -= r.1;
+    }
+}
+
+impl Session {
+    /// Create a character device `/dev/NAME` served by `node` through CUSE
+    /// (`/dev/cuse`). `major` 0 lets the kernel pick one.
+    pub fn cuse(
+        node: Arc<dyn crate::vfs::FileNode>,
+        name: &str,
+        major: u32,
+        minor: u32,
+    ) -> anyhow::Result<Arc<Session>> {
+        let dev = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/cuse")
+            .context("cannot open /dev/cuse (the kernel needs CUSE: modprobe cuse)")?;
+        Ok(Arc::new(Session::new(
+            dev,
+            Arc::new(Tree::new(0, 0)),
+            PathBuf::from(format!("/dev/{name}")),
+            false,
+            Some(CuseDev {
+                node,
+                name: name.to_string(),
+                major,
+                minor,
+            }),
+        )))
+    }
+
+    pub(super) fn cuse_init(&self, u: u64, r: &mut Reader<'_>) {
+        let Some(c) = &self.cuse else {
+            return self.err(u, Errno::ENOSYS);
+        };
+        let major = r.u32().unwrap_or(0);
+        if major != proto::KERNEL_VERSION {
+            return self.err(u, Errno::EPROTO);
+        }
+        let mut w = proto::Writer::default();
+        w.u32(proto::KERNEL_VERSION)
+            .u32(proto::KERNEL_MINOR)
+            .u32(0)
+            .u32(proto::CUSE_UNRESTRICTED_IOCTL)
+            .u32(MAX_WRITE)
+            .u32(MAX_WRITE)
+            .u32(c.major)
+            .u32(c.minor)
+            .zeros(40);
+        w.0.extend_from_slice(format!("DEVNAME={}\0", c.name).as_bytes());
+        debug!(device = %c.name, "CUSE INIT");
+        self.ok(u, &w.0);
+    }
+
+    /// Answer an unrestricted (CUSE) ioctl with FUSE_IOCTL_RETRY and the ranges
+    /// the kernel should copy in and out on the next attempt.
+    pub(super) fn ioctl_retry(&self, u: u64, layout: &IoctlLayout) {
+        let mut w = proto::Writer::default();
+        w.u32(0)
+            .u32(proto::ioctl_flags::RETRY)
+            .u32(layout.input.len() as u32)
+            .u32(layout.output.len() as u32);
+        for (base, len) in layout.input.iter().chain(layout.output.iter()) {
+            w.u64(*base).u64(*len);
+        }
+        self.ok(u, &w.0);
+    }
+
+    /// Run a CUSE ioctl whose memory the kernel has copied in; the bytes it
+    /// writes go back in the reply, laid out over the declared output ranges.
+    pub(super) fn cuse_ioctl(
+        &self,
+        hd: &Handle,
+        c: &IoctlCall,
+        layout: &IoctlLayout,
+        data: &[u8],
+        nonblock: bool,
+        retry: bool,
+    ) -> Result<Vec<u8>, Errno> {
+        let mem = IovMemory::new(layout, data);
+        let first = layout.input.first().map(|r| r.1 as usize).unwrap_or(0);
+        let req = IoctlRequest {
+            cmd: c.cmd,
+            arg: c.arg,
+            input: &data[..first.min(data.len())],
+            out_size: 0,
+            nonblock,
+            caller: c.caller,
+            retry,
+            file_id: (0, c.nodeid),
+            mem: &mem,
+            compat: c.compat,
+        };
+        let rep = hd.file.ioctl(&req)?;
+        if !rep.output.is_empty() {
+            mem.write(c.arg, &rep.output)?;
+        }
+        let mut w = proto::Writer::default();
+        w.u32(rep.result as u32).u32(0).u32(0).u32(0);
+        w.0.extend_from_slice(&mem.reply_bytes());
+        Ok(w.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A CUSE GETX: the kernel copied the 24-byte argument in; the handler's
+    /// header and data writes come back laid out over the output ranges, the
+    /// last one short.
+    #[test]
+    fn iov_memory_lays_out_writes_over_output_ranges() {
+        let mut arg = Vec::new();
+        arg.extend_from_slice(&0x1000u64.to_ne_bytes());
+        arg.extend_from_slice(&0x2000u64.to_ne_bytes());
+        arg.extend_from_slice(&100u64.to_ne_bytes());
+        let layout = crate::usbmon::binary::BinReader::ioctl_layout(
+            crate::usbmon::binary::ioc::GETX,
+            0x500,
+            &arg,
+            false,
+        );
+        assert_eq!(layout.input, vec![(0x500, 24)]);
+        assert_eq!(layout.output, vec![(0x1000, 64), (0x2000, 100)]);
+        let mem = IovMemory::new(&layout, &arg);
+        assert_eq!(mem.read(0x508, 8).unwrap(), 0x2000u64.to_ne_bytes());
+        assert_eq!(mem.read(0x600, 8).err(), Some(Errno::EFAULT));
+        mem.write(0x1000, &[7u8; 64]).unwrap();
+        mem.write(0x2000, &[9u8; 10]).unwrap();
+        assert_eq!(mem.write(0x3000, &[1]).err(), Some(Errno::EFAULT));
+        let reply = mem.reply_bytes();
+        assert_eq!(reply.len(), 74);
+        assert_eq!(&reply[..64], &[7u8; 64][..]);
+        assert_eq!(&reply[64..], &[9u8; 10][..]);
+    }
+
+    #[test]
+    fn first_cuse_layout_asks_for_the_argument_struct() {
+        let l = crate::usbmon::binary::BinReader::ioctl_layout(
+            crate::usbmon::binary::ioc::MFETCH,
+            0x500,
+            &[],
+            false,
+        );
+        assert_eq!(l.input, vec![(0x500, 16)]);
+        assert!(l.output.is_empty());
+        let stats = crate::usbmon::binary::BinReader::ioctl_layout(
+            crate::usbmon::binary::ioc::STATS,
+            0x700,
+            &[],
+            false,
+        );
+        assert_eq!(stats.output, vec![(0x700, 8)]);
+    }
+}

@@ -1,0 +1,468 @@
+//! Parked requests: a read or ioctl that would block waits on its handle
+//! and is retried when the file's waker fires; FUSE_INTERRUPT answers it
+//! EINTR.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tracing::{debug, error};
+
+use crate::errno::Errno;
+use crate::sync::LockExt;
+use crate::vfs::{Caller, IoctlLayout, IoctlRequest};
+
+use super::proto::{self, op};
+use super::*;
+
+/// What a parked request was.
+#[derive(Clone)]
+pub(super) enum Parked {
+    /// A read of `size` bytes at `offset`.
+    Read { offset: u64, size: u32 },
+    /// An ioctl.
+    Ioctl(IoctlCall),
+}
+
+impl Parked {
+    /// The FUSE opcode of the request.
+    pub(super) fn opcode(&self) -> u32 {
+        match self {
+            Parked::Read { .. } => op::READ,
+            Parked::Ioctl(_) => op::IOCTL,
+        }
+    }
+}
+
+#[derive(Clone)]
+/// An ioctl request, kept to be retried.
+pub(super) struct IoctlCall {
+    /// CUSE: the caller memory the kernel copied in (per input range) and the
+    /// output ranges it will copy out of the reply.
+    pub(super) cuse: Option<(IoctlLayout, Vec<u8>)>,
+    pub(super) nodeid: u64,
+    pub(super) cmd: u32,
+    pub(super) arg: u64,
+    pub(super) input: Vec<u8>,
+    pub(super) out_size: u32,
+    pub(super) caller: Caller,
+    pub(super) compat: bool,
+}
+
+/// A parked request.
+pub(super) struct Pending {
+    pub(super) unique: u64,
+    pub(super) what: Parked,
+    /// A thread is retrying it (without the queue's lock).
+    pub(super) attempting: bool,
+    /// FUSE_INTERRUPT came while it was being retried: EINTR unless that
+    /// retry completes it.
+    pub(super) interrupted: bool,
+}
+
+impl Session {
+    /// Answer every parked (blocked) request with `e`: used when the daemon
+    /// goes away while readers still hold files open, so that they get an
+    /// error instead of hanging.
+    pub fn abort_parked(&self, e: Errno) {
+        let parked: Vec<(u64, u64)> = self.parked.lock_ok().drain().collect();
+        for (unique, fh) in parked {
+            if let Some(hd) = self.handle(fh) {
+                let mut pend = hd.pending.lock_ok();
+                if let Some(i) = pend.iter().position(|p| p.unique == unique) {
+                    pend.remove(i);
+                    self.err(unique, e);
+                }
+            }
+        }
+    }
+
+    /// Try a request; park it if it would block. No lock is held while it
+    /// runs: it may reach into the caller's memory.
+    pub(super) fn run_or_park(
+        &self,
+        hd: &Arc<Handle>,
+        fh: u64,
+        u: u64,
+        what: Parked,
+        nonblock: bool,
+    ) {
+        if hd.pending.lock_ok().is_empty() {
+            // Not armed: a request that is answered at once must not make the
+            // next event wake the service thread. If it parks, `service` arms
+            // the waker before it tries again, so no event is missed.
+            let mut nonblock = nonblock;
+            let mut res = self.attempt(hd, &what, nonblock, false);
+            if res == Err(Errno::EAGAIN) {
+                if let Some(live) = self.ioctl_nonblock(hd, &what).filter(|l| *l != nonblock) {
+                    nonblock = live;
+                    if live {
+                        res = self.attempt(hd, &what, true, true);
+                    }
+                }
+            }
+            match res {
+                Err(e) if e == Errno::EAGAIN && !nonblock => {}
+                res => return self.finish(u, res),
+            }
+        }
+        let mut pend = hd.pending.lock_ok();
+        pend.push_back(Pending {
+            unique: u,
+            what,
+            attempting: false,
+            interrupted: false,
+        });
+        self.parked.lock_ok().insert(u, fh);
+        drop(pend);
+        // Something may have arrived between the attempt and parking.
+        self.service(fh);
+    }
+
+    /// The caller's current O_NONBLOCK for an ioctl that would block. An
+    /// ioctl request does not carry the file flags (a read does), and the
+    /// flags seen at open go stale after `fcntl(F_SETFL)`, as libpcap's
+    /// `pcap_setnonblock` does; so ask /proc, only on this slow path. None
+    /// for reads, CUSE ioctls (the descriptor is on another inode) and when
+    /// /proc does not tell.
+    pub(super) fn ioctl_nonblock(&self, hd: &Handle, what: &Parked) -> Option<bool> {
+        let Parked::Ioctl(c) = what else { return None };
+        if c.cuse.is_some() {
+            return None;
+        }
+        let dev = self.dev_id.load(Ordering::Relaxed);
+        crate::procmem::fd_nonblock(c.caller.pid, dev, hd.nodeid)
+    }
+
+    /// Run a request once.
+    pub(super) fn attempt(
+        &self,
+        hd: &Handle,
+        what: &Parked,
+        nonblock: bool,
+        retry: bool,
+    ) -> Result<Vec<u8>, Errno> {
+        match what {
+            Parked::Read { offset, size } => hd.file.read(*offset, *size),
+            Parked::Ioctl(c) => {
+                if let Some((layout, data)) = &c.cuse {
+                    return self.cuse_ioctl(hd, c, layout, data, nonblock, retry);
+                }
+                let mem = crate::procmem::ProcessMemory(c.caller.pid);
+                let req = IoctlRequest {
+                    cmd: c.cmd,
+                    arg: c.arg,
+                    input: &c.input,
+                    out_size: c.out_size,
+                    nonblock,
+                    caller: c.caller,
+                    retry,
+                    file_id: (self.dev_id.load(Ordering::Relaxed), c.nodeid),
+                    mem: &mem,
+                    compat: c.compat,
+                };
+                hd.file.ioctl(&req).map(|rep| {
+                    for (off, bytes) in &rep.cache_updates {
+                        self.store(c.nodeid, *off, bytes);
+                    }
+                    let mut w = proto::Writer::default();
+                    w.u32(rep.result as u32).u32(0).u32(0).u32(0);
+                    let n = rep.output.len().min(c.out_size as usize);
+                    w.0.extend_from_slice(&rep.output[..n]);
+                    w.0
+                })
+            }
+        }
+    }
+
+    pub(super) fn finish(&self, u: u64, res: Result<Vec<u8>, Errno>) {
+        match res {
+            Ok(d) => self.ok(u, &d),
+            Err(e) => self.err(u, e),
+        }
+    }
+
+    /// Retry a handle's parked requests until one would still block. Each
+    /// runs without the queue's lock (it may reach into the caller's
+    /// memory), so an interrupt or a release never waits for it.
+    pub(super) fn retry_parked(&self, hd: &Arc<Handle>) {
+        loop {
+            let (unique, what) = {
+                let mut pend = hd.pending.lock_ok();
+                match pend.front_mut() {
+                    Some(p) if !p.attempting => {
+                        p.attempting = true;
+                        (p.unique, p.what.clone())
+                    }
+                    // Empty, or a retry of it never came back (the watchdog
+                    // has answered it): this handle's queue stays stuck.
+                    _ => return,
+                }
+            };
+            hd.armed.store(true, Ordering::SeqCst);
+            watchdog::working_on(unique);
+            let res = catch_unwind(AssertUnwindSafe(|| self.attempt(hd, &what, false, true)))
+                .unwrap_or_else(|e| {
+                    error!(
+                        unique,
+                        opcode = what.opcode(),
+                        nodeid = hd.nodeid,
+                        "parked request panicked on retry, answering EIO: {}",
+                        panic_message(&*e)
+                    );
+                    Err(Errno::EIO)
+                });
+            let mut pend = hd.pending.lock_ok();
+            let Some(i) = pend.iter().position(|p| p.unique == unique) else {
+                // Answered meanwhile (the handle was released).
+                return;
+            };
+            let res = match res {
+                Err(e) if e == Errno::EAGAIN && !pend[i].interrupted => {
+                    pend[i].attempting = false;
+                    return;
+                }
+                Err(e) if e == Errno::EAGAIN => Err(Errno::EINTR),
+                res => res,
+            };
+            pend.remove(i);
+            drop(pend);
+            self.parked.lock_ok().remove(&unique);
+            self.finish(unique, res);
+        }
+    }
+
+    /// Retry the parked requests of a handle, oldest first, then answer a
+    /// poll that waits for it. One thread retries a handle at a time; one
+    /// that comes meanwhile leaves a note, and the retrying thread looks
+    /// again before it stops.
+    pub(super) fn service(&self, fh: u64) {
+        let Some(hd) = self.handle(fh) else { return };
+        hd.again.store(true, Ordering::SeqCst);
+        while !hd.servicing.swap(true, Ordering::SeqCst) {
+            hd.again.store(false, Ordering::SeqCst);
+            self.retry_parked(&hd);
+            hd.servicing.store(false, Ordering::SeqCst);
+            if !hd.again.load(Ordering::SeqCst) {
+                break;
+            }
+        }
+        let kh = *hd.poll_kh.lock_ok();
+        if let Some(kh) = kh {
+            if hd.file.poll() != 0 {
+                *hd.poll_kh.lock_ok() = None;
+                let mut w = proto::Writer::default();
+                w.u64(kh);
+                self.notify(proto::notify::POLL, &w.0);
+            } else {
+                hd.armed.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+
+    pub(super) fn service_loop(&self, slot: &watchdog::Slot) {
+        while let Ok(w) = self.wake_rx.recv() {
+            if matches!(w, Wake::Stop) {
+                return;
+            }
+            slot.begin(0);
+            let r = catch_unwind(AssertUnwindSafe(|| match w {
+                Wake::Handle(fh) => self.service(fh),
+                Wake::Store(ino, off, bytes) => self.store(ino, off, &bytes),
+                Wake::InvalEntry(parent, name) => self.inval_entry(parent, &name),
+                Wake::Stop => {} // returned above
+            }));
+            slot.end();
+            if let Err(p) = r {
+                error!("service thread panicked: {}", panic_message(&*p));
+            }
+            if slot.abandoned() {
+                return;
+            }
+        }
+    }
+
+    pub(super) fn interrupt(&self, u: u64, target: u64) {
+        let fh = self.parked.lock_ok().get(&target).copied();
+        match fh.and_then(|fh| self.handle(fh)) {
+            Some(hd) => {
+                let mut pend = hd.pending.lock_ok();
+                if let Some(i) = pend.iter().position(|p| p.unique == target) {
+                    if pend[i].attempting {
+                        // Answered when that retry ends: EINTR unless it
+                        // completed the request.
+                        pend[i].interrupted = true;
+                    } else {
+                        pend.remove(i);
+                        self.parked.lock_ok().remove(&target);
+                        debug!(target, "interrupted parked request");
+                        self.err(target, Errno::EINTR);
+                    }
+                }
+                // Otherwise it was answered meanwhile: nothing to do.
+            }
+            // Not parked (yet): ask the kernel to send the interrupt again. If the
+            // request was already answered the kernel drops this reply.
+            None => self.err(u, Errno::EAGAIN),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Parked requests without a mount: the session's device is one end of
+    //! a datagram socket pair (each reply one message, as on /dev/fuse), and
+    //! the tree holds a file that has data only when the test says so.
+
+    use std::os::unix::net::UnixDatagram;
+    use std::sync::Mutex as StdMutex;
+
+    use super::*;
+    use crate::vfs::{FileNode, NodeKind, OpenFlags, Waker};
+
+    /// A stream file: EAGAIN until data is put in, and the waker to call then.
+    #[derive(Default)]
+    struct Gate {
+        data: StdMutex<Vec<u8>>,
+        waker: StdMutex<Option<Waker>>,
+    }
+
+    struct GateNode(Arc<Gate>);
+    struct GateFile(Arc<Gate>);
+
+    impl FileNode for GateNode {
+        fn mode(&self) -> u32 {
+            0o600
+        }
+        fn open(&self, _f: OpenFlags, _c: &Caller) -> Result<Arc<dyn OpenFile>, Errno> {
+            Ok(Arc::new(GateFile(self.0.clone())))
+        }
+    }
+
+    impl OpenFile for GateFile {
+        fn read(&self, _offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
+            let mut d = self.0.data.lock_ok();
+            if d.is_empty() {
+                return Err(Errno::EAGAIN);
+            }
+            let n = d.len().min(size as usize);
+            Ok(d.drain(..n).collect())
+        }
+        fn set_waker(&self, w: Waker) {
+            *self.0.waker.lock_ok() = Some(w);
+        }
+        fn is_stream(&self) -> bool {
+            true
+        }
+    }
+
+    struct Rig {
+        s: Arc<Session>,
+        kernel: std::os::unix::net::UnixDatagram,
+        gate: Arc<Gate>,
+        fh: u64,
+    }
+
+    /// A reply as the kernel reads it: (unique, error, body).
+    fn reply(k: &UnixDatagram) -> Option<(u64, i32, Vec<u8>)> {
+        let mut buf = vec![0u8; 4096];
+        let n = k.recv(&mut buf).ok()?;
+        let err = i32::from_ne_bytes(buf[4..8].try_into().unwrap());
+        let unique = u64::from_ne_bytes(buf[8..16].try_into().unwrap());
+        Some((unique, err, buf[16..n].to_vec()))
+    }
+
+    fn rig() -> Rig {
+        use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
+        let (ours, kernel) = UnixDatagram::pair().unwrap();
+        kernel.set_nonblocking(true).unwrap();
+        // SAFETY: the descriptor comes from `into_raw_fd` and is owned once.
+        let dev = File::from(unsafe { OwnedFd::from_raw_fd(ours.into_raw_fd()) });
+        let tree = Arc::new(Tree::new(0, 0));
+        let gate = Arc::new(Gate::default());
+        let ino = tree.add(
+            "gate",
+            NodeKind::File(Arc::new(GateNode(gate.clone()))),
+            0o600,
+        );
+        let s = Arc::new(Session::new(dev, tree, "/nonexistent".into(), false, None));
+        s.open(1, ino, libc::O_RDONLY, &Caller::default());
+        let (u, err, body) = reply(&kernel).expect("open answered");
+        assert_eq!((u, err), (1, 0));
+        let fh = u64::from_ne_bytes(body[..8].try_into().unwrap());
+        Rig {
+            s,
+            kernel,
+            gate,
+            fh,
+        }
+    }
+
+    /// Put `data` in the file and let the service thread's work run.
+    fn feed(r: &Rig, data: &[u8]) {
+        r.gate.data.lock_ok().extend_from_slice(data);
+        let w = r.gate.waker.lock_ok().clone().expect("waker set");
+        w();
+        while let Ok(Wake::Handle(fh)) = r.s.wake_rx.try_recv() {
+            r.s.service(fh);
+        }
+    }
+
+    #[test]
+    fn a_read_that_would_block_is_parked_and_answered_when_woken() {
+        let r = rig();
+        r.s.read(2, r.fh, 0, 100, false);
+        assert!(reply(&r.kernel).is_none(), "parked, not answered");
+        assert_eq!(r.s.parked.lock_ok().get(&2), Some(&r.fh));
+        feed(&r, b"hello");
+        assert_eq!(reply(&r.kernel), Some((2, 0, b"hello".to_vec())));
+        assert!(r.s.parked.lock_ok().is_empty());
+    }
+
+    #[test]
+    fn parked_requests_are_answered_in_order() {
+        let r = rig();
+        r.s.read(2, r.fh, 0, 3, false);
+        r.s.read(3, r.fh, 0, 3, false);
+        feed(&r, b"abcdef");
+        assert_eq!(reply(&r.kernel), Some((2, 0, b"abc".to_vec())));
+        assert_eq!(reply(&r.kernel), Some((3, 0, b"def".to_vec())));
+    }
+
+    #[test]
+    fn a_nonblocking_read_is_answered_eagain_at_once() {
+        let r = rig();
+        r.s.read(2, r.fh, 0, 100, true);
+        assert_eq!(reply(&r.kernel), Some((2, -libc::EAGAIN, Vec::new())));
+        assert!(r.s.parked.lock_ok().is_empty());
+    }
+
+    #[test]
+    fn an_interrupt_answers_a_parked_request_eintr_once() {
+        let r = rig();
+        r.s.read(2, r.fh, 0, 100, false);
+        r.s.interrupt(10, 2);
+        assert_eq!(reply(&r.kernel), Some((2, -libc::EINTR, Vec::new())));
+        // The data that comes later goes to no one: the request is gone.
+        feed(&r, b"late");
+        assert!(reply(&r.kernel).is_none());
+        // An interrupt for a request that is not parked asks for a resend.
+        r.s.interrupt(11, 99);
+        assert_eq!(reply(&r.kernel), Some((11, -libc::EAGAIN, Vec::new())));
+    }
+
+    #[test]
+    fn abort_parked_answers_every_parked_request() {
+        let r = rig();
+        r.s.read(2, r.fh, 0, 100, false);
+        r.s.read(3, r.fh, 0, 100, false);
+        r.s.abort_parked(Errno::EIO);
+        let mut got = vec![reply(&r.kernel).unwrap(), reply(&r.kernel).unwrap()];
+        got.sort();
+        assert_eq!(
+            got,
+            vec![(2, -libc::EIO, Vec::new()), (3, -libc::EIO, Vec::new())]
+        );
+        assert!(r.s.parked.lock_ok().is_empty());
+    }
+}
