@@ -313,23 +313,6 @@ pub(super) fn tsresol_to_ns(ticks: u64, resol: u8) -> u64 {
     ns.min(u64::MAX as u128) as u64
 }
 
-/// Keep a pcapng packet (`rec` with `data`) if it is usbmon's; otherwise
-/// note the first other link type (at block offset `at`) in `skipped`.
-fn keep(
-    mut rec: RawRecord,
-    data: &[u8],
-    out: &mut Vec<RawRecord>,
-    skipped: &mut Option<(u64, u32)>,
-    at: usize,
-) {
-    if rec.linktype == LINKTYPE_USB_LINUX || rec.linktype == LINKTYPE_USB_LINUX_MMAPPED {
-        rec.data = data.to_vec();
-        out.push(rec);
-    } else if skipped.is_none() {
-        *skipped = Some((at as u64, rec.linktype));
-    }
-}
-
 fn parse_pcapng(path: &Path, bytes: &[u8]) -> Result<Vec<RawRecord>, CaptureError> {
     let block_err = |at: usize, rest: &[u8], big: bool, e: PcapError| -> CaptureError {
         if rest.len() < 12 {
@@ -380,8 +363,13 @@ fn parse_pcapng(path: &Path, bytes: &[u8]) -> Result<Vec<RawRecord>, CaptureErro
             .next_block(rest)
             .map_err(|e| block_err(at, rest, big_next, e))?;
         let big = parser.section().endianness == Endianness::Big;
-        match block {
-            Block::SectionHeader(_) => ifaces.clear(),
+        // A packet: (its link type, data offset in the block, time, original
+        // length, data).
+        let pkt = match block {
+            Block::SectionHeader(_) => {
+                ifaces.clear();
+                None
+            }
             Block::InterfaceDescription(idb) => {
                 let resol = idb
                     .options
@@ -392,6 +380,7 @@ fn parse_pcapng(path: &Path, bytes: &[u8]) -> Result<Vec<RawRecord>, CaptureErro
                     })
                     .unwrap_or(6);
                 ifaces.push((idb.linktype.into(), resol));
+                None
             }
             Block::EnhancedPacket(epb) => {
                 let Some(&(lt, resol)) = ifaces.get(epb.interface_id as usize) else {
@@ -409,18 +398,7 @@ fn parse_pcapng(path: &Path, bytes: &[u8]) -> Result<Vec<RawRecord>, CaptureErro
                 let ticks = epb.timestamp.as_nanos().min(u64::MAX as u128) as u64;
                 let ts = tsresol_to_ns(ticks, resol);
                 last_ts = ts;
-                plausible(path, at, index, epb.data.len())?;
-                let rec = RawRecord {
-                    offset: at as u64 + 28,
-                    index,
-                    linktype: lt,
-                    ts_ns: ts,
-                    big_endian: big,
-                    orig_len: epb.original_len,
-                    data: Vec::new(),
-                };
-                keep(rec, &epb.data, &mut out, &mut skipped, at);
-                index += 1;
+                Some((lt, 28, ts, epb.original_len, epb.data))
             }
             Block::SimplePacket(spb) => {
                 let Some(&(lt, _)) = ifaces.first() else {
@@ -430,20 +408,26 @@ fn parse_pcapng(path: &Path, bytes: &[u8]) -> Result<Vec<RawRecord>, CaptureErro
                         format!("packet {index}: simple packet block before any interface"),
                     ));
                 };
-                plausible(path, at, index, spb.data.len())?;
-                let rec = RawRecord {
-                    offset: at as u64 + 12,
+                Some((lt, 12, last_ts, spb.original_len, spb.data))
+            }
+            _ => None,
+        };
+        if let Some((lt, data_at, ts, orig_len, data)) = pkt {
+            plausible(path, at, index, data.len())?;
+            if lt == LINKTYPE_USB_LINUX || lt == LINKTYPE_USB_LINUX_MMAPPED {
+                out.push(RawRecord {
+                    offset: (at + data_at) as u64,
                     index,
                     linktype: lt,
-                    ts_ns: last_ts,
+                    ts_ns: ts,
                     big_endian: big,
-                    orig_len: spb.original_len,
-                    data: Vec::new(),
-                };
-                keep(rec, &spb.data, &mut out, &mut skipped, at);
-                index += 1;
+                    orig_len,
+                    data: data.into_owned(),
+                });
+            } else if skipped.is_none() {
+                skipped = Some((at as u64, lt));
             }
-            _ => {}
+            index += 1;
         }
         rest = next;
     }
