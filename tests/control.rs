@@ -4,6 +4,7 @@
 mod common;
 
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{compile_c, Mount};
@@ -27,25 +28,70 @@ fn ctl(m: &Mount, args: &[&str]) -> (bool, String) {
     )
 }
 
-/// Start `cat 1u` in the background; returns the child (stdout piped).
-fn watch(m: &Mount, file: &str) -> std::process::Child {
-    let c = Command::new("cat")
+/// `cat FILE` in the background, its output collected as it comes.
+struct Watch {
+    child: std::process::Child,
+    text: Arc<Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+fn watch(m: &Mount, file: &str) -> Watch {
+    let mut child = Command::new("cat")
         .arg(m.path(file))
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    common::wait_blocked(c.id());
-    c
+    common::wait_blocked(child.id());
+    let mut out = child.stdout.take().unwrap();
+    let text = Arc::new(Mutex::new(String::new()));
+    let t = text.clone();
+    let reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = std::io::Read::read(&mut out, &mut buf) {
+            if n == 0 {
+                break;
+            }
+            t.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    Watch {
+        child,
+        text,
+        reader: Some(reader),
+    }
 }
 
-fn stop(c: std::process::Child) -> String {
+impl Watch {
+    /// Wait until a line of the output satisfies `f` (a hang after
+    /// [`common::HANG`]).
+    fn until(&self, what: &str, f: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + common::HANG;
+        while !self.text.lock().unwrap().lines().any(&f) {
+            assert!(
+                Instant::now() < deadline,
+                "no {what}:\n{}",
+                self.text.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn stop(mut w: Watch) -> String {
     // SAFETY: signalling our own child.
-    unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
-    String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap()
+    unsafe { libc::kill(w.child.id() as i32, libc::SIGINT) };
+    w.child.wait().unwrap();
+    if let Some(r) = w.reader.take() {
+        r.join().unwrap();
+    }
+    let t = w.text.lock().unwrap().clone();
+    t
 }
 
 fn wait_for(m: &Mount, cmd: &str, what: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + common::HANG;
     loop {
         let out = m.sh_ok(cmd);
         if out.contains(what) {
@@ -69,13 +115,15 @@ fn hot_plug_through_monfs_ctl_enumerates_and_unplug_fails_urbs() {
         "port 3 shows as Port=02 (0-based):\n{devices}"
     );
     // Let the storage driver start its I/O, then pull the stick.
-    std::thread::sleep(Duration::from_millis(1500));
+    cat.until("storage CBW", |l| l.contains("= 55534243"));
     let (ok, out) = ctl(&m, &["unplug", "1", "3"]);
     assert!(ok, "{out}");
     // The keyboard always has an interrupt URB in flight: pull it too.
     let (ok, out) = ctl(&m, &["unplug", "1", "1"]);
     assert!(ok, "{out}");
-    std::thread::sleep(Duration::from_millis(500));
+    cat.until("failed completion after unplug", |l| {
+        l.contains(" C ") && (l.contains(" -71") || l.contains(" -108") || l.contains(" -19"))
+    });
     let text = stop(cat);
     // Enumeration of the new device, request by request.
     for req in [
@@ -115,7 +163,7 @@ fn the_control_file_takes_echo_commands() {
     m.sh_ok("echo 'plug 1 2 hid-mouse product=CtlMouse' > monfs/ctl");
     wait_for(&m, "cat usb/devices", "S:  Product=CtlMouse");
     m.sh_ok("echo 'unplug 1 2' > monfs/ctl");
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + common::HANG;
     while m.sh_ok("cat usb/devices").contains("CtlMouse") {
         assert!(Instant::now() < deadline, "mouse never went away");
         std::thread::sleep(Duration::from_millis(100));
@@ -154,7 +202,10 @@ fn injected_faults_show_in_usbmon() {
     let (ok, out) = ctl(&m, &["fault", "1", "1", "stall"]);
     assert!(ok, "{out}");
     m.sh_ok("echo 'fault 1 1 babble' > monfs/ctl");
-    std::thread::sleep(Duration::from_millis(1500));
+    cat.until("babble", |l| l.contains(" C Ii:1:") && l.contains(" -75:"));
+    cat.until("CLEAR_FEATURE(HALT)", |l| {
+        l.contains("s 02 01 0000 0081 0000 0")
+    });
     let text = stop(cat);
     assert!(
         text.lines()

@@ -52,12 +52,10 @@ fn sigterm_fails_blocked_readers_and_unmounts() {
     .collect();
     // SAFETY: signalling our own child.
     unsafe { libc::kill(m.child.id() as i32, libc::SIGTERM) };
-    let st =
-        wait_exit(&mut m.child, Duration::from_secs(5)).expect("daemon did not exit on SIGTERM");
+    let st = wait_exit(&mut m.child, common::HANG).expect("daemon did not exit on SIGTERM");
     assert!(st.success(), "daemon exit status {st}");
     for c in cats.iter_mut() {
-        let st =
-            wait_exit(c, Duration::from_secs(2)).expect("a blocked reader hangs after SIGTERM");
+        let st = wait_exit(c, common::HANG).expect("a blocked reader hangs after SIGTERM");
         assert!(!st.success(), "reader should see an error");
     }
     assert!(!is_mounted(&m.root()), "still mounted after SIGTERM");
@@ -79,7 +77,7 @@ fn a_stale_mount_after_sigkill_is_recovered() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + common::HANG;
     while !mnt.join("monfs/null").exists() {
         assert!(
             Instant::now() < deadline,
@@ -88,7 +86,7 @@ fn a_stale_mount_after_sigkill_is_recovered() {
         std::thread::sleep(Duration::from_millis(20));
     }
     // The new mount serves (allow a moment for the old one's lazy detach).
-    let deadline = Instant::now() + Duration::from_secs(2);
+    let deadline = Instant::now() + common::HANG;
     loop {
         let o = m.sh("ls usb/usbmon");
         if String::from_utf8_lossy(&o.stdout).contains("1u") {
@@ -142,7 +140,7 @@ fn killed_clients_leave_no_stuck_state() {
         }
     }
     assert!(m.alive());
-    let deadline = Instant::now() + Duration::from_secs(3);
+    let deadline = Instant::now() + common::HANG;
     loop {
         let s = m.sh_ok("cat usb/usbmon/0s usb/usbmon/1s");
         if s.lines().all(|l| l.starts_with("nreaders 0 ")) {
@@ -175,7 +173,7 @@ fn a_panicking_request_fails_alone_with_eio() {
     let mut m = Mount::start_env(Some(QUIET), &[], &[("MONFS_FAULT_INJECT", "1")]);
     // A reader parked in a blocking read across the panics (retried while
     // the root hub's start-up traffic still answers it at once).
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + common::HANG;
     let mut reader = loop {
         let mut c = Command::new("dd")
             .arg(format!("if={}", m.path("usb/usbmon/0u").display()))
@@ -208,7 +206,7 @@ fn a_panicking_request_fails_alone_with_eio() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("internal error"));
     // The plug's enumeration wakes the parked reader.
     assert!(
-        wait_exit(&mut reader, Duration::from_secs(5)).is_some_and(|s| s.success()),
+        wait_exit(&mut reader, common::HANG).is_some_and(|s| s.success()),
         "the parked reader never got the mouse's URBs"
     );
     let mut line = String::new();

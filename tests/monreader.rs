@@ -84,7 +84,7 @@ fn sets(out: &str) -> Vec<Vec<u8>> {
 /// Open the device, retrying briefly on EBUSY: FUSE sends RELEASE after
 /// close() returns, so the previous opener may still be on its way out.
 fn open_retry(m: &Mount, nonblock: bool) -> std::fs::File {
-    let deadline = Instant::now() + Duration::from_secs(2);
+    let deadline = Instant::now() + common::HANG;
     loop {
         let r = std::fs::OpenOptions::new()
             .read(true)
@@ -203,7 +203,7 @@ fn one_opener_at_a_time_and_mode_0600() {
 /// Run the tool, retrying while the device is still held by a previous
 /// opener whose RELEASE is in flight.
 fn run_retry(bin: &Path, m: &Mount, args: &[&str]) -> Run {
-    let deadline = Instant::now() + Duration::from_secs(2);
+    let deadline = Instant::now() + common::HANG;
     loop {
         let r = run(bin, m, args);
         if r.code == Some(1) && r.err.trim() == "EBUSY" && Instant::now() < deadline {
@@ -304,7 +304,12 @@ fn nonblocking_reads_give_eagain_and_poll_wakes_the_reader() {
     assert!(!polls.is_empty());
     assert!(polls.iter().all(|p| *p == "P 0x41"), "{polls:?}");
     assert_eq!(check_trace(&r.out, 65536).len(), 3);
-    // From Rust: after the configuration set, EAGAIN and a quiet poll.
+    // From Rust, on a mount whose first sample is a day away: after the
+    // configuration set, EAGAIN and a quiet poll; a message injected then
+    // wakes the poll.
+    let m = Mount::with_config(&format!(
+        "{HEAD}zvm:\n  sample_interval_ms: 86400000\n  event_rate: 0\n"
+    ));
     let mut f = open_retry(&m, true);
     let mut buf = vec![0u8; 65536];
     let mut pfd = libc::pollfd {
@@ -312,19 +317,20 @@ fn nonblocking_reads_give_eagain_and_poll_wakes_the_reader() {
         events: libc::POLLIN | libc::POLLRDNORM,
         revents: 0,
     };
-    // SAFETY: one valid pollfd.
-    assert_eq!(unsafe { libc::poll(&mut pfd, 1, 2000) }, 1);
+    // SAFETY: one valid pollfd. (-1: no timing in the test; a hang is the
+    // failure.)
+    assert_eq!(unsafe { libc::poll(&mut pfd, 1, -1) }, 1);
     loop {
         if f.read(&mut buf).unwrap() == 0 {
             break;
         }
     }
-    // The first sample is 250 ms away.
     let e = f.read(&mut buf).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EAGAIN));
     // SAFETY: as above.
     assert_eq!(unsafe { libc::poll(&mut pfd, 1, 0) }, 0);
-    // SAFETY: as above. (-1: no timing in the test; a hang is the failure.)
+    m.sh_ok("echo 'zvm overflow' > monfs/ctl");
+    // SAFETY: as above.
     assert_eq!(unsafe { libc::poll(&mut pfd, 1, -1) }, 1);
     assert_eq!(pfd.revents as i32, (libc::POLLIN | libc::POLLRDNORM) as i32);
 }
@@ -441,7 +447,7 @@ fn ctrl_c_ends_a_blocked_read() {
         unsafe { libc::kill(c.id() as i32, sig) };
         let t = Instant::now();
         while c.try_wait().unwrap().is_none() {
-            assert!(t.elapsed() < Duration::from_secs(5), "reader did not die");
+            assert!(t.elapsed() < common::HANG, "reader did not die");
             std::thread::sleep(Duration::from_micros(500));
         }
     }

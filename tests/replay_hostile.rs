@@ -66,7 +66,7 @@ fn four_gib_claims_replay_in_bounded_memory() {
     );
     let mut m = Mount::with_config(&cfg);
     let pid = m.child.id();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + common::HANG;
     let log = loop {
         let log = m.log_text();
         if log.contains("bus 1: replaying") && log.contains("bus 2: replay stopped") {

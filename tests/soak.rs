@@ -628,7 +628,7 @@ struct MonReport {
 fn monreader(path: PathBuf, stop: Arc<AtomicBool>) -> MonReport {
     const BS: usize = 65536;
     let mut rep = MonReport::default();
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + common::HANG;
     let mut f = loop {
         match File::open(&path) {
             Ok(f) => break f,
@@ -869,9 +869,16 @@ fn soak_all_interfaces_under_load() {
     // The binary checker must be able to fail: a reader that only accepts bus
     // 9 on dev/usbmon1 must report the bus-1 events it gets.
     {
-        let c = spawn_bin(&soak_bin, &m.path("dev/usbmon1"), "9", 64, 0, 300);
-        std::thread::sleep(Duration::from_millis(700));
-        let r = finish_bin(c, Duration::from_secs(10));
+        let mut c = spawn_bin(&soak_bin, &m.path("dev/usbmon1"), "9", 64, 0, 300);
+        wait_ready(&mut c);
+        // Some bus-1 events after it is ready (however long they take).
+        let from = ns(&m, 1).1;
+        let deadline = Instant::now() + common::HANG;
+        while ns(&m, 1).1 < from + 10 {
+            assert!(Instant::now() < deadline, "bus 1 is silent");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let r = finish_bin(c, common::HANG);
         assert!(
             !r.ok && r.errors > 0 && r.stderr.contains("busnum 1 not expected"),
             "soak_bin did not flag a foreign bus: {r:?}"
@@ -1069,7 +1076,7 @@ fn soak_all_interfaces_under_load() {
         .spawn()
         .unwrap();
     let enable = m.path("tracing/events/user_events/example_counter/enable");
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + common::HANG;
     while !enable.exists() {
         assert!(
             Instant::now() < deadline,
@@ -1156,7 +1163,7 @@ fn soak_all_interfaces_under_load() {
     let ns3 = ns(&m, 3);
     // The dedicated 3u reader drains its queue.
     let want3 = ns3.1 - ns3.2;
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + common::HANG;
     while dedicated_lines.load(Ordering::Relaxed) < want3 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -1181,7 +1188,7 @@ fn soak_all_interfaces_under_load() {
     let mons = interrupt_and_join(mon);
 
     // Every reader is gone: registrations and descriptors go back.
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + common::HANG;
     let mut left: Vec<(u16, u64)>;
     loop {
         left = [0u16, 1, 2, 3]

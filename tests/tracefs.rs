@@ -408,8 +408,15 @@ fn trace_cmd_through_trace_ns() {
     assert!(list.lines().any(|l| l == "zvm:zvm_sample"), "{list}");
     run(&["trace-cmd", "start", "-e", "usb:usb_urb_submit"]);
     assert_eq!(m.sh_ok("cat tracing/set_event"), "usb:usb_urb_submit\n");
-    std::thread::sleep(Duration::from_millis(1500));
-    let show = run(&["trace-cmd", "show"]);
+    // However long the first URB takes to come.
+    let deadline = std::time::Instant::now() + common::HANG;
+    let show = loop {
+        let show = run(&["trace-cmd", "show"]);
+        if show.contains(": usb_urb_submit: urb=") || std::time::Instant::now() > deadline {
+            break show;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert!(show.starts_with("# tracer: nop\n"), "{show}");
     assert!(show.contains(": usb_urb_submit: urb="), "{show}");
     run(&["trace-cmd", "stop"]);

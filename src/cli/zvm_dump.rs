@@ -435,7 +435,7 @@ mod tests {
     use crate::clock::{Clock, VirtualClock};
     use crate::config::zvm::{Pace, ZvmConfig};
     use crate::monreader::{MonReaderDev, PathConfig};
-    use crate::sim::zvm::rng::Rng;
+    use crate::sim::rng::Rng;
     use crate::sim::zvm::{Generator, Monitor};
 
     /// A reader with *MONITOR attached.

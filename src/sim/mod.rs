@@ -1,3 +1,4 @@
 //! Simulators: producers that push events into the facilities.
+pub mod rng;
 pub mod usb;
 pub mod zvm;

@@ -14,6 +14,11 @@ pub struct Mount {
     pub log: PathBuf,
 }
 
+/// How long a test waits for something that must happen before calling it
+/// a hang. Tests assert no latencies: this only turns a hang into a
+/// failure, with room for a loaded machine.
+pub const HANG: Duration = Duration::from_secs(30);
+
 pub fn monfs_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_monfs"))
 }
@@ -79,7 +84,7 @@ impl Mount {
             .stderr(std::fs::File::create(&log).unwrap());
         let child = cmd.spawn().expect("spawn monfs");
         let m = Mount { dir, child, log };
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + HANG;
         while !m.path("monfs/null").exists() {
             assert!(
                 Instant::now() < deadline,
@@ -136,7 +141,7 @@ impl Drop for Mount {
     fn drop(&mut self) {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + HANG;
         loop {
             if let Ok(Some(_)) = self.child.try_wait() {
                 break;
@@ -161,7 +166,7 @@ pub fn proc_state(pid: u32) -> Option<char> {
 
 /// Wait until `pid` sleeps (blocked in a read), up to 5 s.
 pub fn wait_blocked(pid: u32) {
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + HANG;
     loop {
         if let Some('S') | Some('D') = proc_state(pid) {
             // Give the read time to reach the daemon and park.

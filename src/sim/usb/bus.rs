@@ -18,7 +18,7 @@ use crate::usbmon::event::UrbSink;
 use super::ctx::*;
 use super::descriptors;
 use super::hub::{Plug, RootPoll};
-use super::rng::Rng;
+use crate::sim::rng::Rng;
 
 /// One bus: its simulation state and scheduler.
 pub(crate) struct Bus {
@@ -42,7 +42,7 @@ impl Bus {
         sink: Arc<dyn UrbSink>,
     ) -> Bus {
         let busnum = cfg.bus.0;
-        let mut rng = Rng::new(seed ^ (busnum as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut rng = Rng::new(seed, busnum as u64);
         let mut tags = TagAlloc::new();
         let desc = descriptors::root_hub(cfg.controller, cfg.ports.0, busnum);
         let int_tag = tags.alloc(&mut rng, URB_SIZE);

@@ -13,7 +13,7 @@ use crate::usbmon::event::{
 };
 
 use super::descriptors::{Descriptors, Speed};
-use super::rng::Rng;
+use crate::sim::rng::Rng;
 
 /// Something the bus schedules: a device model's data stream, the hub
 /// driver's work, a replay. Adding a device model means adding a `Task`.
@@ -189,7 +189,7 @@ impl TagAlloc {
     /// Allocate a URB of `size` bytes (0xc0 for plain URBs).
     pub(crate) fn alloc(&mut self, rng: &mut Rng, size: u64) -> u64 {
         if let Some((_, list)) = self.free.iter_mut().find(|(s, _)| *s == size) {
-            if !list.is_empty() && rng.chance(7, 8) {
+            if !list.is_empty() && rng.chance(7.0 / 8.0) {
                 let tag = list.pop().unwrap();
                 self.live.insert(tag);
                 return tag;
@@ -496,7 +496,7 @@ impl Ctx {
 
     /// Pause between two steps of a driver.
     pub(crate) fn gap(&mut self) -> u64 {
-        if self.rng.chance(1, 8) {
+        if self.rng.chance(1.0 / 8.0) {
             self.rng.range(MS, 4 * MS)
         } else {
             self.rng.range(20 * US, 600 * US)

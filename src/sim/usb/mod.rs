@@ -42,7 +42,6 @@ mod device;
 mod devices_text;
 mod hub;
 pub mod replay;
-mod rng;
 #[cfg(test)]
 mod tests;
 

@@ -20,7 +20,6 @@
 
 pub mod catalog;
 pub mod monitor;
-pub mod rng;
 
 use std::sync::Arc;
 
@@ -29,9 +28,9 @@ use crate::config::zvm::ZvmConfig;
 use crate::monreader::records::{
     domain, tod_from_unix_ns, Message, Record, RecordSet, MCE_EVENT, MCE_SAMPLE,
 };
+use crate::sim::rng::Rng;
 use catalog::{encode_payload, Value};
 pub use monitor::{Fault, Monitor};
-use rng::Rng;
 
 struct Cpu {
     online: bool,

@@ -99,7 +99,7 @@ impl HidTask {
         } else {
             if self.burst == 0 {
                 self.burst = ctx.rng.range(8, 30) as u32;
-                self.click = if ctx.rng.chance(1, 4) { 2 } else { 0 };
+                self.click = if ctx.rng.chance(0.25) { 2 } else { 0 };
             }
             self.burst -= 1;
             let buttons = if self.click > 0 {

@@ -133,7 +133,7 @@ impl IsoTask {
                     pkt[12 + n - 1] = 0xd9;
                 }
                 12 + n
-            } else if ctx.rng.chance(1, 2) {
+            } else if ctx.rng.chance(0.5) {
                 pkt[0] = 12;
                 pkt[1] = 0x80 | self.fid;
                 12
