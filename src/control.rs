@@ -366,7 +366,7 @@ impl OpenFile for CtlFile {
     fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
         Ok(crate::vfs::slice_at(HELP.as_bytes(), offset, size))
     }
-    fn write(&self, _offset: u64, data: &[u8]) -> SysResult<u32> {
+    fn write(&self, _offset: u64, data: &[u8], _caller: &Caller) -> SysResult<u32> {
         let text = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             self.0.execute(line).map_err(|_| Errno::EINVAL)?;

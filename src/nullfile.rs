@@ -20,7 +20,7 @@ impl OpenFile for NullFile {
     fn read(&self, _offset: u64, size: u32) -> SysResult<Vec<u8>> {
         Ok(NULL_LINE[..(size as usize).min(NULL_LINE.len())].to_vec())
     }
-    fn write(&self, _offset: u64, data: &[u8]) -> SysResult<u32> {
+    fn write(&self, _offset: u64, data: &[u8], _caller: &Caller) -> SysResult<u32> {
         Ok(data.len() as u32)
     }
     fn ioctl(&self, _req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {

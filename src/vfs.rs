@@ -99,15 +99,11 @@ pub trait OpenFile: Send + Sync {
     /// Read up to `size` bytes at `offset`. Blocking files answer EAGAIN when
     /// nothing is available (the frontend decides whether to wait).
     fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>>;
-    /// Write `data` at `offset`; returns the bytes consumed.
-    fn write(&self, _offset: u64, _data: &[u8]) -> SysResult<u32> {
+    /// Write `data` at `offset` on behalf of `caller` (the thread that
+    /// made the write(2); user_events records it); returns the bytes
+    /// consumed.
+    fn write(&self, _offset: u64, _data: &[u8], _caller: &Caller) -> SysResult<u32> {
         Err(Errno::EINVAL)
-    }
-    /// A write by `caller` (the thread that made the write(2)): what the
-    /// frontends call. Files that record who wrote (user_events) override
-    /// it; the default is [`OpenFile::write`].
-    fn write_by(&self, offset: u64, data: &[u8], _caller: &Caller) -> SysResult<u32> {
-        self.write(offset, data)
     }
     /// `O_TRUNC` or `truncate(0)` on an open file.
     fn truncate(&self) -> SysResult<()> {

@@ -493,7 +493,7 @@ impl Session {
                 let data = r.rest();
                 let data = &data[..size.min(data.len())];
                 match self.handle(fh) {
-                    Some(hd) => match hd.file.write_by(offset, data, &caller) {
+                    Some(hd) => match hd.file.write(offset, data, &caller) {
                         Ok(n) => {
                             let mut w = proto::Writer::default();
                             w.u32(n).u32(0);

@@ -93,7 +93,7 @@ impl OpenFile for CtlOpen {
             (None, _) => Err(Errno::EINVAL),
         }
     }
-    fn write(&self, _offset: u64, data: &[u8]) -> SysResult<u32> {
+    fn write(&self, _offset: u64, data: &[u8], _caller: &Caller) -> SysResult<u32> {
         let n = match &self.ctl.write {
             Some(w) => w(data, &self.caller)?,
             None => return Err(Errno::EINVAL),

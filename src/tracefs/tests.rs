@@ -56,7 +56,7 @@ fn write(tree: &Tree, path: &str, append: bool, data: &str) -> Result<u32, Errno
         } else {
             libc::O_TRUNC
         };
-    open(tree, path, fl).write(0, data.as_bytes())
+    open(tree, path, fl).write(0, data.as_bytes(), &Caller::default())
 }
 
 const USER: &str = "events:\n  - system: app\n    name: tick\n    fields:\n      - {name: count, type: u32}\n      - {name: label, type: 'char[8]'}\n  - system: app\n    name: msg\n    fields: [{name: text, type: '__data_loc char[]'}]\n";
@@ -98,27 +98,36 @@ fn config_errors() {
 fn set_event_grammar_and_enable_states() {
     let (tree, t) = setup(USER);
     let se = open(&tree, "set_event", libc::O_WRONLY | libc::O_APPEND);
-    assert_eq!(se.write(0, b"usb:usb_urb_submit zvm"), Ok(19));
-    assert_eq!(se.write(0, b"  "), Ok(2));
-    assert_eq!(se.write(0, b""), Ok(0));
-    assert_eq!(se.write(0, b"usb_urb_*"), Err(Errno::EINVAL));
-    assert_eq!(se.write(0, b"nosuch"), Err(Errno::EINVAL));
-    assert_eq!(se.write(0, b"*"), Err(Errno::EINVAL));
-    assert_eq!(se.write(0, b"!"), Err(Errno::EINVAL));
+    assert_eq!(
+        se.write(0, b"usb:usb_urb_submit zvm", &Caller::default()),
+        Ok(19)
+    );
+    assert_eq!(se.write(0, b"  ", &Caller::default()), Ok(2));
+    assert_eq!(se.write(0, b"", &Caller::default()), Ok(0));
+    assert_eq!(
+        se.write(0, b"usb_urb_*", &Caller::default()),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(
+        se.write(0, b"nosuch", &Caller::default()),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(se.write(0, b"*", &Caller::default()), Err(Errno::EINVAL));
+    assert_eq!(se.write(0, b"!", &Caller::default()), Err(Errno::EINVAL));
     assert_eq!(cat(&tree, "set_event"), "usb:usb_urb_submit\n");
     assert_eq!(cat(&tree, "events/usb/enable"), "X\n");
     assert_eq!(cat(&tree, "events/zvm/enable"), "0\n");
-    assert_eq!(se.write(0, b"zvm"), Ok(3));
+    assert_eq!(se.write(0, b"zvm", &Caller::default()), Ok(3));
     assert_eq!(cat(&tree, "events/zvm/enable"), "1\n");
     assert_eq!(cat(&tree, "events/enable"), "X\n");
-    assert_eq!(se.write(0, b":"), Ok(1));
+    assert_eq!(se.write(0, b":", &Caller::default()), Ok(1));
     assert_eq!(cat(&tree, "events/enable"), "1\n");
-    assert_eq!(se.write(0, b"!*:usb_urb_error"), Ok(16));
+    assert_eq!(se.write(0, b"!*:usb_urb_error", &Caller::default()), Ok(16));
     assert_eq!(cat(&tree, "events/usb/usb_urb_error/enable"), "0\n");
-    assert_eq!(se.write(0, b"!usb:"), Ok(5));
+    assert_eq!(se.write(0, b"!usb:", &Caller::default()), Ok(5));
     assert_eq!(cat(&tree, "events/usb/enable"), "0\n");
     // Disabling something already disabled still matches.
-    assert_eq!(se.write(0, b"!usb"), Ok(4));
+    assert_eq!(se.write(0, b"!usb", &Caller::default()), Ok(4));
     let lines = cat(&tree, "set_event");
     assert_eq!(lines, "app:msg\napp:tick\nzvm:zvm_event\nzvm:zvm_sample\n");
     // O_TRUNC disables everything.

@@ -149,7 +149,7 @@ impl OpenFile for DataFile {
     fn read(&self, _offset: u64, _size: u32) -> SysResult<Vec<u8>> {
         Err(Errno::EINVAL)
     }
-    fn write_by(&self, _offset: u64, data: &[u8], caller: &Caller) -> SysResult<u32> {
+    fn write(&self, _offset: u64, data: &[u8], caller: &Caller) -> SysResult<u32> {
         self.record(data, caller.pid)
     }
     fn ioctl(&self, req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
@@ -217,7 +217,7 @@ impl OpenFile for StatusFile {
         self.text
             .read(offset, size, || self.ue.status_text().into_bytes())
     }
-    fn write(&self, _offset: u64, _data: &[u8]) -> SysResult<u32> {
+    fn write(&self, _offset: u64, _data: &[u8], _caller: &Caller) -> SysResult<u32> {
         Err(Errno::EINVAL)
     }
     fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
@@ -271,7 +271,7 @@ impl OpenFile for DynFile {
         let t = self.text.as_ref().ok_or(Errno::EIO)?;
         Ok(crate::vfs::slice_at(t.at_open(), offset, size))
     }
-    fn write(&self, _offset: u64, data: &[u8]) -> SysResult<u32> {
+    fn write(&self, _offset: u64, data: &[u8], _caller: &Caller) -> SysResult<u32> {
         if let Some(t) = &self.text {
             t.written();
         }
