@@ -45,6 +45,7 @@ use crate::config::{DeviceConfig, DeviceKind, ErrorConfig, PortNumber};
 use crate::errno::{Errno, SysResult};
 use crate::sim::usb::{replay, Fault, UsbSim};
 use crate::sim::zvm::{Fault as ZvmFault, Monitor};
+use crate::sim::SimError;
 use crate::sync::LockExt;
 use crate::tracefs::Tracing;
 use crate::vfs::{Caller, FileNode, OpenFile, OpenFlags};
@@ -140,7 +141,7 @@ impl Control {
 
     /// Run one command line that came without a file (`monfs/ctl`); `Ok`
     /// carries a short answer.
-    pub fn execute(&self, line: &str) -> Result<String, String> {
+    pub fn execute(&self, line: &str) -> Result<String, SimError> {
         self.execute_with(line, &mut VecDeque::new())
     }
 
@@ -151,7 +152,7 @@ impl Control {
         &self,
         line: &str,
         files: &mut VecDeque<OwnedFd>,
-    ) -> Result<String, String> {
+    ) -> Result<String, SimError> {
         let line = line.trim();
         let r = self.prepare(line, files).and_then(|replay| {
             let _g = self.lock.lock_ok();
@@ -170,7 +171,7 @@ impl Control {
         &self,
         line: &str,
         files: &mut VecDeque<OwnedFd>,
-    ) -> Result<Option<replay::Prepared>, String> {
+    ) -> Result<Option<replay::Prepared>, SimError> {
         let words = split_words(line)?;
         if words.first().map(String::as_str) != Some("replay") {
             return Ok(None);
@@ -183,7 +184,7 @@ impl Control {
         replay::prepare(&rest, file).map(Some)
     }
 
-    fn run(&self, line: &str, replay: Option<replay::Prepared>) -> Result<String, String> {
+    fn run(&self, line: &str, replay: Option<replay::Prepared>) -> Result<String, SimError> {
         let words = split_words(line)?;
         let mut w = words.iter().map(String::as_str);
         let Some(cmd) = w.next() else {
@@ -232,7 +233,7 @@ impl Control {
                         "manufacturer" => dev.manufacturer = Some(v.to_string()),
                         "product" => dev.product = Some(v.to_string()),
                         "serial" => dev.serial = Some(v.to_string()),
-                        _ => return Err(format!("unknown device setting {k:?}")),
+                        _ => return Err(format!("unknown device setting {k:?}").into()),
                     }
                 }
                 self.usb.plug(bus, &ports, &dev)?;
@@ -261,7 +262,7 @@ impl Control {
                         self.usb.unplug(bus, &ports)?;
                         return Ok(format!("disconnected bus {bus} port {}", fmt_ports(&ports)));
                     }
-                    _ => return Err(format!("unknown USB fault {what:?}")),
+                    _ => return Err(format!("unknown USB fault {what:?}").into()),
                 };
                 self.usb.inject(bus, &ports, fault)?;
                 Ok(format!(
@@ -282,12 +283,12 @@ impl Control {
                     "sever" => ZvmFault::Sever,
                     "reply-fail" => ZvmFault::ReplyFail,
                     "overflow" => ZvmFault::Overflow,
-                    _ => return Err(format!("unknown z/VM fault {what:?}")),
+                    _ => return Err(format!("unknown z/VM fault {what:?}").into()),
                 };
                 if self.zvm.inject(f) {
                     Ok(format!("z/VM {what} injected"))
                 } else {
-                    Err("dev/monreader is not open: no IUCV path to fault".into())
+                    Err(SimError::NotOpen)
                 }
             }
             "trace" => {
@@ -312,7 +313,7 @@ impl Control {
             "panic" if self.fault_inject.load(Ordering::Relaxed) => {
                 panic!("injected fault: the panic command (MONFS_FAULT_INJECT=1)")
             }
-            _ => Err(format!("unknown command {cmd:?}; try help")),
+            _ => Err(format!("unknown command {cmd:?}; try help").into()),
         }
     }
 }

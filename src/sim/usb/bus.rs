@@ -19,6 +19,7 @@ use super::ctx::*;
 use super::descriptors;
 use super::hub::{Plug, RootPoll};
 use crate::sim::rng::Rng;
+use crate::sim::SimError;
 
 /// One bus: its simulation state and scheduler.
 pub(crate) struct Bus {
@@ -204,14 +205,14 @@ impl Bus {
         self.flush_spawned(now);
     }
 
-    pub(crate) fn plug(&mut self, path: &[u8], cfg: &DeviceConfig) -> Result<(), String> {
+    pub(crate) fn plug(&mut self, path: &[u8], cfg: &DeviceConfig) -> Result<(), SimError> {
         let now = self.request_time();
         let r = self.ctx.plug(path, cfg, now);
         self.flush_spawned(now);
         r
     }
 
-    pub(crate) fn unplug(&mut self, path: &[u8]) -> Result<(), String> {
+    pub(crate) fn unplug(&mut self, path: &[u8]) -> Result<(), SimError> {
         let now = self.request_time();
         let r = self.ctx.unplug(path, now);
         self.flush_spawned(now);
@@ -219,20 +220,20 @@ impl Bus {
     }
 
     /// Make the next data transfer of the device at `path` end with `fault`.
-    pub(crate) fn inject(&mut self, path: &[u8], fault: Fault) -> Result<(), String> {
+    pub(crate) fn inject(&mut self, path: &[u8], fault: Fault) -> Result<(), SimError> {
         if path.is_empty() {
-            return Err("faults go to a device, not the root hub".into());
+            return Err(SimError::FaultOnRootHub);
         }
         let id = self
             .ctx
             .find(path)
-            .ok_or_else(|| format!("no device at {path:?}"))?;
+            .ok_or_else(|| SimError::NoDevice(path.to_vec()))?;
         match self.ctx.dev_mut(id) {
             Some(d) if !d.gone => {
                 d.faults.push_back(fault);
                 Ok(())
             }
-            _ => Err(format!("the device at {path:?} is unplugged")),
+            _ => Err(SimError::Unplugged(path.to_vec())),
         }
     }
 }

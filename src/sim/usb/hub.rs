@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::ctx::*;
 use super::descriptors::{self, Speed};
 use crate::config::{Controller, DeviceConfig, DeviceKind};
+use crate::sim::SimError;
 use crate::usbmon::event::{IsoDesc, XferType, URB_DIR_IN};
 
 // Hub port status and change bits.
@@ -498,19 +499,19 @@ impl Ctx {
         port: u8,
         cfg: &DeviceConfig,
         now: u64,
-    ) -> Result<DevId, String> {
+    ) -> Result<DevId, SimError> {
         let (pspeed, level, mut path) = {
-            let p = self.dev(parent).ok_or("no such hub")?;
+            let p = self.dev(parent).ok_or(SimError::BadHub("no such hub"))?;
             if p.gone {
-                return Err("the hub is disconnected".into());
+                return Err(SimError::BadHub("the hub is disconnected"));
             }
-            let h = p.hub.as_ref().ok_or("not a hub")?;
-            let slot = h
-                .ports
-                .get(port as usize - 1)
-                .ok_or_else(|| format!("the hub has {} ports, not {}", h.ports.len(), port))?;
+            let h = p.hub.as_ref().ok_or(SimError::BadHub("not a hub"))?;
+            let slot = h.ports.get(port as usize - 1).ok_or(SimError::NoPort {
+                ports: h.ports.len(),
+                port,
+            })?;
             if slot.child.is_some() {
-                return Err(format!("port {port} is in use"));
+                return Err(SimError::PortInUse(port));
             }
             let path = if p.kind == Kind::Root {
                 Vec::new()
@@ -600,26 +601,31 @@ impl Ctx {
         Some(cur)
     }
 
-    pub(crate) fn plug(&mut self, path: &[u8], cfg: &DeviceConfig, now: u64) -> Result<(), String> {
-        let (&port, parent_path) = path.split_last().ok_or("empty port path")?;
+    pub(crate) fn plug(
+        &mut self,
+        path: &[u8],
+        cfg: &DeviceConfig,
+        now: u64,
+    ) -> Result<(), SimError> {
+        let (&port, parent_path) = path.split_last().ok_or(SimError::EmptyPath)?;
         let parent = self
             .find(parent_path)
-            .ok_or_else(|| format!("no hub at {parent_path:?}"))?;
+            .ok_or_else(|| SimError::NoHub(parent_path.to_vec()))?;
         if port == 0 {
-            return Err("port numbers start at 1".into());
+            return Err(SimError::PortZero);
         }
         self.attach(parent, port, cfg, now).map(|_| ())
     }
 
-    pub(crate) fn unplug(&mut self, path: &[u8], now: u64) -> Result<(), String> {
+    pub(crate) fn unplug(&mut self, path: &[u8], now: u64) -> Result<(), SimError> {
         if path.is_empty() {
-            return Err("cannot unplug the root hub".into());
+            return Err(SimError::UnplugRootHub);
         }
         let id = self
             .find(path)
-            .ok_or_else(|| format!("no device at {path:?}"))?;
+            .ok_or_else(|| SimError::NoDevice(path.to_vec()))?;
         if self.dev(id).is_some_and(|d| d.gone) {
-            return Err(format!("the device at {path:?} is already unplugged"));
+            return Err(SimError::AlreadyUnplugged(path.to_vec()));
         }
         self.unplug_dev(id, now);
         Ok(())

@@ -51,6 +51,7 @@ use std::thread::JoinHandle;
 
 use crate::clock::Clock;
 use crate::config::{DeviceConfig, ReplayConfig, UsbConfig};
+use crate::sim::SimError;
 use crate::sync::LockExt;
 use crate::usbmon::event::UrbSink;
 
@@ -249,15 +250,15 @@ impl UsbSim {
         s
     }
 
-    fn bus(&self, bus: u16) -> Result<&Arc<BusShared>, String> {
+    fn bus(&self, bus: u16) -> Result<&Arc<BusShared>, SimError> {
         self.buses
             .iter()
             .find(|b| b.num == bus)
-            .ok_or_else(|| format!("no USB bus {bus}"))
+            .ok_or(SimError::NoBus(bus))
     }
 
     /// Pause/resume a bus (no events while paused). Err for an unknown bus.
-    pub fn set_paused(&self, bus: u16, paused: bool) -> Result<(), String> {
+    pub fn set_paused(&self, bus: u16, paused: bool) -> Result<(), SimError> {
         let b = self.bus(bus)?;
         let mut g = b.lock();
         if g.paused == paused {
@@ -276,24 +277,22 @@ impl UsbSim {
 
     /// Hot-plug a device on `bus` at `port_path` (e.g. [3] = root port 3,
     /// [4,1] = port 1 of the hub on root port 4).
-    pub fn plug(&self, bus: u16, port_path: &[u8], dev: &DeviceConfig) -> Result<(), String> {
+    pub fn plug(&self, bus: u16, port_path: &[u8], dev: &DeviceConfig) -> Result<(), SimError> {
         let b = self.bus(bus)?;
         if b.replay_only {
-            return Err(format!(
-                "bus {bus} replays a capture (replay: in the config): it has no simulated devices"
-            ));
+            return Err(SimError::ReplayOnly(bus));
         }
         b.lock().plug(port_path, dev)
     }
 
     /// Unplug the device at `port_path` on `bus` (and everything below it).
-    pub fn unplug(&self, bus: u16, port_path: &[u8]) -> Result<(), String> {
+    pub fn unplug(&self, bus: u16, port_path: &[u8]) -> Result<(), SimError> {
         self.bus(bus)?.lock().unplug(port_path)
     }
 
     /// Make the next data transfer of the device at `port_path` on `bus` end
     /// with `fault` (stall, babble, unlink, submit error, protocol error).
-    pub fn inject(&self, bus: u16, port_path: &[u8], fault: Fault) -> Result<(), String> {
+    pub fn inject(&self, bus: u16, port_path: &[u8], fault: Fault) -> Result<(), SimError> {
         self.bus(bus)?.lock().inject(port_path, fault)
     }
 
@@ -305,7 +304,7 @@ impl UsbSim {
         bus: u16,
         cfg: &ReplayConfig,
         cap: crate::capture::decode::Capture,
-    ) -> Result<(), String> {
+    ) -> Result<(), SimError> {
         let b = self.bus(bus)?;
         let h = replay::ReplayHandle::new(&cfg.file);
         let task = replay::ReplayTask::new(cfg.clone(), h.clone(), Ok(Arc::new(cap)));
@@ -320,7 +319,7 @@ impl UsbSim {
     }
 
     /// Stop the replay of `bus`. Err if the bus has none running.
-    pub fn replay_stop(&self, bus: u16) -> Result<(), String> {
+    pub fn replay_stop(&self, bus: u16) -> Result<(), SimError> {
         let b = self.bus(bus)?;
         let _g = b.lock();
         let cur = b.replay.lock_ok();
@@ -329,19 +328,19 @@ impl UsbSim {
                 h.stop();
                 Ok(())
             }
-            _ => Err(format!("no replay is running on bus {bus}")),
+            _ => Err(SimError::NoReplay(bus)),
         }
     }
 
     /// The status of the current (or last) replay of `bus`, if it had one.
-    pub fn replay_status(&self, bus: u16) -> Result<Option<replay::ReplayStatus>, String> {
+    pub fn replay_status(&self, bus: u16) -> Result<Option<replay::ReplayStatus>, SimError> {
         let b = self.bus(bus)?;
         let cur = b.replay.lock_ok();
         Ok(cur.as_ref().map(|h| h.status()))
     }
 
     /// Events produced so far on `bus`.
-    pub fn event_count(&self, bus: u16) -> Result<u64, String> {
+    pub fn event_count(&self, bus: u16) -> Result<u64, SimError> {
         Ok(self.bus(bus)?.lock().ctx.events)
     }
 }

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use super::ctx::{Ctx, Task};
 use crate::capture::decode::Capture;
 use crate::config::ReplayConfig;
+use crate::sim::SimError;
 use crate::sync::LockExt;
 
 /// Spacing after the last packet of a pass when the capture has one packet.
@@ -280,14 +281,14 @@ pub enum ReplayCommand {
 
 impl ReplayCommand {
     /// Parse the words after `replay`.
-    pub fn parse(words: &[&str]) -> Result<ReplayCommand, String> {
+    pub fn parse(words: &[&str]) -> Result<ReplayCommand, SimError> {
         let usage = "usage: replay start BUS FILE [speed=F] [loop] [after_ms=N] | replay stop BUS | replay status BUS";
-        let bus = |w: Option<&&str>| -> Result<u16, String> {
+        let bus = |w: Option<&&str>| -> Result<u16, SimError> {
             let w = w.ok_or_else(|| usage.to_string())?;
             w.parse::<u16>()
                 .ok()
                 .filter(|b| (1..=127).contains(b))
-                .ok_or_else(|| format!("bad bus number {w:?}: must be 1..=127"))
+                .ok_or_else(|| SimError::Usage(format!("bad bus number {w:?}: must be 1..=127")))
         };
         match words.first().copied() {
             Some("start") => {
@@ -308,7 +309,9 @@ impl ReplayCommand {
                     } else if let Some(v) = w.strip_prefix("after_ms=") {
                         cfg.after_ms = v.parse().map_err(|_| format!("bad after_ms {v:?}"))?;
                     } else {
-                        return Err(format!("unknown replay option {w:?}; {usage}"));
+                        return Err(SimError::Usage(format!(
+                            "unknown replay option {w:?}; {usage}"
+                        )));
                     }
                 }
                 Ok(ReplayCommand::Start { bus: b, cfg })
@@ -319,7 +322,7 @@ impl ReplayCommand {
             Some("status") if words.len() == 2 => Ok(ReplayCommand::Status {
                 bus: bus(words.get(1))?,
             }),
-            _ => Err(usage.to_string()),
+            _ => Err(SimError::Usage(usage.to_string())),
         }
     }
 }
@@ -342,12 +345,15 @@ pub struct Prepared {
 /// the capture from `file`, the descriptor that came with it (see
 /// [`Capture::load_from`]; the command's FILE word only labels it). Slow
 /// (it reads the whole file): call it without holding locks.
-pub fn prepare(words: &[&str], file: Option<std::fs::File>) -> Result<Prepared, String> {
+pub fn prepare(words: &[&str], file: Option<std::fs::File>) -> Result<Prepared, SimError> {
     let cmd = ReplayCommand::parse(words)?;
     let cap = match &cmd {
         ReplayCommand::Start { cfg, .. } => {
             let file = file.ok_or(NEEDS_DESCRIPTOR)?;
-            Some(Capture::load_from(&file, &cfg.file).map_err(|e| e.to_string())?)
+            Some(
+                Capture::load_from(&file, &cfg.file)
+                    .map_err(|e| SimError::Capture(e.to_string()))?,
+            )
         }
         _ => None,
     };
@@ -356,7 +362,7 @@ pub fn prepare(words: &[&str], file: Option<std::fs::File>) -> Result<Prepared, 
 
 /// Carry out a prepared replay command on `usb`: the reply on success, an
 /// explanation on failure (nothing changed then).
-pub fn run_prepared(usb: &super::UsbSim, p: Prepared) -> Result<String, String> {
+pub fn run_prepared(usb: &super::UsbSim, p: Prepared) -> Result<String, SimError> {
     match (p.cmd, p.cap) {
         (ReplayCommand::Start { bus, cfg }, Some(cap)) => {
             usb.replay_start(bus, &cfg, cap)?;
@@ -367,7 +373,7 @@ pub fn run_prepared(usb: &super::UsbSim, p: Prepared) -> Result<String, String> 
                 if cfg.looping { ", looping" } else { "" }
             ))
         }
-        (ReplayCommand::Start { .. }, None) => Err(NEEDS_DESCRIPTOR.into()),
+        (ReplayCommand::Start { .. }, None) => Err(SimError::Usage(NEEDS_DESCRIPTOR.into())),
         (ReplayCommand::Stop { bus }, _) => {
             usb.replay_stop(bus)?;
             Ok(format!("bus {bus}: replay stopped"))
@@ -385,7 +391,7 @@ pub fn run_command(
     usb: &super::UsbSim,
     words: &[&str],
     file: Option<std::fs::File>,
-) -> Result<String, String> {
+) -> Result<String, SimError> {
     run_prepared(usb, prepare(words, file)?)
 }
 
@@ -488,6 +494,7 @@ mod tests {
         assert!(sim
             .replay_stop(4)
             .unwrap_err()
+            .to_string()
             .contains("no replay is running on bus 4"));
         assert!(
             sim.devices_text().contains("Bus=04"),
@@ -498,6 +505,7 @@ mod tests {
         assert!(sim
             .plug(4, &[1], &dev)
             .unwrap_err()
+            .to_string()
             .contains("replays a capture"));
     }
 
@@ -544,6 +552,7 @@ mod tests {
         let start = |bus: u16, f: &Path| {
             let cap = Capture::load(f).map_err(|e| e.to_string())?;
             sim.replay_start(bus, &cfg(f), cap)
+                .map_err(|e| e.to_string())
         };
         let e = start(3, &bad).unwrap_err();
         assert!(e.contains("byte offset"), "{e}");
@@ -598,11 +607,12 @@ mod tests {
         assert!(run_command(&sim, &["stop", "1"], None).is_err());
         assert!(run_command(&sim, &["start", "9", &f], open())
             .unwrap_err()
+            .to_string()
             .contains("no USB bus 9"));
         // The FILE word only labels the capture: without a descriptor
         // nothing is opened, whatever it names.
         let e = run_command(&sim, &["start", "1", &f], None).unwrap_err();
-        assert_eq!(e, NEEDS_DESCRIPTOR);
+        assert_eq!(e.to_string(), NEEDS_DESCRIPTOR);
         // Only a regular file is read: not a device, a FIFO or a directory.
         let fifo = d.path().join("fifo");
         assert!(std::process::Command::new("mkfifo")
@@ -624,7 +634,7 @@ mod tests {
             ("dir", nonblock(d.path())),
         ] {
             let e = run_command(&sim, &["start", "1", what], Some(file)).unwrap_err();
-            assert_eq!(e, format!("{what}: not a regular file"));
+            assert_eq!(e.to_string(), format!("{what}: not a regular file"));
         }
     }
 
@@ -647,9 +657,11 @@ mod tests {
         assert!(ReplayCommand::parse(&["start", "0", "f"]).is_err());
         assert!(ReplayCommand::parse(&["start", "1", "f", "speed=-1"])
             .unwrap_err()
+            .to_string()
             .contains("speed"));
         assert!(ReplayCommand::parse(&["start", "1", "f", "lop"])
             .unwrap_err()
+            .to_string()
             .contains("lop"));
         assert!(ReplayCommand::parse(&["stop"]).is_err());
         assert!(ReplayCommand::parse(&[]).is_err());
