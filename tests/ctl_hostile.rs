@@ -22,31 +22,7 @@ fn open_dir() -> tempfile::TempDir {
 }
 
 fn ctl_as(user: Option<u32>, socket: &Path, cmd: &str) -> (bool, String) {
-    let mut c = match user {
-        Some(uid) => {
-            let mut c = Command::new("setpriv");
-            c.arg(format!("--reuid={uid}"))
-                .arg(format!("--regid={uid}"))
-                .arg("--clear-groups")
-                .arg(common::monfs_bin());
-            c
-        }
-        None => Command::new(common::monfs_bin()),
-    };
-    let o = c
-        .args(["ctl", "/nonexistent", "--socket"])
-        .arg(socket)
-        .arg(cmd)
-        .output()
-        .expect("run monfs ctl");
-    (
-        o.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-    )
+    common::ctl_socket(user, socket, &[cmd])
 }
 
 fn socket_of(m: &Mount) -> PathBuf {
@@ -381,6 +357,21 @@ fn a_daemonized_mount_that_fails_says_so_to_the_caller() {
     assert!(!sock.exists(), "the socket of a failed mount was left");
 }
 
+/// `monfs mount MNT --ctl-socket SOCK` in the background, with `journal`
+/// as the journal's stream socket; returns once the mount is up (or failed).
+fn daemonized_mount(mnt: &Path, sock: &Path, journal: &Path) -> Output {
+    Command::new("timeout")
+        .arg("20")
+        .arg(common::monfs_bin())
+        .arg("mount")
+        .arg(mnt)
+        .arg("--ctl-socket")
+        .arg(sock)
+        .env("MONFS_JOURNAL_SOCKET", journal)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn the_daemon_logs_next_to_its_socket_by_default() {
     let dir = tempfile::tempdir().unwrap();
@@ -388,17 +379,8 @@ fn the_daemon_logs_next_to_its_socket_by_default() {
     std::fs::create_dir(&mnt).unwrap();
     let sock = dir.path().join("ctl.sock");
     let _guard = Unmount(mnt.clone());
-    let o = Command::new("timeout")
-        .arg("20")
-        .arg(common::monfs_bin())
-        .arg("mount")
-        .arg(&mnt)
-        .arg("--ctl-socket")
-        .arg(&sock)
-        // No journal, even on a machine that runs one.
-        .env("MONFS_JOURNAL_SOCKET", "/nonexistent")
-        .output()
-        .unwrap();
+    // No journal, even on a machine that runs one.
+    let o = daemonized_mount(&mnt, &sock, Path::new("/nonexistent"));
     assert!(o.status.success(), "{o:?}");
     let log = dir.path().join("ctl.log");
     assert_eq!(
@@ -425,16 +407,7 @@ fn the_daemon_logs_to_the_journal_when_one_is_running() {
     let journal = dir.path().join("journal.stdout");
     let listener = UnixListener::bind(&journal).unwrap();
     let _guard = Unmount(mnt.clone());
-    let o = Command::new("timeout")
-        .arg("20")
-        .arg(common::monfs_bin())
-        .arg("mount")
-        .arg(&mnt)
-        .arg("--ctl-socket")
-        .arg(&sock)
-        .env("MONFS_JOURNAL_SOCKET", &journal)
-        .output()
-        .unwrap();
+    let o = daemonized_mount(&mnt, &sock, &journal);
     assert!(o.status.success(), "{o:?}");
     let (mut stream, _) = listener.accept().unwrap();
     assert_eq!(

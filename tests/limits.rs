@@ -22,6 +22,23 @@ fn errno_of(r: std::io::Result<File>) -> Option<i32> {
     r.err().and_then(|e| e.raw_os_error())
 }
 
+/// Open `path`, retrying while it gives ENOMEM: a close reaches the daemon
+/// asynchronously (FUSE_RELEASE), so a slot freed by one is free a little
+/// later.
+fn open_when_freed(path: &std::path::Path) -> File {
+    let deadline = std::time::Instant::now() + common::HANG;
+    loop {
+        match File::open(path) {
+            Ok(f) => return f,
+            Err(e) if e.raw_os_error() == Some(libc::ENOMEM) => {
+                assert!(std::time::Instant::now() < deadline, "never freed");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("{}: {e}", path.display()),
+        }
+    }
+}
+
 #[test]
 fn usbmon_readers_past_the_limit_get_enomem() {
     let mut m = Mount::with_config(QUIET);
@@ -44,9 +61,10 @@ fn usbmon_readers_past_the_limit_get_enomem() {
     // Readers of other facilities and the daemon itself take none.
     assert_eq!(open.len(), USBMON_READERS.limit());
     assert!(m.log_text().contains("limit of usbmon readers reached"));
-    // One closed, one more fits; the rest still serve.
+    // One closed, one more fits (once the daemon has handled the close);
+    // the rest still serve.
     open.pop();
-    open.push(File::open(m.path("usb/usbmon/1u")).unwrap());
+    open.push(open_when_freed(&m.path("usb/usbmon/1u")));
     assert_eq!(
         errno_of(File::open(m.path("usb/usbmon/0u"))),
         Some(libc::ENOMEM)
@@ -61,7 +79,7 @@ fn usbmon_readers_past_the_limit_get_enomem() {
         USBMON_READERS.limit()
     );
     // All closed: a reader is welcome again.
-    File::open(m.path("usb/usbmon/0u")).unwrap();
+    open_when_freed(&m.path("usb/usbmon/0u"));
 }
 
 #[test]
@@ -87,13 +105,20 @@ fn usbmon_ring_memory_past_the_limit_gets_enomem() {
     // SAFETY: as above.
     let size = unsafe { libc::ioctl(failed.as_raw_fd(), Q_RING_SIZE) };
     assert_eq!(size, 300 * 1024);
-    // Memory given back is available again.
+    // Memory given back is available again, once the daemon has handled
+    // the close (FUSE_RELEASE comes asynchronously).
     drop(rings.pop());
+    let deadline = std::time::Instant::now() + common::HANG;
     // SAFETY: as above.
-    assert_eq!(
-        unsafe { libc::ioctl(failed.as_raw_fd(), T_RING_SIZE, BUFF_MAX) },
-        0
-    );
+    while unsafe { libc::ioctl(failed.as_raw_fd(), T_RING_SIZE, BUFF_MAX) } != 0 {
+        let e = std::io::Error::last_os_error();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOMEM), "{e}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the ring was never freed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     assert!(m.alive());
 }
 

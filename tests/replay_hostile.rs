@@ -103,32 +103,6 @@ fn four_gib_claims_replay_in_bounded_memory() {
     assert!(rss < 200 * 1024, "VmRSS {rss} kB");
 }
 
-fn ctl(user: Option<u32>, socket: &std::path::Path, words: &[&str]) -> (bool, String) {
-    let mut c = Command::new("timeout");
-    c.arg("20");
-    if let Some(uid) = user {
-        c.arg("setpriv")
-            .arg(format!("--reuid={uid}"))
-            .arg(format!("--regid={uid}"))
-            .arg("--clear-groups");
-    }
-    let o = c
-        .arg(common::monfs_bin())
-        .args(["ctl", "/nonexistent", "--socket"])
-        .arg(socket)
-        .args(words)
-        .output()
-        .expect("run monfs ctl");
-    (
-        o.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-    )
-}
-
 /// A replay source is a file the client opened and passed (SCM_RIGHTS):
 /// the daemon opens no path for anyone, reads only regular files, and
 /// neither a FIFO, nor a symlink to /dev/zero, nor a file the client cannot
@@ -179,7 +153,8 @@ fn replay_sources_are_passed_files_never_paths() {
     std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
     for p in [&fifo, &zero] {
         let start = Instant::now();
-        let (ok, out) = ctl(None, &sock, &["replay", "start", "1", p.to_str().unwrap()]);
+        let (ok, out) =
+            common::ctl_socket(None, &sock, &["replay", "start", "1", p.to_str().unwrap()]);
         assert!(!ok, "{out}");
         assert_eq!(out, format!("error: {}: not a regular file\n", p.display()));
         assert!(start.elapsed() < Duration::from_secs(10));
@@ -190,7 +165,7 @@ fn replay_sources_are_passed_files_never_paths() {
     let secret = dir.path().join("secret.pcap");
     std::fs::copy(&good, &secret).unwrap();
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let (ok, out) = ctl(
+    let (ok, out) = common::ctl_socket(
         Some(65534),
         &sock,
         &["replay", "start", "1", secret.to_str().unwrap()],
@@ -239,18 +214,24 @@ fn replay_sources_are_passed_files_never_paths() {
 
     // Still serving, in bounded memory, holding none of those files.
     assert!(m.alive());
-    let (ok, out) = ctl(None, &sock, &["replay", "status", "1"]);
+    let (ok, out) = common::ctl_socket(None, &sock, &["replay", "status", "1"]);
     assert!(
         ok && out.contains(&format!("replay {}: playing", good.display())),
         "{out}"
     );
     assert!(vm_rss_kib(pid) < 200 * 1024);
-    for e in std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap() {
-        let t = std::fs::read_link(e.unwrap().path()).unwrap_or_default();
-        assert!(
-            !t.starts_with(dir.path()),
-            "daemon still holds {}",
-            t.display()
-        );
+    // (The connection threads let go of their descriptors as they end,
+    // which may be just after the client saw the close.)
+    let held = || {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|t| t.starts_with(dir.path()))
+            .collect::<Vec<_>>()
+    };
+    let deadline = Instant::now() + common::HANG;
+    while !held().is_empty() {
+        assert!(Instant::now() < deadline, "daemon still holds {:?}", held());
+        std::thread::sleep(Duration::from_millis(20));
     }
 }

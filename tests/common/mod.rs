@@ -423,3 +423,31 @@ pub fn vm_rss_kib(pid: u32) -> Option<u64> {
     let l = s.lines().find(|l| l.starts_with("VmRSS:"))?;
     l.split_whitespace().nth(1)?.parse().ok()
 }
+
+/// `monfs ctl` with `words`, talking to `socket`, as `user` (a uid, through
+/// `setpriv`) or as ourselves; (exit status 0, stdout and stderr).
+pub fn ctl_socket(user: Option<u32>, socket: &Path, words: &[&str]) -> (bool, String) {
+    let mut c = Command::new("timeout");
+    c.arg("20");
+    if let Some(uid) = user {
+        c.arg("setpriv")
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
+            .arg("--clear-groups");
+    }
+    let o = c
+        .arg(monfs_bin())
+        .args(["ctl", "/nonexistent", "--socket"])
+        .arg(socket)
+        .args(words)
+        .output()
+        .expect("run monfs ctl");
+    (
+        o.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    )
+}
