@@ -86,19 +86,32 @@ impl Connection {
     }
 }
 
-/// What a producer of monitor data (*MONITOR) may do with the reader's IUCV
-/// path: the one way into the facility, as [`crate::usbmon::event::UrbSink`]
-/// is usbmon's.
+/// The IUCV path of the open connection, held by *MONITOR for one
+/// [`MonitorPort::with_path`]: no read or reply of the reader comes in
+/// between, so what *MONITOR does in one go (a burst of messages, the
+/// message before a sever) the reader sees as one step, as with the
+/// driver's single lock.
+pub trait Path {
+    /// The connection, as it is now.
+    fn connection(&self) -> Connection;
+    /// Send `m`: its record sets are stored in the DCSS (with a bad MCE if
+    /// `spoil`) and the message queued for the reader (woken when the path
+    /// is let go). False when it cannot be taken (limit reached, no room in
+    /// the DCSS, severed): the data is lost.
+    fn send(&mut self, m: &Message, spoil: Option<Spoil>) -> bool;
+    /// Sever the path.
+    fn sever(&mut self);
+}
+
+/// What a producer of monitor data (*MONITOR) may do with the reader: the
+/// one way into the facility, as [`crate::usbmon::event::UrbSink`] is
+/// usbmon's.
 pub trait MonitorPort: Send + Sync {
     /// The connection now open, if the device is open.
     fn connection(&self) -> Option<Connection>;
-    /// Send `m` on connection `id`: its record sets are stored in the DCSS
-    /// (with a bad MCE if `spoil`) and the message queued for the reader,
-    /// who is woken. False when it cannot be taken (limit reached, no room
-    /// in the DCSS, severed, or `id` is no longer open): the data is lost.
-    fn send(&self, id: u64, m: &Message, spoil: Option<Spoil>) -> bool;
-    /// Sever the path of connection `id`.
-    fn sever(&self, id: u64);
+    /// Run `f` with the open connection's path held (nothing if the device
+    /// is not open); the reader is woken afterwards if `f` sent or severed.
+    fn with_path(&self, f: &mut dyn FnMut(&mut dyn Path));
     /// Make the next reply on connection `id` fail.
     fn fail_next_reply(&self, id: u64);
     /// Call `f` (without any of the facility's locks held) whenever the
@@ -205,35 +218,43 @@ impl MonReaderDev {
     }
 }
 
-impl MonitorPort for MonReaderDev {
-    fn connection(&self) -> Option<Connection> {
-        let st = self.shared.lock();
-        st.conn.as_ref().map(|c| Connection {
-            id: c.id,
-            opened_at: c.opened_at,
-            severed: c.severed,
-            queued: c.msgs.len(),
-            room: c.has_room(),
-        })
+impl Conn {
+    fn snapshot(&self) -> Connection {
+        Connection {
+            id: self.id,
+            opened_at: self.opened_at,
+            severed: self.severed,
+            queued: self.msgs.len(),
+            room: self.has_room(),
+        }
+    }
+}
+
+/// The path while *MONITOR holds it.
+struct HeldPath<'a> {
+    conn: &'a mut Conn,
+    stats: &'a mut Stats,
+    /// Something became readable (or the path was severed).
+    woke: bool,
+}
+
+impl Path for HeldPath<'_> {
+    fn connection(&self) -> Connection {
+        self.conn.snapshot()
     }
 
-    fn send(&self, id: u64, m: &Message, spoil: Option<Spoil>) -> bool {
-        let mut st = self.shared.lock();
-        let State { conn, stats, .. } = &mut *st;
-        let Some(c) = conn.as_mut().filter(|c| c.id == id) else {
-            stats.lost += 1;
-            return false;
-        };
+    fn send(&mut self, m: &Message, spoil: Option<Spoil>) -> bool {
+        let c = &mut *self.conn;
         if !c.can_send() {
-            stats.lost += 1;
+            self.stats.lost += 1;
             return false;
         }
         let Some((mca_start, mca_end)) = c.dcss.store(c.sent, &m.sets, spoil) else {
-            stats.lost += 1;
+            self.stats.lost += 1;
             return false;
         };
         c.sent += 1;
-        stats.messages += 1;
+        self.stats.messages += 1;
         c.msglim_count += 1;
         c.msgs.push_back(Msg {
             mca_start,
@@ -243,20 +264,38 @@ impl MonitorPort for MonReaderDev {
             msglim_reached: c.msglim_count == MON_MSGLIM,
             replied_msglim: false,
         });
-        let waker = c.waker.clone();
-        drop(st);
-        if let Some(w) = waker {
-            w();
-        }
+        self.woke = true;
         true
     }
 
-    fn sever(&self, id: u64) {
+    fn sever(&mut self) {
+        self.conn.severed = true;
+        self.woke = true;
+    }
+}
+
+impl MonitorPort for MonReaderDev {
+    fn connection(&self) -> Option<Connection> {
+        self.shared.lock().conn.as_ref().map(Conn::snapshot)
+    }
+
+    fn with_path(&self, f: &mut dyn FnMut(&mut dyn Path)) {
         let waker = {
             let mut st = self.shared.lock();
-            match st.conn.as_mut().filter(|c| c.id == id) {
-                Some(c) => c.sever(),
-                None => None,
+            let State { conn, stats, .. } = &mut *st;
+            let Some(conn) = conn.as_mut() else {
+                return;
+            };
+            let mut p = HeldPath {
+                conn,
+                stats,
+                woke: false,
+            };
+            f(&mut p);
+            if p.woke {
+                p.conn.waker.clone()
+            } else {
+                None
             }
         };
         if let Some(w) = waker {
@@ -298,12 +337,6 @@ impl Conn {
 
     fn can_send(&self) -> bool {
         !self.severed && self.has_room()
-    }
-
-    /// The path is severed; returns the waker to call.
-    fn sever(&mut self) -> Option<Waker> {
-        self.severed = true;
-        self.waker.clone()
     }
 
     fn u32_at(&self, addr: u32) -> Option<u32> {

@@ -14,7 +14,7 @@ use super::Generator;
 use crate::clock::Clock;
 use crate::config::zvm::{Pace, ZvmConfig};
 use crate::monreader::records::Message;
-use crate::monreader::{Connection, MonitorPort, Spoil};
+use crate::monreader::{Connection, MonitorPort, Path, Spoil};
 use crate::sync::{CondvarExt, LockExt};
 
 /// A fault to inject into the open connection (`monfs ctl zvm ...`).
@@ -123,7 +123,7 @@ impl Monitor {
             return false;
         };
         match fault {
-            Fault::Sever => self.inner.port.sever(conn.id),
+            Fault::Sever => self.inner.port.with_path(&mut |p| p.sever()),
             Fault::ReplyFail => self.inner.port.fail_next_reply(conn.id),
             Fault::Overflow => {
                 let mut s = self.inner.session.lock_ok();
@@ -196,15 +196,26 @@ impl Inner {
         s.as_mut().unwrap()
     }
 
-    /// Send what is due at `now`. Returns when to look again.
+    /// Send what is due at `now`, with the path held throughout (see
+    /// [`crate::monreader::Path`]). Returns when to look again.
     fn pump(&self, now: u64) -> Option<u64> {
         let mut guard = self.session.lock_ok();
-        let Some(conn) = self.port.connection() else {
+        let mut due = None;
+        let mut open = false;
+        self.port.with_path(&mut |p| {
+            open = true;
+            let conn = p.connection();
+            let s = self.session_for(&mut guard, &conn);
+            due = self.pump_path(s, p, now);
+        });
+        if !open {
             *guard = None;
-            return None;
-        };
-        let s = self.session_for(&mut guard, &conn);
-        if conn.severed {
+        }
+        due
+    }
+
+    fn pump_path(&self, s: &mut Session, p: &mut dyn Path, now: u64) -> Option<u64> {
+        if p.connection().severed {
             return None;
         }
         let f = &self.cfg.faults;
@@ -212,28 +223,26 @@ impl Inner {
         if let Some(ms) = f.sever_after_ms {
             let at = s.opened_at + ms * 1_000_000;
             if now >= at {
-                self.port.sever(s.id);
+                p.sever();
                 return None;
             }
             due = Some(at);
         }
         loop {
             if f.sever_after_messages.is_some_and(|n| s.sent >= n) {
-                self.port.sever(s.id);
+                p.sever();
                 return None;
             }
             if s.overflow_pending {
                 s.overflow_pending = false;
-                while self.port.connection().is_some_and(|c| c.room) {
+                while p.connection().room {
                     let m = s.gen.extra_event(now);
-                    if !self.send(s, &m) {
+                    if !self.send(s, p, &m) {
                         break;
                     }
                 }
             }
-            let Some(conn) = self.port.connection().filter(|c| c.id == s.id) else {
-                break;
-            };
+            let conn = p.connection();
             let more = self.cfg.max_messages.map_or(true, |m| s.generated < m);
             if conn.severed || !more {
                 break;
@@ -251,7 +260,7 @@ impl Inner {
             }
             let m = s.gen.next_message();
             s.generated += 1;
-            if self.send(s, &m) && f.overflow_after_messages == Some(s.sent) {
+            if self.send(s, p, &m) && f.overflow_after_messages == Some(s.sent) {
                 s.overflow_pending = true;
             }
         }
@@ -259,7 +268,7 @@ impl Inner {
     }
 
     /// Send one message, every `bad_mce_every`th with a spoiled MCE.
-    fn send(&self, s: &mut Session, m: &Message) -> bool {
+    fn send(&self, s: &mut Session, p: &mut dyn Path, m: &Message) -> bool {
         let every = self.cfg.faults.bad_mce_every;
         let seq = s.sent;
         let spoil = (every > 0 && (seq + 1) % every == 0).then(|| {
@@ -270,7 +279,7 @@ impl Inner {
                 Spoil::StartBelowDcss,
             ][((seq + 1) / every % 4) as usize]
         });
-        let ok = self.port.send(s.id, m, spoil);
+        let ok = p.send(m, spoil);
         if ok {
             s.sent += 1;
         }
