@@ -150,7 +150,7 @@ fn killed_clients_leave_no_stuck_state() {
         std::thread::sleep(Duration::from_millis(50));
     }
     // And the devices still serve new readers.
-    let out = m.sh_ok("timeout 5 head -n 3 usb/usbmon/0u");
+    let out = m.sh_ok("timeout 30 head -n 3 usb/usbmon/0u");
     assert_eq!(out.lines().count(), 3);
 }
 

@@ -329,7 +329,7 @@ fn trace_pipe_consumes_blocks_and_is_ctrl_c_safe() {
     // Partial reads: dd with 10-byte reads gets whole lines back together.
     let out = m.sh_ok(
         "cd tracing; for i in 1 2 3; do echo \"vec=$i\" > events/irq/softirq_entry/inject; done; \
-         timeout 2 dd if=trace_pipe bs=10 status=none | head -c 100000; true",
+         timeout 10 dd if=trace_pipe bs=10 status=none | head -c 100000; true",
     );
     let got: Vec<&str> = out
         .lines()

@@ -388,7 +388,7 @@ print fmt: \"a=%u b=%s c=%llu\", REC->a, REC->b, REC->c\n",
     );
     // The producer writes while enabled; its events reach trace_pipe.
     m.sh_ok("echo user_events:held_ev >> tracing/set_event");
-    let pipe = m.sh_ok("timeout 5 head -1 tracing/trace_pipe");
+    let pipe = m.sh_ok("timeout 30 head -1 tracing/trace_pipe");
     assert!(
         pipe.contains(": held_ev: count=0x7 (7) msg=held s=x\n"),
         "{pipe}"
