@@ -580,6 +580,12 @@ pub enum Render {
     /// The generic field printer user events use since 6.4:
     /// `name: a=0x1 (1) s=text`.
     Fields,
+    /// `ftrace:print` (`trace_marker`): `tracing_mark_write: ` and the
+    /// text, whose own newline ends the line.
+    FtracePrint,
+    /// `ftrace:raw_data` (`trace_marker_raw`): `# <id in hex> buf:` and
+    /// every byte of the (4-byte aligned) entry after the id.
+    FtraceRaw,
 }
 
 /// A complete event definition.
@@ -668,6 +674,40 @@ impl EventDef {
                 self.print.render(&self.fields, entry, out);
             }
             Render::Fields => render_fields(&self.fields, entry, out),
+            Render::FtracePrint | Render::FtraceRaw => {}
+        }
+    }
+
+    /// What a trace line shows after its context (`...: `): `name:` and
+    /// the fields for trace events, the ftrace events' own output for
+    /// those; the line's newline included.
+    pub fn render_entry(&self, entry: &[u8], out: &mut String) {
+        match self.render {
+            Render::FtracePrint => {
+                out.push_str("tracing_mark_write: ");
+                let buf = entry.get(16..).unwrap_or(&[]);
+                let end = buf.iter().position(|&c| c == 0).unwrap_or(buf.len());
+                out.push_str(&String::from_utf8_lossy(&buf[..end]));
+                if !out.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+            Render::FtraceRaw => {
+                let id = entry
+                    .get(8..12)
+                    .map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap()));
+                let _ = write!(out, "# {id:x} buf:");
+                for b in entry.get(12..).unwrap_or(&[]) {
+                    let _ = write!(out, " {b:02x}");
+                }
+                out.push('\n');
+            }
+            _ => {
+                out.push_str(&self.name);
+                out.push(':');
+                self.render_line(entry, out);
+                out.push('\n');
+            }
         }
     }
 

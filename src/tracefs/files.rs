@@ -8,13 +8,11 @@ use std::sync::{Arc, Mutex};
 use super::event::{FieldKind, FieldValue};
 use super::filter;
 use super::parse::{is_space, kstrtoul, next_token, parse_match};
-use super::ring::{BUF_PAGE_SIZE, DEFAULT_BUF_BYTES};
+use super::ring::DEFAULT_BUF_BYTES;
 use super::{EventId, FilterState, Tracing, OPTIONS};
 use crate::errno::{Errno, SysResult};
 use crate::sync::{LockExt, RwLockExt};
-use crate::vfs::{
-    Caller, FileNode, NodeKind, OpenFile, OpenFlags, OpenText, Tree, Waker, POLL_READABLE,
-};
+use crate::vfs::{Caller, FileNode, NodeKind, OpenFile, OpenFlags, OpenText, Tree};
 
 /// Writable tracefs files.
 pub const MODE_WRITE: u32 = 0o640;
@@ -28,7 +26,7 @@ type TruncFn = Arc<dyn Fn() + Send + Sync>;
 /// A control file: content generated when a read starts at offset 0, writes
 /// handed to a closure, `O_TRUNC` to another.
 #[derive(Clone, Default)]
-struct Ctl {
+pub(crate) struct Ctl {
     mode: u32,
     read: Option<ReadFn>,
     write: Option<WriteFn>,
@@ -36,24 +34,27 @@ struct Ctl {
 }
 
 impl Ctl {
-    fn new(mode: u32) -> Ctl {
+    pub(crate) fn new(mode: u32) -> Ctl {
         Ctl {
             mode,
             ..Default::default()
         }
     }
-    fn r(mut self, f: impl Fn() -> Vec<u8> + Send + Sync + 'static) -> Ctl {
+    pub(crate) fn r(mut self, f: impl Fn() -> Vec<u8> + Send + Sync + 'static) -> Ctl {
         self.read = Some(Arc::new(f));
         self
     }
-    fn rs(self, f: impl Fn() -> String + Send + Sync + 'static) -> Ctl {
+    pub(crate) fn rs(self, f: impl Fn() -> String + Send + Sync + 'static) -> Ctl {
         self.r(move || f().into_bytes())
     }
-    fn w(mut self, f: impl Fn(&[u8], &Caller) -> SysResult<u32> + Send + Sync + 'static) -> Ctl {
+    pub(crate) fn w(
+        mut self,
+        f: impl Fn(&[u8], &Caller) -> SysResult<u32> + Send + Sync + 'static,
+    ) -> Ctl {
         self.write = Some(Arc::new(f));
         self
     }
-    fn t(mut self, f: impl Fn() + Send + Sync + 'static) -> Ctl {
+    pub(crate) fn t(mut self, f: impl Fn() + Send + Sync + 'static) -> Ctl {
         self.trunc = Some(Arc::new(f));
         self
     }
@@ -117,111 +118,6 @@ impl OpenFile for CtlOpen {
             }
         }
         Ok(())
-    }
-}
-
-/// `trace_pipe`: a consuming, blocking reader of the ring.
-struct PipeNode(Arc<Tracing>);
-
-struct PipeState {
-    pending: Vec<u8>,
-    pos: usize,
-    read_any: bool,
-}
-
-struct PipeOpen {
-    t: Arc<Tracing>,
-    id: u64,
-    st: Mutex<PipeState>,
-}
-
-impl FileNode for PipeNode {
-    fn mode(&self) -> u32 {
-        MODE_READ
-    }
-    fn open(&self, _flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
-        self.0.pipe_readers.fetch_add(1, Ordering::SeqCst);
-        Ok(Arc::new(PipeOpen {
-            t: self.0.clone(),
-            id: self.0.next_waker.fetch_add(1, Ordering::Relaxed),
-            st: Mutex::new(PipeState {
-                pending: Vec::new(),
-                pos: 0,
-                read_any: false,
-            }),
-        }))
-    }
-}
-
-/// At most one page of text per `trace_pipe` read.
-const PIPE_CHUNK: usize = 4096;
-
-impl OpenFile for PipeOpen {
-    fn read(&self, _offset: u64, size: u32) -> SysResult<Vec<u8>> {
-        let size = size as usize;
-        let mut st = self.st.lock_ok();
-        if st.pos < st.pending.len() {
-            let n = size.min(st.pending.len() - st.pos);
-            let out = st.pending[st.pos..st.pos + n].to_vec();
-            st.pos += n;
-            return Ok(out);
-        }
-        let limit = size.min(PIPE_CHUNK);
-        let irq = self.t.irq_info.load(Ordering::Relaxed);
-        let mut out = String::new();
-        {
-            let mut r = self.t.ring.lock_ok();
-            if r.is_empty() {
-                // Like tracing_wait_pipe: with tracing off, a reader that
-                // already got something sees end of file.
-                if !self.t.tracing_on() && st.read_any {
-                    return Ok(Vec::new());
-                }
-                return Err(Errno::EAGAIN);
-            }
-            if r.lost_unreported > 0 {
-                let cpu = r.iter().next().map_or(0, |e| e.cpu);
-                out.push_str(&format!("CPU:{cpu} [LOST {} EVENTS]\n", r.lost_unreported));
-                r.lost_unreported = 0;
-            }
-            while let Some(e) = r.pop() {
-                let line = e.line(irq);
-                if !out.is_empty() && out.len() + line.len() > limit {
-                    r.unpop(e);
-                    break;
-                }
-                out.push_str(&line);
-                if out.len() >= limit {
-                    break;
-                }
-            }
-        }
-        st.read_any = true;
-        let out = out.into_bytes();
-        if out.len() > size {
-            st.pending = out;
-            st.pos = size;
-            return Ok(st.pending[..size].to_vec());
-        }
-        Ok(out)
-    }
-    fn poll(&self) -> u32 {
-        let st = self.st.lock_ok();
-        if st.pos < st.pending.len() || !self.t.ring.lock_ok().is_empty() {
-            POLL_READABLE
-        } else {
-            0
-        }
-    }
-    fn set_waker(&self, waker: Waker) {
-        self.t.wakers.lock_ok().push((self.id, waker));
-    }
-    fn is_stream(&self) -> bool {
-        true
-    }
-    fn release(&self) {
-        self.t.wakers.lock_ok().retain(|w| w.0 != self.id);
-        self.t.pipe_readers.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -433,7 +329,8 @@ fn comm_of(pid: u32) -> String {
         .unwrap_or_else(|_| "<...>".into())
 }
 
-fn add(tree: &Tree, path: &str, ctl: Ctl) {
+/// Add a control file at `path`.
+pub(crate) fn add_ctl(tree: &Tree, path: &str, ctl: Ctl) {
     let mode = ctl.mode;
     tree.add(path, NodeKind::File(Arc::new(ctl)), mode);
 }
@@ -530,18 +427,34 @@ impl Tracing {
         self.options.lock_ok()[idx] = on;
         match OPTIONS[idx].0 {
             "irq-info" => self.irq_info.store(on, Ordering::Relaxed),
+            "record-cmd" => self.record_cmd.store(on, Ordering::Relaxed),
+            "record-tgid" => self.record_tgid.store(on, Ordering::Relaxed),
             "overwrite" => self.overwrite.store(on, Ordering::Relaxed),
             _ => {}
         }
     }
 
+    /// `buffer_size_kb` (`X` when the CPUs' sizes differ) or
+    /// `buffer_total_size_kb`, with the size they will expand to while
+    /// nothing has been set up yet.
     fn buffer_kb(&self, total: bool) -> String {
-        let b = self.buf.lock_ok();
-        let mul = if total { self.cpus } else { 1 };
-        let kb = b.pages * BUF_PAGE_SIZE / 1024 * mul;
-        if b.expanded {
+        let expanded = self.buf.lock_ok().expanded;
+        let sizes: Vec<usize> = self
+            .bufs
+            .iter()
+            .map(|b| Tracing::kb_of(b.lock_ok().nr_pages()))
+            .collect();
+        let kb = if total {
+            sizes.iter().sum()
+        } else if sizes.iter().all(|&k| k == sizes[0]) {
+            sizes[0]
+        } else {
+            return "X\n".into();
+        };
+        if expanded {
             format!("{kb}\n")
         } else {
+            let mul = if total { self.cpus } else { 1 };
             format!("{kb} (expanded: {})\n", DEFAULT_BUF_BYTES / 1024 * mul)
         }
     }
@@ -558,13 +471,13 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
     tree.add("tracing/events", NodeKind::Dir, 0o755);
     tree.add("tracing/options", NodeKind::Dir, 0o750);
 
-    add(
+    add_ctl(
         tree,
         "tracing/README",
         Ctl::new(MODE_READ).rs(|| README.to_string()),
     );
     let tt = t.clone();
-    add(
+    add_ctl(
         tree,
         "tracing/available_events",
         Ctl::new(MODE_READ).rs(move || {
@@ -575,7 +488,7 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
         }),
     );
     let (tr, tw, tc) = (t.clone(), t.clone(), t.clone());
-    add(
+    add_ctl(
         tree,
         "tracing/set_event",
         Ctl::new(MODE_WRITE)
@@ -617,21 +530,19 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
             }),
     );
     let (tr, tc) = (t.clone(), t.clone());
-    add(
+    add_ctl(
         tree,
         "tracing/trace",
         Ctl::new(MODE_WRITE)
-            .rs(move || tr.trace_text())
+            .rs(move || tr.trace_text(None))
             .w(|data, _| Ok(data.len() as u32))
-            .t(move || tc.ring.lock_ok().clear()),
+            .t(move || tc.clear_all()),
     );
-    tree.add(
-        "tracing/trace_pipe",
-        NodeKind::File(Arc::new(PipeNode(t.clone()))),
-        MODE_READ,
-    );
+    super::per_cpu::install(t, tree);
+    super::marker::install(t, tree);
+    install_buffer_info(t, tree);
     let (tr, tw) = (t.clone(), t.clone());
-    add(
+    add_ctl(
         tree,
         "tracing/tracing_on",
         Ctl::new(MODE_WRITE)
@@ -649,33 +560,20 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
             }),
     );
     let (tr, tw) = (t.clone(), t.clone());
-    add(
+    add_ctl(
         tree,
         "tracing/buffer_size_kb",
         Ctl::new(MODE_WRITE)
             .rs(move || tr.buffer_kb(false))
-            .w(move |data, _| {
-                let kb = kstrtoul(data)? as usize;
-                if kb == 0 {
-                    return Err(Errno::EINVAL);
-                }
-                if kb > 1 << 20 {
-                    return Err(Errno::ENOMEM);
-                }
-                let mut b = tw.buf.lock_ok();
-                b.expanded = true;
-                b.pages = (kb * 1024).div_ceil(BUF_PAGE_SIZE).max(2);
-                tw.ring.lock_ok().resize(b.pages * BUF_PAGE_SIZE * tw.cpus);
-                Ok(data.len() as u32)
-            }),
+            .w(move |data, _| tw.set_buffer_kb(None, data)),
     );
     let tr = t.clone();
-    add(
+    add_ctl(
         tree,
         "tracing/buffer_total_size_kb",
         Ctl::new(MODE_READ).rs(move || tr.buffer_kb(true)),
     );
-    add(
+    add_ctl(
         tree,
         "tracing/current_tracer",
         Ctl::new(MODE_WRITE).rs(|| "nop\n".into()).w(|data, _| {
@@ -689,13 +587,13 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
             }
         }),
     );
-    add(
+    add_ctl(
         tree,
         "tracing/available_tracers",
         Ctl::new(MODE_READ).rs(|| "nop\n".into()),
     );
     let (tr, tw, tc) = (t.clone(), t.clone(), t.clone());
-    add(
+    add_ctl(
         tree,
         "tracing/set_event_pid",
         Ctl::new(MODE_WRITE)
@@ -719,7 +617,7 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
             }),
     );
     let (tr, tw, tc) = (t.clone(), t.clone(), t.clone());
-    add(
+    add_ctl(
         tree,
         "tracing/set_ftrace_pid",
         Ctl::new(MODE_WRITE)
@@ -735,7 +633,7 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
             .t(move || tc.ftrace_pids.lock_ok().clear()),
     );
     let (tr, tw) = (t.clone(), t.clone());
-    add(
+    add_ctl(
         tree,
         "tracing/trace_options",
         Ctl::new(MODE_WRITE)
@@ -772,7 +670,7 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
     );
     for (idx, (name, _)) in OPTIONS.iter().enumerate() {
         let (tr, tw) = (t.clone(), t.clone());
-        add(
+        add_ctl(
             tree,
             &format!("tracing/options/{name}"),
             Ctl::new(MODE_WRITE)
@@ -786,18 +684,18 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
     }
 
     // events/
-    add(
+    add_ctl(
         tree,
         "tracing/events/header_page",
         Ctl::new(MODE_READ).rs(|| HEADER_PAGE.into()),
     );
-    add(
+    add_ctl(
         tree,
         "tracing/events/header_event",
         Ctl::new(MODE_READ).rs(|| HEADER_EVENT.into()),
     );
     let (tr, tw) = (t.clone(), t.clone());
-    add(
+    add_ctl(
         tree,
         "tracing/events/enable",
         Ctl::new(MODE_WRITE)
@@ -847,7 +745,7 @@ fn install_system(t: &Arc<Tracing>, tree: &Tree, sys: &str) {
         let dir = format!("tracing/events/{sys}");
         tree.add(&dir, NodeKind::Dir, 0o755);
         let (tr, tw, sr, sw) = (t.clone(), t.clone(), sys.to_string(), sys.to_string());
-        add(
+        add_ctl(
             tree,
             &format!("{dir}/enable"),
             Ctl::new(MODE_WRITE)
@@ -868,7 +766,7 @@ fn install_system(t: &Arc<Tracing>, tree: &Tree, sys: &str) {
                 }),
         );
         let (tw, sw) = (t.clone(), sys.to_string());
-        add(
+        add_ctl(
             tree,
             &format!("{dir}/filter"),
             Ctl::new(MODE_WRITE)
@@ -892,7 +790,7 @@ fn install_event_files(t: &Arc<Tracing>, tree: &Tree, e: &EventId) {
     let dir = format!("tracing/events/{}/{}", e.0.def.system, e.0.def.name);
     tree.add_dir_over_file(&dir);
     let (er, ew, tw) = (e.clone(), e.clone(), t.clone());
-    add(
+    add_ctl(
         tree,
         &format!("{dir}/enable"),
         Ctl::new(MODE_WRITE)
@@ -904,7 +802,7 @@ fn install_event_files(t: &Arc<Tracing>, tree: &Tree, e: &EventId) {
             }),
     );
     let (er, ew) = (e.clone(), e.clone());
-    add(
+    add_ctl(
         tree,
         &format!("{dir}/filter"),
         Ctl::new(MODE_WRITE)
@@ -912,13 +810,13 @@ fn install_event_files(t: &Arc<Tracing>, tree: &Tree, e: &EventId) {
             .w(move |data, _| write_event_filter(&ew, data)),
     );
     let er = e.clone();
-    add(
+    add_ctl(
         tree,
         &format!("{dir}/format"),
         Ctl::new(MODE_READ).rs(move || er.0.def.format_text()),
     );
     let er = e.clone();
-    add(
+    add_ctl(
         tree,
         &format!("{dir}/id"),
         Ctl::new(MODE_READ).rs(move || format!("{}\n", er.0.def.id)),
@@ -927,7 +825,7 @@ fn install_event_files(t: &Arc<Tracing>, tree: &Tree, e: &EventId) {
 
 fn install_event_inject(t: &Arc<Tracing>, tree: &Tree, e: &EventId, dir: &str) {
     let (ew, tw) = (e.clone(), t.clone());
-    add(
+    add_ctl(
         tree,
         &format!("{dir}/inject"),
         Ctl::new(0o200).w(move |data, caller| {
@@ -935,4 +833,228 @@ fn install_event_inject(t: &Arc<Tracing>, tree: &Tree, e: &EventId, dir: &str) {
             Ok(data.len() as u32)
         }),
     );
+}
+
+/// `tracing_cpumask` as the kernel's `%*pb` prints it: 32-bit groups in hex,
+/// highest first, separated by commas, the first one only as wide as the
+/// CPUs it holds need.
+fn cpumask_text(mask: &[bool]) -> String {
+    let groups = mask.len().div_ceil(32).max(1);
+    let mut out = Vec::new();
+    for g in (0..groups).rev() {
+        let bits = (mask.len() - g * 32).min(32);
+        let v = (0..bits).fold(0u32, |v, i| v | ((mask[g * 32 + i] as u32) << i));
+        let width = if g == groups - 1 { bits.div_ceil(4) } else { 8 };
+        out.push(format!("{v:0width$x}"));
+    }
+    out.join(",") + "\n"
+}
+
+/// Parse a `tracing_cpumask` write (hex groups, commas allowed); bits of
+/// CPUs that do not exist are ignored.
+fn parse_cpumask(data: &[u8], cpus: usize) -> SysResult<Vec<bool>> {
+    let s = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
+    let s = s.trim_end_matches('\0').trim();
+    let mut mask = vec![false; cpus];
+    let mut bit = 0usize;
+    for group in s.rsplit(',') {
+        if group.is_empty() || group.len() > 8 {
+            return Err(Errno::EINVAL);
+        }
+        let v = u32::from_str_radix(group, 16).map_err(|_| Errno::EINVAL)?;
+        for i in 0..32 {
+            if v & (1 << i) != 0 && bit + i < cpus {
+                mask[bit + i] = true;
+            }
+        }
+        bit += 32;
+    }
+    Ok(mask)
+}
+
+/// A number in `min..=max` from a write, or EINVAL.
+fn ranged(data: &[u8], min: u64, max: u64) -> SysResult<u64> {
+    let v = kstrtoul(data)?;
+    if v < min || v > max {
+        return Err(Errno::EINVAL);
+    }
+    Ok(v)
+}
+
+/// The files about the buffer and its bookkeeping that trace-cmd and the
+/// kernel's selftests read: `trace_clock`, `saved_cmdlines(_size)`,
+/// `saved_tgids`, `printk_formats`, `tracing_cpumask`,
+/// `set_event_notrace_pid`, `timestamp_mode`, `buffer_percent`,
+/// `buffer_subbuf_size_kb`, `tracing_thresh`, `free_buffer`.
+fn install_buffer_info(t: &Arc<Tracing>, tree: &Tree) {
+    let (tr, tw) = (t.clone(), t.clone());
+    add_ctl(
+        tree,
+        "tracing/trace_clock",
+        Ctl::new(MODE_WRITE)
+            .rs(move || tr.trace_clock.text())
+            .w(move |data, _| {
+                let s = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
+                let name = s.trim_end_matches('\0').trim();
+                tw.trace_clock.select(name).ok_or(Errno::EINVAL)?;
+                // The kernel empties the buffers on every clock write.
+                tw.clear_all();
+                Ok(data.len() as u32)
+            }),
+    );
+    let tr = t.clone();
+    add_ctl(
+        tree,
+        "tracing/saved_cmdlines",
+        Ctl::new(MODE_READ).rs(move || {
+            let c = tr.cmdlines.lock_ok();
+            c.order
+                .iter()
+                .filter_map(|p| c.comms.get(p).map(|comm| format!("{p} {comm}\n")))
+                .collect()
+        }),
+    );
+    let (tr, tw) = (t.clone(), t.clone());
+    add_ctl(
+        tree,
+        "tracing/saved_cmdlines_size",
+        Ctl::new(MODE_WRITE)
+            .rs(move || format!("{}\n", tr.cmdlines.lock_ok().size))
+            .w(move |data, _| {
+                let n = ranged(data, 1, super::SAVED_CMDLINES_MAX as u64)?;
+                let mut c = tw.cmdlines.lock_ok();
+                c.size = n as usize;
+                c.comms.clear();
+                c.order.clear();
+                Ok(data.len() as u32)
+            }),
+    );
+    let tr = t.clone();
+    add_ctl(
+        tree,
+        "tracing/saved_tgids",
+        Ctl::new(MODE_READ).rs(move || {
+            let c = tr.cmdlines.lock_ok();
+            let mut v: Vec<(&u32, &u32)> = c.tgids.iter().collect();
+            v.sort();
+            v.iter().map(|(p, g)| format!("{p} {g}\n")).collect()
+        }),
+    );
+    // monfs has no trace_printk() call sites.
+    add_ctl(
+        tree,
+        "tracing/printk_formats",
+        Ctl::new(MODE_READ).rs(String::new),
+    );
+    let (tr, tw) = (t.clone(), t.clone());
+    add_ctl(
+        tree,
+        "tracing/tracing_cpumask",
+        Ctl::new(MODE_WRITE)
+            .rs(move || cpumask_text(&tr.cpumask.read_ok()))
+            .w(move |data, _| {
+                let mask = parse_cpumask(data, tw.bufs.len())?;
+                tw.all_cpus
+                    .store(mask.iter().all(|&b| b), Ordering::Relaxed);
+                *tw.cpumask.write_ok() = mask;
+                Ok(data.len() as u32)
+            }),
+    );
+    let (tr, tw, tc) = (t.clone(), t.clone(), t.clone());
+    add_ctl(
+        tree,
+        "tracing/set_event_notrace_pid",
+        Ctl::new(MODE_WRITE)
+            .rs(move || {
+                tr.notrace_pids
+                    .read_ok()
+                    .iter()
+                    .map(|p| format!("{p}\n"))
+                    .collect()
+            })
+            .w(move |data, _| {
+                let m = Mutex::new(Default::default());
+                let pids = write_pids(&m, data)?;
+                let mut set = tw.notrace_pids.write_ok();
+                set.extend(pids);
+                tw.has_notrace_pids
+                    .store(!set.is_empty(), Ordering::Relaxed);
+                Ok(data.len() as u32)
+            })
+            .t(move || {
+                tc.notrace_pids.write_ok().clear();
+                tc.has_notrace_pids.store(false, Ordering::Relaxed);
+            }),
+    );
+    add_ctl(
+        tree,
+        "tracing/timestamp_mode",
+        Ctl::new(MODE_READ).rs(|| "[delta] absolute\n".into()),
+    );
+    let percent = Arc::new(std::sync::atomic::AtomicU64::new(50));
+    let (pr, pw) = (percent.clone(), percent);
+    add_ctl(
+        tree,
+        "tracing/buffer_percent",
+        Ctl::new(MODE_WRITE)
+            .rs(move || format!("{}\n", pr.load(Ordering::Relaxed)))
+            .w(move |data, _| {
+                pw.store(ranged(data, 0, 100)?, Ordering::Relaxed);
+                Ok(data.len() as u32)
+            }),
+    );
+    // Sub-buffers are one 4 KiB page here; other sizes are refused.
+    add_ctl(
+        tree,
+        "tracing/buffer_subbuf_size_kb",
+        Ctl::new(MODE_WRITE).rs(|| "4\n".into()).w(|data, _| {
+            ranged(data, 4, 4)?;
+            Ok(data.len() as u32)
+        }),
+    );
+    let thresh = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (hr, hw) = (thresh.clone(), thresh);
+    add_ctl(
+        tree,
+        "tracing/tracing_thresh",
+        Ctl::new(MODE_WRITE)
+            .rs(move || format!("{}\n", hr.load(Ordering::Relaxed)))
+            .w(move |data, _| {
+                hw.store(kstrtoul(data)?, Ordering::Relaxed);
+                Ok(data.len() as u32)
+            }),
+    );
+    // Writing frees the buffer's pages (down to the minimum) as closing
+    // the kernel's does.
+    let tw = t.clone();
+    add_ctl(
+        tree,
+        "tracing/free_buffer",
+        Ctl::new(0o200).w(move |data, _| {
+            for b in &tw.bufs {
+                let mut b = b.lock_ok();
+                b.clear();
+                b.resize(2);
+            }
+            Ok(data.len() as u32)
+        }),
+    );
+}
+
+#[cfg(test)]
+mod buffer_info_tests {
+    use super::*;
+
+    #[test]
+    fn cpumask_reads_and_parses_as_the_kernels() {
+        assert_eq!(cpumask_text(&[true, true]), "3\n");
+        assert_eq!(cpumask_text(&[true, false, true]), "5\n");
+        let mut big = vec![true; 40];
+        big[33] = false;
+        assert_eq!(cpumask_text(&big), "fd,ffffffff\n");
+        assert_eq!(parse_cpumask(b"1\n", 2).unwrap(), vec![true, false]);
+        assert_eq!(parse_cpumask(b"ff", 2).unwrap(), vec![true, true]);
+        assert!(parse_cpumask(b"1,00000002", 34).unwrap()[1]);
+        assert!(parse_cpumask(b"xyz", 2).is_err());
+    }
 }

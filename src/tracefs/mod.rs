@@ -10,12 +10,15 @@
 pub mod event;
 mod files;
 pub mod filter;
+mod marker;
 pub mod parse;
+mod per_cpu;
 pub mod ring;
+pub mod trace_clock;
 pub mod usb;
 pub mod user_events;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
@@ -28,7 +31,8 @@ use crate::vfs::{NodeKind, Tree, Waker};
 pub use event::{EventDef, FieldSpec, FieldValue};
 pub use usb::UrbTraceSink;
 
-use ring::{Entry, Ring, BUF_PAGE_SIZE, DEFAULT_BUF_BYTES};
+use ring::{CpuBuffer, Entry, BUF_PAGE_SIZE, DEFAULT_BUF_BYTES};
+use trace_clock::TraceClock;
 
 /// The first event id monfs hands out. `common_type` is a u16; the kernel
 /// numbers its built-in events from about 20 up to a few thousand (2325 on
@@ -202,22 +206,93 @@ pub const OPTIONS: &[(&str, bool)] = &[
     ("test_nop_refuse", false),
 ];
 
+/// Index of the `markers` option in [`OPTIONS`].
+const OPT_MARKERS: usize = 21;
+
+/// Whether the buffers still have their boot-time size.
 struct BufState {
     expanded: bool,
-    pages: usize,
 }
+
+/// `saved_cmdlines` and `saved_tgids`: the comms and tgids of recent
+/// tasks, at most `size` of them (the oldest goes first).
+struct Cmdlines {
+    size: usize,
+    comms: HashMap<u32, Box<str>>,
+    order: VecDeque<u32>,
+    tgids: HashMap<u32, u32>,
+}
+
+impl Cmdlines {
+    fn save(&mut self, pid: u32, comm: &str) {
+        if pid == 0 || self.size == 0 {
+            return;
+        }
+        match self.comms.get_mut(&pid) {
+            Some(c) if &**c == comm => {}
+            Some(c) => *c = comm.into(),
+            None => {
+                if self.order.len() >= self.size {
+                    if let Some(old) = self.order.pop_front() {
+                        self.comms.remove(&old);
+                    }
+                }
+                self.order.push_back(pid);
+                self.comms.insert(pid, comm.into());
+            }
+        }
+    }
+
+    /// Remember `pid`'s thread group (`record-tgid`), looked up once.
+    fn save_tgid(&mut self, pid: u32) {
+        if pid == 0 || self.tgids.contains_key(&pid) {
+            return;
+        }
+        if self.tgids.len() >= SAVED_CMDLINES_MAX {
+            self.tgids.clear();
+        }
+        let tgid = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Tgid:"))
+                    .and_then(|v| v.trim().parse().ok())
+            })
+            .unwrap_or(pid);
+        self.tgids.insert(pid, tgid);
+    }
+}
+
+/// The kernel's default `saved_cmdlines_size`.
+const SAVED_CMDLINES_DEFAULT: usize = 128;
+/// The largest `saved_cmdlines_size` the kernel takes (`PID_MAX_DEFAULT`).
+const SAVED_CMDLINES_MAX: usize = 32768;
 
 /// The tracing facility.
 pub struct Tracing {
     clock: Arc<dyn Clock>,
     /// `available_events` order: newest registration first.
     events: RwLock<Vec<EventId>>,
-    ring: Mutex<Ring>,
+    /// One buffer per CPU (`per_cpu/cpuN`).
+    bufs: Vec<Mutex<CpuBuffer>>,
+    /// `trace_clock`.
+    trace_clock: TraceClock,
+    cmdlines: Mutex<Cmdlines>,
+    /// `tracing_cpumask`: CPUs whose events are recorded.
+    cpumask: RwLock<Vec<bool>>,
+    all_cpus: AtomicBool,
+    notrace_pids: RwLock<BTreeSet<u32>>,
+    has_notrace_pids: AtomicBool,
+    /// The `ftrace` system's events (`print`, `raw_data`, ...): formats
+    /// only, never enabled or listed in `available_events`.
+    ftrace: marker::FtraceEvents,
     on: AtomicBool,
     buf: Mutex<BufState>,
     options: Mutex<Vec<bool>>,
     irq_info: AtomicBool,
     overwrite: AtomicBool,
+    record_cmd: AtomicBool,
+    record_tgid: AtomicBool,
     event_pids: RwLock<BTreeSet<u32>>,
     has_event_pids: AtomicBool,
     ftrace_pids: Mutex<BTreeSet<u32>>,
@@ -265,15 +340,26 @@ impl Tracing {
         let t = Arc::new(Tracing {
             clock,
             events: RwLock::new(Vec::new()),
-            ring: Mutex::new(Ring::new(2 * BUF_PAGE_SIZE * cpus)),
-            on: AtomicBool::new(true),
-            buf: Mutex::new(BufState {
-                expanded: false,
-                pages: 2,
+            bufs: (0..cpus).map(|_| Mutex::new(CpuBuffer::new(2))).collect(),
+            trace_clock: TraceClock::default(),
+            cmdlines: Mutex::new(Cmdlines {
+                size: SAVED_CMDLINES_DEFAULT,
+                comms: HashMap::new(),
+                order: VecDeque::new(),
+                tgids: HashMap::new(),
             }),
+            cpumask: RwLock::new(vec![true; cpus]),
+            all_cpus: AtomicBool::new(true),
+            notrace_pids: RwLock::new(BTreeSet::new()),
+            has_notrace_pids: AtomicBool::new(false),
+            ftrace: marker::FtraceEvents::new(),
+            on: AtomicBool::new(true),
+            buf: Mutex::new(BufState { expanded: false }),
             options: Mutex::new(OPTIONS.iter().map(|o| o.1).collect()),
             irq_info: AtomicBool::new(true),
             overwrite: AtomicBool::new(true),
+            record_cmd: AtomicBool::new(true),
+            record_tgid: AtomicBool::new(false),
             event_pids: RwLock::new(BTreeSet::new()),
             has_event_pids: AtomicBool::new(false),
             ftrace_pids: Mutex::new(BTreeSet::new()),
@@ -487,7 +573,15 @@ impl Tracing {
         {
             return;
         }
-        let cpu = current_cpu();
+        if self.has_notrace_pids.load(Ordering::Relaxed)
+            && self.notrace_pids.read_ok().contains(&pid)
+        {
+            return;
+        }
+        let cpu = self.cpu_now();
+        if !self.all_cpus.load(Ordering::Relaxed) && !self.cpumask.read_ok()[cpu as usize] {
+            return;
+        }
         if ev.filtered.load(Ordering::Relaxed) {
             if let FilterState::Active(_, f) = &*ev.filter.read_ok() {
                 let r = filter::Record {
@@ -500,27 +594,48 @@ impl Tracing {
                 }
             }
         }
-        let ts_ns = ts.unwrap_or_else(|| self.clock.now()).mono_ns;
-        let mut e = Entry {
-            def: ev.def.clone(),
+        self.store(ev.def.clone(), data, comm, cpu, ts);
+    }
+
+    /// The CPU an entry recorded now goes to: the one this thread runs on
+    /// (for a request, the CPU the kernel woke the daemon's thread on, which
+    /// is the caller's as a rule), folded into the buffers there are.
+    fn cpu_now(&self) -> u32 {
+        current_cpu() % self.bufs.len() as u32
+    }
+
+    /// Put an entry in CPU `cpu`'s buffer, stamped on the trace clock, and
+    /// wake the readers.
+    fn store(
+        &self,
+        def: Arc<EventDef>,
+        data: Vec<u8>,
+        comm: &str,
+        cpu: u32,
+        ts: Option<Timestamp>,
+    ) {
+        let mono = ts.unwrap_or_else(|| self.clock.now()).mono_ns;
+        let pid = u32::from_le_bytes(data[4..8].try_into().unwrap());
+        if self.record_cmd.load(Ordering::Relaxed) {
+            self.cmdlines.lock_ok().save(pid, comm);
+        }
+        if self.record_tgid.load(Ordering::Relaxed) {
+            self.cmdlines.lock_ok().save_tgid(pid);
+        }
+        let e = Entry {
+            def,
             data: data.into(),
-            ts_ns,
+            ts: self.trace_clock.stamp(mono),
             cpu,
             comm: comm.into(),
         };
-        {
-            let mut r = self.ring.lock_ok();
-            // Producers stamp events with their own clocks (each bus its
-            // simulated time), but the kernel's ring stamps entries as they
-            // are recorded, so a reader never sees time go back: keep the
-            // ring's timestamps non-decreasing.
-            e.ts_ns = e.ts_ns.max(r.last_ts_ns);
-            r.last_ts_ns = e.ts_ns;
-            if !self.overwrite.load(Ordering::Relaxed) && r.would_overwrite(&e) {
-                r.overrun_dropped += 1;
-                return;
-            }
-            r.push(e);
+        // Producers stamp events with their own clocks (each bus its
+        // simulated time), but the kernel's ring stamps entries as they are
+        // recorded, so a reader never sees time go back: the buffer keeps
+        // each CPU's timestamps non-decreasing.
+        let overwrite = self.overwrite.load(Ordering::Relaxed);
+        if !self.bufs[cpu as usize].lock_ok().push(e, overwrite) {
+            return;
         }
         if self.pipe_readers.load(Ordering::Relaxed) > 0 {
             let ws: Vec<Waker> = self.wakers.lock_ok().iter().map(|w| w.1.clone()).collect();
@@ -536,10 +651,21 @@ impl Tracing {
         let mut b = self.buf.lock_ok();
         if !b.expanded {
             b.expanded = true;
-            b.pages = pages_for(DEFAULT_BUF_BYTES);
-            self.ring
-                .lock_ok()
-                .resize(b.pages * BUF_PAGE_SIZE * self.cpus);
+            for buf in &self.bufs {
+                buf.lock_ok().resize(pages_for(DEFAULT_BUF_BYTES));
+            }
+        }
+    }
+
+    /// Lock every CPU's buffer, in CPU order.
+    fn lock_all(&self) -> Vec<std::sync::MutexGuard<'_, CpuBuffer>> {
+        self.bufs.iter().map(|b| b.lock_ok()).collect()
+    }
+
+    /// Empty every buffer (`echo > trace`, a new trace clock).
+    fn clear_all(&self) {
+        for b in &self.bufs {
+            b.lock_ok().clear();
         }
     }
 
@@ -548,19 +674,31 @@ impl Tracing {
         self.on.load(Ordering::Relaxed)
     }
 
-    /// Entries in the buffer and entries written (in buffer + overwritten).
+    /// Entries in the buffers and entries written (in buffer + overwritten).
     pub fn counts(&self) -> (usize, u64) {
-        let r = self.ring.lock_ok();
-        (r.len(), r.len() as u64 + r.overrun)
+        self.bufs.iter().fold((0, 0), |(n, w), b| {
+            let b = b.lock_ok();
+            (n + b.len(), w + b.written())
+        })
     }
 
-    /// The text of the `trace` file.
-    pub fn trace_text(&self) -> String {
+    /// The text of the `trace` file: every CPU's entries merged in time
+    /// order, or one CPU's (`per_cpu/cpuN/trace`). The header counts all
+    /// CPUs either way, as the kernel's does.
+    pub fn trace_text(&self, cpu: Option<usize>) -> String {
         let irq = self.irq_info.load(Ordering::Relaxed);
-        let r = self.ring.lock_ok();
-        let mut s = ring::header(r.len(), r.len() as u64 + r.overrun, self.cpus, irq);
-        for e in r.iter() {
-            s.push_str(&e.line(irq));
+        let in_ns = self.trace_clock.in_ns();
+        let guards = self.lock_all();
+        let (n, w) = guards
+            .iter()
+            .fold((0, 0), |(n, w), b| (n + b.len(), w + b.written()));
+        let mut s = ring::header(n, w, self.cpus, irq);
+        let bufs: Vec<&CpuBuffer> = match cpu {
+            Some(c) => vec![&*guards[c]],
+            None => guards.iter().map(|g| &**g).collect(),
+        };
+        for e in ring::merged(&bufs) {
+            s.push_str(&e.line(irq, in_ns));
         }
         s
     }

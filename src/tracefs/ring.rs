@@ -1,5 +1,16 @@
-//! The trace buffer: a bounded ring of binary records that overwrites the
-//! oldest entries, and the text the `trace` and `trace_pipe` files make of it.
+//! The trace buffer, as the kernel's `kernel/trace/ring_buffer.c` lays it
+//! out: one buffer per CPU, each a list of 4 KiB sub-buffer pages (a 16-byte
+//! page header, then 4080 bytes of events). Entries are kept decoded for the
+//! text views (`trace`, `trace_pipe`), and every page's byte usage follows the
+//! kernel's rules (4-byte event headers, a length word for entries over 112
+//! bytes, an 8-byte time extend before an entry more than 2^27 clock units
+//! after the previous one), so pages fill, overwrite and serialise for
+//! `trace_pipe_raw` exactly where the kernel's would.
+//!
+//! `trace_pipe_raw` pages are what `events/header_page` and
+//! `events/header_event` describe: `u64 timestamp` (the first event's time),
+//! `local_t commit` (bytes of events, with the missed-events flags in bits 31
+//! and 30), then the events, each a `type_len:5, time_delta:27` word.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -7,10 +18,28 @@ use std::sync::Arc;
 
 use super::event::EventDef;
 
+/// Bytes of one sub-buffer page as `trace_pipe_raw` returns it.
+pub const PAGE_SIZE: usize = 4096;
+/// The page header: `u64 timestamp`, `local_t commit`.
+pub const PAGE_HDR: usize = 16;
 /// Usable bytes of a ring-buffer page (a 4 KiB sub-buffer minus its header).
-pub const BUF_PAGE_SIZE: usize = 4080;
+pub const BUF_PAGE_SIZE: usize = PAGE_SIZE - PAGE_HDR;
 /// The kernel's default per-CPU buffer request (`trace_buf_size`), bytes.
 pub const DEFAULT_BUF_BYTES: usize = 1_441_792;
+/// The largest entry (common header and fields) a page holds: the page less
+/// an event header with its length word (the kernel's `BUF_MAX_DATA_SIZE`).
+pub const MAX_ENTRY: usize = BUF_PAGE_SIZE - 8;
+/// `commit` flag: events were lost before this page.
+pub const MISSED_EVENTS: u64 = 1 << 31;
+/// `commit` flag: the count of lost events follows the data.
+pub const MISSED_STORED: u64 = 1 << 30;
+
+/// Deltas of this many clock units or more need a time extend.
+const TS_LIMIT: u64 = 1 << 27;
+/// Entries up to this size encode their length in `type_len`.
+const MAX_SMALL_DATA: usize = 28 * 4;
+const TYPE_TIME_EXTEND: u32 = 30;
+const TIME_EXTEND_LEN: usize = 8;
 
 /// One recorded event.
 pub struct Entry {
@@ -18,8 +47,8 @@ pub struct Entry {
     pub def: Arc<EventDef>,
     /// The raw entry: common header and fields.
     pub data: Box<[u8]>,
-    /// CLOCK_MONOTONIC nanoseconds.
-    pub ts_ns: u64,
+    /// The time in the units of the trace clock it was recorded with.
+    pub ts: u64,
     /// CPU that recorded it.
     pub cpu: u32,
     /// Task name.
@@ -27,37 +56,43 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// Bytes the entry takes in the ring: a 4-byte event header plus the
-    /// data rounded up to 4, plus a length word for larger entries.
+    /// Bytes the entry takes in a page: a 4-byte event header plus the
+    /// data rounded up to 4, plus a length word for entries over 112 bytes.
     pub fn cost(&self) -> usize {
         let d = self.data.len().div_ceil(4) * 4;
-        if d <= 112 {
+        if d <= MAX_SMALL_DATA {
             4 + d
         } else {
             8 + d
         }
     }
 
-    /// The trace line, newline included.
-    pub fn line(&self, irq_info: bool) -> String {
+    /// The trace line, newline included. `in_ns` says whether the trace
+    /// clock counts nanoseconds (printed as seconds.microseconds) or
+    /// something else (printed as a raw count), as `trace_print_time` does.
+    pub fn line(&self, irq_info: bool, in_ns: bool) -> String {
         let mut s = String::with_capacity(128);
         let pid = i32::from_le_bytes(self.data[4..8].try_into().unwrap());
         let comm: &str = if pid == 0 { "<idle>" } else { &self.comm };
         let _ = write!(s, "{comm:>16}-{pid:<7} [{:03}] ", self.cpu);
         if irq_info {
             s.push_str(&flags(self.data[2], self.data[3]));
-            s.push(' ');
         }
-        let _ = write!(
-            s,
-            "{:5}.{:06}: {}:",
-            self.ts_ns / 1_000_000_000,
-            (self.ts_ns % 1_000_000_000) / 1000,
-            self.def.name
-        );
-        self.def.render_line(&self.data, &mut s);
-        s.push('\n');
+        push_time(&mut s, self.ts, in_ns);
+        s.push_str(": ");
+        self.def.render_entry(&self.data, &mut s);
         s
+    }
+}
+
+/// `" %5lu.%06lu"` of a nanosecond time rounded to the nearest microsecond
+/// (the kernel's `ns2usecs`), or `" %12llu"` of a raw count.
+pub fn push_time(s: &mut String, ts: u64, in_ns: bool) {
+    if in_ns {
+        let us = ts.saturating_add(500) / 1000;
+        let _ = write!(s, " {:5}.{:06}", us / 1_000_000, us % 1_000_000);
+    } else {
+        let _ = write!(s, " {ts:12}");
     }
 }
 
@@ -100,105 +135,307 @@ fn flags(f: u8, pc: u8) -> String {
     format!("{irq}{resched}{ctx}{}{}", hex(pc & 0xf), hex(pc >> 4))
 }
 
-/// The ring.
-pub struct Ring {
+/// One sub-buffer page.
+#[derive(Default)]
+struct Page {
+    /// Entries not yet consumed, oldest first.
     entries: VecDeque<Entry>,
-    bytes: usize,
-    capacity: usize,
-    /// Entries lost to overwriting since the last clear.
-    pub overrun: u64,
-    /// Entries overwritten before a consuming reader saw them, not yet
-    /// reported by `trace_pipe`.
-    pub lost_unreported: u64,
-    /// Entries refused because the ring was full and `overwrite` was off.
-    pub overrun_dropped: u64,
-    /// Timestamp of the newest entry; later entries never go below it.
-    pub last_ts_ns: u64,
+    /// Bytes written to the page, consumed entries and time extends included.
+    used: usize,
+    /// Time of the newest entry written.
+    last_ts: u64,
 }
 
-impl Ring {
-    /// A ring holding `capacity` bytes.
-    pub fn new(capacity: usize) -> Ring {
-        Ring {
-            entries: VecDeque::new(),
-            bytes: 0,
-            capacity,
+impl Page {
+    /// Bytes `e` (at time `ts`) would take on this page, a time extend
+    /// included. The first entry of a page has delta 0 from the page's time.
+    fn need(&self, cost: usize, ts: u64) -> usize {
+        if self.used > 0 && ts - self.last_ts >= TS_LIMIT {
+            cost + TIME_EXTEND_LEN
+        } else {
+            cost
+        }
+    }
+}
+
+/// Counters of one CPU's buffer (`per_cpu/cpuN/stats`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Entries in the buffer.
+    pub entries: usize,
+    /// Entries lost to overwriting.
+    pub overrun: u64,
+    /// Bytes of unread entries.
+    pub bytes: usize,
+    /// Time of the oldest entry (0 when empty).
+    pub oldest_ts: u64,
+    /// Entries refused because the buffer was full and `overwrite` off.
+    pub dropped: u64,
+    /// Entries consumed by `trace_pipe` and `trace_pipe_raw`.
+    pub read: u64,
+}
+
+/// One CPU's buffer: a list of pages, the last one being written.
+pub struct CpuBuffer {
+    pages: VecDeque<Page>,
+    nr_pages: usize,
+    entries: usize,
+    overrun: u64,
+    /// Entries overwritten since the last consuming read (reported as
+    /// `[LOST N EVENTS]` and in a raw page's missed-events count).
+    lost_unread: u64,
+    dropped: u64,
+    read: u64,
+    last_ts: u64,
+}
+
+impl CpuBuffer {
+    /// A buffer of `nr_pages` pages (at least 2, as the kernel's).
+    pub fn new(nr_pages: usize) -> CpuBuffer {
+        CpuBuffer {
+            pages: VecDeque::new(),
+            nr_pages: nr_pages.max(2),
+            entries: 0,
             overrun: 0,
-            lost_unreported: 0,
-            overrun_dropped: 0,
-            last_ts_ns: 0,
+            lost_unread: 0,
+            dropped: 0,
+            read: 0,
+            last_ts: 0,
         }
     }
 
-    /// Whether appending `e` would overwrite older entries.
-    pub fn would_overwrite(&self, e: &Entry) -> bool {
-        self.bytes + e.cost() > self.capacity
+    /// Pages of data the buffer holds.
+    pub fn nr_pages(&self) -> usize {
+        self.nr_pages
     }
 
-    /// Change the capacity, dropping the oldest entries that no longer fit.
-    pub fn resize(&mut self, capacity: usize) {
-        self.capacity = capacity;
-        self.trim(0);
+    /// The time of the newest entry: later entries never go below it.
+    pub fn last_ts(&self) -> u64 {
+        self.last_ts
     }
 
-    fn trim(&mut self, extra: usize) {
-        while self.bytes + extra > self.capacity {
-            let Some(old) = self.entries.pop_front() else {
-                break;
-            };
-            self.bytes -= old.cost();
-            self.overrun += 1;
-            self.lost_unreported += 1;
+    /// Append `e`. When the pages are full the oldest page is overwritten,
+    /// or, with `overwrite` off, the entry is dropped. Returns whether it
+    /// was stored. An entry larger than [`MAX_ENTRY`] is never stored.
+    pub fn push(&mut self, mut e: Entry, overwrite: bool) -> bool {
+        if e.data.len() > MAX_ENTRY {
+            return false;
+        }
+        e.ts = e.ts.max(self.last_ts);
+        let cost = e.cost();
+        let fits = self
+            .pages
+            .back()
+            .is_some_and(|p| p.used + p.need(cost, e.ts) <= BUF_PAGE_SIZE);
+        if !fits {
+            if self.pages.len() >= self.nr_pages {
+                if !overwrite {
+                    self.dropped += 1;
+                    return false;
+                }
+                self.drop_oldest_page();
+            }
+            self.pages.push_back(Page::default());
+        }
+        let p = self.pages.back_mut().expect("a writer page");
+        p.used += p.need(cost, e.ts);
+        p.last_ts = e.ts;
+        self.last_ts = e.ts;
+        p.entries.push_back(e);
+        self.entries += 1;
+        true
+    }
+
+    fn drop_oldest_page(&mut self) {
+        if let Some(old) = self.pages.pop_front() {
+            let n = old.entries.len() as u64;
+            self.entries -= old.entries.len();
+            self.overrun += n;
+            self.lost_unread += n;
         }
     }
 
-    /// Append, overwriting the oldest entries when full. An entry larger than
-    /// the whole ring is dropped.
-    pub fn push(&mut self, e: Entry) {
-        let c = e.cost();
-        if c > self.capacity {
-            return;
+    /// Change the size, overwriting the oldest pages that no longer fit.
+    pub fn resize(&mut self, nr_pages: usize) {
+        self.nr_pages = nr_pages.max(2);
+        while self.pages.len() > self.nr_pages {
+            self.drop_oldest_page();
         }
-        self.trim(c);
-        self.bytes += c;
-        self.entries.push_back(e);
-    }
-
-    /// Remove the oldest entry (consuming read).
-    pub fn pop(&mut self) -> Option<Entry> {
-        let e = self.entries.pop_front()?;
-        self.bytes -= e.cost();
-        Some(e)
-    }
-
-    /// Put an entry back at the front (a consuming read that did not fit).
-    pub fn unpop(&mut self, e: Entry) {
-        self.bytes += e.cost();
-        self.entries.push_front(e);
     }
 
     /// Entries in the buffer.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.entries
     }
 
-    /// Whether the ring is empty.
+    /// Whether the buffer holds no entry.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entries == 0
+    }
+
+    /// Entries lost to overwriting since the last clear.
+    pub fn overrun(&self) -> u64 {
+        self.overrun
+    }
+
+    /// Entries ever written and not cleared: in the buffer plus overwritten.
+    pub fn written(&self) -> u64 {
+        self.entries as u64 + self.overrun
+    }
+
+    /// The oldest entry, without consuming it.
+    pub fn peek(&self) -> Option<&Entry> {
+        self.pages.iter().find_map(|p| p.entries.front())
     }
 
     /// Iterate oldest first.
     pub fn iter(&self) -> impl Iterator<Item = &Entry> {
-        self.entries.iter()
+        self.pages.iter().flat_map(|p| p.entries.iter())
+    }
+
+    /// Entries overwritten since the last consuming read, reset to 0.
+    pub fn take_lost(&mut self) -> u64 {
+        std::mem::take(&mut self.lost_unread)
+    }
+
+    /// Give back a count taken with [`CpuBuffer::take_lost`] that could not
+    /// be reported yet.
+    pub fn restore_lost(&mut self, n: u64) {
+        self.lost_unread += n;
+    }
+
+    /// Consume the oldest entry (`trace_pipe`). A page emptied by the reader
+    /// is freed unless the writer is still on it.
+    pub fn pop(&mut self) -> Option<Entry> {
+        loop {
+            let writer = self.pages.len() == 1;
+            let p = self.pages.front_mut()?;
+            if let Some(e) = p.entries.pop_front() {
+                if p.entries.is_empty() && !writer {
+                    self.pages.pop_front();
+                }
+                self.entries -= 1;
+                self.read += 1;
+                return Some(e);
+            }
+            if writer {
+                return None;
+            }
+            self.pages.pop_front();
+        }
+    }
+
+    /// Consume the oldest page as `trace_pipe_raw` returns it: a
+    /// [`PAGE_SIZE`] page holding the unread entries of the oldest page that
+    /// fit in `len` bytes (a short read takes fewer), with deltas from the
+    /// first one, zeros after the data, and the missed-events flags and count
+    /// when entries were overwritten since the last read. `None` when there
+    /// is nothing to read or `len` cannot hold a page header and an entry.
+    pub fn read_page(&mut self, len: usize) -> Option<Vec<u8>> {
+        if len <= PAGE_HDR {
+            return None;
+        }
+        let room = (len - PAGE_HDR).min(BUF_PAGE_SIZE);
+        while self
+            .pages
+            .front()
+            .is_some_and(|p| p.entries.is_empty() && self.pages.len() > 1)
+        {
+            self.pages.pop_front();
+        }
+        let writer = self.pages.len() == 1;
+        let p = self.pages.front_mut()?;
+        let first_ts = p.entries.front()?.ts;
+        let mut out = vec![0u8; PAGE_SIZE];
+        let mut off = PAGE_HDR;
+        let mut prev = first_ts;
+        let mut taken = 0;
+        while let Some(e) = p.entries.front() {
+            let delta = e.ts - prev;
+            let extend = if delta >= TS_LIMIT {
+                TIME_EXTEND_LEN
+            } else {
+                0
+            };
+            if off - PAGE_HDR + extend + e.cost() > room {
+                break;
+            }
+            let e = p.entries.pop_front().expect("peeked");
+            let mut delta = delta;
+            if extend > 0 {
+                put_u32(
+                    &mut out,
+                    off,
+                    TYPE_TIME_EXTEND | ((delta as u32 & 0x7ff_ffff) << 5),
+                );
+                put_u32(&mut out, off + 4, (delta >> 27) as u32);
+                off += TIME_EXTEND_LEN;
+                delta = 0;
+            }
+            off = encode_event(&mut out, off, &e.data, delta as u32);
+            prev = e.ts;
+            taken += 1;
+        }
+        if taken == 0 {
+            return None;
+        }
+        if p.entries.is_empty() && !writer {
+            self.pages.pop_front();
+        }
+        self.entries -= taken;
+        self.read += taken as u64;
+        let mut commit = (off - PAGE_HDR) as u64;
+        let lost = self.take_lost();
+        if lost > 0 {
+            commit |= MISSED_EVENTS;
+            if off + 8 <= PAGE_SIZE {
+                out[off..off + 8].copy_from_slice(&lost.to_le_bytes());
+                commit |= MISSED_STORED;
+            }
+        }
+        out[0..8].copy_from_slice(&first_ts.to_le_bytes());
+        out[8..16].copy_from_slice(&commit.to_le_bytes());
+        Some(out)
+    }
+
+    /// The counters and the unread bytes.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            entries: self.entries,
+            overrun: self.overrun,
+            bytes: self.iter().map(Entry::cost).sum(),
+            oldest_ts: self.peek().map_or(0, |e| e.ts),
+            dropped: self.dropped,
+            read: self.read,
+        }
     }
 
     /// Drop everything and reset the counters (`echo > trace`).
     pub fn clear(&mut self) {
-        self.entries.clear();
-        self.bytes = 0;
-        self.overrun = 0;
-        self.lost_unreported = 0;
+        let nr = self.nr_pages;
+        *self = CpuBuffer::new(nr);
     }
+}
+
+fn put_u32(out: &mut [u8], off: usize, v: u32) {
+    out[off..off + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Write one event (header, length word for large entries, data) at `off`;
+/// returns the offset after it.
+fn encode_event(out: &mut [u8], off: usize, data: &[u8], delta: u32) -> usize {
+    let d = data.len().div_ceil(4) * 4;
+    let ts = (delta & 0x7ff_ffff) << 5;
+    let body = if d <= MAX_SMALL_DATA {
+        put_u32(out, off, ts | (d / 4) as u32);
+        off + 4
+    } else {
+        put_u32(out, off, ts);
+        put_u32(out, off + 4, (d + 4) as u32);
+        off + 8
+    };
+    out[body..body + data.len()].copy_from_slice(data);
+    body + d
 }
 
 /// The `trace` header of the nop tracer.
@@ -225,6 +462,23 @@ pub fn header(in_buffer: usize, written: u64, cpus: usize, irq_info: bool) -> St
         s.push_str("#              | |         |         |         |\n");
     }
     s
+}
+
+/// Merge per-CPU sequences in time order (ties go to the lower CPU), as
+/// the kernel's iterator does for `trace` and `trace_pipe`.
+pub fn merged<'a>(bufs: &'a [&'a CpuBuffer]) -> impl Iterator<Item = &'a Entry> + 'a {
+    let mut its: Vec<_> = bufs.iter().map(|b| b.iter().peekable()).collect();
+    std::iter::from_fn(move || {
+        let mut best: Option<(usize, u64)> = None;
+        for (i, it) in its.iter_mut().enumerate() {
+            if let Some(e) = it.peek() {
+                if best.map_or(true, |(_, ts)| e.ts < ts) {
+                    best = Some((i, e.ts));
+                }
+            }
+        }
+        its[best?.0].next()
+    })
 }
 
 #[cfg(test)]
@@ -263,6 +517,26 @@ mod tests {
         )
     }
 
+    fn entry(def: &Arc<EventDef>, i: i64, ts: u64, name: &str) -> Entry {
+        let comm = if i == 1 { "c" } else { "a" };
+        Entry {
+            def: def.clone(),
+            data: def
+                .encode(
+                    1,
+                    &[
+                        FieldValue::Str(name),
+                        FieldValue::Int(i),
+                        FieldValue::Int(0),
+                    ],
+                )
+                .into(),
+            ts,
+            cpu: 0,
+            comm: comm.into(),
+        }
+    }
+
     #[test]
     fn line_matches_the_kernel() {
         let def = exec_def();
@@ -274,50 +548,161 @@ mod tests {
                 FieldValue::Int(12241),
             ],
         );
-        let e = Entry {
+        let mut e = Entry {
             def,
             data: data.into(),
-            ts_ns: 896_850_062_345,
+            ts: 896_850_062_345,
             cpu: 1,
             comm: "true".into(),
         };
         assert_eq!(
-            e.line(true),
+            e.line(true, true),
             "            true-12241   [001] .....   896.850062: sched_process_exec: filename=/bin/true pid=12241 old_pid=12241\n"
         );
+        // Without irq-info the time keeps its leading space (measured:
+        // "[000]   2614.700485: tracing_mark_write: hello").
+        assert!(e
+            .line(false, true)
+            .starts_with("            true-12241   [001]    896.850062: "));
+        // ns2usecs rounds to the nearest microsecond.
+        e.ts = 1_999_999_600;
+        assert!(e.line(false, true).contains("[001]      2.000000: "));
+        // Clocks that do not count nanoseconds print the raw count.
+        e.ts = 42;
+        assert!(e.line(false, false).contains("[001]            42: "));
         assert_eq!(flags(0x01 | 0x08, 2), "d.h2.");
         assert_eq!(flags(0x01 | 0x80 | 0x04 | 0x20 | 0x10, 0x12), "DNs21");
     }
 
     #[test]
-    fn ring_overwrites_oldest() {
+    fn full_pages_are_overwritten_oldest_first() {
         let def = exec_def();
-        let mk = |i: i64| Entry {
-            def: def.clone(),
-            data: def
-                .encode(
-                    1,
-                    &[FieldValue::Str("x"), FieldValue::Int(i), FieldValue::Int(0)],
-                )
-                .into(),
-            ts_ns: i as u64,
-            cpu: 0,
-            comm: "c".into(),
-        };
-        let cost = mk(0).cost();
-        let mut r = Ring::new(cost * 3);
-        for i in 0..5 {
-            r.push(mk(i));
+        let cost = entry(&def, 0, 0, "x").cost();
+        let per_page = BUF_PAGE_SIZE / cost;
+        let mut b = CpuBuffer::new(2);
+        for i in 0..(3 * per_page) as i64 {
+            assert!(b.push(entry(&def, i, i as u64, "x"), true));
         }
-        assert_eq!(r.len(), 3);
-        assert_eq!(r.overrun, 2);
-        let first: Vec<u64> = r.iter().map(|e| e.ts_ns).collect();
-        assert_eq!(first, vec![2, 3, 4]);
-        r.resize(cost);
-        assert_eq!(r.len(), 1);
-        assert_eq!(r.iter().next().unwrap().ts_ns, 4);
-        r.clear();
-        assert!(r.is_empty());
-        assert_eq!(r.overrun, 0);
+        // Two pages stay; the first page's entries were overwritten.
+        assert_eq!(b.len(), 2 * per_page);
+        assert_eq!(b.overrun(), per_page as u64);
+        assert_eq!(b.written(), 3 * per_page as u64);
+        assert_eq!(b.peek().unwrap().ts, per_page as u64);
+        // With overwrite off a full buffer drops new entries instead.
+        assert!(!b.push(entry(&def, 0, 10_000, "x"), false));
+        assert_eq!(b.stats().dropped, 1);
+        b.resize(1);
+        assert_eq!(b.nr_pages(), 2);
+        b.clear();
+        assert!(b.is_empty());
+        assert_eq!(b.overrun(), 0);
+    }
+
+    fn u32_at(p: &[u8], off: usize) -> u32 {
+        u32::from_le_bytes(p[off..off + 4].try_into().unwrap())
+    }
+
+    #[test]
+    fn raw_pages_have_the_kernel_layout() {
+        let def = exec_def();
+        let mut b = CpuBuffer::new(4);
+        let e0 = entry(&def, 1, 1000, "a");
+        let small = e0.data.len();
+        b.push(e0, true);
+        b.push(entry(&def, 2, 1500, "b"), true);
+        // 2^27 units later: a time extend first.
+        b.push(entry(&def, 3, 1500 + (1 << 27) + 7, "c"), true);
+        // A large entry gets a length word.
+        b.push(entry(&def, 4, 1600 + (1 << 27), &"z".repeat(200)), true);
+        let p = b.read_page(PAGE_SIZE).unwrap();
+        assert_eq!(p.len(), PAGE_SIZE);
+        assert_eq!(u64::from_le_bytes(p[0..8].try_into().unwrap()), 1000);
+        let commit = u64::from_le_bytes(p[8..16].try_into().unwrap()) as usize;
+        let d = small.div_ceil(4) * 4;
+        // First event: delta 0, type_len = words.
+        assert_eq!(u32_at(&p, 16), (d / 4) as u32);
+        let second = 16 + 4 + d;
+        assert_eq!(u32_at(&p, second), (500 << 5) | (d / 4) as u32);
+        let ext = second + 4 + d;
+        let delta = (1u64 << 27) + 7;
+        assert_eq!(u32_at(&p, ext), 30 | (((delta & 0x7ff_ffff) as u32) << 5));
+        assert_eq!(u32_at(&p, ext + 4), (delta >> 27) as u32);
+        assert_eq!(u32_at(&p, ext + 8), (d / 4) as u32);
+        let big = ext + 12 + d;
+        assert_eq!(u32_at(&p, big) & 0x1f, 0);
+        assert_eq!(u32_at(&p, big) >> 5, 93);
+        let len = u32_at(&p, big + 4) as usize;
+        assert!(len > 112 + 4);
+        assert_eq!(commit, big + 4 + len - 16);
+        assert!(p[16 + commit..].iter().all(|&b| b == 0));
+        assert!(b.is_empty());
+        assert!(b.read_page(PAGE_SIZE).is_none());
+        assert_eq!(b.stats().read, 4);
+    }
+
+    #[test]
+    fn raw_pages_report_missed_events() {
+        let def = exec_def();
+        let cost = entry(&def, 0, 0, "x").cost();
+        let per_page = BUF_PAGE_SIZE / cost;
+        let mut b = CpuBuffer::new(2);
+        for i in 0..(3 * per_page) as u64 {
+            b.push(entry(&def, 0, i, "x"), true);
+        }
+        let p = b.read_page(PAGE_SIZE).unwrap();
+        let commit = u64::from_le_bytes(p[8..16].try_into().unwrap());
+        assert_ne!(commit & MISSED_EVENTS, 0);
+        assert_ne!(commit & MISSED_STORED, 0);
+        let size = (commit & 0xffff) as usize;
+        // A full page: the data ends where the next entry no longer fit.
+        assert_eq!(size, per_page * cost);
+        let lost = u64::from_le_bytes(p[16 + size..24 + size].try_into().unwrap());
+        assert_eq!(lost, per_page as u64);
+        // The next page has no flags.
+        let p = b.read_page(PAGE_SIZE).unwrap();
+        assert_eq!(u64::from_le_bytes(p[8..16].try_into().unwrap()) >> 30, 0);
+    }
+
+    #[test]
+    fn short_reads_take_what_fits_and_the_writer_page_stays() {
+        let def = exec_def();
+        let mut b = CpuBuffer::new(2);
+        let cost = entry(&def, 0, 0, "x").cost();
+        for i in 0..3 {
+            b.push(entry(&def, 0, i, "x"), true);
+        }
+        let p = b.read_page(PAGE_HDR + cost + 1).unwrap();
+        assert_eq!(
+            u64::from_le_bytes(p[8..16].try_into().unwrap()),
+            cost as u64
+        );
+        assert_eq!(b.len(), 2);
+        assert!(b.read_page(PAGE_HDR).is_none());
+        // The writer page keeps its bytes: a consumed page is not reused.
+        b.pop();
+        b.pop();
+        assert!(b.is_empty());
+        b.push(entry(&def, 0, 5, "x"), true);
+        assert_eq!(b.len(), 1);
+        assert_eq!(b.pop().unwrap().ts, 5);
+    }
+
+    #[test]
+    fn merge_is_by_time_then_cpu() {
+        let def = exec_def();
+        let mut a = CpuBuffer::new(2);
+        let mut c = CpuBuffer::new(2);
+        for ts in [1, 4, 6] {
+            a.push(entry(&def, 0, ts, "a"), true);
+        }
+        for ts in [2, 4, 5] {
+            c.push(entry(&def, 1, ts, "c"), true);
+        }
+        let bufs = [&a, &c];
+        let got: Vec<(u64, &str)> = merged(&bufs).map(|e| (e.ts, &*e.comm)).collect();
+        assert_eq!(
+            got,
+            vec![(1, "a"), (2, "c"), (4, "a"), (4, "c"), (5, "c"), (6, "a")]
+        );
     }
 }

@@ -1,0 +1,304 @@
+//! The consuming readers and the per-CPU view of the buffers:
+//! `trace_pipe` (all CPUs merged in time order), and `per_cpu/cpuN/` with
+//! `trace`, `trace_pipe`, `trace_pipe_raw` (binary pages), `stats` and
+//! `buffer_size_kb`, as in the kernel's `kernel/trace/trace.c`.
+//!
+//! Every read that finds nothing answers EAGAIN; the frontend then parks a
+//! blocking reader until [`Tracing::store`] wakes it, or returns EAGAIN to an
+//! `O_NONBLOCK` one, as the kernel's `wait_on_pipe` and `O_NONBLOCK` do.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use super::files::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
+use super::parse::kstrtoul;
+use super::ring::{CpuBuffer, BUF_PAGE_SIZE, PAGE_SIZE};
+use super::Tracing;
+use crate::errno::{Errno, SysResult};
+use crate::sync::LockExt;
+use crate::vfs::{Caller, FileNode, NodeKind, OpenFile, OpenFlags, Tree, Waker, POLL_READABLE};
+
+/// At most one page of text per `trace_pipe` read.
+const PIPE_CHUNK: usize = 4096;
+
+/// Which buffers a reader reads.
+#[derive(Clone, Copy)]
+enum Cpus {
+    All,
+    One(usize),
+}
+
+/// How a consuming reader hands out what it takes.
+#[derive(Clone, Copy)]
+enum Form {
+    /// Trace lines (`trace_pipe`).
+    Text,
+    /// Binary pages (`trace_pipe_raw`).
+    Raw,
+}
+
+/// `trace_pipe` or `trace_pipe_raw`.
+struct PipeNode {
+    t: Arc<Tracing>,
+    cpus: Cpus,
+    form: Form,
+}
+
+struct PipeState {
+    /// Bytes taken from the buffer and not yet returned: the rest of a
+    /// text chunk, or of a raw page read in parts.
+    pending: Vec<u8>,
+    pos: usize,
+    read_any: bool,
+}
+
+struct PipeOpen {
+    t: Arc<Tracing>,
+    cpus: Cpus,
+    form: Form,
+    id: u64,
+    st: Mutex<PipeState>,
+}
+
+impl FileNode for PipeNode {
+    fn mode(&self) -> u32 {
+        MODE_READ
+    }
+    fn open(&self, _flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
+        self.t.pipe_readers.fetch_add(1, Ordering::SeqCst);
+        Ok(Arc::new(PipeOpen {
+            t: self.t.clone(),
+            cpus: self.cpus,
+            form: self.form,
+            id: self.t.next_waker.fetch_add(1, Ordering::Relaxed),
+            st: Mutex::new(PipeState {
+                pending: Vec::new(),
+                pos: 0,
+                read_any: false,
+            }),
+        }))
+    }
+}
+
+impl PipeOpen {
+    /// The buffers this reader reads, locked in CPU order.
+    fn lock(&self) -> Vec<std::sync::MutexGuard<'_, CpuBuffer>> {
+        match self.cpus {
+            Cpus::All => self.t.lock_all(),
+            Cpus::One(c) => vec![self.t.bufs[c].lock_ok()],
+        }
+    }
+
+    /// Take up to `limit` bytes of trace lines, oldest first across CPUs,
+    /// with a `CPU:N [LOST M EVENTS]` line before a CPU's first entry after
+    /// it lost some.
+    fn take_text(&self, limit: usize) -> String {
+        let irq = self.t.irq_info.load(Ordering::Relaxed);
+        let in_ns = self.t.trace_clock.in_ns();
+        let mut bufs = self.lock();
+        let mut out = String::new();
+        loop {
+            let next = bufs
+                .iter()
+                .enumerate()
+                .filter_map(|(i, b)| b.peek().map(|e| (i, e.ts)))
+                .min_by_key(|&(i, ts)| (ts, i));
+            let Some((i, _)) = next else { break };
+            let b = &mut bufs[i];
+            let lost = b.take_lost();
+            let e = b.peek().expect("peeked");
+            let mut line = String::new();
+            if lost > 0 {
+                let _ = writeln!(line, "CPU:{} [LOST {lost} EVENTS]", e.cpu);
+            }
+            line.push_str(&e.line(irq, in_ns));
+            if !out.is_empty() && out.len() + line.len() > limit {
+                if lost > 0 {
+                    // Report it with the entry, on the next read.
+                    b.restore_lost(lost);
+                }
+                break;
+            }
+            b.pop();
+            out.push_str(&line);
+            if out.len() >= limit {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Take one page of CPU `c`'s buffer (`len` bytes at most of it).
+    fn take_page(&self, len: usize) -> Option<Vec<u8>> {
+        let Cpus::One(c) = self.cpus else {
+            return None;
+        };
+        self.t.bufs[c].lock_ok().read_page(len)
+    }
+
+    fn has_data(&self) -> bool {
+        self.lock().iter().any(|b| !b.is_empty())
+    }
+}
+
+impl OpenFile for PipeOpen {
+    fn read(&self, _offset: u64, size: u32) -> SysResult<Vec<u8>> {
+        let size = size as usize;
+        let mut st = self.st.lock_ok();
+        if st.pos < st.pending.len() {
+            let n = size.min(st.pending.len() - st.pos);
+            let out = st.pending[st.pos..st.pos + n].to_vec();
+            st.pos += n;
+            return Ok(out);
+        }
+        let taken = match self.form {
+            Form::Text => Some(self.take_text(size.min(PIPE_CHUNK)).into_bytes()),
+            Form::Raw => self.take_page(size.min(PAGE_SIZE)),
+        };
+        let out = match taken {
+            Some(o) if !o.is_empty() => o,
+            _ => {
+                // Like tracing_wait_pipe: with tracing off, a text reader
+                // that already got something sees end of file.
+                if matches!(self.form, Form::Text) && !self.t.tracing_on() && st.read_any {
+                    return Ok(Vec::new());
+                }
+                return Err(Errno::EAGAIN);
+            }
+        };
+        st.read_any = true;
+        if out.len() > size {
+            st.pending = out;
+            st.pos = size;
+            return Ok(st.pending[..size].to_vec());
+        }
+        st.pending.clear();
+        st.pos = 0;
+        Ok(out)
+    }
+    fn poll(&self) -> u32 {
+        let pending = {
+            let st = self.st.lock_ok();
+            st.pos < st.pending.len()
+        };
+        if pending || self.has_data() {
+            POLL_READABLE
+        } else {
+            0
+        }
+    }
+    fn set_waker(&self, waker: Waker) {
+        self.t.wakers.lock_ok().push((self.id, waker));
+    }
+    fn is_stream(&self) -> bool {
+        true
+    }
+    fn release(&self) {
+        self.t.wakers.lock_ok().retain(|w| w.0 != self.id);
+        self.t.pipe_readers.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Tracing {
+    /// `per_cpu/cpuN/stats`.
+    fn stats_text(&self, cpu: usize) -> String {
+        let st = self.bufs[cpu].lock_ok().stats();
+        let in_ns = self.trace_clock.in_ns();
+        let mut s = String::new();
+        let _ = writeln!(s, "entries: {}", st.entries);
+        let _ = writeln!(s, "overrun: {}", st.overrun);
+        s.push_str("commit overrun: 0\n");
+        let _ = writeln!(s, "bytes: {}", st.bytes);
+        let time = |s: &mut String, label: &str, t: u64| {
+            if in_ns {
+                let us = t.saturating_add(500) / 1000;
+                let _ = writeln!(s, "{label}{:5}.{:06}", us / 1_000_000, us % 1_000_000);
+            } else {
+                let _ = writeln!(s, "{label}{t}");
+            }
+        };
+        time(&mut s, "oldest event ts: ", st.oldest_ts);
+        time(&mut s, "now ts: ", self.trace_clock.now());
+        let _ = writeln!(s, "dropped events: {}", st.dropped);
+        let _ = writeln!(s, "read events: {}", st.read);
+        s
+    }
+
+    /// A buffer size in KiB as `buffer_size_kb` shows it.
+    pub(super) fn kb_of(pages: usize) -> usize {
+        pages * BUF_PAGE_SIZE / 1024
+    }
+
+    /// Resize one CPU's buffer (or every one) to hold `kb` KiB.
+    pub(super) fn set_buffer_kb(&self, cpu: Option<usize>, data: &[u8]) -> SysResult<u32> {
+        let kb = kstrtoul(data)? as usize;
+        if kb == 0 {
+            return Err(Errno::EINVAL);
+        }
+        if kb > 1 << 20 {
+            return Err(Errno::ENOMEM);
+        }
+        self.buf.lock_ok().expanded = true;
+        let pages = (kb * 1024).div_ceil(BUF_PAGE_SIZE).max(2);
+        match cpu {
+            Some(c) => self.bufs[c].lock_ok().resize(pages),
+            None => {
+                for b in &self.bufs {
+                    b.lock_ok().resize(pages);
+                }
+            }
+        }
+        Ok(data.len() as u32)
+    }
+}
+
+/// `trace_pipe` and `per_cpu/`.
+pub(crate) fn install(t: &Arc<Tracing>, tree: &Tree) {
+    let pipe = |cpus, form| {
+        NodeKind::File(Arc::new(PipeNode {
+            t: t.clone(),
+            cpus,
+            form,
+        }))
+    };
+    tree.add("tracing/trace_pipe", pipe(Cpus::All, Form::Text), MODE_READ);
+    tree.add("tracing/per_cpu", NodeKind::Dir, 0o750);
+    for cpu in 0..t.bufs.len() {
+        let dir = format!("tracing/per_cpu/cpu{cpu}");
+        tree.add(&dir, NodeKind::Dir, 0o750);
+        let (tr, tc) = (t.clone(), t.clone());
+        add_ctl(
+            tree,
+            &format!("{dir}/trace"),
+            Ctl::new(MODE_WRITE)
+                .rs(move || tr.trace_text(Some(cpu)))
+                .w(|data, _| Ok(data.len() as u32))
+                .t(move || tc.bufs[cpu].lock_ok().clear()),
+        );
+        tree.add(
+            &format!("{dir}/trace_pipe"),
+            pipe(Cpus::One(cpu), Form::Text),
+            MODE_READ,
+        );
+        tree.add(
+            &format!("{dir}/trace_pipe_raw"),
+            pipe(Cpus::One(cpu), Form::Raw),
+            MODE_READ,
+        );
+        let tr = t.clone();
+        add_ctl(
+            tree,
+            &format!("{dir}/stats"),
+            Ctl::new(MODE_READ).rs(move || tr.stats_text(cpu)),
+        );
+        let (tr, tw) = (t.clone(), t.clone());
+        add_ctl(
+            tree,
+            &format!("{dir}/buffer_size_kb"),
+            Ctl::new(MODE_WRITE)
+                .rs(move || format!("{}\n", Tracing::kb_of(tr.bufs[cpu].lock_ok().nr_pages())))
+                .w(move |data, _| tw.set_buffer_kb(Some(cpu), data)),
+        );
+    }
+}
