@@ -1,0 +1,347 @@
+//! trace-cmd and a C reader on the per-CPU buffers, through the real mount:
+//! `trace_pipe_raw` pages checked byte by byte against what `cat trace`
+//! shows, `trace-cmd extract` + `report` against `cat trace` for the same
+//! events, `trace-cmd record` of USB and configured events, `trace-cmd
+//! stream`, `trace_marker` and `trace_clock`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{compile_c, Mount, HANG};
+
+/// A configured event with a number and a string, for injecting known
+/// values.
+const TICK: &str = r#"
+tracing:
+  events:
+    - system: myapp
+      name: tick
+      fields:
+        - {name: count, type: u32}
+        - {name: msg, type: "__data_loc char[]"}
+      format: '"count=%u msg=%s", REC->count, __get_str(msg)'
+"#;
+
+/// The default simulators plus [`TICK`].
+fn default_with_tick() -> String {
+    let base =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/default.yaml"))
+            .unwrap();
+    format!("{base}\n{TICK}")
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism().unwrap().get()
+}
+
+/// Run `args` through scripts/trace-ns on `m`, asserting success.
+fn trace_ns(m: &Mount, args: &[&str]) -> String {
+    let ns = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/trace-ns");
+    let o = Command::new(ns)
+        .arg(m.root())
+        .arg("--")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{args:?}: {}\nlog:\n{}",
+        String::from_utf8_lossy(&o.stderr),
+        m.log_text()
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// `count` → trace line time (µs) of each `myapp:tick` line in `trace`.
+fn tick_times(trace: &str) -> BTreeMap<u32, u64> {
+    let mut out = BTreeMap::new();
+    for l in trace.lines().filter(|l| l.contains(": tick: count=")) {
+        let ts = l.split("]").nth(1).unwrap().split(':').next().unwrap();
+        let ts = ts.split_whitespace().last().unwrap();
+        let (s, us) = ts.split_once('.').unwrap();
+        let t = s.parse::<u64>().unwrap() * 1_000_000 + us.parse::<u64>().unwrap();
+        let count = l.split("count=").nth(1).unwrap().split(' ').next().unwrap();
+        out.insert(count.parse().unwrap(), t);
+    }
+    out
+}
+
+/// Inject `myapp:tick` events `from..=to` with a pause of `pause` between
+/// batches of 50 (long pauses make time extends).
+fn inject(m: &Mount, from: u32, to: u32, pause: &str) {
+    m.sh_ok(&format!(
+        "for i in $(seq {from} {to}); do echo \"count=$i msg=\\\"m$i\\\"\" > tracing/events/myapp/tick/inject; \
+         [ $((i % 50)) = 0 ] && sleep {pause}; done; true"
+    ));
+}
+
+#[test]
+fn trace_pipe_raw_pages_decode_to_what_trace_shows() {
+    let m = Mount::with_config(TICK);
+    let raw = compile_c("trace_raw", m.dir.path());
+    m.sh_ok("echo 1 > tracing/events/myapp/tick/enable");
+    // 0.2 s pauses are beyond 2^27 ns: entries after them need time extends.
+    inject(&m, 1, 300, "0.2");
+    let trace = m.sh_ok("cat tracing/trace");
+    let want = tick_times(&trace);
+    assert_eq!(want.len(), 300, "{trace}");
+    let o = Command::new(&raw)
+        .arg(m.path("tracing"))
+        .arg(cpus().to_string())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8(o.stdout).unwrap();
+    let summary = out.lines().last().unwrap();
+    let id: u32 = m
+        .sh_ok("cat tracing/events/myapp/tick/id")
+        .trim()
+        .parse()
+        .unwrap();
+    let mut got = BTreeMap::new();
+    for l in out.lines().filter(|l| !l.starts_with("pages=")) {
+        let f: Vec<u64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
+        assert_eq!(f[2], id as u64, "{l}");
+        // The trace file rounds to the nearest microsecond.
+        got.insert(f[4] as u32, (f[1] + 500) / 1000);
+    }
+    assert_eq!(got, want, "{summary}");
+    assert!(summary.contains("events=300 "), "{summary}");
+    assert!(summary.ends_with("missed=0"), "{summary}");
+    eprintln!("trace_pipe_raw: {summary}");
+    // Consumed: the buffers are empty (read entries count as neither, as
+    // measured on the real tracefs) and the stats count what was read.
+    let trace = m.sh_ok("cat tracing/trace");
+    assert!(
+        trace.contains("entries-in-buffer/entries-written: 0/0 "),
+        "{trace}"
+    );
+    let read: u64 = (0..cpus())
+        .map(|c| {
+            let s = m.sh_ok(&format!("cat tracing/per_cpu/cpu{c}/stats"));
+            let r = s.lines().find(|l| l.starts_with("read events: ")).unwrap();
+            r[13..].parse::<u64>().unwrap()
+        })
+        .sum();
+    assert_eq!(read, 300);
+}
+
+#[test]
+fn trace_pipe_raw_blocks_until_a_page_has_data() {
+    let m = Mount::with_config(TICK);
+    m.sh_ok("echo 1 > tracing/events/myapp/tick/enable");
+    let mut cats: Vec<std::process::Child> = (0..cpus())
+        .map(|c| {
+            Command::new("dd")
+                .arg(format!(
+                    "if={}",
+                    m.path(&format!("tracing/per_cpu/cpu{c}/trace_pipe_raw"))
+                        .display()
+                ))
+                .args(["bs=4096", "count=1", "status=none"])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in &cats {
+        common::wait_blocked(c.id());
+    }
+    // Keep injecting until every blocked reader got a page: each CPU's
+    // reader needs an event recorded on its CPU.
+    let deadline = Instant::now() + HANG;
+    let mut n = 0;
+    while cats.iter_mut().any(|c| c.try_wait().unwrap().is_none()) {
+        assert!(Instant::now() < deadline, "a reader never got its page");
+        n += 1;
+        inject(&m, n, n, "0");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for c in cats {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success());
+        assert_eq!(o.stdout.len(), 4096);
+    }
+}
+
+/// Lines of `trace` (irq-info off) and `trace-cmd report`, with white
+/// space collapsed and trace-cmd's `cpus=N` line dropped.
+fn normalise(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("cpus=") && !l.is_empty())
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+#[test]
+fn trace_cmd_extract_and_report_show_what_trace_shows() {
+    let m = Mount::with_config(&default_with_tick());
+    trace_ns(&m, &["trace-cmd", "start", "-e", "usb", "-e", "myapp:tick"]);
+    inject(&m, 1, 20, "0");
+    m.sh_ok("echo hello > tracing/trace_marker");
+    // However long the first URBs take to come.
+    let deadline = Instant::now() + HANG;
+    while !m.sh_ok("cat tracing/trace").contains("usb_urb_complete") {
+        assert!(Instant::now() < deadline, "no URB came");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    m.sh_ok("echo 0 > tracing/tracing_on; echo 0 > tracing/options/irq-info");
+    let trace = m.sh_ok("cat tracing/trace");
+    let dat = m.dir.path().join("x.dat");
+    trace_ns(&m, &["trace-cmd", "extract", "-o", dat.to_str().unwrap()]);
+    let report = Command::new("trace-cmd")
+        .args(["report", "-i", dat.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(report.status.success());
+    let report = String::from_utf8(report.stdout).unwrap();
+    let (a, b) = (normalise(&trace), normalise(&report));
+    // trace-cmd shows ftrace:print as "print: tracing_mark_write: ...".
+    let b: Vec<String> = b
+        .into_iter()
+        .map(|l| l.replace(": print: tracing_mark_write:", ": tracing_mark_write:"))
+        .collect();
+    assert!(a.len() > 21, "{trace}");
+    assert_eq!(a, b, "trace:\n{trace}\nreport:\n{report}");
+    assert_eq!(tick_times(&trace).len(), 20);
+    assert!(trace.contains(": tracing_mark_write: hello\n"), "{trace}");
+}
+
+#[test]
+fn trace_cmd_record_gets_every_event() {
+    let m = Mount::with_config(&default_with_tick());
+    let dat = m.dir.path().join("rec.dat");
+    let script = "for i in $(seq 1 200); do echo \"count=$i msg=\\\"r$i\\\"\" > \
+                  /sys/kernel/tracing/events/myapp/tick/inject; done; sleep 1";
+    trace_ns(
+        &m,
+        &[
+            "trace-cmd",
+            "record",
+            "-o",
+            dat.to_str().unwrap(),
+            "-e",
+            "usb",
+            "-e",
+            "myapp:tick",
+            "sh",
+            "-c",
+            script,
+        ],
+    );
+    let report = Command::new("trace-cmd")
+        .args(["report", "-i", dat.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(report.status.success());
+    let report = String::from_utf8(report.stdout).unwrap();
+    let mut counts: Vec<u32> = report
+        .lines()
+        .filter(|l| l.contains(" tick: "))
+        .map(|l| {
+            let c = l.split("count=").nth(1).unwrap().split(' ').next().unwrap();
+            assert!(l.ends_with(&format!("msg=r{c}")), "{l}");
+            c.parse().unwrap()
+        })
+        .collect();
+    counts.sort();
+    assert_eq!(counts, (1..=200).collect::<Vec<_>>(), "{report}");
+    assert!(report.contains(" usb_urb_submit: "), "{report}");
+    assert!(report.contains(" usb_urb_complete: "), "{report}");
+}
+
+#[test]
+fn trace_cmd_stream_prints_events_as_they_come() {
+    let m = Mount::with_config(&default_with_tick());
+    let ns = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/trace-ns");
+    let out = m.dir.path().join("stream.txt");
+    let mut child = Command::new(ns)
+        .arg(m.root())
+        .args(["--", "trace-cmd", "stream", "-e", "usb:usb_urb_submit"])
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + HANG;
+    while !std::fs::read_to_string(&out)
+        .unwrap()
+        .contains(" usb_urb_submit: ")
+    {
+        assert!(Instant::now() < deadline, "trace-cmd stream showed nothing");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SIGINT to the group ends trace-cmd as Ctrl-C does.
+    // SAFETY: signalling a child we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let st = child.wait().unwrap();
+    assert!(st.code().is_some() || st.signal_is_int(), "{st:?}");
+}
+
+trait SignalIsInt {
+    fn signal_is_int(&self) -> bool;
+}
+
+impl SignalIsInt for std::process::ExitStatus {
+    fn signal_is_int(&self) -> bool {
+        use std::os::unix::process::ExitStatusExt;
+        self.signal() == Some(libc::SIGINT)
+    }
+}
+
+#[test]
+fn trace_marker_and_clock() {
+    let m = Mount::with_config(TICK);
+    m.sh_ok("echo hi > tracing/trace_marker; printf 'no newline' > tracing/trace_marker");
+    let t = m.sh_ok("cat tracing/trace");
+    assert!(
+        t.contains("...1.") && t.contains(": tracing_mark_write: hi\n"),
+        "{t}"
+    );
+    assert!(t.contains(": tracing_mark_write: no newline\n"), "{t}");
+    // Measured limits: 4054 bytes of text, raw writes of 4..=4064 bytes.
+    let io = m.sh("python3 -c \"import os; fd=os.open('tracing/trace_marker', os.O_WRONLY); print(os.write(fd, b'x'*5000))\"");
+    assert_eq!(String::from_utf8_lossy(&io.stdout), "4054\n");
+    let raw = m.sh("printf '\\x01\\x02\\x03\\x04abcdefg' > tracing/trace_marker_raw; echo -n ab > tracing/trace_marker_raw");
+    assert!(!raw.status.success());
+    let t = m.sh_ok("cat tracing/trace");
+    assert!(
+        t.contains(": # 4030201 buf: 61 62 63 64 65 66 67 00\n"),
+        "{t}"
+    );
+    // Markers off: EINVAL; tracing off: EBADF (dash and bash print these).
+    let e = m.sh("echo 0 > tracing/options/markers; echo x > tracing/trace_marker");
+    assert!(String::from_utf8_lossy(&e.stderr).contains("Invalid argument"));
+    let e = m.sh("echo 1 > tracing/options/markers; echo 0 > tracing/tracing_on; echo x > tracing/trace_marker");
+    assert!(String::from_utf8_lossy(&e.stderr).contains("Bad file descriptor"));
+    m.sh_ok("echo 1 > tracing/tracing_on");
+    // A new clock empties the buffer; counter stamps are counts.
+    m.sh_ok("echo counter > tracing/trace_clock");
+    assert!(m
+        .sh_ok("cat tracing/trace_clock")
+        .starts_with("local global [counter] uptime"));
+    let t = m.sh_ok("cat tracing/trace");
+    assert!(t.contains("entries-in-buffer/entries-written: 0/0 "), "{t}");
+    m.sh_ok("echo a > tracing/trace_marker; echo b > tracing/trace_marker");
+    let t = m.sh_ok("cat tracing/trace");
+    let stamps: Vec<u64> = t
+        .lines()
+        .filter(|l| l.contains("tracing_mark_write"))
+        .map(|l| {
+            l.split(':')
+                .next()
+                .unwrap()
+                .split_whitespace()
+                .last()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(stamps.len(), 2, "{t}");
+    assert_eq!(stamps[1], stamps[0] + 1, "{t}");
+    assert!(!m.sh("echo nope > tracing/trace_clock").status.success());
+}
