@@ -12,6 +12,10 @@
  *   monbench pipe SECONDS               baseline: 80-byte lines through a pipe
  *   monbench firstevent ENABLE PIPE N   N times: write 1 to ENABLE, time until
  *                                       PIPE (trace_pipe) gives a line; write 0
+ *   monbench rawpages TRACING NCPUS SECONDS
+ *                                       poll every per_cpu/cpuN/trace_pipe_raw
+ *                                       and read whole pages, as trace-cmd's
+ *                                       recorders do: pages/s, events/s
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,6 +23,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -59,7 +65,51 @@ int main(int argc, char **argv)
 	}
 	const char *mode = argv[1];
 	static char buf[1 << 16];
-	if (!strcmp(mode, "read")) {
+	if (!strcmp(mode, "rawpages")) {
+		int ncpus = atoi(argv[3]);
+		double secs = atof(argv[4]), t0 = now(), t;
+		struct pollfd pfd[256];
+		if (ncpus < 1 || ncpus > 256)
+			return 2;
+		for (int c = 0; c < ncpus; c++) {
+			char p[4096];
+			snprintf(p, sizeof(p), "%s/per_cpu/cpu%d/trace_pipe_raw", argv[2], c);
+			pfd[c].fd = open_or_die(p, O_RDONLY | O_NONBLOCK);
+			pfd[c].events = POLLIN;
+		}
+		long pages = 0, events = 0;
+		while ((t = now()) - t0 < secs) {
+			if (poll(pfd, ncpus, 100) < 0) {
+				perror("poll");
+				return 1;
+			}
+			for (int c = 0; c < ncpus; c++) {
+				ssize_t n = read(pfd[c].fd, buf, 4096);
+				if (n < 0 && errno == EAGAIN)
+					continue;
+				if (n != 4096) {
+					perror("read");
+					return 1;
+				}
+				pages++;
+				uint64_t commit;
+				memcpy(&commit, buf + 8, 8);
+				size_t end = 16 + (commit & ((1u << 27) - 1)), off = 16;
+				while (off < end) {
+					uint32_t w, len;
+					memcpy(&w, buf + off, 4);
+					memcpy(&len, buf + off + 4, 4);
+					switch (w & 31) {
+					case 29: off += 4 + len; break;
+					case 30: case 31: off += 8; break;
+					case 0: off += 4 + len; events++; break;
+					default: off += 4 + (w & 31) * 4; events++;
+					}
+				}
+			}
+		}
+		printf("%.0f pages/s %.0f events/s\n", pages / (t - t0), events / (t - t0));
+	} else if (!strcmp(mode, "read")) {
 		int fd = open_or_die(argv[2], O_RDONLY);
 		double secs = atof(argv[3]), t0 = now(), t;
 		long reads = 0, lines = 0;
