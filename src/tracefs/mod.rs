@@ -263,8 +263,18 @@ impl Cmdlines {
     }
 }
 
-/// The kernel's default `saved_cmdlines_size`.
+/// The kernel's default `saved_cmdlines_size` request.
 const SAVED_CMDLINES_DEFAULT: usize = 128;
+
+/// The `saved_cmdlines_size` a request of `n` gets. The kernel rounds the
+/// buffer up to a power-of-two allocation (a 131,104-byte pid map, then 20
+/// bytes per comm) and uses all of it: 128 reads back as 6552 on 6.18.
+pub(crate) fn cmdlines_rounded(n: usize) -> usize {
+    const MAP: usize = 131_104;
+    const PER: usize = 20;
+    let alloc = (MAP + n * PER).next_power_of_two();
+    (alloc - MAP) / PER
+}
 /// The largest `saved_cmdlines_size` the kernel takes (`PID_MAX_DEFAULT`).
 const SAVED_CMDLINES_MAX: usize = 32768;
 
@@ -343,7 +353,7 @@ impl Tracing {
             bufs: (0..cpus).map(|_| Mutex::new(CpuBuffer::new(2))).collect(),
             trace_clock: TraceClock::default(),
             cmdlines: Mutex::new(Cmdlines {
-                size: SAVED_CMDLINES_DEFAULT,
+                size: cmdlines_rounded(SAVED_CMDLINES_DEFAULT),
                 comms: HashMap::new(),
                 order: VecDeque::new(),
                 tgids: HashMap::new(),
