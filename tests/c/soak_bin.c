@@ -28,6 +28,9 @@
  *
  *   END seen=N S=.. C=.. E=.. fillers=.. dropped=.. errors=.. fetches=.. ring=.. drain_timeout=0|1
  *
+ * With SOAK_BIN_SEEN=N in the environment it prints "SEEN n fillers f" once it
+ * has fetched n >= N events and at least one '@' filler (so a test knows
+ * that the ring has wrapped with a filler).
  * With SOAK_BIN_STALL_MS=N in the environment it stops fetching for N ms
  * once a second (the ring overflows). `dropped` is the sum of MON_IOCG_STATS.dropped over the run (the kernel
  * resets it on every read). Exit status 0 when no check failed, 3 otherwise;
@@ -110,6 +113,8 @@ int main(int argc, char **argv)
 	const char *stall_env = getenv("SOAK_BIN_STALL_MS");
 	long stall_ms = stall_env ? atol(stall_env) : 0;
 	double last_stall = now();
+	const char *seen_env = getenv("SOAK_BIN_SEEN");
+	long report_seen = seen_env ? atol(seen_env) : 0;
 	if (max_batch == 0)
 		max_batch = 1;
 
@@ -283,6 +288,11 @@ int main(int argc, char **argv)
 			}
 		}
 		pending_flush = n;
+		if (report_seen > 0 && seen >= report_seen && fillers > 0) {
+			printf("SEEN %ld fillers %ld\n", seen, fillers);
+			fflush(stdout);
+			report_seen = 0;
+		}
 		if (stall_ms > 0 && !draining && now() - last_stall > 1.0) {
 			usleep(stall_ms * 1000);
 			last_stall = now();
