@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::super::ctx::*;
-use super::{clear_halt, run_recovery};
+use super::recovery::{clear_halt, run_recovery};
 
 /// Back-to-back bulk OUT/IN transfers (usbtest-like), for benchmarks.
 pub(crate) struct FloodTask {

@@ -6,7 +6,7 @@ use crate::config::DeviceKind;
 
 use super::super::ctx::*;
 use super::super::descriptors;
-use super::{clear_halt, run_recovery};
+use super::recovery::{clear_halt, run_recovery};
 
 const TEXT: &[u8] = b"hello from monfs usbmon\n";
 

@@ -1,7 +1,8 @@
 //! Device models: what each device answers on ep0 ([`control`]) and the
 //! class drivers' data streams: HID interrupt polling ([`hid`]), bulk-only
 //! mass storage ([`storage`]), isochronous audio and video ([`iso`]), a
-//! bulk flood for benchmarks ([`flood`]). A model is a [`Task`] the bus
+//! bulk flood for benchmarks ([`flood`]), and the clear-halt recovery the
+//! class drivers share ([`recovery`]). A model is a [`Task`] the bus
 //! schedules; [`start_class_driver`] is the one place that maps a device
 //! kind to its model.
 
@@ -17,29 +18,8 @@ mod control;
 mod flood;
 mod hid;
 mod iso;
+mod recovery;
 mod storage;
-
-fn clear_halt(dev: DevId, ep: u8, tag: u64) -> Op {
-    Op::Ctrl {
-        target: dev,
-        setup: setup(0x02, 0x01, 0, ep as u16, 0),
-        out: None,
-        tag: Some(tag),
-    }
-}
-
-/// Runs the driver's pending control requests (clear-halt and the like).
-/// Returns Some(next) while they run; None once there is nothing to do.
-fn run_recovery(runner: &mut Runner, ctx: &mut Ctx, tag: u64, now: u64) -> Option<u64> {
-    if !runner.busy() {
-        return None;
-    }
-    let mut t = tag;
-    match runner.step(ctx, None, &mut t, now) {
-        Some(next) => Some(next),
-        None => Some(now + ctx.gap()),
-    }
-}
 
 /// Bind the class driver of device `d` once it is configured: start the
 /// model of its kind. The one place that maps device kinds to models.

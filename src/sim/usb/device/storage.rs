@@ -8,7 +8,7 @@ use crate::usbmon::event::URB_SHORT_NOT_OK;
 
 use super::super::ctx::*;
 use super::super::descriptors;
-use super::{clear_halt, run_recovery};
+use super::recovery::{clear_halt, run_recovery};
 
 /// A SCSI command of the bulk-only transport.
 struct Cmd {
