@@ -287,6 +287,8 @@ pub struct Tracing {
     bufs: Vec<Mutex<CpuBuffer>>,
     /// `trace_clock`.
     trace_clock: TraceClock,
+    /// The newest time stamp given to an entry (see [`Tracing::store`]).
+    newest_ts: AtomicU64,
     cmdlines: Mutex<Cmdlines>,
     /// `tracing_cpumask`: CPUs whose events are recorded.
     cpumask: RwLock<Vec<bool>>,
@@ -352,6 +354,7 @@ impl Tracing {
             events: RwLock::new(Vec::new()),
             bufs: (0..cpus).map(|_| Mutex::new(CpuBuffer::new(2))).collect(),
             trace_clock: TraceClock::default(),
+            newest_ts: AtomicU64::new(0),
             cmdlines: Mutex::new(Cmdlines {
                 size: cmdlines_rounded(SAVED_CMDLINES_DEFAULT),
                 comms: HashMap::new(),
@@ -632,20 +635,27 @@ impl Tracing {
         if self.record_tgid.load(Ordering::Relaxed) {
             self.cmdlines.lock_ok().save_tgid(pid);
         }
-        let e = Entry {
-            def,
-            data: data.into(),
-            ts: self.trace_clock.stamp(mono),
-            cpu,
-            comm: comm.into(),
-        };
-        // Producers stamp events with their own clocks (each bus its
-        // simulated time), but the kernel's ring stamps entries as they are
-        // recorded, so a reader never sees time go back: the buffer keeps
-        // each CPU's timestamps non-decreasing.
+        let stamp = self.trace_clock.stamp(mono);
         let overwrite = self.overwrite.load(Ordering::Relaxed);
-        if !self.bufs[cpu as usize].lock_ok().push(e, overwrite) {
-            return;
+        {
+            // Producers stamp events with their own clocks (each bus its
+            // simulated time), but the kernel's ring stamps entries as they
+            // are recorded, so readers never see time go back. The stamp is
+            // raised to the newest one given out, under this CPU's lock:
+            // a reader, which holds every CPU's lock, then never takes an
+            // entry that a later push could undercut.
+            let mut b = self.bufs[cpu as usize].lock_ok();
+            let newest = self.newest_ts.fetch_max(stamp, Ordering::SeqCst);
+            let e = Entry {
+                def,
+                data: data.into(),
+                ts: stamp.max(newest),
+                cpu,
+                comm: comm.into(),
+            };
+            if !b.push(e, overwrite) {
+                return;
+            }
         }
         if self.pipe_readers.load(Ordering::Relaxed) > 0 {
             let ws: Vec<Waker> = self.wakers.lock_ok().iter().map(|w| w.1.clone()).collect();
@@ -674,9 +684,11 @@ impl Tracing {
 
     /// Empty every buffer (`echo > trace`, a new trace clock).
     fn clear_all(&self) {
-        for b in &self.bufs {
-            b.lock_ok().clear();
+        for mut b in self.lock_all() {
+            b.clear();
         }
+        // A new clock starts from its own values.
+        self.newest_ts.store(0, Ordering::SeqCst);
     }
 
     /// Whether `tracing_on` is set.
