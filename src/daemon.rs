@@ -93,7 +93,7 @@ impl Monfs {
             NodeKind::File(Arc::new(crate::nullfile::NullNode)),
             0o600,
         );
-        tracing.add_files(&tree);
+        crate::tracefs::add_files(&tracing, &tree);
         let monreader = crate::monreader::MonReaderDev::install(
             &tree,
             crate::monreader::PathConfig::from(&cfg.zvm),

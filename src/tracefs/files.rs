@@ -5,121 +5,15 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
+use super::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
 use super::event::{FieldKind, FieldValue};
+use super::facility::{EventId, FilterState, Tracing, OPTIONS};
 use super::filter;
 use super::parse::{is_space, kstrtoul, next_token, parse_match};
 use super::ring::DEFAULT_BUF_BYTES;
-use super::{EventId, FilterState, Tracing, OPTIONS};
 use crate::errno::{Errno, SysResult};
 use crate::sync::{LockExt, RwLockExt};
-use crate::vfs::{Caller, FileNode, NodeKind, OpenFile, OpenFlags, OpenText, Tree};
-
-/// Writable tracefs files.
-pub const MODE_WRITE: u32 = 0o640;
-/// Read-only tracefs files.
-pub const MODE_READ: u32 = 0o440;
-
-type ReadFn = Arc<dyn Fn() -> Vec<u8> + Send + Sync>;
-type WriteFn = Arc<dyn Fn(&[u8], &Caller) -> SysResult<u32> + Send + Sync>;
-type TruncFn = Arc<dyn Fn() + Send + Sync>;
-
-/// A control file: content generated when a read starts at offset 0, writes
-/// handed to a closure, `O_TRUNC` to another.
-#[derive(Clone, Default)]
-pub(crate) struct Ctl {
-    mode: u32,
-    read: Option<ReadFn>,
-    write: Option<WriteFn>,
-    trunc: Option<TruncFn>,
-}
-
-impl Ctl {
-    pub(crate) fn new(mode: u32) -> Ctl {
-        Ctl {
-            mode,
-            ..Default::default()
-        }
-    }
-    pub(crate) fn r(mut self, f: impl Fn() -> Vec<u8> + Send + Sync + 'static) -> Ctl {
-        self.read = Some(Arc::new(f));
-        self
-    }
-    pub(crate) fn rs(self, f: impl Fn() -> String + Send + Sync + 'static) -> Ctl {
-        self.r(move || f().into_bytes())
-    }
-    pub(crate) fn w(
-        mut self,
-        f: impl Fn(&[u8], &Caller) -> SysResult<u32> + Send + Sync + 'static,
-    ) -> Ctl {
-        self.write = Some(Arc::new(f));
-        self
-    }
-    pub(crate) fn t(mut self, f: impl Fn() + Send + Sync + 'static) -> Ctl {
-        self.trunc = Some(Arc::new(f));
-        self
-    }
-}
-
-struct CtlOpen {
-    ctl: Ctl,
-    writable: bool,
-    caller: Caller,
-    /// Readable opens of readable files.
-    text: Option<OpenText>,
-}
-
-impl FileNode for Ctl {
-    fn mode(&self) -> u32 {
-        self.mode
-    }
-    fn open(&self, flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
-        let text = match &self.read {
-            Some(r) if flags.readable() => Some(OpenText::new(r())?),
-            _ => None,
-        };
-        Ok(Arc::new(CtlOpen {
-            ctl: self.clone(),
-            writable: flags.writable(),
-            caller: *caller,
-            text,
-        }))
-    }
-}
-
-impl OpenFile for CtlOpen {
-    fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
-        match (&self.ctl.read, &self.text) {
-            (Some(r), Some(t)) => t.read(offset, size, || r()),
-            (Some(r), None) => Ok(crate::vfs::slice_at(&r(), offset, size)),
-            (None, _) => Err(Errno::EINVAL),
-        }
-    }
-    fn write(&self, _offset: u64, data: &[u8], _caller: &Caller) -> SysResult<u32> {
-        let n = match &self.ctl.write {
-            Some(w) => w(data, &self.caller)?,
-            None => return Err(Errno::EINVAL),
-        };
-        if let Some(t) = &self.text {
-            t.written();
-        }
-        Ok(n)
-    }
-    fn content(&self) -> Option<&[u8]> {
-        self.text.as_ref().map(|t| t.at_open())
-    }
-    fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
-        let t = self.text.as_ref().ok_or(Errno::EIO)?;
-        Ok(crate::vfs::slice_at(t.at_open(), offset, size))
-    }
-    fn truncate(&self) -> SysResult<()> {
-        if self.writable {
-            if let Some(t) = &self.ctl.trunc {
-                t();
-            }
-        }
-        Ok(())
-    }
-}
+use crate::vfs::{NodeKind, Tree};
 
 fn bool_line(b: bool) -> String {
     if b { "1\n" } else { "0\n" }.to_string()
@@ -327,12 +221,6 @@ fn comm_of(pid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
         .map(|s| s.trim_end().to_string())
         .unwrap_or_else(|_| "<...>".into())
-}
-
-/// Add a control file at `path`.
-pub(crate) fn add_ctl(tree: &Tree, path: &str, ctl: Ctl) {
-    let mode = ctl.mode;
-    tree.add(path, NodeKind::File(Arc::new(ctl)), mode);
 }
 
 /// Set or clear an event's filter from a write to its `filter` file.
@@ -921,9 +809,9 @@ fn install_buffer_info(t: &Arc<Tracing>, tree: &Tree) {
         Ctl::new(MODE_WRITE)
             .rs(move || format!("{}\n", tr.cmdlines.lock_ok().size))
             .w(move |data, _| {
-                let n = ranged(data, 1, super::SAVED_CMDLINES_MAX as u64)?;
+                let n = ranged(data, 1, super::facility::SAVED_CMDLINES_MAX as u64)?;
                 let mut c = tw.cmdlines.lock_ok();
-                c.size = super::cmdlines_rounded(n as usize);
+                c.size = super::facility::cmdlines_rounded(n as usize);
                 c.comms.clear();
                 c.order.clear();
                 Ok(data.len() as u32)
@@ -1041,6 +929,53 @@ fn install_buffer_info(t: &Arc<Tracing>, tree: &Tree) {
     );
 }
 
+impl Tracing {
+    /// Add a dynamic event (user_events) at run time: registered as
+    /// [`Tracing::register_dynamic`] says, and its directory
+    /// `events/<system>/<name>/` (enable, filter, format, id) appears.
+    pub(crate) fn add_dynamic(
+        self: &Arc<Self>,
+        make: impl FnOnce(u16) -> super::EventDef,
+        hook: super::EnableHook,
+    ) -> Result<EventId, Errno> {
+        let id = self.register_dynamic(make, hook)?;
+        if let Some(tree) = self.tree.get() {
+            let _g = self.dyn_tree.lock_ok();
+            install_dynamic(self, tree, &id);
+        }
+        Ok(id)
+    }
+
+    /// Remove a dynamic event: out of the event list and the tree, and its
+    /// system's directory with it when it was the system's last event, as the
+    /// kernel does (the tree tells the kernel's dentry cache at once, so the
+    /// usual "register, then enable" of a producer that restarts finds the
+    /// new directories).
+    pub(crate) fn remove_dynamic(&self, id: &EventId) {
+        self.unregister_dynamic(id);
+        if let Some(tree) = self.tree.get() {
+            let _g = self.dyn_tree.lock_ok();
+            let sys = format!("tracing/events/{}", id.0.def.system);
+            tree.remove(&format!("{sys}/{}", id.0.def.name));
+            let has_events = tree.resolve(&sys).is_ok_and(|dir| {
+                dir.children.iter().any(|(_, ino)| {
+                    tree.get(*ino)
+                        .is_ok_and(|n| matches!(n.kind, NodeKind::Dir))
+                })
+            });
+            if !has_events {
+                tree.remove(&sys);
+            }
+        }
+    }
+
+    /// Record `system:name` from `field=value ...` text (strings in double
+    /// quotes), as its `inject` file does. EINVAL for unknown events or fields.
+    pub fn inject(&self, id: &EventId, text: &[u8], pid: u32) -> SysResult<()> {
+        inject_text(self, id, text, pid)
+    }
+}
+
 #[cfg(test)]
 mod buffer_info_tests {
     use super::*;
@@ -1048,9 +983,9 @@ mod buffer_info_tests {
     #[test]
     fn saved_cmdlines_size_rounds_as_the_kernels() {
         // Measured on 6.18: 128 and 256 both read back as 6552.
-        assert_eq!(super::super::cmdlines_rounded(128), 6552);
-        assert_eq!(super::super::cmdlines_rounded(256), 6552);
-        assert_eq!(super::super::cmdlines_rounded(6553), 19659);
+        assert_eq!(super::super::facility::cmdlines_rounded(128), 6552);
+        assert_eq!(super::super::facility::cmdlines_rounded(256), 6552);
+        assert_eq!(super::super::facility::cmdlines_rounded(6553), 19659);
     }
 
     #[test]

@@ -11,10 +11,10 @@ use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use super::files::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
+use super::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
+use super::facility::Tracing;
 use super::parse::kstrtoul;
 use super::ring::{CpuBuffer, BUF_PAGE_SIZE, PAGE_SIZE};
-use super::Tracing;
 use crate::errno::{Errno, SysResult};
 use crate::sync::LockExt;
 use crate::vfs::{Caller, FileNode, NodeKind, OpenFile, OpenFlags, Tree, Waker, POLL_READABLE};

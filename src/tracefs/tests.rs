@@ -4,11 +4,12 @@ use super::*;
 use crate::clock::VirtualClock;
 use crate::errno::Errno;
 use crate::vfs::{Caller, NodeKind, OpenFile, OpenFlags};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn setup(yaml: &str) -> (Arc<Tree>, Arc<Tracing>) {
     let cfg: TracingConfig = serde_yaml_ng::from_str(yaml).unwrap();
     let tree = Arc::new(Tree::new(0, 0));
-    let t = Tracing::install(&tree, Arc::new(VirtualClock::new()), &cfg);
+    let t = super::install(&tree, Arc::new(VirtualClock::new()), &cfg);
     (tree, t)
 }
 

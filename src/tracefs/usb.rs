@@ -4,66 +4,10 @@
 
 use std::sync::Arc;
 
-use super::event::{FieldSpec, FieldValue};
-use super::{EventId, Tracing};
+use super::event::FieldValue;
+use super::facility::{EventId, Tracing};
 use crate::clock::Timestamp;
 use crate::usbmon::event::{EventKind, UrbEvent, UrbSink};
-
-fn f(ctype: &str, name: &str) -> FieldSpec {
-    FieldSpec {
-        name: name.into(),
-        ctype: ctype.into(),
-    }
-}
-
-const URB_FMT: &str =
-    "\"urb=%lx bus=%u dev=%u ep=%02x xfer=%u status=%d length=%u\", REC->urb, REC->bus, REC->dev, REC->ep, REC->xfer, REC->status, REC->length";
-const DEV_FMT: &str = "\"bus=%u dev=%u devpath=%s id=%04x:%04x product=%s\", REC->bus, REC->dev, __get_str(devpath), REC->vendor, REC->product, __get_str(name)";
-const ZVM_FMT: &str = "\"domain=%u record=%u length=%u userid=%s tod=%llx\", REC->domain, REC->record, REC->length, REC->userid, REC->tod";
-
-/// The built-in definitions in registration order: (system, name, fields,
-/// print fmt).
-pub fn builtin_defs() -> Vec<(&'static str, &'static str, Vec<FieldSpec>, &'static str)> {
-    let urb = || {
-        vec![
-            f("unsigned long", "urb"),
-            f("u16", "bus"),
-            f("u8", "dev"),
-            f("u8", "ep"),
-            f("u8", "xfer"),
-            f("int", "status"),
-            f("u32", "length"),
-        ]
-    };
-    let dev = || {
-        vec![
-            f("u16", "bus"),
-            f("u8", "dev"),
-            f("u16", "vendor"),
-            f("u16", "product"),
-            f("__data_loc char[]", "devpath"),
-            f("__data_loc char[]", "name"),
-        ]
-    };
-    let zvm = || {
-        vec![
-            f("u8", "domain"),
-            f("u8", "record"),
-            f("u16", "length"),
-            f("char[8]", "userid"),
-            f("u64", "tod"),
-        ]
-    };
-    vec![
-        ("usb", "usb_urb_submit", urb(), URB_FMT),
-        ("usb", "usb_urb_complete", urb(), URB_FMT),
-        ("usb", "usb_urb_error", urb(), URB_FMT),
-        ("usb", "usb_device_plug", dev(), DEV_FMT),
-        ("usb", "usb_device_unplug", dev(), DEV_FMT),
-        ("zvm", "zvm_sample", zvm(), ZVM_FMT),
-        ("zvm", "zvm_event", zvm(), ZVM_FMT),
-    ]
-}
 
 /// The task monfs's own events are attributed to.
 fn self_task() -> (u32, String) {

@@ -169,7 +169,6 @@ mod registry;
 #[cfg(test)]
 mod tests;
 
-use files::*;
 pub use grammar::*;
 use process::*;
 pub use registry::*;

@@ -233,27 +233,6 @@ impl UserEvents {
         })
     }
 
-    /// Add `user_events_data`, `user_events_status` and `dynamic_events`.
-    pub fn add_files(self: &Arc<Self>, tree: &Arc<Tree>) {
-        let _ = self.tree.set(tree.clone());
-        tree.add(
-            "tracing/user_events_data",
-            NodeKind::File(Arc::new(DataNode(self.clone()))),
-            0o640,
-        );
-        let ino = tree.add(
-            "tracing/user_events_status",
-            NodeKind::File(Arc::new(StatusNode(self.clone()))),
-            0o640,
-        );
-        let _ = self.status_ino.set(ino);
-        tree.add(
-            "tracing/dynamic_events",
-            NodeKind::File(Arc::new(DynNode(self.clone()))),
-            0o640,
-        );
-    }
-
     /// The names of the registered events (tracepoint names), oldest first.
     pub fn names(&self) -> Vec<String> {
         let st = self.state.lock_ok();
@@ -1090,4 +1069,24 @@ pub(super) enum OldAbi {
     Bit,
     /// 5.18: byte per event.
     Byte,
+}
+
+/// One registration on an fd: write index = position.
+pub(super) struct Slot {
+    pub(super) ev: Arc<UEvent>,
+    /// Registered through an old ABI (writes while disabled succeed).
+    pub(super) old: bool,
+}
+
+/// The last thread that wrote on an fd and its name (read from /proc when
+/// another thread writes).
+pub(super) struct Writer {
+    pub(super) pid: u32,
+    pub(super) comm: String,
+}
+
+pub(super) struct DataFile {
+    pub(super) ue: Arc<UserEvents>,
+    pub(super) slots: Mutex<Vec<Slot>>,
+    pub(super) writer: Mutex<Writer>,
 }

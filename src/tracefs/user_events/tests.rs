@@ -1,3 +1,4 @@
+use super::files::validate;
 use super::*;
 
 fn f(ctype: &str, name: &str, size: usize) -> UField {
