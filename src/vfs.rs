@@ -254,10 +254,23 @@ pub trait KernelCache: Send + Sync {
     fn inval_entry(&self, parent: u64, name: &str);
 }
 
+/// What `mkdir` and `rmdir` do in a directory that takes them (tracefs's
+/// `instances/`). Everywhere else both answer EPERM, as tracefs does.
+pub trait DirOps: Send + Sync {
+    /// Make `name`: add its node (and whatever is under it) to the tree.
+    fn mkdir(&self, name: &str, caller: &Caller) -> SysResult<()>;
+    /// Remove `name`; `busy` says whether a file under it is open.
+    fn rmdir(&self, name: &str, busy: bool, caller: &Caller) -> SysResult<()>;
+}
+
 /// The tree. Nodes can be added and removed while mounted.
 pub struct Tree {
     inner: RwLock<TreeInner>,
     kernel_cache: std::sync::OnceLock<Arc<dyn KernelCache>>,
+    /// Directories whose `mkdir`/`rmdir` go to a handler, by inode.
+    dir_ops: RwLock<HashMap<u64, Arc<dyn DirOps>>>,
+    /// Open files by inode (the frontend counts opens and releases).
+    open: Mutex<HashMap<u64, usize>>,
     /// Owner of every node.
     pub uid: u32,
     /// Group of every node.
@@ -294,6 +307,8 @@ impl Tree {
                 mounted: false,
             }),
             kernel_cache: std::sync::OnceLock::new(),
+            dir_ops: RwLock::new(HashMap::new()),
+            open: Mutex::new(HashMap::new()),
             uid,
             gid,
         }
@@ -388,6 +403,77 @@ impl Tree {
             kc.inval_entry(entry.0, &entry.1);
         }
         true
+    }
+
+    /// Send `mkdir` and `rmdir` in the directory at `path` to `ops`.
+    pub fn set_dir_ops(&self, path: &str, ops: Arc<dyn DirOps>) {
+        if let Ok(n) = self.resolve(path) {
+            self.dir_ops.write_ok().insert(n.ino, ops);
+        }
+    }
+
+    /// `mkdir name` in directory `parent`: the node the handler made, EEXIST
+    /// for a name in use, EPERM where no handler takes it.
+    pub fn mkdir(&self, parent: u64, name: &str, caller: &Caller) -> SysResult<Node> {
+        let ops = self.dir_ops.read_ok().get(&parent).cloned();
+        let Some(ops) = ops else {
+            return Err(match self.lookup(parent, name) {
+                Ok(_) => Errno::EEXIST,
+                Err(_) => Errno::EPERM,
+            });
+        };
+        if self.lookup(parent, name).is_ok() {
+            return Err(Errno::EEXIST);
+        }
+        ops.mkdir(name, caller)?;
+        self.lookup(parent, name)
+    }
+
+    /// `rmdir name` in directory `parent`: ENOENT for no such entry, EPERM
+    /// where no handler takes it; the handler decides the rest.
+    pub fn rmdir(&self, parent: u64, name: &str, caller: &Caller) -> SysResult<()> {
+        let node = self.lookup(parent, name)?;
+        let ops = self.dir_ops.read_ok().get(&parent).cloned();
+        let Some(ops) = ops else {
+            return Err(Errno::EPERM);
+        };
+        let busy = self.busy(node.ino);
+        ops.rmdir(name, busy, caller)
+    }
+
+    /// Count an open of `ino` (the frontend calls it).
+    pub fn note_open(&self, ino: u64) {
+        *self.open.lock_ok().entry(ino).or_default() += 1;
+    }
+
+    /// Count a release of `ino` (the frontend calls it).
+    pub fn note_release(&self, ino: u64) {
+        let mut open = self.open.lock_ok();
+        if let Some(n) = open.get_mut(&ino) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&ino);
+            }
+        }
+    }
+
+    /// Whether a file at or under `ino` is open.
+    fn busy(&self, ino: u64) -> bool {
+        let open = self.open.lock_ok();
+        if open.is_empty() {
+            return false;
+        }
+        let inner = self.inner.read_ok();
+        let mut stack = vec![ino];
+        while let Some(i) = stack.pop() {
+            if open.contains_key(&i) {
+                return true;
+            }
+            if let Some(n) = inner.nodes.get(&i) {
+                stack.extend(n.children.iter().map(|c| c.1));
+            }
+        }
+        false
     }
 
     /// Look up `name` in directory `parent`.

@@ -73,8 +73,14 @@ fn tick_times(trace: &str) -> BTreeMap<u32, u64> {
 /// Inject `myapp:tick` events `from..=to` with a pause of `pause` between
 /// batches of 50 (long pauses make time extends).
 fn inject(m: &Mount, from: u32, to: u32, pause: &str) {
+    inject_in(m, "tracing", from, to, pause);
+}
+
+/// [`inject`] through the `inject` file of the array at `dir` (an injected
+/// event goes to that array only, as in the kernel).
+fn inject_in(m: &Mount, dir: &str, from: u32, to: u32, pause: &str) {
     m.sh_ok(&format!(
-        "for i in $(seq {from} {to}); do echo \"count=$i msg=\\\"m$i\\\"\" > tracing/events/myapp/tick/inject; \
+        "for i in $(seq {from} {to}); do echo \"count=$i msg=\\\"m$i\\\"\" > {dir}/events/myapp/tick/inject; \
          [ $((i % 50)) = 0 ] && sleep {pause}; done; true"
     ));
 }
@@ -344,4 +350,134 @@ fn trace_marker_and_clock() {
     assert_eq!(stamps.len(), 2, "{t}");
     assert_eq!(stamps[1], stamps[0] + 1, "{t}");
     assert!(!m.sh("echo nope > tracing/trace_clock").status.success());
+}
+
+#[test]
+fn instances_have_their_own_buffers_and_events() {
+    let m = Mount::with_config(TICK);
+    let e = |script: &str| String::from_utf8(m.sh(script).stderr).unwrap();
+    m.sh_ok("mkdir tracing/instances/foo");
+    // The kernel's answers, measured on the real tracefs.
+    assert!(e("mkdir tracing/instances/foo").contains("File exists"));
+    assert!(e("rmdir tracing/instances/nosuch").contains("No such file"));
+    assert!(e("mkdir tracing/events/x").contains("Operation not permitted"));
+    assert_eq!(
+        m.sh_ok("cat tracing/instances/foo/buffer_size_kb"),
+        "1410\n"
+    );
+    let ls = m.sh_ok("ls tracing/instances/foo");
+    for f in [
+        "events",
+        "per_cpu",
+        "trace",
+        "trace_pipe",
+        "set_event",
+        "tracing_on",
+        "trace_marker",
+        "options",
+    ] {
+        assert!(ls.lines().any(|l| l == f), "{f} missing: {ls}");
+    }
+    // Instance options lack the top-level-only ones.
+    assert!(!m
+        .sh_ok("ls tracing/instances/foo/options")
+        .contains("record-cmd"));
+    // Enabled in the instance only: recorded there, not at the top.
+    m.sh_ok("echo 1 > tracing/instances/foo/events/myapp/tick/enable");
+    assert_eq!(
+        m.sh_ok("cat tracing/instances/foo/set_event"),
+        "myapp:tick\n"
+    );
+    assert_eq!(m.sh_ok("cat tracing/set_event"), "");
+    let foo = "tracing/instances/foo";
+    inject_in(&m, foo, 1, 3, "0");
+    let inst = m.sh_ok("cat tracing/instances/foo/trace");
+    assert_eq!(tick_times(&inst).len(), 3, "{inst}");
+    assert!(tick_times(&m.sh_ok("cat tracing/trace")).is_empty());
+    // Enabled in both; the instance's filter is its own.
+    m.sh_ok("echo 1 > tracing/events/myapp/tick/enable; echo 'count > 10' > tracing/instances/foo/events/myapp/tick/filter");
+    inject(&m, 4, 12, "0");
+    inject_in(&m, foo, 4, 12, "0");
+    assert_eq!(tick_times(&m.sh_ok("cat tracing/trace")).len(), 9);
+    let inst = tick_times(&m.sh_ok("cat tracing/instances/foo/trace"));
+    assert_eq!(
+        inst.keys().copied().collect::<Vec<_>>(),
+        vec![1, 2, 3, 11, 12]
+    );
+    // A marker goes to its own array.
+    m.sh_ok("echo inside > tracing/instances/foo/trace_marker");
+    assert!(m
+        .sh_ok("cat tracing/instances/foo/trace")
+        .contains("tracing_mark_write: inside"));
+    assert!(!m.sh_ok("cat tracing/trace").contains("inside"));
+    // Busy while a file of it is open; removable after.
+    let mut held = Command::new("sleep")
+        .arg("600")
+        .stdin(std::fs::File::open(m.path("tracing/instances/foo/trace")).unwrap())
+        .spawn()
+        .unwrap();
+    assert!(e("rmdir tracing/instances/foo").contains("Device or resource busy"));
+    held.kill().unwrap();
+    held.wait().unwrap();
+    // The close reaches the daemon asynchronously (FUSE_RELEASE).
+    let deadline = Instant::now() + HANG;
+    while !m.sh("rmdir tracing/instances/foo").status.success() {
+        assert!(Instant::now() < deadline, "rmdir stayed busy");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(m.sh_ok("ls tracing/instances"), "");
+    // The event still records at the top level.
+    inject(&m, 13, 13, "0");
+    assert_eq!(tick_times(&m.sh_ok("cat tracing/trace")).len(), 10);
+}
+
+#[test]
+fn trace_cmd_record_into_an_instance() {
+    let m = Mount::with_config(&default_with_tick());
+    let dat = m.dir.path().join("inst.dat");
+    let script = "for i in $(seq 1 50); do echo \"count=$i msg=\\\"b$i\\\"\" > \
+                  /sys/kernel/tracing/instances/inst/events/myapp/tick/inject; done; sleep 1";
+    trace_ns(
+        &m,
+        &[
+            "trace-cmd",
+            "record",
+            "-B",
+            "inst",
+            "-o",
+            dat.to_str().unwrap(),
+            "-e",
+            "usb:usb_urb_submit",
+            "-e",
+            "myapp:tick",
+            "sh",
+            "-c",
+            script,
+        ],
+    );
+    let report = Command::new("trace-cmd")
+        .args(["report", "-i", dat.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    let report = String::from_utf8(report.stdout).unwrap();
+    let ticks = report
+        .lines()
+        .filter(|l| l.starts_with("inst:") && l.contains(" tick: ") && l.contains(" count="))
+        .count();
+    assert_eq!(ticks, 50, "{report}");
+    // Simulator events reach the instance through the same fan-out.
+    assert!(
+        report
+            .lines()
+            .any(|l| l.starts_with("inst:") && l.contains(" usb_urb_submit: ")),
+        "{report}"
+    );
+    // trace-cmd removes the instance it made; the top level saw nothing.
+    assert_eq!(m.sh_ok("ls tracing/instances"), "");
+    assert!(tick_times(&m.sh_ok("cat tracing/trace")).is_empty());
 }

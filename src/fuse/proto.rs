@@ -20,6 +20,8 @@ pub mod op {
     pub const GETATTR: u32 = 3;
     pub const SETATTR: u32 = 4;
     pub const READLINK: u32 = 5;
+    pub const MKDIR: u32 = 9;
+    pub const RMDIR: u32 = 11;
     pub const OPEN: u32 = 14;
     pub const READ: u32 = 15;
     pub const WRITE: u32 = 16;

@@ -437,6 +437,22 @@ impl Session {
                     Err(e) => self.err(u, e),
                 }
             }
+            op::MKDIR => {
+                let _mode = r.u32();
+                let _umask = r.u32();
+                let name = r.cstr().unwrap_or("");
+                match self.tree.mkdir(self.real_ino(h.nodeid), name, &caller) {
+                    Ok(n) => self.ok(u, &proto::entry_out(&self.attr(&n), 0)),
+                    Err(e) => self.err(u, e),
+                }
+            }
+            op::RMDIR => {
+                let name = r.cstr().unwrap_or("");
+                match self.tree.rmdir(self.real_ino(h.nodeid), name, &caller) {
+                    Ok(()) => self.ok(u, &[]),
+                    Err(e) => self.err(u, e),
+                }
+            }
             op::FORGET => {
                 let n = r.u64().unwrap_or(0);
                 self.forget(h.nodeid, n);
@@ -515,6 +531,7 @@ impl Session {
                     }
                     drop(pend);
                     hd.file.release();
+                    self.tree.note_release(self.real_ino(hd.nodeid));
                 }
                 self.ok(u, &[]);
             }
@@ -695,6 +712,7 @@ impl Session {
             poll_kh: Mutex::new(None),
         });
         self.handles.write_ok().insert(fh, Arc::clone(&hd));
+        self.tree.note_open(self.real_ino(ino));
         // Snapshots (usb/devices, usbmon's Ns): sendfile and splice (busybox
         // cat) read through the page cache, only up to the inode's size, which
         // is 0 as in the kernel, and never send a read(2). Storing the content

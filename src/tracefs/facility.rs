@@ -4,31 +4,17 @@
 //! on it in `files.rs`, `per_cpu.rs`, `marker.rs` and `user_events/`.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use super::builtin;
 use super::config::{TracingConfig, EVENT_ID_BASE};
 use super::event::{EventDef, FieldSpec, FieldValue};
-use super::filter;
 use super::ftrace_events::FtraceEvents;
-use super::ring::{self, CpuBuffer, Entry, BUF_PAGE_SIZE, DEFAULT_BUF_BYTES};
-use super::trace_clock::TraceClock;
+use super::instance::{EventFile, TraceArray};
 use crate::clock::{Clock, Timestamp};
 use crate::sync::{LockExt, RwLockExt};
-use crate::vfs::{Tree, Waker};
-
-/// An event's filter state.
-#[derive(Clone, Debug, Default)]
-pub(super) enum FilterState {
-    /// No filter (`none`).
-    #[default]
-    None,
-    /// An active filter and its text.
-    Active(String, filter::Filter),
-    /// A failed write: the event is unfiltered and `filter` shows the error.
-    Error(String),
-}
+use crate::vfs::Tree;
 
 /// Called after an event's enabled state changed (user_events updates its
 /// status bits and the producers' enable bits).
@@ -38,10 +24,25 @@ pub type EnableHook = Arc<dyn Fn() + Send + Sync>;
 pub struct Event {
     /// The definition.
     pub def: Arc<EventDef>,
-    pub(super) enabled: AtomicBool,
-    pub(super) filtered: AtomicBool,
-    pub(super) filter: RwLock<FilterState>,
+    /// How many trace arrays have it enabled.
+    pub(super) enabled: AtomicUsize,
+    /// Its state in each trace array, by array slot.
+    pub(super) files: RwLock<Vec<Arc<EventFile>>>,
     pub(super) hook: OnceLock<EnableHook>,
+}
+
+impl Event {
+    /// The event's state in the array of `slot`.
+    pub(super) fn file(&self, slot: usize) -> Arc<EventFile> {
+        if let Some(f) = self.files.read_ok().get(slot) {
+            return f.clone();
+        }
+        let mut files = self.files.write_ok();
+        while files.len() <= slot {
+            files.push(Arc::default());
+        }
+        files[slot].clone()
+    }
 }
 
 /// A handle producers keep: checking it costs one atomic load.
@@ -53,16 +54,15 @@ impl EventId {
     fn new(def: EventDef) -> EventId {
         EventId(Arc::new(Event {
             def: Arc::new(def),
-            enabled: AtomicBool::new(false),
-            filtered: AtomicBool::new(false),
-            filter: RwLock::new(FilterState::None),
+            enabled: AtomicUsize::new(0),
+            files: RwLock::new(Vec::new()),
             hook: OnceLock::new(),
         }))
     }
-    /// Whether the event is enabled.
+    /// Whether the event is enabled in any trace array.
     #[inline]
     pub fn is_enabled(&self) -> bool {
-        self.0.enabled.load(Ordering::Relaxed)
+        self.0.enabled.load(Ordering::Relaxed) > 0
     }
     /// The numeric id (`common_type`, the `id` file).
     pub fn id(&self) -> u16 {
@@ -72,51 +72,6 @@ impl EventId {
     pub fn def(&self) -> &EventDef {
         &self.0.def
     }
-}
-
-/// The global options (`options/`, `trace_options`), in the kernel's
-/// `trace_options` order, with their defaults.
-pub const OPTIONS: &[(&str, bool)] = &[
-    ("print-parent", true),
-    ("sym-offset", false),
-    ("sym-addr", false),
-    ("verbose", false),
-    ("raw", false),
-    ("hex", false),
-    ("bin", false),
-    ("block", false),
-    ("fields", false),
-    ("trace_printk", true),
-    ("annotate", true),
-    ("userstacktrace", false),
-    ("sym-userobj", false),
-    ("printk-msg-only", false),
-    ("context-info", true),
-    ("latency-format", false),
-    ("record-cmd", true),
-    ("record-tgid", false),
-    ("overwrite", true),
-    ("disable_on_free", false),
-    ("irq-info", true),
-    ("markers", true),
-    ("event-fork", false),
-    ("trace_printk_dest", true),
-    ("copy_trace_marker", true),
-    ("pause-on-trace", false),
-    ("hash-ptr", true),
-    ("function-trace", true),
-    ("function-fork", false),
-    ("stacktrace", false),
-    ("test_nop_accept", false),
-    ("test_nop_refuse", false),
-];
-
-/// Index of the `markers` option in [`OPTIONS`].
-pub(super) const OPT_MARKERS: usize = 21;
-
-/// Whether the buffers still have their boot-time size.
-pub(super) struct BufState {
-    pub(super) expanded: bool,
 }
 
 /// `saved_cmdlines` and `saved_tgids`: the comms and tgids of recent
@@ -183,40 +138,22 @@ pub(crate) fn cmdlines_rounded(n: usize) -> usize {
 /// The largest `saved_cmdlines_size` the kernel takes (`PID_MAX_DEFAULT`).
 pub(super) const SAVED_CMDLINES_MAX: usize = 32768;
 
-/// The tracing facility.
+/// The tracing facility: the events and the trace arrays (the top level
+/// and the instances) they are recorded into.
 pub struct Tracing {
     pub(super) clock: Arc<dyn Clock>,
     /// `available_events` order: newest registration first.
     pub(super) events: RwLock<Vec<EventId>>,
-    /// One buffer per CPU (`per_cpu/cpuN`).
-    pub(super) bufs: Vec<Mutex<CpuBuffer>>,
-    /// `trace_clock`.
-    pub(super) trace_clock: TraceClock,
-    /// The newest time stamp given to an entry (see [`Tracing::store`]).
-    pub(super) newest_ts: AtomicU64,
+    /// The top-level array (`tracing/`).
+    pub(super) top: Arc<TraceArray>,
+    /// Every array by slot (0 is the top level; removed instances leave a
+    /// hole that the next one takes).
+    pub(super) arrays: RwLock<Vec<Option<Arc<TraceArray>>>>,
+    /// `saved_cmdlines` and `saved_tgids` (global, as in the kernel).
     pub(super) cmdlines: Mutex<Cmdlines>,
-    /// `tracing_cpumask`: CPUs whose events are recorded.
-    pub(super) cpumask: RwLock<Vec<bool>>,
-    pub(super) all_cpus: AtomicBool,
-    pub(super) notrace_pids: RwLock<BTreeSet<u32>>,
-    pub(super) has_notrace_pids: AtomicBool,
     /// The `ftrace` system's events (`print`, `raw_data`, ...): formats
     /// only, never enabled or listed in `available_events`.
     pub(super) ftrace: FtraceEvents,
-    pub(super) on: AtomicBool,
-    pub(super) buf: Mutex<BufState>,
-    pub(super) options: Mutex<Vec<bool>>,
-    pub(super) irq_info: AtomicBool,
-    pub(super) overwrite: AtomicBool,
-    pub(super) record_cmd: AtomicBool,
-    pub(super) record_tgid: AtomicBool,
-    pub(super) event_pids: RwLock<BTreeSet<u32>>,
-    pub(super) has_event_pids: AtomicBool,
-    pub(super) ftrace_pids: Mutex<BTreeSet<u32>>,
-    pub(super) pipe_readers: AtomicUsize,
-    pub(super) wakers: Mutex<Vec<(u64, Waker)>>,
-    pub(super) next_waker: AtomicU64,
-    pub(super) cpus: usize,
     pub(super) next_id: Mutex<u16>,
     pub(super) builtin: OnceLock<Vec<EventId>>,
     /// The tree the files were added to (dynamic events add and remove
@@ -227,61 +164,23 @@ pub struct Tracing {
     pub(super) dyn_tree: Mutex<()>,
 }
 
-/// Pages of a per-CPU buffer of `bytes` (at least 2, as the kernel's).
-fn pages_for(bytes: usize) -> usize {
-    bytes.div_ceil(BUF_PAGE_SIZE).max(2)
-}
-
-fn online_cpus() -> usize {
-    // SAFETY: sysconf has no memory effects.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    if n > 0 {
-        n as usize
-    } else {
-        1
-    }
-}
-
-fn current_cpu() -> u32 {
-    nix::sched::sched_getcpu().unwrap_or(0) as u32
-}
-
 impl Tracing {
     /// The facility with the built-in events and those of `cfg`, not yet in
     /// a tree (see [`super::install`]).
     pub fn new(clock: Arc<dyn Clock>, cfg: &TracingConfig) -> Arc<Tracing> {
-        let cpus = online_cpus();
+        let top = TraceArray::new(0, None, false);
         let t = Arc::new(Tracing {
             clock,
             events: RwLock::new(Vec::new()),
-            bufs: (0..cpus).map(|_| Mutex::new(CpuBuffer::new(2))).collect(),
-            trace_clock: TraceClock::default(),
-            newest_ts: AtomicU64::new(0),
+            arrays: RwLock::new(vec![Some(top.clone())]),
+            top,
             cmdlines: Mutex::new(Cmdlines {
                 size: cmdlines_rounded(SAVED_CMDLINES_DEFAULT),
                 comms: HashMap::new(),
                 order: VecDeque::new(),
                 tgids: HashMap::new(),
             }),
-            cpumask: RwLock::new(vec![true; cpus]),
-            all_cpus: AtomicBool::new(true),
-            notrace_pids: RwLock::new(BTreeSet::new()),
-            has_notrace_pids: AtomicBool::new(false),
             ftrace: FtraceEvents::new(),
-            on: AtomicBool::new(true),
-            buf: Mutex::new(BufState { expanded: false }),
-            options: Mutex::new(OPTIONS.iter().map(|o| o.1).collect()),
-            irq_info: AtomicBool::new(true),
-            overwrite: AtomicBool::new(true),
-            record_cmd: AtomicBool::new(true),
-            record_tgid: AtomicBool::new(false),
-            event_pids: RwLock::new(BTreeSet::new()),
-            has_event_pids: AtomicBool::new(false),
-            ftrace_pids: Mutex::new(BTreeSet::new()),
-            pipe_readers: AtomicUsize::new(0),
-            wakers: Mutex::new(Vec::new()),
-            next_waker: AtomicU64::new(1),
-            cpus,
             next_id: Mutex::new(EVENT_ID_BASE),
             builtin: OnceLock::new(),
             tree: OnceLock::new(),
@@ -382,13 +281,29 @@ impl Tracing {
         id.is_enabled()
     }
 
-    /// Enable or disable an event as `enable` does.
+    /// Enable or disable an event in the top-level array.
     pub fn set_enabled(&self, id: &EventId, on: bool) {
+        self.set_enabled_in(&self.top, id, on);
+    }
+
+    /// Enable or disable an event in `arr`, as its `enable` file does. The
+    /// event's hook runs when it becomes enabled somewhere or nowhere.
+    pub(super) fn set_enabled_in(&self, arr: &TraceArray, id: &EventId, on: bool) {
         if on {
-            self.expand();
+            arr.expand();
         }
-        let was = id.0.enabled.swap(on, Ordering::SeqCst);
-        if was != on {
+        let file = id.0.file(arr.slot);
+        let was = file.enabled.swap(on, Ordering::SeqCst);
+        if was == on {
+            return;
+        }
+        let before = if on {
+            id.0.enabled.fetch_add(1, Ordering::SeqCst)
+        } else {
+            id.0.enabled.fetch_sub(1, Ordering::SeqCst)
+        };
+        let after = if on { before + 1 } else { before - 1 };
+        if (before == 0) != (after == 0) {
             if let Some(h) = id.0.hook.get() {
                 h();
             }
@@ -428,152 +343,116 @@ impl Tracing {
         }
     }
 
+    /// Record an entry of `ev` into every array that has it enabled.
     pub(super) fn record(&self, ev: &Event, data: Vec<u8>, comm: &str, ts: Option<Timestamp>) {
-        if !self.on.load(Ordering::Relaxed) {
+        let files = ev.files.read_ok();
+        let on: Vec<(usize, &Arc<EventFile>)> = files
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.enabled.load(Ordering::Relaxed))
+            .collect();
+        if on.is_empty() {
             return;
         }
-        let pid = u32::from_le_bytes(data[4..8].try_into().unwrap());
-        if self.has_event_pids.load(Ordering::Relaxed) && !self.event_pids.read_ok().contains(&pid)
-        {
-            return;
-        }
-        if self.has_notrace_pids.load(Ordering::Relaxed)
-            && self.notrace_pids.read_ok().contains(&pid)
-        {
-            return;
-        }
-        let cpu = self.cpu_now();
-        if !self.all_cpus.load(Ordering::Relaxed) && !self.cpumask.read_ok()[cpu as usize] {
-            return;
-        }
-        if ev.filtered.load(Ordering::Relaxed) {
-            if let FilterState::Active(_, f) = &*ev.filter.read_ok() {
-                let r = filter::Record {
-                    entry: &data,
-                    cpu,
-                    comm,
-                };
-                if !f.matches(&r) {
-                    return;
-                }
+        let mono = ts.unwrap_or_else(|| self.clock.now()).mono_ns;
+        let arrays = self.arrays.read_ok();
+        let mut data = Some(data);
+        for (i, (slot, file)) in on.iter().enumerate() {
+            let Some(Some(arr)) = arrays.get(*slot) else {
+                continue;
+            };
+            let d = if i + 1 == on.len() {
+                data.take().unwrap_or_default()
+            } else {
+                data.clone().unwrap_or_default()
+            };
+            let pid = u32::from_le_bytes(d[4..8].try_into().unwrap());
+            if arr.record(&ev.def, file, d, comm, mono) {
+                self.save_cmdline(pid, comm);
             }
         }
-        self.store(ev.def.clone(), data, comm, cpu, ts);
     }
 
-    /// The CPU an entry recorded now goes to: the one this thread runs on
-    /// (for a request, the CPU the kernel woke the daemon's thread on, which
-    /// is the caller's as a rule), folded into the buffers there are.
-    pub(super) fn cpu_now(&self) -> u32 {
-        current_cpu() % self.bufs.len() as u32
-    }
-
-    /// Put an entry in CPU `cpu`'s buffer, stamped on the trace clock, and
-    /// wake the readers.
-    pub(super) fn store(
-        &self,
-        def: Arc<EventDef>,
-        data: Vec<u8>,
-        comm: &str,
-        cpu: u32,
-        ts: Option<Timestamp>,
-    ) {
-        let mono = ts.unwrap_or_else(|| self.clock.now()).mono_ns;
-        let pid = u32::from_le_bytes(data[4..8].try_into().unwrap());
-        if self.record_cmd.load(Ordering::Relaxed) {
+    /// Save `pid`'s comm (and tgid) as `saved_cmdlines` (`saved_tgids`)
+    /// show them, when the top level's `record-cmd` (`record-tgid`) is on.
+    pub(super) fn save_cmdline(&self, pid: u32, comm: &str) {
+        if self.top.record_cmd.load(Ordering::Relaxed) {
             self.cmdlines.lock_ok().save(pid, comm);
         }
-        if self.record_tgid.load(Ordering::Relaxed) {
+        if self.top.record_tgid.load(Ordering::Relaxed) {
             self.cmdlines.lock_ok().save_tgid(pid);
         }
-        let stamp = self.trace_clock.stamp(mono);
-        let overwrite = self.overwrite.load(Ordering::Relaxed);
-        {
-            // Producers stamp events with their own clocks (each bus its
-            // simulated time), but the kernel's ring stamps entries as they
-            // are recorded, so readers never see time go back. The stamp is
-            // raised to the newest one given out, under this CPU's lock:
-            // a reader, which holds every CPU's lock, then never takes an
-            // entry that a later push could undercut.
-            let mut b = self.bufs[cpu as usize].lock_ok();
-            let newest = self.newest_ts.fetch_max(stamp, Ordering::SeqCst);
-            let e = Entry {
-                def,
-                data: data.into(),
-                ts: stamp.max(newest),
-                cpu,
-                comm: comm.into(),
-            };
-            if !b.push(e, overwrite) {
-                return;
-            }
-        }
-        if self.pipe_readers.load(Ordering::Relaxed) > 0 {
-            let ws: Vec<Waker> = self.wakers.lock_ok().iter().map(|w| w.1.clone()).collect();
-            for w in ws {
-                w();
-            }
-        }
     }
 
-    /// The buffer grows to its full default size the first time tracing is
-    /// set up (the kernel's `tracing_update_buffers`).
-    pub(super) fn expand(&self) {
-        let mut b = self.buf.lock_ok();
-        if !b.expanded {
-            b.expanded = true;
-            for buf in &self.bufs {
-                buf.lock_ok().resize(pages_for(DEFAULT_BUF_BYTES));
-            }
-        }
+    /// CLOCK_MONOTONIC now, on the facility's clock.
+    pub(super) fn now_mono(&self) -> u64 {
+        self.clock.now().mono_ns
     }
 
-    /// Lock every CPU's buffer, in CPU order.
-    pub(super) fn lock_all(&self) -> Vec<std::sync::MutexGuard<'_, CpuBuffer>> {
-        self.bufs.iter().map(|b| b.lock_ok()).collect()
-    }
-
-    /// Empty every buffer (`echo > trace`, a new trace clock).
-    pub(super) fn clear_all(&self) {
-        for mut b in self.lock_all() {
-            b.clear();
-        }
-        // A new clock starts from its own values.
-        self.newest_ts.store(0, Ordering::SeqCst);
-    }
-
-    /// Whether `tracing_on` is set.
+    /// Whether the top level's `tracing_on` is set.
     pub fn tracing_on(&self) -> bool {
-        self.on.load(Ordering::Relaxed)
+        self.top.tracing_on()
     }
 
-    /// Entries in the buffers and entries written (in buffer + overwritten).
-    pub fn counts(&self) -> (usize, u64) {
-        self.bufs.iter().fold((0, 0), |(n, w), b| {
-            let b = b.lock_ok();
-            (n + b.len(), w + b.written())
-        })
+    /// The top-level array.
+    pub fn top(&self) -> &Arc<TraceArray> {
+        &self.top
     }
 
-    /// The text of the `trace` file: every CPU's entries merged in time
-    /// order, or one CPU's (`per_cpu/cpuN/trace`). The header counts all
-    /// CPUs either way, as the kernel's does.
-    pub fn trace_text(&self, cpu: Option<usize>) -> String {
-        let irq = self.irq_info.load(Ordering::Relaxed);
-        let in_ns = self.trace_clock.in_ns();
-        let guards = self.lock_all();
-        let (n, w) = guards
+    /// The array of an instance, by name.
+    pub(super) fn instance(&self, name: &str) -> Option<Arc<TraceArray>> {
+        self.arrays
+            .read_ok()
             .iter()
-            .fold((0, 0), |(n, w), b| (n + b.len(), w + b.written()));
-        let mut s = ring::header(n, w, self.cpus, irq);
-        let bufs: Vec<&CpuBuffer> = match cpu {
-            Some(c) => vec![&*guards[c]],
-            None => guards.iter().map(|g| &**g).collect(),
-        };
-        for e in ring::merged(&bufs) {
-            s.push_str(&e.line(irq, in_ns));
+            .flatten()
+            .find(|a| a.name.as_deref() == Some(name))
+            .cloned()
+    }
+
+    /// Make an instance's array (EEXIST when the name is taken).
+    pub(super) fn new_instance(&self, name: &str) -> Result<Arc<TraceArray>, crate::errno::Errno> {
+        let mut arrays = self.arrays.write_ok();
+        if arrays
+            .iter()
+            .flatten()
+            .any(|a| a.name.as_deref() == Some(name))
+        {
+            return Err(crate::errno::Errno::EEXIST);
         }
-        s
+        let slot = arrays
+            .iter()
+            .position(|a| a.is_none())
+            .unwrap_or(arrays.len());
+        let arr = TraceArray::new(slot, Some(name.to_string()), true);
+        if slot == arrays.len() {
+            arrays.push(Some(arr.clone()));
+        } else {
+            arrays[slot] = Some(arr.clone());
+        }
+        Ok(arr)
+    }
+
+    /// How many instances there are.
+    pub(super) fn instance_count(&self) -> usize {
+        self.arrays.read_ok().iter().flatten().count() - 1
+    }
+
+    /// Remove an instance's array, its events disabled there first.
+    pub(super) fn remove_instance(
+        &self,
+        name: &str,
+    ) -> Result<Arc<TraceArray>, crate::errno::Errno> {
+        let arr = self.instance(name).ok_or(crate::errno::Errno::ENOENT)?;
+        for e in self.events() {
+            self.set_enabled_in(&arr, &e, false);
+            let mut files = e.0.files.write_ok();
+            if let Some(f) = files.get_mut(arr.slot) {
+                *f = Arc::default();
+            }
+        }
+        let mut arrays = self.arrays.write_ok();
+        arrays[arr.slot] = None;
+        Ok(arr)
     }
 }
 

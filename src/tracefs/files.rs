@@ -7,21 +7,60 @@ use std::sync::{Arc, Mutex};
 
 use super::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
 use super::event::{FieldKind, FieldValue};
-use super::facility::{EventId, FilterState, Tracing, OPTIONS};
+use super::facility::{EventId, Tracing};
 use super::filter;
+use super::instance::{EventFile, FilterState, TraceArray, OPTIONS, TOP_ONLY_OPTIONS};
 use super::parse::{is_space, kstrtoul, next_token, parse_match};
 use super::ring::DEFAULT_BUF_BYTES;
 use crate::errno::{Errno, SysResult};
 use crate::sync::{LockExt, RwLockExt};
 use crate::vfs::{NodeKind, Tree};
 
+/// A trace array and the facility it belongs to, for the closures of its
+/// files: its own state through `Deref`, events through the facility.
+#[derive(Clone)]
+pub(crate) struct Arr {
+    pub(crate) t: Arc<Tracing>,
+    pub(crate) a: Arc<TraceArray>,
+}
+
+impl std::ops::Deref for Arr {
+    type Target = TraceArray;
+    fn deref(&self) -> &TraceArray {
+        &self.a
+    }
+}
+
+impl Arr {
+    /// Array `a` of `t`.
+    pub(crate) fn new(t: &Arc<Tracing>, a: Arc<TraceArray>) -> Arr {
+        Arr { t: t.clone(), a }
+    }
+    /// Every event, in `available_events` order.
+    fn events(&self) -> Vec<EventId> {
+        self.t.events()
+    }
+    /// Whether `e` is enabled in this array.
+    fn enabled(&self, e: &EventId) -> bool {
+        self.file(e).enabled.load(Ordering::Relaxed)
+    }
+    /// `e`'s state in this array.
+    fn file(&self, e: &EventId) -> Arc<EventFile> {
+        e.0.file(self.a.slot)
+    }
+    /// Enable or disable `e` in this array.
+    fn set_enabled(&self, e: &EventId, on: bool) {
+        self.t.set_enabled_in(&self.a, e, on);
+    }
+}
+
 fn bool_line(b: bool) -> String {
     if b { "1\n" } else { "0\n" }.to_string()
 }
 
 /// `0`, `1`, `X` (mixed) or `?` (no events) over a set of events.
-fn enable_state(evs: &[EventId]) -> String {
-    let on = evs.iter().filter(|e| e.is_enabled()).count();
+fn enable_state(x: &Arr, evs: &[EventId]) -> String {
+    let on = evs.iter().filter(|e| x.enabled(e)).count();
     let c = if evs.is_empty() {
         '?'
     } else if on == 0 {
@@ -114,7 +153,7 @@ events defined in the monfs configuration.\n\
 /// Record event `e` from `field=value ...` text, as the `inject` file and
 /// the control interface do (regardless of whether the event is enabled, as
 /// the kernel's inject does).
-pub(crate) fn inject_text(t: &Tracing, e: &EventId, data: &[u8], pid: u32) -> SysResult<()> {
+pub(crate) fn inject_text(x: &Arr, e: &EventId, data: &[u8], pid: u32) -> SysResult<()> {
     let def = &e.0.def;
     let vals = parse_inject(def, data)?;
     let mut strs: Vec<Option<String>> = vec![None; def.fields.len()];
@@ -135,7 +174,11 @@ pub(crate) fn inject_text(t: &Tracing, e: &EventId, data: &[u8], pid: u32) -> Sy
         })
         .collect();
     let data_bytes = def.encode(pid, &values);
-    t.record(&e.0, data_bytes, &comm_of(pid), None);
+    let comm = comm_of(pid);
+    let mono = x.t.now_mono();
+    if x.a.record(&e.0.def, &x.file(e), data_bytes, &comm, mono) {
+        x.t.save_cmdline(pid, &comm);
+    }
     Ok(())
 }
 
@@ -224,18 +267,17 @@ fn comm_of(pid: u32) -> String {
 }
 
 /// Set or clear an event's filter from a write to its `filter` file.
-fn write_event_filter(e: &EventId, data: &[u8]) -> SysResult<u32> {
+fn write_event_filter(e: &EventId, ev: &EventFile, data: &[u8]) -> SysResult<u32> {
     if data.len() >= 4096 {
         return Err(Errno::EINVAL);
     }
     let text = filter::clean(data)?;
-    let ev = &e.0;
     if text.trim() == "0" {
         ev.filtered.store(false, Ordering::Relaxed);
         *ev.filter.write_ok() = FilterState::None;
         return Ok(data.len() as u32);
     }
-    match filter::parse(&text, &filter::event_lookup(&ev.def)) {
+    match filter::parse(&text, &filter::event_lookup(&e.0.def)) {
         Ok(f) => {
             *ev.filter.write_ok() = FilterState::Active(text, f);
             ev.filtered.store(true, Ordering::Relaxed);
@@ -249,8 +291,8 @@ fn write_event_filter(e: &EventId, data: &[u8]) -> SysResult<u32> {
     }
 }
 
-fn read_event_filter(e: &EventId) -> String {
-    match &*e.0.filter.read_ok() {
+fn read_event_filter(ev: &EventFile) -> String {
+    match &*ev.filter.read_ok() {
         FilterState::None => "none\n".into(),
         FilterState::Active(t, _) => format!("{t}\n"),
         FilterState::Error(s) => s.clone(),
@@ -260,19 +302,19 @@ fn read_event_filter(e: &EventId) -> String {
 /// A system filter goes to every event of the system; events it does not
 /// fit get the "Couldn't find or set field" error, and the write succeeds
 /// (as measured on 6.18).
-fn write_system_filter(t: &Tracing, sys: &str, data: &[u8]) -> SysResult<u32> {
+fn write_system_filter(x: &Arr, sys: &str, data: &[u8]) -> SysResult<u32> {
     if data.len() >= 4096 {
         return Err(Errno::EINVAL);
     }
     let text = filter::clean(data)?;
-    for e in t.events().iter().filter(|e| e.0.def.system == sys) {
-        let ev = &e.0;
+    for e in x.events().iter().filter(|e| e.0.def.system == sys) {
+        let ev = &*x.file(e);
         if text.trim() == "0" {
             ev.filtered.store(false, Ordering::Relaxed);
             *ev.filter.write_ok() = FilterState::None;
             continue;
         }
-        match filter::parse(&text, &filter::event_lookup(&ev.def)) {
+        match filter::parse(&text, &filter::event_lookup(&e.0.def)) {
             Ok(f) => {
                 *ev.filter.write_ok() = FilterState::Active(text.clone(), f);
                 ev.filtered.store(true, Ordering::Relaxed);
@@ -310,7 +352,7 @@ fn write_pids(set: &Mutex<std::collections::BTreeSet<u32>>, data: &[u8]) -> SysR
     Ok(pids)
 }
 
-impl Tracing {
+impl TraceArray {
     fn set_option(&self, idx: usize, on: bool) {
         self.options.lock_ok()[idx] = on;
         match OPTIONS[idx].0 {
@@ -326,11 +368,11 @@ impl Tracing {
     /// `buffer_total_size_kb`, with the size they will expand to while
     /// nothing has been set up yet.
     fn buffer_kb(&self, total: bool) -> String {
-        let expanded = self.buf.lock_ok().expanded;
+        let expanded = self.expanded.load(Ordering::Relaxed);
         let sizes: Vec<usize> = self
             .bufs
             .iter()
-            .map(|b| Tracing::kb_of(b.lock_ok().nr_pages()))
+            .map(|b| TraceArray::kb_of(b.lock_ok().nr_pages()))
             .collect();
         let kb = if total {
             sizes.iter().sum()
@@ -353,12 +395,10 @@ impl Tracing {
     }
 }
 
-/// Add every file under `tracing/`.
+/// Add every file under `tracing/`: the global ones, then the top-level
+/// array's.
 pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
     tree.add("tracing", NodeKind::Dir, 0o700);
-    tree.add("tracing/events", NodeKind::Dir, 0o755);
-    tree.add("tracing/options", NodeKind::Dir, 0o750);
-
     add_ctl(
         tree,
         "tracing/README",
@@ -375,15 +415,25 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
                 .collect()
         }),
     );
-    let (tr, tw, tc) = (t.clone(), t.clone(), t.clone());
+    install_global_info(t, tree);
+    install_array(&Arr::new(t, t.top().clone()), tree);
+}
+
+/// Add the files of one trace array under its directory (`tracing/` or
+/// `tracing/instances/NAME/`).
+pub(crate) fn install_array(x: &Arr, tree: &Tree) {
+    let b = x.base();
+    tree.add(&format!("{b}/events"), NodeKind::Dir, 0o755);
+    tree.add(&format!("{b}/options"), NodeKind::Dir, 0o750);
+    let (tr, tw, tc) = (x.clone(), x.clone(), x.clone());
     add_ctl(
         tree,
-        "tracing/set_event",
+        &format!("{b}/set_event"),
         Ctl::new(MODE_WRITE)
             .rs(move || {
                 tr.events()
                     .iter()
-                    .filter(|e| e.is_enabled())
+                    .filter(|e| tr.enabled(e))
                     .map(|e| format!("{}:{}\n", e.0.def.system, e.0.def.name))
                     .collect()
             })
@@ -417,22 +467,20 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
                 }
             }),
     );
-    let (tr, tc) = (t.clone(), t.clone());
+    let (tr, tc) = (x.clone(), x.clone());
     add_ctl(
         tree,
-        "tracing/trace",
+        &format!("{b}/trace"),
         Ctl::new(MODE_WRITE)
             .rs(move || tr.trace_text(None))
             .w(|data, _| Ok(data.len() as u32))
             .t(move || tc.clear_all()),
     );
-    super::per_cpu::install(t, tree);
-    super::marker::install(t, tree);
-    install_buffer_info(t, tree);
-    let (tr, tw) = (t.clone(), t.clone());
+    install_buffer_info(x, tree);
+    let (tr, tw) = (x.clone(), x.clone());
     add_ctl(
         tree,
-        "tracing/tracing_on",
+        &format!("{b}/tracing_on"),
         Ctl::new(MODE_WRITE)
             .rs(move || bool_line(tr.tracing_on()))
             .w(move |data, _| {
@@ -447,23 +495,23 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
                 Ok(data.len() as u32)
             }),
     );
-    let (tr, tw) = (t.clone(), t.clone());
+    let (tr, tw) = (x.clone(), x.clone());
     add_ctl(
         tree,
-        "tracing/buffer_size_kb",
+        &format!("{b}/buffer_size_kb"),
         Ctl::new(MODE_WRITE)
             .rs(move || tr.buffer_kb(false))
             .w(move |data, _| tw.set_buffer_kb(None, data)),
     );
-    let tr = t.clone();
+    let tr = x.clone();
     add_ctl(
         tree,
-        "tracing/buffer_total_size_kb",
+        &format!("{b}/buffer_total_size_kb"),
         Ctl::new(MODE_READ).rs(move || tr.buffer_kb(true)),
     );
     add_ctl(
         tree,
-        "tracing/current_tracer",
+        &format!("{b}/current_tracer"),
         Ctl::new(MODE_WRITE).rs(|| "nop\n".into()).w(|data, _| {
             let s = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
             match s
@@ -477,13 +525,13 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
     );
     add_ctl(
         tree,
-        "tracing/available_tracers",
+        &format!("{b}/available_tracers"),
         Ctl::new(MODE_READ).rs(|| "nop\n".into()),
     );
-    let (tr, tw, tc) = (t.clone(), t.clone(), t.clone());
+    let (tr, tw, tc) = (x.clone(), x.clone(), x.clone());
     add_ctl(
         tree,
-        "tracing/set_event_pid",
+        &format!("{b}/set_event_pid"),
         Ctl::new(MODE_WRITE)
             .rs(move || {
                 tr.event_pids
@@ -504,10 +552,10 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
                 tc.event_pids_changed();
             }),
     );
-    let (tr, tw, tc) = (t.clone(), t.clone(), t.clone());
+    let (tr, tw, tc) = (x.clone(), x.clone(), x.clone());
     add_ctl(
         tree,
-        "tracing/set_ftrace_pid",
+        &format!("{b}/set_ftrace_pid"),
         Ctl::new(MODE_WRITE)
             .rs(move || {
                 let p = tr.ftrace_pids.lock_ok();
@@ -520,10 +568,10 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
             .w(move |data, _| write_pids(&tw.ftrace_pids, data).map(|_| data.len() as u32))
             .t(move || tc.ftrace_pids.lock_ok().clear()),
     );
-    let (tr, tw) = (t.clone(), t.clone());
+    let (tr, tw) = (x.clone(), x.clone());
     add_ctl(
         tree,
-        "tracing/trace_options",
+        &format!("{b}/trace_options"),
         Ctl::new(MODE_WRITE)
             .rs(move || {
                 let o = tr.options.lock_ok();
@@ -557,10 +605,13 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
             }),
     );
     for (idx, (name, _)) in OPTIONS.iter().enumerate() {
-        let (tr, tw) = (t.clone(), t.clone());
+        if !x.is_top() && TOP_ONLY_OPTIONS.contains(name) {
+            continue;
+        }
+        let (tr, tw) = (x.clone(), x.clone());
         add_ctl(
             tree,
-            &format!("tracing/options/{name}"),
+            &format!("{b}/options/{name}"),
             Ctl::new(MODE_WRITE)
                 .rs(move || bool_line(tr.options.lock_ok()[idx]))
                 .w(move |data, _| {
@@ -574,20 +625,20 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
     // events/
     add_ctl(
         tree,
-        "tracing/events/header_page",
+        &format!("{b}/events/header_page"),
         Ctl::new(MODE_READ).rs(|| HEADER_PAGE.into()),
     );
     add_ctl(
         tree,
-        "tracing/events/header_event",
+        &format!("{b}/events/header_event"),
         Ctl::new(MODE_READ).rs(|| HEADER_EVENT.into()),
     );
-    let (tr, tw) = (t.clone(), t.clone());
+    let (tr, tw) = (x.clone(), x.clone());
     add_ctl(
         tree,
-        "tracing/events/enable",
+        &format!("{b}/events/enable"),
         Ctl::new(MODE_WRITE)
-            .rs(move || enable_state(&tr.events()))
+            .rs(move || enable_state(&tr, &tr.events()))
             .w(move |data, _| {
                 let on = enable_value(data)?;
                 let evs = tw.events();
@@ -602,7 +653,7 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
     );
     // Oldest registration first, so the directory lists systems in the order
     // they were defined.
-    let mut evs = t.events();
+    let mut evs = x.events();
     evs.reverse();
     let mut systems: Vec<String> = Vec::new();
     for e in &evs {
@@ -611,28 +662,31 @@ pub fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
         }
     }
     for sys in &systems {
-        install_system(t, tree, sys);
+        install_system(x, tree, sys);
     }
     for e in &evs {
-        install_event(t, tree, e);
+        install_event(x, tree, e);
     }
 }
 
 /// Add a dynamic event's directory (and its system's, for the system's
 /// first event). No `inject`: user events have none here.
 pub(crate) fn install_dynamic(t: &Arc<Tracing>, tree: &Tree, e: &EventId) {
-    let sys = &e.0.def.system;
-    if tree.resolve(&format!("tracing/events/{sys}")).is_err() {
-        install_system(t, tree, sys);
+    for arr in t.arrays.read_ok().iter().flatten() {
+        let x = Arr::new(t, arr.clone());
+        let sys = &e.0.def.system;
+        if tree.resolve(&format!("{}/events/{sys}", x.base())).is_err() {
+            install_system(&x, tree, sys);
+        }
+        install_event_files(&x, tree, e);
     }
-    install_event_files(t, tree, e);
 }
 
-fn install_system(t: &Arc<Tracing>, tree: &Tree, sys: &str) {
+fn install_system(x: &Arr, tree: &Tree, sys: &str) {
     {
-        let dir = format!("tracing/events/{sys}");
+        let dir = format!("{}/events/{sys}", x.base());
         tree.add(&dir, NodeKind::Dir, 0o755);
-        let (tr, tw, sr, sw) = (t.clone(), t.clone(), sys.to_string(), sys.to_string());
+        let (tr, tw, sr, sw) = (x.clone(), x.clone(), sys.to_string(), sys.to_string());
         add_ctl(
             tree,
             &format!("{dir}/enable"),
@@ -643,7 +697,7 @@ fn install_system(t: &Arc<Tracing>, tree: &Tree, sys: &str) {
                         .into_iter()
                         .filter(|e| e.0.def.system == sr)
                         .collect();
-                    enable_state(&evs)
+                    enable_state(&tr, &evs)
                 })
                 .w(move |data, _| {
                     let on = enable_value(data)?;
@@ -653,7 +707,7 @@ fn install_system(t: &Arc<Tracing>, tree: &Tree, sys: &str) {
                     Ok(data.len() as u32)
                 }),
         );
-        let (tw, sw) = (t.clone(), sys.to_string());
+        let (tw, sw) = (x.clone(), sys.to_string());
         add_ctl(
             tree,
             &format!("{dir}/filter"),
@@ -664,38 +718,38 @@ fn install_system(t: &Arc<Tracing>, tree: &Tree, sys: &str) {
     }
 }
 
-fn install_event(t: &Arc<Tracing>, tree: &Tree, e: &EventId) {
-    install_event_files(t, tree, e);
-    let dir = format!("tracing/events/{}/{}", e.0.def.system, e.0.def.name);
-    install_event_inject(t, tree, e, &dir);
+fn install_event(x: &Arr, tree: &Tree, e: &EventId) {
+    install_event_files(x, tree, e);
+    let dir = format!("{}/events/{}/{}", x.base(), e.0.def.system, e.0.def.name);
+    install_event_inject(x, tree, e, &dir);
 }
 
 /// An event's `enable`, `filter`, `format` and `id`. Names are not
 /// reserved, as in the kernel: an event called `enable` or `filter` gets its
 /// directory over the system's file of that name, which comes back when the
 /// event goes.
-fn install_event_files(t: &Arc<Tracing>, tree: &Tree, e: &EventId) {
-    let dir = format!("tracing/events/{}/{}", e.0.def.system, e.0.def.name);
+fn install_event_files(x: &Arr, tree: &Tree, e: &EventId) {
+    let dir = format!("{}/events/{}/{}", x.base(), e.0.def.system, e.0.def.name);
     tree.add_dir_over_file(&dir);
-    let (er, ew, tw) = (e.clone(), e.clone(), t.clone());
+    let (er, ew, tr, tw) = (e.clone(), e.clone(), x.clone(), x.clone());
     add_ctl(
         tree,
         &format!("{dir}/enable"),
         Ctl::new(MODE_WRITE)
-            .rs(move || bool_line(er.is_enabled()))
+            .rs(move || bool_line(tr.enabled(&er)))
             .w(move |data, _| {
                 let on = enable_value(data)?;
                 tw.set_enabled(&ew, on);
                 Ok(data.len() as u32)
             }),
     );
-    let (er, ew) = (e.clone(), e.clone());
+    let (fr, ew, fw) = (x.file(e), e.clone(), x.file(e));
     add_ctl(
         tree,
         &format!("{dir}/filter"),
         Ctl::new(MODE_WRITE)
-            .rs(move || read_event_filter(&er))
-            .w(move |data, _| write_event_filter(&ew, data)),
+            .rs(move || read_event_filter(&fr))
+            .w(move |data, _| write_event_filter(&ew, &fw, data)),
     );
     let er = e.clone();
     add_ctl(
@@ -711,13 +765,13 @@ fn install_event_files(t: &Arc<Tracing>, tree: &Tree, e: &EventId) {
     );
 }
 
-fn install_event_inject(t: &Arc<Tracing>, tree: &Tree, e: &EventId, dir: &str) {
-    let (ew, tw) = (e.clone(), t.clone());
+fn install_event_inject(x: &Arr, tree: &Tree, e: &EventId, dir: &str) {
+    let (ew, xw) = (e.clone(), x.clone());
     add_ctl(
         tree,
         &format!("{dir}/inject"),
         Ctl::new(0o200).w(move |data, caller| {
-            tw.inject(&ew, data, caller.pid)?;
+            inject_text(&xw, &ew, data, caller.pid)?;
             Ok(data.len() as u32)
         }),
     );
@@ -769,16 +823,16 @@ fn ranged(data: &[u8], min: u64, max: u64) -> SysResult<u64> {
     Ok(v)
 }
 
-/// The files about the buffer and its bookkeeping that trace-cmd and the
-/// kernel's selftests read: `trace_clock`, `saved_cmdlines(_size)`,
-/// `saved_tgids`, `printk_formats`, `tracing_cpumask`,
+/// A trace array's files about its buffer that trace-cmd and the kernel's
+/// selftests read: `trace_clock`, `tracing_cpumask`,
 /// `set_event_notrace_pid`, `timestamp_mode`, `buffer_percent`,
-/// `buffer_subbuf_size_kb`, `tracing_thresh`, `free_buffer`.
-fn install_buffer_info(t: &Arc<Tracing>, tree: &Tree) {
-    let (tr, tw) = (t.clone(), t.clone());
+/// `buffer_subbuf_size_kb`, `free_buffer`.
+fn install_buffer_info(x: &Arr, tree: &Tree) {
+    let b = x.base();
+    let (tr, tw) = (x.clone(), x.clone());
     add_ctl(
         tree,
-        "tracing/trace_clock",
+        &format!("{b}/trace_clock"),
         Ctl::new(MODE_WRITE)
             .rs(move || tr.trace_clock.text())
             .w(move |data, _| {
@@ -790,6 +844,93 @@ fn install_buffer_info(t: &Arc<Tracing>, tree: &Tree) {
                 Ok(data.len() as u32)
             }),
     );
+    let (tr, tw) = (x.clone(), x.clone());
+    add_ctl(
+        tree,
+        &format!("{b}/tracing_cpumask"),
+        Ctl::new(MODE_WRITE)
+            .rs(move || cpumask_text(&tr.cpumask.read_ok()))
+            .w(move |data, _| {
+                let mask = parse_cpumask(data, tw.bufs.len())?;
+                tw.all_cpus
+                    .store(mask.iter().all(|&b| b), Ordering::Relaxed);
+                *tw.cpumask.write_ok() = mask;
+                Ok(data.len() as u32)
+            }),
+    );
+    let (tr, tw, tc) = (x.clone(), x.clone(), x.clone());
+    add_ctl(
+        tree,
+        &format!("{b}/set_event_notrace_pid"),
+        Ctl::new(MODE_WRITE)
+            .rs(move || {
+                tr.notrace_pids
+                    .read_ok()
+                    .iter()
+                    .map(|p| format!("{p}\n"))
+                    .collect()
+            })
+            .w(move |data, _| {
+                let m = Mutex::new(Default::default());
+                let pids = write_pids(&m, data)?;
+                let mut set = tw.notrace_pids.write_ok();
+                set.extend(pids);
+                tw.has_notrace_pids
+                    .store(!set.is_empty(), Ordering::Relaxed);
+                Ok(data.len() as u32)
+            })
+            .t(move || {
+                tc.notrace_pids.write_ok().clear();
+                tc.has_notrace_pids.store(false, Ordering::Relaxed);
+            }),
+    );
+    add_ctl(
+        tree,
+        &format!("{b}/timestamp_mode"),
+        Ctl::new(MODE_READ).rs(|| "[delta] absolute\n".into()),
+    );
+    let percent = Arc::new(std::sync::atomic::AtomicU64::new(50));
+    let (pr, pw) = (percent.clone(), percent);
+    add_ctl(
+        tree,
+        &format!("{b}/buffer_percent"),
+        Ctl::new(MODE_WRITE)
+            .rs(move || format!("{}\n", pr.load(Ordering::Relaxed)))
+            .w(move |data, _| {
+                pw.store(ranged(data, 0, 100)?, Ordering::Relaxed);
+                Ok(data.len() as u32)
+            }),
+    );
+    // Sub-buffers are one 4 KiB page here; other sizes are refused.
+    add_ctl(
+        tree,
+        &format!("{b}/buffer_subbuf_size_kb"),
+        Ctl::new(MODE_WRITE).rs(|| "4\n".into()).w(|data, _| {
+            ranged(data, 4, 4)?;
+            Ok(data.len() as u32)
+        }),
+    );
+    // Writing frees the buffer's pages (down to the minimum) as closing
+    // the kernel's does.
+    let tw = x.clone();
+    add_ctl(
+        tree,
+        &format!("{b}/free_buffer"),
+        Ctl::new(0o200).w(move |data, _| {
+            for b in &tw.bufs {
+                let mut b = b.lock_ok();
+                b.clear();
+                b.resize(2);
+            }
+            Ok(data.len() as u32)
+        }),
+    );
+}
+
+/// The global files about saved task names and the like:
+/// `saved_cmdlines(_size)`, `saved_tgids`, `printk_formats`,
+/// `tracing_thresh`.
+fn install_global_info(t: &Arc<Tracing>, tree: &Tree) {
     let tr = t.clone();
     add_ctl(
         tree,
@@ -834,72 +975,6 @@ fn install_buffer_info(t: &Arc<Tracing>, tree: &Tree) {
         "tracing/printk_formats",
         Ctl::new(MODE_READ).rs(String::new),
     );
-    let (tr, tw) = (t.clone(), t.clone());
-    add_ctl(
-        tree,
-        "tracing/tracing_cpumask",
-        Ctl::new(MODE_WRITE)
-            .rs(move || cpumask_text(&tr.cpumask.read_ok()))
-            .w(move |data, _| {
-                let mask = parse_cpumask(data, tw.bufs.len())?;
-                tw.all_cpus
-                    .store(mask.iter().all(|&b| b), Ordering::Relaxed);
-                *tw.cpumask.write_ok() = mask;
-                Ok(data.len() as u32)
-            }),
-    );
-    let (tr, tw, tc) = (t.clone(), t.clone(), t.clone());
-    add_ctl(
-        tree,
-        "tracing/set_event_notrace_pid",
-        Ctl::new(MODE_WRITE)
-            .rs(move || {
-                tr.notrace_pids
-                    .read_ok()
-                    .iter()
-                    .map(|p| format!("{p}\n"))
-                    .collect()
-            })
-            .w(move |data, _| {
-                let m = Mutex::new(Default::default());
-                let pids = write_pids(&m, data)?;
-                let mut set = tw.notrace_pids.write_ok();
-                set.extend(pids);
-                tw.has_notrace_pids
-                    .store(!set.is_empty(), Ordering::Relaxed);
-                Ok(data.len() as u32)
-            })
-            .t(move || {
-                tc.notrace_pids.write_ok().clear();
-                tc.has_notrace_pids.store(false, Ordering::Relaxed);
-            }),
-    );
-    add_ctl(
-        tree,
-        "tracing/timestamp_mode",
-        Ctl::new(MODE_READ).rs(|| "[delta] absolute\n".into()),
-    );
-    let percent = Arc::new(std::sync::atomic::AtomicU64::new(50));
-    let (pr, pw) = (percent.clone(), percent);
-    add_ctl(
-        tree,
-        "tracing/buffer_percent",
-        Ctl::new(MODE_WRITE)
-            .rs(move || format!("{}\n", pr.load(Ordering::Relaxed)))
-            .w(move |data, _| {
-                pw.store(ranged(data, 0, 100)?, Ordering::Relaxed);
-                Ok(data.len() as u32)
-            }),
-    );
-    // Sub-buffers are one 4 KiB page here; other sizes are refused.
-    add_ctl(
-        tree,
-        "tracing/buffer_subbuf_size_kb",
-        Ctl::new(MODE_WRITE).rs(|| "4\n".into()).w(|data, _| {
-            ranged(data, 4, 4)?;
-            Ok(data.len() as u32)
-        }),
-    );
     let thresh = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let (hr, hw) = (thresh.clone(), thresh);
     add_ctl(
@@ -911,21 +986,6 @@ fn install_buffer_info(t: &Arc<Tracing>, tree: &Tree) {
                 hw.store(kstrtoul(data)?, Ordering::Relaxed);
                 Ok(data.len() as u32)
             }),
-    );
-    // Writing frees the buffer's pages (down to the minimum) as closing
-    // the kernel's does.
-    let tw = t.clone();
-    add_ctl(
-        tree,
-        "tracing/free_buffer",
-        Ctl::new(0o200).w(move |data, _| {
-            for b in &tw.bufs {
-                let mut b = b.lock_ok();
-                b.clear();
-                b.resize(2);
-            }
-            Ok(data.len() as u32)
-        }),
     );
 }
 
@@ -955,24 +1015,26 @@ impl Tracing {
         self.unregister_dynamic(id);
         if let Some(tree) = self.tree.get() {
             let _g = self.dyn_tree.lock_ok();
-            let sys = format!("tracing/events/{}", id.0.def.system);
-            tree.remove(&format!("{sys}/{}", id.0.def.name));
-            let has_events = tree.resolve(&sys).is_ok_and(|dir| {
-                dir.children.iter().any(|(_, ino)| {
-                    tree.get(*ino)
-                        .is_ok_and(|n| matches!(n.kind, NodeKind::Dir))
-                })
-            });
-            if !has_events {
-                tree.remove(&sys);
+            for arr in self.arrays.read_ok().iter().flatten() {
+                let sys = format!("{}/events/{}", arr.base(), id.0.def.system);
+                tree.remove(&format!("{sys}/{}", id.0.def.name));
+                let has_events = tree.resolve(&sys).is_ok_and(|dir| {
+                    dir.children.iter().any(|(_, ino)| {
+                        tree.get(*ino)
+                            .is_ok_and(|n| matches!(n.kind, NodeKind::Dir))
+                    })
+                });
+                if !has_events {
+                    tree.remove(&sys);
+                }
             }
         }
     }
 
     /// Record `system:name` from `field=value ...` text (strings in double
     /// quotes), as its `inject` file does. EINVAL for unknown events or fields.
-    pub fn inject(&self, id: &EventId, text: &[u8], pid: u32) -> SysResult<()> {
-        inject_text(self, id, text, pid)
+    pub fn inject(self: &Arc<Self>, id: &EventId, text: &[u8], pid: u32) -> SysResult<()> {
+        inject_text(&Arr::new(self, self.top().clone()), id, text, pid)
     }
 }
 

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use super::ctl::{add_ctl, Ctl, MODE_READ};
 use super::event::COMMON_SIZE;
-use super::facility::{Tracing, OPT_MARKERS};
+use super::facility::Tracing;
 use super::ftrace_events::{MARKER_MAX, MARKER_RAW_MAX};
+use super::instance::{TraceArray, OPT_MARKERS};
 use crate::errno::{Errno, SysResult};
 use crate::sync::LockExt;
 use crate::vfs::{Caller, NodeKind, Tree};
@@ -22,7 +23,7 @@ fn header(data: &mut Vec<u8>, id: u16, pid: u32) {
     data.extend_from_slice(&pid.to_le_bytes());
 }
 
-impl Tracing {
+impl TraceArray {
     /// Whether a marker write may record: EINVAL with the `markers` option
     /// off, EBADF while the buffer is off (measured).
     fn marker_ok(&self) -> SysResult<()> {
@@ -34,56 +35,60 @@ impl Tracing {
         }
         Ok(())
     }
+}
 
-    /// A write to `trace_marker`: the text (cut at [`MARKER_MAX`] bytes)
-    /// becomes an `ftrace:print` entry ending in a newline.
-    pub(crate) fn write_marker(&self, data: &[u8], caller: &Caller) -> SysResult<u32> {
-        self.marker_ok()?;
-        if data.is_empty() {
-            return Ok(0);
-        }
-        let text = &data[..data.len().min(MARKER_MAX)];
-        let mut e = Vec::with_capacity(16 + text.len() + 2);
-        header(&mut e, self.ftrace.print.id, caller.pid);
-        e.extend_from_slice(&self.ftrace.ip.to_le_bytes());
-        e.extend_from_slice(text);
-        if text.last() != Some(&b'\n') {
-            e.push(b'\n');
-        }
-        e.push(0);
-        e.resize(16 + text.len() + 2, 0);
-        self.store(
-            self.ftrace.print.clone(),
-            e,
-            &comm_of(caller.pid),
-            self.cpu_now(),
-            None,
-        );
-        Ok(text.len() as u32)
+/// A write to `trace_marker`: the text (cut at [`MARKER_MAX`] bytes)
+/// becomes an `ftrace:print` entry ending in a newline.
+pub(crate) fn write_marker(
+    t: &Tracing,
+    a: &TraceArray,
+    data: &[u8],
+    caller: &Caller,
+) -> SysResult<u32> {
+    a.marker_ok()?;
+    if data.is_empty() {
+        return Ok(0);
     }
+    let text = &data[..data.len().min(MARKER_MAX)];
+    let mut e = Vec::with_capacity(16 + text.len() + 2);
+    header(&mut e, t.ftrace.print.id, caller.pid);
+    e.extend_from_slice(&t.ftrace.ip.to_le_bytes());
+    e.extend_from_slice(text);
+    if text.last() != Some(&b'\n') {
+        e.push(b'\n');
+    }
+    e.push(0);
+    e.resize(16 + text.len() + 2, 0);
+    let comm = comm_of(caller.pid);
+    if a.store(t.ftrace.print.clone(), e, &comm, a.cpu_now(), t.now_mono()) {
+        t.save_cmdline(caller.pid, &comm);
+    }
+    Ok(text.len() as u32)
+}
 
-    /// A write to `trace_marker_raw`: a 4-byte id and data, at least the id
-    /// and at most [`MARKER_RAW_MAX`] bytes (EINVAL otherwise), recorded as
-    /// `ftrace:raw_data`.
-    pub(crate) fn write_marker_raw(&self, data: &[u8], caller: &Caller) -> SysResult<u32> {
-        self.marker_ok()?;
-        if data.len() < 4 || data.len() > MARKER_RAW_MAX {
-            return Err(Errno::EINVAL);
-        }
-        let mut e = Vec::with_capacity(COMMON_SIZE + data.len() + 3);
-        header(&mut e, self.ftrace.raw.id, caller.pid);
-        e.extend_from_slice(data);
-        // The ring stores whole words; the padding shows in the output.
-        e.resize(e.len().div_ceil(4) * 4, 0);
-        self.store(
-            self.ftrace.raw.clone(),
-            e,
-            &comm_of(caller.pid),
-            self.cpu_now(),
-            None,
-        );
-        Ok(data.len() as u32)
+/// A write to `trace_marker_raw`: a 4-byte id and data, at least the id
+/// and at most [`MARKER_RAW_MAX`] bytes (EINVAL otherwise), recorded as
+/// `ftrace:raw_data`.
+pub(crate) fn write_marker_raw(
+    t: &Tracing,
+    a: &TraceArray,
+    data: &[u8],
+    caller: &Caller,
+) -> SysResult<u32> {
+    a.marker_ok()?;
+    if data.len() < 4 || data.len() > MARKER_RAW_MAX {
+        return Err(Errno::EINVAL);
     }
+    let mut e = Vec::with_capacity(COMMON_SIZE + data.len() + 3);
+    header(&mut e, t.ftrace.raw.id, caller.pid);
+    e.extend_from_slice(data);
+    // The ring stores whole words; the padding shows in the output.
+    e.resize(e.len().div_ceil(4) * 4, 0);
+    let comm = comm_of(caller.pid);
+    if a.store(t.ftrace.raw.clone(), e, &comm, a.cpu_now(), t.now_mono()) {
+        t.save_cmdline(caller.pid, &comm);
+    }
+    Ok(data.len() as u32)
 }
 
 fn comm_of(pid: u32) -> String {
@@ -93,22 +98,23 @@ fn comm_of(pid: u32) -> String {
 }
 
 /// `trace_marker`, `trace_marker_raw` and `events/ftrace/`.
-pub(crate) fn install(t: &Arc<Tracing>, tree: &Tree) {
-    let tw = t.clone();
+pub(crate) fn install(t: &Arc<Tracing>, a: &Arc<TraceArray>, tree: &Tree) {
+    let b = a.base();
+    let (tw, aw) = (t.clone(), a.clone());
     add_ctl(
         tree,
-        "tracing/trace_marker",
-        Ctl::new(0o220).w(move |data, caller| tw.write_marker(data, caller)),
+        &format!("{b}/trace_marker"),
+        Ctl::new(0o220).w(move |data, caller| write_marker(&tw, &aw, data, caller)),
     );
-    let tw = t.clone();
+    let (tw, aw) = (t.clone(), a.clone());
     add_ctl(
         tree,
-        "tracing/trace_marker_raw",
-        Ctl::new(0o220).w(move |data, caller| tw.write_marker_raw(data, caller)),
+        &format!("{b}/trace_marker_raw"),
+        Ctl::new(0o220).w(move |data, caller| write_marker_raw(&tw, &aw, data, caller)),
     );
-    tree.add("tracing/events/ftrace", NodeKind::Dir, 0o755);
+    tree.add(&format!("{b}/events/ftrace"), NodeKind::Dir, 0o755);
     for d in &t.ftrace.all {
-        let dir = format!("tracing/events/ftrace/{}", d.name);
+        let dir = format!("{b}/events/ftrace/{}", d.name);
         tree.add(&dir, NodeKind::Dir, 0o755);
         let (df, di) = (d.clone(), d.clone());
         add_ctl(

@@ -20,6 +20,8 @@ mod facility;
 mod files;
 pub mod filter;
 pub mod ftrace_events;
+pub mod instance;
+mod instances;
 mod marker;
 pub mod parse;
 mod per_cpu;
@@ -35,7 +37,8 @@ use crate::vfs::Tree;
 
 pub use config::{EventConfig, TracingConfig, EVENT_ID_BASE};
 pub use event::{EventDef, FieldSpec, FieldValue};
-pub use facility::{EnableHook, EventId, Tracing, OPTIONS};
+pub use facility::{EnableHook, EventId, Tracing};
+pub use instance::{TraceArray, OPTIONS};
 pub use usb::UrbTraceSink;
 
 /// Build the facility and add its files under `tracing/` in `tree`.
@@ -50,8 +53,9 @@ pub fn install(tree: &Arc<Tree>, clock: Arc<dyn Clock>, cfg: &TracingConfig) -> 
 pub fn add_files(t: &Arc<Tracing>, tree: &Arc<Tree>) {
     t.set_tree(tree);
     files::install(t, tree);
-    per_cpu::install(t, tree);
-    marker::install(t, tree);
+    per_cpu::install(t.top(), tree);
+    marker::install(t, t.top(), tree);
+    instances::Instances::install(t, tree);
     user_events::UserEvents::new(t).add_files(tree);
 }
 

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use super::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
-use super::facility::Tracing;
+use super::instance::TraceArray;
 use super::parse::kstrtoul;
 use super::ring::{CpuBuffer, BUF_PAGE_SIZE, PAGE_SIZE};
 use crate::errno::{Errno, SysResult};
@@ -40,7 +40,7 @@ enum Form {
 
 /// `trace_pipe` or `trace_pipe_raw`.
 struct PipeNode {
-    t: Arc<Tracing>,
+    t: Arc<TraceArray>,
     cpus: Cpus,
     form: Form,
 }
@@ -54,7 +54,7 @@ struct PipeState {
 }
 
 struct PipeOpen {
-    t: Arc<Tracing>,
+    t: Arc<TraceArray>,
     cpus: Cpus,
     form: Form,
     id: u64,
@@ -200,7 +200,7 @@ impl OpenFile for PipeOpen {
     }
 }
 
-impl Tracing {
+impl TraceArray {
     /// `per_cpu/cpuN/stats`.
     fn stats_text(&self, cpu: usize) -> String {
         let st = self.bufs[cpu].lock_ok().stats();
@@ -239,7 +239,7 @@ impl Tracing {
         if kb > 1 << 20 {
             return Err(Errno::ENOMEM);
         }
-        self.buf.lock_ok().expanded = true;
+        self.expanded.store(true, Ordering::SeqCst);
         let pages = (kb * 1024).div_ceil(BUF_PAGE_SIZE).max(2);
         match cpu {
             Some(c) => self.bufs[c].lock_ok().resize(pages),
@@ -254,7 +254,8 @@ impl Tracing {
 }
 
 /// `trace_pipe` and `per_cpu/`.
-pub(crate) fn install(t: &Arc<Tracing>, tree: &Tree) {
+pub(crate) fn install(t: &Arc<TraceArray>, tree: &Tree) {
+    let b = t.base();
     let pipe = |cpus, form| {
         NodeKind::File(Arc::new(PipeNode {
             t: t.clone(),
@@ -262,10 +263,14 @@ pub(crate) fn install(t: &Arc<Tracing>, tree: &Tree) {
             form,
         }))
     };
-    tree.add("tracing/trace_pipe", pipe(Cpus::All, Form::Text), MODE_READ);
-    tree.add("tracing/per_cpu", NodeKind::Dir, 0o750);
+    tree.add(
+        &format!("{b}/trace_pipe"),
+        pipe(Cpus::All, Form::Text),
+        MODE_READ,
+    );
+    tree.add(&format!("{b}/per_cpu"), NodeKind::Dir, 0o750);
     for cpu in 0..t.bufs.len() {
-        let dir = format!("tracing/per_cpu/cpu{cpu}");
+        let dir = format!("{b}/per_cpu/cpu{cpu}");
         tree.add(&dir, NodeKind::Dir, 0o750);
         let (tr, tc) = (t.clone(), t.clone());
         add_ctl(
@@ -297,7 +302,7 @@ pub(crate) fn install(t: &Arc<Tracing>, tree: &Tree) {
             tree,
             &format!("{dir}/buffer_size_kb"),
             Ctl::new(MODE_WRITE)
-                .rs(move || format!("{}\n", Tracing::kb_of(tr.bufs[cpu].lock_ok().nr_pages())))
+                .rs(move || format!("{}\n", TraceArray::kb_of(tr.bufs[cpu].lock_ok().nr_pages())))
                 .w(move |data, _| tw.set_buffer_kb(Some(cpu), data)),
         );
     }

@@ -173,7 +173,7 @@ fn trace_and_pipe() {
     let (tree, t) = setup(USER);
     let tick = t.event_id("app", "tick").unwrap();
     t.emit(&tick, 5, "x", &[FieldValue::UInt(1)]);
-    assert_eq!(t.counts(), (0, 0), "disabled events are not recorded");
+    assert_eq!(t.top().counts(), (0, 0), "disabled events are not recorded");
     assert_eq!(write(&tree, "events/app/tick/enable", false, "1"), Ok(1));
     t.emit(
         &tick,
@@ -204,7 +204,7 @@ fn trace_and_pipe() {
     );
     assert_eq!(p.read(0, 4096), Err(Errno::EAGAIN));
     assert_eq!(p.poll(), 0);
-    assert_eq!(t.counts(), (0, 0));
+    assert_eq!(t.top().counts(), (0, 0));
     // The waker fires on a new event.
     let hits = Arc::new(AtomicUsize::new(0));
     let h = hits.clone();
@@ -224,9 +224,9 @@ fn trace_and_pipe() {
     p.release();
     // echo > trace clears.
     t.emit(&tick, 1, "a", &[]);
-    assert_eq!(t.counts().0, 1);
+    assert_eq!(t.top().counts().0, 1);
     open(&tree, "trace", libc::O_WRONLY | libc::O_TRUNC);
-    assert_eq!(t.counts(), (0, 0));
+    assert_eq!(t.top().counts(), (0, 0));
 }
 
 #[test]
@@ -248,7 +248,7 @@ fn ring_overwrites_and_reports_lost_events() {
     for i in 0..2000 {
         t.emit(&msg, 1, "a", &[FieldValue::Str(&format!("message {i}"))]);
     }
-    let (inbuf, written) = t.counts();
+    let (inbuf, written) = t.top().counts();
     assert!(inbuf < 2000 && inbuf > 100, "{inbuf}");
     assert_eq!(written, 2000);
     let tr = cat(&tree, "trace");
@@ -292,7 +292,7 @@ fn filters_apply() {
     );
     // A failed filter leaves the event unfiltered.
     t.emit(&tick, 1, "a", &[FieldValue::UInt(0)]);
-    assert_eq!(t.counts().0, 3);
+    assert_eq!(t.top().counts().0, 3);
     assert_eq!(write(&tree, f, false, "0"), Ok(1));
     assert_eq!(cat(&tree, f), "none\n");
     // System filter: applies where it fits, errors elsewhere, always succeeds.
@@ -314,7 +314,7 @@ fn filters_apply() {
     t.emit(&tick, 42, "a", &[]);
     t.emit(&tick, 43, "b", &[]);
     t.emit(&tick, 44, "c", &[]);
-    assert_eq!(t.counts().0, 5);
+    assert_eq!(t.top().counts().0, 5);
 }
 
 #[test]
@@ -335,10 +335,10 @@ fn inject_and_pids() {
     assert_eq!(write(&tree, "set_event_pid", true, "x"), Err(Errno::EINVAL));
     assert_eq!(cat(&tree, "set_event_pid"), "1\n2\n3\n");
     let tick = t.event_id("app", "tick").unwrap();
-    let before = t.counts().0;
+    let before = t.top().counts().0;
     t.emit(&tick, 9, "a", &[]);
     t.emit(&tick, 2, "a", &[]);
-    assert_eq!(t.counts().0, before + 1);
+    assert_eq!(t.top().counts().0, before + 1);
     open(&tree, "set_event_pid", libc::O_WRONLY | libc::O_TRUNC);
     assert_eq!(cat(&tree, "set_event_pid"), "");
 }
@@ -419,7 +419,7 @@ fn urb_sink_adapter() {
         data_capture: Default::default(),
     };
     sink.urb_event(ev(EventKind::Submit, -115));
-    assert_eq!(t.counts().0, 0);
+    assert_eq!(t.top().counts().0, 0);
     write(&tree, "set_event", true, "usb").unwrap();
     sink.urb_event(ev(EventKind::Submit, -115));
     sink.urb_event(ev(EventKind::Complete, 0));
@@ -453,4 +453,28 @@ fn urb_sink_adapter() {
     assert!(cat(&tree, "trace").ends_with(
         "zvm_sample: domain=1 record=4 length=120 userid=LINUX01 tod=d1f0000000000001\n"
     ));
+}
+
+#[test]
+fn instances_fan_out_and_disable_on_rmdir() {
+    let (tree, t) = setup(USER);
+    let root = tree.resolve("tracing/instances").unwrap().ino;
+    let caller = Caller::default();
+    tree.mkdir(root, "a", &caller).unwrap();
+    assert_eq!(tree.mkdir(root, "a", &caller).err(), Some(Errno::EEXIST));
+    let tick = t.event_id("app", "tick").unwrap();
+    assert_eq!(write(&tree, "instances/a/events/app/tick/enable", false, "1"), Ok(1));
+    assert!(tick.is_enabled());
+    assert_eq!(cat(&tree, "events/app/tick/enable"), "0\n");
+    assert_eq!(write(&tree, "events/app/tick/enable", false, "1"), Ok(1));
+    t.emit(&tick, 7, "x", &[]);
+    assert_eq!(t.top().counts().0, 1);
+    assert_eq!(t.instance("a").unwrap().counts().0, 1);
+    // Disabled at the top, still enabled in the instance.
+    assert_eq!(write(&tree, "events/app/tick/enable", false, "0"), Ok(1));
+    assert!(tick.is_enabled());
+    tree.rmdir(root, "a", &caller).unwrap();
+    assert!(!tick.is_enabled(), "rmdir disables the instance's events");
+    assert!(tree.resolve("tracing/instances/a").is_err());
+    assert_eq!(tree.rmdir(root, "a", &caller).err(), Some(Errno::ENOENT));
 }

@@ -1,0 +1,344 @@
+//! A trace array (the kernel's `struct trace_array`): the top level
+//! `tracing/` or an instance under `tracing/instances/`. Each has its own
+//! per-CPU buffers, `tracing_on`, options, trace clock, CPU mask and pid
+//! lists; events are enabled and filtered per array (`EventFile`).
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use super::event::EventDef;
+use super::filter;
+use super::ring::{self, CpuBuffer, Entry, BUF_PAGE_SIZE, DEFAULT_BUF_BYTES};
+use super::trace_clock::TraceClock;
+use crate::sync::{LockExt, RwLockExt};
+use crate::vfs::Waker;
+
+/// An event's filter state.
+#[derive(Clone, Debug, Default)]
+pub(super) enum FilterState {
+    /// No filter (`none`).
+    #[default]
+    None,
+    /// An active filter and its text.
+    Active(String, filter::Filter),
+    /// A failed write: the event is unfiltered and `filter` shows the error.
+    Error(String),
+}
+
+/// An event's state in one trace array (the kernel's `trace_event_file`):
+/// whether it is enabled there and its filter.
+#[derive(Default)]
+pub struct EventFile {
+    pub(super) enabled: AtomicBool,
+    pub(super) filtered: AtomicBool,
+    pub(super) filter: RwLock<FilterState>,
+}
+
+/// The global options (`options/`, `trace_options`), in the kernel's
+/// `trace_options` order, with their defaults.
+pub const OPTIONS: &[(&str, bool)] = &[
+    ("print-parent", true),
+    ("sym-offset", false),
+    ("sym-addr", false),
+    ("verbose", false),
+    ("raw", false),
+    ("hex", false),
+    ("bin", false),
+    ("block", false),
+    ("fields", false),
+    ("trace_printk", true),
+    ("annotate", true),
+    ("userstacktrace", false),
+    ("sym-userobj", false),
+    ("printk-msg-only", false),
+    ("context-info", true),
+    ("latency-format", false),
+    ("record-cmd", true),
+    ("record-tgid", false),
+    ("overwrite", true),
+    ("disable_on_free", false),
+    ("irq-info", true),
+    ("markers", true),
+    ("event-fork", false),
+    ("trace_printk_dest", true),
+    ("copy_trace_marker", true),
+    ("pause-on-trace", false),
+    ("hash-ptr", true),
+    ("function-trace", true),
+    ("function-fork", false),
+    ("stacktrace", false),
+    ("test_nop_accept", false),
+    ("test_nop_refuse", false),
+];
+
+/// Index of the `markers` option in [`OPTIONS`].
+pub(super) const OPT_MARKERS: usize = 21;
+
+/// Options only the top level has (`options/` of an instance lacks them,
+/// as measured).
+pub const TOP_ONLY_OPTIONS: &[&str] = &["printk-msg-only", "record-cmd", "trace_printk"];
+
+/// One trace array.
+pub struct TraceArray {
+    /// Index into each event's per-array state.
+    pub(super) slot: usize,
+    /// The instance's name; `None` for the top level.
+    pub(super) name: Option<String>,
+    /// One buffer per CPU (`per_cpu/cpuN`).
+    pub(super) bufs: Vec<Mutex<CpuBuffer>>,
+    /// `trace_clock`.
+    pub(super) trace_clock: TraceClock,
+    /// The newest time stamp given to an entry (see [`TraceArray::store`]).
+    pub(super) newest_ts: AtomicU64,
+    /// `tracing_cpumask`: CPUs whose events are recorded.
+    pub(super) cpumask: RwLock<Vec<bool>>,
+    pub(super) all_cpus: AtomicBool,
+    pub(super) event_pids: RwLock<BTreeSet<u32>>,
+    pub(super) has_event_pids: AtomicBool,
+    pub(super) notrace_pids: RwLock<BTreeSet<u32>>,
+    pub(super) has_notrace_pids: AtomicBool,
+    pub(super) ftrace_pids: Mutex<BTreeSet<u32>>,
+    pub(super) on: AtomicBool,
+    /// Whether the buffers were grown from their boot-time size.
+    pub(super) expanded: AtomicBool,
+    pub(super) options: Mutex<Vec<bool>>,
+    pub(super) irq_info: AtomicBool,
+    pub(super) overwrite: AtomicBool,
+    pub(super) record_cmd: AtomicBool,
+    pub(super) record_tgid: AtomicBool,
+    pub(super) pipe_readers: AtomicUsize,
+    pub(super) wakers: Mutex<Vec<(u64, Waker)>>,
+    pub(super) next_waker: AtomicU64,
+    pub(super) cpus: usize,
+}
+
+/// Pages of a per-CPU buffer of `bytes` (at least 2, as the kernel's).
+fn pages_for(bytes: usize) -> usize {
+    bytes.div_ceil(BUF_PAGE_SIZE).max(2)
+}
+
+fn online_cpus() -> usize {
+    // SAFETY: sysconf has no memory effects.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n > 0 {
+        n as usize
+    } else {
+        1
+    }
+}
+
+fn current_cpu() -> u32 {
+    nix::sched::sched_getcpu().unwrap_or(0) as u32
+}
+
+impl TraceArray {
+    /// A new array in `slot`. The top level starts with the kernel's boot
+    /// size (two pages a CPU) and grows when tracing is first set up; an
+    /// instance starts at the full default size, as measured.
+    pub(super) fn new(slot: usize, name: Option<String>, expanded: bool) -> Arc<TraceArray> {
+        let cpus = online_cpus();
+        let pages = if expanded {
+            pages_for(DEFAULT_BUF_BYTES)
+        } else {
+            2
+        };
+        Arc::new(TraceArray {
+            slot,
+            name,
+            bufs: (0..cpus)
+                .map(|_| Mutex::new(CpuBuffer::new(pages)))
+                .collect(),
+            trace_clock: TraceClock::default(),
+            newest_ts: AtomicU64::new(0),
+            cpumask: RwLock::new(vec![true; cpus]),
+            all_cpus: AtomicBool::new(true),
+            event_pids: RwLock::new(BTreeSet::new()),
+            has_event_pids: AtomicBool::new(false),
+            notrace_pids: RwLock::new(BTreeSet::new()),
+            has_notrace_pids: AtomicBool::new(false),
+            ftrace_pids: Mutex::new(BTreeSet::new()),
+            on: AtomicBool::new(true),
+            expanded: AtomicBool::new(expanded),
+            options: Mutex::new(OPTIONS.iter().map(|o| o.1).collect()),
+            irq_info: AtomicBool::new(true),
+            overwrite: AtomicBool::new(true),
+            record_cmd: AtomicBool::new(true),
+            record_tgid: AtomicBool::new(false),
+            pipe_readers: AtomicUsize::new(0),
+            wakers: Mutex::new(Vec::new()),
+            next_waker: AtomicU64::new(1),
+            cpus,
+        })
+    }
+
+    /// Whether this is the top level.
+    pub fn is_top(&self) -> bool {
+        self.name.is_none()
+    }
+
+    /// Where the array's files are: `tracing` or `tracing/instances/NAME`.
+    pub fn base(&self) -> String {
+        match &self.name {
+            None => "tracing".into(),
+            Some(n) => format!("tracing/instances/{n}"),
+        }
+    }
+
+    /// Filter and store an entry of event `def` (whose state here is
+    /// `file`) as the kernel's event recording does: `tracing_on`, the pid
+    /// lists, the CPU mask, then the event's filter.
+    /// `mono` is the entry's CLOCK_MONOTONIC time. Returns whether it was
+    /// stored.
+    pub(super) fn record(
+        &self,
+        def: &Arc<EventDef>,
+        file: &EventFile,
+        data: Vec<u8>,
+        comm: &str,
+        mono: u64,
+    ) -> bool {
+        if !self.on.load(Ordering::Relaxed) {
+            return false;
+        }
+        let pid = u32::from_le_bytes(data[4..8].try_into().unwrap());
+        if self.has_event_pids.load(Ordering::Relaxed) && !self.event_pids.read_ok().contains(&pid)
+        {
+            return false;
+        }
+        if self.has_notrace_pids.load(Ordering::Relaxed)
+            && self.notrace_pids.read_ok().contains(&pid)
+        {
+            return false;
+        }
+        let cpu = self.cpu_now();
+        if !self.all_cpus.load(Ordering::Relaxed) && !self.cpumask.read_ok()[cpu as usize] {
+            return false;
+        }
+        if file.filtered.load(Ordering::Relaxed) {
+            if let FilterState::Active(_, f) = &*file.filter.read_ok() {
+                let r = filter::Record {
+                    entry: &data,
+                    cpu,
+                    comm,
+                };
+                if !f.matches(&r) {
+                    return false;
+                }
+            }
+        }
+        self.store(def.clone(), data, comm, cpu, mono)
+    }
+
+    /// The CPU an entry recorded now goes to: the one this thread runs on
+    /// (for a request, the CPU the kernel woke the daemon's thread on, which
+    /// is the caller's as a rule), folded into the buffers there are.
+    pub(super) fn cpu_now(&self) -> u32 {
+        current_cpu() % self.bufs.len() as u32
+    }
+
+    /// Put an entry in CPU `cpu`'s buffer, stamped on the trace clock from
+    /// its CLOCK_MONOTONIC time `mono`, and wake the readers.
+    /// Returns whether it was stored.
+    pub(super) fn store(
+        &self,
+        def: Arc<EventDef>,
+        data: Vec<u8>,
+        comm: &str,
+        cpu: u32,
+        mono: u64,
+    ) -> bool {
+        let stamp = self.trace_clock.stamp(mono);
+        let overwrite = self.overwrite.load(Ordering::Relaxed);
+        {
+            // Producers stamp events with their own clocks (each bus its
+            // simulated time), but the kernel's ring stamps entries as they
+            // are recorded, so readers never see time go back. The stamp is
+            // raised to the newest one given out, under this CPU's lock:
+            // a reader, which holds every CPU's lock, then never takes an
+            // entry that a later push could undercut.
+            let mut b = self.bufs[cpu as usize].lock_ok();
+            let newest = self.newest_ts.fetch_max(stamp, Ordering::SeqCst);
+            let e = Entry {
+                def,
+                data: data.into(),
+                ts: stamp.max(newest),
+                cpu,
+                comm: comm.into(),
+            };
+            if !b.push(e, overwrite) {
+                return false;
+            }
+        }
+        self.wake();
+        true
+    }
+
+    /// Wake the blocked readers (they recheck).
+    pub(super) fn wake(&self) {
+        if self.pipe_readers.load(Ordering::Relaxed) > 0 {
+            let ws: Vec<Waker> = self.wakers.lock_ok().iter().map(|w| w.1.clone()).collect();
+            for w in ws {
+                w();
+            }
+        }
+    }
+
+    /// The buffer grows to its full default size the first time tracing is
+    /// set up (the kernel's `tracing_update_buffers`).
+    pub(super) fn expand(&self) {
+        if !self.expanded.swap(true, Ordering::SeqCst) {
+            for buf in &self.bufs {
+                buf.lock_ok().resize(pages_for(DEFAULT_BUF_BYTES));
+            }
+        }
+    }
+
+    /// Lock every CPU's buffer, in CPU order.
+    pub(super) fn lock_all(&self) -> Vec<MutexGuard<'_, CpuBuffer>> {
+        self.bufs.iter().map(|b| b.lock_ok()).collect()
+    }
+
+    /// Empty every buffer (`echo > trace`, a new trace clock).
+    pub(super) fn clear_all(&self) {
+        for mut b in self.lock_all() {
+            b.clear();
+        }
+        // A new clock starts from its own values.
+        self.newest_ts.store(0, Ordering::SeqCst);
+    }
+
+    /// Whether `tracing_on` is set.
+    pub fn tracing_on(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+
+    /// Entries in the buffers and entries written (in buffer + overwritten).
+    pub fn counts(&self) -> (usize, u64) {
+        self.bufs.iter().fold((0, 0), |(n, w), b| {
+            let b = b.lock_ok();
+            (n + b.len(), w + b.written())
+        })
+    }
+
+    /// The text of the `trace` file: every CPU's entries merged in time
+    /// order, or one CPU's (`per_cpu/cpuN/trace`). The header counts all
+    /// CPUs either way, as the kernel's does.
+    pub fn trace_text(&self, cpu: Option<usize>) -> String {
+        let irq = self.irq_info.load(Ordering::Relaxed);
+        let in_ns = self.trace_clock.in_ns();
+        let guards = self.lock_all();
+        let (n, w) = guards
+            .iter()
+            .fold((0, 0), |(n, w), b| (n + b.len(), w + b.written()));
+        let mut s = ring::header(n, w, self.cpus, irq);
+        let bufs: Vec<&CpuBuffer> = match cpu {
+            Some(c) => vec![&*guards[c]],
+            None => guards.iter().map(|g| &**g).collect(),
+        };
+        for e in ring::merged(&bufs) {
+            s.push_str(&e.line(irq, in_ns));
+        }
+        s
+    }
+}
