@@ -1,4 +1,5 @@
-//! Poison-tolerant locking.
+//! Surviving panics: poison-tolerant locking, and the message of a caught
+//! panic.
 //!
 //! A panic in one request path answers that request with `EIO` and leaves the
 //! daemon serving (issue 13). A lock held during such a panic is poisoned, but
@@ -59,6 +60,15 @@ impl CondvarExt for Condvar {
             .unwrap_or_else(PoisonError::into_inner)
             .0
     }
+}
+
+/// The message of a caught panic (`panic!` with a literal or a format), for
+/// the log line of the request it failed.
+pub fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
+    p.downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("non-string panic payload")
 }
 
 #[cfg(test)]

@@ -10,8 +10,9 @@ use tracing::debug;
 use crate::errno::Errno;
 use crate::vfs::{CallerMemory, IoctlLayout, IoctlRequest, Tree};
 
+use super::handle::{Handle, IoctlCall};
 use super::proto::{self, Reader};
-use super::*;
+use super::state::{CuseDev, Session, MAX_WRITE};
 
 /// Caller memory for a CUSE ioctl: the input ranges the kernel copied in, and
 /// writes collected for the output ranges.
@@ -81,14 +82,6 @@ impl crate::vfs::CallerMemory for IovMemory<'_> {
         self.writes.borrow_mut().push((addr, data.to_vec()));
         Ok(())
     }
-}
-
-/// A CUSE character device served by a session.
-pub(super) struct CuseDev {
-    pub(super) node: Arc<dyn crate::vfs::FileNode>,
-    pub(super) name: String,
-    pub(super) major: u32,
-    pub(super) minor: u32,
 }
 
 /// The most memory a CUSE ioctl moves each way: the kernel's fuse_do_ioctl

@@ -13,7 +13,7 @@ use tracing::warn;
 
 use crate::vfs::Tree;
 
-use super::*;
+use super::state::{CacheQueue, Session, Wake};
 
 /// Mount options.
 #[derive(Clone, Debug)]

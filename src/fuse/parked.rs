@@ -1,6 +1,6 @@
 //! Parked requests: a read or ioctl that would block waits on its handle
-//! and is retried when the file's waker fires; FUSE_INTERRUPT answers it
-//! EINTR.
+//! (the queue is in `handle.rs`) and is retried when the file's waker
+//! fires; FUSE_INTERRUPT answers it EINTR.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
@@ -9,56 +9,13 @@ use std::sync::Arc;
 use tracing::{debug, error};
 
 use crate::errno::Errno;
-use crate::sync::LockExt;
-use crate::vfs::{Caller, IoctlLayout, IoctlRequest};
+use crate::sync::{panic_message, LockExt};
+use crate::vfs::IoctlRequest;
 
-use super::proto::{self, op};
-use super::*;
-
-/// What a parked request was.
-#[derive(Clone)]
-pub(super) enum Parked {
-    /// A read of `size` bytes at `offset`.
-    Read { offset: u64, size: u32 },
-    /// An ioctl.
-    Ioctl(IoctlCall),
-}
-
-impl Parked {
-    /// The FUSE opcode of the request.
-    pub(super) fn opcode(&self) -> u32 {
-        match self {
-            Parked::Read { .. } => op::READ,
-            Parked::Ioctl(_) => op::IOCTL,
-        }
-    }
-}
-
-#[derive(Clone)]
-/// An ioctl request, kept to be retried.
-pub(super) struct IoctlCall {
-    /// CUSE: the caller memory the kernel copied in (per input range) and the
-    /// output ranges it will copy out of the reply.
-    pub(super) cuse: Option<(IoctlLayout, Vec<u8>)>,
-    pub(super) nodeid: u64,
-    pub(super) cmd: u32,
-    pub(super) arg: u64,
-    pub(super) input: Vec<u8>,
-    pub(super) out_size: u32,
-    pub(super) caller: Caller,
-    pub(super) compat: bool,
-}
-
-/// A parked request.
-pub(super) struct Pending {
-    pub(super) unique: u64,
-    pub(super) what: Parked,
-    /// A thread is retrying it (without the queue's lock).
-    pub(super) attempting: bool,
-    /// FUSE_INTERRUPT came while it was being retried: EINTR unless that
-    /// retry completes it.
-    pub(super) interrupted: bool,
-}
+use super::handle::{Handle, Parked, Pending};
+use super::proto;
+use super::state::{Session, Wake};
+use super::watchdog;
 
 impl Session {
     /// Answer every parked (blocked) request with `e`: used when the daemon
@@ -172,13 +129,6 @@ impl Session {
                     w.0
                 })
             }
-        }
-    }
-
-    pub(super) fn finish(&self, u: u64, res: Result<Vec<u8>, Errno>) {
-        match res {
-            Ok(d) => self.ok(u, &d),
-            Err(e) => self.err(u, e),
         }
     }
 
@@ -314,11 +264,12 @@ mod tests {
     //! a datagram socket pair (each reply one message, as on /dev/fuse), and
     //! the tree holds a file that has data only when the test says so.
 
+    use std::fs::File;
     use std::os::unix::net::UnixDatagram;
     use std::sync::Mutex as StdMutex;
 
     use super::*;
-    use crate::vfs::{FileNode, NodeKind, OpenFlags, Waker};
+    use crate::vfs::{Caller, FileNode, NodeKind, OpenFile, OpenFlags, Tree, Waker};
 
     /// A stream file: EAGAIN until data is put in, and the waker to call then.
     #[derive(Default)]

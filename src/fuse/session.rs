@@ -1,24 +1,31 @@
 //! The request loop: reading /dev/fuse on several threads, dispatching
-//! each opcode to the tree, replies and kernel-cache notifications, and
-//! the watchdog's view of the serving threads.
+//! each opcode to the tree, and the watchdog's view of the serving
+//! threads.
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::IoSlice;
 use std::os::fd::AsRawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crossbeam_channel::Sender;
 use tracing::{debug, error, warn};
 
 use crate::errno::Errno;
-use crate::sync::{CondvarExt, LockExt, RwLockExt};
+use crate::sync::{panic_message, CondvarExt, LockExt, RwLockExt};
 use crate::vfs::{Caller, NodeKind, OpenFlags, Waker};
 
+use super::cuse::{clip_ranges, CUSE_IOCTL_MAX};
+use super::handle::{Handle, IoctlCall, Parked};
 use super::proto::{self, op, InHeader, Reader};
-use super::*;
+use super::state::{Session, Wake, ALIAS_BASE, MAX_WRITE};
+use super::watchdog;
+
+/// Room for the largest request: a write of [`MAX_WRITE`] bytes and its
+/// headers.
+const BUF_LEN: usize = MAX_WRITE as usize + 4096;
+/// How long the kernel may cache entries and attributes, seconds.
+const ENTRY_VALID_SECS: u64 = 1;
 
 /// A request thread's wait for the device to have a request: its own epoll
 /// instance with the device registered exclusively, so that a request wakes
@@ -51,18 +58,6 @@ impl RequestWait {
         let mut ev = libc::epoll_event { events: 0, u64: 0 };
         // SAFETY: room for one event; EINTR just returns early.
         unsafe { libc::epoll_wait(self.0.as_raw_fd(), &mut ev, 1, -1) };
-    }
-}
-
-/// Queues kernel cache updates for the service thread.
-pub(super) struct CacheQueue(pub(super) Sender<Wake>);
-
-impl crate::vfs::KernelCache for CacheQueue {
-    fn store(&self, ino: u64, offset: u64, bytes: Vec<u8>) {
-        let _ = self.0.send(Wake::Store(ino, offset, bytes));
-    }
-    fn inval_entry(&self, parent: u64, name: &str) {
-        let _ = self.0.send(Wake::InvalEntry(parent, name.to_string()));
     }
 }
 
@@ -298,71 +293,6 @@ impl Session {
         }
     }
 
-    /// Write a reply (`error` 0 with `parts` as body, or a negative errno).
-    pub(super) fn send(&self, unique: u64, error: i32, parts: &[&[u8]]) {
-        let body: usize = parts.iter().map(|p| p.len()).sum();
-        let mut hdr = proto::Writer::default();
-        hdr.u32((proto::OUT_HEADER_LEN + body) as u32)
-            .u32(error as u32)
-            .u64(unique);
-        let mut iov = Vec::with_capacity(parts.len() + 1);
-        iov.push(IoSlice::new(&hdr.0));
-        for p in parts {
-            iov.push(IoSlice::new(p));
-        }
-        // SAFETY: IoSlice is ABI-compatible with iovec.
-        let rc = unsafe {
-            libc::writev(
-                self.dev.as_raw_fd(),
-                iov.as_ptr() as *const libc::iovec,
-                iov.len() as i32,
-            )
-        };
-        if rc < 0 {
-            let e = std::io::Error::last_os_error();
-            // ENOENT: the request was interrupted and is gone.
-            if e.raw_os_error() != Some(libc::ENOENT) {
-                debug!(unique, "reply failed: {e}");
-            }
-        }
-    }
-
-    pub(super) fn ok(&self, unique: u64, body: &[u8]) {
-        self.send(unique, 0, &[body]);
-    }
-
-    pub(super) fn err(&self, unique: u64, e: Errno) {
-        self.send(unique, -e.0, &[]);
-    }
-
-    /// FUSE_NOTIFY_INVAL_ENTRY: the kernel drops its cached entry `name` of
-    /// directory `parent` (ENOENT if it had none: nothing to do).
-    pub(super) fn inval_entry(&self, parent: u64, name: &str) {
-        let mut w = proto::Writer::default();
-        w.u64(parent).u32(name.len() as u32).u32(0);
-        w.0.extend_from_slice(name.as_bytes());
-        w.0.push(0);
-        self.notify(proto::notify::INVAL_ENTRY, &w.0);
-    }
-
-    /// Put `bytes` into the page cache of `nodeid` at `offset` (FUSE_NOTIFY_STORE),
-    /// in pieces the kernel accepts.
-    pub(super) fn store(&self, nodeid: u64, offset: u64, bytes: &[u8]) {
-        for (i, chunk) in bytes.chunks(MAX_WRITE as usize).enumerate() {
-            let mut w = proto::Writer::default();
-            w.u64(nodeid)
-                .u64(offset + (i * MAX_WRITE as usize) as u64)
-                .u32(chunk.len() as u32)
-                .u32(0);
-            self.send(0, proto::notify::STORE, &[&w.0, chunk]);
-        }
-    }
-
-    /// Send a notification (unique 0).
-    pub(super) fn notify(&self, code: i32, body: &[u8]) {
-        self.send(0, code, &[body]);
-    }
-
     /// The size of the content of the newest open snapshot of `ino`: while
     /// one is open, attribute replies must not set the inode's size back to
     /// 0 under a sendfile (see `open`).
@@ -397,10 +327,6 @@ impl Session {
             gid: self.tree.gid,
             rdev: 0,
         }
-    }
-
-    pub(super) fn handle(&self, fh: u64) -> Option<Arc<Handle>> {
-        self.handles.read_ok().get(&fh).cloned()
     }
 
     pub(super) fn dispatch(&self, h: &InHeader, body: &[u8]) {
