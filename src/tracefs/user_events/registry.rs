@@ -464,23 +464,12 @@ impl UserEvents {
     /// them as they come; [`UserEvents::drain_procs`] does it on the
     /// caller's thread when order matters.
     pub(super) fn procs(&self) -> Option<&ProcEvents> {
-        self.procs
+        let mut subscribed = false;
+        let procs = self
+            .procs
             .get_or_init(|| match ProcEvents::listen() {
                 Ok(p) => {
-                    let me = self.me.clone();
-                    let _ = std::thread::Builder::new()
-                        .name("proc-events".into())
-                        .spawn(move || loop {
-                            let Some(ue) = me.upgrade() else { return };
-                            ue.drain_procs();
-                            let Some(Some(p)) = ue.procs.get() else {
-                                return;
-                            };
-                            // Not holding `ue` while waiting would be
-                            // tidier, but the registry lives as long as the
-                            // mount anyway.
-                            p.wait(Duration::from_secs(1));
-                        });
+                    subscribed = true;
                     Some(p)
                 }
                 Err(e) => {
@@ -491,7 +480,26 @@ impl UserEvents {
                     None
                 }
             })
-            .as_ref()
+            .as_ref();
+        // The thread starts only once `procs` is set: started from inside
+        // `get_or_init`, it could find it unset and end at once, and then
+        // exits went unnoticed until another registration drained them.
+        if subscribed {
+            let me = self.me.clone();
+            let _ = std::thread::Builder::new()
+                .name("proc-events".into())
+                .spawn(move || loop {
+                    let Some(ue) = me.upgrade() else { return };
+                    ue.drain_procs();
+                    let Some(Some(p)) = ue.procs.get() else {
+                        return;
+                    };
+                    // Not holding `ue` while waiting would be tidier, but
+                    // the registry lives as long as the mount anyway.
+                    p.wait(Duration::from_secs(1));
+                });
+        }
+        procs
     }
 
     /// Apply every process event the kernel has sent so far.
