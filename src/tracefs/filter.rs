@@ -21,6 +21,10 @@ pub struct FilterError {
     pub errno: Errno,
     /// Caret column and message, or `None` for the bare `Error: (0)` form.
     pub detail: Option<(usize, &'static str)>,
+    /// Where `error_log` puts its caret: the kernel's `lasterr_pos`, which
+    /// the `filter` file clamps to the text's length and `error_log` does
+    /// not (0 for the bare form).
+    pub log_pos: usize,
 }
 
 impl FilterError {
@@ -28,12 +32,14 @@ impl FilterError {
         FilterError {
             errno,
             detail: None,
+            log_pos: 0,
         }
     }
     fn at(errno: Errno, col: usize, msg: &'static str) -> Self {
         FilterError {
             errno,
             detail: Some((col, msg)),
+            log_pos: col,
         }
     }
 }
@@ -219,9 +225,14 @@ struct Parser<'a> {
 }
 
 impl Parser<'_> {
-    /// Caret column for an error reported at byte `pos` inside a predicate.
-    fn col(&self, pos: usize) -> usize {
-        (pos + 1).min(self.s.len())
+    /// An error reported at byte `pos` inside a predicate: the kernel counts
+    /// the position from 1, and the `filter` file clamps it to the text.
+    fn err(&self, errno: Errno, pos: usize, msg: &'static str) -> FilterError {
+        FilterError {
+            errno,
+            detail: Some(((pos + 1).min(self.s.len()), msg)),
+            log_pos: pos + 1,
+        }
     }
 
     fn skip_ws(&self, mut i: usize) -> usize {
@@ -243,8 +254,8 @@ impl Parser<'_> {
             return Err(FilterError::bare(Errno::EPERM));
         }
         let name = std::str::from_utf8(&s[fs..fe]).unwrap_or("");
-        let target = (self.lookup)(name)
-            .ok_or_else(|| FilterError::at(Errno::EINVAL, self.col(fe), E_FIELD_NOT_FOUND))?;
+        let target =
+            (self.lookup)(name).ok_or_else(|| self.err(Errno::EINVAL, fe, E_FIELD_NOT_FOUND))?;
         let p = self.skip_ws(fe);
         const OPS: [(&str, Op); 8] = [
             ("==", Op::Eq),
@@ -260,7 +271,7 @@ impl Parser<'_> {
             .iter()
             .find(|(t, _)| s[p..].starts_with(t.as_bytes()))
             .copied()
-            .ok_or_else(|| FilterError::at(Errno::EINVAL, self.col(p), E_INVALID_OP))?;
+            .ok_or_else(|| self.err(Errno::EINVAL, p, E_INVALID_OP))?;
         let v = self.skip_ws(p + optext.len());
         let is_string = match &target {
             Target::Field(f) => f.is_string(),
@@ -279,10 +290,10 @@ impl Parser<'_> {
                     return Err(FilterError::at(Errno::EINVAL, ve.min(s.len()), E_TOO_LONG));
                 }
                 if !is_string {
-                    return Err(FilterError::at(Errno::EINVAL, self.col(v), E_EXPECT_DIGIT));
+                    return Err(self.err(Errno::EINVAL, v, E_EXPECT_DIGIT));
                 }
                 if !matches!(op, Op::Eq | Op::Ne | Op::Glob) {
-                    return Err(FilterError::at(Errno::EINVAL, self.col(v), E_ILLEGAL_OP));
+                    return Err(self.err(Errno::EINVAL, v, E_ILLEGAL_OP));
                 }
                 let value = Value::Str(s[v + 1..close].to_vec());
                 Ok((Pred { target, op, value }, ve))
@@ -296,10 +307,10 @@ impl Parser<'_> {
                     return Err(FilterError::at(Errno::EINVAL, ve.min(s.len()), E_TOO_LONG));
                 }
                 if is_string {
-                    return Err(FilterError::at(Errno::EINVAL, self.col(v), E_EXPECT_STRING));
+                    return Err(self.err(Errno::EINVAL, v, E_EXPECT_STRING));
                 }
                 if op == Op::Glob {
-                    return Err(FilterError::at(Errno::EINVAL, self.col(v), E_ILLEGAL_OP));
+                    return Err(self.err(Errno::EINVAL, v, E_ILLEGAL_OP));
                 }
                 let signed = match &target {
                     Target::Field(f) => f.signed,
@@ -307,7 +318,7 @@ impl Parser<'_> {
                 };
                 let tok = std::str::from_utf8(&s[v..ve]).unwrap_or("");
                 let n = parse_int(tok, signed)
-                    .ok_or_else(|| FilterError::at(Errno::EINVAL, self.col(v), E_ILLEGAL_INT))?;
+                    .ok_or_else(|| self.err(Errno::EINVAL, v, E_ILLEGAL_INT))?;
                 Ok((
                     Pred {
                         target,
@@ -317,7 +328,7 @@ impl Parser<'_> {
                     ve,
                 ))
             }
-            _ => Err(FilterError::at(Errno::EINVAL, self.col(v), E_INVALID_VALUE)),
+            _ => Err(self.err(Errno::EINVAL, v, E_INVALID_VALUE)),
         }
     }
 
