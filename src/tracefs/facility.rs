@@ -12,6 +12,7 @@ use super::config::{TracingConfig, EVENT_ID_BASE};
 use super::event::{EventDef, FieldSpec, FieldValue};
 use super::ftrace_events::FtraceEvents;
 use super::instance::{EventFile, TraceArray};
+use super::trigger::TriggerEvent;
 use crate::clock::{Clock, Timestamp};
 use crate::sync::{LockExt, RwLockExt};
 use crate::vfs::Tree;
@@ -467,4 +468,16 @@ fn raw_entry(def: &EventDef, pid: u32, payload: &[u8]) -> Vec<u8> {
         data.resize(def.fixed_size, 0);
     }
     data
+}
+
+impl TriggerEvent for EventId {
+    fn system(&self) -> &str {
+        &self.def().system
+    }
+    fn name(&self) -> &str {
+        &self.def().name
+    }
+    fn same_event(&self, other: &Self) -> bool {
+        std::ptr::eq(self.def(), other.def())
+    }
 }

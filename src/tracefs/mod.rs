@@ -23,10 +23,12 @@ pub mod ftrace_events;
 pub mod instance;
 mod instances;
 mod marker;
+pub mod hist;
 pub mod parse;
 mod per_cpu;
 pub mod ring;
 pub mod trace_clock;
+pub mod trigger;
 pub mod usb;
 pub mod user_events;
 
