@@ -481,3 +481,53 @@ fn trace_cmd_record_into_an_instance() {
     assert_eq!(m.sh_ok("ls tracing/instances"), "");
     assert!(tick_times(&m.sh_ok("cat tracing/trace")).is_empty());
 }
+
+#[test]
+fn triggers_fire_in_the_kernels_order() {
+    let m = Mount::with_config(TICK);
+    let e = "tracing/events/myapp/tick";
+    // traceoff with a count and a filter: the event that fires it is still
+    // recorded (a post trigger), then tracing stops.
+    m.sh_ok(&format!(
+        "echo 'traceoff:2 if count > 5' > {e}/trigger; echo 1 > {e}/enable"
+    ));
+    assert_eq!(m.sh_ok(&format!("cat {e}/enable")), "1*\n");
+    for c in [1, 3, 7, 9] {
+        m.sh_ok(&format!("echo count={c} > {e}/inject"));
+    }
+    assert_eq!(m.sh_ok("cat tracing/tracing_on"), "0\n");
+    assert_eq!(
+        m.sh_ok(&format!("cat {e}/trigger")),
+        "traceoff:count=1 if count > 5\n"
+    );
+    let ticks = tick_times(&m.sh_ok("cat tracing/trace"));
+    assert_eq!(ticks.keys().copied().collect::<Vec<_>>(), vec![1, 3, 7]);
+    m.sh_ok(&format!(
+        "echo 1 > tracing/tracing_on; echo '!traceoff' >> {e}/trigger"
+    ));
+    assert_eq!(m.sh_ok(&format!("cat {e}/enable")), "1\n");
+    // A hist trigger counts every hit.
+    m.sh_ok(&format!("echo 'hist:keys=count' > {e}/trigger"));
+    for c in [4, 4, 2] {
+        m.sh_ok(&format!("echo count={c} > {e}/inject"));
+    }
+    let hist = m.sh_ok(&format!("cat {e}/hist"));
+    assert!(hist.starts_with("# event histogram\n"), "{hist}");
+    assert!(
+        hist.contains("{ count:          4 } hitcount:          2\n"),
+        "{hist}"
+    );
+    assert!(hist.contains("    Hits: 3\n    Entries: 2\n"), "{hist}");
+    // A bad filter is logged in error_log; O_TRUNC clears it.
+    assert!(!m
+        .sh(&format!("echo 'traceon if nosuch == 1' >> {e}/trigger"))
+        .status
+        .success());
+    let log = m.sh_ok("cat tracing/error_log");
+    assert!(
+        log.contains("event filter parse error: error: Field not found\n  Command: nosuch == 1\n"),
+        "{log}"
+    );
+    m.sh_ok("echo > tracing/error_log");
+    assert_eq!(m.sh_ok("cat tracing/error_log"), "");
+}

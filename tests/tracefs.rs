@@ -262,6 +262,18 @@ echo > set_event
     // monfs has no trigger files yet.
     let real = real.replace("format\nid\ntrigger\n", "format\nid\n");
     diff("buffer files", &real, &monfs_sh(&m, &io, files));
+
+    // 9. Triggers: grammar, errnos, read-back order and format, removal,
+    // soft mode. Counts of 0 never fire, so the real machine is left alone.
+    let trig = "T=events/sched/sched_switch/trigger; \
+                $IO $T a 'traceon:0' 'traceon:0' 'traceoff:0 if prev_pid == 0' 'traceon:abc' \
+                'stacktrace:0 if prev_pid == 99' 'enable_event:sched:sched_process_exec:0' \
+                'enable_event:nosuch:x' 'disable_event:sched:sched_process_exec' 'foo' \
+                'traceon if nosuch == 1' 'stacktrace:0x10'; \
+                cat $T; cat events/sched/sched_process_exec/enable events/sched/sched_switch/enable; \
+                $IO $T a '!traceoff:5' '!stacktrace' '!enable_event:sched:sched_process_exec' '!traceon' '!nosuch'; \
+                cat $T | grep -v '^#'; cat events/sched/sched_process_exec/enable\n";
+    diff("triggers", &real_sh(&io, trig), &monfs_sh(&m, &io, trig));
     real_sh(&io, reset);
 }
 

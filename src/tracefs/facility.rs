@@ -11,9 +11,13 @@ use super::builtin;
 use super::config::{TracingConfig, EVENT_ID_BASE};
 use super::event::{EventDef, FieldSpec, FieldValue};
 use super::ftrace_events::FtraceEvents;
+use super::hist::NamedHists;
 use super::instance::{EventFile, TraceArray};
-use super::trigger::TriggerEvent;
+use super::trigger::{
+    ErrorLog, FireContext, Hit, TriggerAction, TriggerEvent, TriggerHost, Triggers,
+};
 use crate::clock::{Clock, Timestamp};
+use crate::errno::SysResult;
 use crate::sync::{LockExt, RwLockExt};
 use crate::vfs::Tree;
 
@@ -29,6 +33,10 @@ pub struct Event {
     pub(super) enabled: AtomicUsize,
     /// Its state in each trace array, by array slot.
     pub(super) files: RwLock<Vec<Arc<EventFile>>>,
+    /// Its triggers in each trace array, by array slot.
+    pub(super) triggers: RwLock<Vec<Arc<Triggers<EventId>>>>,
+    /// How many trace arrays have it armed (triggers or soft mode).
+    pub(super) armed: AtomicUsize,
     pub(super) hook: OnceLock<EnableHook>,
 }
 
@@ -44,6 +52,18 @@ impl Event {
         }
         files[slot].clone()
     }
+
+    /// The event's triggers in the array of `slot`.
+    pub(super) fn trig(&self, slot: usize) -> Arc<Triggers<EventId>> {
+        if let Some(t) = self.triggers.read_ok().get(slot) {
+            return t.clone();
+        }
+        let mut ts = self.triggers.write_ok();
+        while ts.len() <= slot {
+            ts.push(Arc::default());
+        }
+        ts[slot].clone()
+    }
 }
 
 /// A handle producers keep: checking it costs one atomic load.
@@ -52,18 +72,21 @@ pub struct EventId(pub(super) Arc<Event>);
 
 impl EventId {
     /// A new, disabled, unfiltered event with definition `def`.
-    fn new(def: EventDef) -> EventId {
+    pub(super) fn new(def: EventDef) -> EventId {
         EventId(Arc::new(Event {
             def: Arc::new(def),
             enabled: AtomicUsize::new(0),
             files: RwLock::new(Vec::new()),
+            triggers: RwLock::new(Vec::new()),
+            armed: AtomicUsize::new(0),
             hook: OnceLock::new(),
         }))
     }
-    /// Whether the event is enabled in any trace array.
+    /// Whether the event fires: enabled in a trace array, or armed there
+    /// by triggers (soft mode, as the kernel keeps the tracepoint on).
     #[inline]
     pub fn is_enabled(&self) -> bool {
-        self.0.enabled.load(Ordering::Relaxed) > 0
+        self.0.enabled.load(Ordering::Relaxed) > 0 || self.0.armed.load(Ordering::Relaxed) > 0
     }
     /// The numeric id (`common_type`, the `id` file).
     pub fn id(&self) -> u16 {
@@ -294,20 +317,115 @@ impl Tracing {
             arr.expand();
         }
         let file = id.0.file(arr.slot);
-        let was = file.enabled.swap(on, Ordering::SeqCst);
-        if was == on {
+        let before = id.is_enabled();
+        if file.enabled.swap(on, Ordering::SeqCst) == on {
             return;
         }
-        let before = if on {
-            id.0.enabled.fetch_add(1, Ordering::SeqCst)
+        if on {
+            id.0.enabled.fetch_add(1, Ordering::SeqCst);
         } else {
-            id.0.enabled.fetch_sub(1, Ordering::SeqCst)
-        };
-        let after = if on { before + 1 } else { before - 1 };
-        if (before == 0) != (after == 0) {
+            id.0.enabled.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.enabled_changed(id, before);
+    }
+
+    /// Run the event's hook when whether it fires changed from `before`.
+    fn enabled_changed(&self, id: &EventId, before: bool) {
+        if id.is_enabled() != before {
             if let Some(h) = id.0.hook.get() {
                 h();
             }
+        }
+    }
+
+    /// Recompute whether `id` is armed in the array of `slot`: it has
+    /// triggers there or is in soft mode.
+    pub(super) fn rearm(&self, id: &EventId, slot: usize) {
+        let file = id.0.file(slot);
+        let want = !id.0.trig(slot).is_empty() || file.soft.load(Ordering::SeqCst) > 0;
+        let before = id.is_enabled();
+        if file.armed.swap(want, Ordering::SeqCst) == want {
+            return;
+        }
+        if want {
+            id.0.armed.fetch_add(1, Ordering::SeqCst);
+        } else {
+            id.0.armed.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.enabled_changed(id, before);
+    }
+
+    /// A write to `id`'s `trigger` file in `arr`.
+    pub(super) fn write_trigger(
+        &self,
+        arr: &TraceArray,
+        id: &EventId,
+        data: &[u8],
+    ) -> SysResult<u32> {
+        let host = Host { t: self, a: arr };
+        let r = id.0.trig(arr.slot).write(data, &id.0.def, &host);
+        self.rearm(id, arr.slot);
+        r
+    }
+
+    /// An `O_TRUNC` open of `id`'s `trigger` file in `arr`.
+    pub(super) fn truncate_trigger(&self, arr: &TraceArray, id: &EventId) {
+        let host = Host { t: self, a: arr };
+        id.0.trig(arr.slot).truncate(&host);
+        self.rearm(id, arr.slot);
+    }
+
+    /// Fire `ev`'s triggers in `arr` for one hit and record it there as the
+    /// kernel orders it: actions before the event, the event (if enabled,
+    /// and for conditional triggers only if tracing was on before them),
+    /// then the post actions (`traceoff`, `stacktrace`).
+    #[allow(clippy::too_many_arguments)]
+    fn fire(
+        &self,
+        arr: &TraceArray,
+        id: &EventId,
+        file: &EventFile,
+        trig: &Triggers<EventId>,
+        data: Vec<u8>,
+        comm: &str,
+        mono: u64,
+    ) -> bool {
+        let host = Host { t: self, a: arr };
+        let was_on = arr.tracing_on();
+        let cpu = arr.cpu_now();
+        let hit = Hit {
+            entry: &data,
+            cpu,
+            comm,
+            ts_ns: mono,
+        };
+        let actions = trig.fire(&hit, &host);
+        let (post, pre): (Vec<_>, Vec<_>) = actions.into_iter().partition(|a| a.is_post());
+        for a in pre {
+            self.act(arr, a);
+        }
+        let record = file.enabled.load(Ordering::Relaxed) && (!trig.is_conditional() || was_on);
+        let stored = record && arr.record(&id.0.def, file, data, comm, mono);
+        for a in post {
+            self.act(arr, a);
+        }
+        stored
+    }
+
+    /// Carry out a trigger's action in `arr`. monfs has no snapshot buffer
+    /// and no kernel stacks: `snapshot` and `stacktrace` do nothing.
+    fn act(&self, arr: &TraceArray, a: TriggerAction<EventId>) {
+        match a {
+            TriggerAction::TraceOn => {
+                arr.on.store(true, Ordering::Relaxed);
+                arr.wake();
+            }
+            TriggerAction::TraceOff => arr.on.store(false, Ordering::Relaxed),
+            TriggerAction::EnableEvent(e) => self.set_enabled_in(arr, &e, true),
+            TriggerAction::DisableEvent(e) => self.set_enabled_in(arr, &e, false),
+            TriggerAction::EnableHist(e) => e.0.trig(arr.slot).set_hist_paused(false),
+            TriggerAction::DisableHist(e) => e.0.trig(arr.slot).set_hist_paused(true),
+            TriggerAction::Snapshot | TriggerAction::StackTrace => {}
         }
     }
 
@@ -316,7 +434,7 @@ impl Tracing {
     pub fn emit(&self, id: &EventId, pid: u32, comm: &str, values: &[FieldValue<'_>]) {
         if id.is_enabled() {
             let data = id.0.def.encode(pid, values);
-            self.record(&id.0, data, comm, None);
+            self.record(id, data, comm, None);
         }
     }
 
@@ -331,7 +449,7 @@ impl Tracing {
     ) {
         if id.is_enabled() {
             let data = id.0.def.encode(pid, values);
-            self.record(&id.0, data, comm, Some(ts));
+            self.record(id, data, comm, Some(ts));
         }
     }
 
@@ -340,17 +458,18 @@ impl Tracing {
     /// included, `__data_loc` offsets counted from the entry start).
     pub fn emit_raw(&self, id: &EventId, pid: u32, comm: &str, payload: &[u8]) {
         if id.is_enabled() {
-            self.record(&id.0, raw_entry(&id.0.def, pid, payload), comm, None);
+            self.record(id, raw_entry(&id.0.def, pid, payload), comm, None);
         }
     }
 
     /// Record an entry of `ev` into every array that has it enabled.
-    pub(super) fn record(&self, ev: &Event, data: Vec<u8>, comm: &str, ts: Option<Timestamp>) {
+    pub(super) fn record(&self, id: &EventId, data: Vec<u8>, comm: &str, ts: Option<Timestamp>) {
+        let ev = &*id.0;
         let files = ev.files.read_ok();
         let on: Vec<(usize, &Arc<EventFile>)> = files
             .iter()
             .enumerate()
-            .filter(|(_, f)| f.enabled.load(Ordering::Relaxed))
+            .filter(|(_, f)| f.enabled.load(Ordering::Relaxed) || f.armed.load(Ordering::Relaxed))
             .collect();
         if on.is_empty() {
             return;
@@ -367,11 +486,38 @@ impl Tracing {
             } else {
                 data.clone().unwrap_or_default()
             };
-            let pid = u32::from_le_bytes(d[4..8].try_into().unwrap());
-            if arr.record(&ev.def, file, d, comm, mono) {
-                self.save_cmdline(pid, comm);
-            }
+            self.record_in(arr, id, file, d, comm, mono);
         }
+    }
+
+    /// Record an entry of `id` in `arr` (whose state for it is `file`):
+    /// through its triggers there when it has any, else if it is enabled.
+    /// Returns whether it was stored.
+    pub(super) fn record_in(
+        &self,
+        arr: &TraceArray,
+        id: &EventId,
+        file: &EventFile,
+        data: Vec<u8>,
+        comm: &str,
+        mono: u64,
+    ) -> bool {
+        let pid = u32::from_le_bytes(data[4..8].try_into().unwrap());
+        let stored = if file.armed.load(Ordering::Relaxed) {
+            let trig = id.0.trig(arr.slot);
+            if trig.is_empty() {
+                file.enabled.load(Ordering::Relaxed)
+                    && arr.record(&id.0.def, file, data, comm, mono)
+            } else {
+                self.fire(arr, id, file, &trig, data, comm, mono)
+            }
+        } else {
+            arr.record(&id.0.def, file, data, comm, mono)
+        };
+        if stored {
+            self.save_cmdline(pid, comm);
+        }
+        stored
     }
 
     /// Save `pid`'s comm (and tgid) as `saved_cmdlines` (`saved_tgids`)
@@ -444,11 +590,21 @@ impl Tracing {
         name: &str,
     ) -> Result<Arc<TraceArray>, crate::errno::Errno> {
         let arr = self.instance(name).ok_or(crate::errno::Errno::ENOENT)?;
+        let host = Host { t: self, a: &arr };
         for e in self.events() {
+            e.0.trig(arr.slot).clear(&host);
+        }
+        for e in self.events() {
+            e.0.file(arr.slot).soft.store(0, Ordering::SeqCst);
+            self.rearm(&e, arr.slot);
             self.set_enabled_in(&arr, &e, false);
             let mut files = e.0.files.write_ok();
             if let Some(f) = files.get_mut(arr.slot) {
                 *f = Arc::default();
+            }
+            drop(files);
+            if let Some(t) = e.0.triggers.write_ok().get_mut(arr.slot) {
+                *t = Arc::default();
             }
         }
         let mut arrays = self.arrays.write_ok();
@@ -479,5 +635,46 @@ impl TriggerEvent for EventId {
     }
     fn same_event(&self, other: &Self) -> bool {
         std::ptr::eq(self.def(), other.def())
+    }
+}
+
+/// What triggers need of the facility and one array.
+struct Host<'a> {
+    t: &'a Tracing,
+    a: &'a TraceArray,
+}
+
+impl TriggerHost<EventId> for Host<'_> {
+    fn find_event(&self, system: &str, name: &str) -> Option<EventId> {
+        self.t.event_id(system, name)
+    }
+    fn soft_mode(&self, target: &EventId, on: bool) {
+        let file = target.0.file(self.a.slot);
+        if on {
+            file.soft.fetch_add(1, Ordering::SeqCst);
+        } else {
+            let _ = file
+                .soft
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        }
+        self.t.rearm(target, self.a.slot);
+    }
+    fn error_log(&self) -> &ErrorLog {
+        &self.a.error_log
+    }
+    fn now_ns(&self) -> u64 {
+        self.t.now_mono()
+    }
+    fn named_hists(&self) -> &NamedHists {
+        &self.a.named_hists
+    }
+}
+
+impl FireContext<EventId> for Host<'_> {
+    fn tracing_on(&self) -> bool {
+        self.a.tracing_on()
+    }
+    fn event_enabled(&self, e: &EventId) -> bool {
+        e.0.file(self.a.slot).enabled.load(Ordering::Relaxed)
     }
 }

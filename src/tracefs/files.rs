@@ -12,6 +12,7 @@ use super::filter;
 use super::instance::{EventFile, FilterState, TraceArray, OPTIONS, TOP_ONLY_OPTIONS};
 use super::parse::{is_space, kstrtoul, next_token, parse_match};
 use super::ring::DEFAULT_BUF_BYTES;
+use super::trigger::AVAILABLE_TRIGGERS;
 use crate::errno::{Errno, SysResult};
 use crate::sync::{LockExt, RwLockExt};
 use crate::vfs::{NodeKind, Tree};
@@ -176,9 +177,7 @@ pub(crate) fn inject_text(x: &Arr, e: &EventId, data: &[u8], pid: u32) -> SysRes
     let data_bytes = def.encode(pid, &values);
     let comm = comm_of(pid);
     let mono = x.t.now_mono();
-    if x.a.record(&e.0.def, &x.file(e), data_bytes, &comm, mono) {
-        x.t.save_cmdline(pid, &comm);
-    }
+    x.t.record_in(&x.a, e, &x.file(e), data_bytes, &comm, mono);
     Ok(())
 }
 
@@ -267,7 +266,7 @@ fn comm_of(pid: u32) -> String {
 }
 
 /// Set or clear an event's filter from a write to its `filter` file.
-fn write_event_filter(e: &EventId, ev: &EventFile, data: &[u8]) -> SysResult<u32> {
+fn write_event_filter(x: &Arr, e: &EventId, ev: &EventFile, data: &[u8]) -> SysResult<u32> {
     if data.len() >= 4096 {
         return Err(Errno::EINVAL);
     }
@@ -286,6 +285,7 @@ fn write_event_filter(e: &EventId, ev: &EventFile, data: &[u8]) -> SysResult<u32
         Err(err) => {
             ev.filtered.store(false, Ordering::Relaxed);
             *ev.filter.write_ok() = FilterState::Error(filter::error_text(&text, &err));
+            x.error_log.log_filter(x.t.now_mono(), &text, &err);
             Err(err.errno)
         }
     }
@@ -736,20 +736,58 @@ fn install_event_files(x: &Arr, tree: &Tree, e: &EventId) {
         tree,
         &format!("{dir}/enable"),
         Ctl::new(MODE_WRITE)
-            .rs(move || bool_line(tr.enabled(&er)))
+            .rs(move || {
+                // `*`: armed by triggers (soft mode), as the kernel marks it.
+                let f = tr.file(&er);
+                let star = if f.armed.load(Ordering::Relaxed) {
+                    "*"
+                } else {
+                    ""
+                };
+                format!("{}{star}\n", f.enabled.load(Ordering::Relaxed) as u8)
+            })
             .w(move |data, _| {
                 let on = enable_value(data)?;
                 tw.set_enabled(&ew, on);
                 Ok(data.len() as u32)
             }),
     );
-    let (fr, ew, fw) = (x.file(e), e.clone(), x.file(e));
+    let (fr, ew, fw, xw) = (x.file(e), e.clone(), x.file(e), x.clone());
     add_ctl(
         tree,
         &format!("{dir}/filter"),
         Ctl::new(MODE_WRITE)
             .rs(move || read_event_filter(&fr))
-            .w(move |data, _| write_event_filter(&ew, &fw, data)),
+            .w(move |data, _| write_event_filter(&xw, &ew, &fw, data)),
+    );
+    let (er, ew, ec, xr, xw, xc) = (
+        e.clone(),
+        e.clone(),
+        e.clone(),
+        x.clone(),
+        x.clone(),
+        x.clone(),
+    );
+    add_ctl(
+        tree,
+        &format!("{dir}/trigger"),
+        Ctl::new(MODE_WRITE)
+            .rs(move || {
+                let t = er.0.trig(xr.a.slot);
+                if t.is_empty() {
+                    AVAILABLE_TRIGGERS.to_string()
+                } else {
+                    t.read_text()
+                }
+            })
+            .w(move |data, _| xw.t.write_trigger(&xw.a, &ew, data))
+            .t(move || xc.t.truncate_trigger(&xc.a, &ec)),
+    );
+    let (er, xr) = (e.clone(), x.clone());
+    add_ctl(
+        tree,
+        &format!("{dir}/hist"),
+        Ctl::new(MODE_READ).rs(move || er.0.trig(xr.a.slot).hist_text()),
     );
     let er = e.clone();
     add_ctl(
@@ -883,6 +921,15 @@ fn install_buffer_info(x: &Arr, tree: &Tree) {
                 tc.notrace_pids.write_ok().clear();
                 tc.has_notrace_pids.store(false, Ordering::Relaxed);
             }),
+    );
+    let (xr, xc) = (x.clone(), x.clone());
+    add_ctl(
+        tree,
+        &format!("{b}/error_log"),
+        Ctl::new(MODE_WRITE)
+            .rs(move || xr.error_log.text())
+            .w(|data, _| Ok(data.len() as u32))
+            .t(move || xc.error_log.clear()),
     );
     add_ctl(
         tree,

@@ -9,8 +9,10 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use super::event::EventDef;
 use super::filter;
+use super::hist::NamedHists;
 use super::ring::{self, CpuBuffer, Entry, BUF_PAGE_SIZE, DEFAULT_BUF_BYTES};
 use super::trace_clock::TraceClock;
+use super::trigger::ErrorLog;
 use crate::sync::{LockExt, RwLockExt};
 use crate::vfs::Waker;
 
@@ -33,6 +35,12 @@ pub struct EventFile {
     pub(super) enabled: AtomicBool,
     pub(super) filtered: AtomicBool,
     pub(super) filter: RwLock<FilterState>,
+    /// Triggers of other events that name this one (`enable_event` and
+    /// the like): while there are any the event is in soft mode.
+    pub(super) soft: AtomicUsize,
+    /// Whether the event must fire here although not enabled: it has
+    /// triggers or is in soft mode.
+    pub(super) armed: AtomicBool,
 }
 
 /// The global options (`options/`, `trace_options`), in the kernel's
@@ -111,6 +119,10 @@ pub struct TraceArray {
     pub(super) wakers: Mutex<Vec<(u64, Waker)>>,
     pub(super) next_waker: AtomicU64,
     pub(super) cpus: usize,
+    /// `error_log`.
+    pub(super) error_log: ErrorLog,
+    /// Histograms shared by `name=` hist triggers.
+    pub(super) named_hists: NamedHists,
 }
 
 /// Pages of a per-CPU buffer of `bytes` (at least 2, as the kernel's).
@@ -169,6 +181,8 @@ impl TraceArray {
             wakers: Mutex::new(Vec::new()),
             next_waker: AtomicU64::new(1),
             cpus,
+            error_log: ErrorLog::new(),
+            named_hists: NamedHists::new(),
         })
     }
 

@@ -463,7 +463,10 @@ fn instances_fan_out_and_disable_on_rmdir() {
     tree.mkdir(root, "a", &caller).unwrap();
     assert_eq!(tree.mkdir(root, "a", &caller).err(), Some(Errno::EEXIST));
     let tick = t.event_id("app", "tick").unwrap();
-    assert_eq!(write(&tree, "instances/a/events/app/tick/enable", false, "1"), Ok(1));
+    assert_eq!(
+        write(&tree, "instances/a/events/app/tick/enable", false, "1"),
+        Ok(1)
+    );
     assert!(tick.is_enabled());
     assert_eq!(cat(&tree, "events/app/tick/enable"), "0\n");
     assert_eq!(write(&tree, "events/app/tick/enable", false, "1"), Ok(1));

@@ -50,8 +50,8 @@ use crate::sync::{LockExt, RwLockExt};
 
 use super::event::EventDef;
 use super::filter::{self, Filter, FilterError};
-use super::hist::{self, Hist, HistDef, NamedHists};
 pub use super::hist::Hit;
+use super::hist::{self, Hist, HistDef, NamedHists};
 
 /// What `trigger` shows when the event has no trigger: the commands of a
 /// kernel built with snapshots and hist triggers. (The machine this was
@@ -165,7 +165,6 @@ pub trait TriggerEvent: Clone + Send + Sync + 'static {
     fn same_event(&self, other: &Self) -> bool;
 }
 
-
 /// What a write to `trigger` needs from the tracer.
 pub trait TriggerHost<E> {
     /// Look an event up by system and name (`enable_event` targets,
@@ -197,7 +196,6 @@ pub trait FireContext<E> {
     /// it).
     fn event_enabled(&self, event: &E) -> bool;
 }
-
 
 /// What a fired trigger asks the tracer to do.
 #[derive(Clone, Debug)]

@@ -142,7 +142,7 @@ impl DataFile {
         entry.extend_from_slice(payload);
         validate(&ev.id.def().fields, &entry)?;
         if let Some(t) = self.ue.t.upgrade() {
-            t.record(&ev.id.0, entry, &comm, None);
+            t.record(&ev.id, entry, &comm, None);
         }
         Ok(data.len() as u32)
     }
