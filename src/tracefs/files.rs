@@ -509,19 +509,25 @@ pub(crate) fn install_array(x: &Arr, tree: &Tree) {
         &format!("{b}/buffer_total_size_kb"),
         Ctl::new(MODE_READ).rs(move || tr.buffer_kb(true)),
     );
+    let tw = x.clone();
     add_ctl(
         tree,
         &format!("{b}/current_tracer"),
-        Ctl::new(MODE_WRITE).rs(|| "nop\n".into()).w(|data, _| {
-            let s = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
-            match s
-                .trim_end_matches('\0')
-                .trim_matches(|c: char| c.is_ascii_whitespace())
-            {
-                "nop" => Ok(data.len() as u32),
-                _ => Err(Errno::EINVAL),
-            }
-        }),
+        Ctl::new(MODE_WRITE)
+            .rs(|| "nop\n".into())
+            .w(move |data, _| {
+                // Any write sets the buffers up, `nop` included (measured on
+                // 6.12: the size reads 1410 afterwards).
+                tw.expand();
+                let s = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
+                match s
+                    .trim_end_matches('\0')
+                    .trim_matches(|c: char| c.is_ascii_whitespace())
+                {
+                    "nop" => Ok(data.len() as u32),
+                    _ => Err(Errno::EINVAL),
+                }
+            }),
     );
     add_ctl(
         tree,
@@ -542,6 +548,7 @@ pub(crate) fn install_array(x: &Arr, tree: &Tree) {
             })
             .w(move |data, _| {
                 let m = Mutex::new(Default::default());
+                tw.expand();
                 let pids = write_pids(&m, data)?;
                 tw.event_pids.write_ok().extend(pids);
                 tw.event_pids_changed();
@@ -641,6 +648,7 @@ pub(crate) fn install_array(x: &Arr, tree: &Tree) {
             .rs(move || enable_state(&tr, &tr.events()))
             .w(move |data, _| {
                 let on = enable_value(data)?;
+                tw.expand();
                 let evs = tw.events();
                 if evs.is_empty() {
                     return Err(Errno::EINVAL);
@@ -701,6 +709,7 @@ fn install_system(x: &Arr, tree: &Tree, sys: &str) {
                 })
                 .w(move |data, _| {
                     let on = enable_value(data)?;
+                    tw.expand();
                     for e in tw.events().iter().filter(|e| e.0.def.system == sw) {
                         tw.set_enabled(e, on);
                     }
@@ -748,6 +757,7 @@ fn install_event_files(x: &Arr, tree: &Tree, e: &EventId) {
             })
             .w(move |data, _| {
                 let on = enable_value(data)?;
+                tw.expand();
                 tw.set_enabled(&ew, on);
                 Ok(data.len() as u32)
             }),
@@ -910,6 +920,7 @@ fn install_buffer_info(x: &Arr, tree: &Tree) {
             })
             .w(move |data, _| {
                 let m = Mutex::new(Default::default());
+                tw.expand();
                 let pids = write_pids(&m, data)?;
                 let mut set = tw.notrace_pids.write_ok();
                 set.extend(pids);
