@@ -249,8 +249,7 @@ fn the_socket_is_removed_on_sigterm_and_on_unmount() {
     let sock = dir.path().join("ctl.sock");
     let mut m = Mount::start(Some(QUIET), &["--ctl-socket", sock.to_str().unwrap()]);
     assert!(sock.exists());
-    let o = Command::new("umount").arg(m.root()).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    umount(&m.root());
     m.child.wait().unwrap();
     wait_gone(&sock);
 }
@@ -332,8 +331,7 @@ fn the_daemonized_mount_lets_go_of_the_callers_pipe() {
         !text.contains('\x1b'),
         "colour codes in the log file:\n{text}"
     );
-    let o = Command::new("umount").arg(&mnt).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    umount(&mnt);
     wait_gone(&sock);
     wait_gone(Path::new(&format!("/proc/{pid}")));
     assert!(std::fs::read_to_string(&log).unwrap().contains("unmounted"));
@@ -372,6 +370,25 @@ fn daemonized_mount(mnt: &Path, sock: &Path, journal: &Path) -> Output {
         .unwrap()
 }
 
+/// Unmount `mnt`. Another test thread forking a child can hold a copy of
+/// this thread's close-on-exec descriptors for a moment, which makes the
+/// mount busy; that passes, so a busy mount is tried again.
+fn umount(mnt: &Path) {
+    let deadline = Instant::now() + common::HANG;
+    loop {
+        let o = Command::new("umount").arg(mnt).output().unwrap();
+        if o.status.success() {
+            return;
+        }
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("target is busy") && Instant::now() < deadline,
+            "{err}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn the_daemon_logs_next_to_its_socket_by_default() {
     let dir = tempfile::tempdir().unwrap();
@@ -389,8 +406,7 @@ fn the_daemon_logs_next_to_its_socket_by_default() {
     );
     assert_eq!(std::fs::metadata(&log).unwrap().mode() & 0o777, 0o600);
     let pid = server_pid(&sock);
-    let o = Command::new("umount").arg(&mnt).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    umount(&mnt);
     wait_gone(Path::new(&format!("/proc/{pid}")));
     assert!(std::fs::read_to_string(&log).unwrap().contains("unmounted"));
 }
@@ -418,8 +434,7 @@ fn the_daemon_logs_to_the_journal_when_one_is_running() {
     let (ok, out) = ctl_as(None, &sock, "help");
     assert!(ok, "{out}");
     let pid = server_pid(&sock);
-    let o = Command::new("umount").arg(&mnt).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    umount(&mnt);
     wait_gone(Path::new(&format!("/proc/{pid}")));
     // The daemon is gone, so the stream has ended.
     let text = read_all(&mut stream, common::HANG);

@@ -2,8 +2,9 @@
 //! writes, 0440 for read-only ones, 0200 for `inject`; directories 0700
 //! (`tracing/`), 0755 (`events/...`) and 0750 (`options/`).
 
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use super::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
 use super::event::{FieldKind, FieldValue};
@@ -388,11 +389,6 @@ impl TraceArray {
             format!("{kb} (expanded: {})\n", DEFAULT_BUF_BYTES / 1024 * mul)
         }
     }
-
-    fn event_pids_changed(&self) {
-        let empty = self.event_pids.read_ok().is_empty();
-        self.has_event_pids.store(!empty, Ordering::Relaxed);
-    }
 }
 
 /// Add every file under `tracing/`: the global ones, then the top-level
@@ -534,31 +530,10 @@ pub(crate) fn install_array(x: &Arr, tree: &Tree) {
         &format!("{b}/available_tracers"),
         Ctl::new(MODE_READ).rs(|| "nop\n".into()),
     );
-    let (tr, tw, tc) = (x.clone(), x.clone(), x.clone());
-    add_ctl(
-        tree,
-        &format!("{b}/set_event_pid"),
-        Ctl::new(MODE_WRITE)
-            .rs(move || {
-                tr.event_pids
-                    .read_ok()
-                    .iter()
-                    .map(|p| format!("{p}\n"))
-                    .collect()
-            })
-            .w(move |data, _| {
-                let m = Mutex::new(Default::default());
-                tw.expand();
-                let pids = write_pids(&m, data)?;
-                tw.event_pids.write_ok().extend(pids);
-                tw.event_pids_changed();
-                Ok(data.len() as u32)
-            })
-            .t(move || {
-                tc.event_pids.write_ok().clear();
-                tc.event_pids_changed();
-            }),
-    );
+    pid_list_file(x, tree, &format!("{b}/set_event_pid"), |a| {
+        (&a.event_pids, &a.has_event_pids)
+    });
+
     let (tr, tw, tc) = (x.clone(), x.clone(), x.clone());
     add_ctl(
         tree,
@@ -825,6 +800,46 @@ fn install_event_inject(x: &Arr, tree: &Tree, e: &EventId, dir: &str) {
     );
 }
 
+/// A pid list file (`set_event_pid`, `set_event_notrace_pid`): one pid a
+/// line; writes add, `O_TRUNC` clears. `pick` gives the array's set and
+/// its "not empty" flag that the recording path reads.
+fn pid_list_file(
+    x: &Arr,
+    tree: &Tree,
+    path: &str,
+    pick: fn(&TraceArray) -> (&RwLock<BTreeSet<u32>>, &AtomicBool),
+) {
+    let (tr, tw, tc) = (x.clone(), x.clone(), x.clone());
+    add_ctl(
+        tree,
+        path,
+        Ctl::new(MODE_WRITE)
+            .rs(move || {
+                pick(&tr)
+                    .0
+                    .read_ok()
+                    .iter()
+                    .map(|p| format!("{p}\n"))
+                    .collect()
+            })
+            .w(move |data, _| {
+                tw.expand();
+                let m = Mutex::new(Default::default());
+                let pids = write_pids(&m, data)?;
+                let (set, flag) = pick(&tw);
+                let mut set = set.write_ok();
+                set.extend(pids);
+                flag.store(!set.is_empty(), Ordering::Relaxed);
+                Ok(data.len() as u32)
+            })
+            .t(move || {
+                let (set, flag) = pick(&tc);
+                set.write_ok().clear();
+                flag.store(false, Ordering::Relaxed);
+            }),
+    );
+}
+
 /// `tracing_cpumask` as the kernel's `%*pb` prints it: 32-bit groups in hex,
 /// highest first, separated by commas, the first one only as wide as the
 /// CPUs it holds need.
@@ -906,33 +921,10 @@ fn install_buffer_info(x: &Arr, tree: &Tree) {
                 Ok(data.len() as u32)
             }),
     );
-    let (tr, tw, tc) = (x.clone(), x.clone(), x.clone());
-    add_ctl(
-        tree,
-        &format!("{b}/set_event_notrace_pid"),
-        Ctl::new(MODE_WRITE)
-            .rs(move || {
-                tr.notrace_pids
-                    .read_ok()
-                    .iter()
-                    .map(|p| format!("{p}\n"))
-                    .collect()
-            })
-            .w(move |data, _| {
-                let m = Mutex::new(Default::default());
-                tw.expand();
-                let pids = write_pids(&m, data)?;
-                let mut set = tw.notrace_pids.write_ok();
-                set.extend(pids);
-                tw.has_notrace_pids
-                    .store(!set.is_empty(), Ordering::Relaxed);
-                Ok(data.len() as u32)
-            })
-            .t(move || {
-                tc.notrace_pids.write_ok().clear();
-                tc.has_notrace_pids.store(false, Ordering::Relaxed);
-            }),
-    );
+    pid_list_file(x, tree, &format!("{b}/set_event_notrace_pid"), |a| {
+        (&a.notrace_pids, &a.has_notrace_pids)
+    });
+
     let (xr, xc) = (x.clone(), x.clone());
     add_ctl(
         tree,
