@@ -56,6 +56,16 @@ fn trace_ns(m: &Mount, args: &[&str]) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
+/// `trace-cmd report` of `dat`, asserting success.
+fn report(dat: &Path) -> String {
+    let o = Command::new("trace-cmd")
+        .args(["report", "-i", dat.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
 /// `count` → trace line time (µs) of each `myapp:tick` line in `trace`.
 fn tick_times(trace: &str) -> BTreeMap<u32, u64> {
     let mut out = BTreeMap::new();
@@ -199,12 +209,7 @@ fn trace_cmd_extract_and_report_show_what_trace_shows() {
     let trace = m.sh_ok("cat tracing/trace");
     let dat = m.dir.path().join("x.dat");
     trace_ns(&m, &["trace-cmd", "extract", "-o", dat.to_str().unwrap()]);
-    let report = Command::new("trace-cmd")
-        .args(["report", "-i", dat.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(report.status.success());
-    let report = String::from_utf8(report.stdout).unwrap();
+    let report = report(&dat);
     let (a, b) = (normalise(&trace), normalise(&report));
     // trace-cmd shows ftrace:print as "print: tracing_mark_write: ...".
     let b: Vec<String> = b
@@ -239,12 +244,7 @@ fn trace_cmd_record_gets_every_event() {
             script,
         ],
     );
-    let report = Command::new("trace-cmd")
-        .args(["report", "-i", dat.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(report.status.success());
-    let report = String::from_utf8(report.stdout).unwrap();
+    let report = report(&dat);
     let mut counts: Vec<u32> = report
         .lines()
         .filter(|l| l.contains(" tick: "))
@@ -455,16 +455,7 @@ fn trace_cmd_record_into_an_instance() {
             script,
         ],
     );
-    let report = Command::new("trace-cmd")
-        .args(["report", "-i", dat.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        report.status.success(),
-        "{}",
-        String::from_utf8_lossy(&report.stderr)
-    );
-    let report = String::from_utf8(report.stdout).unwrap();
+    let report = report(&dat);
     let ticks = report
         .lines()
         .filter(|l| l.starts_with("inst:") && l.contains(" tick: ") && l.contains(" count="))
