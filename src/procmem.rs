@@ -478,6 +478,14 @@ fn raise_fd_limit() {
     });
 }
 
+/// The name (`comm`) of thread `tid`, or `<...>` as the kernel's trace
+/// shows a task it does not know.
+pub fn comm_of(tid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{tid}/comm"))
+        .map(|s| s.trim_end().to_string())
+        .unwrap_or_else(|_| "<...>".into())
+}
+
 /// The thread group of thread `tid`.
 pub fn tgid_of(tid: u32) -> Option<u32> {
     std::fs::read_to_string(format!("/proc/{tid}/status"))

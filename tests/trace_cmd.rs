@@ -38,24 +38,6 @@ fn cpus() -> usize {
     std::thread::available_parallelism().unwrap().get()
 }
 
-/// Run `args` through scripts/trace-ns on `m`, asserting success.
-fn trace_ns(m: &Mount, args: &[&str]) -> String {
-    let ns = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/trace-ns");
-    let o = Command::new(ns)
-        .arg(m.root())
-        .arg("--")
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{args:?}: {}\nlog:\n{}",
-        String::from_utf8_lossy(&o.stderr),
-        m.log_text()
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
-
 /// `trace-cmd report` of `dat`, asserting success.
 fn report(dat: &Path) -> String {
     let o = Command::new("trace-cmd")
@@ -196,7 +178,7 @@ fn normalise(text: &str) -> Vec<String> {
 #[test]
 fn trace_cmd_extract_and_report_show_what_trace_shows() {
     let m = Mount::with_config(&default_with_tick());
-    trace_ns(&m, &["trace-cmd", "start", "-e", "usb", "-e", "myapp:tick"]);
+    m.trace_ns(&["trace-cmd", "start", "-e", "usb", "-e", "myapp:tick"]);
     inject(&m, 1, 20, "0");
     m.sh_ok("echo hello > tracing/trace_marker");
     // However long the first URBs take to come.
@@ -208,7 +190,7 @@ fn trace_cmd_extract_and_report_show_what_trace_shows() {
     m.sh_ok("echo 0 > tracing/tracing_on; echo 0 > tracing/options/irq-info");
     let trace = m.sh_ok("cat tracing/trace");
     let dat = m.dir.path().join("x.dat");
-    trace_ns(&m, &["trace-cmd", "extract", "-o", dat.to_str().unwrap()]);
+    m.trace_ns(&["trace-cmd", "extract", "-o", dat.to_str().unwrap()]);
     let report = report(&dat);
     let (a, b) = (normalise(&trace), normalise(&report));
     // trace-cmd shows ftrace:print as "print: tracing_mark_write: ...".
@@ -228,22 +210,19 @@ fn trace_cmd_record_gets_every_event() {
     let dat = m.dir.path().join("rec.dat");
     let script = "for i in $(seq 1 200); do echo \"count=$i msg=\\\"r$i\\\"\" > \
                   /sys/kernel/tracing/events/myapp/tick/inject; done; sleep 1";
-    trace_ns(
-        &m,
-        &[
-            "trace-cmd",
-            "record",
-            "-o",
-            dat.to_str().unwrap(),
-            "-e",
-            "usb",
-            "-e",
-            "myapp:tick",
-            "sh",
-            "-c",
-            script,
-        ],
-    );
+    m.trace_ns(&[
+        "trace-cmd",
+        "record",
+        "-o",
+        dat.to_str().unwrap(),
+        "-e",
+        "usb",
+        "-e",
+        "myapp:tick",
+        "sh",
+        "-c",
+        script,
+    ]);
     let report = report(&dat);
     let mut counts: Vec<u32> = report
         .lines()
@@ -437,24 +416,21 @@ fn trace_cmd_record_into_an_instance() {
     let dat = m.dir.path().join("inst.dat");
     let script = "for i in $(seq 1 50); do echo \"count=$i msg=\\\"b$i\\\"\" > \
                   /sys/kernel/tracing/instances/inst/events/myapp/tick/inject; done; sleep 1";
-    trace_ns(
-        &m,
-        &[
-            "trace-cmd",
-            "record",
-            "-B",
-            "inst",
-            "-o",
-            dat.to_str().unwrap(),
-            "-e",
-            "usb:usb_urb_submit",
-            "-e",
-            "myapp:tick",
-            "sh",
-            "-c",
-            script,
-        ],
-    );
+    m.trace_ns(&[
+        "trace-cmd",
+        "record",
+        "-B",
+        "inst",
+        "-o",
+        dat.to_str().unwrap(),
+        "-e",
+        "usb:usb_urb_submit",
+        "-e",
+        "myapp:tick",
+        "sh",
+        "-c",
+        script,
+    ]);
     let report = report(&dat);
     let ticks = report
         .lines()

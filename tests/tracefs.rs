@@ -418,21 +418,7 @@ fn trace_cmd_through_trace_ns() {
         "trace-cmd is not installed (apt-get install -y trace-cmd)"
     );
     let m = Mount::default_config();
-    let ns = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/trace-ns");
-    let run = |args: &[&str]| {
-        let o = Command::new(&ns)
-            .arg(m.root())
-            .arg("--")
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8(o.stdout).unwrap()
-    };
+    let run = |args: &[&str]| m.trace_ns(args);
     let list = run(&["trace-cmd", "list", "-e"]);
     assert!(list.lines().any(|l| l == "usb:usb_urb_submit"), "{list}");
     assert!(list.lines().any(|l| l == "zvm:zvm_sample"), "{list}");

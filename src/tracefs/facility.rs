@@ -4,7 +4,7 @@
 //! on it in `files.rs`, `per_cpu.rs`, `marker.rs` and `user_events/`.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use super::builtin;
@@ -135,14 +135,7 @@ impl Cmdlines {
         if self.tgids.len() >= SAVED_CMDLINES_MAX {
             self.tgids.clear();
         }
-        let tgid = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("Tgid:"))
-                    .and_then(|v| v.trim().parse().ok())
-            })
-            .unwrap_or(pid);
+        let tgid = crate::procmem::tgid_of(pid).unwrap_or(pid);
         self.tgids.insert(pid, tgid);
     }
 }
@@ -317,20 +310,22 @@ impl Tracing {
             arr.expand();
         }
         let file = id.0.file(arr.slot);
+        self.flip(id, &file.enabled, &id.0.enabled, on);
+    }
+
+    /// Set one array's `flag` for `id` to `on`, keep `count` (how many
+    /// arrays have it set) in step, and run the event's hook when whether
+    /// the event fires changed.
+    fn flip(&self, id: &EventId, flag: &AtomicBool, count: &AtomicUsize, on: bool) {
         let before = id.is_enabled();
-        if file.enabled.swap(on, Ordering::SeqCst) == on {
+        if flag.swap(on, Ordering::SeqCst) == on {
             return;
         }
         if on {
-            id.0.enabled.fetch_add(1, Ordering::SeqCst);
+            count.fetch_add(1, Ordering::SeqCst);
         } else {
-            id.0.enabled.fetch_sub(1, Ordering::SeqCst);
+            count.fetch_sub(1, Ordering::SeqCst);
         }
-        self.enabled_changed(id, before);
-    }
-
-    /// Run the event's hook when whether it fires changed from `before`.
-    fn enabled_changed(&self, id: &EventId, before: bool) {
         if id.is_enabled() != before {
             if let Some(h) = id.0.hook.get() {
                 h();
@@ -343,16 +338,7 @@ impl Tracing {
     pub(super) fn rearm(&self, id: &EventId, slot: usize) {
         let file = id.0.file(slot);
         let want = !id.0.trig(slot).is_empty() || file.soft.load(Ordering::SeqCst) > 0;
-        let before = id.is_enabled();
-        if file.armed.swap(want, Ordering::SeqCst) == want {
-            return;
-        }
-        if want {
-            id.0.armed.fetch_add(1, Ordering::SeqCst);
-        } else {
-            id.0.armed.fetch_sub(1, Ordering::SeqCst);
-        }
-        self.enabled_changed(id, before);
+        self.flip(id, &file.armed, &id.0.armed, want);
     }
 
     /// A write to `id`'s `trigger` file in `arr`.
@@ -466,22 +452,24 @@ impl Tracing {
     pub(super) fn record(&self, id: &EventId, data: Vec<u8>, comm: &str, ts: Option<Timestamp>) {
         let ev = &*id.0;
         let files = ev.files.read_ok();
-        let on: Vec<(usize, &Arc<EventFile>)> = files
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| f.enabled.load(Ordering::Relaxed) || f.armed.load(Ordering::Relaxed))
-            .collect();
-        if on.is_empty() {
+        let active =
+            |f: &EventFile| f.enabled.load(Ordering::Relaxed) || f.armed.load(Ordering::Relaxed);
+        // The last array that takes it gets the entry itself, the others a
+        // copy: no allocation beyond the entries on the hot path.
+        let Some(last) = files.iter().rposition(|f| active(f)) else {
             return;
-        }
+        };
         let mono = ts.unwrap_or_else(|| self.clock.now()).mono_ns;
         let arrays = self.arrays.read_ok();
         let mut data = Some(data);
-        for (i, (slot, file)) in on.iter().enumerate() {
-            let Some(Some(arr)) = arrays.get(*slot) else {
+        for (slot, file) in files.iter().enumerate().take(last + 1) {
+            if !active(file) {
+                continue;
+            }
+            let Some(Some(arr)) = arrays.get(slot) else {
                 continue;
             };
-            let d = if i + 1 == on.len() {
+            let d = if slot == last {
                 data.take().unwrap_or_default()
             } else {
                 data.clone().unwrap_or_default()

@@ -176,7 +176,7 @@ pub(crate) fn inject_text(x: &Arr, e: &EventId, data: &[u8], pid: u32) -> SysRes
         })
         .collect();
     let data_bytes = def.encode(pid, &values);
-    let comm = comm_of(pid);
+    let comm = crate::procmem::comm_of(pid);
     let mono = x.t.now_mono();
     x.t.record_in(&x.a, e, &x.file(e), data_bytes, &comm, mono);
     Ok(())
@@ -258,12 +258,6 @@ fn parse_num(tok: &str) -> Option<i64> {
 enum InjectVal {
     Num(i64),
     Str(String),
-}
-
-fn comm_of(pid: u32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map(|s| s.trim_end().to_string())
-        .unwrap_or_else(|_| "<...>".into())
 }
 
 /// Set or clear an event's filter from a write to its `filter` file.
@@ -385,7 +379,7 @@ impl TraceArray {
         if expanded {
             format!("{kb}\n")
         } else {
-            let mul = if total { self.cpus } else { 1 };
+            let mul = if total { self.bufs.len() } else { 1 };
             format!("{kb} (expanded: {})\n", DEFAULT_BUF_BYTES / 1024 * mul)
         }
     }

@@ -118,7 +118,6 @@ pub struct TraceArray {
     pub(super) pipe_readers: AtomicUsize,
     pub(super) wakers: Mutex<Vec<(u64, Waker)>>,
     pub(super) next_waker: AtomicU64,
-    pub(super) cpus: usize,
     /// `error_log`.
     pub(super) error_log: ErrorLog,
     /// Histograms shared by `name=` hist triggers.
@@ -180,7 +179,6 @@ impl TraceArray {
             pipe_readers: AtomicUsize::new(0),
             wakers: Mutex::new(Vec::new()),
             next_waker: AtomicU64::new(1),
-            cpus,
             error_log: ErrorLog::new(),
             named_hists: NamedHists::new(),
         })
@@ -345,7 +343,7 @@ impl TraceArray {
         let (n, w) = guards
             .iter()
             .fold((0, 0), |(n, w), b| (n + b.len(), w + b.written()));
-        let mut s = ring::header(n, w, self.cpus, irq);
+        let mut s = ring::header(n, w, self.bufs.len(), irq);
         let bufs: Vec<&CpuBuffer> = match cpu {
             Some(c) => vec![&*guards[c]],
             None => guards.iter().map(|g| &**g).collect(),

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::ctl::{add_ctl, Ctl, MODE_READ};
-use super::event::COMMON_SIZE;
+use super::event::{EventDef, COMMON_SIZE};
 use super::facility::Tracing;
 use super::ftrace_events::{MARKER_MAX, MARKER_RAW_MAX};
 use super::instance::{TraceArray, OPT_MARKERS};
@@ -59,10 +59,7 @@ pub(crate) fn write_marker(
     }
     e.push(0);
     e.resize(16 + text.len() + 2, 0);
-    let comm = comm_of(caller.pid);
-    if a.store(t.ftrace.print.clone(), e, &comm, a.cpu_now(), t.now_mono()) {
-        t.save_cmdline(caller.pid, &comm);
-    }
+    store(t, a, &t.ftrace.print, e, caller.pid);
     Ok(text.len() as u32)
 }
 
@@ -84,17 +81,17 @@ pub(crate) fn write_marker_raw(
     e.extend_from_slice(data);
     // The ring stores whole words; the padding shows in the output.
     e.resize(e.len().div_ceil(4) * 4, 0);
-    let comm = comm_of(caller.pid);
-    if a.store(t.ftrace.raw.clone(), e, &comm, a.cpu_now(), t.now_mono()) {
-        t.save_cmdline(caller.pid, &comm);
-    }
+    store(t, a, &t.ftrace.raw, e, caller.pid);
     Ok(data.len() as u32)
 }
 
-fn comm_of(pid: u32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map(|s| s.trim_end().to_string())
-        .unwrap_or_else(|_| "<...>".into())
+/// Store a marker entry of `def` written by `pid` in `a`, now, on the
+/// writer's CPU, and save the writer's name.
+fn store(t: &Tracing, a: &TraceArray, def: &Arc<EventDef>, e: Vec<u8>, pid: u32) {
+    let comm = crate::procmem::comm_of(pid);
+    if a.store(def.clone(), e, &comm, a.cpu_now(), t.now_mono()) {
+        t.save_cmdline(pid, &comm);
+    }
 }
 
 /// `trace_marker`, `trace_marker_raw` and `events/ftrace/`.

@@ -104,6 +104,25 @@ impl Mount {
         self.root().join(rel)
     }
 
+    /// Run `args` through scripts/trace-ns on this mount (its `tracing/`
+    /// as /sys/kernel/tracing), asserting success; the output.
+    pub fn trace_ns(&self, args: &[&str]) -> String {
+        let ns = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/trace-ns");
+        let o = Command::new(ns)
+            .arg(self.root())
+            .arg("--")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}\nlog:\n{}",
+            String::from_utf8_lossy(&o.stderr),
+            self.log_text()
+        );
+        String::from_utf8(o.stdout).unwrap()
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

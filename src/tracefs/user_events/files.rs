@@ -30,12 +30,6 @@ impl UserEvents {
 
 pub(super) struct DataNode(pub(super) Arc<UserEvents>);
 
-pub(super) fn comm_of(pid: u32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map(|s| s.trim_end().to_string())
-        .unwrap_or_else(|_| "<...>".into())
-}
-
 impl DataFile {
     /// Add `ev` to this fd's list (or find it there); its index.
     pub(super) fn add_slot(
@@ -71,7 +65,7 @@ impl FileNode for DataNode {
             slots: Mutex::new(Vec::new()),
             writer: Mutex::new(Writer {
                 pid: caller.pid,
-                comm: comm_of(caller.pid),
+                comm: crate::procmem::comm_of(caller.pid),
             }),
         }))
     }
@@ -130,7 +124,7 @@ impl DataFile {
             if w.pid != pid {
                 *w = Writer {
                     pid,
-                    comm: comm_of(pid),
+                    comm: crate::procmem::comm_of(pid),
                 };
             }
             w.comm.clone()
