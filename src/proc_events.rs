@@ -29,6 +29,8 @@ pub enum ProcEvent {
     /// `child_pid` (a process when it equals `child_tgid`, else a thread) was
     /// cloned by a thread of `parent_tgid`.
     Fork {
+        /// The thread that forked.
+        parent_pid: u32,
         /// The parent's thread group.
         parent_tgid: u32,
         /// The new task.
@@ -37,6 +39,8 @@ pub enum ProcEvent {
         child_tgid: u32,
         /// When, in CLOCK_MONOTONIC nanoseconds.
         ts_ns: u64,
+        /// The CPU it happened on.
+        cpu: u32,
     },
     /// Thread `pid` of `tgid` replaced its image.
     Exec {
@@ -44,6 +48,8 @@ pub enum ProcEvent {
         pid: u32,
         /// Its thread group.
         tgid: u32,
+        /// The CPU it happened on.
+        cpu: u32,
     },
     /// Thread `pid` of `tgid` exited (its address space is released by then).
     Exit {
@@ -51,6 +57,8 @@ pub enum ProcEvent {
         pid: u32,
         /// Its thread group.
         tgid: u32,
+        /// The CPU it happened on.
+        cpu: u32,
     },
 }
 
@@ -85,7 +93,8 @@ pub fn parse(buf: &[u8]) -> Vec<ProcEvent> {
             continue;
         }
         let ev = &msg[CN_MSG_LEN.min(msg.len())..];
-        let (Some(what), Some(d0), Some(d1)) = (u32_at(ev, 0), u32_at(ev, 16), u32_at(ev, 20))
+        let (Some(what), Some(cpu), Some(d0), Some(d1)) =
+            (u32_at(ev, 0), u32_at(ev, 4), u32_at(ev, 16), u32_at(ev, 20))
         else {
             continue;
         };
@@ -99,14 +108,24 @@ pub fn parse(buf: &[u8]) -> Vec<ProcEvent> {
                     continue;
                 };
                 out.push(ProcEvent::Fork {
+                    parent_pid: d0,
                     parent_tgid: d1,
                     child_pid,
                     child_tgid,
                     ts_ns,
+                    cpu,
                 });
             }
-            PROC_EVENT_EXEC => out.push(ProcEvent::Exec { pid: d0, tgid: d1 }),
-            PROC_EVENT_EXIT => out.push(ProcEvent::Exit { pid: d0, tgid: d1 }),
+            PROC_EVENT_EXEC => out.push(ProcEvent::Exec {
+                pid: d0,
+                tgid: d1,
+                cpu,
+            }),
+            PROC_EVENT_EXIT => out.push(ProcEvent::Exit {
+                pid: d0,
+                tgid: d1,
+                cpu,
+            }),
             _ => {}
         }
     }
@@ -222,7 +241,7 @@ mod tests {
     fn datagram(what: u32, data: &[u32]) -> Vec<u8> {
         let mut ev = Vec::new();
         ev.extend_from_slice(&what.to_ne_bytes());
-        ev.extend_from_slice(&0u32.to_ne_bytes());
+        ev.extend_from_slice(&1u32.to_ne_bytes());
         ev.extend_from_slice(&77u64.to_ne_bytes());
         for d in data {
             ev.extend_from_slice(&d.to_ne_bytes());
@@ -244,20 +263,36 @@ mod tests {
 
     #[test]
     fn decodes_fork_exec_exit() {
-        let f = datagram(PROC_EVENT_FORK, &[10, 10, 11, 11]);
+        let f = datagram(PROC_EVENT_FORK, &[9, 10, 11, 11]);
         assert_eq!(
             parse(&f),
             vec![ProcEvent::Fork {
+                parent_pid: 9,
                 parent_tgid: 10,
                 child_pid: 11,
                 child_tgid: 11,
-                ts_ns: 77
+                ts_ns: 77,
+                cpu: 1,
             }]
         );
         let e = datagram(PROC_EVENT_EXEC, &[12, 12]);
-        assert_eq!(parse(&e), vec![ProcEvent::Exec { pid: 12, tgid: 12 }]);
+        assert_eq!(
+            parse(&e),
+            vec![ProcEvent::Exec {
+                pid: 12,
+                tgid: 12,
+                cpu: 1
+            }]
+        );
         let x = datagram(PROC_EVENT_EXIT, &[13, 12, 0, 17, 1, 1]);
-        assert_eq!(parse(&x), vec![ProcEvent::Exit { pid: 13, tgid: 12 }]);
+        assert_eq!(
+            parse(&x),
+            vec![ProcEvent::Exit {
+                pid: 13,
+                tgid: 12,
+                cpu: 1
+            }]
+        );
         // Truncated or foreign messages decode to nothing.
         assert!(parse(&f[..30]).is_empty());
         assert!(parse(&datagram(0x10, &[1, 2])).is_empty());

@@ -263,6 +263,9 @@ pub trait DirOps: Send + Sync {
     fn rmdir(&self, name: &str, busy: bool, caller: &Caller) -> SysResult<()>;
 }
 
+/// What [`Tree::catch_up`] runs.
+pub type CatchUp = Arc<dyn Fn() + Send + Sync>;
+
 /// The tree. Nodes can be added and removed while mounted.
 pub struct Tree {
     inner: RwLock<TreeInner>,
@@ -271,6 +274,8 @@ pub struct Tree {
     dir_ops: RwLock<HashMap<u64, Arc<dyn DirOps>>>,
     /// Open files by inode (the frontend counts opens and releases).
     open: Mutex<HashMap<u64, usize>>,
+    /// Run before each open, read and write (see [`Tree::catch_up`]).
+    catch_up: std::sync::OnceLock<CatchUp>,
     /// Owner of every node.
     pub uid: u32,
     /// Group of every node.
@@ -309,8 +314,24 @@ impl Tree {
             kernel_cache: std::sync::OnceLock::new(),
             dir_ops: RwLock::new(HashMap::new()),
             open: Mutex::new(HashMap::new()),
+            catch_up: std::sync::OnceLock::new(),
             uid,
             gid,
+        }
+    }
+
+    /// Install what [`Tree::catch_up`] runs (once).
+    pub fn set_catch_up(&self, f: CatchUp) {
+        let _ = self.catch_up.set(f);
+    }
+
+    /// Let the facilities take in what happened outside the mount before a
+    /// request is served: the frontend calls this before each open, read
+    /// and write, so that a request sees every event its caller could
+    /// have caused before making it (tracefs's process events).
+    pub fn catch_up(&self) {
+        if let Some(f) = self.catch_up.get() {
+            f();
         }
     }
 

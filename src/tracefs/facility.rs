@@ -12,7 +12,7 @@ use super::config::{TracingConfig, EVENT_ID_BASE};
 use super::event::{EventDef, FieldSpec, FieldValue};
 use super::ftrace_events::FtraceEvents;
 use super::hist::NamedHists;
-use super::instance::{EventFile, TraceArray};
+use super::instance::{At, EventFile, TraceArray};
 use super::trigger::{
     ErrorLog, FireContext, Hit, TriggerAction, TriggerEvent, TriggerHost, Triggers,
 };
@@ -179,6 +179,9 @@ pub struct Tracing {
     /// Serialises those additions and removals, so that a system directory
     /// removed with its last event never takes a new event with it.
     pub(super) dyn_tree: Mutex<()>,
+    /// Runs when an array sets its `event-fork` option (the process
+    /// events' producer subscribes then).
+    pub(super) on_event_fork: OnceLock<EnableHook>,
 }
 
 impl Tracing {
@@ -202,6 +205,7 @@ impl Tracing {
             builtin: OnceLock::new(),
             tree: OnceLock::new(),
             dyn_tree: Mutex::new(()),
+            on_event_fork: OnceLock::new(),
         });
         let builtin = builtin::builtin_defs()
             .into_iter()
@@ -292,6 +296,11 @@ impl Tracing {
         &self.builtin.get().expect("built-ins defined")[i]
     }
 
+    /// The trace arrays there are now.
+    pub(super) fn arrays_now(&self) -> Vec<Arc<TraceArray>> {
+        self.arrays.read_ok().iter().flatten().cloned().collect()
+    }
+
     /// Whether an event is enabled (one atomic load).
     #[inline]
     pub fn is_enabled(&self, id: &EventId) -> bool {
@@ -374,16 +383,16 @@ impl Tracing {
         trig: &Triggers<EventId>,
         data: Vec<u8>,
         comm: &str,
-        mono: u64,
+        at: At,
     ) -> bool {
         let host = Host { t: self, a: arr };
         let was_on = arr.tracing_on();
-        let cpu = arr.cpu_now();
+        let cpu = arr.cpu_or_now(at.cpu);
         let hit = Hit {
             entry: &data,
             cpu,
             comm,
-            ts_ns: mono,
+            ts_ns: at.mono,
         };
         let actions = trig.fire(&hit, &host);
         let (post, pre): (Vec<_>, Vec<_>) = actions.into_iter().partition(|a| a.is_post());
@@ -391,7 +400,11 @@ impl Tracing {
             self.act(arr, a);
         }
         let record = file.enabled.load(Ordering::Relaxed) && (!trig.is_conditional() || was_on);
-        let stored = record && arr.record(&id.0.def, file, data, comm, mono);
+        let at = At {
+            cpu: Some(cpu),
+            ..at
+        };
+        let stored = record && arr.record(&id.0.def, file, data, comm, at);
         for a in post {
             self.act(arr, a);
         }
@@ -450,6 +463,19 @@ impl Tracing {
 
     /// Record an entry of `ev` into every array that has it enabled.
     pub(super) fn record(&self, id: &EventId, data: Vec<u8>, comm: &str, ts: Option<Timestamp>) {
+        self.record_on(id, data, comm, ts, None);
+    }
+
+    /// [`Tracing::record`] into the buffers of CPU `cpu` (None: the CPU
+    /// this thread runs on).
+    pub(super) fn record_on(
+        &self,
+        id: &EventId,
+        data: Vec<u8>,
+        comm: &str,
+        ts: Option<Timestamp>,
+        cpu: Option<u32>,
+    ) {
         let ev = &*id.0;
         let files = ev.files.read_ok();
         let active =
@@ -474,7 +500,7 @@ impl Tracing {
             } else {
                 data.clone().unwrap_or_default()
             };
-            self.record_in(arr, id, file, d, comm, mono);
+            self.record_in(arr, id, file, d, comm, At { mono, cpu });
         }
     }
 
@@ -488,19 +514,18 @@ impl Tracing {
         file: &EventFile,
         data: Vec<u8>,
         comm: &str,
-        mono: u64,
+        at: At,
     ) -> bool {
         let pid = u32::from_le_bytes(data[4..8].try_into().unwrap());
         let stored = if file.armed.load(Ordering::Relaxed) {
             let trig = id.0.trig(arr.slot);
             if trig.is_empty() {
-                file.enabled.load(Ordering::Relaxed)
-                    && arr.record(&id.0.def, file, data, comm, mono)
+                file.enabled.load(Ordering::Relaxed) && arr.record(&id.0.def, file, data, comm, at)
             } else {
-                self.fire(arr, id, file, &trig, data, comm, mono)
+                self.fire(arr, id, file, &trig, data, comm, at)
             }
         } else {
-            arr.record(&id.0.def, file, data, comm, mono)
+            arr.record(&id.0.def, file, data, comm, at)
         };
         if stored {
             self.save_cmdline(pid, comm);

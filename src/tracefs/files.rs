@@ -178,7 +178,14 @@ pub(crate) fn inject_text(x: &Arr, e: &EventId, data: &[u8], pid: u32) -> SysRes
     let data_bytes = def.encode(pid, &values);
     let comm = crate::procmem::comm_of(pid);
     let mono = x.t.now_mono();
-    x.t.record_in(&x.a, e, &x.file(e), data_bytes, &comm, mono);
+    x.t.record_in(
+        &x.a,
+        e,
+        &x.file(e),
+        data_bytes,
+        &comm,
+        super::instance::At { mono, cpu: None },
+    );
     Ok(())
 }
 
@@ -347,10 +354,16 @@ fn write_pids(set: &Mutex<std::collections::BTreeSet<u32>>, data: &[u8]) -> SysR
     Ok(pids)
 }
 
-impl TraceArray {
+impl Arr {
     fn set_option(&self, idx: usize, on: bool) {
         self.options.lock_ok()[idx] = on;
         match OPTIONS[idx].0 {
+            "event-fork" => {
+                self.event_fork.store(on, Ordering::Relaxed);
+                if let (true, Some(h)) = (on, self.t.on_event_fork.get()) {
+                    h();
+                }
+            }
             "irq-info" => self.irq_info.store(on, Ordering::Relaxed),
             "record-cmd" => self.record_cmd.store(on, Ordering::Relaxed),
             "record-tgid" => self.record_tgid.store(on, Ordering::Relaxed),

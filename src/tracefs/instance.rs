@@ -87,6 +87,14 @@ pub(super) const OPT_MARKERS: usize = 21;
 /// as measured).
 pub const TOP_ONLY_OPTIONS: &[&str] = &["printk-msg-only", "record-cmd", "trace_printk"];
 
+/// When and where an entry happened: its CLOCK_MONOTONIC time and the CPU
+/// (None: the one the recording thread runs on).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct At {
+    pub(super) mono: u64,
+    pub(super) cpu: Option<u32>,
+}
+
 /// One trace array.
 pub struct TraceArray {
     /// Index into each event's per-array state.
@@ -115,6 +123,8 @@ pub struct TraceArray {
     pub(super) overwrite: AtomicBool,
     pub(super) record_cmd: AtomicBool,
     pub(super) record_tgid: AtomicBool,
+    /// The `event-fork` option (see `sched.rs`).
+    pub(super) event_fork: AtomicBool,
     pub(super) pipe_readers: AtomicUsize,
     pub(super) wakers: Mutex<Vec<(u64, Waker)>>,
     pub(super) next_waker: AtomicU64,
@@ -176,12 +186,22 @@ impl TraceArray {
             overwrite: AtomicBool::new(true),
             record_cmd: AtomicBool::new(true),
             record_tgid: AtomicBool::new(false),
+            event_fork: AtomicBool::new(false),
             pipe_readers: AtomicUsize::new(0),
             wakers: Mutex::new(Vec::new()),
             next_waker: AtomicU64::new(1),
             error_log: ErrorLog::new(),
             named_hists: NamedHists::new(),
         })
+    }
+
+    /// `set_event_pid` and `set_event_notrace_pid`, each with its
+    /// "not empty" flag.
+    pub(super) fn pid_lists(&self) -> [(&RwLock<BTreeSet<u32>>, &AtomicBool); 2] {
+        [
+            (&self.event_pids, &self.has_event_pids),
+            (&self.notrace_pids, &self.has_notrace_pids),
+        ]
     }
 
     /// Whether this is the top level.
@@ -200,15 +220,14 @@ impl TraceArray {
     /// Filter and store an entry of event `def` (whose state here is
     /// `file`) as the kernel's event recording does: `tracing_on`, the pid
     /// lists, the CPU mask, then the event's filter.
-    /// `mono` is the entry's CLOCK_MONOTONIC time. Returns whether it was
-    /// stored.
+    /// Returns whether it was stored.
     pub(super) fn record(
         &self,
         def: &Arc<EventDef>,
         file: &EventFile,
         data: Vec<u8>,
         comm: &str,
-        mono: u64,
+        at: At,
     ) -> bool {
         if !self.on.load(Ordering::Relaxed) {
             return false;
@@ -223,7 +242,7 @@ impl TraceArray {
         {
             return false;
         }
-        let cpu = self.cpu_now();
+        let cpu = self.cpu_or_now(at.cpu);
         if !self.all_cpus.load(Ordering::Relaxed) && !self.cpumask.read_ok()[cpu as usize] {
             return false;
         }
@@ -239,7 +258,7 @@ impl TraceArray {
                 }
             }
         }
-        self.store(def.clone(), data, comm, cpu, mono)
+        self.store(def.clone(), data, comm, cpu, at.mono)
     }
 
     /// The CPU an entry recorded now goes to: the one this thread runs on
@@ -247,6 +266,14 @@ impl TraceArray {
     /// is the caller's as a rule), folded into the buffers there are.
     pub(super) fn cpu_now(&self) -> u32 {
         current_cpu() % self.bufs.len() as u32
+    }
+
+    /// `cpu` folded into the buffers there are, or [`TraceArray::cpu_now`].
+    pub(super) fn cpu_or_now(&self, cpu: Option<u32>) -> u32 {
+        match cpu {
+            Some(c) => c % self.bufs.len() as u32,
+            None => self.cpu_now(),
+        }
     }
 
     /// Put an entry in CPU `cpu`'s buffer, stamped on the trace clock from

@@ -27,6 +27,7 @@ mod marker;
 pub mod parse;
 mod per_cpu;
 pub mod ring;
+mod sched;
 pub mod trace_clock;
 pub mod trigger;
 pub mod usb;
@@ -54,6 +55,7 @@ pub fn install(tree: &Arc<Tree>, clock: Arc<dyn Clock>, cfg: &TracingConfig) -> 
 /// [`Tracing::new`], so producers can hold it before the tree exists).
 pub fn add_files(t: &Arc<Tracing>, tree: &Arc<Tree>) {
     t.set_tree(tree);
+    sched::Sched::install(t, tree);
     files::install(t, tree);
     per_cpu::install(t.top(), tree);
     marker::install(t, t.top(), tree);

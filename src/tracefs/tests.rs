@@ -70,10 +70,10 @@ fn available_events_order_and_ids() {
     assert_eq!(lines[0], "app:msg");
     assert_eq!(lines[1], "app:tick");
     assert_eq!(*lines.last().unwrap(), "usb:usb_urb_submit");
-    assert_eq!(lines.len(), 9);
+    assert_eq!(lines.len(), 12);
     assert_eq!(cat(&tree, "events/usb/usb_urb_submit/id"), "40000\n");
-    assert_eq!(cat(&tree, "events/app/msg/id"), "40008\n");
-    assert_eq!(t.event_id("app", "tick").unwrap().id(), 40007);
+    assert_eq!(cat(&tree, "events/app/msg/id"), "40011\n");
+    assert_eq!(t.event_id("app", "tick").unwrap().id(), 40010);
     assert!(cat(&tree, "events/usb/usb_urb_complete/format")
         .contains("\tfield:unsigned long urb;\toffset:8;\tsize:8;\tsigned:0;\n"));
     assert!(cat(&tree, "events/app/tick/format")
@@ -130,7 +130,11 @@ fn set_event_grammar_and_enable_states() {
     // Disabling something already disabled still matches.
     assert_eq!(se.write(0, b"!usb", &Caller::default()), Ok(4));
     let lines = cat(&tree, "set_event");
-    assert_eq!(lines, "app:msg\napp:tick\nzvm:zvm_event\nzvm:zvm_sample\n");
+    assert_eq!(
+        lines,
+        "app:msg\napp:tick\nsched:sched_process_exit\nsched:sched_process_exec\n\
+         sched:sched_process_fork\nzvm:zvm_event\nzvm:zvm_sample\n"
+    );
     // O_TRUNC disables everything.
     open(&tree, "set_event", libc::O_WRONLY | libc::O_TRUNC);
     assert_eq!(cat(&tree, "set_event"), "");

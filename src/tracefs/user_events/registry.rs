@@ -525,6 +525,7 @@ impl UserEvents {
                     child_pid,
                     child_tgid,
                     ts_ns,
+                    ..
                 } if child_pid == child_tgid => self.forked(parent_tgid, child_tgid, ts_ns),
                 ProcEvent::Fork { .. } => {}
                 ProcEvent::Exec { tgid, .. } => self.reap(Some(tgid), true),
