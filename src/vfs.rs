@@ -263,8 +263,17 @@ pub trait DirOps: Send + Sync {
     fn rmdir(&self, name: &str, busy: bool, caller: &Caller) -> SysResult<()>;
 }
 
-/// What [`Tree::catch_up`] runs.
-pub type CatchUp = Arc<dyn Fn() + Send + Sync>;
+/// What a facility or producer does around each request on the mount
+/// (see [`Tree::add_request_hooks`]).
+pub trait RequestHooks: Send + Sync {
+    /// Before an open, read or write is served: take in what happened
+    /// outside the mount, so that the request sees every event its caller
+    /// could have caused or waited for before making it.
+    fn before(&self) {}
+    /// After an open or write was served: act on what it may have changed
+    /// (a reader attached, an event enabled).
+    fn after(&self) {}
+}
 
 /// The tree. Nodes can be added and removed while mounted.
 pub struct Tree {
@@ -274,8 +283,8 @@ pub struct Tree {
     dir_ops: RwLock<HashMap<u64, Arc<dyn DirOps>>>,
     /// Open files by inode (the frontend counts opens and releases).
     open: Mutex<HashMap<u64, usize>>,
-    /// Run before each open, read and write (see [`Tree::catch_up`]).
-    catch_up: std::sync::OnceLock<CatchUp>,
+    /// Run around requests (see [`Tree::add_request_hooks`]).
+    hooks: RwLock<Vec<Arc<dyn RequestHooks>>>,
     /// Owner of every node.
     pub uid: u32,
     /// Group of every node.
@@ -314,24 +323,30 @@ impl Tree {
             kernel_cache: std::sync::OnceLock::new(),
             dir_ops: RwLock::new(HashMap::new()),
             open: Mutex::new(HashMap::new()),
-            catch_up: std::sync::OnceLock::new(),
+            hooks: RwLock::new(Vec::new()),
             uid,
             gid,
         }
     }
 
-    /// Install what [`Tree::catch_up`] runs (once).
-    pub fn set_catch_up(&self, f: CatchUp) {
-        let _ = self.catch_up.set(f);
+    /// Add hooks that the frontend runs around requests: [`Tree::before_request`]
+    /// before each open, read and write, [`Tree::after_request`] after each
+    /// open and write.
+    pub fn add_request_hooks(&self, h: Arc<dyn RequestHooks>) {
+        self.hooks.write_ok().push(h);
     }
 
-    /// Let the facilities take in what happened outside the mount before a
-    /// request is served: the frontend calls this before each open, read
-    /// and write, so that a request sees every event its caller could
-    /// have caused before making it (tracefs's process events).
-    pub fn catch_up(&self) {
-        if let Some(f) = self.catch_up.get() {
-            f();
+    /// Run every [`RequestHooks::before`].
+    pub fn before_request(&self) {
+        for h in self.hooks.read_ok().iter() {
+            h.before();
+        }
+    }
+
+    /// Run every [`RequestHooks::after`].
+    pub fn after_request(&self) {
+        for h in self.hooks.read_ok().iter() {
+            h.after();
         }
     }
 

@@ -403,9 +403,10 @@ impl Session {
                 Err(e) => self.err(u, e),
             },
             op::OPEN => {
-                self.tree.catch_up();
+                self.tree.before_request();
                 let flags = r.u32().unwrap_or(0) as i32;
                 self.open(u, h.nodeid, flags, &caller);
+                self.tree.after_request();
             }
             op::READ => {
                 let fh = r.u64().unwrap_or(0);
@@ -414,7 +415,7 @@ impl Session {
                 let read_flags = r.u32().unwrap_or(0);
                 let _lock_owner = r.u64();
                 let flags = r.u32().unwrap_or(0) as i32;
-                self.tree.catch_up();
+                self.tree.before_request();
                 if read_flags & proto::READ_LOCKOWNER == 0 {
                     // Not a read(2) (those carry a lock owner on direct-I/O files):
                     // the page cache filling in pages for a mapping.
@@ -436,7 +437,7 @@ impl Session {
                 let _ = r.u32();
                 let data = r.rest();
                 let data = &data[..size.min(data.len())];
-                self.tree.catch_up();
+                self.tree.before_request();
                 match self.handle(fh) {
                     Some(hd) => match hd.file.write(offset, data, &caller) {
                         Ok(n) => {
@@ -448,6 +449,7 @@ impl Session {
                     },
                     None => self.err(u, Errno::EBADF),
                 }
+                self.tree.after_request();
             }
             op::RELEASE => {
                 let fh = r.u64().unwrap_or(0);

@@ -30,7 +30,7 @@
 //!   `prio` the kernel's priority (120 at nice 0) from `/proc/PID/stat`.
 //!
 //! Events are taken off the socket by a thread as they come, and also by
-//! every request on the mount before it is served ([`Sched::catch_up`]):
+//! every request on the mount before it is served (a [`RequestHooks`]):
 //! a `cat tracing_on` after a shell's `( : )` sees what a `traceoff`
 //! trigger on `sched_process_fork` did, as on Linux.
 
@@ -45,7 +45,7 @@ use super::event::FieldValue;
 use super::facility::{EventId, Tracing};
 use crate::proc_events::{ProcEvent, ProcEvents};
 use crate::sync::{LockExt, RwLockExt};
-use crate::vfs::Tree;
+use crate::vfs::{RequestHooks, Tree};
 
 /// Comms remembered for exit events, at most (a fork bomb must not grow
 /// the daemon without bound; past it the table starts over).
@@ -89,7 +89,7 @@ impl Sched {
         }
         let _ = t.on_event_fork.set(activate);
         // The tree holds the producer for as long as the mount lives.
-        tree.set_catch_up(Arc::new(move || s.catch_up()));
+        tree.add_request_hooks(s);
     }
 
     /// Subscribe to the process events (once) and start the thread that
@@ -204,6 +204,12 @@ impl Sched {
             m.clear();
         }
         m.insert(pid, comm.to_string());
+    }
+}
+
+impl RequestHooks for Sched {
+    fn before(&self) {
+        self.catch_up();
     }
 }
 
