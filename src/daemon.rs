@@ -94,6 +94,8 @@ impl Monfs {
             0o600,
         );
         crate::tracefs::add_files(&tracing, &tree);
+        // Napping buses are caught up before, and woken after, requests.
+        tree.add_request_hooks(usb.clone());
         let monreader = crate::monreader::MonReaderDev::install(
             &tree,
             crate::monreader::PathConfig::from(&cfg.zvm),

@@ -326,3 +326,39 @@ fn bad_config_names_field_line_and_column_and_exits_2() {
         .unwrap();
     assert!(o.status.success());
 }
+
+/// With nobody reading, the buses run in batches every 2 s instead of
+/// waking for every event. A reader that opens after such a spell sees the
+/// events from its open on, in order and without a gap, as if the buses
+/// had run all along (nothing here depends on how long anything takes).
+#[test]
+fn a_reader_after_an_idle_spell_sees_events_from_its_open_on() {
+    const WRAP: u64 = 4_096_000_000;
+    let m = Mount::default_config();
+    // Longer than a nap (2 s): the buses are behind the clock now.
+    std::thread::sleep(Duration::from_millis(2500));
+    let mono_us = || {
+        let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).unwrap();
+        (t.tv_sec() as u64 * 1_000_000 + t.tv_nsec() as u64 / 1000) % WRAP
+    };
+    let t0 = mono_us();
+    let out = m.sh_ok("timeout 30 head -n 300 usb/usbmon/1u");
+    let ts: Vec<u64> = out
+        .lines()
+        .map(|l| common::check_line(l, true).unwrap().ts as u64)
+        .collect();
+    assert_eq!(ts.len(), 300, "{out}");
+    // `a` is at or after `b` (timestamps wrap at 4096 s).
+    let after = |a: u64, b: u64| (a + WRAP - b) % WRAP < WRAP / 2;
+    assert!(
+        after(ts[0], t0),
+        "first event at {} us, before the open at {t0} us",
+        ts[0]
+    );
+    for w in ts.windows(2) {
+        assert!(after(w[1], w[0]), "time went back: {w:?}");
+        // Bus 1 has an isochronous webcam with a URB every 4 ms: a gap of
+        // 100 ms would be events lost in a batch.
+        assert!((w[1] + WRAP - w[0]) % WRAP < 100_000, "gap: {w:?}");
+    }
+}

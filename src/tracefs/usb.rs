@@ -75,6 +75,11 @@ impl UrbSink for UrbTraceSink {
             n.urb_event(ev);
         }
     }
+    fn wanted(&self, bus: u16) -> bool {
+        self.ids.iter().any(|i| i.is_enabled())
+            || [3, 4].iter().any(|&i| self.tracing.builtin(i).is_enabled())
+            || self.next.as_ref().is_some_and(|n| n.wanted(bus))
+    }
 }
 
 /// A USB device as the plug/unplug events describe it.

@@ -180,4 +180,11 @@ impl UrbEvent {
 pub trait UrbSink: Send + Sync {
     /// Deliver one event. Must not block for long: slow readers drop.
     fn urb_event(&self, ev: UrbEvent);
+    /// Whether anything takes `bus`'s events now (a reader, an enabled
+    /// trace event). While nothing does, a producer may run in batches:
+    /// events must still be delivered, with their own time stamps, but
+    /// late.
+    fn wanted(&self, _bus: u16) -> bool {
+        true
+    }
 }

@@ -149,4 +149,7 @@ impl UrbSink for UsbMon {
         }
         self.buses[&0].deliver(&ev);
     }
+    fn wanted(&self, bus: u16) -> bool {
+        self.buses[&0].nreaders() > 0 || self.buses.get(&bus).is_some_and(|b| b.nreaders() > 0)
+    }
 }

@@ -46,8 +46,9 @@ pub mod replay;
 mod tests;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::config::{DeviceConfig, ReplayConfig, UsbConfig};
@@ -62,6 +63,11 @@ pub use ctx::Fault;
 const BATCH: usize = 4096;
 /// Longest single sleep of a bus thread, so stop/plug/pause act quickly.
 const MAX_SLEEP_NS: u64 = 5_000_000;
+/// Longest nap of an idle bus thread (nothing takes its events, it is
+/// paused, or it has nothing to do): it then runs what fell due meanwhile
+/// in one batch. Anything that needs the bus current wakes it or catches
+/// it up first (see [`BusShared::current`]).
+const IDLE_NAP_NS: u64 = 2_000_000_000;
 
 struct BusShared {
     num: u16,
@@ -70,11 +76,49 @@ struct BusShared {
     replay: Mutex<Option<Arc<replay::ReplayHandle>>>,
     /// Configured with `replay:`: no simulated devices, ever.
     replay_only: bool,
+    /// The thread naps: the bus may be behind the clock.
+    idle: AtomicBool,
+    /// Set to end a nap early.
+    woken: Mutex<bool>,
+    nap: Condvar,
 }
 
 impl BusShared {
     fn lock(&self) -> MutexGuard<'_, Bus> {
         self.bus.lock_ok()
+    }
+
+    /// The bus, brought up to the clock first if its thread naps: what
+    /// fell due meanwhile runs now, in order, with its own time stamps.
+    fn current(&self, clock: &dyn Clock) -> MutexGuard<'_, Bus> {
+        let mut g = self.lock();
+        if self.idle.load(Ordering::SeqCst) && g.realtime && !g.paused {
+            let local = clock.sim_now().saturating_sub(g.ctx.offset);
+            g.ctx.floor = local;
+            while g.next_time().is_some_and(|t| t <= local) {
+                g.run_until(local, BATCH);
+            }
+        }
+        g
+    }
+
+    /// End the thread's nap (it rechecks what it has to do).
+    fn wake(&self) {
+        *self.woken.lock_ok() = true;
+        self.nap.notify_one();
+    }
+
+    /// Nap until simulation time `until` or [`BusShared::wake`].
+    fn take_nap(&self, clock: &dyn Clock, until: u64) {
+        let mut woken = self.woken.lock_ok();
+        let ns = until.saturating_sub(clock.sim_now());
+        if !*woken && ns > 0 {
+            woken = match self.nap.wait_timeout(woken, Duration::from_nanos(ns)) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        *woken = false;
     }
 }
 
@@ -114,6 +158,9 @@ impl UsbSim {
                     bus: Mutex::new(bus),
                     replay: Mutex::new(replay),
                     replay_only: b.replay.is_some(),
+                    idle: AtomicBool::new(false),
+                    woken: Mutex::new(false),
+                    nap: Condvar::new(),
                 })
             })
             .collect();
@@ -232,6 +279,9 @@ impl UsbSim {
     /// Stop all threads and join them (idempotent; also on Drop).
     pub fn stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
+        for b in &self.buses {
+            b.wake();
+        }
         let threads: Vec<_> = std::mem::take(&mut *self.threads.lock_ok());
         for t in threads {
             let _ = t.join();
@@ -245,7 +295,7 @@ impl UsbSim {
     pub fn devices_text(&self) -> String {
         let mut s = String::new();
         for b in &self.buses {
-            devices_text::bus_text(&b.lock().ctx, &mut s);
+            devices_text::bus_text(&b.current(&*self.clock).ctx, &mut s);
         }
         s
     }
@@ -260,7 +310,7 @@ impl UsbSim {
     /// Pause/resume a bus (no events while paused). Err for an unknown bus.
     pub fn set_paused(&self, bus: u16, paused: bool) -> Result<(), SimError> {
         let b = self.bus(bus)?;
-        let mut g = b.lock();
+        let mut g = b.current(&*self.clock);
         if g.paused == paused {
             return Ok(());
         }
@@ -272,6 +322,8 @@ impl UsbSim {
             g.ctx.offset += now.saturating_sub(g.pause_start);
         }
         g.paused = paused;
+        drop(g);
+        b.wake();
         Ok(())
     }
 
@@ -282,18 +334,26 @@ impl UsbSim {
         if b.replay_only {
             return Err(SimError::ReplayOnly(bus));
         }
-        b.lock().plug(port_path, dev)
+        let r = b.current(&*self.clock).plug(port_path, dev);
+        b.wake();
+        r
     }
 
     /// Unplug the device at `port_path` on `bus` (and everything below it).
     pub fn unplug(&self, bus: u16, port_path: &[u8]) -> Result<(), SimError> {
-        self.bus(bus)?.lock().unplug(port_path)
+        let b = self.bus(bus)?;
+        let r = b.current(&*self.clock).unplug(port_path);
+        b.wake();
+        r
     }
 
     /// Make the next data transfer of the device at `port_path` on `bus` end
     /// with `fault` (stall, babble, unlink, submit error, protocol error).
     pub fn inject(&self, bus: u16, port_path: &[u8], fault: Fault) -> Result<(), SimError> {
-        self.bus(bus)?.lock().inject(port_path, fault)
+        let b = self.bus(bus)?;
+        let r = b.current(&*self.clock).inject(port_path, fault);
+        b.wake();
+        r
     }
 
     /// Start replaying `cap`, loaded and checked already (see
@@ -308,20 +368,22 @@ impl UsbSim {
         let b = self.bus(bus)?;
         let h = replay::ReplayHandle::new(&cfg.file);
         let task = replay::ReplayTask::new(cfg.clone(), h.clone(), Ok(Arc::new(cap)));
-        let mut g = b.lock();
+        let mut g = b.current(&*self.clock);
         let mut cur = b.replay.lock_ok();
         if let Some(old) = cur.take() {
             old.stop();
         }
         g.add_task(Box::new(task));
         *cur = Some(h);
+        drop((g, cur));
+        b.wake();
         Ok(())
     }
 
     /// Stop the replay of `bus`. Err if the bus has none running.
     pub fn replay_stop(&self, bus: u16) -> Result<(), SimError> {
         let b = self.bus(bus)?;
-        let _g = b.lock();
+        let _g = b.current(&*self.clock);
         let cur = b.replay.lock_ok();
         match cur.as_ref() {
             Some(h) if h.active() => {
@@ -341,7 +403,7 @@ impl UsbSim {
 
     /// Events produced so far on `bus`.
     pub fn event_count(&self, bus: u16) -> Result<u64, SimError> {
-        Ok(self.bus(bus)?.lock().ctx.events)
+        Ok(self.bus(bus)?.current(&*self.clock).ctx.events)
     }
 }
 
@@ -353,22 +415,53 @@ impl Drop for UsbSim {
 
 fn bus_thread(b: &BusShared, clock: &dyn Clock, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
-        let wake = {
+        let (wake, idle) = {
             let mut g = b.lock();
             let now = clock.sim_now();
             if g.paused {
-                now + MAX_SLEEP_NS
+                (now + IDLE_NAP_NS, true)
             } else {
                 let local = now.saturating_sub(g.ctx.offset);
                 g.ctx.floor = local;
                 g.run_until(local, BATCH);
                 match g.next_time() {
                     Some(t) if t <= local => continue,
-                    Some(t) => (t + g.ctx.offset).min(now + MAX_SLEEP_NS),
-                    None => now + MAX_SLEEP_NS,
+                    // Nobody takes the events: nap, then run them in a
+                    // batch (no wake-up per event, as for a reader).
+                    _ if !g.ctx.sink.wanted(b.num) => (now + IDLE_NAP_NS, true),
+                    Some(t) => ((t + g.ctx.offset).min(now + MAX_SLEEP_NS), false),
+                    None => (now + IDLE_NAP_NS, true),
                 }
             }
         };
-        clock.sleep_until(wake);
+        if idle {
+            b.idle.store(true, Ordering::SeqCst);
+            b.take_nap(clock, wake);
+            b.idle.store(false, Ordering::SeqCst);
+        } else {
+            clock.sleep_until(wake);
+        }
+    }
+}
+
+impl crate::vfs::RequestHooks for UsbSim {
+    /// Bring napping buses up to the clock: `usb/devices` is current, and
+    /// a reader about to attach gets no event from before its open.
+    fn before(&self) {
+        for b in &self.buses {
+            if b.idle.load(Ordering::SeqCst) {
+                drop(b.current(&*self.clock));
+            }
+        }
+    }
+
+    /// Wake napping buses: the request may have attached a reader or
+    /// enabled an event.
+    fn after(&self) {
+        for b in &self.buses {
+            if b.idle.load(Ordering::SeqCst) {
+                b.wake();
+            }
+        }
     }
 }
