@@ -88,10 +88,15 @@ const SYSTEM_FILTER_HELP: &str = "### global filter ###\n\
 # Only events with the given fields will be affected.\n\
 # If no events are modified, an error message will be displayed here\n";
 
-const HEADER_PAGE: &str = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\
+/// `events/header_page` for sub-buffers of `capacity` usable bytes.
+fn header_page(capacity: usize) -> String {
+    format!(
+        "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\
 \tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n\
 \tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n\
-\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;\n";
+\tfield: char data;\toffset:16;\tsize:{capacity};\tsigned:0;\n"
+    )
+}
 
 const HEADER_EVENT: &str = "# compressed entry header\n\
 \ttype_len    :    5 bits\n\
@@ -380,7 +385,7 @@ impl Arr {
         let sizes: Vec<usize> = self
             .bufs
             .iter()
-            .map(|b| TraceArray::kb_of(b.lock_ok().nr_pages()))
+            .map(|b| TraceArray::kb_of(&b.lock_ok()))
             .collect();
         let kb = if total {
             sizes.iter().sum()
@@ -612,10 +617,11 @@ pub(crate) fn install_array(x: &Arr, tree: &Tree) {
     }
 
     // events/
+    let tr = x.clone();
     add_ctl(
         tree,
         &format!("{b}/events/header_page"),
-        Ctl::new(MODE_READ).rs(|| HEADER_PAGE.into()),
+        Ctl::new(MODE_READ).rs(move || header_page(tr.subbuf_capacity())),
     );
     add_ctl(
         tree,
@@ -958,14 +964,13 @@ fn install_buffer_info(x: &Arr, tree: &Tree) {
                 Ok(data.len() as u32)
             }),
     );
-    // Sub-buffers are one 4 KiB page here; other sizes are refused.
+    let (tr, tw) = (x.clone(), x.clone());
     add_ctl(
         tree,
         &format!("{b}/buffer_subbuf_size_kb"),
-        Ctl::new(MODE_WRITE).rs(|| "4\n".into()).w(|data, _| {
-            ranged(data, 4, 4)?;
-            Ok(data.len() as u32)
-        }),
+        Ctl::new(MODE_WRITE)
+            .rs(move || format!("{}\n", tr.subbuf_kb()))
+            .w(move |data, _| tw.set_subbuf_kb(data)),
     );
     // Writing frees the buffer's pages (down to the minimum) as closing
     // the kernel's does.

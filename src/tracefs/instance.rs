@@ -4,7 +4,7 @@
 //! lists; events are enabled and filtered per array (`EventFile`).
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use super::event::EventDef;
@@ -118,6 +118,9 @@ pub struct TraceArray {
     pub(super) on: AtomicBool,
     /// Whether the buffers were grown from their boot-time size.
     pub(super) expanded: AtomicBool,
+    /// The sub-buffer order: pages are 4 KiB << order
+    /// (`buffer_subbuf_size_kb`).
+    pub(super) subbuf_order: AtomicU32,
     pub(super) options: Mutex<Vec<bool>>,
     pub(super) irq_info: AtomicBool,
     pub(super) overwrite: AtomicBool,
@@ -137,6 +140,18 @@ pub struct TraceArray {
 /// Pages of a per-CPU buffer of `bytes` (at least 2, as the kernel's).
 fn pages_for(bytes: usize) -> usize {
     bytes.div_ceil(BUF_PAGE_SIZE).max(2)
+}
+
+/// The sub-buffer order a `buffer_subbuf_size_kb` write of `kb` asks for:
+/// the pages it takes (`DIV_ROUND_UP` in the kernel's `int`, the product
+/// in its `unsigned long`), the order of the next power of two (`fls` of
+/// pages less one, so 0 KiB asks for order 32). `None` past
+/// [`ring::MAX_SUBBUF_ORDER`].
+pub(super) fn subbuf_order_for(kb: u64) -> Option<u32> {
+    let bytes = kb.wrapping_mul(1024);
+    let pages = (bytes.wrapping_add(ring::PAGE_SIZE as u64 - 1) / ring::PAGE_SIZE as u64) as i32;
+    let order = 32 - (pages.wrapping_sub(1) as u32).leading_zeros();
+    (order <= ring::MAX_SUBBUF_ORDER).then_some(order)
 }
 
 fn online_cpus() -> usize {
@@ -181,6 +196,7 @@ impl TraceArray {
             ftrace_pids: Mutex::new(BTreeSet::new()),
             on: AtomicBool::new(true),
             expanded: AtomicBool::new(expanded),
+            subbuf_order: AtomicU32::new(0),
             options: Mutex::new(OPTIONS.iter().map(|o| o.1).collect()),
             irq_info: AtomicBool::new(true),
             overwrite: AtomicBool::new(true),
@@ -328,7 +344,7 @@ impl TraceArray {
     pub(super) fn expand(&self) {
         if !self.expanded.swap(true, Ordering::SeqCst) {
             for buf in &self.bufs {
-                buf.lock_ok().resize(pages_for(DEFAULT_BUF_BYTES));
+                buf.lock_ok().resize_bytes(DEFAULT_BUF_BYTES);
             }
         }
     }
@@ -345,6 +361,33 @@ impl TraceArray {
         }
         // A new clock starts from its own values.
         self.newest_ts.store(0, Ordering::SeqCst);
+    }
+
+    /// The sub-buffer size in KiB (`buffer_subbuf_size_kb`).
+    pub fn subbuf_kb(&self) -> usize {
+        (ring::PAGE_SIZE << self.subbuf_order.load(Ordering::Relaxed)) / 1024
+    }
+
+    /// Usable bytes of a sub-buffer (`events/header_page`'s `data` size).
+    pub fn subbuf_capacity(&self) -> usize {
+        ring::subbuf_capacity(self.subbuf_order.load(Ordering::Relaxed))
+    }
+
+    /// A write to `buffer_subbuf_size_kb`: a size in KiB, rounded up to a
+    /// power-of-two number of pages, 1 to 128 of them (EINVAL otherwise,
+    /// `0` included), as the kernel's `buffer_subbuf_size_write`. A new
+    /// size replaces every CPU's pages (see [`CpuBuffer::set_capacity`]).
+    pub(super) fn set_subbuf_kb(&self, data: &[u8]) -> crate::errno::SysResult<u32> {
+        let order =
+            subbuf_order_for(super::parse::kstrtoul(data)?).ok_or(crate::errno::Errno::EINVAL)?;
+        let cap = ring::subbuf_capacity(order);
+        let mut guards = self.lock_all();
+        if self.subbuf_order.swap(order, Ordering::SeqCst) != order {
+            for b in guards.iter_mut() {
+                b.set_capacity(cap);
+            }
+        }
+        Ok(data.len() as u32)
     }
 
     /// Whether `tracing_on` is set.
@@ -379,5 +422,32 @@ impl TraceArray {
             s.push_str(&e.line(irq, in_ns));
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subbuf_sizes_round_as_the_kernels() {
+        // Measured on 6.18 (the same rules as 6.12): the size read back
+        // after writing each value, or EINVAL.
+        for (kb, want) in [
+            (1, Some(0)),
+            (3, Some(0)),
+            (4, Some(0)),
+            (5, Some(1)),
+            (9, Some(2)),
+            (16, Some(2)),
+            (17, Some(3)),
+            (512, Some(7)),
+            (0, None),
+            (513, None),
+            (1024, None),
+            (99_999_999_999_999_999, None),
+        ] {
+            assert_eq!(subbuf_order_for(kb), want, "{kb}");
+        }
     }
 }

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use super::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
 use super::instance::TraceArray;
 use super::parse::kstrtoul;
-use super::ring::{CpuBuffer, BUF_PAGE_SIZE, PAGE_SIZE};
+use super::ring::CpuBuffer;
 use crate::errno::{Errno, SysResult};
 use crate::sync::LockExt;
 use crate::vfs::{Caller, FileNode, NodeKind, OpenFile, OpenFlags, Tree, Waker, POLL_READABLE};
@@ -129,12 +129,15 @@ impl PipeOpen {
         out
     }
 
-    /// Take one page of CPU `c`'s buffer (`len` bytes at most of it).
+    /// Take one sub-buffer page of CPU `c`'s buffer (`len` bytes at most
+    /// of it).
     fn take_page(&self, len: usize) -> Option<Vec<u8>> {
         let Cpus::One(c) = self.cpus else {
             return None;
         };
-        self.t.bufs[c].lock_ok().read_page(len)
+        let mut b = self.t.bufs[c].lock_ok();
+        let len = len.min(b.page_size());
+        b.read_page(len)
     }
 
     fn has_data(&self) -> bool {
@@ -154,7 +157,7 @@ impl OpenFile for PipeOpen {
         }
         let taken = match self.form {
             Form::Text => Some(self.take_text(size.min(PIPE_CHUNK)).into_bytes()),
-            Form::Raw => self.take_page(size.min(PAGE_SIZE)),
+            Form::Raw => self.take_page(size),
         };
         let out = match taken {
             Some(o) if !o.is_empty() => o,
@@ -225,9 +228,9 @@ impl TraceArray {
         s
     }
 
-    /// A buffer size in KiB as `buffer_size_kb` shows it.
-    pub(super) fn kb_of(pages: usize) -> usize {
-        pages * BUF_PAGE_SIZE / 1024
+    /// A buffer's size in KiB as `buffer_size_kb` shows it.
+    pub(super) fn kb_of(b: &CpuBuffer) -> usize {
+        b.size_bytes() / 1024
     }
 
     /// Resize one CPU's buffer (or every one) to hold `kb` KiB.
@@ -240,12 +243,11 @@ impl TraceArray {
             return Err(Errno::ENOMEM);
         }
         self.expanded.store(true, Ordering::SeqCst);
-        let pages = (kb * 1024).div_ceil(BUF_PAGE_SIZE).max(2);
         match cpu {
-            Some(c) => self.bufs[c].lock_ok().resize(pages),
+            Some(c) => self.bufs[c].lock_ok().resize_bytes(kb * 1024),
             None => {
                 for b in &self.bufs {
-                    b.lock_ok().resize(pages);
+                    b.lock_ok().resize_bytes(kb * 1024);
                 }
             }
         }
@@ -302,7 +304,7 @@ pub(crate) fn install(t: &Arc<TraceArray>, tree: &Tree) {
             tree,
             &format!("{dir}/buffer_size_kb"),
             Ctl::new(MODE_WRITE)
-                .rs(move || format!("{}\n", TraceArray::kb_of(tr.bufs[cpu].lock_ok().nr_pages())))
+                .rs(move || format!("{}\n", TraceArray::kb_of(&tr.bufs[cpu].lock_ok())))
                 .w(move |data, _| tw.set_buffer_kb(Some(cpu), data)),
         );
     }

@@ -1,6 +1,7 @@
 //! The trace buffer, as the kernel's `kernel/trace/ring_buffer.c` lays it
-//! out: one buffer per CPU, each a list of 4 KiB sub-buffer pages (a 16-byte
-//! page header, then 4080 bytes of events). Entries are kept decoded for the
+//! out: one buffer per CPU, each a list of sub-buffer pages (4 KiB by
+//! default, up to 512 KiB with `buffer_subbuf_size_kb`: a 16-byte page
+//! header, then the events). Entries are kept decoded for the
 //! text views (`trace`, `trace_pipe`), and every page's byte usage follows the
 //! kernel's rules (4-byte event headers, a length word for entries over 112
 //! bytes, an 8-byte time extend before an entry more than 2^27 clock units
@@ -18,17 +19,29 @@ use std::sync::Arc;
 
 use super::event::EventDef;
 
-/// Bytes of one sub-buffer page as `trace_pipe_raw` returns it.
+/// Bytes of a system page: the smallest sub-buffer.
 pub const PAGE_SIZE: usize = 4096;
+/// The largest sub-buffer order `buffer_subbuf_size_kb` takes: 128 pages.
+pub const MAX_SUBBUF_ORDER: u32 = 7;
 /// The page header: `u64 timestamp`, `local_t commit`.
 pub const PAGE_HDR: usize = 16;
-/// Usable bytes of a ring-buffer page (a 4 KiB sub-buffer minus its header).
+/// Usable bytes of a default ring-buffer page (a 4 KiB sub-buffer minus its
+/// header).
 pub const BUF_PAGE_SIZE: usize = PAGE_SIZE - PAGE_HDR;
 /// The kernel's default per-CPU buffer request (`trace_buf_size`), bytes.
 pub const DEFAULT_BUF_BYTES: usize = 1_441_792;
 /// The largest entry (common header and fields) a page holds: the page less
-/// an event header with its length word (the kernel's `BUF_MAX_DATA_SIZE`).
+/// an event header with its length word (the kernel's `max_data_size`).
+/// 6.12 sets it when the buffer is made, with 4 KiB sub-buffers, and does
+/// not change it with the sub-buffer size: with 8 KiB sub-buffers
+/// `trace_marker` still cuts writes at 4054 bytes and `trace_marker_raw`
+/// still refuses more than 4064 (measured on 6.18, which does the same).
 pub const MAX_ENTRY: usize = BUF_PAGE_SIZE - 8;
+
+/// Usable bytes of a sub-buffer of `order` (2^order pages).
+pub fn subbuf_capacity(order: u32) -> usize {
+    (PAGE_SIZE << order) - PAGE_HDR
+}
 /// `commit` flag: events were lost before this page.
 pub const MISSED_EVENTS: u64 = 1 << 31;
 /// `commit` flag: the count of lost events follows the data.
@@ -179,7 +192,20 @@ pub struct Stats {
 pub struct CpuBuffer {
     pages: VecDeque<Page>,
     nr_pages: usize,
+    /// Usable bytes of each page (the sub-buffer less its header).
+    capacity: usize,
+    /// The size `buffer_size_kb` shows, in bytes: pages times capacity
+    /// when last resized (a new sub-buffer size leaves it as it was, as the
+    /// kernel's `entries` of the array buffer).
+    size: usize,
     entries: usize,
+    /// Entries and bytes the counters still count after a sub-buffer size
+    /// change dropped the pages that held them (the kernel swaps in new
+    /// pages without resetting its counters: `trace` then reads
+    /// `entries-in-buffer/entries-written: 2/2` over no lines, and `stats`
+    /// keeps the old `entries` and `bytes`, as measured).
+    stale: usize,
+    stale_bytes: usize,
     overrun: u64,
     /// Entries overwritten since the last consuming read (reported as
     /// `[LOST N EVENTS]` and in a raw page's missed-events count).
@@ -192,10 +218,20 @@ pub struct CpuBuffer {
 impl CpuBuffer {
     /// A buffer of `nr_pages` pages (at least 2, as the kernel's).
     pub fn new(nr_pages: usize) -> CpuBuffer {
+        CpuBuffer::with_capacity(nr_pages, BUF_PAGE_SIZE)
+    }
+
+    /// A buffer of `nr_pages` pages of `capacity` usable bytes each.
+    pub fn with_capacity(nr_pages: usize, capacity: usize) -> CpuBuffer {
+        let nr_pages = nr_pages.max(2);
         CpuBuffer {
             pages: VecDeque::new(),
-            nr_pages: nr_pages.max(2),
+            nr_pages,
+            capacity,
+            size: nr_pages * capacity,
             entries: 0,
+            stale: 0,
+            stale_bytes: 0,
             overrun: 0,
             lost_unread: 0,
             dropped: 0,
@@ -207,6 +243,38 @@ impl CpuBuffer {
     /// Pages of data the buffer holds.
     pub fn nr_pages(&self) -> usize {
         self.nr_pages
+    }
+
+    /// Usable bytes of one page.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Bytes of one sub-buffer page as `trace_pipe_raw` returns it.
+    pub fn page_size(&self) -> usize {
+        self.capacity + PAGE_HDR
+    }
+
+    /// The size `buffer_size_kb` shows, in bytes.
+    pub fn size_bytes(&self) -> usize {
+        self.size
+    }
+
+    /// Change the sub-buffer's usable bytes to `capacity`, as the kernel's
+    /// `ring_buffer_subbuf_order_set`: the pages are replaced by as many
+    /// new ones as hold the same bytes (at least 2), empty; the counters
+    /// are kept, so entries that were in the buffer are still counted.
+    pub fn set_capacity(&mut self, capacity: usize) {
+        if capacity == self.capacity {
+            return;
+        }
+        let nr = (self.capacity * self.nr_pages).div_ceil(capacity).max(2);
+        self.stale += self.entries;
+        self.stale_bytes += self.iter().map(Entry::cost).sum::<usize>();
+        self.entries = 0;
+        self.pages.clear();
+        self.nr_pages = nr;
+        self.capacity = capacity;
     }
 
     /// The time of the newest entry: later entries never go below it.
@@ -226,7 +294,7 @@ impl CpuBuffer {
         let fits = self
             .pages
             .back()
-            .is_some_and(|p| p.used + p.need(cost, e.ts) <= BUF_PAGE_SIZE);
+            .is_some_and(|p| p.used + p.need(cost, e.ts) <= self.capacity);
         if !fits {
             if self.pages.len() >= self.nr_pages {
                 if !overwrite {
@@ -255,17 +323,25 @@ impl CpuBuffer {
         }
     }
 
+    /// Change the size to hold `bytes` of events (whole pages, at least
+    /// 2), as the kernel's `ring_buffer_resize`.
+    pub fn resize_bytes(&mut self, bytes: usize) {
+        self.resize(bytes.div_ceil(self.capacity));
+    }
+
     /// Change the size, overwriting the oldest pages that no longer fit.
     pub fn resize(&mut self, nr_pages: usize) {
         self.nr_pages = nr_pages.max(2);
+        self.size = self.nr_pages * self.capacity;
         while self.pages.len() > self.nr_pages {
             self.drop_oldest_page();
         }
     }
 
-    /// Entries in the buffer.
+    /// Entries in the buffer as the counters count them (entries a new
+    /// sub-buffer size dropped included).
     pub fn len(&self) -> usize {
-        self.entries
+        self.entries + self.stale
     }
 
     /// Whether the buffer holds no entry.
@@ -280,7 +356,7 @@ impl CpuBuffer {
 
     /// Entries ever written and not cleared: in the buffer plus overwritten.
     pub fn written(&self) -> u64 {
-        self.entries as u64 + self.overrun
+        self.len() as u64 + self.overrun
     }
 
     /// The oldest entry, without consuming it.
@@ -326,7 +402,7 @@ impl CpuBuffer {
     }
 
     /// Consume the oldest page as `trace_pipe_raw` returns it: a
-    /// [`PAGE_SIZE`] page holding the unread entries of the oldest page that
+    /// sub-buffer page ([`CpuBuffer::page_size`] bytes) holding the unread entries of the oldest page that
     /// fit in `len` bytes (a short read takes fewer), with deltas from the
     /// first one, zeros after the data, and the missed-events flags and count
     /// when entries were overwritten since the last read. `None` when there
@@ -335,7 +411,8 @@ impl CpuBuffer {
         if len <= PAGE_HDR {
             return None;
         }
-        let room = (len - PAGE_HDR).min(BUF_PAGE_SIZE);
+        let room = (len - PAGE_HDR).min(self.capacity);
+        let page_size = self.page_size();
         while self
             .pages
             .front()
@@ -346,7 +423,7 @@ impl CpuBuffer {
         let writer = self.pages.len() == 1;
         let p = self.pages.front_mut()?;
         let first_ts = p.entries.front()?.ts;
-        let mut out = vec![0u8; PAGE_SIZE];
+        let mut out = vec![0u8; page_size];
         let mut off = PAGE_HDR;
         let mut prev = first_ts;
         let mut taken = 0;
@@ -388,7 +465,7 @@ impl CpuBuffer {
         let lost = self.take_lost();
         if lost > 0 {
             commit |= MISSED_EVENTS;
-            if off + 8 <= PAGE_SIZE {
+            if off + 8 <= page_size {
                 out[off..off + 8].copy_from_slice(&lost.to_le_bytes());
                 commit |= MISSED_STORED;
             }
@@ -401,9 +478,9 @@ impl CpuBuffer {
     /// The counters and the unread bytes.
     pub fn stats(&self) -> Stats {
         Stats {
-            entries: self.entries,
+            entries: self.len(),
             overrun: self.overrun,
-            bytes: self.iter().map(Entry::cost).sum(),
+            bytes: self.iter().map(Entry::cost).sum::<usize>() + self.stale_bytes,
             oldest_ts: self.peek().map_or(0, |e| e.ts),
             dropped: self.dropped,
             read: self.read,
@@ -412,8 +489,9 @@ impl CpuBuffer {
 
     /// Drop everything and reset the counters (`echo > trace`).
     pub fn clear(&mut self) {
-        let nr = self.nr_pages;
-        *self = CpuBuffer::new(nr);
+        let (nr, cap, size) = (self.nr_pages, self.capacity, self.size);
+        *self = CpuBuffer::with_capacity(nr, cap);
+        self.size = size;
     }
 }
 
@@ -685,6 +763,37 @@ mod tests {
         b.push(entry(&def, 0, 5, "x"), true);
         assert_eq!(b.len(), 1);
         assert_eq!(b.pop().unwrap().ts, 5);
+    }
+
+    #[test]
+    fn larger_sub_buffers_hold_more_and_read_whole() {
+        let def = exec_def();
+        let mut b = CpuBuffer::new(354);
+        b.push(entry(&def, 0, 1, "x"), true);
+        let cost = entry(&def, 0, 0, "x").cost();
+        // 8 KiB sub-buffers: half the pages for the same bytes, the old
+        // entries gone but still counted, as the kernel's counters are.
+        b.set_capacity(subbuf_capacity(1));
+        assert_eq!(b.capacity(), 8176);
+        assert_eq!(b.nr_pages(), (354 * BUF_PAGE_SIZE).div_ceil(8176));
+        assert_eq!(b.size_bytes(), 354 * BUF_PAGE_SIZE);
+        assert!(b.is_empty());
+        assert_eq!((b.len(), b.written()), (1, 1));
+        assert_eq!(b.stats().bytes, cost);
+        // A page now takes twice the entries, and reads as 8192 bytes.
+        let per_page = 8176 / cost;
+        for i in 0..per_page as u64 + 1 {
+            b.push(entry(&def, 0, 10 + i, "x"), true);
+        }
+        let p = b.read_page(1 << 20).unwrap();
+        assert_eq!(p.len(), 8192);
+        let commit = u64::from_le_bytes(p[8..16].try_into().unwrap()) as usize;
+        assert_eq!(commit, per_page * cost);
+        b.resize_bytes(100 * 1024);
+        assert_eq!(b.nr_pages(), (100 * 1024usize).div_ceil(8176));
+        assert_eq!(b.size_bytes(), b.nr_pages() * 8176);
+        b.clear();
+        assert_eq!((b.len(), b.stats().bytes), (0, 0));
     }
 
     #[test]
