@@ -586,6 +586,11 @@ pub enum Render {
     /// `ftrace:raw_data` (`trace_marker_raw`): `# <id in hex> buf:` and
     /// every byte of the (4-byte aligned) entry after the id.
     FtraceRaw,
+    /// `ftrace:kernel_stack`: `<stack trace>`, then a ` => ` line for each
+    /// address after `size` (as the kernel's `trace_stack_print`, which
+    /// prints up to the end of the entry or an all-ones word). monfs has
+    /// no kernel symbols to name them by: an address shows in hex.
+    KernelStack,
 }
 
 /// A complete event definition.
@@ -674,7 +679,7 @@ impl EventDef {
                 self.print.render(&self.fields, entry, out);
             }
             Render::Fields => render_fields(&self.fields, entry, out),
-            Render::FtracePrint | Render::FtraceRaw => {}
+            Render::FtracePrint | Render::FtraceRaw | Render::KernelStack => {}
         }
     }
 
@@ -690,6 +695,16 @@ impl EventDef {
                 out.push_str(&String::from_utf8_lossy(&buf[..end]));
                 if !out.ends_with('\n') {
                     out.push('\n');
+                }
+            }
+            Render::KernelStack => {
+                out.push_str("<stack trace>\n");
+                for w in entry.get(16..).unwrap_or(&[]).chunks_exact(8) {
+                    let a = u64::from_le_bytes(w.try_into().unwrap());
+                    if a == u64::MAX {
+                        break;
+                    }
+                    let _ = writeln!(out, " => 0x{a:x}");
                 }
             }
             Render::FtraceRaw => {

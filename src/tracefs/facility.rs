@@ -13,6 +13,7 @@ use super::event::{EventDef, FieldSpec, FieldValue};
 use super::ftrace_events::FtraceEvents;
 use super::hist::NamedHists;
 use super::instance::{At, EventFile, TraceArray};
+use super::snapshot::Taken;
 use super::trigger::{
     ErrorLog, FireContext, Hit, TriggerAction, TriggerEvent, TriggerHost, Triggers,
 };
@@ -373,7 +374,10 @@ impl Tracing {
     /// Fire `ev`'s triggers in `arr` for one hit and record it there as the
     /// kernel orders it: actions before the event, the event (if enabled,
     /// and for conditional triggers only if tracing was on before them),
-    /// then the post actions (`traceoff`, `stacktrace`).
+    /// then the post actions (`traceoff`, `stacktrace`). Conditional
+    /// triggers run after the kernel reserved the event in the live
+    /// buffer: a `snapshot` among them carries the event into the snapshot
+    /// buffer, so here it is taken after the event is recorded.
     #[allow(clippy::too_many_arguments)]
     fn fire(
         &self,
@@ -395,25 +399,66 @@ impl Tracing {
             ts_ns: at.mono,
         };
         let actions = trig.fire(&hit, &host);
+        let ctx = Ctx::of(&data, comm);
+        let cond = trig.is_conditional();
         let (post, pre): (Vec<_>, Vec<_>) = actions.into_iter().partition(|a| a.is_post());
-        for a in pre {
-            self.act(arr, a);
-        }
-        let record = file.enabled.load(Ordering::Relaxed) && (!trig.is_conditional() || was_on);
+        let (late, pre): (Vec<_>, Vec<_>) = pre
+            .into_iter()
+            .partition(|a| cond && matches!(a, TriggerAction::Snapshot));
         let at = At {
             cpu: Some(cpu),
             ..at
         };
-        let stored = record && arr.record(&id.0.def, file, data, comm, at);
-        for a in post {
-            self.act(arr, a);
+        for a in pre {
+            self.act(arr, a, &ctx, at);
+        }
+        let record = file.enabled.load(Ordering::Relaxed) && (!trig.is_conditional() || was_on);
+        let stored = record && self.record_event(arr, id, file, data, comm, at);
+        for a in late.into_iter().chain(post) {
+            self.act(arr, a, &ctx, at);
         }
         stored
     }
 
-    /// Carry out a trigger's action in `arr`. monfs has no snapshot buffer
-    /// and no kernel stacks: `snapshot` and `stacktrace` do nothing.
-    fn act(&self, arr: &TraceArray, a: TriggerAction<EventId>) {
+    /// Store an event entry in `arr` through its checks
+    /// ([`TraceArray::record`]), followed by a stack entry when the array's
+    /// `stacktrace` option is set (as the kernel's event commit does).
+    fn record_event(
+        &self,
+        arr: &TraceArray,
+        id: &EventId,
+        file: &EventFile,
+        data: Vec<u8>,
+        comm: &str,
+        at: At,
+    ) -> bool {
+        let ctx = Ctx::of(&data, comm);
+        let stored = arr.record(&id.0.def, file, data, comm, at);
+        if stored && arr.stacktrace.load(Ordering::Relaxed) {
+            self.record_stack(arr, &ctx, at);
+        }
+        stored
+    }
+
+    /// Record a kernel stack entry (`ftrace:kernel_stack`, shown as
+    /// `<stack trace>`) for the task of `ctx` in `arr`, as the
+    /// `stacktrace` trigger and option do. monfs runs outside the kernel
+    /// and has no kernel stack to walk: the entry holds no frames (`size`
+    /// 0), so `trace` shows the `<stack trace>` line and no ` => ` lines,
+    /// and trace-cmd decodes an empty stack.
+    fn record_stack(&self, arr: &TraceArray, ctx: &Ctx<'_>, at: At) {
+        let mut e = Vec::with_capacity(16);
+        e.extend_from_slice(&self.ftrace.stack.id.to_le_bytes());
+        e.extend_from_slice(&ctx.flags);
+        e.extend_from_slice(&ctx.pid.to_le_bytes());
+        e.extend_from_slice(&0i32.to_le_bytes());
+        e.extend_from_slice(&[0; 4]);
+        let cpu = arr.cpu_or_now(at.cpu);
+        arr.store(self.ftrace.stack.clone(), e, ctx.comm, cpu, at.mono);
+    }
+
+    /// Carry out a trigger's action in `arr`, for the task of `ctx`.
+    fn act(&self, arr: &TraceArray, a: TriggerAction<EventId>, ctx: &Ctx<'_>, at: At) {
         match a {
             TriggerAction::TraceOn => {
                 arr.on.store(true, Ordering::Relaxed);
@@ -424,7 +469,14 @@ impl Tracing {
             TriggerAction::DisableEvent(e) => self.set_enabled_in(arr, &e, false),
             TriggerAction::EnableHist(e) => e.0.trig(arr.slot).set_hist_paused(false),
             TriggerAction::DisableHist(e) => e.0.trig(arr.slot).set_hist_paused(true),
-            TriggerAction::Snapshot | TriggerAction::StackTrace => {}
+            TriggerAction::Snapshot => {
+                // Without a snapshot buffer (freed under the trigger with
+                // `echo 0 > snapshot`) the kernel stops tracing instead.
+                if arr.take_snapshot() == Taken::NotAllocated {
+                    arr.on.store(false, Ordering::Relaxed);
+                }
+            }
+            TriggerAction::StackTrace => self.record_stack(arr, ctx, at),
         }
     }
 
@@ -520,12 +572,13 @@ impl Tracing {
         let stored = if file.armed.load(Ordering::Relaxed) {
             let trig = id.0.trig(arr.slot);
             if trig.is_empty() {
-                file.enabled.load(Ordering::Relaxed) && arr.record(&id.0.def, file, data, comm, at)
+                file.enabled.load(Ordering::Relaxed)
+                    && self.record_event(arr, id, file, data, comm, at)
             } else {
                 self.fire(arr, id, file, &trig, data, comm, at)
             }
         } else {
-            arr.record(&id.0.def, file, data, comm, at)
+            self.record_event(arr, id, file, data, comm, at)
         };
         if stored {
             self.save_cmdline(pid, comm);
@@ -626,6 +679,24 @@ impl Tracing {
     }
 }
 
+/// Who an entry was recorded for: what a stack entry recorded after it
+/// copies (the task and the common flags and preemption count).
+struct Ctx<'a> {
+    pid: u32,
+    flags: [u8; 2],
+    comm: &'a str,
+}
+
+impl<'a> Ctx<'a> {
+    fn of(entry: &[u8], comm: &'a str) -> Ctx<'a> {
+        Ctx {
+            pid: u32::from_le_bytes(entry[4..8].try_into().unwrap()),
+            flags: [entry[2], entry[3]],
+            comm,
+        }
+    }
+}
+
 /// An entry from raw field bytes.
 fn raw_entry(def: &EventDef, pid: u32, payload: &[u8]) -> Vec<u8> {
     let mut data = Vec::with_capacity(super::event::COMMON_SIZE + payload.len());
@@ -680,6 +751,14 @@ impl TriggerHost<EventId> for Host<'_> {
     }
     fn named_hists(&self) -> &NamedHists {
         &self.a.named_hists
+    }
+    fn hold_snapshot(&self, on: bool) -> SysResult<()> {
+        if on {
+            self.a.arm_snapshot()
+        } else {
+            self.a.disarm_snapshot();
+            Ok(())
+        }
     }
 }
 

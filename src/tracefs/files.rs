@@ -121,6 +121,9 @@ events defined in the monfs configuration.\n\
   trace\t\t\t- The static contents of the buffer\n\
 \t\t\t  To clear the buffer write into this file: echo > trace\n\
   trace_pipe\t\t- A consuming read to see the contents of the buffer\n\
+  snapshot\t\t- Like 'trace' but shows the content of the static\n\
+\t\t\t  snapshot buffer. Read the contents for more\n\
+\t\t\t  information\n\
   current_tracer\t- only the nop tracer is available\n\
   available_tracers\t- list of configured tracers for current_tracer\n\
   buffer_size_kb\t- view and modify size of per cpu buffer\n\
@@ -370,6 +373,7 @@ impl Arr {
                 }
             }
             "irq-info" => self.irq_info.store(on, Ordering::Relaxed),
+            "stacktrace" => self.stacktrace.store(on, Ordering::Relaxed),
             "record-cmd" => self.record_cmd.store(on, Ordering::Relaxed),
             "record-tgid" => self.record_tgid.store(on, Ordering::Relaxed),
             "overwrite" => self.overwrite.store(on, Ordering::Relaxed),
@@ -485,6 +489,7 @@ pub(crate) fn install_array(x: &Arr, tree: &Tree) {
             .t(move || tc.clear_all()),
     );
     install_buffer_info(x, tree);
+    super::snapshot::install(&x.a, tree);
     let (tr, tw) = (x.clone(), x.clone());
     add_ctl(
         tree,
@@ -915,8 +920,12 @@ fn install_buffer_info(x: &Arr, tree: &Tree) {
                 let s = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
                 let name = s.trim_end_matches('\0').trim();
                 tw.trace_clock.select(name).ok_or(Errno::EINVAL)?;
-                // The kernel empties the buffers on every clock write.
+                // The kernel empties the buffers on every clock write, the
+                // snapshot buffer too.
                 tw.clear_all();
+                for mut b in tw.lock_spare() {
+                    b.clear();
+                }
                 Ok(data.len() as u32)
             }),
     );
@@ -984,6 +993,7 @@ fn install_buffer_info(x: &Arr, tree: &Tree) {
                 b.clear();
                 b.resize(2);
             }
+            tw.resize_spare(None, 0);
             Ok(data.len() as u32)
         }),
     );

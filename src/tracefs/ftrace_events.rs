@@ -14,6 +14,9 @@ pub struct FtraceEvents {
     pub print: Arc<EventDef>,
     /// `ftrace:raw_data`, recorded by `trace_marker_raw`.
     pub raw: Arc<EventDef>,
+    /// `ftrace:kernel_stack`, recorded by the `stacktrace` trigger and
+    /// option.
+    pub stack: Arc<EventDef>,
     /// Every one, for `events/ftrace/`.
     pub all: Vec<Arc<EventDef>>,
     /// The address `print` entries carry in `ip` (the kernel's
@@ -75,19 +78,20 @@ impl FtraceEvents {
             "\"id:%04x %08x\", REC->id, (int)REC->buf[0]",
             Render::FtraceRaw,
         );
+        let stack = def(
+            "kernel_stack",
+            4,
+            vec![
+                field("int", "size", 8, 4, FieldKind::Int { signed: true }),
+                caller(),
+            ],
+            STACK_FMT,
+            Render::KernelStack,
+        );
         let all = vec![
             print.clone(),
             raw.clone(),
-            def(
-                "kernel_stack",
-                4,
-                vec![
-                    field("int", "size", 8, 4, FieldKind::Int { signed: true }),
-                    caller(),
-                ],
-                STACK_FMT,
-                Render::Fields,
-            ),
+            stack.clone(),
             def(
                 "user_stack",
                 13,
@@ -117,6 +121,7 @@ impl FtraceEvents {
         FtraceEvents {
             print,
             raw,
+            stack,
             all,
             ip: kallsyms("tracing_mark_write").unwrap_or(0),
         }

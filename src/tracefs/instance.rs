@@ -103,6 +103,17 @@ pub struct TraceArray {
     pub(super) name: Option<String>,
     /// One buffer per CPU (`per_cpu/cpuN`).
     pub(super) bufs: Vec<Mutex<CpuBuffer>>,
+    /// The snapshot buffer (the kernel's `max_buffer`), one per CPU, locked
+    /// after `bufs` when both are: a snapshot swaps each CPU's pair.
+    /// Minimal (2 pages) while not allocated.
+    pub(super) spare: Vec<Mutex<CpuBuffer>>,
+    /// Whether the snapshot buffer is allocated (`tr->allocated_snapshot`);
+    /// changed with every `spare` lock held.
+    pub(super) snap_allocated: AtomicBool,
+    /// How many users hold the snapshot buffer armed (`tr->snapshot`:
+    /// snapshot triggers, a `snapshot` write while it swaps); the lock
+    /// also serialises allocating and freeing it.
+    pub(super) snap_armed: Mutex<u32>,
     /// `trace_clock`.
     pub(super) trace_clock: TraceClock,
     /// The newest time stamp given to an entry (see [`TraceArray::store`]).
@@ -123,6 +134,8 @@ pub struct TraceArray {
     pub(super) subbuf_order: AtomicU32,
     pub(super) options: Mutex<Vec<bool>>,
     pub(super) irq_info: AtomicBool,
+    /// The `stacktrace` option: a stack entry after every event.
+    pub(super) stacktrace: AtomicBool,
     pub(super) overwrite: AtomicBool,
     pub(super) record_cmd: AtomicBool,
     pub(super) record_tgid: AtomicBool,
@@ -185,6 +198,9 @@ impl TraceArray {
             bufs: (0..cpus)
                 .map(|_| Mutex::new(CpuBuffer::new(pages)))
                 .collect(),
+            spare: (0..cpus).map(|_| Mutex::new(CpuBuffer::new(2))).collect(),
+            snap_allocated: AtomicBool::new(false),
+            snap_armed: Mutex::new(0),
             trace_clock: TraceClock::default(),
             newest_ts: AtomicU64::new(0),
             cpumask: RwLock::new(vec![true; cpus]),
@@ -199,6 +215,7 @@ impl TraceArray {
             subbuf_order: AtomicU32::new(0),
             options: Mutex::new(OPTIONS.iter().map(|o| o.1).collect()),
             irq_info: AtomicBool::new(true),
+            stacktrace: AtomicBool::new(false),
             overwrite: AtomicBool::new(true),
             record_cmd: AtomicBool::new(true),
             record_tgid: AtomicBool::new(false),
@@ -354,6 +371,32 @@ impl TraceArray {
         self.bufs.iter().map(|b| b.lock_ok()).collect()
     }
 
+    /// Lock every CPU's snapshot buffer, in CPU order (after the live
+    /// ones, when both are locked).
+    pub(super) fn lock_spare(&self) -> Vec<MutexGuard<'_, CpuBuffer>> {
+        self.spare.iter().map(|b| b.lock_ok()).collect()
+    }
+
+    /// Whether the snapshot buffer is allocated.
+    pub fn snapshot_allocated(&self) -> bool {
+        self.snap_allocated.load(Ordering::SeqCst)
+    }
+
+    /// Resize the snapshot buffer of `cpu` (or every CPU) to `bytes` when
+    /// it is allocated: it follows the live buffer's size, as the
+    /// kernel's `__tracing_resize_ring_buffer` resizes both.
+    pub(super) fn resize_spare(&self, cpu: Option<usize>, bytes: usize) {
+        let mut spare = self.lock_spare();
+        if !self.snapshot_allocated() {
+            return;
+        }
+        for (i, b) in spare.iter_mut().enumerate() {
+            if cpu.map_or(true, |c| c == i) {
+                b.resize_bytes(bytes);
+            }
+        }
+    }
+
     /// Empty every buffer (`echo > trace`, a new trace clock).
     pub(super) fn clear_all(&self) {
         for mut b in self.lock_all() {
@@ -386,6 +429,13 @@ impl TraceArray {
             for b in guards.iter_mut() {
                 b.set_capacity(cap);
             }
+            // The snapshot buffer, when allocated, changes with it.
+            let mut spare = self.lock_spare();
+            if self.snapshot_allocated() {
+                for b in spare.iter_mut() {
+                    b.set_capacity(cap);
+                }
+            }
         }
         Ok(data.len() as u32)
     }
@@ -407,17 +457,34 @@ impl TraceArray {
     /// order, or one CPU's (`per_cpu/cpuN/trace`). The header counts all
     /// CPUs either way, as the kernel's does.
     pub fn trace_text(&self, cpu: Option<usize>) -> String {
+        self.text_of(&self.lock_all(), cpu, None)
+    }
+
+    /// The `trace` text of the buffers `guards` (every CPU's, live or
+    /// snapshot), for all CPUs or `cpu`. When the chosen buffers hold no
+    /// entry and `empty_help` is given, the header is `# tracer: nop` and
+    /// that help instead of the column header (the `snapshot` file's).
+    pub(super) fn text_of(
+        &self,
+        guards: &[MutexGuard<'_, CpuBuffer>],
+        cpu: Option<usize>,
+        empty_help: Option<&str>,
+    ) -> String {
         let irq = self.irq_info.load(Ordering::Relaxed);
         let in_ns = self.trace_clock.in_ns();
-        let guards = self.lock_all();
-        let (n, w) = guards
-            .iter()
-            .fold((0, 0), |(n, w), b| (n + b.len(), w + b.written()));
-        let mut s = ring::header(n, w, self.bufs.len(), irq);
         let bufs: Vec<&CpuBuffer> = match cpu {
             Some(c) => vec![&*guards[c]],
             None => guards.iter().map(|g| &**g).collect(),
         };
+        if let Some(help) = empty_help {
+            if bufs.iter().all(|b| b.is_empty()) {
+                return format!("# tracer: nop\n#\n{help}");
+            }
+        }
+        let (n, w) = guards
+            .iter()
+            .fold((0, 0), |(n, w), b| (n + b.len(), w + b.written()));
+        let mut s = ring::header(n, w, self.bufs.len(), irq);
         for e in ring::merged(&bufs) {
             s.push_str(&e.line(irq, in_ns));
         }

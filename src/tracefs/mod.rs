@@ -28,6 +28,7 @@ pub mod parse;
 mod per_cpu;
 pub mod ring;
 mod sched;
+pub mod snapshot;
 pub mod trace_clock;
 pub mod trigger;
 pub mod usb;

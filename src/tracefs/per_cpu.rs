@@ -251,6 +251,7 @@ impl TraceArray {
                 }
             }
         }
+        self.resize_spare(cpu, kb * 1024);
         Ok(data.len() as u32)
     }
 }

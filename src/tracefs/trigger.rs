@@ -184,6 +184,12 @@ pub trait TriggerHost<E> {
     fn now_ns(&self) -> u64;
     /// The registry of `name=` histograms, one per tracing instance.
     fn named_hists(&self) -> &NamedHists;
+    /// A `snapshot` trigger is being added (`on`) or was removed: the
+    /// kernel holds the instance's snapshot buffer armed while any exists,
+    /// and adding one allocates it (`tracing_arm_snapshot`; EBUSY when it
+    /// cannot be armed, and the trigger is not added). Removing one does
+    /// not free the buffer.
+    fn hold_snapshot(&self, on: bool) -> SysResult<()>;
 }
 
 /// What firing needs to know of the tracer's state.
@@ -515,6 +521,9 @@ impl<E: TriggerEvent> Triggers<E> {
             Kind::Hist {
                 name: Some(name), ..
             } => host.named_hists().put(name),
+            Kind::Snapshot => {
+                let _ = host.hold_snapshot(false);
+            }
             _ => {}
         }
     }
@@ -540,8 +549,18 @@ impl<E: TriggerEvent> Triggers<E> {
         }
         let count = parse_count(param)?;
         let filter = Self::filter(filter, def, host)?;
+        // A snapshot trigger arms the snapshot buffer before it is
+        // registered, and lets go of it when that fails.
+        let snapshot = ty == Type::Snapshot;
+        if snapshot {
+            host.hold_snapshot(true)?;
+        }
         let mut list = self.list.write_ok();
         if list.iter().any(|t| t.ty() == ty) {
+            drop(list);
+            if snapshot {
+                let _ = host.hold_snapshot(false);
+            }
             return Err(Errno::EEXIST);
         }
         list.insert(

@@ -64,6 +64,10 @@ impl TriggerHost<Ev> for Host {
     fn named_hists(&self) -> &NamedHists {
         &self.named
     }
+    fn hold_snapshot(&self, on: bool) -> SysResult<()> {
+        *self.soft.lock_ok().entry("(snapshot)").or_default() += if on { 1 } else { -1 };
+        Ok(())
+    }
 }
 
 impl Host {
@@ -415,6 +419,52 @@ enable_event:sched:sched_wakeup:count=3\nenable_event:sched:sched_waking:unlimit
             ("!disable_event:sched:sched_wakeup", "33"),
         ],
     );
+}
+
+#[test]
+fn snapshot_triggers_hold_the_snapshot_buffer() {
+    // The kernel arms the snapshot buffer before registering a snapshot
+    // trigger and lets go when registering fails or the trigger goes.
+    let def = process_hang();
+    let host = Host::default();
+    let t: Triggers<Ev> = Triggers::new();
+    run(
+        &t,
+        &def,
+        &host,
+        &[
+            ("snapshot", "ok"),
+            ("snapshot:3", "EEXIST"),
+            ("snapshot+1", "EINVAL"),
+        ],
+    );
+    assert_eq!(host.soft("(snapshot)"), 1);
+    run(&t, &def, &host, &[("!snapshot", "ok"), ("!snapshot", "ok")]);
+    assert_eq!(host.soft("(snapshot)"), 0);
+    run(&t, &def, &host, &[("snapshot:1", "ok")]);
+    // Firing uses the count.
+    let e = vec![0u8; 64];
+    assert!(matches!(
+        t.fire(
+            &hit(&e),
+            &Cx {
+                on: true,
+                enabled: true
+            }
+        )[..],
+        [TriggerAction::Snapshot]
+    ));
+    assert!(t
+        .fire(
+            &hit(&e),
+            &Cx {
+                on: true,
+                enabled: true
+            }
+        )
+        .is_empty());
+    t.clear(&host);
+    assert_eq!(host.soft("(snapshot)"), 0);
 }
 
 #[test]
