@@ -498,3 +498,24 @@ fn triggers_fire_in_the_kernels_order() {
     m.sh_ok("echo > tracing/error_log");
     assert_eq!(m.sh_ok("cat tracing/error_log"), "");
 }
+
+#[test]
+fn trace_cmd_decodes_stack_entries() {
+    // A stacktrace trigger on the marker: trace-cmd reads the
+    // ftrace:kernel_stack entry (no frames) from trace_pipe_raw.
+    let m = Mount::default_config();
+    m.sh_ok(
+        "cd tracing; echo stacktrace > events/ftrace/print/trigger; echo hello > trace_marker; \
+         echo 0 > tracing_on",
+    );
+    let dat = m.dir.path().join("stack.dat");
+    m.trace_ns(&["trace-cmd", "extract", "-o", dat.to_str().unwrap()]);
+    let report = report(&dat);
+    let lines: Vec<&str> = report.lines().filter(|l| !l.starts_with("cpus=")).collect();
+    assert_eq!(lines.len(), 2, "{report}");
+    assert!(lines[0].ends_with("tracing_mark_write: hello"), "{report}");
+    assert!(
+        lines[1].ends_with(": kernel_stack:         <stack trace >"),
+        "{report}"
+    );
+}

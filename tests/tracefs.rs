@@ -252,10 +252,16 @@ echo > set_event
                  echo 1408 > buffer_size_kb; $IO per_cpu/cpu0/buffer_size_kb w 100 0; \
                  cat per_cpu/cpu0/buffer_size_kb buffer_size_kb; echo 1408 > buffer_size_kb; cat buffer_size_kb; \
                  echo > trace; $IO per_cpu/cpu0/trace_pipe_raw n; $IO per_cpu/cpu0/trace_pipe n; \
-                 grep -v 'now ts' per_cpu/cpu0/stats; ls per_cpu/cpu0; ls events/ftrace/print\n";
+                 grep -v 'now ts' per_cpu/cpu0/stats; ls per_cpu/cpu0; ls events/ftrace/print events/ftrace/raw_data; \
+                 $IO buffer_subbuf_size_kb w 0 1 5 9 17 512 513 x 4; grep data events/header_page; \
+                 echo 8 > buffer_subbuf_size_kb; grep data events/header_page; cat buffer_subbuf_size_kb buffer_size_kb; \
+                 $IO trace_marker w \"$(printf 'X%.0s' $(seq 5000))\"; echo 4 > buffer_subbuf_size_kb\n";
     let real = real_sh(&io, files);
-    // monfs has no trigger files yet.
-    let real = real.replace("format\nid\ntrigger\n", "format\nid\n");
+    // monfs serves the `hist` files of a kernel with hist triggers (this
+    // machine's has none).
+    let real = real
+        .replace("format\nid\ntrigger\n", "format\nhist\nid\ntrigger\n")
+        .replace("raw_data:\nformat\n", "raw_data:\nformat\nhist\n");
     diff("buffer files", &real, &monfs_sh(&m, &io, files));
 
     // 9. Triggers: grammar, errnos, read-back order and format, removal,

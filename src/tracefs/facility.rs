@@ -74,8 +74,12 @@ pub struct EventId(pub(super) Arc<Event>);
 impl EventId {
     /// A new, disabled, unfiltered event with definition `def`.
     pub(super) fn new(def: EventDef) -> EventId {
+        EventId::with_def(Arc::new(def))
+    }
+    /// A new, disabled, unfiltered event sharing definition `def`.
+    pub(super) fn with_def(def: Arc<EventDef>) -> EventId {
         EventId(Arc::new(Event {
-            def: Arc::new(def),
+            def,
             enabled: AtomicUsize::new(0),
             files: RwLock::new(Vec::new()),
             triggers: RwLock::new(Vec::new()),
@@ -172,6 +176,10 @@ pub struct Tracing {
     /// The `ftrace` system's events (`print`, `raw_data`, ...): formats
     /// only, never enabled or listed in `available_events`.
     pub(super) ftrace: FtraceEvents,
+    /// `ftrace:print` as an event with triggers (the kernel's
+    /// `trace_marker_file`): `events/ftrace/print/trigger` and `hist`
+    /// act on `trace_marker` writes. Not in the event list.
+    pub(super) marker: EventId,
     pub(super) next_id: Mutex<u16>,
     pub(super) builtin: OnceLock<Vec<EventId>>,
     /// The tree the files were added to (dynamic events add and remove
@@ -190,6 +198,8 @@ impl Tracing {
     /// a tree (see [`super::install`]).
     pub fn new(clock: Arc<dyn Clock>, cfg: &TracingConfig) -> Arc<Tracing> {
         let top = TraceArray::new(0, None, false);
+        let ftrace = FtraceEvents::new();
+        let marker = EventId::with_def(ftrace.print.clone());
         let t = Arc::new(Tracing {
             clock,
             events: RwLock::new(Vec::new()),
@@ -201,7 +211,8 @@ impl Tracing {
                 order: VecDeque::new(),
                 tgids: HashMap::new(),
             }),
-            ftrace: FtraceEvents::new(),
+            ftrace,
+            marker,
             next_id: Mutex::new(EVENT_ID_BASE),
             builtin: OnceLock::new(),
             tree: OnceLock::new(),
@@ -457,6 +468,45 @@ impl Tracing {
         arr.store(self.ftrace.stack.clone(), e, ctx.comm, cpu, at.mono);
     }
 
+    /// Store a `trace_marker` entry (`ftrace:print`, `entry`) in `arr`
+    /// through the marker's triggers there, as the kernel's
+    /// `tracing_mark_write`: the triggers see `hit_entry` (the text ended
+    /// by a NUL, without the newline the entry gets) after the entry was
+    /// reserved in the live buffer, which it is committed to whatever they
+    /// do (after a `snapshot` trigger swapped the buffers, the entry ends
+    /// in the snapshot); the post triggers run after the commit. Returns
+    /// whether it was stored.
+    pub(super) fn record_marker(
+        &self,
+        arr: &TraceArray,
+        hit_entry: &[u8],
+        entry: Vec<u8>,
+        comm: &str,
+        mono: u64,
+    ) -> bool {
+        let cpu = arr.cpu_now();
+        let def = self.ftrace.print.clone();
+        let trig = self.marker.0.trig(arr.slot);
+        if trig.is_empty() {
+            return arr.store(def, entry, comm, cpu, mono);
+        }
+        let host = Host { t: self, a: arr };
+        let hit = Hit {
+            entry: hit_entry,
+            cpu,
+            comm,
+            ts_ns: mono,
+        };
+        let actions = trig.fire(&hit, &host);
+        let ctx = Ctx::of(&entry, comm);
+        let stored = arr.store(def, entry, comm, cpu, mono);
+        let (post, pre): (Vec<_>, Vec<_>) = actions.into_iter().partition(|a| a.is_post());
+        for a in pre.into_iter().chain(post) {
+            self.act(arr, a, &ctx, mono);
+        }
+        stored
+    }
+
     /// Carry out a trigger's action in `arr`, for the task of `ctx`.
     fn act(&self, arr: &TraceArray, a: TriggerAction<EventId>, ctx: &Ctx<'_>, at: At) {
         match a {
@@ -657,10 +707,16 @@ impl Tracing {
     ) -> Result<Arc<TraceArray>, crate::errno::Errno> {
         let arr = self.instance(name).ok_or(crate::errno::Errno::ENOENT)?;
         let host = Host { t: self, a: &arr };
-        for e in self.events() {
+        // The marker's triggers too: the slot goes to the next instance.
+        let all: Vec<EventId> = self
+            .events()
+            .into_iter()
+            .chain([self.marker.clone()])
+            .collect();
+        for e in &all {
             e.0.trig(arr.slot).clear(&host);
         }
-        for e in self.events() {
+        for e in all {
             e.0.file(arr.slot).soft.store(0, Ordering::SeqCst);
             self.rearm(&e, arr.slot);
             self.set_enabled_in(&arr, &e, false);

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::ctl::{add_ctl, Ctl, MODE_READ};
+use super::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
 use super::event::{EventDef, COMMON_SIZE};
 use super::facility::Tracing;
 use super::ftrace_events::{MARKER_MAX, MARKER_RAW_MAX};
@@ -38,7 +38,8 @@ impl TraceArray {
 }
 
 /// A write to `trace_marker`: the text (cut at [`MARKER_MAX`] bytes)
-/// becomes an `ftrace:print` entry ending in a newline.
+/// becomes an `ftrace:print` entry ending in a newline, through the
+/// marker's triggers ([`Tracing::record_marker`]).
 pub(crate) fn write_marker(
     t: &Tracing,
     a: &TraceArray,
@@ -54,12 +55,21 @@ pub(crate) fn write_marker(
     header(&mut e, t.ftrace.print.id, caller.pid);
     e.extend_from_slice(&t.ftrace.ip.to_le_bytes());
     e.extend_from_slice(text);
+    // What the marker's triggers see: the text and a NUL, no newline added.
+    let hit = {
+        let mut h = e.clone();
+        h.push(0);
+        h
+    };
     if text.last() != Some(&b'\n') {
         e.push(b'\n');
     }
     e.push(0);
     e.resize(16 + text.len() + 2, 0);
-    store(t, a, &t.ftrace.print, e, caller.pid);
+    let comm = crate::procmem::comm_of(caller.pid);
+    if t.record_marker(a, &hit, e, &comm, t.now_mono()) {
+        t.save_cmdline(caller.pid, &comm);
+    }
     Ok(text.len() as u32)
 }
 
@@ -85,8 +95,8 @@ pub(crate) fn write_marker_raw(
     Ok(data.len() as u32)
 }
 
-/// Store a marker entry of `def` written by `pid` in `a`, now, on the
-/// writer's CPU, and save the writer's name.
+/// Store a `trace_marker_raw` entry of `def` written by `pid` in `a`, now,
+/// on the writer's CPU, and save the writer's name.
 fn store(t: &Tracing, a: &TraceArray, def: &Arc<EventDef>, e: Vec<u8>, pid: u32) {
     let comm = crate::procmem::comm_of(pid);
     if a.store(def.clone(), e, &comm, a.cpu_now(), t.now_mono()) {
@@ -113,16 +123,51 @@ pub(crate) fn install(t: &Arc<Tracing>, a: &Arc<TraceArray>, tree: &Tree) {
     for d in &t.ftrace.all {
         let dir = format!("{b}/events/ftrace/{}", d.name);
         tree.add(&dir, NodeKind::Dir, 0o755);
-        let (df, di) = (d.clone(), d.clone());
+        let df = d.clone();
         add_ctl(
             tree,
             &format!("{dir}/format"),
             Ctl::new(MODE_READ).rs(move || df.format_text()),
         );
-        add_ctl(
-            tree,
-            &format!("{dir}/id"),
-            Ctl::new(MODE_READ).rs(move || format!("{}\n", di.id)),
-        );
+        let print = Arc::ptr_eq(d, &t.ftrace.print);
+        // Only `print` has an `id` (it alone registers with perf) and a
+        // `trigger` file; every event has `hist` (CONFIG_HIST_TRIGGERS),
+        // empty without hist triggers.
+        if print {
+            let di = d.clone();
+            add_ctl(
+                tree,
+                &format!("{dir}/id"),
+                Ctl::new(MODE_READ).rs(move || format!("{}\n", di.id)),
+            );
+            let (tr, ar, tw, aw, tc, ac) = (
+                t.clone(),
+                a.clone(),
+                t.clone(),
+                a.clone(),
+                t.clone(),
+                a.clone(),
+            );
+            add_ctl(
+                tree,
+                &format!("{dir}/trigger"),
+                Ctl::new(MODE_WRITE)
+                    .rs(move || tr.marker.0.trig(ar.slot).read_text())
+                    .w(move |data, _| tw.write_trigger(&aw, &tw.marker, data))
+                    .t(move || tc.truncate_trigger(&ac, &tc.marker)),
+            );
+            let (th, ah) = (t.clone(), a.clone());
+            add_ctl(
+                tree,
+                &format!("{dir}/hist"),
+                Ctl::new(MODE_READ).rs(move || th.marker.0.trig(ah.slot).hist_text()),
+            );
+        } else {
+            add_ctl(
+                tree,
+                &format!("{dir}/hist"),
+                Ctl::new(MODE_READ).rs(String::new),
+            );
+        }
     }
 }
