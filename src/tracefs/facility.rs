@@ -501,8 +501,12 @@ impl Tracing {
         let ctx = Ctx::of(&entry, comm);
         let stored = arr.store(def, entry, comm, cpu, mono);
         let (post, pre): (Vec<_>, Vec<_>) = actions.into_iter().partition(|a| a.is_post());
+        let at = At {
+            mono,
+            cpu: Some(cpu),
+        };
         for a in pre.into_iter().chain(post) {
-            self.act(arr, a, &ctx, mono);
+            self.act(arr, a, &ctx, at);
         }
         stored
     }
