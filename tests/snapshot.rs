@@ -8,12 +8,13 @@ mod common;
 
 use common::Mount;
 
-/// One event to inject (no producer fires it).
+/// One event to inject (no producer fires it), laid out as the kernel's
+/// `sched_process_fork` (monfs's own fires for every real fork).
 const CONFIG: &str = r#"
 tracing:
   events:
-    - system: sched
-      name: sched_process_fork
+    - system: app
+      name: fork
       fields:
         - {name: parent_comm, type: "char[16]"}
         - {name: parent_pid, type: pid_t}
@@ -155,7 +156,7 @@ fn sub_buffer_sizes() {
 #[test]
 fn snapshot_and_stacktrace_triggers() {
     let m = Mount::with_config(CONFIG);
-    let ev = "events/sched/sched_process_fork";
+    let ev = "events/app/fork";
     let fork = |n: u32| {
         format!(
             "echo 'parent_comm=\"sh\" parent_pid=1 child_comm=\"c{n}\" child_pid={n}' > {ev}/inject; "
@@ -202,7 +203,7 @@ fn snapshot_and_stacktrace_triggers() {
         .map(String::from)
         .collect();
     assert_eq!(lines.len(), 2, "{lines:?}");
-    assert!(lines[0].contains("sched_process_fork: comm=sh pid=1 child_comm=c20"));
+    assert!(lines[0].contains(" fork: comm=sh pid=1 child_comm=c20"));
     assert!(lines[1].ends_with(": <stack trace>"), "{lines:?}");
     assert_eq!(lines[0].split(':').next(), lines[1].split(':').next());
     // options/stacktrace does the same for every event.
