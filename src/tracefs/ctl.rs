@@ -14,7 +14,7 @@ pub const MODE_READ: u32 = 0o440;
 
 type ReadFn = Arc<dyn Fn() -> Vec<u8> + Send + Sync>;
 type WriteFn = Arc<dyn Fn(&[u8], &Caller) -> SysResult<u32> + Send + Sync>;
-type TruncFn = Arc<dyn Fn() + Send + Sync>;
+type TruncFn = Arc<dyn Fn() -> SysResult<()> + Send + Sync>;
 
 /// A control file: content generated when a read starts at offset 0, writes
 /// handed to a closure, `O_TRUNC` to another.
@@ -48,6 +48,14 @@ impl Ctl {
         self
     }
     pub(crate) fn t(mut self, f: impl Fn() + Send + Sync + 'static) -> Ctl {
+        self.trunc = Some(Arc::new(move || {
+            f();
+            Ok(())
+        }));
+        self
+    }
+    /// An `O_TRUNC` that can fail the open.
+    pub(crate) fn tf(mut self, f: impl Fn() -> SysResult<()> + Send + Sync + 'static) -> Ctl {
         self.trunc = Some(Arc::new(f));
         self
     }
@@ -107,7 +115,7 @@ impl OpenFile for CtlOpen {
     fn truncate(&self) -> SysResult<()> {
         if self.writable {
             if let Some(t) = &self.ctl.trunc {
-                t();
+                t()?;
             }
         }
         Ok(())

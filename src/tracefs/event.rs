@@ -583,6 +583,9 @@ pub enum Render {
     /// `ftrace:print` (`trace_marker`): `tracing_mark_write: ` and the
     /// text, whose own newline ends the line.
     FtracePrint,
+    /// Synthetic events (`print_synth_event()`): `name: ` and
+    /// `field=value` pairs joined by blanks.
+    Synth,
     /// `ftrace:raw_data` (`trace_marker_raw`): `# <id in hex> buf:` and
     /// every byte of the (4-byte aligned) entry after the id.
     FtraceRaw,
@@ -679,6 +682,7 @@ impl EventDef {
                 self.print.render(&self.fields, entry, out);
             }
             Render::Fields => render_fields(&self.fields, entry, out),
+            Render::Synth => render_synth(&self.fields, entry, out),
             Render::FtracePrint | Render::FtraceRaw | Render::KernelStack => {}
         }
     }
@@ -812,6 +816,82 @@ impl EventDef {
             }
         }
         e
+    }
+}
+
+/// The printf conversion of a synthetic event field of type `ty`
+/// (`synth_field_fmt()`).
+pub fn synth_field_fmt(ty: &str) -> &'static str {
+    match ty {
+        "s64" => "%lld",
+        "u64" => "%llu",
+        "s32" | "s16" | "s8" | "char" | "int" | "bool" | "pid_t" => "%d",
+        "u32" | "u16" | "u8" | "unsigned char" | "unsigned int" => "%u",
+        "long" => "%ld",
+        "unsigned long" => "%lu",
+        "gfp_t" => "%x",
+        t if t.contains("char[") => "%.*s",
+        t if t.contains("long[") => "%s",
+        _ => "%llu",
+    }
+}
+
+/// A synthetic event's fields as its trace line shows them
+/// (`print_synth_event()`): ` a=1 s=text`; numbers of 1, 2 and 4 bytes are
+/// taken unsigned in their size, then printed with the type's conversion
+/// (`%d` of a 4-byte value is signed); a stack trace prints
+/// `name=STACK:` and one `=> address` line per entry.
+pub fn render_synth(fields: &[Field], entry: &[u8], out: &mut String) {
+    out.push(' ');
+    for (i, f) in fields.iter().enumerate() {
+        let conv = synth_field_fmt(&f.ctype);
+        let sep = if i + 1 == fields.len() { "" } else { " " };
+        match f.kind {
+            FieldKind::CharArray => {
+                let raw = entry.get(f.offset..).unwrap_or(&[]);
+                let raw = &raw[..raw.len().min(256)];
+                let _ = write!(out, "{}=", f.name);
+                push_cstr(out, raw);
+                out.push_str(sep);
+            }
+            FieldKind::DynString => {
+                let (off, _) = f.loc_range(entry);
+                let raw = entry.get(off..).unwrap_or(&[]);
+                let _ = write!(out, "{}=", f.name);
+                push_cstr(out, &raw[..raw.len().min(256)]);
+                out.push_str(sep);
+            }
+            FieldKind::DynArray => {
+                let (off, len) = f.loc_range(entry);
+                let _ = writeln!(out, "{}=STACK:", f.name);
+                let end = (off + len).saturating_sub(7);
+                let mut p = off;
+                while p + 8 <= entry.len() && p < end {
+                    let a = u64::from_le_bytes(entry[p..p + 8].try_into().unwrap());
+                    if a == 0 {
+                        break;
+                    }
+                    let _ = writeln!(out, "=> 0x{a:x}");
+                    p += 8;
+                }
+            }
+            _ => {
+                let v = f.int_value(entry) as u64;
+                let v = match f.size {
+                    1 => v & 0xff,
+                    2 => v & 0xffff,
+                    4 => v & 0xffff_ffff,
+                    _ => v,
+                };
+                let text = match conv {
+                    "%d" if f.size == 4 => (v as u32 as i32).to_string(),
+                    "%lld" | "%ld" => (v as i64).to_string(),
+                    "%x" => format!("{v:x}"),
+                    _ => v.to_string(),
+                };
+                let _ = write!(out, "{}={text}{sep}", f.name);
+            }
+        }
     }
 }
 

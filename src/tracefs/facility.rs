@@ -14,6 +14,7 @@ use super::ftrace_events::FtraceEvents;
 use super::hist::NamedHists;
 use super::instance::{At, EventFile, TraceArray};
 use super::snapshot::Taken;
+use super::synth::SynthDef;
 use super::trigger::{
     ErrorLog, FireContext, Hit, TriggerAction, TriggerEvent, TriggerHost, Triggers,
 };
@@ -191,6 +192,17 @@ pub struct Tracing {
     /// Runs when an array sets its `event-fork` option (the process
     /// events' producer subscribes then).
     pub(super) on_event_fork: OnceLock<EnableHook>,
+    /// The synthetic events, in creation order.
+    pub(super) synth: Mutex<Vec<SynthEntry>>,
+}
+
+/// A synthetic event: its definition, its event and how many hist
+/// triggers use it (actions generating it, histograms on it): it cannot be
+/// removed while any does (`EBUSY`).
+pub(super) struct SynthEntry {
+    pub(super) def: Arc<SynthDef>,
+    pub(super) id: EventId,
+    pub(super) refs: usize,
 }
 
 impl Tracing {
@@ -218,6 +230,7 @@ impl Tracing {
             tree: OnceLock::new(),
             dyn_tree: Mutex::new(()),
             on_event_fork: OnceLock::new(),
+            synth: Mutex::new(Vec::new()),
         });
         let builtin = builtin::builtin_defs()
             .into_iter()

@@ -157,7 +157,40 @@ events defined in the monfs configuration.\n\
 \t   negated with !. Numbers: == != < <= > >= &   Strings (quoted):\n\
 \t   == != ~ (glob: * ? [...])\n\
 \t   e.g. echo 'status != 0 && bus == 1' > events/usb/usb_urb_complete/filter\n\
-\t   echo 0 > filter clears it.\n";
+\t   echo 0 > filter clears it.\n\
+\n\
+ Lines of the kernel's own README for the features monfs has:\n\
+  dynamic_events\t\t- Create/append/remove/show the generic dynamic events\n\
+\t\t\t  Write into this file to define/undefine new trace events.\n\
+\t           s:[synthetic/]<event> <field> [<field>]\n\
+\t           -:[<group>/][<event>]\n\
+\t    field: <stype> <name>;\n\
+\t    stype: u8/u16/u32/u64, s8/s16/s32/s64, pid_t,\n\
+\t           [unsigned] char/int/long\n\
+      hist trigger\t- If set, event hits are aggregated into a hash table\n\
+\t    Format: hist:keys=<field1[,field2,...]>\n\
+\t            [:<var1>=<field|var_ref|numeric_literal>[,<var2>=...]]\n\
+\t            [:values=<field1[,field2,...]>]\n\
+\t            [:sort=<field1[,field2,...]>]\n\
+\t            [:size=#entries]\n\
+\t            [:pause][:continue][:clear]\n\
+\t            [:name=histname1]\n\
+\t            [:nohitcount]\n\
+\t            [:<handler>.<action>]\n\
+\t            [if <filter>]\n\n\
+\t    Keys and values correspond to fields in the event's format description.  Keys\n\
+\t    can be any field, or the special string 'common_stacktrace'.\n\
+\t    The available handlers are:\n\n\
+\t        onmatch(matching.event)  - invoke on addition or update\n\
+\t        onmax(var)               - invoke if var exceeds current max\n\
+\t        onchange(var)            - invoke action if var changes\n\n\
+\t    The available actions are:\n\n\
+\t        trace(<synthetic_event>,param list)  - generate synthetic event\n\
+\t        save(field,...)                      - save current event fields\n\
+\t        snapshot()                           - snapshot the trace buffer\n\n\
+  events/synthetic_events\t- Create/append/remove/show synthetic events\n\
+\t  Write into this file to define/undefine new synthetic events.\n\
+\t     example: echo 'myevent u64 lat; char name[]; long[] stack' >> synthetic_events\n";
 
 /// Parse `inject` text: `field=value` pairs, strings in double quotes.
 /// Record event `e` from `field=value ...` text, as the `inject` file and

@@ -29,6 +29,8 @@ mod per_cpu;
 pub mod ring;
 mod sched;
 pub mod snapshot;
+pub mod synth;
+mod synth_files;
 pub mod trace_clock;
 pub mod trigger;
 pub mod usb;
@@ -61,6 +63,7 @@ pub fn add_files(t: &Arc<Tracing>, tree: &Arc<Tree>) {
     per_cpu::install(t.top(), tree);
     marker::install(t, t.top(), tree);
     instances::Instances::install(t, tree);
+    synth_files::install(t, tree);
     user_events::UserEvents::new(t).add_files(tree);
 }
 

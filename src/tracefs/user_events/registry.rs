@@ -961,13 +961,20 @@ impl UserEvents {
         s
     }
 
-    /// The `dynamic_events` text.
+    /// The `dynamic_events` text: the user events, then the synthetic
+    /// events.
     pub(super) fn dynamic_text(&self) -> String {
         let st = self.state.lock_ok();
-        st.events
+        let mut s: String = st
+            .events
             .iter()
             .map(|e| format!("u:{}{}\n", e.ev.base, fields_text(&e.ev.fields)))
-            .collect()
+            .collect();
+        drop(st);
+        if let Some(t) = self.t.upgrade() {
+            s.push_str(&t.synth_dyn_text());
+        }
+        s
     }
 
     /// Run one `dynamic_events` line.
@@ -977,6 +984,11 @@ impl UserEvents {
         }
         if line.starts_with('-') || line.starts_with('!') {
             return self.dynamic_delete(line, caller);
+        }
+        if let Some(t) = self.t.upgrade() {
+            if let Some(r) = t.synth_dyn_command(line) {
+                return r;
+            }
         }
         let Some(rest) = line.strip_prefix("u:") else {
             // No other dynamic event type here.
@@ -1022,6 +1034,11 @@ impl UserEvents {
         if system.is_none() && event.is_empty() {
             return Err(Errno::EINVAL);
         }
+        if let Some(t) = self.t.upgrade() {
+            if let Some(r) = t.synth_release(system, event) {
+                return r;
+            }
+        }
         if system.is_some_and(|s| s != SYSTEM && s != SYSTEM_MULTI) {
             return Err(Errno::ENOENT);
         }
@@ -1057,8 +1074,9 @@ impl UserEvents {
     /// `dynamic_events` opened with O_TRUNC: delete every event, or none if
     /// any is busy.
     pub(super) fn dynamic_clear(&self, caller: &Caller) -> SysResult<()> {
+        let t = self.t.upgrade();
         let mut st = self.state.lock_ok();
-        if st.events.iter().any(|e| e.busy()) {
+        if st.events.iter().any(|e| e.busy()) || t.as_ref().is_some_and(|t| t.synth_any_busy()) {
             return Err(Errno::EBUSY);
         }
         if st.events.iter().any(|e| e.persistent) && !has_perfmon(caller.pid) {
@@ -1068,7 +1086,11 @@ impl UserEvents {
             let last = st.events.len() - 1;
             self.destroy(&mut st, last);
         }
-        Ok(())
+        drop(st);
+        match t {
+            Some(t) => t.synth_clear(),
+            None => Ok(()),
+        }
     }
 }
 
