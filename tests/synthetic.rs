@@ -96,3 +96,103 @@ fn synthetic_events_file_dynamic_events_and_directories() {
     assert_eq!(m.sh_ok(&format!("{t} cat synthetic_events")), "");
     assert!(!m.path("tracing/events/synthetic").exists());
 }
+
+#[test]
+fn onmatch_trace_generates_the_synthetic_event_and_onmax_saves() {
+    let m = Mount::with_config(PAIR);
+    let t = "cd tracing &&";
+    m.sh_ok(&format!(
+        "{t} echo 'lat u64 lat; pid_t pid; char comm[16]; char file[]' > synthetic_events"
+    ));
+    m.sh_ok(&format!(
+        "{t} echo 'hist:keys=pid:ts0=common_timestamp.usecs' > events/app/start/trigger"
+    ));
+    m.sh_ok(&format!(
+        "{t} echo 'hist:keys=pid:d=common_timestamp.usecs-$ts0:onmatch(app.start).trace(lat,$d,pid,comm,file):onmax($d).save(comm,file)' > events/app/stop/trigger"
+    ));
+    assert_eq!(
+        m.sh_ok(&format!("{t} cat events/app/stop/trigger")),
+        "hist:keys=pid:vals=hitcount:d=common_timestamp.usecs-$ts0:sort=hitcount:size=2048:clock=global\
+         :onmatch(app.start).trace(lat,$d,pid,comm,file):onmax($d).save(comm,file) [active]\n"
+    );
+    m.sh_ok(&format!(
+        "{t} echo 'hist:keys=comm,pid:vals=lat' > events/synthetic/lat/trigger && echo 1 > events/synthetic/lat/enable"
+    ));
+    // A stop without a start for its pid: no variable, no event.
+    m.sh_ok(&format!(
+        "{t} echo 'pid=9 comm=\"early\" file=\"/x\"' > events/app/stop/inject"
+    ));
+    m.sh_ok(&format!(
+        "{t} echo 'pid=7 prio=1 comm=\"a\"' > events/app/start/inject; sleep 0.01; \
+         echo 'pid=7 comm=\"worker\" file=\"/bin/w\"' > events/app/stop/inject"
+    ));
+    let trace = m.sh_ok(&format!("{t} cat trace"));
+    let lines: Vec<&str> = trace.lines().filter(|l| l.contains(" lat: ")).collect();
+    assert_eq!(lines.len(), 1, "{trace}");
+    let l = lines[0];
+    let lat: u64 = l
+        .split("lat=")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((10_000..1_000_000).contains(&lat), "{l}");
+    assert!(l.ends_with(" pid=7 comm=worker file=/bin/w"), "{l}");
+    let hist = m.sh_ok(&format!("{t} cat events/synthetic/lat/hist"));
+    assert!(hist.contains("{ comm: worker"), "{hist}");
+    let hist = m.sh_ok(&format!("{t} cat events/app/stop/hist"));
+    assert!(hist.contains("\n\tmax: "), "{hist}");
+    assert!(hist.contains("  comm: worker"), "{hist}");
+    assert!(hist.contains("  file: /bin/w"), "{hist}");
+    // A start hist read once: a second stop finds no ts0 and fires nothing.
+    m.sh_ok(&format!(
+        "{t} echo 'pid=7 comm=\"worker\" file=\"/bin/w\"' > events/app/stop/inject"
+    ));
+    let trace = m.sh_ok(&format!("{t} cat trace"));
+    assert_eq!(trace.lines().filter(|l| l.contains(" lat: ")).count(), 1);
+    // In use: the synthetic event and the start hist (referenced) stay.
+    m.sh_ok(&format!("{t} echo 0 > events/synthetic/lat/enable"));
+    assert!(!m
+        .sh(&format!("{t} echo '!lat' >> synthetic_events"))
+        .status
+        .success());
+    assert!(!m
+        .sh(&format!(
+            "{t} echo '!hist:keys=pid:ts0=common_timestamp.usecs' >> events/app/start/trigger"
+        ))
+        .status
+        .success());
+}
+
+#[test]
+fn onchange_and_expression_errors() {
+    let m = Mount::with_config(PAIR);
+    let t = "cd tracing &&";
+    m.sh_ok(&format!(
+        "{t} echo 'hist:keys=comm:p=prio:onchange($p).save(pid,prio)' > events/app/start/trigger"
+    ));
+    for prio in [3, 3, 5] {
+        m.sh_ok(&format!(
+            "{t} echo 'pid=4 prio={prio} comm=\"c\"' > events/app/start/inject"
+        ));
+    }
+    let hist = m.sh_ok(&format!("{t} cat events/app/start/hist"));
+    assert!(
+        hist.contains("\n\tchanged:          5  pid:          4  prio:          5\n"),
+        "{hist}"
+    );
+    assert!(!m
+        .sh(&format!(
+            "{t} echo 'hist:keys=pid:x=3/0' >> events/app/start/trigger"
+        ))
+        .status
+        .success());
+    let log = m.sh_ok(&format!("{t} cat error_log"));
+    assert!(
+        log.ends_with("hist:app:start: error: Division by zero\n  Command: hist:keys=pid:x=3/0\n                             ^\n"),
+        "{log}"
+    );
+}

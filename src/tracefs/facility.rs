@@ -11,7 +11,7 @@ use super::builtin;
 use super::config::{TracingConfig, EVENT_ID_BASE};
 use super::event::{EventDef, FieldSpec, FieldValue};
 use super::ftrace_events::FtraceEvents;
-use super::hist::NamedHists;
+use super::hist::{Hist, NamedHists};
 use super::instance::{At, EventFile, TraceArray};
 use super::snapshot::Taken;
 use super::synth::SynthDef;
@@ -544,6 +544,24 @@ impl Tracing {
                 }
             }
             TriggerAction::StackTrace => self.record_stack(arr, ctx, at),
+            TriggerAction::Synth { name, vals } => {
+                let ev = self
+                    .synth
+                    .lock_ok()
+                    .iter()
+                    .find(|e| e.def.name == name)
+                    .map(|e| (e.def.clone(), e.id.clone()));
+                if let Some((def, id)) = ev {
+                    if id.is_enabled() {
+                        let data = def.encode(id.id(), ctx.pid, &vals);
+                        let ts = Timestamp {
+                            mono_ns: at.mono,
+                            wall_ns: 0,
+                        };
+                        self.record_on(&id, data, ctx.comm, Some(ts), at.cpu);
+                    }
+                }
+            }
         }
     }
 
@@ -831,6 +849,34 @@ impl TriggerHost<EventId> for Host<'_> {
         } else {
             self.a.disarm_snapshot();
             Ok(())
+        }
+    }
+    fn hists(&self) -> Vec<(String, String, Arc<Hist>)> {
+        let mut out = Vec::new();
+        for e in self.t.events() {
+            for h in e.0.trig(self.a.slot).var_hists() {
+                out.push((e.def().system.clone(), e.def().name.clone(), h));
+            }
+        }
+        out
+    }
+    fn synth_def(&self, name: &str) -> Option<Arc<SynthDef>> {
+        self.t
+            .synth
+            .lock_ok()
+            .iter()
+            .find(|e| e.def.name == name)
+            .map(|e| e.def.clone())
+    }
+    fn synth_ref(&self, name: &str, delta: isize) {
+        if let Some(e) = self
+            .t
+            .synth
+            .lock_ok()
+            .iter_mut()
+            .find(|e| e.def.name == name)
+        {
+            e.refs = e.refs.saturating_add_signed(delta);
         }
     }
 }

@@ -36,6 +36,7 @@ use crate::errno::Errno;
 use crate::sync::LockExt;
 
 use super::event::{common_fields, EventDef, Field, FieldKind};
+use super::synth::{SynthDef, SynthVal};
 
 /// `TRACING_MAP_BITS_DEFAULT`: `size=2048`.
 const MAP_BITS_DEFAULT: u32 = 11;
@@ -90,6 +91,21 @@ const E_EXPECT_NUMBER: &str = "Expecting numeric literal";
 const E_UNARY_MINUS_SUBEXPR: &str = "Unary minus not supported in sub-expressions";
 const E_DIVISION_BY_ZERO: &str = "Division by zero";
 const E_NEED_NOHC_VAL: &str = "Non-hitcount value is required for 'nohitcount'";
+const E_DUPLICATE_VAR: &str = "Variable already defined";
+const E_VAR_NOT_UNIQUE: &str =
+    "Variable name not unique, need to use fully qualified name (subsys.event.var) for variable";
+const E_HIST_NOT_FOUND: &str = "Matching event histogram not found";
+const E_SYNTH_TYPE_MISMATCH: &str = "Param type doesn't match synthetic event field type";
+const E_SYNTH_COUNT_MISMATCH: &str = "Param count doesn't match synthetic event field count";
+const E_FIELD_VAR_PARSE_FAIL: &str = "Couldn't parse field variable";
+const E_FIELD_VAR_CREATE_FAIL: &str = "Couldn't create field variable";
+const E_TOO_MANY_PARAMS: &str = "Too many action params";
+const E_PARAM_NOT_FOUND: &str = "Couldn't find param";
+const E_INVALID_PARAM: &str = "Invalid action param";
+const E_ACTION_NOT_FOUND: &str = "No action found";
+const E_TOO_MANY_SAVE_ACTIONS: &str = "Can't have more than one save() action per hist";
+const E_ACTION_MISMATCH: &str = "Handler doesn't support action";
+const E_INVALID_REF_KEY: &str = "Using variable references in keys not supported";
 
 // Field flags, as the kernel's HIST_FIELD_FL_* (two fields match when their
 // flags are equal, among other things).
@@ -101,6 +117,9 @@ const FL_SYM: u32 = 1 << 4;
 const FL_SYM_OFFSET: u32 = 1 << 5;
 const FL_EXECNAME: u32 = 1 << 6;
 const FL_LOG2: u32 = 1 << 9;
+const FL_VAR: u32 = 1 << 12;
+const FL_VAR_REF: u32 = 1 << 14;
+const FL_ALIAS: u32 = 1 << 16;
 const FL_TIMESTAMP: u32 = 1 << 10;
 const FL_TIMESTAMP_USECS: u32 = 1 << 11;
 const FL_EXPR: u32 = 1 << 13;
@@ -188,6 +207,12 @@ struct HField {
     operands: Vec<HField>,
     /// Offset in the compound key (keys).
     offset: usize,
+    /// A variable's name (`name=...`).
+    var_name: Option<String>,
+    /// A variable's slot in its histogram's entries.
+    var_idx: usize,
+    /// A variable reference's index in [`HistDef::refs`].
+    ref_idx: usize,
 }
 
 impl HField {
@@ -205,6 +230,9 @@ impl HField {
             div: DivFn::Plain,
             operands: Vec::new(),
             offset: 0,
+            var_name: None,
+            var_idx: 0,
+            ref_idx: 0,
         }
     }
 
@@ -231,6 +259,9 @@ impl HField {
     /// the kernel's habit of printing `common_cpu` before the name of a CPU
     /// field (so `keys=common_cpu` reads back as `common_cpucommon_cpu`).
     fn print(&self, out: &mut String) {
+        if let Some(v) = &self.var_name {
+            let _ = write!(out, "{v}=");
+        }
         if self.flags & FL_CPU != 0 {
             out.push_str("common_cpu");
         }
@@ -239,9 +270,12 @@ impl HField {
         } else if self.flags & FL_CONST != 0 {
             let _ = write!(out, "{}", self.constant);
         } else {
+            if self.flags & (FL_VAR_REF | FL_ALIAS) != 0 {
+                out.push('$');
+            }
             out.push_str(&self.name);
         }
-        if self.flags & FL_EXPR == 0 {
+        if self.flags & (FL_EXPR | FL_VAR_REF) == 0 {
             if let Some(f) = self.flag_name() {
                 let _ = write!(out, ".{f}");
             }
@@ -253,11 +287,13 @@ impl HField {
 
     /// The text of a field inside an expression (`expr_field_str()`).
     fn expr_part(&self, out: &mut String) {
-        if self.flags & FL_CONST != 0 {
+        if self.flags & FL_VAR_REF != 0 {
+            out.push('$');
+        } else if self.flags & FL_CONST != 0 {
             let _ = write!(out, "{}", self.constant);
         }
         out.push_str(&self.name);
-        if self.flags != 0 {
+        if self.flags != 0 && self.flags & FL_VAR_REF == 0 {
             if let Some(f) = self.flag_name() {
                 let _ = write!(out, ".{f}");
             }
@@ -281,7 +317,13 @@ impl HField {
 
     /// The field's numeric value for a hit, as the kernel's field functions
     /// compute it (signed fields sign-extend to 64 bits).
-    fn num(&self, hit: &Hit<'_>, ts_usecs: bool) -> u64 {
+    fn num(&self, hit: &Hit<'_>, ts_usecs: bool, refs: &[Val]) -> u64 {
+        if self.flags & (FL_VAR_REF | FL_ALIAS) != 0 {
+            return match refs.get(self.ref_idx) {
+                Some(Val::Num(n)) => *n,
+                _ => 0,
+            };
+        }
         if self.flags & FL_HITCOUNT != 0 && self.operands.is_empty() {
             return 1;
         }
@@ -289,18 +331,18 @@ impl HField {
             return self.constant;
         }
         if self.flags & (FL_LOG2 | FL_BUCKET) != 0 && !self.operands.is_empty() {
-            let v = self.operands[0].num(hit, ts_usecs);
+            let v = self.operands[0].num(hit, ts_usecs, refs);
             if self.flags & FL_LOG2 != 0 {
                 return log2_roundup(v);
             }
             return v / self.buckets * self.buckets;
         }
         if !self.operands.is_empty() {
-            let a = self.operands[0].num(hit, ts_usecs);
+            let a = self.operands[0].num(hit, ts_usecs, refs);
             if self.op == Op::UnaryMinus {
                 return (a as i64).wrapping_neg() as u64;
             }
-            let b = self.operands[1].num(hit, ts_usecs);
+            let b = self.operands[1].num(hit, ts_usecs, refs);
             return match self.op {
                 Op::Plus => a.wrapping_add(b),
                 Op::Minus => a.wrapping_sub(b),
@@ -344,6 +386,21 @@ impl HField {
             Src::Event(f) if !f.is_string() => f.int_value(hit.entry) as i64 as u64,
             _ => 0,
         }
+    }
+
+    /// The value a variable takes from this field: strings as their bytes
+    /// (at most the field's size less one, and 255), numbers as
+    /// [`HField::num`] computes them.
+    fn value(&self, hit: &Hit<'_>, ts_usecs: bool, refs: &[Val]) -> Val {
+        if self.flags & (FL_VAR_REF | FL_ALIAS) != 0 {
+            return refs.get(self.ref_idx).cloned().unwrap_or(Val::Num(0));
+        }
+        if self.is_string() {
+            let mut b = self.key_bytes(hit);
+            b.truncate(MAX_FILTER_STR_VAL - 1);
+            return Val::Str(b);
+        }
+        Val::Num(self.num(hit, ts_usecs, refs))
     }
 
     /// The bytes a string key contributes to the compound key (the kernel
@@ -414,6 +471,122 @@ struct SortKey {
     descending: bool,
 }
 
+/// A variable's value in a histogram entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Val {
+    /// A number.
+    Num(u64),
+    /// A string's bytes.
+    Str(Vec<u8>),
+}
+
+/// A reference to a variable (`$x`): of another histogram (`target`) or
+/// of this one (`None`).
+#[derive(Clone, Debug)]
+struct VarRef {
+    target: Option<Arc<Hist>>,
+    /// Reading it clears the variable (references inside expressions).
+    read_once: bool,
+    /// The reference as a field (name, type, slot of the variable).
+    field: HField,
+}
+
+/// What an action is attached to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Handler {
+    Match { system: String, event: String },
+    Max { var_str: String },
+    Change { var_str: String },
+}
+
+/// What an action does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum ActKind {
+    /// Generate a synthetic event (`trace(name,...)` when `keyword`).
+    Trace {
+        synth: String,
+        keyword: bool,
+    },
+    Save,
+    Snapshot,
+}
+
+/// One `handler.action(params)`.
+#[derive(Clone, Debug)]
+struct Action {
+    handler: Handler,
+    kind: ActKind,
+    /// The action's name as written (`trace`, `save`, `snapshot`, or the
+    /// synthetic event's).
+    name: String,
+    params: Vec<String>,
+    /// For `trace`: the reference of each parameter.
+    param_refs: Vec<usize>,
+    /// For `onmax`/`onchange`: the reference to the tracked variable and
+    /// the slot of the value tracked.
+    track_ref: usize,
+    track_slot: usize,
+}
+
+impl Action {
+    /// The action as the trigger file shows it (`print_actions_spec()`);
+    /// `saves` are the histogram's `save()` variable names.
+    fn spec(&self, saves: &[String], out: &mut String) {
+        match &self.handler {
+            Handler::Match { system, event } => {
+                let _ = write!(out, ":onmatch({system}.{event}).{}(", self.name);
+            }
+            Handler::Max { var_str } => {
+                let _ = write!(out, ":onmax({var_str}).{}(", self.name);
+            }
+            Handler::Change { var_str } => {
+                let _ = write!(out, ":onchange({var_str}).{}(", self.name);
+            }
+        }
+        match &self.kind {
+            ActKind::Save => out.push_str(&saves.join(",")),
+            ActKind::Trace { synth, keyword } => {
+                if *keyword {
+                    out.push_str(synth);
+                }
+                for (i, p) in self.params.iter().enumerate() {
+                    if i > 0 || *keyword {
+                        out.push(',');
+                    }
+                    out.push_str(p);
+                }
+            }
+            ActKind::Snapshot => {}
+        }
+        out.push(')');
+    }
+}
+
+/// What parsing a hist trigger needs to know of the other triggers and
+/// events of its trace array.
+pub trait HistEnv {
+    /// Whether `system:event` exists (`onmatch()` targets).
+    fn event_exists(&self, system: &str, event: &str) -> bool;
+    /// The registered histograms, with their event's system and name.
+    fn hists(&self) -> Vec<(String, String, Arc<Hist>)>;
+    /// A synthetic event's definition.
+    fn synth(&self, name: &str) -> Option<Arc<super::synth::SynthDef>>;
+}
+
+/// Something an action asks of the tracer when it fires.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HistAction {
+    /// Generate the synthetic event `name` with these field values.
+    Synth {
+        /// The synthetic event.
+        name: String,
+        /// Its fields' values, in order.
+        vals: Vec<SynthVal>,
+    },
+    /// Take a snapshot (`snapshot()`).
+    Snapshot,
+}
+
 /// A parsed hist trigger.
 #[derive(Clone, Debug)]
 pub(crate) struct HistDef {
@@ -435,6 +608,16 @@ pub(crate) struct HistDef {
     pub(crate) cont: bool,
     /// The `clear` attribute.
     pub(crate) clear: bool,
+    /// The variables the trigger defines (`name=expr`).
+    vars: Vec<HField>,
+    refs: Vec<VarRef>,
+    /// Variables made for fields named by actions.
+    field_vars: Vec<HField>,
+    /// Variables `save()` fills.
+    save_vars: Vec<HField>,
+    actions: Vec<Action>,
+    /// How many variable slots an entry has.
+    n_slots: usize,
 }
 
 /// `kstrtoul`/`kstrtoull` with base 0: `Err(EINVAL)` for no digits or
@@ -598,9 +781,172 @@ struct Parser<'a, 'e> {
     errs: &'a mut Errs<'e>,
     timestamps: bool,
     ts_in_usecs: bool,
+    env: &'a dyn HistEnv,
+    /// `name=expr` definitions of this trigger, as written.
+    var_defs: Vec<(String, String)>,
+    /// The variables defined so far.
+    vars: Vec<HField>,
+    refs: Vec<VarRef>,
+    /// The `onmatch()` events, where unqualified variables are looked for.
+    onmatch: Vec<(String, String)>,
+    slots: usize,
+    /// Parsing a removal (`!hist:`): no duplicate checks.
+    remove: bool,
+}
+
+/// A variable found for a reference: its histogram (`None`: the one being
+/// defined) and its field.
+struct FoundVar {
+    hist: Option<Arc<Hist>>,
+    field: HField,
 }
 
 impl Parser<'_, '_> {
+    /// `local_field_var_ref()`: `$x` where this trigger defines `x=field`
+    /// stands for the field.
+    fn local_field_var_ref(
+        &self,
+        sys: Option<&str>,
+        ev: Option<&str>,
+        name: &str,
+    ) -> Option<String> {
+        if let (Some(s), Some(e)) = (sys, ev) {
+            if s != self.def.system || e != self.def.name {
+                return None;
+            }
+        }
+        let var = name.strip_prefix('$').filter(|v| !v.is_empty())?;
+        let (_, expr) = self.var_defs.iter().find(|(n, _)| n == var)?;
+        if contains_operator(expr).0 != Op::None || (expr.len() >= 2 && expr.starts_with('$')) {
+            return None;
+        }
+        Some(expr.clone())
+    }
+
+    /// The variable `name` of a registered histogram on `sys:ev`.
+    fn file_var(&self, sys: &str, ev: &str, name: &str) -> Option<FoundVar> {
+        self.env
+            .hists()
+            .into_iter()
+            .filter(|(s, e, _)| s == sys && e == ev)
+            .find_map(|(_, _, h)| {
+                h.def.find_var(name).map(|f| FoundVar {
+                    field: f.clone(),
+                    hist: Some(h.clone()),
+                })
+            })
+    }
+
+    /// `find_event_var()`: a variable of another histogram, looked for on
+    /// the `onmatch()` events first, then (unqualified) on every histogram
+    /// of the instance, where it must be unique.
+    fn find_event_var(
+        &mut self,
+        sys: Option<&str>,
+        ev: Option<&str>,
+        name: &str,
+    ) -> Option<FoundVar> {
+        if sys.is_none() || ev.is_none() {
+            let mut found: Option<FoundVar> = None;
+            for (s, e) in self.onmatch.clone() {
+                if let Some(v) = self.file_var(&s, &e, name) {
+                    if found.is_some() {
+                        self.errs.at(E_VAR_NOT_UNIQUE, name);
+                        return None;
+                    }
+                    found = Some(v);
+                }
+            }
+            if found.is_some() {
+                return found;
+            }
+        }
+        let (s, e) = match (sys, ev) {
+            (Some(s), Some(e)) => (s.to_string(), e.to_string()),
+            _ => {
+                let mut file: Option<(String, String)> = None;
+                for (s, e, h) in self.env.hists() {
+                    if file.as_ref() == Some(&(s.clone(), e.clone())) {
+                        continue;
+                    }
+                    if h.def.find_var(name).is_some() {
+                        if file.is_some() {
+                            self.errs.at(E_VAR_NOT_UNIQUE, name);
+                            return None;
+                        }
+                        file = Some((s, e));
+                    }
+                }
+                file?
+            }
+        };
+        self.file_var(&s, &e, name)
+    }
+
+    /// `create_var_ref()`: the reference field (one per variable).
+    fn var_ref(&mut self, v: &FoundVar, sys: Option<&str>, ev: Option<&str>) -> HField {
+        let same = |r: &VarRef| {
+            r.field.var_idx == v.field.var_idx
+                && match (&r.target, &v.hist) {
+                    (None, None) => true,
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    _ => false,
+                }
+        };
+        if let Some(r) = self.refs.iter().find(|r| same(r)) {
+            return r.field.clone();
+        }
+        let mut f =
+            HField::bare(FL_VAR_REF | (v.field.flags & (FL_TIMESTAMP | FL_TIMESTAMP_USECS)));
+        let var = v.field.var_name.clone().unwrap_or_default();
+        f.name = match (sys, ev) {
+            (Some(s), Some(e)) => format!("{s}.{e}.{var}"),
+            _ => var,
+        };
+        f.size = v.field.size;
+        f.signed = v.field.signed;
+        f.type_name = v.field.type_name.clone();
+        f.var_idx = v.field.var_idx;
+        f.ref_idx = self.refs.len();
+        self.refs.push(VarRef {
+            target: v.hist.clone(),
+            read_once: false,
+            field: f.clone(),
+        });
+        f
+    }
+
+    /// Expression operands that are references read their variable once.
+    fn mark_read_once(&mut self, f: &HField) {
+        if f.flags & FL_VAR_REF != 0 {
+            if let Some(r) = self.refs.get_mut(f.ref_idx) {
+                r.read_once = true;
+            }
+        }
+    }
+
+    /// A new variable slot.
+    fn slot(&mut self) -> usize {
+        self.slots += 1;
+        self.slots - 1
+    }
+
+    /// `create_field_var()`: a variable holding `field` of this event, for
+    /// an action.
+    fn field_var(&mut self, field: &str) -> Result<HField, Errno> {
+        let mut n_sub = 0;
+        let mut f = match self.expr(field, 0, &mut n_sub) {
+            Ok(f) if contains_operator(field).0 == Op::None => f,
+            _ => {
+                self.errs.at(E_FIELD_VAR_PARSE_FAIL, field);
+                return Err(Errno::EINVAL);
+            }
+        };
+        f.var_name = Some(field.to_string());
+        f.var_idx = self.slot();
+        Ok(f)
+    }
+
     /// `parse_field()`: a name and at most one modifier.
     fn field(&mut self, s: &str, flags: &mut u32, buckets: &mut u64) -> Result<HField, Errno> {
         let (fname, modifier) = match s.find('.') {
@@ -752,18 +1098,27 @@ impl Parser<'_, '_> {
             h.type_name = "u64".into();
             return Ok(h);
         }
-        // `system.event.var` names a variable of another event; what is
-        // left after the second dot is parsed as a field.
+        // `system.event.$var` names a variable of another event.
         let mut name = s;
+        let (mut sys, mut ev) = (None, None);
         if let Some(i) = s.find('.') {
             if let Some(j) = s[i + 1..].find('.') {
+                sys = Some(&s[..i]);
+                ev = Some(&s[i + 1..i + 1 + j]);
                 name = &s[i + 1 + j + 1..];
             }
         }
-        if name.len() >= 2 && name.starts_with('$') {
-            // No variables are ever defined here.
-            self.errs.at(E_VAR_NOT_FOUND, &name[1..]);
+        let local = self.local_field_var_ref(sys, ev, name);
+        if let Some(field) = &local {
+            name = field;
+        } else if name.len() >= 2 && name.starts_with('$') {
+            match self.find_event_var(sys, ev, &name[1..]) {
+                Some(v) => return Ok(self.var_ref(&v, sys, ev)),
+                None => self.errs.at(E_VAR_NOT_FOUND, &name[1..]),
+            }
         }
+        let name = name.to_string();
+        let name = name.as_str();
         let mut buckets = 0;
         let mut base = self.field(name, &mut flags, &mut buckets)?;
         if flags & (FL_LOG2 | FL_BUCKET) != 0 {
@@ -797,11 +1152,13 @@ impl Parser<'_, '_> {
             return Err(Errno::EINVAL);
         }
         let a = self.expr(lhs, 0, n_sub)?;
+        self.mark_read_once(&a);
         if a.is_string() {
             self.errs.at(E_INVALID_STR_OPERAND, lhs);
             return Err(Errno::EINVAL);
         }
         let mut b = self.expr(rhs, 0, n_sub)?;
+        self.mark_read_once(&b);
         if b.is_string() {
             self.errs.at(E_INVALID_STR_OPERAND, rhs);
             return Err(Errno::EINVAL);
@@ -843,7 +1200,9 @@ impl Parser<'_, '_> {
                 comm: "",
                 ts_ns: 0,
             };
-            e.constant = e.num(&dummy, false);
+            let mut calc = e.clone();
+            calc.flags &= !FL_CONST;
+            e.constant = calc.num(&dummy, false, &[]);
             e.operands.clear();
             e.op = Op::None;
             e.size = 8;
@@ -945,21 +1304,94 @@ fn expr_text(e: &HField, level: u32) -> Option<String> {
     Some(s)
 }
 
-/// Parse the text after `hist:` (the filter already split off). `errs`
-/// collects what the kernel would log; `event_exists` checks `onmatch()`
-/// targets.
-pub(crate) fn parse(
-    param: &str,
-    def: &EventDef,
+/// `parse_action_params()`: comma-separated, blanks stripped, each at
+/// least two characters; with `keyword` the first is the synthetic event.
+fn action_params(
     errs: &mut Errs<'_>,
-    event_exists: &dyn Fn(&str, &str) -> bool,
-) -> Result<HistDef, Errno> {
-    let param = param.replace(".sym-offset", ".symXoffset");
-    let a = parse_attrs(&param, errs)?;
+    params: &str,
+    keyword: bool,
+    synth: &mut String,
+) -> Result<Vec<String>, Errno> {
+    let mut out = Vec::new();
+    let mut first = true;
+    for p in params.split(',') {
+        if out.len() >= super::synth::FIELDS_MAX {
+            errs.at0(E_TOO_MANY_PARAMS);
+            return Err(Errno::EINVAL);
+        }
+        let p = p.trim_matches(is_space);
+        if p.len() < 2 {
+            errs.at(E_INVALID_PARAM, p);
+            return Err(Errno::EINVAL);
+        }
+        if first && keyword {
+            *synth = p.to_string();
+            first = false;
+            continue;
+        }
+        first = false;
+        out.push(p.to_string());
+    }
+    Ok(out)
+}
 
-    // Actions are parsed before the fields; none can be carried out here.
-    let mut action_err: Option<(&'static str, String)> = None;
-    for act in &a.actions {
+/// `action_parse()`: `.name(params)` after a handler.
+fn parse_action(errs: &mut Errs<'_>, s: &str, handler: Handler) -> Result<Action, Errno> {
+    let Some((_, after)) = s.split_once('.') else {
+        errs.at0(E_ACTION_NOT_FOUND);
+        return Err(Errno::EINVAL);
+    };
+    let Some((name, rest)) = after.split_once('(') else {
+        errs.at0(E_ACTION_NOT_FOUND);
+        return Err(Errno::EINVAL);
+    };
+    let onmatch = matches!(handler, Handler::Match { .. });
+    let params_text = rest.split(')').next().unwrap_or("");
+    let mut synth = String::new();
+    let (kind, params) = if name.starts_with("save") {
+        let p = action_params(errs, params_text, false, &mut synth)?;
+        if onmatch {
+            errs.at(E_ACTION_MISMATCH, name);
+            return Err(Errno::EINVAL);
+        }
+        (ActKind::Save, p)
+    } else if name.starts_with("snapshot") {
+        if !rest.contains(')') {
+            errs.at(E_NO_CLOSING_PAREN, rest);
+            return Err(Errno::EINVAL);
+        }
+        if onmatch {
+            errs.at(E_ACTION_MISMATCH, name);
+            return Err(Errno::EINVAL);
+        }
+        (ActKind::Snapshot, Vec::new())
+    } else {
+        let keyword = name.starts_with("trace");
+        let p = action_params(errs, params_text, keyword, &mut synth)?;
+        if !keyword {
+            synth = name.to_string();
+        }
+        (ActKind::Trace { synth, keyword }, p)
+    };
+    Ok(Action {
+        handler,
+        kind,
+        name: name.to_string(),
+        params,
+        param_refs: Vec::new(),
+        track_ref: 0,
+        track_slot: 0,
+    })
+}
+
+/// `parse_actions()`: the handlers and actions, before any field.
+fn parse_actions(
+    errs: &mut Errs<'_>,
+    actions: &[String],
+    env: &dyn HistEnv,
+) -> Result<Vec<Action>, Errno> {
+    let mut out = Vec::new();
+    for act in actions {
         if let Some(rest) = act.strip_prefix("onmatch(") {
             let Some(close) = rest.find(')') else {
                 errs.at(E_NO_CLOSING_PAREN, rest);
@@ -970,59 +1402,96 @@ pub(crate) fn parse(
                 errs.at(E_SUBSYS_NOT_FOUND, target);
                 return Err(Errno::EINVAL);
             };
-            if !event_exists(sys, ev) {
+            if !env.event_exists(sys, ev) {
                 errs.at(E_INVALID_SUBSYS_EVENT, ev);
                 return Err(Errno::EINVAL);
             }
-            // `.trace(synth,...)` names the synthetic event first, any
-            // other `.name(...)` is the synthetic event.
-            let after = rest[close + 1..].strip_prefix('.').unwrap_or("");
-            let (action, params) = after.split_once('(').unwrap_or((after, ""));
-            let name = if action == "trace" {
-                params.split([',', ')']).next().unwrap_or("")
-            } else {
-                action
+            let h = Handler::Match {
+                system: sys.to_string(),
+                event: ev.to_string(),
             };
-            action_err.get_or_insert((E_SYNTH_EVENT_NOT_FOUND, name.to_string()));
+            out.push(parse_action(errs, &rest[close + 1..], h)?);
         } else {
-            let rest = act
-                .strip_prefix("onmax(")
-                .or_else(|| act.strip_prefix("onchange("))
-                .unwrap_or("");
+            let (rest, max) = match act.strip_prefix("onmax(") {
+                Some(r) => (r, true),
+                None => (act.strip_prefix("onchange(").unwrap_or(""), false),
+            };
             let Some(close) = rest.find(')') else {
-                errs.at(E_NO_CLOSING_PAREN, rest);
                 return Err(Errno::EINVAL);
             };
-            let var = &rest[..close];
-            if !var.starts_with('$') {
-                errs.at(E_ONX_NOT_VAR, var);
-                return Err(Errno::EINVAL);
-            }
-            action_err.get_or_insert((E_ONX_VAR_NOT_FOUND, var.to_string()));
+            let var_str = rest[..close].to_string();
+            let h = if max {
+                Handler::Max { var_str }
+            } else {
+                Handler::Change { var_str }
+            };
+            out.push(parse_action(errs, &rest[close + 1..], h)?);
         }
     }
+    Ok(out)
+}
 
-    // Variables are not supported: report the first definition as malformed.
+/// `check_synth_field()`: whether a variable of type `v` fits field `f`.
+fn synth_field_ok(f: &super::synth::SynthField, v: &HField) -> bool {
+    if v.type_name.contains("char[") && f.is_string && f.is_dynamic {
+        return true;
+    }
+    if f.is_stack {
+        return false;
+    }
+    f.ty == v.type_name || (f.size == v.size && (f.is_string || f.signed == v.signed))
+}
+
+/// Parse the text after `hist:` (the filter already split off). `errs`
+/// collects what the kernel would log; `env` answers for the other
+/// triggers, events and synthetic events; `remove` is set for `!hist:`.
+pub(crate) fn parse(
+    param: &str,
+    def: &EventDef,
+    errs: &mut Errs<'_>,
+    env: &dyn HistEnv,
+    remove: bool,
+) -> Result<HistDef, Errno> {
+    let param = param.replace(".sym-offset", ".symXoffset");
+    let a = parse_attrs(&param, errs)?;
+
+    let mut actions = parse_actions(errs, &a.actions, env)?;
+
+    // `parse_var_defs()`.
+    let mut var_defs: Vec<(String, String)> = Vec::new();
     for asg in &a.assignments {
-        for piece in asg.split(',') {
-            let var = piece.split('=').next().unwrap_or("");
-            if !piece.contains('=') {
-                errs.at(E_MALFORMED_ASSIGNMENT, var);
+        for piece in asg.split(',').take(VARS_MAX) {
+            let Some((name, expr)) = piece.split_once('=') else {
+                errs.at(E_MALFORMED_ASSIGNMENT, piece);
+                return Err(Errno::EINVAL);
+            };
+            if var_defs.len() == VARS_MAX {
+                errs.at(E_TOO_MANY_VARS, name);
                 return Err(Errno::EINVAL);
             }
+            var_defs.push((name.to_string(), expr.to_string()));
         }
     }
-    if let Some(asg) = a.assignments.first() {
-        let var = asg.split('=').next().unwrap_or("");
-        errs.at(E_MALFORMED_ASSIGNMENT, var);
-        return Err(Errno::EINVAL);
-    }
 
+    let onmatch = actions
+        .iter()
+        .filter_map(|x| match &x.handler {
+            Handler::Match { system, event } => Some((system.clone(), event.clone())),
+            _ => None,
+        })
+        .collect();
     let mut p = Parser {
         def,
         errs,
         timestamps: false,
         ts_in_usecs: false,
+        env,
+        var_defs,
+        vars: Vec::new(),
+        refs: Vec::new(),
+        onmatch,
+        slots: 0,
+        remove,
     };
 
     // Values: hitcount first, then at most two more.
@@ -1078,6 +1547,37 @@ pub(crate) fn parse(
     }
     vals_err?;
 
+    // `create_var_fields()`.
+    for (name, expr) in p.var_defs.clone() {
+        let dup = p.vars.iter().any(|v| v.var_name.as_deref() == Some(&name))
+            || p.env.hists().iter().any(|(s, e, h)| {
+                *s == def.system && *e == def.name && h.def.find_var(&name).is_some()
+            });
+        if dup && !p.remove {
+            p.errs.at(E_DUPLICATE_VAR, &name);
+            return Err(Errno::EINVAL);
+        }
+        let mut n_sub = 0;
+        let mut f = p.expr(&expr, FL_VAR, &mut n_sub)?;
+        if f.flags & (FL_GRAPH | FL_PERCENT | FL_BUCKET | FL_LOG2) != 0 {
+            p.errs.at(E_BAD_FIELD_MODIFIER, &expr);
+            return Err(Errno::EINVAL);
+        }
+        if f.flags & FL_VAR_REF != 0 {
+            // `create_alias()`.
+            f.flags = (f.flags & !FL_VAR_REF) | FL_ALIAS;
+        }
+        if f.flags & FL_EXECNAME != 0 {
+            f.flags = FL_STRING | FL_VAR | FL_EXECNAME;
+            f.size = MAX_FILTER_STR_VAL;
+            f.type_name = "char[]".into();
+        }
+        f.flags |= FL_VAR;
+        f.var_name = Some(name);
+        f.var_idx = p.slot();
+        p.vars.push(f);
+    }
+
     // Keys: at most three.
     let mut keys: Vec<HField> = Vec::new();
     let mut key_size = 0;
@@ -1095,7 +1595,12 @@ pub(crate) fn parse(
             return Err(Errno::EINVAL);
         }
         let mut n_sub = 0;
+        let refs_before = p.refs.len();
         let mut f = p.expr(tok, FL_KEY, &mut n_sub)?;
+        if p.refs.len() != refs_before || f.flags & FL_VAR_REF != 0 {
+            p.errs.at(E_INVALID_REF_KEY, tok);
+            return Err(Errno::EINVAL);
+        }
         let size = f.size.div_ceil(8) * 8;
         f.size = size;
         f.offset = key_size;
@@ -1129,17 +1634,171 @@ pub(crate) fn parse(
         pause: a.pause,
         cont: a.cont,
         clear: a.clear,
+        vars: Vec::new(),
+        refs: Vec::new(),
+        field_vars: Vec::new(),
+        save_vars: Vec::new(),
+        actions: Vec::new(),
+        n_slots: 0,
     };
 
     if let Some(ss) = &a.sort {
         def_out.sort = parse_sort(ss, &def_out, p.errs)?;
     }
 
-    if let Some((msg, at)) = action_err {
-        p.errs.at(msg, &at);
+    // `create_actions()`.
+    let mut field_vars: Vec<HField> = Vec::new();
+    let mut save_vars: Vec<HField> = Vec::new();
+    for act in &mut actions {
+        let onmatch = match &act.handler {
+            Handler::Match { system, event } => Some((system.clone(), event.clone())),
+            Handler::Max { var_str } | Handler::Change { var_str } => {
+                let Some(var) = var_str.strip_prefix('$') else {
+                    p.errs.at(E_ONX_NOT_VAR, var_str);
+                    return Err(Errno::EINVAL);
+                };
+                let Some(v) = p
+                    .vars
+                    .iter()
+                    .find(|v| v.var_name.as_deref() == Some(var))
+                    .cloned()
+                else {
+                    p.errs.at(E_ONX_VAR_NOT_FOUND, var);
+                    return Err(Errno::EINVAL);
+                };
+                act.track_ref = p
+                    .var_ref(
+                        &FoundVar {
+                            hist: None,
+                            field: v,
+                        },
+                        None,
+                        None,
+                    )
+                    .ref_idx;
+                act.track_slot = p.slot();
+                None
+            }
+        };
+        match act.kind.clone() {
+            ActKind::Snapshot => {}
+            ActKind::Save => {
+                if !save_vars.is_empty() {
+                    p.errs.at0(E_TOO_MANY_SAVE_ACTIONS);
+                    return Err(Errno::EEXIST);
+                }
+                for prm in &act.params {
+                    match p.field_var(prm) {
+                        Ok(f) => save_vars.push(f),
+                        Err(e) => {
+                            p.errs.at(E_FIELD_VAR_CREATE_FAIL, prm);
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+            ActKind::Trace { synth, .. } => {
+                let Some(se) = p.env.synth(&synth) else {
+                    p.errs.at(E_SYNTH_EVENT_NOT_FOUND, &synth);
+                    return Err(Errno::EINVAL);
+                };
+                act.param_refs = trace_params(&mut p, act, &se, onmatch.as_ref(), &mut field_vars)?;
+            }
+        }
+    }
+    def_out.vars = std::mem::take(&mut p.vars);
+    def_out.refs = std::mem::take(&mut p.refs);
+    def_out.field_vars = field_vars;
+    def_out.save_vars = save_vars;
+    def_out.actions = actions;
+    def_out.n_slots = p.slots;
+    Ok(def_out)
+}
+
+/// `trace_action_create()`: a reference for each parameter, checked
+/// against the synthetic event's fields.
+fn trace_params(
+    p: &mut Parser<'_, '_>,
+    act: &Action,
+    se: &SynthDef,
+    onmatch: Option<&(String, String)>,
+    field_vars: &mut Vec<HField>,
+) -> Result<Vec<usize>, Errno> {
+    let mut out = Vec::new();
+    for prm in &act.params {
+        let parts: Vec<&str> = prm.splitn(3, '.').collect();
+        let (sys, ev, name) = match parts.as_slice() {
+            [n] => (None, None, *n),
+            [s, e, n] => (Some(*s), Some(*e), *n),
+            _ => return Err(Errno::EINVAL),
+        };
+        let this = |s: Option<&str>, e: Option<&str>| {
+            s.is_none() || (s == Some(p.def.system.as_str()) && e == Some(p.def.name.as_str()))
+        };
+        let found = if let Some(var) = name.strip_prefix('$') {
+            let own = this(sys, ev)
+                .then(|| {
+                    p.vars
+                        .iter()
+                        .find(|v| v.var_name.as_deref() == Some(var))
+                        .cloned()
+                })
+                .flatten();
+            let f = match own {
+                Some(v) => Some(FoundVar {
+                    hist: None,
+                    field: v,
+                }),
+                None => {
+                    let (s, e) = match (sys, onmatch) {
+                        (None, Some((s, e))) => (Some(s.as_str()), Some(e.as_str())),
+                        _ => (sys, ev),
+                    };
+                    p.find_event_var(s, e, var)
+                }
+            };
+            if f.is_none() {
+                p.errs.at(E_PARAM_NOT_FOUND, var);
+            }
+            f
+        } else if this(sys, ev) {
+            match p.field_var(name) {
+                Ok(f) => {
+                    field_vars.push(f.clone());
+                    Some(FoundVar {
+                        hist: None,
+                        field: f,
+                    })
+                }
+                Err(_) => {
+                    // A field of the matched event needs a histogram made
+                    // there for it, which this replica does not do.
+                    p.errs.at(E_HIST_NOT_FOUND, name);
+                    None
+                }
+            }
+        } else {
+            p.errs.at(E_HIST_NOT_FOUND, name);
+            None
+        };
+        let Some(v) = found else {
+            return Err(Errno::EINVAL);
+        };
+        let Some(sf) = se.fields.get(out.len()) else {
+            p.errs.at(E_SYNTH_TYPE_MISMATCH, name);
+            return Err(Errno::EINVAL);
+        };
+        if !synth_field_ok(sf, &v.field) {
+            p.errs.at(E_SYNTH_TYPE_MISMATCH, name);
+            return Err(Errno::EINVAL);
+        }
+        out.push(p.var_ref(&v, sys, ev).ref_idx);
+    }
+    if out.len() != se.fields.len() {
+        p.errs.at(E_SYNTH_COUNT_MISMATCH, &se.name);
         return Err(Errno::EINVAL);
     }
-    Ok(def_out)
+    Ok(out)
 }
 
 /// `create_sort_keys()`.
@@ -1200,6 +1859,56 @@ fn parse_sort(ss: &str, d: &HistDef, errs: &mut Errs<'_>) -> Result<Vec<SortKey>
 }
 
 impl HistDef {
+    /// The variable `name` this trigger defines.
+    fn find_var(&self, name: &str) -> Option<&HField> {
+        self.vars
+            .iter()
+            .find(|v| v.var_name.as_deref() == Some(name))
+    }
+
+    /// Whether the trigger defines or references variables (the kernel
+    /// keeps such triggers on the instance's list of variable holders).
+    pub(crate) fn has_vars(&self) -> bool {
+        !self.vars.is_empty() || !self.refs.is_empty()
+    }
+
+    /// The histograms whose variables this trigger references.
+    pub(crate) fn referenced(&self) -> Vec<Arc<Hist>> {
+        let mut out: Vec<Arc<Hist>> = Vec::new();
+        for r in &self.refs {
+            if let Some(h) = &r.target {
+                if !out.iter().any(|x| Arc::ptr_eq(x, h)) {
+                    out.push(h.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// The synthetic events this trigger's actions generate.
+    pub(crate) fn synth_targets(&self) -> Vec<String> {
+        self.actions
+            .iter()
+            .filter_map(|a| match &a.kind {
+                ActKind::Trace { synth, .. } => Some(synth.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn actions_spec(&self) -> String {
+        let saves: Vec<String> = self
+            .save_vars
+            .iter()
+            .map(|v| v.var_name.clone().unwrap_or_default())
+            .collect();
+        let mut s = String::new();
+        for a in &self.actions {
+            a.spec(&saves, &mut s);
+        }
+        s
+    }
+
     /// Whether the trigger reads `common_timestamp` (then `clock=` must
     /// name a trace clock).
     pub(crate) fn clock_ok(&self) -> bool {
@@ -1212,9 +1921,12 @@ impl HistDef {
     pub(crate) fn same_shape(&self, o: &HistDef) -> bool {
         let a: Vec<&HField> = self.vals.iter().chain(&self.keys).collect();
         let b: Vec<&HField> = o.vals.iter().chain(&o.keys).collect();
+        let var = |x: &HField| (x.var_name.clone(), x.flags, x.name.clone(), x.size);
         self.vals.len() == o.vals.len()
             && a.len() == b.len()
             && self.sort == o.sort
+            && self.vars.iter().map(var).eq(o.vars.iter().map(var))
+            && self.actions_spec() == o.actions_spec()
             && a.iter().zip(&b).all(|(x, y)| {
                 x.flags == y.flags
                     && x.field_ident() == y.field_ident()
@@ -1254,6 +1966,15 @@ impl HistDef {
             }
             shown = true;
         }
+        if !self.vars.is_empty() {
+            s.push(':');
+            for (i, v) in self.vars.iter().enumerate() {
+                if i > 0 {
+                    s.push(',');
+                }
+                v.print(&mut s);
+            }
+        }
         s.push_str(":sort=");
         let fields: Vec<&HField> = self.vals.iter().chain(&self.keys).collect();
         for (i, k) in self.sort.iter().enumerate() {
@@ -1276,6 +1997,7 @@ impl HistDef {
         if self.no_hitcount {
             s.push_str(":nohitcount");
         }
+        s.push_str(&self.actions_spec());
         if let Some(f) = filter {
             let _ = write!(s, " if {f}");
         }
@@ -1297,6 +2019,8 @@ struct Elt {
     sums: Vec<u64>,
     /// The task name saved when the entry was made (`.execname`).
     comm: String,
+    /// The variables' values, by slot (`None`: not set).
+    vars: Vec<Option<Val>>,
 }
 
 #[derive(Default)]
@@ -1309,10 +2033,19 @@ struct MapState {
 
 /// A histogram: its definition and its map. Triggers that share a `name=`
 /// share one.
-pub(crate) struct Hist {
+pub struct Hist {
     /// The definition of the trigger that made it.
     pub(crate) def: HistDef,
     map: Mutex<MapState>,
+    /// How many other triggers reference its variables (it cannot be
+    /// removed while any does: `EBUSY`).
+    pub(crate) referenced_by: std::sync::atomic::AtomicUsize,
+}
+
+impl std::fmt::Debug for Hist {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hist")
+    }
 }
 
 impl Hist {
@@ -1321,12 +2054,48 @@ impl Hist {
         Arc::new(Hist {
             def,
             map: Mutex::new(MapState::default()),
+            referenced_by: Default::default(),
         })
     }
 
-    /// Count one hit (`event_hist_trigger()`).
-    pub(crate) fn record(&self, hit: &Hit<'_>) {
+    /// `resolve_var_refs()`: the references' values for `key`, from the
+    /// other histograms (`own` is `None`) or from this one's entry `own`.
+    /// `None` when a variable is not set.
+    fn resolve(&self, key: &[KeyPart], vals: &mut [Val], own: Option<&mut Elt>) -> Option<()> {
         let d = &self.def;
+        match own {
+            None => {
+                for (i, r) in d.refs.iter().enumerate() {
+                    let Some(h) = &r.target else { continue };
+                    let mut m = h.map.lock_ok();
+                    let MapState { index, elts, .. } = &mut *m;
+                    let e = &mut elts[*index.get(key)?];
+                    let slot = e.vars.get_mut(r.field.var_idx)?;
+                    vals[i] = if r.read_once {
+                        slot.take()?
+                    } else {
+                        slot.clone()?
+                    };
+                }
+            }
+            Some(e) => {
+                for (i, r) in d.refs.iter().enumerate() {
+                    if r.target.is_none() {
+                        vals[i] = e.vars.get(r.field.var_idx)?.clone()?;
+                    }
+                }
+            }
+        }
+        Some(())
+    }
+
+    /// Count one hit (`event_hist_trigger()`): resolve the references to
+    /// other histograms' variables for the hit's key (no entry without
+    /// them), update the entry's sums and variables, then run the actions
+    /// and return what they ask of the tracer.
+    pub(crate) fn record(&self, hit: &Hit<'_>) -> Vec<HistAction> {
+        let d = &self.def;
+        let us = d.ts_in_usecs;
         let key: Vec<KeyPart> = d
             .keys
             .iter()
@@ -1334,17 +2103,23 @@ impl Hist {
                 if k.is_string() {
                     KeyPart::Str(k.key_bytes(hit))
                 } else {
-                    KeyPart::Num(k.num(hit, d.ts_in_usecs))
+                    KeyPart::Num(k.num(hit, us, &[]))
                 }
             })
             .collect();
+        let mut refs = vec![Val::Num(0); d.refs.len()];
+        if d.refs.iter().any(|r| r.target.is_some())
+            && self.resolve(&key, &mut refs, None).is_none()
+        {
+            return Vec::new();
+        }
         let mut m = self.map.lock_ok();
         let idx = match m.index.get(&key) {
             Some(&i) => i,
             None => {
                 if m.elts.len() >= 1usize << d.map_bits {
                     m.drops += 1;
-                    return;
+                    return Vec::new();
                 }
                 let pid = hit
                     .entry
@@ -1360,15 +2135,111 @@ impl Hist {
                     key: key.clone(),
                     sums: vec![0; d.vals.len()],
                     comm,
+                    vars: vec![None; d.n_slots],
                 });
-                m.index.insert(key, i);
+                m.index.insert(key.clone(), i);
                 i
             }
         };
         m.hits += 1;
         let e = &mut m.elts[idx];
         for (s, v) in e.sums.iter_mut().zip(&d.vals) {
-            *s = s.wrapping_add(v.num(hit, d.ts_in_usecs));
+            *s = s.wrapping_add(v.num(hit, us, &refs));
+        }
+        for v in d.vars.iter().chain(&d.field_vars) {
+            e.vars[v.var_idx] = Some(v.value(hit, us, &refs));
+        }
+        let mut out = Vec::new();
+        if self.resolve(&key, &mut refs, Some(e)).is_none() {
+            return out;
+        }
+        for a in &d.actions {
+            let fire = match &a.handler {
+                Handler::Match { .. } => true,
+                h => {
+                    let now = match &refs[a.track_ref] {
+                        Val::Num(n) => *n,
+                        Val::Str(_) => 0,
+                    };
+                    let old = match &e.vars[a.track_slot] {
+                        Some(Val::Num(n)) => *n,
+                        _ => 0,
+                    };
+                    let hit_it = match h {
+                        Handler::Max { .. } => now > old,
+                        _ => now != old,
+                    };
+                    if hit_it {
+                        e.vars[a.track_slot] = Some(Val::Num(now));
+                    }
+                    hit_it
+                }
+            };
+            if !fire {
+                continue;
+            }
+            match &a.kind {
+                ActKind::Save => {
+                    for v in &d.save_vars {
+                        e.vars[v.var_idx] = Some(v.value(hit, us, &refs));
+                    }
+                }
+                ActKind::Snapshot => out.push(HistAction::Snapshot),
+                ActKind::Trace { synth, .. } => {
+                    let vals = a
+                        .param_refs
+                        .iter()
+                        .map(|&i| match &refs[i] {
+                            Val::Num(n) => SynthVal::Num(*n),
+                            Val::Str(b) => SynthVal::Str(b.clone()),
+                        })
+                        .collect();
+                    out.push(HistAction::Synth {
+                        name: synth.clone(),
+                        vals,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// `print_actions()`: the tracked value and the saved fields of an
+    /// entry, for `onmax()`/`onchange()` actions other than `snapshot()`.
+    fn print_actions(&self, s: &mut String, e: &Elt) {
+        let d = &self.def;
+        for a in &d.actions {
+            if a.kind == ActKind::Snapshot {
+                continue;
+            }
+            let label = match a.handler {
+                Handler::Max { .. } => "max",
+                Handler::Change { .. } => "changed",
+                Handler::Match { .. } => continue,
+            };
+            let track = match &e.vars[a.track_slot] {
+                Some(Val::Num(n)) => *n,
+                _ => 0,
+            };
+            let _ = write!(s, "\n\t{label}: {track:>10}");
+            for v in &d.save_vars {
+                let name = v.var_name.as_deref().unwrap_or("");
+                match &e.vars[v.var_idx] {
+                    Some(Val::Str(b)) => {
+                        let _ = write!(s, "  {name}: ");
+                        pad_str(s, b, 32);
+                    }
+                    Some(Val::Num(n)) => {
+                        let _ = write!(s, "  {name}: {n:>10}");
+                    }
+                    None if v.is_string() => {
+                        let _ = write!(s, "  {name}: {:<32}", "(null)");
+                    }
+                    None => {
+                        let _ = write!(s, "  {name}: {:>10}", 0);
+                    }
+                }
+            }
         }
     }
 
@@ -1430,6 +2301,7 @@ impl Hist {
                     let _ = write!(s, "  {name}: {val:>10}");
                 }
             }
+            self.print_actions(&mut s, e);
             s.push('\n');
         }
         let _ = write!(

@@ -197,7 +197,19 @@ fn string_size(ty: &str) -> Option<usize> {
     if digits.is_empty() {
         return Some(0);
     }
-    let n = super::hist::kstrtoul(digits).ok()?;
+    // `kstrtouint(.., 0, ..)`: 0x for hex, a leading 0 for octal.
+    let (radix, body) = match digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        Some(h) => (16, h),
+        None if digits.len() > 1 && digits.starts_with('0') => (8, &digits[1..]),
+        None => (10, digits),
+    };
+    if body.is_empty() || body.starts_with('+') {
+        return None;
+    }
+    let n = u64::from_str_radix(body, radix).ok()?;
     (n as usize <= STR_VAR_LEN_MAX).then_some(n as usize)
 }
 

@@ -51,7 +51,8 @@ use crate::sync::{LockExt, RwLockExt};
 use super::event::EventDef;
 use super::filter::{self, Filter, FilterError};
 pub use super::hist::Hit;
-use super::hist::{self, Hist, HistDef, NamedHists};
+use super::hist::{self, Hist, HistAction, HistDef, HistEnv, NamedHists};
+use super::synth::{SynthDef, SynthVal};
 
 /// What `trigger` shows when the event has no trigger: the commands of a
 /// kernel built with snapshots and hist triggers. (The machine this was
@@ -190,6 +191,29 @@ pub trait TriggerHost<E> {
     /// cannot be armed, and the trigger is not added). Removing one does
     /// not free the buffer.
     fn hold_snapshot(&self, on: bool) -> SysResult<()>;
+    /// The instance's registered histograms with variables or variable
+    /// references, with their event's system and name.
+    fn hists(&self) -> Vec<(String, String, Arc<Hist>)>;
+    /// A synthetic event's definition.
+    fn synth_def(&self, name: &str) -> Option<Arc<SynthDef>>;
+    /// One hist trigger more (`delta` 1) or less (-1) uses the synthetic
+    /// event `name`.
+    fn synth_ref(&self, name: &str, delta: isize);
+}
+
+/// The [`HistEnv`] a trigger host gives the hist parser.
+struct Env<'a, E>(&'a dyn TriggerHost<E>);
+
+impl<E> HistEnv for Env<'_, E> {
+    fn event_exists(&self, system: &str, event: &str) -> bool {
+        self.0.find_event(system, event).is_some()
+    }
+    fn hists(&self) -> Vec<(String, String, Arc<Hist>)> {
+        self.0.hists()
+    }
+    fn synth(&self, name: &str) -> Option<Arc<SynthDef>> {
+        self.0.synth_def(name)
+    }
 }
 
 /// What firing needs to know of the tracer's state.
@@ -221,6 +245,13 @@ pub enum TriggerAction<E> {
     /// Resume the target's hist triggers ([`Triggers::set_hist_paused`]
     /// with `false`).
     EnableHist(E),
+    /// Generate the synthetic event `name` (a hist trigger's action).
+    Synth {
+        /// The synthetic event.
+        name: String,
+        /// Its fields' values.
+        vals: Vec<SynthVal>,
+    },
     /// Pause the target's hist triggers.
     DisableHist(E),
 }
@@ -518,13 +549,31 @@ impl<E: TriggerEvent> Triggers<E> {
     fn release(t: &Trigger<E>, host: &dyn TriggerHost<E>) {
         match &t.kind {
             Kind::Enable { target, .. } => host.soft_mode(target, false),
-            Kind::Hist {
-                name: Some(name), ..
-            } => host.named_hists().put(name),
+            Kind::Hist { hist, name } => {
+                if let Some(name) = name {
+                    host.named_hists().put(name);
+                }
+                Self::hist_refs(hist, host, -1);
+            }
             Kind::Snapshot => {
                 let _ = host.hold_snapshot(false);
             }
             _ => {}
+        }
+    }
+
+    /// What a hist trigger holds while registered: the synthetic events it
+    /// generates or is on, and the histograms whose variables it reads.
+    fn hist_refs(hist: &Hist, host: &dyn TriggerHost<E>, delta: isize) {
+        for s in hist.def.synth_targets() {
+            host.synth_ref(&s, delta);
+        }
+        for h in hist.def.referenced() {
+            if delta > 0 {
+                h.referenced_by.fetch_add(1, Ordering::SeqCst);
+            } else {
+                h.referenced_by.fetch_sub(1, Ordering::SeqCst);
+            }
         }
     }
 
@@ -681,9 +730,7 @@ impl<E: TriggerEvent> Triggers<E> {
         };
         let (param, filter) = hist::split_filter(pf)?;
         let mut errs = hist::Errs::new(&last_cmd);
-        let parsed = hist::parse(param, def, &mut errs, &|s, e| {
-            host.find_event(s, e).is_some()
-        });
+        let parsed = hist::parse(param, def, &mut errs, &Env(host), remove);
         log(&errs.list);
         let hd = parsed?;
         let filter = Self::filter(filter, def, host)?;
@@ -691,9 +738,20 @@ impl<E: TriggerEvent> Triggers<E> {
         let named = hd.name.as_ref().and_then(|n| host.named_hists().find(n));
 
         if remove {
+            let busy = self.list.read_ok().iter().any(|t| {
+                Self::hist_match(&hd, fstr, named.as_ref(), t, false)
+                    && matches!(&t.kind, Kind::Hist { hist, .. }
+                        if hist.referenced_by.load(Ordering::SeqCst) > 0)
+            });
+            if busy {
+                return Err(Errno::EBUSY);
+            }
             self.unregister(host, |t| {
                 Self::hist_match(&hd, fstr, named.as_ref(), t, false)
             });
+            if def.system == super::synth::SYSTEM {
+                host.synth_ref(&def.name, -1);
+            }
             return Ok(());
         }
 
@@ -761,6 +819,10 @@ impl<E: TriggerEvent> Triggers<E> {
         if let Some(n) = &name {
             host.named_hists().get(n, &hist);
         }
+        Self::hist_refs(&hist, host, 1);
+        if def.system == super::synth::SYSTEM {
+            host.synth_ref(&def.name, 1);
+        }
         list.push(Trigger {
             kind: Kind::Hist { hist, name },
             count: AtomicU64::new(UNLIMITED),
@@ -824,6 +886,19 @@ impl<E: TriggerEvent> Triggers<E> {
             }
         }
         s
+    }
+
+    /// The histograms of this event's hist triggers that define or
+    /// reference variables.
+    pub fn var_hists(&self) -> Vec<Arc<Hist>> {
+        self.list
+            .read_ok()
+            .iter()
+            .filter_map(|t| match &t.kind {
+                Kind::Hist { hist, .. } if hist.def.has_vars() => Some(hist.clone()),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Pause or resume this event's hist triggers (what the
@@ -927,7 +1002,14 @@ impl<E: TriggerEvent> Triggers<E> {
                         });
                     }
                 }
-                Kind::Hist { hist, .. } => hist.record(hit),
+                Kind::Hist { hist, .. } => {
+                    for a in hist.record(hit) {
+                        out.push(match a {
+                            HistAction::Synth { name, vals } => TriggerAction::Synth { name, vals },
+                            HistAction::Snapshot => TriggerAction::Snapshot,
+                        });
+                    }
+                }
             }
         }
         out

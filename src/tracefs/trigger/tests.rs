@@ -68,6 +68,13 @@ impl TriggerHost<Ev> for Host {
         *self.soft.lock_ok().entry("(snapshot)").or_default() += if on { 1 } else { -1 };
         Ok(())
     }
+    fn hists(&self) -> Vec<(String, String, std::sync::Arc<super::Hist>)> {
+        Vec::new()
+    }
+    fn synth_def(&self, _name: &str) -> Option<std::sync::Arc<super::SynthDef>> {
+        None
+    }
+    fn synth_ref(&self, _name: &str, _delta: isize) {}
 }
 
 impl Host {
@@ -900,9 +907,9 @@ fn hist_errors_go_to_error_log() {
             &[("Couldn't find variable", 25), ("Couldn't find field", 24)],
         ),
         (
-            "hist:keys=prev_pid:ts0=common_timestamp",
+            "hist:keys=prev_pid:ts0=common_timestamp,ts0=prev_pid",
             "EINVAL",
-            &[("Malformed assignment", 19)],
+            &[("Variable already defined", 19)],
         ),
         (
             "hist:keys=prev_pid:vals=prev_pid/0",
@@ -922,7 +929,8 @@ fn hist_errors_go_to_error_log() {
         (
             "hist:keys=prev_pid:onmax($x).save(prev_pid)",
             "EINVAL",
-            &[("Couldn't find onmax or onchange variable", 25)],
+            // errpos("x") after the `$`: strstr finds the x of "onmax".
+            &[("Couldn't find onmax or onchange variable", 23)],
         ),
         (
             "hist:keys=prev_pid:onmatch(sched.nosuch).trace(x,$a)",
