@@ -196,3 +196,34 @@ fn onchange_and_expression_errors() {
         "{log}"
     );
 }
+
+/// Marker triggers see the text as written (no newline added yet), so
+/// `buf` filters match it, and `onmatch(ftrace.print)` pairs two markers
+/// of one task into a synthetic event.
+#[test]
+fn marker_filters_and_onmatch_of_ftrace_print() {
+    let m = Mount::default_config();
+    let t = "cd tracing &&";
+    m.sh_ok(&format!(
+        "{t} echo 'traceoff if buf == \"stop\"' > events/ftrace/print/trigger && echo -n go > trace_marker"
+    ));
+    assert_eq!(m.sh_ok(&format!("{t} cat tracing_on")), "1\n");
+    m.sh_ok(&format!("{t} echo -n stop > trace_marker"));
+    assert_eq!(m.sh_ok(&format!("{t} cat tracing_on")), "0\n");
+    m.sh_ok(&format!(
+        "{t} echo '!traceoff' > events/ftrace/print/trigger && echo 1 > tracing_on && \
+         echo 'latency u64 lat' > synthetic_events && \
+         echo 'hist:keys=common_pid:ts0=common_timestamp.usecs if buf == \"start\"' > events/ftrace/print/trigger && \
+         echo 'hist:keys=common_pid:lat=common_timestamp.usecs-$ts0:onmatch(ftrace.print).latency($lat) if buf == \"end\"' >> events/ftrace/print/trigger && \
+         echo 'hist:keys=common_pid,lat:sort=lat' > events/synthetic/latency/trigger && \
+         echo -n start > trace_marker && echo -n end > trace_marker"
+    ));
+    let print = m.sh_ok(&format!("{t} cat events/ftrace/print/hist"));
+    assert_eq!(
+        print.matches("hitcount:          1\n").count(),
+        2,
+        "{print}"
+    );
+    let lat = m.sh_ok(&format!("{t} cat events/synthetic/latency/hist"));
+    assert!(lat.contains("hitcount:          1\n"), "{lat}");
+}

@@ -104,9 +104,13 @@ impl Field {
         }
     }
 
-    /// The bytes of a string field up to (not including) its NUL.
+    /// The bytes of a string field up to (not including) its NUL. A
+    /// `char name[]` of size 0 (`ftrace:print`'s `buf`) runs to the end of
+    /// the entry, as the kernel's filters read it ("len of zero means str
+    /// is dynamic and ends with '\0'").
     pub fn str_value<'a>(&self, entry: &'a [u8]) -> &'a [u8] {
         let raw: &[u8] = match self.kind {
+            FieldKind::CharArray if self.size == 0 => entry.get(self.offset..).unwrap_or(&[]),
             FieldKind::CharArray => entry
                 .get(self.offset..self.offset + self.size)
                 .unwrap_or(&[]),

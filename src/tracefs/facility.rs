@@ -823,6 +823,15 @@ impl TriggerHost<EventId> for Host<'_> {
     fn find_event(&self, system: &str, name: &str) -> Option<EventId> {
         self.t.event_id(system, name)
     }
+    fn any_event(&self, system: &str, name: &str) -> bool {
+        self.t.event_id(system, name).is_some()
+            || self
+                .t
+                .ftrace
+                .all
+                .iter()
+                .any(|d| d.system == system && d.name == name)
+    }
     fn soft_mode(&self, target: &EventId, on: bool) {
         let file = target.0.file(self.a.slot);
         if on {
@@ -853,7 +862,8 @@ impl TriggerHost<EventId> for Host<'_> {
     }
     fn hists(&self) -> Vec<(String, String, Arc<Hist>)> {
         let mut out = Vec::new();
-        for e in self.t.events() {
+        // The events, and `ftrace:print`, whose triggers act on markers.
+        for e in self.t.events().iter().chain([&self.t.marker]) {
             for h in e.0.trig(self.a.slot).var_hists() {
                 out.push((e.def().system.clone(), e.def().name.clone(), h));
             }

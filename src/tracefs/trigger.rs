@@ -171,6 +171,12 @@ pub trait TriggerHost<E> {
     /// Look an event up by system and name (`enable_event` targets,
     /// `onmatch()`).
     fn find_event(&self, system: &str, name: &str) -> Option<E>;
+    /// Whether any event of that name exists, the `ftrace` system's
+    /// included (the kernel's `__find_event_file`, which `onmatch()` uses:
+    /// `onmatch(ftrace.print)` pairs `trace_marker` writes).
+    fn any_event(&self, system: &str, name: &str) -> bool {
+        self.find_event(system, name).is_some()
+    }
     /// An `enable_event`, `disable_event`, `enable_hist` or `disable_hist`
     /// trigger naming `target` was added (`on`) or removed: the kernel puts
     /// the target in soft mode while any such trigger exists (its `enable`
@@ -206,7 +212,7 @@ struct Env<'a, E>(&'a dyn TriggerHost<E>);
 
 impl<E> HistEnv for Env<'_, E> {
     fn event_exists(&self, system: &str, event: &str) -> bool {
-        self.0.find_event(system, event).is_some()
+        self.0.any_event(system, event)
     }
     fn hists(&self) -> Vec<(String, String, Arc<Hist>)> {
         self.0.hists()
