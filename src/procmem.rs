@@ -785,39 +785,76 @@ pub fn has_shared_mapping(pid: u32, dev: u64, ino: u64) -> bool {
     })
 }
 
+/// Where [`fd_nonblock`] found a file last time: the process, the
+/// descriptor and the mounts of the device, so that the next question reads
+/// one `fdinfo` file instead of the process's mount table and every
+/// descriptor (a blocked `MON_IOCX_MFETCH` of tcpdump asks on every batch
+/// that finds the ring empty).
+#[derive(Clone, Debug, Default)]
+pub struct FdHint {
+    pid: u32,
+    fd: std::ffi::OsString,
+    mnt_ids: Vec<String>,
+}
+
+/// The `O_NONBLOCK` of the descriptor whose `fdinfo` text is `info`, if it
+/// is the file `ino` on one of `mnt_ids`.
+fn fdinfo_nonblock(info: &str, ino: u64, mnt_ids: &[String]) -> Option<bool> {
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim())
+    };
+    if field("ino:").and_then(|v| v.parse::<u64>().ok()) != Some(ino)
+        || !field("mnt_id:").is_some_and(|m| mnt_ids.iter().any(|id| id == m))
+    {
+        return None;
+    }
+    let flags = i32::from_str_radix(field("flags:")?, 8).ok()?;
+    Some(flags & libc::O_NONBLOCK != 0)
+}
+
 /// The current `O_NONBLOCK` of the open file of device `dev`, inode `ino` in
 /// process `pid`: FUSE tells a filesystem the file flags on every read but not
 /// on an ioctl, and `fcntl(F_SETFL)` may have changed them since open. Read
 /// from `/proc/<pid>/fdinfo` (its `ino:` field needs Linux 5.14) with the
 /// mounts of `dev` from `/proc/<pid>/mountinfo`. None if no descriptor of the
-/// process refers to the file.
-pub fn fd_nonblock(pid: u32, dev: u64, ino: u64) -> Option<bool> {
+/// process refers to the file. `hint` remembers where it was found: while
+/// that descriptor still refers to the file, only its `fdinfo` is read.
+pub fn fd_nonblock(pid: u32, dev: u64, ino: u64, hint: &mut Option<FdHint>) -> Option<bool> {
+    if let Some(h) = hint.as_ref().filter(|h| h.pid == pid) {
+        let mut path = std::path::PathBuf::from(format!("/proc/{pid}/fdinfo"));
+        path.push(&h.fd);
+        if let Some(nb) = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|info| fdinfo_nonblock(&info, ino, &h.mnt_ids))
+        {
+            return Some(nb);
+        }
+    }
     let want_dev = format!("{}:{}", libc::major(dev), libc::minor(dev));
     let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).ok()?;
-    let mnt_ids: Vec<&str> = mounts
+    let mnt_ids: Vec<String> = mounts
         .lines()
         .filter_map(|l| {
             let mut w = l.split(' ');
             let id = w.next()?;
-            (w.nth(1)? == want_dev).then_some(id)
+            (w.nth(1)? == want_dev).then(|| id.to_string())
         })
         .collect();
     for fd in std::fs::read_dir(format!("/proc/{pid}/fdinfo")).ok()? {
-        let Ok(info) = std::fs::read_to_string(fd.ok()?.path()) else {
+        let fd = fd.ok()?;
+        let Ok(info) = std::fs::read_to_string(fd.path()) else {
             continue;
         };
-        let field = |name: &str| {
-            info.lines()
-                .find_map(|l| l.strip_prefix(name))
-                .map(|v| v.trim())
-        };
-        if field("ino:").and_then(|v| v.parse::<u64>().ok()) != Some(ino)
-            || !field("mnt_id:").is_some_and(|m| mnt_ids.contains(&m))
-        {
-            continue;
+        if let Some(nb) = fdinfo_nonblock(&info, ino, &mnt_ids) {
+            *hint = Some(FdHint {
+                pid,
+                fd: fd.file_name(),
+                mnt_ids,
+            });
+            return Some(nb);
         }
-        let flags = i32::from_str_radix(field("flags:")?, 8).ok()?;
-        return Some(flags & libc::O_NONBLOCK != 0);
     }
     None
 }
@@ -833,11 +870,22 @@ mod tests {
         let f = tempfile::tempfile_in("/dev/shm").unwrap();
         let md = f.metadata().unwrap();
         let (pid, dev, ino) = (std::process::id(), md.dev(), md.ino());
-        assert_eq!(fd_nonblock(pid, dev, ino), Some(false));
+        let mut hint = None;
+        assert_eq!(fd_nonblock(pid, dev, ino, &mut hint), Some(false));
+        assert!(hint.is_some());
         // SAFETY: fcntl on a descriptor we own.
         unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
-        assert_eq!(fd_nonblock(pid, dev, ino), Some(true));
-        assert_eq!(fd_nonblock(pid, dev, ino + 1), None);
+        // Through the hint, and without it.
+        assert_eq!(fd_nonblock(pid, dev, ino, &mut hint), Some(true));
+        assert_eq!(fd_nonblock(pid, dev, ino, &mut None), Some(true));
+        assert_eq!(fd_nonblock(pid, dev, ino + 1, &mut None), None);
+        // A hint whose descriptor now refers to another file is not
+        // believed: the file is looked for again.
+        let g = tempfile::tempfile_in("/dev/shm").unwrap();
+        let gi = g.metadata().unwrap().ino();
+        let mut stale = hint.clone();
+        assert_eq!(fd_nonblock(pid, dev, gi, &mut stale), Some(false));
+        assert_ne!(stale.unwrap().fd, hint.unwrap().fd);
     }
 
     #[test]

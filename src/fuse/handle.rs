@@ -24,6 +24,9 @@ pub(super) struct Handle {
     pub(super) servicing: AtomicBool,
     /// Someone asked for a retry meanwhile: look again.
     pub(super) again: AtomicBool,
+    /// Where the caller's descriptor was found last time its `O_NONBLOCK`
+    /// was asked for (see [`crate::procmem::fd_nonblock`]).
+    pub(super) fd_hint: Mutex<Option<crate::procmem::FdHint>>,
 }
 
 /// What a parked request was.

@@ -88,7 +88,7 @@ impl Session {
             return None;
         }
         let dev = self.dev_id.load(Ordering::Relaxed);
-        crate::procmem::fd_nonblock(c.caller.pid, dev, hd.nodeid)
+        crate::procmem::fd_nonblock(c.caller.pid, dev, hd.nodeid, &mut hd.fd_hint.lock_ok())
     }
 
     /// Run a request once.

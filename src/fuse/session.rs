@@ -640,6 +640,7 @@ impl Session {
             pending: Mutex::new(VecDeque::new()),
             servicing: AtomicBool::new(false),
             again: AtomicBool::new(false),
+            fd_hint: Mutex::new(None),
             poll_kh: Mutex::new(None),
         });
         self.handles.write_ok().insert(fh, Arc::clone(&hd));
