@@ -52,7 +52,7 @@ use crate::vfs::{Caller, FileNode, OpenFile, OpenFlags};
 
 /// Usage text, also what reading `monfs/ctl` shows.
 pub const HELP: &str = "\
-plug BUS PORTS KIND [vendor_id=N product_id=N manufacturer=S product=S serial=S interval_ms=N transfer_size=N]
+plug BUS PORTS KIND [vendor_id=N product_id=N manufacturer=S product=S serial=S interval_ms=N transfer_size=N descriptors=FILE]
 unplug BUS PORTS
 fault BUS PORTS stall|babble|unlink|submit-error|proto|disconnect
 pause BUS
@@ -64,7 +64,7 @@ replay stop BUS
 replay status BUS
 help
 (PORTS: a root port, or a path through hubs such as 4.1; KIND: hub, hid-keyboard,
-hid-mouse, hid-tablet, mass-storage, audio, webcam, flood)
+hid-mouse, hid-tablet, mass-storage, audio, webcam, flood, descriptors)
 ";
 
 /// What the commands act on.
@@ -210,6 +210,7 @@ impl Control {
                     errors: ErrorConfig::default(),
                     transfer_size: None,
                     rate: None,
+                    descriptors: None,
                     devices: Vec::new(),
                 };
                 for kv in w {
@@ -217,6 +218,16 @@ impl Control {
                         .split_once('=')
                         .ok_or_else(|| format!("expected key=value, got {kv:?}"))?;
                     match k {
+                        "descriptors" => {
+                            let bytes =
+                                std::fs::read(v).map_err(|e| format!("descriptors: {v}: {e}"))?;
+                            let dump = crate::config::usbdesc::DescriptorDump::parse(bytes)
+                                .map_err(|e| format!("descriptors: {v}: {e}"))?;
+                            dev.descriptors = Some(crate::config::DescriptorFile {
+                                path: v.into(),
+                                dump: std::sync::Arc::new(dump),
+                            });
+                        }
                         "vendor_id" => dev.vendor_id = Some(parse_in(k, v, 0, 0xffff)?),
                         "product_id" => dev.product_id = Some(parse_in(k, v, 0, 0xffff)?),
                         "interval_ms" => {
@@ -235,6 +246,11 @@ impl Control {
                         "serial" => dev.serial = Some(v.to_string()),
                         _ => return Err(format!("unknown device setting {k:?}").into()),
                     }
+                }
+                if (kind == DeviceKind::Descriptors) != dev.descriptors.is_some() {
+                    return Err(
+                        "descriptors=FILE goes with kind descriptors, and only with it".into(),
+                    );
                 }
                 self.usb.plug(bus, &ports, &dev)?;
                 Ok(format!(

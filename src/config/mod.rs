@@ -11,6 +11,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Deserializer};
 
+pub mod usbdesc;
 pub mod zvm;
 
 /// The default configuration, also shipped as `config/default.yaml`.
@@ -171,6 +172,10 @@ pub enum DeviceKind {
     /// Vendor device doing back-to-back bulk transfers as fast as possible
     /// (for benchmarks).
     Flood,
+    /// A device whose descriptors come from a file (`descriptors:`, a copy
+    /// of a real device's sysfs `descriptors`): it enumerates with exactly
+    /// those bytes and is quiet afterwards (no class driver binds).
+    Descriptors,
 }
 
 /// One device on a port.
@@ -217,9 +222,48 @@ pub struct DeviceConfig {
     /// the bus thread can go).
     #[serde(default)]
     pub rate: Option<u32>,
+    /// For `kind: descriptors`: the raw sysfs `descriptors` file of a real
+    /// device (relative paths: from the configuration file's directory).
+    #[serde(default)]
+    pub descriptors: Option<DescriptorFile>,
     /// Devices behind a hub's ports.
     #[serde(default, deserialize_with = "unique_ports")]
     pub devices: Vec<DeviceConfig>,
+}
+
+/// A descriptor dump named in the configuration, read and checked while the
+/// configuration is parsed (so `check-config` reports a missing file or bad
+/// bytes, with the file and the byte offset).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DescriptorFile {
+    /// The path as written in the configuration.
+    pub path: std::path::PathBuf,
+    /// The checked bytes.
+    pub dump: std::sync::Arc<usbdesc::DescriptorDump>,
+}
+
+thread_local! {
+    /// The directory relative `descriptors:` paths start from, while
+    /// [`Config::parse`] runs.
+    static BASE_DIR: std::cell::RefCell<std::path::PathBuf> =
+        std::cell::RefCell::new(std::path::PathBuf::new());
+}
+
+impl<'de> Deserialize<'de> for DescriptorFile {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let path = std::path::PathBuf::deserialize(d)?;
+        let full = BASE_DIR.with(|b| b.borrow().join(&path));
+        let bytes = std::fs::read(&full).map_err(|e| {
+            serde::de::Error::custom(format!("descriptors: {}: {e}", full.display()))
+        })?;
+        let dump = usbdesc::DescriptorDump::parse(bytes).map_err(|e| {
+            serde::de::Error::custom(format!("descriptors: {}: {e}", full.display()))
+        })?;
+        Ok(DescriptorFile {
+            path,
+            dump: std::sync::Arc::new(dump),
+        })
+    }
 }
 
 /// Periodic error injection: every Nth transfer on the device's data endpoints
@@ -318,6 +362,19 @@ fn unique_ports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<DeviceConfig>, D:
                 dev.port
             )));
         }
+        let from_file = dev.kind == DeviceKind::Descriptors;
+        if from_file != dev.descriptors.is_some() {
+            return Err(serde::de::Error::custom(if from_file {
+                format!("devices[{i}]: kind descriptors needs a `descriptors` file")
+            } else {
+                format!("devices[{i}]: `descriptors` is only for kind descriptors")
+            }));
+        }
+        if from_file && (dev.vendor_id.is_some() || dev.product_id.is_some()) {
+            return Err(serde::de::Error::custom(format!(
+                "devices[{i}]: vendor_id and product_id come from the descriptors file"
+            )));
+        }
         if !dev.devices.is_empty() && dev.kind != DeviceKind::Hub {
             return Err(serde::de::Error::custom(format!(
                 "devices[{i}]: only a hub can have devices below it"
@@ -353,9 +410,17 @@ pub enum ConfigError {
 }
 
 impl Config {
-    /// Parse a configuration; `origin` names it in errors.
+    /// Parse a configuration; `origin` names it in errors, and relative
+    /// `descriptors:` paths start from its directory.
     pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
-        serde_yaml_ng::from_str::<Config>(text).map_err(|e| {
+        let base = Path::new(origin)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let old = BASE_DIR.with(|b| b.replace(base));
+        let parsed = serde_yaml_ng::from_str::<Config>(text);
+        BASE_DIR.with(|b| b.replace(old));
+        parsed.map_err(|e| {
             let (line, column) = e
                 .location()
                 .map(|l| (l.line(), l.column()))
@@ -503,5 +568,37 @@ mod tests {
         );
         assert!(msg.contains("port 1 is used twice"), "{msg}");
         assert!(msg.contains("devices[1]"), "{msg}");
+    }
+
+    #[test]
+    fn descriptors_file_is_read_relative_to_the_config() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/sysfs");
+        let dev = |extra: &str| {
+            format!("usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: descriptors\n{extra}")
+        };
+        let origin = format!("{dir}/t.yaml");
+        let c = Config::parse(
+            &dev("          descriptors: qemu-usb-kbd/descriptors\n"),
+            &origin,
+        )
+        .unwrap();
+        let f = c.usb.buses[0].devices[0].descriptors.as_ref().unwrap();
+        assert_eq!(f.dump.bytes.len(), 52);
+        let e = Config::parse(&dev("          descriptors: nope\n"), &origin).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("descriptors: ") && msg.contains("/sysfs/nope"), "{msg}");
+        assert!(msg.starts_with(&format!("{origin}:5:11: ")), "{msg}");
+        let e = Config::parse(
+            &dev("          descriptors: qemu-usb-storage-ss/descriptors\n"),
+            &origin,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("qemu-usb-storage-ss/descriptors: byte offset 2: bcdUSB 3.00"),
+            "{e}"
+        );
+        let (_, _, msg) = err(&dev(""));
+        assert!(msg.contains("needs a `descriptors` file"), "{msg}");
     }
 }

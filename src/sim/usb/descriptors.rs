@@ -1,6 +1,9 @@
 //! USB descriptors of the simulated devices, as bytes (for GET_DESCRIPTOR) and
 //! as a model (for `usb/devices`).
 
+use std::sync::Arc;
+
+use crate::config::usbdesc::DescriptorDump;
 use crate::config::{Controller, DeviceConfig, DeviceKind};
 
 /// Signalling speed of a device.
@@ -219,6 +222,14 @@ pub(crate) struct Descriptors {
     pub nports: u8,
     /// Interface driver name once bound.
     pub driver: &'static str,
+    /// For a device built from a descriptor dump: the dump, answered byte
+    /// for byte.
+    pub raw: Option<Arc<DescriptorDump>>,
+    /// Every configuration, when there is more than `cfg` (the one chosen).
+    pub all_cfgs: Vec<ConfigDesc>,
+    /// iInterface of each interface's setting 0 in `cfg` (read after
+    /// SET_CONFIGURATION, as the kernel does for sysfs), 0 for none.
+    pub intf_strings: Vec<u8>,
 }
 
 impl Descriptors {
@@ -356,6 +367,18 @@ pub(crate) fn natural_speed(kind: DeviceKind) -> Speed {
         | DeviceKind::Webcam
         | DeviceKind::Flood
         | DeviceKind::Hub => Speed::High,
+        // Only with the dump at hand: see `natural_speed_of`.
+        DeviceKind::Descriptors => Speed::High,
+    }
+}
+
+/// The natural speed of a configured device: a descriptor dump's from its
+/// bcdUSB (2.00 and up: high speed, below: full speed), the others per kind.
+pub(crate) fn natural_speed_of(cfg: &DeviceConfig) -> Speed {
+    match &cfg.descriptors {
+        Some(f) if f.dump.bcd_usb() < 0x0200 => Speed::Full,
+        Some(_) => Speed::High,
+        None => natural_speed(cfg.kind),
     }
 }
 
@@ -367,7 +390,7 @@ pub(crate) fn default_interval_ms(kind: DeviceKind) -> u32 {
         DeviceKind::HidTablet => 1,
         DeviceKind::MassStorage => 200,
         DeviceKind::Audio | DeviceKind::Webcam => 1,
-        DeviceKind::Hub | DeviceKind::Flood => 0,
+        DeviceKind::Hub | DeviceKind::Flood | DeviceKind::Descriptors => 0,
     }
 }
 
@@ -502,6 +525,9 @@ pub(crate) fn root_hub(controller: Controller, nports: u8, bus: u16) -> Descript
         hub_desc,
         nports,
         driver: "hub",
+        raw: None,
+        all_cfgs: vec![],
+        intf_strings: vec![],
     }
 }
 
@@ -515,6 +541,9 @@ pub(crate) fn device(
     path: &[u8],
     salt: u64,
 ) -> Descriptors {
+    if let Some(f) = &cfg.descriptors {
+        return from_dump(cfg, &f.dump, speed);
+    }
     let hs = speed == Speed::High;
     let path_s = path
         .iter()
@@ -775,6 +804,9 @@ pub(crate) fn device(
                 ],
             }];
         }
+        DeviceKind::Descriptors => {
+            unreachable!("kind descriptors always has a file (checked by the config and ctl)")
+        }
         DeviceKind::Hub => {
             vid = 0x05e3;
             pid = 0x0608;
@@ -868,6 +900,152 @@ pub(crate) fn device(
         hub_desc,
         nports,
         driver,
+        raw: None,
+        all_cfgs: vec![],
+        intf_strings: vec![],
+    }
+}
+
+/// The endpoint as the kernel keeps it after parsing at `speed`: a periodic
+/// bInterval outside the range the speed allows is replaced by the kernel's
+/// default for that case, and a wMaxPacketSize above the speed's limit for
+/// the transfer type is lowered to the limit (the raw bytes stay as they are).
+fn kernel_endpoint(speed: Speed, addr: u8, attr: u8, mps: u16, interval: u8) -> EpDesc {
+    let hs = speed == Speed::High;
+    let mut interval = interval;
+    match attr & 3 {
+        3 => {
+            let (lo, hi) = if hs { (1, 16) } else { (1, 255) };
+            if !(lo..=hi).contains(&interval) {
+                interval = if hs {
+                    // A full-speed style value in ms, converted to the
+                    // exponent of as many microframes; 8 ms when that fails.
+                    match 32 - (interval as u32 * 8).leading_zeros() {
+                        0 => 7,
+                        n => n.min(16) as u8,
+                    }
+                } else {
+                    10
+                };
+            }
+        }
+        1 if !(1..=16).contains(&interval) => interval = if hs { 7 } else { 4 },
+        _ => {}
+    }
+    // Largest packet per transfer type (control, iso, bulk, interrupt).
+    let max = if hs {
+        [64, 1024, 512, 1024]
+    } else {
+        [64, 1023, 64, 64]
+    }[(attr & 3) as usize];
+    let mut mps = mps;
+    if mps & 0x7ff > max {
+        mps = (mps & 0x1800) | max;
+    }
+    EpDesc::new(addr, attr, mps, interval)
+}
+
+/// `usb_choose_configuration` for a device no driver claims: the first
+/// configuration whose first interface is not vendor specific, else the
+/// first one.
+fn choose_config(dump: &DescriptorDump) -> usize {
+    dump.configs
+        .iter()
+        .position(|c| c.interfaces.first().is_some_and(|i| i.class != 0xff))
+        .unwrap_or(0)
+}
+
+fn dump_config(c: &crate::config::usbdesc::DumpConfig, speed: Speed) -> ConfigDesc {
+    // Interfaces in the order their numbers first appear, each with its
+    // settings in descriptor order (the kernel's interface cache).
+    let mut order: Vec<u8> = vec![];
+    for i in &c.interfaces {
+        if !order.contains(&i.num) {
+            order.push(i.num);
+        }
+    }
+    let alts = order
+        .iter()
+        .flat_map(|n| c.interfaces.iter().filter(move |i| i.num == *n))
+        .map(|i| AltDesc {
+            num: i.num,
+            alt: i.alt,
+            class: i.class,
+            sub: i.sub,
+            proto: i.proto,
+            extra: vec![],
+            eps: i
+                .eps
+                .iter()
+                .map(|e| kernel_endpoint(speed, e.addr, e.attr, e.mps, e.interval))
+                .collect(),
+        })
+        .collect();
+    ConfigDesc {
+        value: c.value,
+        attr: c.attr,
+        max_power: c.max_power,
+        i_cfg: c.i_cfg,
+        iads: c
+            .iads
+            .iter()
+            .map(|a| IadDesc {
+                first: a.first,
+                count: a.count,
+                class: a.class,
+                sub: a.sub,
+                proto: a.proto,
+            })
+            .collect(),
+        alts,
+    }
+}
+
+/// A device built from a descriptor dump: its model (for `usb/devices` and
+/// the endpoints' timing) is parsed from the bytes, which it answers as they
+/// are; the strings are the configured manufacturer, product and serial.
+fn from_dump(cfg: &DeviceConfig, dump: &Arc<DescriptorDump>, speed: Speed) -> Descriptors {
+    let b = dump.device();
+    let le = |at: usize| u16::from_le_bytes([b[at], b[at + 1]]);
+    let all: Vec<ConfigDesc> = dump.configs.iter().map(|c| dump_config(c, speed)).collect();
+    let chosen = choose_config(dump);
+    let c = &dump.configs[chosen];
+    let mut intf_strings = vec![];
+    let mut seen = vec![];
+    for i in &c.interfaces {
+        if !seen.contains(&i.num) {
+            seen.push(i.num);
+            let s0 = c.interfaces.iter().find(|a| a.num == i.num && a.alt == 0);
+            intf_strings.push(s0.map(|a| a.i_intf).unwrap_or(0));
+        }
+    }
+    Descriptors {
+        speed,
+        dev: DeviceDesc {
+            bcd_usb: le(2),
+            class: b[4],
+            sub: b[5],
+            proto: b[6],
+            mps0: b[7],
+            vid: le(8),
+            pid: le(10),
+            bcd_device: le(12),
+            i_mfr: b[14],
+            i_prod: b[15],
+            i_ser: b[16],
+        },
+        cfg: all[chosen].clone(),
+        manufacturer: cfg.manufacturer.clone().filter(|_| b[14] != 0),
+        product: cfg.product.clone().filter(|_| b[15] != 0),
+        serial: cfg.serial.clone().filter(|_| b[16] != 0),
+        configuration: None,
+        report: vec![],
+        hub_desc: vec![],
+        nports: 0,
+        driver: "",
+        raw: Some(dump.clone()),
+        all_cfgs: if all.len() > 1 { all } else { vec![] },
+        intf_strings,
     }
 }
 

@@ -55,7 +55,7 @@ fn dump(ctx: &Ctx, id: DevId, level: u8, index: u8, count: u8, out: &mut String)
         dd.sub,
         dd.proto,
         dd.mps0,
-        1
+        d.desc.raw.as_ref().map(|r| r.configs.len()).unwrap_or(1)
     );
     let _ = writeln!(
         out,
@@ -77,82 +77,89 @@ fn dump(ctx: &Ctx, id: DevId, level: u8, index: u8, count: u8, out: &mut String)
             let _ = writeln!(out, "S:  SerialNumber={}", trunc(s));
         }
     }
-    let c = &d.desc.cfg;
-    let _ = writeln!(
-        out,
-        "C:{} #Ifs={:2} Cfg#={:2} Atr={:02x} MxPwr={:3}mA",
-        if d.configured { '*' } else { ' ' },
-        c.num_interfaces(),
-        c.value,
-        c.attr,
-        c.max_power as u32 * 2
-    );
-    for iad in &c.iads {
+    let all = if d.desc.all_cfgs.is_empty() {
+        std::slice::from_ref(&d.desc.cfg)
+    } else {
+        &d.desc.all_cfgs[..]
+    };
+    for c in all {
+        let configured = d.configured && c.value == d.desc.cfg.value;
         let _ = writeln!(
             out,
-            "A:  FirstIf#={:2} IfCount={:2} Cls={:02x}({:<5}) Sub={:02x} Prot={:02x}",
-            iad.first,
-            iad.count,
-            iad.class,
-            class_name(iad.class),
-            iad.sub,
-            iad.proto
+            "C:{} #Ifs={:2} Cfg#={:2} Atr={:02x} MxPwr={:3}mA",
+            if configured { '*' } else { ' ' },
+            c.num_interfaces(),
+            c.value,
+            c.attr,
+            c.max_power as u32 * 2
         );
-    }
-    for a in &c.alts {
-        let active = d.configured && d.alt.get(a.num as usize).copied().unwrap_or(0) == a.alt;
-        let driver = if !d.configured {
-            ""
-        } else if d.driver_bound {
-            d.desc.driver
-        } else {
-            "(none)"
-        };
-        let _ = writeln!(
-            out,
-            "I:{} If#={:2} Alt={:2} #EPs={:2} Cls={:02x}({:<5}) Sub={:02x} Prot={:02x} Driver={}",
-            if active { '*' } else { ' ' },
-            a.num,
-            a.alt,
-            a.eps.len(),
-            a.class,
-            class_name(a.class),
-            a.sub,
-            a.proto,
-            driver
-        );
-        for e in &a.eps {
-            let ty = ["Ctrl", "Isoc", "Bulk", "Int."][e.xfer_type() as usize];
-            let dir = if e.xfer_type() == 0 {
-                'B'
-            } else if e.dir_in() {
-                'I'
+        for iad in &c.iads {
+            let _ = writeln!(
+                out,
+                "A:  FirstIf#={:2} IfCount={:2} Cls={:02x}({:<5}) Sub={:02x} Prot={:02x}",
+                iad.first,
+                iad.count,
+                iad.class,
+                class_name(iad.class),
+                iad.sub,
+                iad.proto
+            );
+        }
+        for a in &c.alts {
+            let active = configured && d.alt.get(a.num as usize).copied().unwrap_or(0) == a.alt;
+            let driver = if !configured {
+                ""
+            } else if d.driver_bound {
+                d.desc.driver
             } else {
-                'O'
-            };
-            let mult = if d.speed() == Speed::High {
-                ((e.mps >> 11) & 3) + 1
-            } else {
-                1
-            };
-            let mut ivl = decode_interval_us(d.speed(), e);
-            let unit = if ivl % 1000 != 0 {
-                'u'
-            } else {
-                ivl /= 1000;
-                'm'
+                "(none)"
             };
             let _ = writeln!(
                 out,
-                "E:  Ad={:02x}({}) Atr={:02x}({:<4}) MxPS={:4} Ivl={}{}s",
-                e.addr,
-                dir,
-                e.attr,
-                ty,
-                (e.mps & 0x7ff) * mult,
-                ivl,
-                unit
+                "I:{} If#={:2} Alt={:2} #EPs={:2} Cls={:02x}({:<5}) Sub={:02x} Prot={:02x} Driver={}",
+                if active { '*' } else { ' ' },
+                a.num,
+                a.alt,
+                a.eps.len(),
+                a.class,
+                class_name(a.class),
+                a.sub,
+                a.proto,
+                driver
             );
+            for e in &a.eps {
+                let ty = ["Ctrl", "Isoc", "Bulk", "Int."][e.xfer_type() as usize];
+                let dir = if e.xfer_type() == 0 {
+                    'B'
+                } else if e.dir_in() {
+                    'I'
+                } else {
+                    'O'
+                };
+                let mult = if d.speed() == Speed::High {
+                    ((e.mps >> 11) & 3) + 1
+                } else {
+                    1
+                };
+                let mut ivl = decode_interval_us(d.speed(), e);
+                let unit = if ivl % 1000 != 0 {
+                    'u'
+                } else {
+                    ivl /= 1000;
+                    'm'
+                };
+                let _ = writeln!(
+                    out,
+                    "E:  Ad={:02x}({}) Atr={:02x}({:<4}) MxPS={:4} Ivl={}{}s",
+                    e.addr,
+                    dir,
+                    e.attr,
+                    ty,
+                    (e.mps & 0x7ff) * mult,
+                    ivl,
+                    unit
+                );
+            }
         }
     }
     if let Some(h) = &d.hub {

@@ -445,28 +445,39 @@ impl Ctx {
         let Some(dev) = self.dev(d) else {
             return vec![];
         };
-        let total = dev.desc.cfg.bytes().len() as u16;
+        // wTotalLength of each configuration, read 9 bytes first, then whole.
+        let totals: Vec<u16> = match &dev.desc.raw {
+            Some(r) => r.configs.iter().map(|c| c.range.len() as u16).collect(),
+            None => vec![dev.desc.cfg.bytes().len() as u16],
+        };
         let i_cfg = dev.desc.cfg.i_cfg;
+        let value = dev.desc.cfg.value;
+        let intf_strings = dev.desc.intf_strings.clone();
         let dd = &dev.desc.dev;
-        let mut ops = vec![
-            ctrl(d, setup(0x80, 0x06, 0x0100, 0, 18)),
-            ctrl(d, setup(0x80, 0x06, 0x0200, 0, 9)),
-            ctrl(d, setup(0x80, 0x06, 0x0200, 0, total)),
-            ctrl(d, setup(0x80, 0x06, 0x0300, 0, 255)),
-        ];
+        let mut ops = vec![ctrl(d, setup(0x80, 0x06, 0x0100, 0, 18))];
+        for (i, total) in totals.into_iter().enumerate() {
+            let v = 0x0200 | i as u16;
+            ops.push(ctrl(d, setup(0x80, 0x06, v, 0, 9)));
+            ops.push(ctrl(d, setup(0x80, 0x06, v, 0, total)));
+        }
+        ops.push(ctrl(d, setup(0x80, 0x06, 0x0300, 0, 255)));
         for idx in [dd.i_prod, dd.i_mfr, dd.i_ser] {
             if idx != 0 {
                 ops.push(ctrl(d, setup(0x80, 0x06, 0x0300 | idx as u16, 0x0409, 255)));
             }
         }
         ops.push(Op::Delay(self.rng.range(2 * MS, 15 * MS)));
-        ops.push(ctrl(d, setup(0x00, 0x09, 1, 0, 0)));
+        ops.push(ctrl(d, setup(0x00, 0x09, value as u16, 0, 0)));
         // usb_set_configuration caches the configuration's string.
         if i_cfg != 0 {
             ops.push(ctrl(
                 d,
                 setup(0x80, 0x06, 0x0300 | i_cfg as u16, 0x0409, 255),
             ));
+        }
+        // Then each interface's string, for its sysfs `interface` file.
+        for idx in intf_strings.into_iter().filter(|&i| i != 0) {
+            ops.push(ctrl(d, setup(0x80, 0x06, 0x0300 | idx as u16, 0x0409, 255)));
         }
         ops.push(Op::ClassSetup(d));
         ops
@@ -521,7 +532,7 @@ impl Ctx {
             (p.speed(), p.level + 1, path)
         };
         path.push(port);
-        let speed = descriptors::natural_speed(cfg.kind).min(pspeed);
+        let speed = descriptors::natural_speed_of(cfg).min(pspeed);
         let salt = self.rng.next_u64();
         let desc = descriptors::device(cfg, speed, self.bus, &path, salt);
         let hub = if cfg.kind == DeviceKind::Hub {

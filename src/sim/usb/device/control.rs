@@ -41,10 +41,13 @@ impl Ctx {
         let stall = (EPIPE, None);
         match (s[0], s[1]) {
             (0x80, 0x06) => {
-                let d = match value >> 8 {
-                    1 => Some(dev.desc.dev.bytes().to_vec()),
-                    2 => Some(dev.desc.cfg.bytes()),
-                    3 => dev.desc.string(value as u8),
+                let raw = dev.desc.raw.as_deref();
+                let d = match (value >> 8, raw) {
+                    (1, Some(r)) => Some(r.device().to_vec()),
+                    (2, Some(r)) => r.config_bytes(value as u8 as usize).map(<[u8]>::to_vec),
+                    (1, None) => Some(dev.desc.dev.bytes().to_vec()),
+                    (2, None) => Some(dev.desc.cfg.bytes()),
+                    (3, _) => dev.desc.string(value as u8),
                     _ => None,
                 };
                 match d {
@@ -175,6 +178,8 @@ impl Ctx {
                 Op::StartStreams(d),
             ],
             DeviceKind::MassStorage | DeviceKind::Flood => vec![Op::StartStreams(d)],
+            // No class driver binds to a device from a dump: it stays quiet.
+            DeviceKind::Descriptors => vec![],
         }
     }
 

@@ -53,6 +53,6 @@ pub(crate) fn start_class_driver(ctx: &mut Ctx, d: DevId, now: u64) {
             let t = FloodTask::new(ctx, d);
             ctx.spawn(at, Box::new(t));
         }
-        DeviceKind::Hub => {}
+        DeviceKind::Hub | DeviceKind::Descriptors => {}
     }
 }
