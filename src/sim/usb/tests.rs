@@ -952,3 +952,80 @@ fn timed_plug_and_unplug_from_config() {
         ],
     );
 }
+
+/// The kernel's `usb/devices` block (without its T: line) of the device
+/// whose product is `product`, in `text`.
+fn devices_block(text: &str, product: &str) -> Vec<String> {
+    let block = text
+        .split("\n\n")
+        .find(|b| b.contains(&format!("S:  Product={product}\n")))
+        .unwrap_or_else(|| panic!("no {product} in\n{text}"));
+    block
+        .trim()
+        .lines()
+        .filter(|l| !l.starts_with("T:"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn device_from_kernel_descriptor_dump() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/sysfs");
+    let yaml = "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: descriptors, descriptors: qemu-usb-kbd/descriptors, manufacturer: QEMU, product: QEMU USB Keyboard, serial: 68284-0000:00:03.0-1}\n        - {port: 2, kind: descriptors, descriptors: qemu-usb-audio/descriptors, manufacturer: QEMU, product: QEMU USB Audio, serial: 1-0000:00:03.0-4.1}\n";
+    let cfg = Config::parse(yaml, &format!("{dir}/t.yaml")).unwrap().usb;
+    let (sim, evs, _) = run(&cfg, 1, 3000);
+    let kernel = std::fs::read_to_string(format!("{dir}/debugfs_usb_devices.txt")).unwrap();
+    let ours = sim.devices_text();
+    for product in ["QEMU USB Keyboard", "QEMU USB Audio"] {
+        // No class driver binds to a device from a dump.
+        let want: Vec<String> = devices_block(&kernel, product)
+            .into_iter()
+            .map(|l| l.replace("Driver=usbhid", "Driver=(none)"))
+            .collect();
+        assert_eq!(devices_block(&ours, product), want, "{ours}");
+    }
+    assert!(ours.contains("Port=00 Cnt=01 Dev#=  2 Spd=480 "), "{ours}");
+    assert!(ours.contains("Port=01 Cnt=02 Dev#=  3 Spd=12 "), "{ours}");
+    // The enumeration as the 6.12 kernel captured it from qemu's usb-kbd.
+    let kbd = dev_lines(&evs, 1, 2);
+    in_order(
+        &kbd,
+        &[
+            "S Ci:1:002:0 s 80 06 0100 0000 0012 18 <",
+            "C Ci:1:002:0 0 18 = 12010002 00000040 27060100 00000104 0b01",
+            "S Ci:1:002:0 s 80 06 0200 0000 0009 9 <",
+            "C Ci:1:002:0 0 9 = 09022200 010108a0 32",
+            "S Ci:1:002:0 s 80 06 0200 0000 0022 34 <",
+            "C Ci:1:002:0 0 34 = 09022200 010108a0 32090400 00010301 01000921 11010001 223f0007 05810308",
+            "S Ci:1:002:0 s 80 06 0300 0000 00ff 255 <",
+            "C Ci:1:002:0 0 4 = 04030904",
+            "S Ci:1:002:0 s 80 06 0304 0409 00ff 255 <",
+            "C Ci:1:002:0 0 36 = 24035100 45004d00 55002000 55005300 42002000 4b006500 79006200 6f006100",
+            "S Ci:1:002:0 s 80 06 0301 0409 00ff 255 <",
+            "C Ci:1:002:0 0 10 = 0a035100 45004d00 5500",
+            "S Ci:1:002:0 s 80 06 030b 0409 00ff 255 <",
+            "C Ci:1:002:0 0 42 = 2a033600 38003200 38003400 2d003000 30003000 30003a00 30003000 3a003000",
+            "S Co:1:002:0 s 00 09 0001 0000 0000 0",
+            "C Co:1:002:0 0 0",
+            // iConfiguration 8: qemu's "HID Keyboard", which the dump does not carry.
+            "S Ci:1:002:0 s 80 06 0308 0409 00ff 255 <",
+            "C Ci:1:002:0 -32 0",
+        ],
+    );
+    // Quiet after that: nothing but ep0 traffic, and nothing after the
+    // configuration string.
+    assert!(kbd.iter().all(|l| l.contains(":1:002:0 ")), "{kbd:#?}");
+    assert!(kbd.last().unwrap().starts_with("C Ci:1:002:0 -32 0"), "{kbd:#?}");
+    // The audio device's interface strings (5, then 9 of interface 1).
+    let au = dev_lines(&evs, 1, 3);
+    in_order(
+        &au,
+        &[
+            "C Ci:1:003:0 0 113 = 09027100 020104c0 32090400 00000101 04050924 0100012b 0001010c 24020101",
+            "S Co:1:003:0 s 00 09 0001 0000 0000 0",
+            "S Ci:1:003:0 s 80 06 0304 0409 00ff 255 <",
+            "S Ci:1:003:0 s 80 06 0305 0409 00ff 255 <",
+            "S Ci:1:003:0 s 80 06 0309 0409 00ff 255 <",
+        ],
+    );
+}
