@@ -586,7 +586,10 @@ mod tests {
         assert_eq!(f.dump.bytes.len(), 52);
         let e = Config::parse(&dev("          descriptors: nope\n"), &origin).unwrap_err();
         let msg = e.to_string();
-        assert!(msg.contains("descriptors: ") && msg.contains("/sysfs/nope"), "{msg}");
+        assert!(
+            msg.contains("descriptors: ") && msg.contains("/sysfs/nope"),
+            "{msg}"
+        );
         assert!(msg.starts_with(&format!("{origin}:5:11: ")), "{msg}");
         let e = Config::parse(
             &dev("          descriptors: qemu-usb-storage-ss/descriptors\n"),

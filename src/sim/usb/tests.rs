@@ -1015,7 +1015,10 @@ fn device_from_kernel_descriptor_dump() {
     // Quiet after that: nothing but ep0 traffic, and nothing after the
     // configuration string.
     assert!(kbd.iter().all(|l| l.contains(":1:002:0 ")), "{kbd:#?}");
-    assert!(kbd.last().unwrap().starts_with("C Ci:1:002:0 -32 0"), "{kbd:#?}");
+    assert!(
+        kbd.last().unwrap().starts_with("C Ci:1:002:0 -32 0"),
+        "{kbd:#?}"
+    );
     // The audio device's interface strings (5, then 9 of interface 1).
     let au = dev_lines(&evs, 1, 3);
     in_order(

@@ -1,0 +1,145 @@
+//! `kind: descriptors`: a device built from a real device's sysfs
+//! `descriptors` dump (tests/data/sysfs, read by a 6.12 kernel from qemu's
+//! usb-kbd and usb-audio), through the real mount and `monfs check-config`.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Mount;
+
+fn data(rel: &str) -> String {
+    format!("{}/tests/data/sysfs/{rel}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The `usb/devices` block of the device whose product is `product`, without
+/// its T: line.
+fn block(text: &str, product: &str) -> Option<Vec<String>> {
+    let b = text
+        .split("\n\n")
+        .find(|b| b.contains(&format!("S:  Product={product}\n")))?;
+    Some(
+        b.trim()
+            .lines()
+            .filter(|l| !l.starts_with("T:"))
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+#[test]
+fn device_from_a_dump_enumerates_with_its_bytes() {
+    let yaml = format!(
+        "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          kind: descriptors\n          descriptors: {}\n          plug_after_ms: 1500\n          manufacturer: QEMU\n          product: QEMU USB Keyboard\n          serial: 68284-0000:00:03.0-1\n        - port: 2\n          kind: descriptors\n          descriptors: {}\n          manufacturer: QEMU\n          product: QEMU USB Audio\n          serial: 1-0000:00:03.0-4.1\n",
+        data("qemu-usb-kbd/descriptors"),
+        data("qemu-usb-audio/descriptors"),
+    );
+    let m = Mount::with_config(&yaml);
+    // Capture 1u before the keyboard is plugged.
+    let cap = m.path("../cap.txt");
+    let mut cat = Command::new("cat")
+        .arg(m.path("usb/usbmon/1u"))
+        .stdout(std::fs::File::create(&cap).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let kernel = std::fs::read_to_string(data("debugfs_usb_devices.txt")).unwrap();
+    let deadline = Instant::now() + common::HANG;
+    let devices = loop {
+        let t = m.sh_ok("cat usb/devices");
+        let done =
+            block(&t, "QEMU USB Keyboard").is_some_and(|b| b.iter().any(|l| l.starts_with("C:*")));
+        if done {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "keyboard never configured:\n{t}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = cat.kill();
+    let _ = cat.wait();
+    for product in ["QEMU USB Keyboard", "QEMU USB Audio"] {
+        // No class driver binds to a device from a dump.
+        let want: Vec<String> = block(&kernel, product)
+            .unwrap()
+            .into_iter()
+            .map(|l| l.replace("Driver=usbhid", "Driver=(none)"))
+            .collect();
+        assert_eq!(block(&devices, product).unwrap(), want, "{devices}");
+    }
+    assert!(devices.contains("Dev#=  3 Spd=480 "), "{devices}");
+    assert!(devices.contains("Dev#=  2 Spd=12 "), "{devices}");
+
+    // The GET_DESCRIPTOR completions carry the dump's bytes (the text
+    // interface keeps 32 of them).
+    let dump = std::fs::read(data("qemu-usb-kbd/descriptors")).unwrap();
+    let words = |b: &[u8]| {
+        b[..b.len().min(32)]
+            .chunks(4)
+            .map(|c| c.iter().map(|x| format!("{x:02x}")).collect::<String>())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let text = std::fs::read_to_string(&cap).unwrap();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(" Ci:1:003:0 "))
+        .collect();
+    let data_of = |len: usize| {
+        lines
+            .iter()
+            .find(|l| l.contains(" C Ci:1:003:0 0 ") && l.contains(&format!(" 0 {len} = ")))
+            .map(|l| l.split(" = ").nth(1).unwrap().to_string())
+            .unwrap_or_else(|| panic!("no {len}-byte completion in\n{text}"))
+    };
+    assert_eq!(data_of(18), words(&dump[..18]));
+    assert_eq!(data_of(9), words(&dump[18..27]));
+    assert_eq!(data_of(34), words(&dump[18..]));
+    // Quiet after enumeration: ep0 only.
+    assert!(
+        !text.contains(":1:003:1"),
+        "class traffic from a dump device:\n{text}"
+    );
+}
+
+#[test]
+fn bad_or_missing_dump_fails_check_config_with_file_and_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(data("qemu-usb-kbd/descriptors")).unwrap();
+    bytes[31] = 2; // bNumEndpoints 2, one endpoint follows
+    std::fs::write(dir.path().join("bad.bin"), &bytes).unwrap();
+    let cfg = |file: &str| {
+        let p = dir.path().join("c.yaml");
+        std::fs::write(
+            &p,
+            format!("usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: descriptors\n          descriptors: {file}\n"),
+        )
+        .unwrap();
+        let o = Command::new(common::monfs_bin())
+            .args(["check-config", p.to_str().unwrap()])
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+        )
+    };
+    // Relative to the config's directory.
+    let (code, e) = cfg("bad.bin");
+    assert_eq!(code, Some(2), "{e}");
+    assert!(e.contains("c.yaml:5:"), "{e}");
+    assert!(e.contains("usb.buses[0].devices"), "{e}");
+    assert!(e.contains("bad.bin: byte offset 31: "), "{e}");
+    assert!(e.contains("bNumEndpoints is 2 but 1"), "{e}");
+    let (code, e) = cfg("missing.bin");
+    assert_eq!(code, Some(2), "{e}");
+    assert!(e.contains("missing.bin: No such file"), "{e}");
+    std::fs::copy(
+        data("qemu-usb-kbd/descriptors"),
+        dir.path().join("good.bin"),
+    )
+    .unwrap();
+    let (code, e) = cfg("good.bin");
+    assert_eq!(code, Some(0), "{e}");
+}
