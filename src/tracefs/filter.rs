@@ -58,6 +58,9 @@ const E_MISSING_QUOTE: &str = "Missing matching quote";
 const E_TOO_MANY_PREDS: &str = "Too many terms in predicate expression";
 const E_NO_FILTER: &str = "No filter found";
 const E_INVALID_FILTER: &str = "Meaningless filter expression";
+const E_BRACE_OPEN: &str = "Missing '{'";
+const E_BRACE_CLOSE: &str = "Missing '}'";
+const E_CPULIST: &str = "Invalid cpulist";
 /// The message every event of a system gets when a system filter does not
 /// apply to it.
 pub const E_BAD_SUBSYS: &str = "Couldn't find or set field in one of a subsystem's events";
@@ -94,6 +97,8 @@ enum Op {
 enum Value {
     Num(i128),
     Str(Vec<u8>),
+    /// `CPUS{list}` of more (or fewer) than one CPU: the set, as a mask.
+    Cpus(Vec<bool>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -191,6 +196,80 @@ fn prescan(s: &[u8]) -> Result<(), FilterError> {
     Ok(())
 }
 
+/// The CPUs the kernel can have (`nr_cpu_ids`): the last of
+/// `/sys/devices/system/cpu/possible` plus one.
+fn possible_cpus() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/possible")
+        .ok()
+        .and_then(|t| {
+            let last = t.trim().rsplit([',', '-']).next()?.parse::<usize>().ok()?;
+            Some(last + 1)
+        })
+        .unwrap_or(1)
+}
+
+/// A cpulist (`0-3,8`, `0-7:2/4`, `all`, `N` for the last CPU; regions
+/// separated by commas, blanks between them ignored) as a mask of `nbits`
+/// CPUs, as `bitmap_parselist` reads it. None if malformed or past the
+/// last CPU.
+fn parse_cpulist(t: &[u8], nbits: usize) -> Option<Vec<bool>> {
+    let mut mask = vec![false; nbits];
+    let mut i = 0;
+    let num = |i: &mut usize| -> Option<usize> {
+        if t.get(*i) == Some(&b'N') {
+            *i += 1;
+            return nbits.checked_sub(1);
+        }
+        let st = *i;
+        while *i < t.len() && t[*i].is_ascii_digit() {
+            *i += 1;
+        }
+        std::str::from_utf8(&t[st..*i]).ok()?.parse().ok()
+    };
+    loop {
+        while i < t.len() && (t[i] == b',' || t[i].is_ascii_whitespace()) {
+            i += 1;
+        }
+        if i >= t.len() {
+            return Some(mask);
+        }
+        let (lo, hi) = if t[i..].starts_with(b"all") {
+            i += 3;
+            (0, nbits.checked_sub(1)?)
+        } else {
+            let lo = num(&mut i)?;
+            let hi = if t.get(i) == Some(&b'-') {
+                i += 1;
+                num(&mut i)?
+            } else {
+                lo
+            };
+            (lo, hi)
+        };
+        let (mut used, mut group) = (1, 1);
+        if t.get(i) == Some(&b':') {
+            i += 1;
+            used = num(&mut i)?;
+            if t.get(i) != Some(&b'/') {
+                return None;
+            }
+            i += 1;
+            group = num(&mut i)?;
+        }
+        if i < t.len() && !(t[i] == b',' || t[i].is_ascii_whitespace()) {
+            return None;
+        }
+        if lo > hi || hi >= nbits || group == 0 || used > group {
+            return None;
+        }
+        for (c, m) in mask.iter_mut().enumerate().take(hi + 1).skip(lo) {
+            if (c - lo) % group < used {
+                *m = true;
+            }
+        }
+    }
+}
+
 /// `kstrtoll`/`kstrtoull` with base 0 (`0x` hex, leading `0` octal).
 fn parse_int(tok: &str, signed: bool) -> Option<i128> {
     let (neg, body) = match tok.strip_prefix('-') {
@@ -279,39 +358,48 @@ impl Parser<'_> {
             Target::Cpu => false,
             Target::Comm => true,
         };
+        // The kernel's order of checks (parse_pred): for a quoted operand
+        // the operator, then the field's type, then the length; for a
+        // number the field's type, the operator, the length, the value.
+        if s[v..].starts_with(b"CPUS") {
+            return self.cpus(target, op, v, is_string);
+        }
         match s.get(v) {
             Some(&q) if q == b'"' || q == b'\'' => {
+                if !matches!(op, Op::Eq | Op::Ne | Op::Glob) {
+                    return Err(self.err(Errno::EINVAL, v, E_ILLEGAL_OP));
+                }
+                if !is_string {
+                    return Err(self.err(Errno::EINVAL, v, E_EXPECT_DIGIT));
+                }
                 let close = s[v + 1..]
                     .iter()
                     .position(|&c| c == q)
                     .map(|k| v + 1 + k)
                     .unwrap_or(s.len());
-                let ve = (close + 1).min(s.len());
                 if close - (v + 1) > MAX_STR_LEN {
-                    return Err(FilterError::at(Errno::EINVAL, ve.min(s.len()), E_TOO_LONG));
+                    return Err(self.err(Errno::EINVAL, close, E_TOO_LONG));
                 }
-                if !is_string {
-                    return Err(self.err(Errno::EINVAL, v, E_EXPECT_DIGIT));
-                }
-                if !matches!(op, Op::Eq | Op::Ne | Op::Glob) {
-                    return Err(self.err(Errno::EINVAL, v, E_ILLEGAL_OP));
-                }
+                let ve = (close + 1).min(s.len());
                 let value = Value::Str(s[v + 1..close].to_vec());
                 Ok((Pred { target, op, value }, ve))
             }
             Some(&c) if c.is_ascii_digit() || c == b'-' => {
-                let mut ve = v;
-                while ve < s.len() && !is_space(s[ve]) && !b")&|!".contains(&s[ve]) {
-                    ve += 1;
-                }
-                if ve - v > MAX_NUM_LEN {
-                    return Err(FilterError::at(Errno::EINVAL, ve.min(s.len()), E_TOO_LONG));
-                }
                 if is_string {
                     return Err(self.err(Errno::EINVAL, v, E_EXPECT_STRING));
                 }
                 if op == Op::Glob {
                     return Err(self.err(Errno::EINVAL, v, E_ILLEGAL_OP));
+                }
+                // A number is an optional '-' and letters and digits; what
+                // follows is the expression's (an operator, a ')', or
+                // "Too many terms").
+                let mut ve = v + usize::from(c == b'-');
+                while ve < s.len() && s[ve].is_ascii_alphanumeric() {
+                    ve += 1;
+                }
+                if ve - v > MAX_NUM_LEN {
+                    return Err(self.err(Errno::EINVAL, ve, E_TOO_LONG));
                 }
                 let signed = match &target {
                     Target::Field(f) => f.signed,
@@ -331,6 +419,49 @@ impl Parser<'_> {
             }
             _ => Err(self.err(Errno::EINVAL, v, E_INVALID_VALUE)),
         }
+    }
+
+    /// `CPUS{list}` at `v`: for the CPU, or a numeric field (not a
+    /// string) with `==`, `!=` or `&`. One CPU is a plain number (`&`
+    /// becoming `==`); a set matches, as the kernel's cpumask predicates
+    /// do, with `&` when the value is in it, never with `==` and always
+    /// with `!=`.
+    fn cpus(
+        &self,
+        target: Target,
+        op: Op,
+        v: usize,
+        is_string: bool,
+    ) -> Result<(Pred, usize), FilterError> {
+        let s = self.s;
+        if is_string || !matches!(op, Op::Eq | Op::Ne | Op::And) {
+            return Err(self.err(Errno::EINVAL, v, E_ILLEGAL_OP));
+        }
+        let open = v + 4;
+        if s.get(open) != Some(&b'{') {
+            return Err(self.err(Errno::EINVAL, open + 1, E_BRACE_OPEN));
+        }
+        let start = open + 1;
+        let Some(close) = s[start..]
+            .iter()
+            .position(|&c| c == b'}')
+            .map(|k| start + k)
+        else {
+            return Err(self.err(Errno::EINVAL, s.len(), E_BRACE_CLOSE));
+        };
+        if close == start {
+            return Err(self.err(Errno::EINVAL, close, E_CPULIST));
+        }
+        let mask = parse_cpulist(&s[start..close], possible_cpus())
+            .ok_or_else(|| self.err(Errno::EINVAL, close, E_CPULIST))?;
+        let set: Vec<usize> = (0..mask.len()).filter(|&c| mask[c]).collect();
+        let (op, value) = if set.len() == 1 {
+            let op = if op == Op::And { Op::Eq } else { op };
+            (op, Value::Num(set[0] as i128))
+        } else {
+            (op, Value::Cpus(mask))
+        };
+        Ok((Pred { target, op, value }, close + 1))
     }
 
     fn parse(&self) -> Result<Filter, FilterError> {
@@ -554,6 +685,22 @@ impl Pred {
                     _ => false,
                 }
             }
+            Value::Cpus(mask) => {
+                let have = match &self.target {
+                    Target::Field(f) => f.int_value(r.entry),
+                    Target::Cpu => r.cpu as i128,
+                    Target::Comm => return false,
+                };
+                let inside = usize::try_from(have)
+                    .ok()
+                    .and_then(|c| mask.get(c).copied())
+                    .unwrap_or(false);
+                match self.op {
+                    Op::And => inside,
+                    Op::Ne => true,
+                    _ => false,
+                }
+            }
             Value::Num(v) => {
                 let (have, size, signed) = match &self.target {
                     Target::Field(f) => (f.int_value(r.entry), f.size, f.signed),
@@ -760,6 +907,79 @@ mod tests {
         }
         // Not a predicate at all is still "No filter found".
         assert_eq!(parse("!", &look).unwrap_err().errno.0, 22);
+    }
+
+    #[test]
+    fn cpulists_as_bitmap_parselist_reads_them() {
+        let set = |t: &str, n| {
+            parse_cpulist(t.as_bytes(), n)
+                .map(|m| (0..m.len()).filter(|&c| m[c]).collect::<Vec<_>>())
+        };
+        assert_eq!(set("0-1", 2), Some(vec![0, 1]));
+        assert_eq!(set("0,,1", 2), Some(vec![0, 1]));
+        assert_eq!(set(" 0", 2), Some(vec![0]));
+        assert_eq!(set("all", 4), Some(vec![0, 1, 2, 3]));
+        assert_eq!(set("N", 4), Some(vec![3]));
+        assert_eq!(set("0-7:2/4", 8), Some(vec![0, 1, 4, 5]));
+        assert_eq!(set(",", 2), Some(vec![]));
+        for bad in ["2", "1-0", "x", "0-", "0:1", "0-3:3/2", "0-3:1/0", "0x"] {
+            assert_eq!(set(bad, 2), None, "{bad}");
+        }
+    }
+
+    /// `CPUS{...}` as the kernel evaluates it: one CPU is a number (`&`
+    /// becoming `==`); a set matches with `&` when the value is in it,
+    /// never with `==` and always with `!=`.
+    #[test]
+    fn cpus_predicates() {
+        let ev = sched_switch();
+        let look = event_lookup(&ev);
+        let e = ev.encode(0, &[]);
+        let n = possible_cpus();
+        let t = |f: &str, cpu: u32| {
+            parse(f, &look).unwrap().matches(&Record {
+                entry: &e,
+                cpu,
+                comm: "bash",
+            })
+        };
+        assert!(t("CPU == CPUS{0}", 0) && !t("CPU == CPUS{0}", 1));
+        assert!(t("CPU & CPUS{0}", 0) && !t("CPU != CPUS{0}", 0));
+        if n >= 2 {
+            assert!(t("CPU & CPUS{0-1}", 1) && !t("CPU == CPUS{0-1}", 1));
+            assert!(t("CPU != CPUS{0-1}", 0));
+            // prev_pid is 0 in the entry.
+            assert!(t("prev_pid & CPUS{0-1}", 0) && t("prev_pid == CPUS{0}", 5));
+        }
+        let err = |f: &str| {
+            let e = parse(f, &look).unwrap_err();
+            (e.errno.0, error_text(f, &e))
+        };
+        assert_eq!(
+            err("prev_comm == CPUS{0}"),
+            (22, "prev_comm == CPUS{0}\n              ^\nparse_error: Illegal operation for field type\n\n".into())
+        );
+        assert_eq!(
+            err("CPU < CPUS{0}").1.lines().nth(2),
+            Some("parse_error: Illegal operation for field type")
+        );
+        assert_eq!(
+            err("CPU == CPUS").1.lines().nth(2),
+            Some("parse_error: Missing '{'")
+        );
+        assert_eq!(
+            err("CPU == CPUS{0").1.lines().nth(2),
+            Some("parse_error: Missing '}'")
+        );
+        assert_eq!(
+            err("CPU == CPUS{}").1.lines().nth(2),
+            Some("parse_error: Invalid cpulist")
+        );
+        let far = format!("CPU == CPUS{{{n}}}");
+        assert_eq!(
+            err(&far).1.lines().nth(2),
+            Some("parse_error: Invalid cpulist")
+        );
     }
 
     #[test]
