@@ -196,6 +196,12 @@ impl Control {
                 let bus = parse_bus(w.next())?;
                 let ports = parse_ports(w.next())?;
                 let kind = parse_kind(w.next())?;
+                if kind == DeviceKind::External {
+                    return Err(
+                        "kind external is for the configuration file only: ctl starts no programs"
+                            .into(),
+                    );
+                }
                 let mut dev = DeviceConfig {
                     port: PortNumber(*ports.last().unwrap()),
                     kind,
@@ -211,6 +217,7 @@ impl Control {
                     transfer_size: None,
                     rate: None,
                     descriptors: None,
+                    command: None,
                     devices: Vec::new(),
                 };
                 for kv in w {

@@ -176,6 +176,10 @@ pub enum DeviceKind {
     /// of a real device's sysfs `descriptors`): it enumerates with exactly
     /// those bytes and is quiet afterwards (no class driver binds).
     Descriptors,
+    /// A device with descriptors from a file (as `descriptors`) whose
+    /// transfers are answered by another process (`command:`), over the
+    /// line protocol described in the README ("Simulate your own device").
+    External,
 }
 
 /// One device on a port.
@@ -226,6 +230,12 @@ pub struct DeviceConfig {
     /// device (relative paths: from the configuration file's directory).
     #[serde(default)]
     pub descriptors: Option<DescriptorFile>,
+    /// For `kind: external`: the peer's command line (program and
+    /// arguments; a relative program is looked up as the shell would, from
+    /// the directory monfs was started in). monfs starts it when the device
+    /// is configured and talks to it over its standard input and output.
+    #[serde(default)]
+    pub command: Option<PeerCommand>,
     /// Devices behind a hub's ports.
     #[serde(default, deserialize_with = "unique_ports")]
     pub devices: Vec<DeviceConfig>,
@@ -240,6 +250,48 @@ pub struct DescriptorFile {
     pub path: std::path::PathBuf,
     /// The checked bytes.
     pub dump: std::sync::Arc<usbdesc::DescriptorDump>,
+}
+
+/// Most arguments of a peer command.
+pub const MAX_COMMAND_ARGS: usize = 256;
+/// Longest argument of a peer command, bytes.
+pub const MAX_COMMAND_ARG: usize = 4096;
+
+/// The command line of an external device's peer, checked to be non-empty
+/// with at most [`MAX_COMMAND_ARGS`] arguments of at most
+/// [`MAX_COMMAND_ARG`] bytes, none with a NUL byte.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerCommand(pub Vec<String>);
+
+impl<'de> Deserialize<'de> for PeerCommand {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Vec::<String>::deserialize(d)?;
+        PeerCommand::new(v).map_err(serde::de::Error::custom)
+    }
+}
+
+impl PeerCommand {
+    /// A checked command line.
+    pub fn new(v: Vec<String>) -> Result<PeerCommand, String> {
+        if v.is_empty() {
+            return Err("command: needs at least the program".into());
+        }
+        if v.len() > MAX_COMMAND_ARGS {
+            return Err(format!(
+                "command: at most {MAX_COMMAND_ARGS} arguments, got {}",
+                v.len()
+            ));
+        }
+        if let Some(i) = v
+            .iter()
+            .position(|a| a.len() > MAX_COMMAND_ARG || a.contains('\0'))
+        {
+            return Err(format!(
+                "command: argument {i} is longer than {MAX_COMMAND_ARG} bytes or has a NUL byte"
+            ));
+        }
+        Ok(PeerCommand(v))
+    }
 }
 
 thread_local! {
@@ -362,13 +414,18 @@ fn unique_ports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<DeviceConfig>, D:
                 dev.port
             )));
         }
-        let from_file = dev.kind == DeviceKind::Descriptors;
+        let from_file = matches!(dev.kind, DeviceKind::Descriptors | DeviceKind::External);
         if from_file != dev.descriptors.is_some() {
             return Err(serde::de::Error::custom(if from_file {
-                format!("devices[{i}]: kind descriptors needs a `descriptors` file")
+                format!("devices[{i}]: kinds descriptors and external need a `descriptors` file")
             } else {
-                format!("devices[{i}]: `descriptors` is only for kind descriptors")
+                format!("devices[{i}]: `descriptors` is only for kinds descriptors and external")
             }));
+        }
+        if (dev.kind == DeviceKind::External) != dev.command.is_some() {
+            return Err(serde::de::Error::custom(format!(
+                "devices[{i}]: kind external needs a `command`, and only it takes one"
+            )));
         }
         if from_file && (dev.vendor_id.is_some() || dev.product_id.is_some()) {
             return Err(serde::de::Error::custom(format!(

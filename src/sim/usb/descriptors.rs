@@ -368,7 +368,7 @@ pub(crate) fn natural_speed(kind: DeviceKind) -> Speed {
         | DeviceKind::Flood
         | DeviceKind::Hub => Speed::High,
         // Only with the dump at hand: see `natural_speed_of`.
-        DeviceKind::Descriptors => Speed::High,
+        DeviceKind::Descriptors | DeviceKind::External => Speed::High,
     }
 }
 
@@ -390,7 +390,7 @@ pub(crate) fn default_interval_ms(kind: DeviceKind) -> u32 {
         DeviceKind::HidTablet => 1,
         DeviceKind::MassStorage => 200,
         DeviceKind::Audio | DeviceKind::Webcam => 1,
-        DeviceKind::Hub | DeviceKind::Flood | DeviceKind::Descriptors => 0,
+        DeviceKind::Hub | DeviceKind::Flood | DeviceKind::Descriptors | DeviceKind::External => 0,
     }
 }
 
@@ -804,7 +804,7 @@ pub(crate) fn device(
                 ],
             }];
         }
-        DeviceKind::Descriptors => {
+        DeviceKind::Descriptors | DeviceKind::External => {
             unreachable!("kind descriptors always has a file (checked by the config and ctl)")
         }
         DeviceKind::Hub => {

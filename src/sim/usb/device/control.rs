@@ -180,6 +180,9 @@ impl Ctx {
             DeviceKind::MassStorage | DeviceKind::Flood => vec![Op::StartStreams(d)],
             // No class driver binds to a device from a dump: it stays quiet.
             DeviceKind::Descriptors => vec![],
+            // The external device's driver runs its own requests (their
+            // answers come from the peer): see `external`.
+            DeviceKind::External => vec![Op::StartStreams(d)],
         }
     }
 

@@ -1,7 +1,8 @@
 //! Device models: what each device answers on ep0 ([`control`]) and the
 //! class drivers' data streams: HID interrupt polling ([`hid`]), bulk-only
 //! mass storage ([`storage`]), isochronous audio and video ([`iso`]), a
-//! bulk flood for benchmarks ([`flood`]), and the clear-halt recovery the
+//! bulk flood for benchmarks ([`flood`]), a device answered by another
+//! process ([`external`]), and the clear-halt recovery the
 //! class drivers share ([`recovery`]). A model is a [`Task`] the bus
 //! schedules; [`start_class_driver`] is the one place that maps a device
 //! kind to its model.
@@ -9,12 +10,14 @@
 use crate::config::DeviceKind;
 
 use super::ctx::*;
+use external::ExternalTask;
 use flood::FloodTask;
 use hid::HidTask;
 use iso::IsoTask;
 use storage::StorageTask;
 
 mod control;
+mod external;
 mod flood;
 mod hid;
 mod iso;
@@ -51,6 +54,10 @@ pub(crate) fn start_class_driver(ctx: &mut Ctx, d: DevId, now: u64) {
         }
         DeviceKind::Flood => {
             let t = FloodTask::new(ctx, d);
+            ctx.spawn(at, Box::new(t));
+        }
+        DeviceKind::External => {
+            let t = ExternalTask::new(ctx, d, now);
             ctx.spawn(at, Box::new(t));
         }
         DeviceKind::Hub | DeviceKind::Descriptors => {}
