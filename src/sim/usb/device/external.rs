@@ -279,14 +279,17 @@ struct CtrlReq {
     tag: Option<u64>,
 }
 
+/// How a control request ends: status, actual length, IN data.
+type CtrlResult = (i32, u32, Option<Arc<[u8]>>);
+
 /// The control request in flight.
 struct CtrlCur {
     id: u64,
     urb: Urb,
     fresh: bool,
     deadline: u64,
-    /// (status, actual, data) once known.
-    result: Option<(i32, u32, Option<Arc<[u8]>>)>,
+    /// How it ends, once known.
+    result: Option<CtrlResult>,
 }
 
 /// The generic driver of an external device and its peer.
@@ -759,5 +762,44 @@ impl Task for ExternalTask {
                 None
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_parsed_strictly() {
+        let a = parse_answer(b"complete 7 0 2 0a0b").unwrap();
+        assert_eq!((a.id, a.status, a.actual, a.data), (7, 0, 2, vec![10, 11]));
+        let a = parse_answer(b"complete 8 -32 0").unwrap();
+        assert_eq!((a.id, a.status, a.actual), (8, -32, 0));
+        for bad in [
+            &b"complete x 0 0"[..],
+            b"complete 1 5 0",
+            b"complete 1 0 2 0a",
+            b"complete 1 0 1 0g",
+            b"complete 1 0 1 0a extra",
+            b"complete 1 0 70000",
+            b"submit 1 0 0",
+            b"complete -1 0 0",
+            b"\xff",
+        ] {
+            assert!(parse_answer(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn hid_interfaces_of_the_usb_kbd_dump() {
+        let dump = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/sysfs/qemu-usb-kbd/descriptors"
+        ))
+        .unwrap();
+        assert_eq!(hid_interfaces(&dump[18..]), vec![(0, 1, 1, 63)]);
+        // Truncated or zero-length descriptors end the walk.
+        assert_eq!(hid_interfaces(&dump[18..30]), vec![]);
+        assert_eq!(hid_interfaces(&[0, 4, 0]), vec![]);
     }
 }
