@@ -417,7 +417,12 @@ fn unique_ports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<DeviceConfig>, D:
         let from_file = matches!(dev.kind, DeviceKind::Descriptors | DeviceKind::External);
         if from_file != dev.descriptors.is_some() {
             return Err(serde::de::Error::custom(if from_file {
-                format!("devices[{i}]: kinds descriptors and external need a `descriptors` file")
+                let k = if dev.kind == DeviceKind::External {
+                    "external"
+                } else {
+                    "descriptors"
+                };
+                format!("devices[{i}]: kind {k} needs a `descriptors` file")
             } else {
                 format!("devices[{i}]: `descriptors` is only for kinds descriptors and external")
             }));
@@ -625,6 +630,32 @@ mod tests {
         );
         assert!(msg.contains("port 1 is used twice"), "{msg}");
         assert!(msg.contains("devices[1]"), "{msg}");
+    }
+
+    #[test]
+    fn external_needs_descriptors_and_a_command() {
+        let base = "usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n";
+        let msg = Config::parse(&format!("{base}          kind: external\n"), "c.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("kind external needs a `descriptors` file"),
+            "{msg}"
+        );
+        let msg = Config::parse(
+            &format!("{base}          kind: hid-mouse\n          command: [true]\n"),
+            "c.yaml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(msg.contains("kind external needs a `command`"), "{msg}");
+        let msg = Config::parse(
+            &format!("{base}          kind: hid-mouse\n          command: []\n"),
+            "c.yaml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(msg.contains("command: needs at least the program"), "{msg}");
     }
 
     #[test]
