@@ -16,7 +16,8 @@
 //! with the caller's own rights and passes the open file with the command
 //! (SCM_RIGHTS); the daemon reads only that descriptor, only if it is a
 //! regular file, and never opens a path for a caller (FILE then only labels
-//! the replay). Through `monfs/ctl` it is refused.
+//! the replay). Through `monfs/ctl` it is refused. `plug BUS PORTS
+//! from-capture FILE DEVADDR` takes its capture the same way.
 //!
 //! A bad command changes nothing and is answered with an explanation (EINVAL
 //! on the control file, `error: ...` on the socket) and a log line.
@@ -41,7 +42,8 @@ use nix::sys::socket::{
 use nix::sys::stat::{umask, Mode};
 use tracing::{info, warn};
 
-use crate::config::{DeviceConfig, DeviceKind, ErrorConfig, PortNumber};
+use crate::config::recorded::RecordedDevice;
+use crate::config::{CaptureFile, DeviceConfig, DeviceKind, ErrorConfig, PortNumber};
 use crate::errno::{Errno, SysResult};
 use crate::sim::usb::{replay, Fault, UsbSim};
 use crate::sim::zvm::{Fault as ZvmFault, Monitor};
@@ -52,6 +54,7 @@ use crate::vfs::{Caller, FileNode, OpenFile, OpenFlags};
 
 /// Usage text, also what reading `monfs/ctl` shows.
 pub const HELP: &str = "\
+plug BUS PORTS from-capture FILE DEVADDR [interval_ms=N ...]   (monfs ctl only: it opens FILE)
 plug BUS PORTS KIND [vendor_id=N product_id=N manufacturer=S product=S serial=S interval_ms=N transfer_size=N descriptors=FILE]
 unplug BUS PORTS
 fault BUS PORTS stall|babble|unlink|submit-error|proto|disconnect
@@ -64,7 +67,7 @@ replay stop BUS
 replay status BUS
 help
 (PORTS: a root port, or a path through hubs such as 4.1; KIND: hub, hid-keyboard,
-hid-mouse, hid-tablet, mass-storage, audio, webcam, flood, descriptors)
+hid-mouse, hid-tablet, mass-storage, audio, webcam, flood, descriptors, from-capture)
 ";
 
 /// What the commands act on.
@@ -155,8 +158,9 @@ impl Control {
     ) -> Result<String, SimError> {
         let line = line.trim();
         let r = self.prepare(line, files).and_then(|replay| {
+            let recorded = self.prepare_recorded(line, files)?;
             let _g = self.lock.lock_ok();
-            self.run(line, replay)
+            self.run(line, replay, recorded)
         });
         match &r {
             Ok(_) => info!(command = line, "control"),
@@ -184,7 +188,40 @@ impl Control {
         replay::prepare(&rest, file).map(Some)
     }
 
-    fn run(&self, line: &str, replay: Option<replay::Prepared>) -> Result<String, SimError> {
+    /// The slow part of `plug BUS PORTS from-capture FILE DEVADDR`, done
+    /// without locks: the device taken from the capture passed with it.
+    fn prepare_recorded(
+        &self,
+        line: &str,
+        files: &mut VecDeque<OwnedFd>,
+    ) -> Result<Option<CaptureFile>, SimError> {
+        let words = split_words(line)?;
+        if words.first().map(String::as_str) != Some("plug")
+            || words.get(3).map(String::as_str) != Some("from-capture")
+        {
+            return Ok(None);
+        }
+        let (Some(name), Some(addr)) = (words.get(4), words.get(5)) else {
+            return Err("usage: plug BUS PORTS from-capture FILE DEVADDR".into());
+        };
+        let addr: u8 = parse_in("devaddr", addr, 1, 127)?;
+        let Some(file) = files.pop_front().map(std::fs::File::from) else {
+            return Err(
+                "plug from-capture: no capture came with the command (use monfs ctl, which opens FILE)"
+                    .into(),
+            );
+        };
+        let dev = RecordedDevice::load(&file, Path::new(name), addr)
+            .map_err(|e| format!("from-capture: {e}"))?;
+        Ok(Some(CaptureFile::taken(dev)))
+    }
+
+    fn run(
+        &self,
+        line: &str,
+        replay: Option<replay::Prepared>,
+        recorded: Option<CaptureFile>,
+    ) -> Result<String, SimError> {
         let words = split_words(line)?;
         let mut w = words.iter().map(String::as_str);
         let Some(cmd) = w.next() else {
@@ -218,12 +255,29 @@ impl Control {
                     rate: None,
                     descriptors: None,
                     command: None,
+                    capture: None,
+                    devaddr: None,
                     devices: Vec::new(),
                 };
+                if let Some(c) = recorded {
+                    // FILE and DEVADDR were taken by `prepare_recorded`.
+                    let addr = w.nth(1).and_then(|a| a.parse().ok());
+                    dev.devaddr = addr.map(crate::config::DevAddr);
+                    dev.descriptors = c.device.as_ref().map(|r| crate::config::DescriptorFile {
+                        path: c.path.clone(),
+                        dump: r.dump.clone(),
+                    });
+                    dev.capture = Some(c);
+                }
                 for kv in w {
                     let (k, v) = kv
                         .split_once('=')
                         .ok_or_else(|| format!("expected key=value, got {kv:?}"))?;
+                    if kind == DeviceKind::FromCapture
+                        && matches!(k, "descriptors" | "vendor_id" | "product_id")
+                    {
+                        return Err(format!("{k} comes from the capture").into());
+                    }
                     match k {
                         "descriptors" => {
                             let bytes =
@@ -254,7 +308,11 @@ impl Control {
                         _ => return Err(format!("unknown device setting {k:?}").into()),
                     }
                 }
-                if (kind == DeviceKind::Descriptors) != dev.descriptors.is_some() {
+                if kind == DeviceKind::FromCapture && dev.capture.is_none() {
+                    return Err("usage: plug BUS PORTS from-capture FILE DEVADDR".into());
+                }
+                let from_file = matches!(kind, DeviceKind::Descriptors | DeviceKind::FromCapture);
+                if from_file != dev.descriptors.is_some() {
                     return Err(
                         "descriptors=FILE goes with kind descriptors, and only with it".into(),
                     );

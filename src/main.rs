@@ -636,23 +636,28 @@ fn main() -> ExitCode {
     }
 }
 
-/// For `replay start BUS FILE ...`: open FILE with the caller's own rights
+/// For `replay start BUS FILE ...` and `plug BUS PORTS from-capture FILE
+/// DEVADDR ...`: open FILE with the caller's own rights
 /// (without blocking, so a FIFO cannot hang the client) to pass it to the
 /// daemon, and name it by its absolute path in the command, where it is only
 /// a label. Other commands are returned as they are.
 fn replay_file(line: &str) -> Result<(String, Option<std::fs::File>), String> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut words = monfs::control::split_words(line)?;
-    if words.len() < 4 || words[0] != "replay" || words[1] != "start" {
-        return Ok((line.to_string(), None));
-    }
-    let path = PathBuf::from(&words[3]);
+    // Which word is FILE: `replay start BUS FILE`, `plug BUS PORTS
+    // from-capture FILE DEVADDR`.
+    let at = match words.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["replay", "start", _, _, ..] => 3,
+        ["plug", _, _, "from-capture", _, ..] => 4,
+        _ => return Ok((line.to_string(), None)),
+    };
+    let path = PathBuf::from(&words[at]);
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(&path)
         .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    words[3] = std::path::absolute(&path)
+    words[at] = std::path::absolute(&path)
         .unwrap_or(path)
         .display()
         .to_string();

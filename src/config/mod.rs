@@ -11,6 +11,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Deserializer};
 
+pub mod recorded;
 pub mod usbdesc;
 pub mod zvm;
 
@@ -180,6 +181,10 @@ pub enum DeviceKind {
     /// transfers are answered by another process (`command:`), over the
     /// line protocol described in the README ("Simulate your own device").
     External,
+    /// A device taken from a usbmon capture (`capture:` and `devaddr:`):
+    /// its descriptors and strings from the capture's GET_DESCRIPTOR
+    /// completions, and each IN endpoint's recorded data, in order, looping.
+    FromCapture,
 }
 
 /// One device on a port.
@@ -236,6 +241,13 @@ pub struct DeviceConfig {
     /// is configured and talks to it over its standard input and output.
     #[serde(default)]
     pub command: Option<PeerCommand>,
+    /// For `kind: from-capture`: the capture file (pcap or pcapng; relative
+    /// paths: from the configuration file's directory).
+    #[serde(default)]
+    pub capture: Option<CaptureFile>,
+    /// For `kind: from-capture`: the device's address in the capture.
+    #[serde(default)]
+    pub devaddr: Option<DevAddr>,
     /// Devices behind a hub's ports.
     #[serde(default, deserialize_with = "unique_ports")]
     pub devices: Vec<DeviceConfig>,
@@ -318,6 +330,51 @@ impl<'de> Deserialize<'de> for DescriptorFile {
     }
 }
 
+/// A capture named in the configuration, read and decoded while the
+/// configuration is parsed; the device is taken from it by `devaddr` once
+/// the whole device entry is read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CaptureFile {
+    /// The path as written in the configuration.
+    pub path: std::path::PathBuf,
+    /// The decoded packets (None once the device is taken, or when it came
+    /// from `monfs ctl`).
+    pub packets: Option<std::sync::Arc<recorded::CapturePackets>>,
+    /// The device taken from it.
+    pub device: Option<std::sync::Arc<recorded::RecordedDevice>>,
+}
+
+impl CaptureFile {
+    /// A capture whose device is already taken (by `monfs ctl plug`).
+    pub fn taken(device: recorded::RecordedDevice) -> CaptureFile {
+        CaptureFile {
+            path: device.path.clone(),
+            packets: None,
+            device: Some(std::sync::Arc::new(device)),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for CaptureFile {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = std::path::PathBuf::deserialize(d)?;
+        let full = BASE_DIR.with(|b| b.borrow().join(&path));
+        let e = |m: String| serde::de::Error::custom(format!("capture: {m}"));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(&full)
+            .map_err(|x| e(format!("{}: {x}", full.display())))?;
+        let packets = recorded::CapturePackets::load(&file, &full).map_err(|x| e(x.to_string()))?;
+        Ok(CaptureFile {
+            path,
+            packets: Some(std::sync::Arc::new(packets)),
+            device: None,
+        })
+    }
+}
+
 /// Periodic error injection: every Nth transfer on the device's data endpoints
 /// ends the named way (0 = never).
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -374,6 +431,7 @@ pub const MAX_TRANSFER_SIZE: u32 = 1 << 20;
 ranged!(TransferSize, u32, 1, 1048576, "transfer_size");
 ranged!(PortCount, u8, 1, 15, "port count");
 ranged!(PortNumber, u8, 1, 15, "port number");
+ranged!(DevAddr, u8, 1, 127, "devaddr");
 
 fn unique_buses<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<BusConfig>, D::Error> {
     let buses = Vec::<BusConfig>::deserialize(d)?;
@@ -405,9 +463,9 @@ fn unique_buses<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<BusConfig>, D::Er
 }
 
 fn unique_ports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<DeviceConfig>, D::Error> {
-    let devs = Vec::<DeviceConfig>::deserialize(d)?;
+    let mut devs = Vec::<DeviceConfig>::deserialize(d)?;
     let mut seen = BTreeSet::new();
-    for (i, dev) in devs.iter().enumerate() {
+    for (i, dev) in devs.iter_mut().enumerate() {
         if !seen.insert(dev.port) {
             return Err(serde::de::Error::custom(format!(
                 "devices[{i}]: port {} is used twice",
@@ -442,8 +500,46 @@ fn unique_ports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<DeviceConfig>, D:
                 "devices[{i}]: only a hub can have devices below it"
             )));
         }
+        take_recorded(dev).map_err(|m| serde::de::Error::custom(format!("devices[{i}]{m}")))?;
     }
     Ok(devs)
+}
+
+/// For `kind: from-capture`: check its fields and take the device from the
+/// capture (its descriptors become the entry's `descriptors`). Errors start
+/// with the field (`.capture: ...`).
+fn take_recorded(dev: &mut DeviceConfig) -> Result<(), String> {
+    let recorded = dev.kind == DeviceKind::FromCapture;
+    if !recorded {
+        return match (&dev.capture, &dev.devaddr) {
+            (None, None) => Ok(()),
+            _ => Err(": `capture` and `devaddr` are only for kind from-capture".into()),
+        };
+    }
+    let Some(cap) = &mut dev.capture else {
+        return Err(": kind from-capture needs a `capture` file".into());
+    };
+    let Some(addr) = dev.devaddr else {
+        return Err(
+            ": kind from-capture needs `devaddr` (the device's address in the capture)".into(),
+        );
+    };
+    if dev.descriptors.is_some() || dev.vendor_id.is_some() || dev.product_id.is_some() {
+        return Err(": descriptors, vendor_id and product_id come from the capture".into());
+    }
+    if let Some(p) = cap.packets.take() {
+        cap.device = Some(std::sync::Arc::new(
+            p.device(addr.0).map_err(|m| format!(".capture: {m}"))?,
+        ));
+    }
+    let Some(rec) = &cap.device else {
+        return Err(".capture: not loaded".into());
+    };
+    dev.descriptors = Some(DescriptorFile {
+        path: cap.path.clone(),
+        dump: rec.dump.clone(),
+    });
+    Ok(())
 }
 
 /// A configuration error with the position it was found at.

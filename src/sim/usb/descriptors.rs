@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::config::recorded::RecordedDevice;
 use crate::config::usbdesc::DescriptorDump;
 use crate::config::{Controller, DeviceConfig, DeviceKind};
 
@@ -230,11 +231,17 @@ pub(crate) struct Descriptors {
     /// iInterface of each interface's setting 0 in `cfg` (read after
     /// SET_CONFIGURATION, as the kernel does for sysfs), 0 for none.
     pub intf_strings: Vec<u8>,
+    /// For a device taken from a capture: its recorded strings, answered
+    /// byte for byte.
+    pub recorded: Option<Arc<RecordedDevice>>,
 }
 
 impl Descriptors {
     /// The string descriptor `idx` (0: language list), or None if it does not exist.
     pub(crate) fn string(&self, idx: u8) -> Option<Vec<u8>> {
+        if let Some(s) = self.recorded.as_ref().and_then(|r| r.string(idx)) {
+            return Some(s.to_vec());
+        }
         if idx == 0 {
             return Some(vec![4, 3, 0x09, 0x04]);
         }
@@ -368,7 +375,7 @@ pub(crate) fn natural_speed(kind: DeviceKind) -> Speed {
         | DeviceKind::Flood
         | DeviceKind::Hub => Speed::High,
         // Only with the dump at hand: see `natural_speed_of`.
-        DeviceKind::Descriptors | DeviceKind::External => Speed::High,
+        DeviceKind::Descriptors | DeviceKind::External | DeviceKind::FromCapture => Speed::High,
     }
 }
 
@@ -390,7 +397,11 @@ pub(crate) fn default_interval_ms(kind: DeviceKind) -> u32 {
         DeviceKind::HidTablet => 1,
         DeviceKind::MassStorage => 200,
         DeviceKind::Audio | DeviceKind::Webcam => 1,
-        DeviceKind::Hub | DeviceKind::Flood | DeviceKind::Descriptors | DeviceKind::External => 0,
+        DeviceKind::Hub
+        | DeviceKind::Flood
+        | DeviceKind::Descriptors
+        | DeviceKind::External
+        | DeviceKind::FromCapture => 0,
     }
 }
 
@@ -528,6 +539,7 @@ pub(crate) fn root_hub(controller: Controller, nports: u8, bus: u16) -> Descript
         raw: None,
         all_cfgs: vec![],
         intf_strings: vec![],
+        recorded: None,
     }
 }
 
@@ -804,8 +816,8 @@ pub(crate) fn device(
                 ],
             }];
         }
-        DeviceKind::Descriptors | DeviceKind::External => {
-            unreachable!("kind descriptors always has a file (checked by the config and ctl)")
+        DeviceKind::Descriptors | DeviceKind::External | DeviceKind::FromCapture => {
+            unreachable!("kinds descriptors, external and from-capture always have descriptors (checked by the config and ctl)")
         }
         DeviceKind::Hub => {
             vid = 0x05e3;
@@ -903,6 +915,7 @@ pub(crate) fn device(
         raw: None,
         all_cfgs: vec![],
         intf_strings: vec![],
+        recorded: None,
     }
 }
 
@@ -1003,13 +1016,24 @@ fn dump_config(c: &crate::config::usbdesc::DumpConfig, speed: Speed) -> ConfigDe
 
 /// A device built from a descriptor dump: its model (for `usb/devices` and
 /// the endpoints' timing) is parsed from the bytes, which it answers as they
-/// are; the strings are the configured manufacturer, product and serial.
+/// are; the strings are the configured manufacturer, product and serial,
+/// else (from a capture) the recorded ones.
 fn from_dump(cfg: &DeviceConfig, dump: &Arc<DescriptorDump>, speed: Speed) -> Descriptors {
     let b = dump.device();
     let le = |at: usize| u16::from_le_bytes([b[at], b[at + 1]]);
     let all: Vec<ConfigDesc> = dump.configs.iter().map(|c| dump_config(c, speed)).collect();
     let chosen = choose_config(dump);
     let c = &dump.configs[chosen];
+    let recorded = cfg.capture.as_ref().and_then(|c| c.device.clone());
+    // A recorded string as the kernel caches it (UTF-16LE to UTF-8).
+    let text = |idx: u8| {
+        let raw = recorded.as_ref()?.string(idx)?;
+        let units: Vec<u16> = raw[2..]
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        Some(String::from_utf16_lossy(&units))
+    };
     let mut intf_strings = vec![];
     let mut seen = vec![];
     for i in &c.interfaces {
@@ -1035,9 +1059,21 @@ fn from_dump(cfg: &DeviceConfig, dump: &Arc<DescriptorDump>, speed: Speed) -> De
             i_ser: b[16],
         },
         cfg: all[chosen].clone(),
-        manufacturer: cfg.manufacturer.clone().filter(|_| b[14] != 0),
-        product: cfg.product.clone().filter(|_| b[15] != 0),
-        serial: cfg.serial.clone().filter(|_| b[16] != 0),
+        manufacturer: cfg
+            .manufacturer
+            .clone()
+            .or_else(|| text(b[14]))
+            .filter(|_| b[14] != 0),
+        product: cfg
+            .product
+            .clone()
+            .or_else(|| text(b[15]))
+            .filter(|_| b[15] != 0),
+        serial: cfg
+            .serial
+            .clone()
+            .or_else(|| text(b[16]))
+            .filter(|_| b[16] != 0),
         configuration: None,
         report: vec![],
         hub_desc: vec![],
@@ -1046,6 +1082,7 @@ fn from_dump(cfg: &DeviceConfig, dump: &Arc<DescriptorDump>, speed: Speed) -> De
         raw: Some(dump.clone()),
         all_cfgs: if all.len() > 1 { all } else { vec![] },
         intf_strings,
+        recorded,
     }
 }
 

@@ -183,6 +183,8 @@ impl Ctx {
             // The external device's driver runs its own requests (their
             // answers come from the peer): see `external`.
             DeviceKind::External => vec![Op::StartStreams(d)],
+            // The recorded IN data starts once it is configured.
+            DeviceKind::FromCapture => vec![Op::StartStreams(d)],
         }
     }
 

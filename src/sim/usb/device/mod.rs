@@ -2,7 +2,8 @@
 //! class drivers' data streams: HID interrupt polling ([`hid`]), bulk-only
 //! mass storage ([`storage`]), isochronous audio and video ([`iso`]), a
 //! bulk flood for benchmarks ([`flood`]), a device answered by another
-//! process ([`external`]), and the clear-halt recovery the
+//! process ([`external`]), a capture's recorded IN data ([`recorded`]),
+//! and the clear-halt recovery the
 //! class drivers share ([`recovery`]). A model is a [`Task`] the bus
 //! schedules; [`start_class_driver`] is the one place that maps a device
 //! kind to its model.
@@ -14,6 +15,7 @@ use external::ExternalTask;
 use flood::FloodTask;
 use hid::HidTask;
 use iso::IsoTask;
+use recorded::RecordedTask;
 use storage::StorageTask;
 
 mod control;
@@ -21,6 +23,7 @@ mod external;
 mod flood;
 mod hid;
 mod iso;
+mod recorded;
 mod recovery;
 mod storage;
 
@@ -59,6 +62,11 @@ pub(crate) fn start_class_driver(ctx: &mut Ctx, d: DevId, now: u64) {
         DeviceKind::External => {
             let t = ExternalTask::new(ctx, d, now);
             ctx.spawn(at, Box::new(t));
+        }
+        DeviceKind::FromCapture => {
+            for t in RecordedTask::for_device(ctx, d) {
+                ctx.spawn(at, Box::new(t));
+            }
         }
         DeviceKind::Hub | DeviceKind::Descriptors => {}
     }

@@ -1,0 +1,379 @@
+//! A device taken from a usbmon capture (pcap or pcapng, linktype 189 or
+//! 220): its descriptors from the GET_DESCRIPTOR completions the capture
+//! holds, and each IN endpoint's successful completions, in recorded order
+//! with their recorded spacing, for a simulated device to answer again.
+//!
+//! [`CapturePackets::load`] reads and decodes a capture (every packet is
+//! checked, as replay checks it); [`CapturePackets::device`] picks one
+//! device by address. Every error names the capture and, where one packet
+//! is at fault, its number (0-based, as the capture decoder counts).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::usbdesc::DescriptorDump;
+use crate::capture::decode::Decoder;
+use crate::capture::read::{read_records_from, CaptureError};
+use crate::usbmon::event::{EventKind, UrbEvent, XferType};
+
+/// The longest recorded pause between two completions on one endpoint that
+/// is kept (longer ones are shortened to it): 60 s.
+pub const MAX_GAP_NS: u64 = 60_000_000_000;
+
+/// The most completions kept per endpoint (later ones are dropped).
+pub const MAX_COMPLETIONS: usize = 1 << 20;
+
+/// One decoded packet of a capture.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Packet {
+    /// Packet number in the file (0-based, other link types counted).
+    pub index: usize,
+    /// Timestamp, ns since the epoch.
+    pub ts_ns: u64,
+    /// The snapshot length cut its data.
+    pub snapped: bool,
+    /// The event.
+    pub event: UrbEvent,
+}
+
+/// Every packet of a capture, decoded and checked.
+#[derive(Clone, PartialEq)]
+pub struct CapturePackets {
+    /// The file, as named.
+    pub path: PathBuf,
+    /// The packets, in file order.
+    pub packets: Vec<Packet>,
+}
+
+impl fmt::Debug for CapturePackets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({} packets)",
+            self.path.display(),
+            self.packets.len()
+        )
+    }
+}
+
+/// One successful completion recorded on an IN endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedCompletion {
+    /// Time since the previous completion on the endpoint (for the first:
+    /// since the endpoint's first submission), ns, at most [`MAX_GAP_NS`].
+    pub gap_ns: u64,
+    /// actual_length.
+    pub actual: u32,
+    /// The data (as captured: the snapshot length may have cut it).
+    pub data: Arc<[u8]>,
+}
+
+/// One IN endpoint's recorded traffic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedEndpoint {
+    /// bEndpointAddress (0x80 set).
+    pub addr: u8,
+    /// Transfer type (bulk or interrupt).
+    pub xfer: XferType,
+    /// The submissions' transfer_buffer_length (the last one seen).
+    pub len: u32,
+    /// Successful completions, in recorded order (may be empty: the URB
+    /// then stays pending, as it did in the recording).
+    pub completions: Vec<RecordedCompletion>,
+}
+
+/// A device from a capture: descriptors, strings and IN endpoint data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedDevice {
+    /// The capture it came from.
+    pub path: PathBuf,
+    /// Its bus in the capture.
+    pub bus: u16,
+    /// Its address in the capture.
+    pub devaddr: u8,
+    /// Device and configuration descriptors, checked as a sysfs dump is.
+    pub dump: Arc<DescriptorDump>,
+    /// String descriptors by index (0: the language list), raw bytes.
+    pub strings: Vec<(u8, Vec<u8>)>,
+    /// IN endpoints (bulk and interrupt) with their completions.
+    pub endpoints: Vec<RecordedEndpoint>,
+}
+
+/// Where a descriptor came from: its bytes and packet number.
+struct Found {
+    data: Vec<u8>,
+    packet: usize,
+}
+
+impl CapturePackets {
+    /// Read and decode the capture open as `file`, named `name` in errors
+    /// (only a regular file is read; see [`read_records_from`]).
+    pub fn load(file: &std::fs::File, name: &Path) -> Result<CapturePackets, CaptureError> {
+        let (_, records) = read_records_from(file, name)?;
+        let mut dec = Decoder::new();
+        let mut packets = Vec::with_capacity(records.len());
+        for r in records {
+            let d = dec
+                .decode(r.linktype, r.big_endian, r.ts_ns, &r.data)
+                .map_err(|m| {
+                    crate::capture::read::corrupt(
+                        name,
+                        r.offset,
+                        format!("packet {}: {m}", r.index),
+                    )
+                })?;
+            packets.push(Packet {
+                index: r.index,
+                ts_ns: r.ts_ns,
+                snapped: d.snapped,
+                event: d.event,
+            });
+        }
+        Ok(CapturePackets {
+            path: name.to_path_buf(),
+            packets,
+        })
+    }
+
+    /// The device with address `devaddr`: on the first bus where the
+    /// capture has its device descriptor (else where it first appears).
+    /// Errors name what is missing, and the packet where bytes are bad.
+    pub fn device(&self, devaddr: u8) -> Result<RecordedDevice, String> {
+        let name = self.path.display();
+        let ev_of = |p: &&Packet| p.event.devnum == devaddr;
+        let mine: Vec<&Packet> = self.packets.iter().filter(ev_of).collect();
+        if mine.is_empty() {
+            let mut seen: Vec<(u16, u8)> = self
+                .packets
+                .iter()
+                .map(|p| (p.event.bus, p.event.devnum))
+                .collect();
+            seen.sort_unstable();
+            seen.dedup();
+            let list: Vec<String> = seen.iter().map(|(b, d)| format!("{b}:{d}")).collect();
+            return Err(format!(
+                "{name}: no device with address {devaddr} in the capture (bus:address present: {})",
+                if list.is_empty() {
+                    "none".to_string()
+                } else {
+                    list.join(" ")
+                }
+            ));
+        }
+        // Control completions on ep0 with the setup of their submission.
+        let mut setups: HashMap<(u16, u64), [u8; 8]> = HashMap::new();
+        let mut ctrl: Vec<(&Packet, [u8; 8])> = Vec::new();
+        for p in &mine {
+            let e = &p.event;
+            if e.xfer != XferType::Control || e.epnum != 0 {
+                continue;
+            }
+            match e.kind {
+                EventKind::Submit => {
+                    if let Some(s) = e.setup {
+                        setups.insert((e.bus, e.id), s);
+                    }
+                }
+                EventKind::Complete => {
+                    if let Some(s) = setups.remove(&(e.bus, e.id)) {
+                        if e.status == 0 && s[0] == 0x80 && s[1] == 0x06 && !p.snapped {
+                            ctrl.push((p, s));
+                        }
+                    }
+                }
+                EventKind::Error => {}
+            }
+        }
+        let data_of = |p: &Packet| -> Vec<u8> {
+            let d = p.event.data.as_deref().unwrap_or(&[]);
+            d[..d.len().min(p.event.actual_length as usize)].to_vec()
+        };
+        let value = |s: &[u8; 8]| u16::from_le_bytes([s[2], s[3]]);
+        let bus = ctrl
+            .iter()
+            .find(|(p, s)| value(s) == 0x0100 && data_of(p).len() >= 18)
+            .map(|(p, _)| p.event.bus)
+            .unwrap_or(mine[0].event.bus);
+        let ctrl: Vec<&(&Packet, [u8; 8])> =
+            ctrl.iter().filter(|(p, _)| p.event.bus == bus).collect();
+        // The device descriptor: the last complete one.
+        let dev = ctrl
+            .iter()
+            .filter(|(_, s)| value(s) == 0x0100)
+            .map(|(p, _)| Found {
+                data: data_of(p),
+                packet: p.index,
+            })
+            .filter(|f| f.data.len() >= 18)
+            .next_back()
+            .ok_or_else(|| {
+                format!(
+                    "{name}: device {bus}:{devaddr} has no complete GET_DESCRIPTOR(DEVICE) \
+                     completion (18 bytes) in the capture"
+                )
+            })?;
+        let nconf = dev.data[17];
+        let mut found = vec![Found {
+            data: dev.data[..18].to_vec(),
+            packet: dev.packet,
+        }];
+        for i in 0..nconf {
+            let mut best: Option<Found> = None;
+            let mut partial: Option<(usize, usize, usize)> = None;
+            for (p, s) in &ctrl {
+                if value(s) != 0x0200 | i as u16 {
+                    continue;
+                }
+                let d = data_of(p);
+                if d.len() < 4 {
+                    continue;
+                }
+                let total = u16::from_le_bytes([d[2], d[3]]) as usize;
+                if d.len() >= total && total >= 9 {
+                    best = Some(Found {
+                        data: d[..total].to_vec(),
+                        packet: p.index,
+                    });
+                } else {
+                    partial = Some((d.len(), total, p.index));
+                }
+            }
+            match (best, partial) {
+                (Some(f), _) => found.push(f),
+                (None, Some((got, total, pk))) => {
+                    return Err(format!(
+                        "{name}: device {bus}:{devaddr}: configuration descriptor {i} is only \
+                         partly in the capture ({got} of its {total} bytes, packet {pk})"
+                    ))
+                }
+                (None, None) => {
+                    return Err(format!(
+                        "{name}: device {bus}:{devaddr} has no GET_DESCRIPTOR(CONFIGURATION, {i}) \
+                         completion in the capture (bNumConfigurations {nconf}, packet {})",
+                        dev.packet
+                    ))
+                }
+            }
+        }
+        let bytes: Vec<u8> = found.iter().flat_map(|f| f.data.iter().copied()).collect();
+        let dump = DescriptorDump::parse(bytes).map_err(|e| {
+            // The packet that holds the offending byte.
+            let mut at = e.offset;
+            let mut pk = found.last().map(|f| f.packet).unwrap_or(0);
+            for f in &found {
+                if at < f.data.len() {
+                    pk = f.packet;
+                    break;
+                }
+                at -= f.data.len();
+            }
+            format!(
+                "{name}: device {bus}:{devaddr}: packet {pk}: descriptor byte offset {at}: {}",
+                e.message
+            )
+        })?;
+        // Strings: the longest complete answer for each index.
+        let mut strings: Vec<(u8, Vec<u8>)> = Vec::new();
+        for (p, s) in &ctrl {
+            if value(s) >> 8 != 3 {
+                continue;
+            }
+            let d = data_of(p);
+            if d.len() < 2 || d[1] != 3 || (d[0] as usize) > d.len() || d[0] < 2 {
+                continue;
+            }
+            let raw = d[..d[0] as usize].to_vec();
+            let idx = value(s) as u8;
+            match strings.iter_mut().find(|(i, _)| *i == idx) {
+                Some((_, old)) if old.len() < raw.len() => *old = raw,
+                Some(_) => {}
+                None => strings.push((idx, raw)),
+            }
+        }
+        strings.sort_by_key(|(i, _)| *i);
+        Ok(RecordedDevice {
+            path: self.path.clone(),
+            bus,
+            devaddr,
+            dump: Arc::new(dump),
+            strings,
+            endpoints: endpoints(mine.iter().filter(|p| p.event.bus == bus).copied()),
+        })
+    }
+}
+
+/// Each bulk or interrupt IN endpoint's successful completions.
+fn endpoints<'a>(packets: impl Iterator<Item = &'a Packet>) -> Vec<RecordedEndpoint> {
+    let mut eps: Vec<(RecordedEndpoint, Option<u64>)> = Vec::new();
+    for p in packets {
+        let e = &p.event;
+        if !e.dir_in || e.epnum == 0 || !matches!(e.xfer, XferType::Bulk | XferType::Interrupt) {
+            continue;
+        }
+        let addr = 0x80 | (e.epnum & 0x0f);
+        let i = match eps.iter().position(|(r, _)| r.addr == addr) {
+            Some(i) => i,
+            None => {
+                eps.push((
+                    RecordedEndpoint {
+                        addr,
+                        xfer: e.xfer,
+                        len: 0,
+                        completions: Vec::new(),
+                    },
+                    None,
+                ));
+                eps.len() - 1
+            }
+        };
+        let (r, last) = &mut eps[i];
+        match e.kind {
+            EventKind::Submit => {
+                r.len = e.transfer_buffer_length;
+                last.get_or_insert(p.ts_ns);
+            }
+            EventKind::Complete if e.status == 0 && r.completions.len() < MAX_COMPLETIONS => {
+                let prev = last.unwrap_or(p.ts_ns);
+                let d = e.data.clone().unwrap_or_else(|| Arc::from(&[][..]));
+                r.completions.push(RecordedCompletion {
+                    gap_ns: p.ts_ns.saturating_sub(prev).min(MAX_GAP_NS),
+                    actual: e.actual_length,
+                    data: d,
+                });
+                *last = Some(p.ts_ns);
+            }
+            _ => {}
+        }
+    }
+    let mut out: Vec<RecordedEndpoint> = eps.into_iter().map(|(r, _)| r).collect();
+    for r in &mut out {
+        // A completion can be longer than the last submission's buffer.
+        let longest = r.completions.iter().map(|c| c.actual).max().unwrap_or(0);
+        r.len = r.len.max(longest);
+    }
+    out.sort_by_key(|r| r.addr);
+    out
+}
+
+impl RecordedDevice {
+    /// Load the capture open as `file` (named `name`) and take device
+    /// `devaddr` from it.
+    pub fn load(file: &std::fs::File, name: &Path, devaddr: u8) -> Result<RecordedDevice, String> {
+        CapturePackets::load(file, name)
+            .map_err(|e| e.to_string())?
+            .device(devaddr)
+    }
+
+    /// The raw string descriptor `idx`, if the capture has it.
+    pub fn string(&self, idx: u8) -> Option<&[u8]> {
+        self.strings
+            .iter()
+            .find(|(i, _)| *i == idx)
+            .map(|(_, s)| s.as_slice())
+    }
+}
+
+#[cfg(test)]
+mod tests;
