@@ -1078,7 +1078,8 @@ fn from_dump(cfg: &DeviceConfig, dump: &Arc<DescriptorDump>, speed: Speed) -> De
         report: vec![],
         hub_desc: vec![],
         nports: 0,
-        driver: "",
+        // The recorded data is played by no kernel driver.
+        driver: if recorded.is_some() { "(none)" } else { "" },
         raw: Some(dump.clone()),
         all_cfgs: if all.len() > 1 { all } else { vec![] },
         intf_strings,
