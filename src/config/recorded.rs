@@ -206,8 +206,7 @@ impl CapturePackets {
                 data: data_of(p),
                 packet: p.index,
             })
-            .filter(|f| f.data.len() >= 18)
-            .next_back()
+            .rfind(|f| f.data.len() >= 18)
             .ok_or_else(|| {
                 format!(
                     "{name}: device {bus}:{devaddr} has no complete GET_DESCRIPTOR(DEVICE) \
