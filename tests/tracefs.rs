@@ -275,6 +275,19 @@ echo > set_event
                 $IO $T a '!traceoff:5' '!stacktrace' '!enable_event:sched:sched_process_exec' '!traceon' '!nosuch'; \
                 cat $T | grep -v '^#'; cat events/sched/sched_process_exec/enable\n";
     diff("triggers", &real_sh(&io, trig), &monfs_sh(&m, &io, trig));
+
+    // 10. trace_printk_dest lives in exactly one array: an instance starts
+    // without it, takes it from the top level, gives it back when cleared
+    // or removed; the top level cannot clear it itself.
+    let printk = "O=options/trace_printk_dest; I=instances/fuzzdest; mkdir $I; \
+                  cat $O $I/$O; $IO $O w 0; $IO $I/$O w 1; cat $O $I/$O; \
+                  $IO $I/$O w 0; cat $O $I/$O; $IO $I/$O w 1; $IO trace_options w notrace_printk_dest; \
+                  rmdir $I; cat $O\n";
+    diff(
+        "trace_printk_dest",
+        &real_sh(&io, printk),
+        &monfs_sh(&m, &io, printk),
+    );
     real_sh(&io, reset);
 }
 

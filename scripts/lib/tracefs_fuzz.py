@@ -13,6 +13,11 @@ import errno
 import os
 import random
 import sys
+import warnings
+
+# Inputs are decoded with "unicode_escape" (generators and the corpus write
+# escapes); a backslash before another character stays as it is.
+warnings.filterwarnings("ignore", category=DeprecationWarning)
 
 FIELDS_NUM = ["prev_pid", "prev_prio", "prev_state", "next_pid", "next_prio",
               "common_pid", "common_type", "common_flags", "common_preempt_count",
@@ -91,6 +96,43 @@ def gen(r):
     return mutate(r, expr(r))
 
 
+def kstr(r):
+    """Almost-numbers, as kstrtoul and friends see them."""
+    return r.choice(["0", "1", "2", "-1", "+1", " 1", "1 ", "1\n", "01", "0x1", "0x", "x",
+                     "", "1x", "10", "100", "101", "4294967296", "18446744073709551616",
+                     str(r.randint(0, 300)), "\t1", "1\n\n", "0\x00", "1\x00x"])
+
+
+def opt_name(r, names):
+    n = r.choice(names + ["nosuch", "", "no", "nono" + r.choice(names)])
+    pre = r.choice(["", "", "no"])
+    post = r.choice(["", "", "\n", " ", "x", "\x00"])
+    return r.choice(["", " "]) + pre + n + post
+
+
+def pids(r):
+    parts = [r.choice(["1", "2", str(r.randint(1, 40000)), "0", "-1", "abc", "4194304",
+                       "99999999999", "1,2", "", "0x10", "010"]) for _ in range(r.randint(1, 4))]
+    return r.choice([" ", "  ", "\n", "\t"]).join(parts) + r.choice(["", "\n", " "])
+
+
+def clock(r):
+    c = r.choice(["local", "global", "counter", "uptime", "perf", "mono", "mono_raw", "boot",
+                  "tai", "x86-tsc", "nosuch", "", "[local]", "loc"])
+    return r.choice(["", " "]) + c + r.choice(["", "\n", " ", "x"])
+
+
+def mask(r):
+    return r.choice(["1", "2", "3", "0", "ff", "x", "1,0", "00000003", "", "4", "1\n",
+                     "0x3", " 3", "3 ", "fffffffff"])
+
+
+def tracer(r):
+    # Only the nop tracer: the function and blk tracers are the kernel's.
+    return r.choice(["nop", " nop", "nop\n", "nop ", "nope", "", "no", "nop\x00x", "NOP",
+                     "\n", "nopnop"])
+
+
 def answer(path, data):
     """Write `data`, then read the file back: (errno or byte count, text)."""
     try:
@@ -108,34 +150,16 @@ def answer(path, data):
     return res, back
 
 
-def reset(path):
-    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-    try:
-        os.write(fd, b"0")
-    finally:
-        os.close(fd)
-
-
-def run(real, monfs, data):
-    a = answer(real, data)
-    b = answer(monfs, data)
-    reset(real)
-    reset(monfs)
-    return a, b
-
-
 def version_specific(a, b):
-    """Debian's 6.12, which monfs follows, refuses an expression that ends
-    where a predicate should come ("Meaningless filter expression"); this
-    machine's 6.18.44 predates that fix and takes it. Not a divergence."""
+    """Differences that are not monfs's to fix, so not divergences:
+    Debian's 6.12, which monfs follows, refuses a filter expression that
+    ends where a predicate should come ("Meaningless filter expression"),
+    which this machine's 6.18.44 predates and takes."""
     return a[0].startswith("wrote") and b"Meaningless filter expression" in b[1]
 
 
-def shrink(real, monfs, data):
+def shrink(diverges, data):
     """The shortest input found that still diverges (tokens, then bytes)."""
-    def diverges(d):
-        a, b = run(real, monfs, d)
-        return a != b and not version_specific(a, b)
     cur = data
     changed = True
     while changed:
@@ -157,69 +181,161 @@ def shrink(real, monfs, data):
 
 
 def corpus(path):
+    """(interface, input) pairs: one per line, `interface<TAB>input` with
+    Python string escapes in the input; a line without a tab is a filter."""
     out = []
     try:
         with open(path, encoding="utf-8") as f:
             for line in f:
                 line = line.rstrip("\n")
-                if line and not line.startswith("#"):
-                    out.append(line.encode().decode("unicode_escape").encode("latin-1"))
+                if not line or line.startswith("#"):
+                    continue
+                name, _, text = line.partition("\t") if "\t" in line else ("filter", "", line)
+                out.append((name, text.encode().decode("unicode_escape").encode("latin-1")))
     except FileNotFoundError:
         pass
     return out
 
 
+class Iface:
+    """A file both trees have: how to make inputs for it and how to put it
+    back afterwards (`reset` is written to both)."""
+
+    def __init__(self, name, path, gen, reset):
+        self.name, self.path, self.gen, self.reset = name, path, gen, reset
+
+
+def ifaces(real_root, monfs_root):
+    opts = sorted(os.listdir(os.path.join(real_root, "options")))
+    names = [o for o in opts if o != "test_nop_accept" and o != "test_nop_refuse"]
+    out = [
+        Iface("filter", "events/sched/sched_switch/filter", gen, b"0"),
+        Iface("enable", "events/sched/sched_switch/enable", kstr, b"0"),
+        Iface("sys-enable", "events/sched/enable", kstr, b"0"),
+        Iface("tracing_on", "tracing_on", kstr, b"1"),
+        Iface("buffer_percent", "buffer_percent", kstr, b"50"),
+        Iface("buffer_size_kb", "buffer_size_kb", kstr, b"1408"),
+        Iface("set_event_pid", "set_event_pid", pids, b""),
+        Iface("set_event_notrace_pid", "set_event_notrace_pid", pids, b""),
+        Iface("tracing_cpumask", "tracing_cpumask", mask, b"3"),
+        Iface("trace_clock", "trace_clock", clock, b"local"),
+        Iface("current_tracer", "current_tracer", tracer, b"nop"),
+        Iface("trace_options", "trace_options", lambda r: opt_name(r, names), None),
+    ]
+    for o in ("irq-info", "record-tgid", "event-fork", "markers"):
+        if o in opts:
+            out.append(Iface(f"options/{o}", f"options/{o}", kstr, None))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--real", required=True)
-    ap.add_argument("--monfs", required=True)
+    ap.add_argument("--real", required=True, help="the real tracefs root")
+    ap.add_argument("--monfs", required=True, help="monfs's tracing/")
     ap.add_argument("--corpus-default")
     ap.add_argument("--corpus")
+    ap.add_argument("--only", help="comma-separated interface names")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--cases", type=int, default=2000)
     ap.add_argument("--keep-going", action="store_true")
     a = ap.parse_args()
-    real, monfs = a.real + "/filter", a.monfs + "/filter"
     bad = 0
-    seen = set()
-
-    def report(label, data):
-        nonlocal bad
-        small = shrink(real, monfs, data)
-        if small in seen:
-            return
-        seen.add(small)
-        bad += 1
-        ra, mb = run(real, monfs, small)
-        print(f"  DIVERGES ({label}): {small!r}")
-        print(f"    real:  {ra[0]}; reads back {ra[1]!r}")
-        print(f"    monfs: {mb[0]}; reads back {mb[1]!r}")
-        print(f"    corpus line: {small.decode('latin-1').encode('unicode_escape').decode()}")
-
     skipped = 0
-    for d in corpus(a.corpus or a.corpus_default or ""):
-        ra, mb = run(real, monfs, d)
-        if ra != mb and not version_specific(ra, mb):
-            report("corpus", d)
-    print(f"tracefs-fuzz: corpus replayed ({len(corpus(a.corpus or a.corpus_default or ''))} inputs)")
-    if a.corpus:
-        return 1 if bad else 0
-    for seed in range(a.seed, a.seed + a.seeds):
-        r = random.Random(seed)
-        n_bad = bad
-        for _ in range(a.cases):
-            d = gen(r).encode()
-            ra, mb = run(real, monfs, d)
-            if ra != mb and version_specific(ra, mb):
-                skipped += 1
-            elif ra != mb:
-                report(f"seed {seed}", d)
-                if not a.keep_going and bad - n_bad >= 20:
-                    break
-        print(f"tracefs-fuzz: filter seed {seed}: {a.cases} cases, {bad - n_bad} divergences")
-        sys.stdout.flush()
-    print(f"tracefs-fuzz: {bad} divergences ({skipped} incomplete expressions that this "
+    seen = set()
+    all_ifaces = ifaces(a.real, a.monfs)
+    if a.only:
+        want = a.only.split(",")
+        all_ifaces = [i for i in all_ifaces if i.name in want]
+
+    for iface in all_ifaces:
+        real = os.path.join(a.real, iface.path)
+        monfs = os.path.join(a.monfs, iface.path)
+        # Files without a fixed reset value (options) are put back to how
+        # they read at the start.
+        if iface.reset is None:
+            with open(real, "rb") as f:
+                start = f.read()
+            if iface.name == "trace_options":
+                def put_back(real=real, monfs=monfs, start=start):
+                    for path in (real, monfs):
+                        with open(path, "rb") as f:
+                            now = f.read()
+                        for line in set(now.split()) - set(start.split()):
+                            name = line[2:] if line.startswith(b"no") else b"no" + line
+                            if name in start.split():
+                                fd = os.open(path, os.O_WRONLY)
+                                try:
+                                    os.write(fd, name)
+                                except OSError:
+                                    pass
+                                os.close(fd)
+            else:
+                def put_back(real=real, monfs=monfs, start=start):
+                    for path in (real, monfs):
+                        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+                        os.write(fd, start)
+                        os.close(fd)
+        else:
+            def put_back(real=real, monfs=monfs, v=iface.reset):
+                for path in (real, monfs):
+                    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+                    try:
+                        if v:
+                            os.write(fd, v)
+                    finally:
+                        os.close(fd)
+
+        def run(data, real=real, monfs=monfs, put_back=put_back):
+            x = answer(real, data)
+            y = answer(monfs, data)
+            put_back()
+            return x, y
+
+        def diverges(d, run=run):
+            x, y = run(d)
+            return x != y and not version_specific(x, y)
+
+        def report(label, data, run=run, diverges=diverges, name=iface.name):
+            nonlocal bad
+            small = shrink(diverges, data)
+            if (name, small) in seen:
+                return
+            seen.add((name, small))
+            bad += 1
+            x, y = run(small)
+            print(f"  DIVERGES ({name}, {label}): {small!r}")
+            print(f"    real:  {x[0]}; reads back {x[1][:300]!r}")
+            print(f"    monfs: {y[0]}; reads back {y[1][:300]!r}")
+            print(f"    corpus line: {name}\t{small.decode('latin-1').encode('unicode_escape').decode()}")
+
+        for name, d in corpus(a.corpus or a.corpus_default or ""):
+            if name != iface.name:
+                continue
+            x, y = run(d)
+            if x != y and not version_specific(x, y):
+                report("corpus", d)
+        if a.corpus:
+            continue
+        for seed in range(a.seed, a.seed + a.seeds):
+            r = random.Random(f"{iface.name}/{seed}")
+            n_bad = bad
+            for _ in range(a.cases):
+                d = iface.gen(r).encode().decode("unicode_escape").encode("latin-1")
+                if not d:
+                    # The kernel's FUSE answers a zero-length write itself
+                    # (0 bytes written): it never reaches monfs.
+                    continue
+                x, y = run(d)
+                if x != y and version_specific(x, y):
+                    skipped += 1
+                elif x != y:
+                    report(f"seed {seed}", d)
+                    if not a.keep_going and bad - n_bad >= 10:
+                        break
+            print(f"tracefs-fuzz: {iface.name} seed {seed}: {a.cases} cases, {bad - n_bad} divergences")
+            sys.stdout.flush()
+    print(f"tracefs-fuzz: {bad} divergences ({skipped} incomplete filter expressions that this "
           "machine's 6.18.44 takes and 6.12 refuses, not counted)")
     return 1 if bad else 0
 

@@ -12,7 +12,7 @@ use super::config::{TracingConfig, EVENT_ID_BASE};
 use super::event::{EventDef, FieldSpec, FieldValue};
 use super::ftrace_events::FtraceEvents;
 use super::hist::{Hist, NamedHists};
-use super::instance::{At, EventFile, TraceArray};
+use super::instance::{At, EventFile, TraceArray, OPT_PRINTK_DEST};
 use super::snapshot::Taken;
 use super::synth::SynthDef;
 use super::trigger::{
@@ -192,6 +192,9 @@ pub struct Tracing {
     /// Runs when an array sets its `event-fork` option (the process
     /// events' producer subscribes then).
     pub(super) on_event_fork: OnceLock<EnableHook>,
+    /// The array `trace_printk()` writes to: the one whose
+    /// `trace_printk_dest` option is set (slot; 0 is the top level).
+    pub(super) printk_dest: Mutex<usize>,
     /// The synthetic events, in creation order.
     pub(super) synth: Mutex<Vec<SynthEntry>>,
 }
@@ -230,6 +233,7 @@ impl Tracing {
             tree: OnceLock::new(),
             dyn_tree: Mutex::new(()),
             on_event_fork: OnceLock::new(),
+            printk_dest: Mutex::new(0),
             synth: Mutex::new(Vec::new()),
         });
         let builtin = builtin::builtin_defs()
@@ -762,6 +766,14 @@ impl Tracing {
             drop(files);
             if let Some(t) = e.0.triggers.write_ok().get_mut(arr.slot) {
                 *t = Arc::default();
+            }
+        }
+        // The printk destination goes back to the top level.
+        {
+            let mut dest = self.printk_dest.lock_ok();
+            if *dest == arr.slot {
+                *dest = 0;
+                self.top.options.lock_ok()[OPT_PRINTK_DEST] = true;
             }
         }
         let mut arrays = self.arrays.write_ok();

@@ -10,7 +10,9 @@ use super::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
 use super::event::{FieldKind, FieldValue};
 use super::facility::{EventId, Tracing};
 use super::filter;
-use super::instance::{EventFile, FilterState, TraceArray, OPTIONS, TOP_ONLY_OPTIONS};
+use super::instance::{
+    EventFile, FilterState, TraceArray, OPTIONS, OPT_PRINTK_DEST, TOP_ONLY_OPTIONS,
+};
 use super::parse::{is_space, kstrtoul, next_token, parse_match};
 use super::ring::DEFAULT_BUF_BYTES;
 use super::trigger::AVAILABLE_TRIGGERS;
@@ -76,7 +78,7 @@ fn enable_state(x: &Arr, evs: &[EventId]) -> String {
 }
 
 fn enable_value(data: &[u8]) -> SysResult<bool> {
-    match kstrtoul(data).map_err(|_| Errno::EINVAL)? {
+    match kstrtoul(data)? {
         0 => Ok(false),
         1 => Ok(true),
         _ => Err(Errno::EINVAL),
@@ -374,6 +376,10 @@ fn write_system_filter(x: &Arr, sys: &str, data: &[u8]) -> SysResult<u32> {
     Ok(data.len() as u32)
 }
 
+/// Pids a pid list can hold lie below this (the kernel's pid list
+/// `MAX_PID`, 2^30).
+const PID_LIST_MAX: i32 = 1 << 30;
+
 fn write_pids(set: &Mutex<std::collections::BTreeSet<u32>>, data: &[u8]) -> SysResult<Vec<u32>> {
     let s = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
     let mut pids = Vec::new();
@@ -384,19 +390,25 @@ fn write_pids(set: &Mutex<std::collections::BTreeSet<u32>>, data: &[u8]) -> SysR
         if tok.is_empty() {
             continue;
         }
-        pids.push(
-            kstrtoul(tok.as_bytes())
-                .ok()
-                .and_then(|v| u32::try_from(v).ok())
-                .ok_or(Errno::EINVAL)?,
-        );
+        // As trace_pid_write: kstrtoul base 0 (EINVAL), the value taken
+        // as a pid_t, and a pid the list cannot hold (2^30 and up, or
+        // negative) is -1 (EPERM).
+        let v = super::hist::kstrtoul(tok).map_err(|_| Errno::EINVAL)?;
+        let pid = v as i32;
+        if !(0..PID_LIST_MAX).contains(&pid) {
+            return Err(Errno::EPERM);
+        }
+        pids.push(pid as u32);
     }
     set.lock_ok().extend(pids.iter().copied());
     Ok(pids)
 }
 
 impl Arr {
-    fn set_option(&self, idx: usize, on: bool) {
+    fn set_option(&self, idx: usize, on: bool) -> SysResult<()> {
+        if idx == OPT_PRINTK_DEST {
+            return self.set_printk_dest(on);
+        }
         self.options.lock_ok()[idx] = on;
         match OPTIONS[idx].0 {
             "event-fork" => {
@@ -412,6 +424,33 @@ impl Arr {
             "overwrite" => self.overwrite.store(on, Ordering::Relaxed),
             _ => {}
         }
+        Ok(())
+    }
+
+    /// `trace_printk_dest`, set in exactly one array, as the kernel keeps
+    /// it: setting it in an array takes it from the one that had it;
+    /// clearing it in an instance gives it back to the top level, which
+    /// cannot clear it itself (EINVAL).
+    fn set_printk_dest(&self, on: bool) -> SysResult<()> {
+        let mut dest = self.t.printk_dest.lock_ok();
+        let was = self.options.lock_ok()[OPT_PRINTK_DEST];
+        if was == on {
+            return Ok(());
+        }
+        if on {
+            if let Some(Some(old)) = self.t.arrays.read_ok().get(*dest) {
+                old.options.lock_ok()[OPT_PRINTK_DEST] = false;
+            }
+            *dest = self.slot;
+        } else {
+            if *dest == 0 {
+                return Err(Errno::EINVAL);
+            }
+            *dest = 0;
+            self.t.top.options.lock_ok()[OPT_PRINTK_DEST] = true;
+        }
+        self.options.lock_ok()[OPT_PRINTK_DEST] = on;
+        Ok(())
     }
 
     /// `buffer_size_kb` (`X` when the CPUs' sizes differ) or
@@ -565,11 +604,10 @@ pub(crate) fn install_array(x: &Arr, tree: &Tree) {
                 // Any write sets the buffers up, `nop` included (measured on
                 // 6.12: the size reads 1410 afterwards).
                 tw.expand();
-                let s = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
-                match s
-                    .trim_end_matches('\0')
-                    .trim_matches(|c: char| c.is_ascii_whitespace())
-                {
+                // The name ends at a NUL, as the kernel's C string does.
+                let data_c = &data[..data.iter().position(|&c| c == 0).unwrap_or(data.len())];
+                let s = std::str::from_utf8(data_c).map_err(|_| Errno::EINVAL)?;
+                match s.trim_matches(|c: char| c.is_ascii_whitespace()) {
                     "nop" => Ok(data.len() as u32),
                     _ => Err(Errno::EINVAL),
                 }
@@ -632,7 +670,7 @@ pub(crate) fn install_array(x: &Arr, tree: &Tree) {
                     .iter()
                     .position(|o| o.0 == name)
                     .ok_or(Errno::EINVAL)?;
-                tw.set_option(idx, on);
+                tw.set_option(idx, on)?;
                 Ok(data.len() as u32)
             }),
     );
@@ -648,7 +686,7 @@ pub(crate) fn install_array(x: &Arr, tree: &Tree) {
                 .rs(move || bool_line(tr.options.lock_ok()[idx]))
                 .w(move |data, _| {
                     let on = enable_value(data)?;
-                    tw.set_option(idx, on);
+                    tw.set_option(idx, on)?;
                     Ok(data.len() as u32)
                 }),
         );
@@ -913,13 +951,23 @@ fn parse_cpumask(data: &[u8], cpus: usize) -> SysResult<Vec<bool>> {
     let s = s.trim_end_matches('\0').trim();
     let mut mask = vec![false; cpus];
     let mut bit = 0usize;
+    // As bitmap_parse: 32-bit groups of at most 8 hex digits (more:
+    // EOVERFLOW), an empty group is 0, and a CPU the machine does not have
+    // is EOVERFLOW.
     for group in s.rsplit(',') {
-        if group.is_empty() || group.len() > 8 {
-            return Err(Errno::EINVAL);
+        if group.len() > 8 {
+            return Err(Errno::EOVERFLOW);
         }
-        let v = u32::from_str_radix(group, 16).map_err(|_| Errno::EINVAL)?;
+        let v = if group.is_empty() {
+            0
+        } else {
+            u32::from_str_radix(group, 16).map_err(|_| Errno::EINVAL)?
+        };
         for i in 0..32 {
-            if v & (1 << i) != 0 && bit + i < cpus {
+            if v & (1 << i) != 0 {
+                if bit + i >= cpus {
+                    return Err(Errno::EOVERFLOW);
+                }
                 mask[bit + i] = true;
             }
         }
@@ -1163,7 +1211,11 @@ mod buffer_info_tests {
         big[33] = false;
         assert_eq!(cpumask_text(&big), "fd,ffffffff\n");
         assert_eq!(parse_cpumask(b"1\n", 2).unwrap(), vec![true, false]);
-        assert_eq!(parse_cpumask(b"ff", 2).unwrap(), vec![true, true]);
+        assert_eq!(parse_cpumask(b"3", 2).unwrap(), vec![true, true]);
+        // CPUs the machine lacks, and groups over 32 bits (measured).
+        assert_eq!(parse_cpumask(b"ff", 2), Err(Errno::EOVERFLOW));
+        assert_eq!(parse_cpumask(b"fffffffff", 64), Err(Errno::EOVERFLOW));
+        assert_eq!(parse_cpumask(b",", 2).unwrap(), vec![false, false]);
         assert!(parse_cpumask(b"1,00000002", 34).unwrap()[1]);
         assert!(parse_cpumask(b"xyz", 2).is_err());
     }

@@ -82,6 +82,8 @@ pub const OPTIONS: &[(&str, bool)] = &[
 
 /// Index of the `markers` option in [`OPTIONS`].
 pub(super) const OPT_MARKERS: usize = 21;
+/// Index of the `trace_printk_dest` option in [`OPTIONS`].
+pub(super) const OPT_PRINTK_DEST: usize = 23;
 
 /// Options only the top level has (`options/` of an instance lacks them,
 /// as measured).
@@ -192,6 +194,13 @@ impl TraceArray {
         } else {
             2
         };
+        let options = Mutex::new(
+            OPTIONS
+                .iter()
+                .enumerate()
+                .map(|(i, o)| o.1 && !(name.is_some() && i == OPT_PRINTK_DEST))
+                .collect(),
+        );
         Arc::new(TraceArray {
             slot,
             name,
@@ -213,7 +222,7 @@ impl TraceArray {
             on: AtomicBool::new(true),
             expanded: AtomicBool::new(expanded),
             subbuf_order: AtomicU32::new(0),
-            options: Mutex::new(OPTIONS.iter().map(|o| o.1).collect()),
+            options,
             irq_info: AtomicBool::new(true),
             stacktrace: AtomicBool::new(false),
             overwrite: AtomicBool::new(true),
