@@ -56,6 +56,37 @@ pub(crate) struct Urb {
     pub npk: u32,
 }
 
+impl Urb {
+    /// A control URB for `setup` on ep0: its direction and length come
+    /// from the setup packet (bmRequestType bit 7, wLength).
+    pub(crate) fn control(tag: u64, setup: [u8; 8]) -> Urb {
+        let dir_in = setup[0] & 0x80 != 0;
+        Urb {
+            tag,
+            xfer: XferType::Control,
+            ep: 0,
+            dir_in,
+            len: u16::from_le_bytes([setup[6], setup[7]]) as u32,
+            interval: 0,
+            flags: if dir_in { URB_DIR_IN } else { 0 },
+            setup: Some(setup),
+            npk: 0,
+        }
+    }
+
+    /// What a submission of this URB carries: nothing to read yet for IN,
+    /// the OUT data if there is any.
+    pub(crate) fn submit_data(&self, ctx: &Ctx, out: &Option<Arc<[u8]>>) -> Option<Arc<[u8]>> {
+        if self.dir_in {
+            Some(ctx.empty.clone())
+        } else if self.len > 0 {
+            out.clone()
+        } else {
+            None
+        }
+    }
+}
+
 /// One downstream port of a hub.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Port {
@@ -360,26 +391,9 @@ impl Runner {
                     }
                     let tag = t.unwrap_or(*tag);
                     let (status, data) = ctx.handle_ctrl(target, &setup, out.as_deref());
-                    let dir_in = setup[0] & 0x80 != 0;
-                    let len = u16::from_le_bytes([setup[6], setup[7]]) as u32;
-                    let urb = Urb {
-                        tag,
-                        xfer: XferType::Control,
-                        ep: 0,
-                        dir_in,
-                        len,
-                        interval: 0,
-                        flags: if dir_in { URB_DIR_IN } else { 0 },
-                        setup: Some(setup),
-                        npk: 0,
-                    };
-                    let sdata = if dir_in {
-                        Some(ctx.empty.clone())
-                    } else if len > 0 {
-                        out.clone()
-                    } else {
-                        None
-                    };
+                    let urb = Urb::control(tag, setup);
+                    let (dir_in, len) = (urb.dir_in, urb.len);
+                    let sdata = urb.submit_data(ctx, &out);
                     ctx.submit(target, urb, now, sdata, Vec::new());
                     let (actual, data) = if dir_in {
                         let d = data.unwrap_or_default();

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use crossbeam_channel::{bounded, Sender, TrySendError};
 
 use crate::sync::LockExt;
-use crate::usbmon::event::{XferType, URB_DIR_IN};
+use crate::usbmon::event::XferType;
 
 use super::super::ctx::*;
 use super::super::descriptors::{self, Speed};
@@ -604,31 +604,14 @@ impl ExternalTask {
         let Some(req) = self.ctrl.pop_front() else {
             return Ok(None);
         };
-        let s = req.setup;
-        let dir_in = s[0] & 0x80 != 0;
-        let len = u16::from_le_bytes([s[6], s[7]]) as u32;
         let (tag, fresh) = match req.tag {
             Some(t) => (t, false),
             None => (ctx.tags.alloc(&mut ctx.rng, URB_SIZE), true),
         };
-        let urb = Urb {
-            tag,
-            xfer: XferType::Control,
-            ep: 0,
-            dir_in,
-            len,
-            interval: 0,
-            flags: if dir_in { URB_DIR_IN } else { 0 },
-            setup: Some(s),
-            npk: 0,
-        };
-        let sdata = if dir_in {
-            Some(ctx.empty.clone())
-        } else if len > 0 {
-            req.out.clone()
-        } else {
-            None
-        };
+        let s = req.setup;
+        let urb = Urb::control(tag, s);
+        let (dir_in, len) = (urb.dir_in, urb.len);
+        let sdata = urb.submit_data(ctx, &req.out);
         ctx.submit(dev, urb, now, sdata, vec![]);
         let id = self.id();
         let mut cur = CtrlCur {
