@@ -82,13 +82,10 @@ impl Task for RecordedTask {
             return Some(t);
         }
         if !self.waiting {
-            self.outcome = ctx.take_error(self.dev);
-            if self.outcome == Outcome::SubmitError {
-                ctx.submit_error(self.dev, self.urb, now, ENODEV);
-                return Some(now + ctx.rng.range(10 * MS, 20 * MS));
-            }
-            let e = ctx.empty.clone();
-            ctx.submit(self.dev, self.urb, now, Some(e), Vec::new());
+            self.outcome = match ctx.submit_in(self.dev, self.urb, now) {
+                Ok(o) => o,
+                Err(retry) => return Some(retry),
+            };
             self.waiting = true;
             // Nothing recorded: the URB stays pending, as it did.
             let c = self.ep.completions.get(self.next)?;
