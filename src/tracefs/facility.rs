@@ -45,27 +45,26 @@ pub struct Event {
 impl Event {
     /// The event's state in the array of `slot`.
     pub(super) fn file(&self, slot: usize) -> Arc<EventFile> {
-        if let Some(f) = self.files.read_ok().get(slot) {
-            return f.clone();
-        }
-        let mut files = self.files.write_ok();
-        while files.len() <= slot {
-            files.push(Arc::default());
-        }
-        files[slot].clone()
+        per_slot(&self.files, slot)
     }
 
     /// The event's triggers in the array of `slot`.
     pub(super) fn trig(&self, slot: usize) -> Arc<Triggers<EventId>> {
-        if let Some(t) = self.triggers.read_ok().get(slot) {
-            return t.clone();
-        }
-        let mut ts = self.triggers.write_ok();
-        while ts.len() <= slot {
-            ts.push(Arc::default());
-        }
-        ts[slot].clone()
+        per_slot(&self.triggers, slot)
     }
+}
+
+/// The entry of `slot` in a per-array list, the list grown with defaults
+/// up to it on first use.
+fn per_slot<T: Default>(list: &RwLock<Vec<Arc<T>>>, slot: usize) -> Arc<T> {
+    if let Some(x) = list.read_ok().get(slot) {
+        return x.clone();
+    }
+    let mut l = list.write_ok();
+    while l.len() <= slot {
+        l.push(Arc::default());
+    }
+    l[slot].clone()
 }
 
 /// A handle producers keep: checking it costs one atomic load.
