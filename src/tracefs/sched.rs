@@ -208,8 +208,24 @@ impl Sched {
 }
 
 impl RequestHooks for Sched {
+    /// Only while something uses the events (one of them enabled or armed,
+    /// or `event-fork` set somewhere): otherwise the thread takes them in
+    /// and requests pay no syscall.
     fn before(&self) {
-        self.catch_up();
+        if !matches!(self.procs.get(), Some(Some(_))) {
+            return;
+        }
+        let in_use = self.ids.iter().any(|id| id.is_enabled())
+            || self.t.upgrade().is_some_and(|t| {
+                t.arrays
+                    .read_ok()
+                    .iter()
+                    .flatten()
+                    .any(|a| a.event_fork.load(Ordering::Relaxed))
+            });
+        if in_use {
+            self.catch_up();
+        }
     }
 }
 
