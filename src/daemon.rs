@@ -43,12 +43,12 @@ impl Monfs {
         let seed = cfg.seed.unwrap_or_else(|| clock.now().wall_ns);
         let bus_numbers: Vec<u16> = cfg.usb.buses.iter().map(|b| b.bus.0).collect();
         let usbmon = Arc::new(UsbMon::new(&bus_numbers));
-        // URB events go to tracefs (usb:usb_urb_*) and then to usbmon.
+        // URB events of every bus are put into one order, then go to
+        // tracefs (usb:usb_urb_*) and to usbmon.
         let tracing = crate::tracefs::Tracing::new(clock.clone(), &cfg.tracing);
-        let sink = Arc::new(crate::tracefs::UrbTraceSink::new(
-            tracing.clone(),
-            Some(usbmon.clone()),
-        ));
+        let sink = Arc::new(crate::usbmon::event::Ordered::new(Arc::new(
+            crate::tracefs::UrbTraceSink::new(tracing.clone(), Some(usbmon.clone())),
+        )));
         let usb = Arc::new(UsbSim::new(&cfg.usb, seed, clock.clone(), sink));
         let tree = Arc::new(Tree::new(uid, gid));
 

@@ -2,9 +2,10 @@
 //! submit error. Both the text (`mon_text`) and binary (`mon_bin`) views format
 //! the same [`UrbEvent`], so the same URB is the same event in both.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::clock::Timestamp;
+use crate::sync::LockExt;
 
 /// USB transfer type, numbered as in the binary header's `xfer_type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -186,5 +187,46 @@ pub trait UrbSink: Send + Sync {
     /// late.
     fn wanted(&self, _bus: u16) -> bool {
         true
+    }
+}
+
+/// Puts the events of every bus into one order and stamps none of them
+/// earlier than the one before, then hands them to the next sink.
+///
+/// The kernel stamps an event right before it queues it, so a reader of
+/// several buses (`0u`, `/dev/usbmon0`, the tracing events) sees time go back
+/// by microseconds at most. A bus's thread here makes an event at its
+/// simulation time and may be preempted before it delivers it; another bus's
+/// later event can get in first. Such a late event is stamped with the time
+/// of the one delivered before it, as the kernel's late stamp would be. One
+/// bus's own events come in time order and are never moved, so a seeded run
+/// of one bus stays byte-identical.
+pub struct Ordered {
+    next: Arc<dyn UrbSink>,
+    last: Mutex<Timestamp>,
+}
+
+impl Ordered {
+    /// Order events, then hand them to `next`.
+    pub fn new(next: Arc<dyn UrbSink>) -> Ordered {
+        Ordered {
+            next,
+            last: Mutex::new(Timestamp::default()),
+        }
+    }
+}
+
+impl UrbSink for Ordered {
+    fn urb_event(&self, mut ev: UrbEvent) {
+        // Held while `next` delivers, so that every reader sees the order
+        // the stamps were given in.
+        let mut last = self.last.lock_ok();
+        ev.ts.mono_ns = ev.ts.mono_ns.max(last.mono_ns);
+        ev.ts.wall_ns = ev.ts.wall_ns.max(last.wall_ns);
+        *last = ev.ts;
+        self.next.urb_event(ev);
+    }
+    fn wanted(&self, bus: u16) -> bool {
+        self.next.wanted(bus)
     }
 }

@@ -15,9 +15,9 @@ pub mod text;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
-use crate::sync::{LockExt, RwLockExt};
+use crate::sync::RwLockExt;
 use event::{UrbEvent, UrbSink};
 
 /// A reader attached to a bus: a text or binary open file.
@@ -83,8 +83,6 @@ impl MonBus {
 pub struct UsbMon {
     buses: BTreeMap<u16, Arc<MonBus>>,
     next_reader: AtomicU64,
-    /// Serialises delivery so every reader sees events in one global order.
-    order: Mutex<()>,
 }
 
 /// A registration handle; dropping it detaches the reader.
@@ -117,7 +115,6 @@ impl UsbMon {
         UsbMon {
             buses,
             next_reader: AtomicU64::new(1),
-            order: Mutex::new(()),
         }
     }
 
@@ -140,10 +137,11 @@ impl UsbMon {
     }
 }
 
+/// Readers see events in the order they are delivered here: put an
+/// [`event::Ordered`] in front when several threads deliver.
 impl UrbSink for UsbMon {
     fn urb_event(&self, ev: UrbEvent) {
         let ev = Arc::new(ev);
-        let _g = self.order.lock_ok();
         if let Some(b) = self.buses.get(&ev.bus) {
             b.deliver(&ev);
         }

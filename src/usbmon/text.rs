@@ -507,6 +507,32 @@ mod tests {
         );
     }
 
+    /// Events of several buses handed over out of time order come out in
+    /// the order given, none stamped earlier than the one before.
+    #[test]
+    fn ordered_sink_never_stamps_back() {
+        struct Collect(std::sync::Mutex<Vec<crate::clock::Timestamp>>);
+        impl UrbSink for Collect {
+            fn urb_event(&self, ev: UrbEvent) {
+                self.0.lock().unwrap().push(ev.ts);
+            }
+        }
+        let c = Arc::new(Collect(Default::default()));
+        let o = crate::usbmon::event::Ordered::new(c.clone());
+        for (bus, t) in [(1, 10), (2, 5), (1, 20), (2, 15), (2, 30)] {
+            let mut e = base(EventKind::Submit, XferType::Bulk);
+            e.bus = bus;
+            e.ts = ts(t);
+            o.urb_event(e);
+        }
+        let got: Vec<u64> = c.0.lock().unwrap().iter().map(|t| t.mono_ns).collect();
+        let want: Vec<u64> = [10, 10, 20, 20, 30]
+            .iter()
+            .map(|&t| ts(t).mono_ns)
+            .collect();
+        assert_eq!(got, want);
+    }
+
     #[test]
     fn partial_reads_continue_the_line_and_queue_is_bounded() {
         let mon = Arc::new(UsbMon::new(&[1]));
