@@ -136,6 +136,29 @@ enum Cmd {
         /// The file to check.
         file: PathBuf,
     },
+    /// Write the man pages or the shell completions (what the Debian package
+    /// installs; after `cargo install`, put them where man and your shell look).
+    Generate {
+        #[command(subcommand)]
+        what: Generate,
+    },
+}
+
+#[derive(Subcommand)]
+enum Generate {
+    /// Write monfs.1 and a monfs-SUBCOMMAND.1 for each subcommand into DIR.
+    Man {
+        /// Directory to write the pages into (created if missing).
+        dir: PathBuf,
+    },
+    /// Write the completions for SHELL into DIR (as `monfs` for bash, `_monfs`
+    /// for zsh, `monfs.fish` for fish), or to standard output without DIR.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+        /// Directory to write the file into (created if missing).
+        dir: Option<PathBuf>,
+    },
 }
 
 fn init_logging(level: &str, ansi: bool) {
@@ -633,6 +656,36 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Cmd::Generate { what } => generate(what),
+    }
+}
+
+/// `monfs generate`: man pages or completions, from this very command line.
+fn generate(what: Generate) -> ExitCode {
+    use clap::CommandFactory;
+    use monfs::cli::generate;
+    let written = match what {
+        Generate::Man { dir } => generate::man_pages(Cli::command(), &dir),
+        Generate::Completions { shell, dir: None } => {
+            generate::completions(shell, Cli::command(), "monfs", &mut std::io::stdout());
+            return ExitCode::SUCCESS;
+        }
+        Generate::Completions {
+            shell,
+            dir: Some(dir),
+        } => generate::completions_to(shell, Cli::command(), "monfs", &dir).map(|p| vec![p]),
+    };
+    match written {
+        Ok(paths) => {
+            for p in paths {
+                println!("{}", p.display());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("monfs generate: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
