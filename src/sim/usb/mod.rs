@@ -372,6 +372,7 @@ impl UsbSim {
         let mut cur = b.replay.lock_ok();
         if let Some(old) = cur.take() {
             old.stop();
+            old.release(&mut g.ctx);
         }
         g.add_task(Box::new(task));
         *cur = Some(h);
@@ -383,11 +384,12 @@ impl UsbSim {
     /// Stop the replay of `bus`. Err if the bus has none running.
     pub fn replay_stop(&self, bus: u16) -> Result<(), SimError> {
         let b = self.bus(bus)?;
-        let _g = b.current(&*self.clock);
+        let mut g = b.current(&*self.clock);
         let cur = b.replay.lock_ok();
         match cur.as_ref() {
             Some(h) if h.active() => {
                 h.stop();
+                h.release(&mut g.ctx);
                 Ok(())
             }
             _ => Err(SimError::NoReplay(bus)),

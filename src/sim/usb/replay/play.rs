@@ -7,6 +7,7 @@
 //! the bus clock at that time, so the original spacing survives (scaled) and
 //! a virtual clock gives the same timestamps every run.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,6 +17,7 @@ use crate::capture::decode::Capture;
 use crate::config::ReplayConfig;
 use crate::sim::usb::ctx::{Ctx, Task};
 use crate::sync::LockExt;
+use crate::usbmon::event::UrbEvent;
 
 /// Spacing after the last packet of a pass when the capture has one packet.
 const SINGLE_GAP_NS: u64 = 1_000_000;
@@ -105,6 +107,8 @@ impl fmt::Display for ReplayStatus {
 pub struct ReplayHandle {
     stop: AtomicBool,
     status: Mutex<ReplayStatus>,
+    /// The device addresses the replay holds on its bus.
+    claimed: Mutex<Vec<u8>>,
 }
 
 impl ReplayHandle {
@@ -117,6 +121,7 @@ impl ReplayHandle {
                 events: 0,
                 passes: 0,
             }),
+            claimed: Mutex::new(Vec::new()),
         })
     }
 
@@ -131,6 +136,14 @@ impl ReplayHandle {
         let mut s = self.lock();
         if matches!(s.state, ReplayState::Waiting | ReplayState::Playing) {
             s.state = ReplayState::Stopped;
+        }
+    }
+
+    /// Give the device addresses the replay holds back to its bus (`ctx`,
+    /// under the bus lock); done when it stops or finishes.
+    pub(crate) fn release(&self, ctx: &mut Ctx) {
+        for n in self.claimed.lock_ok().drain(..) {
+            ctx.used[n as usize] = false;
         }
     }
 
@@ -162,6 +175,9 @@ pub(crate) struct ReplayTask {
     idx: usize,
     pass: u64,
     period: u64,
+    /// Device addresses on this bus for the capture's (bus, address)
+    /// pairs, claimed at the first step (see [`claim_addresses`]).
+    addrs: HashMap<(u16, u8), u8>,
 }
 
 impl ReplayTask {
@@ -182,11 +198,78 @@ impl ReplayTask {
             idx: 0,
             pass: 0,
             period: 0,
+            addrs: HashMap::new(),
         }
     }
 
     fn speed(&self) -> f64 {
         self.cfg.speed.0
+    }
+
+    /// Give the claimed device addresses back to the bus.
+    fn release(&mut self, ctx: &mut Ctx) {
+        self.addrs.clear();
+        self.handle.release(ctx);
+    }
+}
+
+/// Claim a device address on the bus for every device of `cap` (keyed by
+/// its captured bus and address), so that no two devices share one: a
+/// captured address that is free on the bus is kept, and the others get
+/// the next free one from the bus's allocator, round robin as the kernel's
+/// `usb_alloc_dev` hands them out. Address 0 (a device being enumerated)
+/// and 1 (the root hub) are the bus's own and stay as they are. Err when
+/// the bus runs out of addresses.
+pub(crate) fn claim_addresses(
+    ctx: &mut Ctx,
+    cap: &Capture,
+) -> Result<HashMap<(u16, u8), u8>, String> {
+    let mut order: Vec<(u16, u8)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for e in &cap.events {
+        if e.devnum >= 2 && seen.insert((e.bus, e.devnum)) {
+            order.push((e.bus, e.devnum));
+        }
+    }
+    let mut map = HashMap::new();
+    let mut clash = Vec::new();
+    for &(b, d) in &order {
+        if d < 128 && !ctx.used[d as usize] {
+            ctx.used[d as usize] = true;
+            map.insert((b, d), d);
+        } else {
+            clash.push((b, d));
+        }
+    }
+    for (b, d) in clash {
+        let n = ctx.alloc_devnum();
+        if n == 0 {
+            for (_, n) in map.drain() {
+                ctx.used[n as usize] = false;
+            }
+            return Err(format!(
+                "bus {}: no free device address for the capture's device {b}:{d:03}",
+                ctx.bus
+            ));
+        }
+        map.insert((b, d), n);
+    }
+    Ok(map)
+}
+
+/// Give `ev` its device's address on the replaying bus (see
+/// [`claim_addresses`]); a SET_ADDRESS request names the new address too.
+fn readdress(ev: &mut UrbEvent, addrs: &HashMap<(u16, u8), u8>) {
+    if let Some(&n) = addrs.get(&(ev.bus, ev.devnum)) {
+        ev.devnum = n;
+    }
+    if let Some(s) = ev.setup.as_mut() {
+        // SET_ADDRESS: bmRequestType 0x00, bRequest 5, wValue the address.
+        if s[0] == 0x00 && s[1] == 0x05 && s[3] == 0 {
+            if let Some(&n) = addrs.get(&(ev.bus, s[2])) {
+                s[2] = n;
+            }
+        }
     }
 }
 
@@ -195,6 +278,7 @@ impl Task for ReplayTask {
     /// events due now. Returns when to run next.
     fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
         if self.handle.stop.load(Ordering::SeqCst) {
+            self.release(ctx);
             return None;
         }
         if !self.started {
@@ -222,6 +306,17 @@ impl Task for ReplayTask {
                 self.handle.lock().state = ReplayState::Finished;
                 return None;
             }
+            match claim_addresses(ctx, &cap) {
+                Ok(m) => {
+                    *self.handle.claimed.lock_ok() = m.values().copied().collect();
+                    self.addrs = m;
+                }
+                Err(e) => {
+                    tracing::error!("bus {}: replay stopped, nothing replayed: {e}", ctx.bus);
+                    self.handle.lock().state = ReplayState::Failed(e);
+                    return None;
+                }
+            }
             self.period = cap.period();
             self.start = now + self.cfg.after_ms.saturating_mul(1_000_000);
             self.handle.lock().state = ReplayState::Playing;
@@ -234,6 +329,7 @@ impl Task for ReplayTask {
                 return Some(t);
             }
             let mut ev = cap.events[self.idx].clone();
+            readdress(&mut ev, &self.addrs);
             ev.bus = ctx.bus;
             ev.ts = ctx.clock.at(t + ctx.offset);
             ctx.events += 1;
@@ -245,6 +341,8 @@ impl Task for ReplayTask {
                 st.passes += 1;
                 if !self.cfg.looping {
                     st.state = ReplayState::Finished;
+                    drop(st);
+                    self.release(ctx);
                     return None;
                 }
                 self.idx = 0;

@@ -277,3 +277,72 @@ fn control_command_grammar() {
     assert!(ReplayCommand::parse(&["stop"]).is_err());
     assert!(ReplayCommand::parse(&[]).is_err());
 }
+
+/// A replay on a bus with live devices gets device addresses that clash
+/// with none of them, as the kernel's allocator hands them out (a free
+/// captured address is kept), names them in SET_ADDRESS too, and gives
+/// them back when it stops, so a device plugged later never shares one.
+#[test]
+fn replay_on_a_live_bus_gets_its_own_addresses() {
+    use crate::usbmon::event::{EventKind, XferType};
+    let d = tmp();
+    let p = d.path().join("c.pcap");
+    // The sample device is 1:005; a SET_ADDRESS(5) to address 0 first,
+    // and a device at address 9 whose address is free on the bus.
+    let mut evs = sample_events(1);
+    let mut set_addr = evs[0].clone();
+    set_addr.devnum = 0;
+    set_addr.epnum = 0;
+    set_addr.xfer = XferType::Control;
+    set_addr.kind = EventKind::Submit;
+    set_addr.dir_in = false;
+    set_addr.setup = Some([0x00, 0x05, 5, 0, 0, 0, 0, 0]);
+    set_addr.data = None;
+    set_addr.iso.clear();
+    set_addr.transfer_buffer_length = 0;
+    set_addr.actual_length = 0;
+    evs.insert(0, set_addr);
+    let mut other = evs[1].clone();
+    other.devnum = 9;
+    evs.push(other);
+    write_events(&p, &evs, Format::Pcap, LinkType::Mmapped).unwrap();
+    // Five devices on the live bus take addresses 2..=6.
+    let (sim, sink) = sim(
+        "usb:\n  buses:\n    - bus: 1\n      ports: 5\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: hid-mouse}\n        - {port: 2, kind: hid-mouse}\n        - {port: 3, kind: hid-mouse}\n        - {port: 4, kind: hid-mouse}\n        - {port: 5, kind: hid-mouse}\n",
+    );
+    sim.run_until(3_000_000_000);
+    let live: std::collections::BTreeSet<u8> = sink.0.lock_ok().iter().map(|e| e.devnum).collect();
+    assert!(live.contains(&5), "{live:?}");
+    let n0 = sink.0.lock_ok().len();
+    let cfg = ReplayConfig {
+        file: p.clone(),
+        speed: crate::config::ReplaySpeed::new(1000.0).unwrap(),
+        looping: false,
+        after_ms: 0,
+    };
+    sim.replay_start(1, &cfg, Capture::load(&p).unwrap())
+        .unwrap();
+    sim.run_until(4_000_000_000);
+    let got = sink.0.lock_ok()[n0..].to_vec();
+    let replayed: Vec<&UrbEvent> = got
+        .iter()
+        .filter(|e| evs.iter().any(|c| c.id == e.id))
+        .collect();
+    assert_eq!(replayed.len(), evs.len());
+    // The set-address request and the device it names: 1:005 is taken by
+    // a mouse, so the capture's device gets the next free address, 7.
+    assert_eq!(replayed[0].devnum, 0);
+    assert_eq!(replayed[0].setup.unwrap()[2], 7);
+    assert!(replayed[1..replayed.len() - 1]
+        .iter()
+        .all(|e| e.devnum == 7));
+    // 1:009 is free on the bus: it stays.
+    assert_eq!(replayed.last().unwrap().devnum, 9);
+    // Finished: the addresses are the bus's again.
+    assert_eq!(
+        sim.replay_status(1).unwrap().unwrap().state,
+        ReplayState::Finished
+    );
+    let used = sim.buses[0].lock().ctx.used;
+    assert!(!used[7] && !used[9] && used[5], "released");
+}
