@@ -641,21 +641,28 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Cmd::CheckConfig { file } => match Config::load(&file) {
-            Ok(c) => {
-                println!(
-                    "{}: ok ({} USB bus{})",
-                    file.display(),
-                    c.usb.buses.len(),
-                    if c.usb.buses.len() == 1 { "" } else { "es" }
-                );
-                ExitCode::SUCCESS
+        Cmd::CheckConfig { file } => {
+            match Config::load(&file)
+                .map_err(|e| e.to_string())
+                .and_then(|c| match c.check_files() {
+                    Ok(()) => Ok(c),
+                    Err(e) => Err(format!("{}: {e}", file.display())),
+                }) {
+                Ok(c) => {
+                    println!(
+                        "{}: ok ({} USB bus{})",
+                        file.display(),
+                        c.usb.buses.len(),
+                        if c.usb.buses.len() == 1 { "" } else { "es" }
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("monfs: {e}");
+                    ExitCode::from(2)
+                }
             }
-            Err(e) => {
-                eprintln!("monfs: {e}");
-                ExitCode::from(2)
-            }
-        },
+        }
         Cmd::Generate { what } => generate(what),
     }
 }

@@ -207,3 +207,142 @@ fn record_stops_cleanly_on_sigint() {
     assert!(!recs.is_empty());
     Capture::load(&out).expect("a complete capture");
 }
+
+/// `replay start 2` on the default configuration mixes the capture with bus
+/// 2's live webcam and card reader: the capture's device (address 2, the
+/// webcam's) takes
+/// an address none of them has, and `2u` never shows two devices at one.
+/// `check-config` refuses a replay file that is missing or not a capture.
+#[test]
+fn replay_beside_live_devices_gets_free_addresses() {
+    let mut m = Mount::default_config();
+    let cap = m.dir.path().join("dev2.pcap");
+    // The capture's device is at 2, where bus 2's webcam is.
+    let mut evs = sample_events(1);
+    for e in &mut evs {
+        e.devnum = 2;
+    }
+    write_events(&cap, &evs, Format::Pcap, LinkType::Mmapped).unwrap();
+    let out = m.dir.path().join("2u.txt");
+    // Bus 2's webcam and card reader have their addresses.
+    let deadline = std::time::Instant::now() + common::HANG;
+    let devices = loop {
+        let d = m.sh_ok("cat usb/devices");
+        if d.matches("T:  Bus=02 Lev=01").count() == 2 {
+            break d;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "bus 2 never enumerated:\n{d}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(devices.contains("Dev#=  2 "), "{devices}");
+    // Every line of 2u, live and replayed, in a file the test reads.
+    let mut cat = Command::new("timeout")
+        .arg("120")
+        .arg("sh")
+        .arg("-c")
+        .arg(format!(
+            "exec cat {} > {}",
+            m.path("usb/usbmon/2u").display(),
+            out.display()
+        ))
+        .spawn()
+        .unwrap();
+    while !m.sh_ok("cat usb/usbmon/2s").starts_with("nreaders 1 ") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reader never attached"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sock = std::path::PathBuf::from(m.sh_ok("cat monfs/socket").trim());
+    let (ok, o) = common::ctl_socket(
+        None,
+        &sock,
+        &["replay", "start", "2", cap.to_str().unwrap(), "speed=100"],
+    );
+    assert!(ok, "{o}");
+    let tags: std::collections::HashSet<String> =
+        evs.iter().map(|e| format!("{:016x}", e.id)).collect();
+    let is_replayed = |l: &str| tags.contains(l.split_whitespace().next().unwrap_or(""));
+    loop {
+        let text = std::fs::read_to_string(&out).unwrap();
+        if text.lines().filter(|l| is_replayed(l)).count() == evs.len() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline + common::HANG,
+            "the replay never finished:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(cat.id() as i32, libc::SIGINT) };
+    let _ = cat.wait();
+    let text = std::fs::read_to_string(&out).unwrap();
+    let addr = |l: &str| -> String {
+        // `Ii:2:005:1`: the address is the third field.
+        l.split_whitespace()
+            .nth(3)
+            .unwrap()
+            .split(':')
+            .nth(2)
+            .unwrap()
+            .to_string()
+    };
+    let (replayed, live): (Vec<&str>, Vec<&str>) = text.lines().partition(|l| is_replayed(l));
+    assert_eq!(replayed.len(), evs.len(), "{text}");
+    let replayed_addrs: std::collections::HashSet<String> =
+        replayed.iter().map(|l| addr(l)).collect();
+    assert_eq!(replayed_addrs.len(), 1, "{replayed:?}");
+    let live_addrs: std::collections::HashSet<String> = live.iter().map(|l| addr(l)).collect();
+    assert!(
+        replayed_addrs.is_disjoint(&live_addrs),
+        "replayed {replayed_addrs:?}, live {live_addrs:?}\n{devices}"
+    );
+    // usb/devices lists bus 2's devices, none at the replayed address.
+    let a: u32 = replayed_addrs.iter().next().unwrap().parse().unwrap();
+    assert!(
+        !devices
+            .lines()
+            .any(|l| l.starts_with("T:  Bus=02") && l.contains(&format!("Dev#={a:>3} "))),
+        "{devices}"
+    );
+    assert!(m.alive());
+
+    // check-config reads the replay files.
+    let check = |file: &str| {
+        let p = m.dir.path().join("c.yaml");
+        std::fs::write(
+            &p,
+            format!("usb:\n  buses:\n    - bus: 3\n      replay: {{file: {file}}}\n"),
+        )
+        .unwrap();
+        let o = Command::new(common::monfs_bin())
+            .args(["check-config", p.to_str().unwrap()])
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+        )
+    };
+    let (code, e) = check("/nonexistent/x.pcap");
+    assert_eq!(code, Some(2), "{e}");
+    assert!(
+        e.contains("usb.buses[0].replay.file: /nonexistent/x.pcap: No such file"),
+        "{e}"
+    );
+    let junk = m.dir.path().join("junk.pcap");
+    std::fs::write(&junk, b"not a capture at all").unwrap();
+    let (code, e) = check(junk.to_str().unwrap());
+    assert_eq!(code, Some(2), "{e}");
+    assert!(
+        e.contains("byte offset 0: not a pcap or pcapng file"),
+        "{e}"
+    );
+    let (code, e) = check(cap.to_str().unwrap());
+    assert_eq!(code, Some(0), "{e}");
+}

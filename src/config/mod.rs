@@ -607,6 +607,21 @@ impl Config {
         Config::parse(&text, &path.display().to_string())
     }
 
+    /// Check what the configuration names but loading it does not read:
+    /// every replay file (`usb.buses[i].replay.file`) must be a readable
+    /// capture that decodes, as the bus would load it at mount. A mount
+    /// still starts with a bad one (that bus logs why and replays nothing;
+    /// the others run); `monfs check-config` reports it instead.
+    pub fn check_files(&self) -> Result<(), String> {
+        for (i, b) in self.usb.buses.iter().enumerate() {
+            if let Some(r) = &b.replay {
+                crate::capture::decode::Capture::load(&r.file)
+                    .map_err(|e| format!("usb.buses[{i}].replay.file: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+
     /// The built-in default (identical to `config/default.yaml`).
     pub fn builtin() -> Config {
         Config::parse(DEFAULT_YAML, "<built-in default>").expect("built-in config is valid")
