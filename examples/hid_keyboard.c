@@ -7,8 +7,8 @@
  *   cc -O2 -o hid_keyboard examples/hid_keyboard.c
  *   command: [./hid_keyboard, "typed by c\n"]
  *
- * The protocol is in monfs's README ("Simulate your own device in five
- * minutes"): monfs writes `hello`, `submit` and `unlink` lines, the device
+ * The protocol is in docs/external-devices.md ("Simulate your own device
+ * in five minutes"): monfs writes `hello`, `submit` and `unlink` lines, the device
  * answers `complete ID STATUS ACTUAL [HEXDATA]` lines.
  */
 #include <poll.h>
@@ -18,7 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The HID 1.11 specification's boot keyboard report descriptor (B.1). */
+/* The standard HID boot keyboard report descriptor: 8 modifier bits, a
+ * reserved byte, 5 LED bits, 6 key codes. */
 static const unsigned char report_desc[63] = {
 	0x05, 0x01, 0x09, 0x06, 0xa1, 0x01, 0x05, 0x07, 0x19, 0xe0, 0x29, 0xe7,
 	0x15, 0x00, 0x25, 0x01, 0x75, 0x01, 0x95, 0x08, 0x81, 0x02, 0x95, 0x01,

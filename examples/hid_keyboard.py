@@ -5,8 +5,8 @@ report per character, then stays idle until monfs closes its input.
 
 Run by monfs (`command: [python3, examples/hid_keyboard.py, "hello"]`, with
 `descriptors:` a keyboard's sysfs dump such as tests/data/sysfs/qemu-usb-kbd).
-The protocol is in monfs's README ("Simulate your own device in five
-minutes"). Standard library only.
+The protocol is in docs/external-devices.md ("Simulate your own device in
+five minutes"). Standard library only.
 """
 
 import os
@@ -14,8 +14,8 @@ import select
 import sys
 import time
 
-# The boot keyboard report descriptor of the HID 1.11 specification
-# (appendix B.1): modifiers, a reserved byte, 5 LEDs, 6 key codes; 63 bytes.
+# The standard HID boot keyboard report descriptor: modifiers, a reserved
+# byte, 5 LEDs, 6 key codes; 63 bytes.
 REPORT_DESCRIPTOR = bytes.fromhex(
     "05010906a101"  # Generic Desktop, Keyboard, Application collection
     "050719e029e7150025017501950881 02".replace(" ", "")  # 8 modifier bits

@@ -1,7 +1,8 @@
 /*
  * monreader_reader: a small z/VM monitor data reader for /dev/monreader (or
  * monfs's dev/monreader), written from the rules in the kernel's monreader
- * documentation:
+ * documentation (Documentation/arch/s390/monreader.rst; docs/interfaces.md
+ * has monfs's notes):
  *
  *  - A data set is one or more 12-byte monitor control elements (MCE), each
  *    followed by its record set; a successful read() of 0 bytes ends the set.
@@ -14,7 +15,7 @@
  *
  * Build: cc -O2 -Wall -o monreader_reader examples/monreader_reader.c
  * Usage: monreader_reader [-1] [-n SETS] [DEVICE]   (default /dev/monreader)
- *        -1 reads one byte at a time, as the public z/VM reader does;
+ *        -1 reads one byte at a time, as some readers do;
  *        otherwise 64 KiB per read.
  */
 #define _GNU_SOURCE

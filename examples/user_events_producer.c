@@ -1,6 +1,7 @@
 /*
- * user_events producer, Linux 6.4+ ABI (enable_addr), written from
- * monfs's ABI notes (kernel-abi.md section 5.4).
+ * user_events producer, Linux 6.4+ ABI (enable_addr), written from the
+ * kernel's Documentation/trace/user_events.rst and the ABI table in
+ * docs/interfaces.md ("user_events").
  *
  *   user_events_producer [TRACING_DIR [COUNT [INTERVAL_MS]]]
  *

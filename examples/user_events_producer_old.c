@@ -1,6 +1,7 @@
 /*
  * user_events producer, original ABI of Linux 6.0-6.3 (status page, one bit
- * per event), written from monfs's ABI notes (kernel-abi.md section 5.8).
+ * per event), written from the ABI table in docs/interfaces.md
+ * ("user_events"; the kernel removed this ABI in 6.4).
  *
  *   user_events_producer_old [TRACING_DIR [COUNT [INTERVAL_MS]]]
  *

@@ -63,8 +63,9 @@ enum Cmd {
         /// says so and serves the files in the mount only.
         #[arg(long)]
         cuse: bool,
-        /// Control socket path (default /run/monfs/<mountpoint>.sock, in a
-        /// directory kept at mode 0700; also named in MOUNTPOINT/monfs/socket).
+        /// Control socket path (default /run/monfs/NAME.sock, NAME the
+        /// mountpoint's absolute path with slashes as dashes, e.g.
+        /// mnt-monfs.sock for /mnt/monfs; in a directory kept at mode 0700; also named in MOUNTPOINT/monfs/socket).
         /// Only a stale socket (one nobody listens on) there is replaced;
         /// anything else is an error (exit 2). Removed when the daemon exits.
         #[arg(long)]
@@ -73,7 +74,7 @@ enum Cmd {
         /// MOUNTPOINT/monfs/log). Messages go to stderr until the mount is up,
         /// then to this file. Default: in the background, the systemd journal
         /// when one is running (`journalctl -t monfs`), else a file next to the
-        /// control socket (/run/monfs/<mountpoint>.log); with --foreground,
+        /// control socket (/run/monfs/NAME.log, named as the socket is); with --foreground,
         /// stderr.
         #[arg(long)]
         log_file: Option<PathBuf>,

@@ -1,7 +1,7 @@
 //! Limits hit on purpose through the real mount (issue 14): past each, the
 //! caller gets the kernel's errno for a failed allocation (ENOMEM), the
 //! daemon logs which limit, changes nothing else and keeps serving in
-//! bounded memory. The limits are in src/budget.rs and README.
+//! bounded memory. The limits are in src/budget.rs and docs/threat-model.md.
 
 mod common;
 

@@ -18,7 +18,7 @@ ue_side() { # ue_side OUTDIR TRACINGDIR
 		_ev=$(ls -d $_t/events/user_events/example_* 2>/dev/null | head -1)
 		echo "event dir: $_ev" > $_d/$p.event
 		# read(2), not busybox cat's sendfile: monfs's tracefs files have no
-		# page-cache content (a known gap, see README).
+		# page-cache content (a known gap, see docs/fidelity.md).
 		dd if=$_t/dynamic_events bs=65536 2>/dev/null > $_d/$p.dynamic_events
 		if [ -n "$_ev" ]; then
 			dd if=$_ev/format bs=65536 2>/dev/null > $_d/$p.format

@@ -179,7 +179,7 @@ pub enum DeviceKind {
     Descriptors,
     /// A device with descriptors from a file (as `descriptors`) whose
     /// transfers are answered by another process (`command:`), over the
-    /// line protocol described in the README ("Simulate your own device").
+    /// line protocol described in docs/external-devices.md.
     External,
     /// A device taken from a usbmon capture (`capture:` and `devaddr:`):
     /// its descriptors and strings from the capture's GET_DESCRIPTOR

@@ -83,8 +83,8 @@
 //! # Known differences
 //!
 //! * A child is followed from the fork event, which comes before the child
-//!   runs; its copies exist once the event is handled (README gives the
-//!   measured window). Every enable change handles pending events first.
+//!   runs; its copies exist once the event is handled (docs/interfaces.md gives
+//!   the measured window). Every enable change handles pending events first.
 //! * A child whose layout no longer matches its parent's when the event is
 //!   handled has exec'd already: it gets no copies. With address space
 //!   randomization off, a child that execs the same program within that

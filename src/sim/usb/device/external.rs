@@ -4,7 +4,7 @@
 //! URB kept submitted on every interrupt and bulk IN endpoint) submits the
 //! URBs. A peer process plays the device: it gets each URB on its standard
 //! input and answers completions on its standard output, one line each (the
-//! protocol is in the README, "Simulate your own device in five minutes").
+//! protocol is in docs/external-devices.md).
 //!
 //! The peer is not trusted. Its lines are bounded, its answers are checked
 //! against the URB they complete, and the bus thread never waits for it: a
