@@ -466,7 +466,8 @@ impl FileNode for CtlNode {
     }
 }
 
-/// The default socket for a mountpoint: `/run/monfs/<mountpoint with / as ->.sock`.
+/// The default socket for a mountpoint: `<run dir>/<mountpoint with / as
+/// ->.sock`, the run directory being [`run_dir`].
 pub fn default_socket(mountpoint: &Path) -> PathBuf {
     let abs = std::fs::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
     let name: String = abs
@@ -475,11 +476,26 @@ pub fn default_socket(mountpoint: &Path) -> PathBuf {
         .chars()
         .map(|c| if c == '/' { '-' } else { c })
         .collect();
-    PathBuf::from(RUN_DIR).join(format!("{name}.sock"))
+    run_dir().join(format!("{name}.sock"))
 }
 
-/// The directory of the default sockets (and logs).
+/// The directory of root's default sockets (and logs).
 pub const RUN_DIR: &str = "/run/monfs";
+
+/// The directory of the default sockets (and logs), kept private (0700) and
+/// owned by us: [`RUN_DIR`] for root; for another user
+/// `$XDG_RUNTIME_DIR/monfs` when that variable names an absolute path,
+/// else `/tmp/monfs-<uid>`.
+pub fn run_dir() -> PathBuf {
+    let uid = nix::unistd::geteuid();
+    if uid.is_root() {
+        return PathBuf::from(RUN_DIR);
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        Some(x) if x.is_absolute() => x.join("monfs"),
+        _ => PathBuf::from(format!("/tmp/monfs-{uid}")),
+    }
+}
 
 /// At most this many control connections are served at once; past it, a new
 /// connection is answered `error: too many control connections` and closed.
@@ -596,13 +612,13 @@ fn clear_stale_socket(path: &Path) -> Result<(), String> {
 
 impl ControlSocket {
     /// Bind the control socket at `path` (mode 0600). The default directory
-    /// ([`RUN_DIR`]) is made private (0700); a missing parent of another path
+    /// ([`run_dir`]) is made private (0700); a missing parent of another path
     /// is created 0700. Only a stale socket is replaced.
     pub fn bind(path: &Path) -> Result<ControlSocket, String> {
         use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
         let p = path.display();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if dir == Path::new(RUN_DIR) {
+            if dir == run_dir() {
                 ensure_private_dir(dir)?;
             } else if !dir.exists() {
                 std::fs::DirBuilder::new()

@@ -32,8 +32,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Mount monfs at MOUNTPOINT (an existing directory). Needs root (or
-    /// CAP_SYS_ADMIN) and /dev/fuse. Unmounts cleanly on SIGTERM and SIGINT.
+    /// Mount monfs at MOUNTPOINT (an existing directory). Needs /dev/fuse; as
+    /// root monfs mounts by itself, as any other user through fusermount3
+    /// (package fuse3) with auto_unmount, so that even a killed daemon
+    /// leaves no mount behind (see docs/rootless.md). Unmounts cleanly on
+    /// SIGTERM and SIGINT.
     Mount {
         /// Where to mount.
         mountpoint: PathBuf,
@@ -49,6 +52,9 @@ enum Cmd {
         /// users are let in (allow_other) and the kernel enforces the file
         /// modes (default_permissions), as on debugfs; tcpdump needs this
         /// because it drops to user `tcpdump` after opening /dev/usbmonN.
+        /// Without root, allow_other needs `user_allow_other` in
+        /// /etc/fuse.conf; where it is missing the mount is private anyway
+        /// (and the log says so).
         #[arg(long)]
         private: bool,
         /// Override the config's seed (URB tags, data, timing).
@@ -63,9 +69,11 @@ enum Cmd {
         /// says so and serves the files in the mount only.
         #[arg(long)]
         cuse: bool,
-        /// Control socket path (default /run/monfs/NAME.sock, NAME the
-        /// mountpoint's absolute path with slashes as dashes, e.g.
-        /// mnt-monfs.sock for /mnt/monfs; in a directory kept at mode 0700; also named in MOUNTPOINT/monfs/socket).
+        /// Control socket path (default NAME.sock, NAME the mountpoint's
+        /// absolute path with slashes as dashes, e.g. mnt-monfs.sock for
+        /// /mnt/monfs, in /run/monfs for root, else in $XDG_RUNTIME_DIR/monfs
+        /// or /tmp/monfs-<uid>; in a directory kept at mode 0700; also named
+        /// in MOUNTPOINT/monfs/socket).
         /// Only a stale socket (one nobody listens on) there is replaced;
         /// anything else is an error (exit 2). Removed when the daemon exits.
         #[arg(long)]
@@ -74,7 +82,7 @@ enum Cmd {
         /// MOUNTPOINT/monfs/log). Messages go to stderr until the mount is up,
         /// then to this file. Default: in the background, the systemd journal
         /// when one is running (`journalctl -t monfs`), else a file next to the
-        /// control socket (/run/monfs/NAME.log, named as the socket is); with --foreground,
+        /// control socket (NAME.log, named as the socket is); with --foreground,
         /// stderr.
         #[arg(long)]
         log_file: Option<PathBuf>,
@@ -82,6 +90,13 @@ enum Cmd {
         /// CUSE device), so that libpcap uses its read path (linktype 189).
         #[arg(long)]
         no_mmap: bool,
+    },
+    /// Unmount a monfs (or any FUSE) mount at MOUNTPOINT: umount(2) as root,
+    /// `fusermount3 -u` otherwise; lazily (detached, gone once unused) if it
+    /// is busy. The daemon then exits.
+    Umount {
+        /// The mountpoint.
+        mountpoint: PathBuf,
     },
     /// Send a command to a running daemon's control socket (see `monfs ctl
     /// MOUNTPOINT help`). Exit 0 if it was carried out, 1 if refused.
@@ -295,7 +310,7 @@ fn redirect(to: &impl AsFd, target: i32) {
 /// Open (append, create 0600, never through a symlink) the log file.
 fn open_log(path: &std::path::Path) -> Result<std::fs::File, String> {
     use std::os::unix::fs::OpenOptionsExt;
-    if path.parent() == Some(std::path::Path::new(monfs::control::RUN_DIR)) {
+    if path.parent() == Some(monfs::control::run_dir().as_path()) {
         monfs::control::ensure_private_dir(path.parent().unwrap())?;
     }
     std::fs::OpenOptions::new()
@@ -447,7 +462,9 @@ fn mount(
                 if let Ok(sig) = sigset.wait() {
                     info!(signal = %sig, "unmounting");
                     socket_file.remove();
-                    monfs::fuse::unmount(&mp);
+                    if let Err(e) = monfs::fuse::unmount(&mp) {
+                        warn!("unmount: {e}");
+                    }
                     // A busy mount is detached lazily and stays served while
                     // files are open. Give it a moment, then fail the blocked
                     // readers (EIO) and leave: closing /dev/fuse aborts the
@@ -467,7 +484,10 @@ fn mount(
         c.shutdown();
     }
     fs.stop();
-    monfs::fuse::unmount(&mountpoint);
+    // Usually unmounted already (that is what ended the session).
+    if let Err(e) = monfs::fuse::unmount(&mountpoint) {
+        tracing::debug!("unmount: {e}");
+    }
     info!("unmounted");
     ExitCode::SUCCESS
 }
@@ -559,6 +579,13 @@ fn main() -> ExitCode {
             ctl_socket,
             log_file,
         ),
+        Cmd::Umount { mountpoint } => match monfs::fuse::unmount(&mountpoint) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("monfs: cannot unmount {}: {e}", mountpoint.display());
+                ExitCode::FAILURE
+            }
+        },
         Cmd::Ctl {
             mountpoint,
             command,

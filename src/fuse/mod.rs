@@ -21,7 +21,8 @@
 //! file and its parked requests), `state.rs` (the [`Session`] and what it
 //! holds), `reply.rs` (replies and notifications), `cuse.rs` (CUSE devices
 //! and their ioctl retry protocol), `parked.rs` (parking, retrying and
-//! interrupting requests), `mount.rs` (mount(2), unmount, stale mounts) and
+//! interrupting requests), `fusermount.rs` (mounting through fusermount3 without root), `mount.rs`
+//! (mount(2) or fusermount3, unmount, stale mounts) and
 //! `session.rs` (the request loop and dispatch). This file only declares
 //! them.
 
@@ -29,6 +30,7 @@ pub mod proto;
 pub mod watchdog;
 
 mod cuse;
+mod fusermount;
 mod handle;
 mod mount;
 mod parked;
@@ -36,5 +38,5 @@ mod reply;
 mod session;
 mod state;
 
-pub use mount::{recover_stale_mount, unmount, MountOptions};
+pub use mount::{mounts_as_root, recover_stale_mount, unmount, MountOptions};
 pub use state::Session;

@@ -1,5 +1,7 @@
 //! Mounting: opening /dev/fuse, the mount(2) call and its options,
-//! unmounting, and recovering a mount whose daemon died.
+//! unmounting, and recovering a mount whose daemon died. As root monfs
+//! mounts itself; any other user mounts through `fusermount3` (see
+//! `fusermount.rs`).
 
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -9,10 +11,11 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sys::statfs::statfs;
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::vfs::Tree;
 
+use super::fusermount;
 use super::state::{CacheQueue, Session, Wake};
 
 /// Mount options.
@@ -37,20 +40,38 @@ impl Default for MountOptions {
     }
 }
 
+/// Whether this process mounts by itself (effective uid 0) rather than
+/// through `fusermount3`.
+pub fn mounts_as_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
 /// Detach a stale FUSE mount (daemon gone, `ENOTCONN`) left at `mountpoint`.
 /// `statfs` always reaches the daemon (a `stat` may be answered from cached
-/// attributes), so it tells a dead mount reliably.
+/// attributes), so it tells a dead mount reliably. A user's goes through
+/// `fusermount3 -u -z`.
 pub fn recover_stale_mount(mountpoint: &Path) {
     if statfs(mountpoint).err() == Some(nix::errno::Errno::ENOTCONN) {
         warn!(mountpoint = %mountpoint.display(), "recovering a stale mount left by a killed daemon");
-        let _ = umount2(mountpoint, MntFlags::MNT_DETACH);
+        if mounts_as_root() {
+            let _ = umount2(mountpoint, MntFlags::MNT_DETACH);
+        } else if let Err(e) = fusermount::unmount(mountpoint, true) {
+            warn!("{e}");
+        }
     }
 }
 
-/// Unmount `mountpoint` (lazily if busy).
-pub fn unmount(mountpoint: &Path) {
-    if umount2(mountpoint, MntFlags::empty()).is_err() {
-        let _ = umount2(mountpoint, MntFlags::MNT_DETACH);
+/// Unmount `mountpoint` (lazily if busy): umount2(2) as root, `fusermount3
+/// -u` (then `-u -z`) otherwise. The reason when neither worked.
+pub fn unmount(mountpoint: &Path) -> Result<(), String> {
+    if mounts_as_root() {
+        if umount2(mountpoint, MntFlags::empty()).is_ok() {
+            return Ok(());
+        }
+        umount2(mountpoint, MntFlags::MNT_DETACH).map_err(|e| format!("umount2: {e}"))
+    } else {
+        fusermount::disarm_guard();
+        fusermount::unmount(mountpoint, false).or_else(|_| fusermount::unmount(mountpoint, true))
     }
 }
 
@@ -67,28 +88,11 @@ impl Session {
         if !meta.is_dir() {
             bail!("mountpoint {} is not a directory", mountpoint.display());
         }
-        let dev = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/fuse")
-            .context("cannot open /dev/fuse (is the fuse module loaded and are you root?)")?;
-        let mut data = format!(
-            "fd={},rootmode=40755,user_id={},group_id={},default_permissions",
-            dev.as_raw_fd(),
-            tree.uid,
-            tree.gid
-        );
-        if opts.allow_other {
-            data.push_str(",allow_other");
-        }
-        mount(
-            Some("monfs"),
-            mountpoint,
-            Some("fuse.monfs"),
-            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-            Some(data.as_str()),
-        )
-        .with_context(|| format!("mount on {}", mountpoint.display()))?;
+        let dev = if mounts_as_root() {
+            mount_as_root(&tree, mountpoint, opts)?
+        } else {
+            mount_as_user(mountpoint, opts)?
+        };
         let s = Arc::new(Session::new(
             dev,
             tree,
@@ -120,4 +124,53 @@ impl Session {
         self.destroyed.store(true, Ordering::SeqCst);
         let _ = self.wake_tx.send(Wake::Stop);
     }
+}
+
+/// Open /dev/fuse and mount(2) it at `mountpoint`.
+fn mount_as_root(
+    tree: &Tree,
+    mountpoint: &Path,
+    opts: &MountOptions,
+) -> anyhow::Result<std::fs::File> {
+    let dev = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .context("cannot open /dev/fuse (is the fuse module loaded?)")?;
+    let mut data = format!(
+        "fd={},rootmode=40755,user_id={},group_id={},default_permissions",
+        dev.as_raw_fd(),
+        tree.uid,
+        tree.gid
+    );
+    if opts.allow_other {
+        data.push_str(",allow_other");
+    }
+    mount(
+        Some("monfs"),
+        mountpoint,
+        Some("fuse.monfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(data.as_str()),
+    )
+    .with_context(|| format!("mount on {}", mountpoint.display()))?;
+    Ok(dev)
+}
+
+/// Mount through `fusermount3`, which sets the owner (our real uid and gid),
+/// nosuid and nodev itself. `allow_other` only where /etc/fuse.conf allows
+/// it; otherwise the mount is private, which is logged once here.
+fn mount_as_user(mountpoint: &Path, opts: &MountOptions) -> anyhow::Result<std::fs::File> {
+    let mut options = String::from("fsname=monfs,subtype=monfs,default_permissions,auto_unmount");
+    if opts.allow_other {
+        if fusermount::user_allow_other() {
+            options.push_str(",allow_other");
+        } else {
+            info!(
+                "private mount: only this user's processes may use it \
+                 (allow_other needs user_allow_other in /etc/fuse.conf)"
+            );
+        }
+    }
+    fusermount::mount(mountpoint, &options)
 }
