@@ -429,6 +429,9 @@ fn mount(
         }
     };
     info!(mountpoint = %mountpoint.display(), buses = ?fs.usbmon.bus_numbers(), "mounted");
+    if let Some(why) = monfs::procmem::ptrace_restriction() {
+        warn!("{why}");
+    }
     // The files' owner (and root) may use the socket.
     match socket.serve(fs.control.clone(), uid) {
         Ok(()) => publish_path(&fs, "monfs/socket", socket_file.path()),

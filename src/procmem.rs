@@ -21,7 +21,11 @@
 //! access the target range's mappings are checked ([`check_range`], one
 //! `PROCMAP_QUERY` ioctl per mapping on Linux 6.11+, `/proc/<pid>/maps`
 //! before): unmapped, or backed by a FUSE file system, is EFAULT, as the
-//! kernel answers a bad address. Writes to registered producers also run on
+//! kernel answers a bad address. Where the kernel refuses monfs the access
+//! itself (a daemon without root reaching a process of another user, a
+//! non-dumpable one, or any process it is not the ancestor of under Yama's
+//! `ptrace_scope` 1 or more: see [`ptrace_restriction`]), the answer is
+//! EPERM ([`denied`]). Writes to registered producers also run on
 //! a small worker pool with a deadline ([`run_bounded`]); a worker that is
 //! still stuck then is abandoned and its address space marked stuck, so no
 //! request thread ever waits on a remote page without bound.
@@ -105,6 +109,7 @@ fn raw_read(pid: u32, addr: u64, len: usize) -> SysResult<Vec<u8>> {
     }];
     match process_vm_readv(pid_of(pid), &mut [IoSliceMut::new(&mut buf)], &remote) {
         Ok(n) if n == len => Ok(buf),
+        Err(nix::errno::Errno::EPERM) => Err(Errno::EPERM),
         _ => Err(Errno::EFAULT),
     }
 }
@@ -129,6 +134,7 @@ fn raw_write(pid: u32, addr: u64, data: &[u8]) -> SysResult<()> {
     }];
     match process_vm_writev(pid_of(pid), &[IoSlice::new(data)], &remote) {
         Ok(n) if n == data.len() => Ok(()),
+        Err(nix::errno::Errno::EPERM) => Err(Errno::EPERM),
         _ => Err(Errno::EFAULT),
     }
 }
@@ -241,7 +247,7 @@ fn maps_file(pid: u32, fresh: bool) -> SysResult<Arc<File>> {
             return Ok(f.clone());
         }
     }
-    let f = Arc::new(File::open(format!("/proc/{pid}/maps")).map_err(|_| Errno::EFAULT)?);
+    let f = Arc::new(File::open(format!("/proc/{pid}/maps")).map_err(denied)?);
     let mut c = cache.lock_ok();
     if c.len() >= MAPS_CACHE {
         c.clear();
@@ -316,7 +322,7 @@ fn parse_maps_line(l: &str) -> Option<Vma> {
 
 /// The mappings of `pid` that overlap `[addr, end)`, from `/proc/<pid>/maps`.
 fn maps_vmas(pid: u32, addr: u64, end: u64) -> SysResult<Vec<Vma>> {
-    let f = File::open(format!("/proc/{pid}/maps")).map_err(|_| Errno::EFAULT)?;
+    let f = File::open(format!("/proc/{pid}/maps")).map_err(denied)?;
     let mut out = Vec::new();
     for l in BufReader::new(f).lines() {
         let l = l.map_err(|_| Errno::EFAULT)?;
@@ -523,8 +529,44 @@ fn open_mem(pid: u32) -> SysResult<File> {
         .open(format!("/proc/{pid}/mem"))
         .map_err(|e| match e.raw_os_error() {
             Some(libc::EMFILE) | Some(libc::ENFILE) => Errno::ENOMEM,
-            _ => Errno::EFAULT,
+            _ => denied(e),
         })
+}
+
+/// The errno for a failed open of a process's `/proc` file: EPERM where the
+/// kernel refused us the access (EACCES or EPERM: another user's process, a
+/// non-dumpable one, Yama), EFAULT otherwise (the process is gone).
+fn denied(e: std::io::Error) -> Errno {
+    match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => Errno::EPERM,
+        _ => Errno::EFAULT,
+    }
+}
+
+/// Why the kernel may refuse this daemon other processes' memory wholesale:
+/// Yama's `ptrace_scope` (`/proc/sys/kernel/yama/ptrace_scope`) at 1 or
+/// more for a daemon without root (root keeps CAP_SYS_PTRACE except at 3).
+/// None without Yama, or where it does not restrict us.
+pub fn ptrace_restriction() -> Option<String> {
+    let scope: u32 = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let root = nix::unistd::geteuid().is_root();
+    let what = match scope {
+        0 => return None,
+        1 | 2 if root => return None,
+        1 => "only processes that allow it with prctl(PR_SET_PTRACER, <daemon pid or PR_SET_PTRACER_ANY>)",
+        2 => "no process (only CAP_SYS_PTRACE may attach)",
+        _ => "no process at all (attaching is disabled)",
+    };
+    Some(format!(
+        "Yama ptrace_scope is {scope}: the kernel lets this daemon reach the memory of {what}; \
+         for the others, ioctls that carry pointers (user_events DIAG_IOCSREG/DIAG_IOCSDEL in \
+         both ABIs, usbmon's MON_IOCX_* and MON_IOCG_MFETCH) fail with EPERM, \
+         while read, write and mmap work (see docs/rootless.md)"
+    ))
 }
 
 /// The byte holding bit `bit` of the `size`-byte native-endian word at

@@ -4,6 +4,8 @@
  *   user_events_tool TRACING new            6.4+ ABI scenario (enable_addr)
  *   user_events_tool TRACING old            6.0-6.3 and 5.18 status-page scenario
  *   user_events_tool TRACING hold NAME_ARGS register (6.4+), print, sleep until killed
+ *   user_events_tool TRACING nodump        become non-dumpable (no ptrace access for a daemon
+ *                                          without root), then register in both ABIs
  *   user_events_tool TRACING fork-write    register and enable ue_fork, then write from a
  *                                          forked child and from this process
  *   user_events_tool TRACING bench-disabled N
@@ -21,6 +23,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <sched.h>
@@ -522,6 +525,30 @@ static int bench_latency(int n)
 	return 0;
 }
 
+/* Registration by a process the kernel keeps the daemon out of. */
+static int nodump(void)
+{
+	if (prctl(PR_SET_DUMPABLE, 0) != 0) {
+		perror("PR_SET_DUMPABLE");
+		return 1;
+	}
+	int fd = open(P("user_events_data"), O_RDWR);
+	if (fd < 0) {
+		perror("user_events_data");
+		return 1;
+	}
+	uint32_t idx;
+	long r = reg_new(fd, "ue_nodump u32 a", &word, 3, 4, 0, &idx);
+	printf("new_reg=%s\n", err(r));
+	struct reg_old o = { .size = sizeof o, .name_args = (uintptr_t)"ue_nodump_old u32 a" };
+	r = ioctl(fd, REG, &o);
+	printf("old_reg=%s\n", err(r));
+	r = ioctl(fd, DEL, "ue_nodump");
+	printf("del=%s\n", err(r));
+	close(fd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -537,6 +564,8 @@ int main(int argc, char **argv)
 		return scenario_old();
 	if (!strcmp(c, "fork-write"))
 		return fork_write();
+	if (!strcmp(c, "nodump"))
+		return nodump();
 	if (!strcmp(c, "hold") && argc > 3)
 		hold(argv[3]);
 	if (!strcmp(c, "bench-disabled") && argc > 3)

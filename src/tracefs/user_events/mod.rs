@@ -76,7 +76,12 @@
 //! exit drop the bits and their references on the event. Bits are written
 //! outside the registry lock on a worker pool with a deadline
 //! ([`procmem::run_bounded`]), and a word in a page only a FUSE daemon can
-//! serve is EFAULT: no producer can wedge the mount. Without process events
+//! serve is EFAULT: no producer can wedge the mount. Where the kernel
+//! refuses the daemon the producer's memory (a daemon without root and a
+//! producer of another user, a non-dumpable one, or Yama's `ptrace_scope`
+//! ≥ 1 without `PR_SET_PTRACER`), `DIAG_IOCSREG` and `DIAG_IOCSDEL` fail
+//! with EPERM, in every ABI: even the status-page ABI passes its
+//! `struct user_reg` by pointer. Without process events
 //! (outside the initial pid and user namespaces), exits are found by polling
 //! every 100 ms and forks are not followed.
 //!
