@@ -94,6 +94,9 @@ fn diff(what: &str, real: &str, ours: &str) {
 
 #[test]
 fn differential_against_real_tracefs() {
+    if common::root_only() {
+        return;
+    }
     let m = Mount::with_config(REPLICA);
     let io = io_bin(&m);
     // Start both from a known state.

@@ -25,7 +25,7 @@ use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
 use anyhow::{anyhow, bail, Context};
@@ -65,6 +65,9 @@ pub fn mount(mountpoint: &Path, options: &str) -> anyhow::Result<File> {
     )
     .context("socketpair for fusermount3")?;
     let their_fd: RawFd = theirs.as_raw_fd();
+    // The helper's stderr: a socket rather than a pipe, so that the daemon
+    // holds no pipe that could be mistaken for its caller's.
+    let (err_ours, err_theirs) = stream_pair()?;
     let helper = helper();
     let mut cmd = Command::new(&helper);
     cmd.arg("-o")
@@ -74,7 +77,7 @@ pub fn mount(mountpoint: &Path, options: &str) -> anyhow::Result<File> {
         .env("_FUSE_COMMFD", their_fd.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::from(err_theirs))
         // Its own process group: a Ctrl-C meant for the daemon's terminal
         // must not kill the helper that unmounts after the daemon.
         .process_group(0);
@@ -92,17 +95,16 @@ pub fn mount(mountpoint: &Path, options: &str) -> anyhow::Result<File> {
         .spawn()
         .with_context(|| format!("cannot run {helper} (install fuse3) to mount as a user"))?;
     drop(theirs);
+    drop(cmd);
     let received = receive_fd(&ours);
-    let mut stderr = child.stderr.take();
+    let stderr = File::from(err_ours);
     let dev = match received {
         Ok(Some(fd)) => File::from(fd),
         Ok(None) | Err(_) => {
             // The helper failed (and said why on stderr) or broke the
             // protocol: collect its words and its status.
             let mut said = String::new();
-            if let Some(e) = stderr.as_mut() {
-                let _ = e.take(64 * 1024).read_to_string(&mut said);
-            }
+            let _ = (&stderr).take(64 * 1024).read_to_string(&mut said);
             let status = child.wait();
             let why = match received {
                 Err(e) => format!(" ({e})"),
@@ -124,10 +126,8 @@ pub fn mount(mountpoint: &Path, options: &str) -> anyhow::Result<File> {
     std::thread::Builder::new()
         .name("fusermount3".into())
         .spawn(move || {
-            if let Some(e) = stderr {
-                for line in BufReader::new(e).lines().map_while(Result::ok) {
-                    warn!(helper = pid, "{line}");
-                }
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                warn!(helper = pid, "{line}");
             }
             let _ = child.wait();
         })
@@ -140,20 +140,38 @@ pub fn mount(mountpoint: &Path, options: &str) -> anyhow::Result<File> {
     Ok(dev)
 }
 
-/// The guard's stdin: closing it without a word (our death) makes it
-/// unmount.
-static GUARD: Mutex<Option<ChildStdin>> = Mutex::new(None);
+/// The guard's stdin (a socket): closing it without a word (our death)
+/// makes it unmount.
+static GUARD: Mutex<Option<File>> = Mutex::new(None);
+
+/// A connected pair of Unix stream sockets, both close-on-exec.
+fn stream_pair() -> anyhow::Result<(OwnedFd, OwnedFd)> {
+    socketpair(
+        AddressFamily::Unix,
+        SockType::Stream,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .context("socketpair")
+}
 
 /// Start the unmount guard for `mountpoint` (see the module's comment). A
 /// guard that cannot start is logged; fusermount3's own auto_unmount remains.
 fn spawn_guard(mountpoint: &Path, helper: &str) {
     let script = r#"read -r word; [ "$word" = unmounted ] || exec "$0" -u -z -- "$1""#;
+    let (ours, theirs) = match stream_pair() {
+        Ok(p) => p,
+        Err(e) => {
+            warn!("cannot start the unmount guard: {e:#}");
+            return;
+        }
+    };
     let guard = Command::new("sh")
         .arg("-c")
         .arg(script)
         .arg(helper)
         .arg(mountpoint)
-        .stdin(Stdio::piped())
+        .stdin(Stdio::from(theirs))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0)
@@ -161,7 +179,7 @@ fn spawn_guard(mountpoint: &Path, helper: &str) {
     match guard {
         Ok(mut g) => {
             if let Ok(mut slot) = GUARD.lock() {
-                *slot = g.stdin.take();
+                *slot = Some(File::from(ours));
             }
             // Reap it once it is done (after our own unmount).
             let _ = std::thread::Builder::new()

@@ -1,6 +1,11 @@
 //! Shared harness for integration tests: mounts monfs in a temp dir with a
 //! given config and runs real processes against it. Tests fail (never skip)
 //! when FUSE or root is missing.
+//!
+//! The rootless leg (`MONFS_TEST_ROOTLESS=1`, scripts/rootless-tests) runs
+//! the same tests as an unprivileged user, monfs mounting through
+//! fusermount3; there, and only there, the tests in [`ROOT_ONLY`] skip
+//! themselves (through [`root_only`]) with the reason listed.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -23,17 +28,97 @@ pub fn monfs_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_monfs"))
 }
 
+/// Whether this is the rootless leg (`MONFS_TEST_ROOTLESS=1`).
+pub fn rootless() -> bool {
+    std::env::var_os("MONFS_TEST_ROOTLESS").is_some_and(|v| v == "1")
+}
+
+/// Tests that need root by nature, skipped in the rootless leg only:
+/// (test binary, test name, reason).
+pub const ROOT_ONLY: &[(&str, &str, &str)] = &[
+    (
+        "ctl_hostile",
+        "the_default_socket_dir_is_private_and_another_user_cannot_reach_it",
+        "checks root's /run/monfs and runs a client as another user (setpriv needs root)",
+    ),
+    (
+        "ctl_hostile",
+        "another_user_is_refused_even_where_the_socket_is_reachable",
+        "runs a client as another user (setpriv needs root)",
+    ),
+    (
+        "tracefs",
+        "differential_against_real_tracefs",
+        "compares with the machine's real tracefs, which only root may use",
+    ),
+    (
+        "user_events",
+        "dynamic_events_and_events_tree",
+        "creates events through dynamic_events, which needs CAP_PERFMON (as in the kernel)",
+    ),
+    (
+        "user_events",
+        "deleted_and_recreated_event_is_reachable_at_once",
+        "creates events through dynamic_events, which needs CAP_PERFMON (as in the kernel)",
+    ),
+    (
+        "user_events",
+        "events_named_like_system_files_shadow_them_until_deleted",
+        "creates events through dynamic_events, which needs CAP_PERFMON (as in the kernel)",
+    ),
+    (
+        "user_events",
+        "tracepoint_crate_through_trace_ns",
+        "builds examples/tracepoint-producer with root's cargo (~/.cargo of root)",
+    ),
+];
+
+/// Call first in a test listed in [`ROOT_ONLY`]: true (after printing the
+/// reason) when the test is to be skipped, i.e. in the rootless leg. Panics
+/// for a test missing from the list, so that the list stays the one place
+/// that names them. The test is known by its thread's name (libtest names
+/// each test's thread after it) and the binary's name.
+pub fn root_only() -> bool {
+    let exe = std::env::current_exe().unwrap();
+    let stem = exe.file_stem().unwrap().to_string_lossy().into_owned();
+    let binary = stem.rsplit_once('-').map_or(stem.as_str(), |(b, _)| b);
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or_default();
+    let test = test.rsplit("::").next().unwrap_or(test);
+    let Some((_, _, why)) = ROOT_ONLY
+        .iter()
+        .find(|(b, t, _)| *b == binary && *t == test)
+    else {
+        panic!("{binary}::{test} calls root_only() but is not listed in tests/common ROOT_ONLY");
+    };
+    if rootless() {
+        // Past libtest's capture, so that the leg's output shows every skip.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped in the rootless leg: {binary}::{test}: {why}"
+        );
+    }
+    rootless()
+}
+
 fn require_fuse() {
     assert!(
         Path::new("/dev/fuse").exists(),
         "/dev/fuse is missing: these tests need FUSE (modprobe fuse) and must not be skipped"
     );
     // SAFETY: geteuid cannot fail.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "integration tests must run as root"
-    );
+    let euid = unsafe { libc::geteuid() };
+    if rootless() {
+        assert_ne!(euid, 0, "the rootless leg must run as an unprivileged user");
+        let helper = Command::new("fusermount3").arg("-V").output();
+        assert!(
+            helper.is_ok_and(|o| o.status.success()),
+            "fusermount3 is missing: the rootless leg needs fuse3 and must not be skipped"
+        );
+    } else {
+        assert_eq!(euid, 0, "integration tests must run as root");
+    }
     // Tests end their clients with SIGINT, as Ctrl-C would. A test run
     // started as a background job of a non-interactive shell inherits SIGINT
     // and SIGQUIT ignored, and so would every client: restore the defaults.
@@ -172,7 +257,14 @@ impl Drop for Mount {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        let _ = Command::new("umount").arg("-l").arg(self.root()).output();
+        if rootless() {
+            let _ = Command::new("fusermount3")
+                .arg("-uz")
+                .arg(self.root())
+                .output();
+        } else {
+            let _ = Command::new("umount").arg("-l").arg(self.root()).output();
+        }
     }
 }
 
