@@ -564,7 +564,7 @@ pub fn ptrace_restriction() -> Option<String> {
     Some(format!(
         "Yama ptrace_scope is {scope}: the kernel lets this daemon reach the memory of {what}; \
          for the others, ioctls that carry pointers (user_events DIAG_IOCSREG/DIAG_IOCSDEL in \
-         both ABIs, usbmon's MON_IOCX_* and MON_IOCG_MFETCH) fail with EPERM, \
+         both ABIs, usbmon's MON_IOCX_GET, MON_IOCX_GETX and MON_IOCX_MFETCH) fail with EPERM, \
          while read, write and mmap work (see docs/rootless.md)"
     ))
 }
