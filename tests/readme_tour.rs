@@ -126,10 +126,6 @@ fn links(text: &str) -> Vec<String> {
     out
 }
 
-/// Written by the packaging and rootless work alongside this README; linked
-/// before they land.
-const COMING: [&str; 2] = ["docs/install.md", "docs/rootless.md"];
-
 #[test]
 fn readme_links_every_doc_and_every_link_resolves() {
     let root = repo();
@@ -159,9 +155,6 @@ fn readme_links_every_doc_and_every_link_resolves() {
                 .map(Path::to_path_buf)
                 .unwrap_or_else(|_| target.clone());
             let rel = normalize(&rel);
-            if COMING.contains(&rel.as_str()) {
-                continue;
-            }
             assert!(
                 root.join(&rel).exists(),
                 "a link in {} names {l}, which is not in the repository",
