@@ -944,34 +944,65 @@ fn cpumask_text(mask: &[bool]) -> String {
     out.join(",") + "\n"
 }
 
-/// Parse a `tracing_cpumask` write (hex groups, commas allowed); bits of
-/// CPUs that do not exist are ignored.
+/// Parse a `tracing_cpumask` write as the kernel's bitmap_parse does
+/// (lib/bitmap-str.c): the text up to the first newline or NUL, read from
+/// its end in 32-bit groups of at most 8 hex digits (a 9th digit is
+/// EOVERFLOW, any other character in a group EINVAL), the groups parted by
+/// any run of commas and white space; more groups than the CPUs need, or a
+/// bit of a CPU the machine does not have, is EOVERFLOW.
 fn parse_cpumask(data: &[u8], cpus: usize) -> SysResult<Vec<bool>> {
-    let s = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
-    let s = s.trim_end_matches('\0').trim();
-    let mut mask = vec![false; cpus];
-    let mut bit = 0usize;
-    // As bitmap_parse: 32-bit groups of at most 8 hex digits (more:
-    // EOVERFLOW), an empty group is 0, and a CPU the machine does not have
-    // is EOVERFLOW.
-    for group in s.rsplit(',') {
-        if group.len() > 8 {
+    let len = data
+        .iter()
+        .position(|&c| c == b'\n' || c == 0)
+        .unwrap_or(data.len());
+    let s = &data[..len];
+    let sep = |c: u8| c.is_ascii_whitespace() || c == b',' || c == 0x0b;
+    let hex = |c: u8| (c as char).to_digit(16);
+    let mut groups: Vec<u32> = Vec::new();
+    // `end` is one past the next character to read, from the end.
+    let mut end = s.len();
+    loop {
+        while end > 0 && sep(s[end - 1]) {
+            end -= 1;
+        }
+        if end == 0 {
+            break;
+        }
+        if groups.len() == cpus.div_ceil(32) {
             return Err(Errno::EOVERFLOW);
         }
-        let v = if group.is_empty() {
-            0
-        } else {
-            u32::from_str_radix(group, 16).map_err(|_| Errno::EINVAL)?
-        };
-        for i in 0..32 {
-            if v & (1 << i) != 0 {
-                if bit + i >= cpus {
+        let mut v = 0u32;
+        let mut i = 0;
+        loop {
+            let c = s[end - 1];
+            end -= 1;
+            v |= hex(c).ok_or(Errno::EINVAL)? << (4 * i);
+            i += 1;
+            if end == 0 || sep(s[end - 1]) {
+                break;
+            }
+            if i == 8 {
+                // A 9th hex digit overflows; anything else is passed over.
+                if hex(s[end - 1]).is_some() {
                     return Err(Errno::EOVERFLOW);
                 }
-                mask[bit + i] = true;
+                end -= 1;
+                break;
             }
         }
-        bit += 32;
+        groups.push(v);
+    }
+    let mut mask = vec![false; cpus];
+    for (g, v) in groups.iter().enumerate() {
+        for i in 0..32 {
+            if v & (1 << i) != 0 {
+                let bit = g * 32 + i;
+                if bit >= cpus {
+                    return Err(Errno::EOVERFLOW);
+                }
+                mask[bit] = true;
+            }
+        }
     }
     Ok(mask)
 }
@@ -1218,5 +1249,15 @@ mod buffer_info_tests {
         assert_eq!(parse_cpumask(b",", 2).unwrap(), vec![false, false]);
         assert!(parse_cpumask(b"1,00000002", 34).unwrap()[1]);
         assert!(parse_cpumask(b"xyz", 2).is_err());
+        // Runs of commas and blanks part groups and are never a group.
+        assert_eq!(parse_cpumask(b"1,", 2).unwrap(), vec![true, false]);
+        assert_eq!(parse_cpumask(b"1,,", 2).unwrap(), vec![true, false]);
+        assert_eq!(parse_cpumask(b"1,2", 2), Err(Errno::EOVERFLOW));
+        assert_eq!(parse_cpumask(b"1,2", 40).unwrap()[32], true);
+        // Text after a newline or NUL is not read.
+        assert_eq!(parse_cpumask(b"2\nzz", 2).unwrap(), vec![false, true]);
+        assert_eq!(parse_cpumask(b"2\0zz", 2).unwrap(), vec![false, true]);
+        // A character before 8 digits is passed over.
+        assert_eq!(parse_cpumask(b"x00000001", 2).unwrap(), vec![true, false]);
     }
 }
