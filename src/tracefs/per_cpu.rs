@@ -239,21 +239,48 @@ impl TraceArray {
         if kb == 0 {
             return Err(Errno::EINVAL);
         }
-        if kb > 1 << 20 {
-            return Err(Errno::ENOMEM);
+        // The kernel allocates each CPU's new pages in turn and refuses
+        // (ENOMEM) a CPU whose new pages outnumber the machine's available
+        // memory in pages (ring_buffer.c, __rb_allocate_pages). monfs fills
+        // its pages only as entries come, but answers the same.
+        // `val <<= 10` in tracing_entries_write, which wraps.
+        let bytes = (kb as u64).wrapping_shl(10) as usize;
+        let mut avail = mem_available_pages();
+        for (i, b) in self.bufs.iter().enumerate() {
+            if cpu.is_some_and(|c| c != i) {
+                continue;
+            }
+            let b = b.lock_ok();
+            let add = bytes.div_ceil(b.capacity()).saturating_sub(b.nr_pages());
+            if avail < add {
+                return Err(Errno::ENOMEM);
+            }
+            avail -= add;
         }
         self.expanded.store(true, Ordering::SeqCst);
         match cpu {
-            Some(c) => self.bufs[c].lock_ok().resize_bytes(kb * 1024),
+            Some(c) => self.bufs[c].lock_ok().resize_bytes(bytes),
             None => {
                 for b in &self.bufs {
-                    b.lock_ok().resize_bytes(kb * 1024);
+                    b.lock_ok().resize_bytes(bytes);
                 }
             }
         }
-        self.resize_spare(cpu, kb * 1024);
+        self.resize_spare(cpu, bytes);
         Ok(data.len() as u32)
     }
+}
+
+/// The machine's available memory in 4 KiB pages (`MemAvailable` in
+/// /proc/meminfo, the kernel's si_mem_available()); 0 if it cannot be read.
+fn mem_available_pages() -> usize {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
+            line.split_whitespace().nth(1)?.parse::<usize>().ok()
+        })
+        .map_or(0, |kb| kb / 4)
 }
 
 /// `trace_pipe` and `per_cpu/`.
