@@ -63,6 +63,14 @@ pub fn builtin_defs() -> Vec<(&'static str, &'static str, Vec<FieldSpec>, &'stat
         ("usb", "usb_device_unplug", dev(), DEV_FMT),
         ("zvm", "zvm_sample", zvm(), ZVM_FMT),
         ("zvm", "zvm_event", zvm(), ZVM_FMT),
+        // In the kernel's order (include/trace/events/sched.h): listed
+        // last to first, exec, fork, exit, as available_events lists them.
+        (
+            "sched",
+            "sched_process_exit",
+            vec![f("char[16]", "comm"), f("pid_t", "pid"), f("int", "prio")],
+            EXIT_FMT,
+        ),
         (
             "sched",
             "sched_process_fork",
@@ -83,12 +91,6 @@ pub fn builtin_defs() -> Vec<(&'static str, &'static str, Vec<FieldSpec>, &'stat
                 f("pid_t", "old_pid"),
             ],
             EXEC_FMT,
-        ),
-        (
-            "sched",
-            "sched_process_exit",
-            vec![f("char[16]", "comm"), f("pid_t", "pid"), f("int", "prio")],
-            EXIT_FMT,
         ),
     ]
 }

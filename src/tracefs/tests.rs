@@ -132,8 +132,8 @@ fn set_event_grammar_and_enable_states() {
     let lines = cat(&tree, "set_event");
     assert_eq!(
         lines,
-        "app:msg\napp:tick\nsched:sched_process_exit\nsched:sched_process_exec\n\
-         sched:sched_process_fork\nzvm:zvm_event\nzvm:zvm_sample\n"
+        "app:msg\napp:tick\nsched:sched_process_exec\nsched:sched_process_fork\n\
+         sched:sched_process_exit\nzvm:zvm_event\nzvm:zvm_sample\n"
     );
     // O_TRUNC disables everything.
     open(&tree, "set_event", libc::O_WRONLY | libc::O_TRUNC);
