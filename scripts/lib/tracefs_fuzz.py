@@ -1,10 +1,11 @@
-"""Differential fuzzing of an event `filter` file: monfs against the real
-tracefs (run by scripts/tracefs-fuzz, which mounts both).
+"""Differential fuzzing of tracefs files: monfs against the real tracefs
+(run by scripts/tracefs-fuzz, which mounts both).
 
-For each input: write it to both files in one write(2) (O_WRONLY|O_TRUNC, as
-`echo >` does), note the errno (or the byte count), read the file back, and
-compare the two. Then reset both filters with "0". Inputs come from a seeded
-grammar of filter expressions, mostly almost-valid (a token dropped,
+For each input: open the same file of both trees the same way (O_TRUNC as
+`echo >` does, O_APPEND, or neither), write the input in one write(2) or in
+two or three chunks, note the errno (or the byte count) of each write, read
+the file back, and compare the two. Then put both files back. Inputs come
+from a seeded grammar per interface, mostly almost-valid (a token dropped,
 doubled or swapped), and from a corpus of earlier divergences.
 """
 
@@ -124,7 +125,8 @@ def clock(r):
 
 def mask(r):
     return r.choice(["1", "2", "3", "0", "ff", "x", "1,0", "00000003", "", "4", "1\n",
-                     "0x3", " 3", "3 ", "fffffffff"])
+                     "0x3", " 3", "3 ", "fffffffff", "1,", ",1", "1,,0", "1 0", "0 1",
+                     "x00000001", "1\x002", "0,,,3", "\t2\t", "000000001", "1,2"])
 
 
 def tracer(r):
@@ -149,21 +151,53 @@ def trigger(r):
     return r.choice(["", " "]) + bang + cmd + count + filt + r.choice(["", "\\n", " "])
 
 
-def answer(path, data):
-    """Write `data`, then read the file back: (errno or byte count, text)."""
+# How a case opens the file: O_TRUNC as `echo >` does, O_APPEND as `>>`
+# does, or neither.
+MODES = {"trunc": os.O_TRUNC, "append": os.O_APPEND, "plain": 0}
+# Chunk boundaries inside a case's bytes: each chunk is one write(2) on the
+# same open file.
+SEP = b"\x1e"
+
+
+def answer(path, data, mode="trunc"):
+    """Open with `mode`, write `data` chunk by chunk, then read the file
+    back: (errno or byte count of each write, text)."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        fd = os.open(path, os.O_WRONLY | MODES[mode])
+        res = []
         try:
-            res = f"wrote {os.write(fd, data)}"
-        except OSError as e:
-            res = f"errno {errno.errorcode.get(e.errno, e.errno)}"
+            for chunk in data.split(SEP):
+                if not chunk:
+                    # The kernel's FUSE answers a zero-length write itself.
+                    continue
+                try:
+                    res.append(f"wrote {os.write(fd, chunk)}")
+                except OSError as e:
+                    res.append(f"errno {errno.errorcode.get(e.errno, e.errno)}")
         finally:
             os.close(fd)
+        res = "; ".join(res)
     except OSError as e:
         res = f"open errno {errno.errorcode.get(e.errno, e.errno)}"
     with open(path, "rb") as f:
         back = f.read()
     return res, back
+
+
+def chunked(r, d):
+    """Most cases are one write; some are split into two or three."""
+    if len(d) < 2 or r.random() < 0.75:
+        return d
+    cuts = sorted(r.sample(range(1, len(d)), min(len(d) - 1, r.randint(1, 2))))
+    out, last = b"", 0
+    for c in cuts:
+        out += d[last:c] + SEP
+        last = c
+    return out + d[last:]
+
+
+def pick_mode(r):
+    return r.choices(["trunc", "append", "plain"], [0.7, 0.15, 0.15])[0]
 
 
 # The empty `trigger` file lists the trigger commands the kernel was built
@@ -184,7 +218,7 @@ def version_specific(a, b):
     Debian's 6.12, which monfs follows, refuses a filter expression that
     ends where a predicate should come ("Meaningless filter expression"),
     which this machine's 6.18.44 predates and takes."""
-    return a[0].startswith("wrote") and b"Meaningless filter expression" in b[1]
+    return "errno" not in a[0] and b"Meaningless filter expression" in b[1]
 
 
 def shrink(diverges, data):
@@ -210,8 +244,10 @@ def shrink(diverges, data):
 
 
 def corpus(path):
-    """(interface, input) pairs: one per line, `interface<TAB>input` with
-    Python string escapes in the input; a line without a tab is a filter."""
+    """(interface, mode, input) triples: one per line,
+    `interface[@mode]<TAB>input` with Python string escapes in the input
+    (`\\x1e` between the chunks of a chunked write); a line without a tab
+    is a filter written with O_TRUNC."""
     out = []
     try:
         with open(path, encoding="utf-8") as f:
@@ -220,7 +256,9 @@ def corpus(path):
                 if not line or line.startswith("#"):
                     continue
                 name, _, text = line.partition("\t") if "\t" in line else ("filter", "", line)
-                out.append((name, text.encode().decode("unicode_escape").encode("latin-1")))
+                name, _, mode = name.partition("@")
+                out.append((name, mode or "trunc",
+                            text.encode().decode("unicode_escape").encode("latin-1")))
     except FileNotFoundError:
         pass
     return out
@@ -228,17 +266,80 @@ def corpus(path):
 
 class Iface:
     """A file both trees have: how to make inputs for it and how to put it
-    back afterwards (`reset` is written to both)."""
+    back afterwards (`reset` is written to both). `view` turns what the file
+    reads back into what is compared; `kernel_only` tells an input whose
+    answer depends on what only the kernel has."""
 
-    def __init__(self, name, path, gen, reset):
+    def __init__(self, name, path, gen, reset, view=None, kernel_only=None):
         self.name, self.path, self.gen, self.reset = name, path, gen, reset
+        self.view = view or (lambda back: back)
+        self.kernel_only = kernel_only or (lambda data: False)
+
+
+def events(root):
+    with open(os.path.join(root, "available_events")) as f:
+        return {tuple(ln.strip().split(":", 1)) for ln in f if ":" in ln}
+
+
+class SetEvent:
+    """`set_event` on both trees. Only the events both have are compared, and
+    an input with a token that names kernel events but none that monfs has
+    too (`sched:sched_stat_wait`) is the kernel's alone. Tokens match as the
+    kernel's ftrace_set_clr_event matches: `sys:event`, with an empty or `*`
+    side for any, or one word for a system or an event name."""
+
+    def __init__(self, real_root, monfs_root):
+        self.real = events(real_root)
+        self.common = self.real & events(monfs_root)
+        systems = sorted({s for s, _ in self.common})
+        names = sorted({e for _, e in self.common})
+        self.words = systems + names + ["nosuch", "sched_stat_wait", "kmem:mm_page_alloc",
+                                        "sched:nosuch", "nosuch:sched_switch", "*", ""]
+
+    @staticmethod
+    def matches(tok, evs):
+        tok = tok.lstrip("!")
+        if ":" in tok:
+            sys_, ev = tok.split(":", 1)
+            return {(s, e) for s, e in evs if sys_ in ("", "*", s) and ev in ("", "*", e)}
+        return {(s, e) for s, e in evs if tok in (s, e)}
+
+    def kernel_only(self, data):
+        # Each write is parsed on its own: a chunk boundary ends a token.
+        text = data.replace(SEP, b" ").decode("latin-1")
+        for tok in text.split():
+            if self.matches(tok, self.real) and not self.matches(tok, self.common):
+                return True
+        return False
+
+    def view(self, back):
+        """The common events it lists, sorted: the order is the kernel's
+        event list's, which follows its link order (monfs lists them in
+        available_events's order, as the kernel does)."""
+        keep = {f"{s}:{e}" for s, e in self.common}
+        return b"".join(sorted(ln + b"\n" for ln in back.split(b"\n") if ln.decode() in keep))
+
+    def gen(self, r):
+        def one():
+            w = r.choice(self.words)
+            k = r.random()
+            if k < 0.5:
+                s, e = r.choice(sorted(self.common))
+                w = r.choice([f"{s}:{e}", e, f"{s}:", f"*:{e}", f"{s}:*", f":{e}", s])
+            elif k < 0.6:
+                w = f"{w}:{r.choice(self.words)}"
+            return r.choice(["", "", "", "!"]) + w
+        toks = [one() for _ in range(r.randint(1, 3))]
+        return r.choice([" ", "\n", "  ", "\t"]).join(toks) + r.choice(["", "\n", " ", "\n\n"])
 
 
 def ifaces(real_root, monfs_root):
     opts = sorted(os.listdir(os.path.join(real_root, "options")))
     names = [o for o in opts if o != "test_nop_accept" and o != "test_nop_refuse"]
+    se = SetEvent(real_root, monfs_root)
     out = [
         Iface("filter", "events/sched/sched_switch/filter", gen, b"0"),
+        Iface("set_event", "set_event", se.gen, b"", se.view, se.kernel_only),
         Iface("enable", "events/sched/sched_switch/enable", kstr, b"0"),
         Iface("sys-enable", "events/sched/enable", kstr, b"0"),
         Iface("tracing_on", "tracing_on", kstr, b"1"),
@@ -332,35 +433,37 @@ def main():
                     finally:
                         os.close(fd)
 
-        def run(data, real=real, monfs=monfs, put_back=put_back):
-            x = answer(real, data)
-            y = normalize(answer(monfs, data))
+        def run(data, mode, real=real, monfs=monfs, put_back=put_back, view=iface.view):
+            # monfs first: the kernel's buffer_size_kb takes the memory it
+            # asks for at once, which monfs's check of MemAvailable would see.
+            y = normalize(answer(monfs, data, mode))
+            x = answer(real, data, mode)
             put_back()
-            return x, y
+            return (x[0], view(x[1])), (y[0], view(y[1]))
 
-        def diverges(d, run=run):
-            x, y = run(d)
-            return x != y and not version_specific(x, y)
+        def diverges(d, mode, run=run, kernel_only=iface.kernel_only):
+            x, y = run(d, mode)
+            return x != y and not version_specific(x, y) and not kernel_only(d)
 
-        def report(label, data, run=run, diverges=diverges, name=iface.name):
+        def report(label, data, mode, run=run, diverges=diverges, name=iface.name):
             nonlocal bad
-            small = shrink(diverges, data)
-            if (name, small) in seen:
+            small = shrink(lambda d: diverges(d, mode), data)
+            if (name, mode, small) in seen:
                 return
-            seen.add((name, small))
+            seen.add((name, mode, small))
             bad += 1
-            x, y = run(small)
-            print(f"  DIVERGES ({name}, {label}): {small!r}")
+            x, y = run(small, mode)
+            tag = name if mode == "trunc" else f"{name}@{mode}"
+            print(f"  DIVERGES ({tag}, {label}): {small!r}")
             print(f"    real:  {x[0]}; reads back {x[1][:300]!r}")
             print(f"    monfs: {y[0]}; reads back {y[1][:300]!r}")
-            print(f"    corpus line: {name}\t{small.decode('latin-1').encode('unicode_escape').decode()}")
+            print(f"    corpus line: {tag}\t{small.decode('latin-1').encode('unicode_escape').decode()}")
 
-        for name, d in corpus(a.corpus or a.corpus_default or ""):
+        for name, mode, d in corpus(a.corpus or a.corpus_default or ""):
             if name != iface.name:
                 continue
-            x, y = run(d)
-            if x != y and not version_specific(x, y):
-                report("corpus", d)
+            if diverges(d, mode):
+                report("corpus", d, mode)
         if a.corpus:
             continue
         for seed in range(a.seed, a.seed + a.seeds):
@@ -368,21 +471,23 @@ def main():
             n_bad = bad
             for _ in range(a.cases):
                 d = iface.gen(r).encode().decode("unicode_escape").encode("latin-1")
-                if not d:
+                d, mode = chunked(r, d), pick_mode(r)
+                if not d.replace(SEP, b""):
                     # The kernel's FUSE answers a zero-length write itself
                     # (0 bytes written): it never reaches monfs.
                     continue
-                x, y = run(d)
-                if x != y and version_specific(x, y):
+                x, y = run(d, mode)
+                if x != y and (version_specific(x, y) or iface.kernel_only(d)):
                     skipped += 1
                 elif x != y:
-                    report(f"seed {seed}", d)
+                    report(f"seed {seed}", d, mode)
                     if not a.keep_going and bad - n_bad >= 10:
                         break
             print(f"tracefs-fuzz: {iface.name} seed {seed}: {a.cases} cases, {bad - n_bad} divergences")
             sys.stdout.flush()
-    print(f"tracefs-fuzz: {bad} divergences ({skipped} incomplete filter expressions that this "
-          "machine's 6.18.44 takes and 6.12 refuses, not counted)")
+    print(f"tracefs-fuzz: {bad} divergences ({skipped} not counted: incomplete filter "
+          "expressions that this machine's 6.18.44 takes and 6.12 refuses, and set_event "
+          "tokens that name only kernel events)")
     return 1 if bad else 0
 
 
