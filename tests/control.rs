@@ -259,7 +259,7 @@ fn bad_commands_are_refused_and_change_nothing() {
     );
 }
 
-const SEEDED: &str = "clock: virtual\nusb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: hid-keyboard, plug_after_ms: 1500}\n        - {port: 2, kind: mass-storage, plug_after_ms: 1500}\n";
+const SEEDED: &str = "clock: virtual\nusb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: hid-keyboard, plug_after_ms: 4000}\n        - {port: 2, kind: mass-storage, plug_after_ms: 4000}\n";
 
 /// The first `n` lines whose timestamp is at least `from` (so that when the
 /// reader happened to open does not matter).
@@ -279,8 +279,11 @@ fn window(text: &str, from: u64, n: usize) -> String {
 }
 
 fn seeded_run(seed: &str) -> (String, String) {
+    // Compiled before the mount, so that a slow compiler (a loaded machine)
+    // cannot make the readers open after the devices plug.
+    let build = tempfile::tempdir().unwrap();
+    let bin = compile_c("usbmon_mmap", build.path());
     let m = Mount::start(Some(SEEDED), &["--seed", seed]);
-    let bin = compile_c("usbmon_mmap", m.dir.path());
     let text = Command::new("head")
         .args(["-n", "250"])
         .arg(m.path("usb/usbmon/0u"))
@@ -294,11 +297,11 @@ fn seeded_run(seed: &str) -> (String, String) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // The devices plug 1.5 s into the run: text time 101.5 s (the virtual
-    // monotonic clock starts at 100 s), binary wall time 129.5 s modulo 4096.
+    // The devices plug 4 s into the run: text time 104 s (the virtual
+    // monotonic clock starts at 100 s), binary wall time 132 s modulo 4096.
     let t = String::from_utf8(text.wait_with_output().unwrap().stdout).unwrap();
     let b = String::from_utf8(binary.wait_with_output().unwrap().stdout).unwrap();
-    (window(&t, 101_400_000, 150), window(&b, 129_400_000, 150))
+    (window(&t, 103_900_000, 150), window(&b, 131_900_000, 150))
 }
 
 #[test]
