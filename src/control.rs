@@ -255,6 +255,7 @@ impl Control {
                     rate: None,
                     descriptors: None,
                     command: None,
+                    endpoints: vec![],
                     capture: None,
                     devaddr: None,
                     devices: Vec::new(),

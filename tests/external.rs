@@ -242,3 +242,191 @@ fn a_peer_answering_garbage_is_unplugged() {
         "{log}"
     );
 }
+
+/// A high-speed vendor device: interface 0 with bulk IN 0x81 and bulk OUT
+/// 0x02, interface 1 whose setting 1 has isochronous IN 0x83 (256 bytes a
+/// packet) and OUT 0x04 (64 bytes), both bInterval 4 (a packet per frame).
+fn iso_dump() -> Vec<u8> {
+    let dev = [
+        18, 1, 0, 2, 0xff, 0, 0, 64, 0x34, 0x12, 0x78, 0x56, 1, 0, 1, 2, 0, 1,
+    ];
+    let rest: [u8; 55] = [
+        9, 4, 0, 0, 2, 0xff, 0, 0, 0, // interface 0
+        7, 5, 0x81, 2, 0, 2, 0, // bulk IN, 512
+        7, 5, 0x02, 2, 0, 2, 0, // bulk OUT, 512
+        9, 4, 1, 0, 0, 0xff, 0, 0, 0, // interface 1, setting 0: no endpoints
+        9, 4, 1, 1, 2, 0xff, 0, 0, 0, // setting 1
+        7, 5, 0x83, 5, 0, 1, 4, // isochronous IN, 256, async
+        7, 5, 0x04, 5, 64, 0, 4, // isochronous OUT, 64, async
+    ];
+    let total = (9 + rest.len()) as u16;
+    let mut b = dev.to_vec();
+    b.extend_from_slice(&[9, 2, total as u8, (total >> 8) as u8, 2, 1, 0, 0x80, 50]);
+    b.extend_from_slice(&rest);
+    b
+}
+
+/// Bus 1: the device of [`iso_dump`] answered by examples/iso_loopback.py
+/// (its pid in `pidfile`, its input lines in `log`), a mouse on port 2.
+fn iso_config(dir: &Path, pidfile: &Path, log: &Path) -> String {
+    let desc = dir.join("iso.desc");
+    std::fs::write(&desc, iso_dump()).unwrap();
+    let script = format!(
+        "echo $$ > {}; exec python3 {} {}",
+        pidfile.display(),
+        root("examples/iso_loopback.py"),
+        log.display()
+    );
+    format!(
+        "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          kind: external\n          descriptors: {}\n          manufacturer: monfs\n          product: ISO loop\n          command: [sh, -c, {script:?}]\n          endpoints:\n            - {{ep: 0x81, length: 64, timeout_ms: 20}}\n            - {{ep: 0x02, data: \"0102030405\", every_ms: 10}}\n            - {{ep: 0x83, packets: 8, urbs: 3}}\n            - {{ep: 0x04, packets: 4, data: aa55}}\n        - port: 2\n          kind: hid-mouse\n",
+        desc.display()
+    )
+}
+
+#[test]
+fn iso_and_out_peer_answers_in_1u_and_killing_it_unplugs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pidfile, log) = (dir.path().join("pid"), dir.path().join("peer.log"));
+    let m = Mount::with_config(&iso_config(dir.path(), &pidfile, &log));
+    let (mut cat, cap) = cat_1u(&m);
+    // The device's number: the one with isochronous URBs.
+    let dev_of = |t: &str| -> Option<String> {
+        let l = t.lines().find(|l| l.contains(" S Zi:1:"))?;
+        Some(l.split(' ').nth(3)?.split(':').nth(2)?.to_string())
+    };
+    // The peer's ISO IN answer: packets of 4, 5, (CRC error), 7, 8 ...
+    // bytes at offsets 0, 256, ...; one error; 8 descriptors, 5 shown.
+    let zi = " 0:8 8 0:0:4 0:256:5 -84:512:0 0:768:7 0:1024:8 2048 = ";
+    let (text, dev) = wait_for("ISO, OUT and discarded URBs in 1u", || {
+        let t = read(&cap);
+        let dev = dev_of(&t)?;
+        let has = |pat: &str| t.lines().filter(|l| l.contains(pat)).count();
+        let zi_ok = t
+            .lines()
+            .filter(|l| l.contains(&format!(" C Zi:1:{dev}:3 0:8:")) && l.contains(":1 8 0:0:4 "))
+            .count();
+        let ok = zi_ok >= 3
+            && has(&format!(" C Zo:1:{dev}:4 0:8:")) >= 3
+            && has(&format!(" C Bo:1:{dev}:2 0 5 >")) >= 2
+            && has(&format!(" C Bi:1:{dev}:1 -104 0")) >= 1;
+        ok.then_some((t, dev))
+    });
+    let mine: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(&format!(":1:{dev}:")))
+        .collect();
+    let dump = mine.join("\n");
+    // Submissions: ISO with 8 (IN) and 4 (OUT) packets not yet done
+    // (-18), the OUT data, the bulk OUT bytes.
+    assert!(
+        mine.iter().any(|l| l.contains(&format!(" S Zi:1:{dev}:3 -115:8:0 8 -18:0:256 -18:256:256 -18:512:256 -18:768:256 -18:1024:256 2048 <"))),
+        "{dump}"
+    );
+    assert!(
+        mine.iter().any(|l| l.contains(&format!(" S Zo:1:{dev}:4 -115:8:0 4 -18:0:64 -18:64:64 -18:128:64 -18:192:64 256 = aa55aa55 aa55aa55"))),
+        "{dump}"
+    );
+    assert!(
+        mine.iter()
+            .any(|l| l.contains(&format!(" S Bo:1:{dev}:2 -115 5 = 01020304 05"))),
+        "{dump}"
+    );
+    // Every ISO IN completion is the peer's answer (its counter in the
+    // first packet), or, had the peer been late, every packet missed.
+    for l in mine.iter().filter(|l| l.contains(" C Zi:")) {
+        let (_, rest) = l.split_once(&format!(" C Zi:1:{dev}:3 0:8:")).expect(l);
+        let (frame, rest) = rest.split_once(':').unwrap();
+        assert!(frame.parse::<u16>().unwrap() < 2048, "{l}");
+        let missed = "8 8 -18:0:0 -18:256:0 -18:512:0 -18:768:0 -18:1024:0 2048 = 00000000 ";
+        assert!(
+            rest.starts_with(missed) || rest.starts_with(&format!("1{}", &zi[4..])),
+            "{l}"
+        );
+    }
+    for l in mine.iter().filter(|l| l.contains(" C Zo:")) {
+        assert!(
+            l.ends_with(":0 4 0:0:64 0:64:64 0:128:64 0:192:64 256 >")
+                || l.ends_with(":4 4 -18:0:0 -18:64:0 -18:128:0 -18:192:0 256 >"),
+            "{l}"
+        );
+    }
+    // The peer was told: the SET_INTERFACE, the ISO packets, the discard.
+    let got = read(&log);
+    assert!(got.starts_with("hello 1 1 1 high\n"), "{got}");
+    assert!(got.contains(" 00 C 0 010b010001000000 -\n"), "{got}");
+    assert!(
+        got.contains(" 83 Z 2048 - - 256 256 256 256 256 256 256 256\n"),
+        "{got}"
+    );
+    assert!(got.contains(" 04 Z 256 - aa55aa55"), "{got}");
+    assert!(got.contains(" 02 B 5 - 0102030405\n"), "{got}");
+    assert!(
+        got.lines()
+            .any(|l| l.starts_with("unlink ") && l.ends_with(" -104")),
+        "{got}"
+    );
+    assert!(
+        m.sh_ok("cat usb/devices")
+            .contains("I:* If#= 1 Alt= 1 #EPs= 2 Cls=ff(vend.) Sub=00 Prot=00"),
+        "{}",
+        m.sh_ok("cat usb/devices")
+    );
+
+    // Killed mid-transfer: the bulk URBs in flight end -71, the ISO URBs
+    // left at the disconnect -108 with their packets untransferred.
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: killing the peer this test started through monfs.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    wait_for("the device to leave usb/devices", || {
+        (!m.sh_ok("cat usb/devices").contains("Product=ISO loop")).then_some(())
+    });
+    let text = wait_for("mouse events after the unplug", || {
+        let t = read(&cap);
+        let lines: Vec<&str> = t.lines().collect();
+        let last = lines
+            .iter()
+            .rposition(|l| l.contains(&format!(":1:{dev}:")))?;
+        let after = lines[last..]
+            .iter()
+            .filter(|l| l.contains(" C Ii:1:") && !l.contains(&format!(":1:{dev}:")))
+            .count();
+        (after >= 5).then_some(t)
+    });
+    let _ = cat.kill();
+    let _ = cat.wait();
+    let mine: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(&format!(":1:{dev}:")))
+        .collect();
+    let dump = mine.join("\n");
+    let first_dead = mine
+        .iter()
+        .position(|l| l.contains(" -71 ") || l.contains(" -108"))
+        .unwrap_or_else(|| panic!("no unplug completions:\n{dump}"));
+    let tail = &mine[first_dead..];
+    assert!(
+        tail.iter()
+            .any(|l| l.contains(&format!(" C Bi:1:{dev}:1 -71 0"))),
+        "{dump}"
+    );
+    let shut = format!(
+        " C Zi:1:{dev}:3 -108:8:0:0 8 -18:0:0 -18:256:0 -18:512:0 -18:768:0 -18:1024:0 2048 "
+    );
+    assert!(tail.iter().any(|l| l.contains(&shut)), "{dump}");
+    // Nothing is submitted, and nothing completes normally, afterwards.
+    assert!(
+        tail.iter()
+            .all(|l| !l.contains(" S ") && !l.contains(" 0:8:") && !l.contains(" 0 5 >")),
+        "{dump}"
+    );
+    assert!(
+        m.log_text()
+            .contains("usb bus 1 port 1: external device's peer closed its output"),
+        "{}",
+        m.log_text()
+    );
+}

@@ -241,6 +241,11 @@ pub struct DeviceConfig {
     /// is configured and talks to it over its standard input and output.
     #[serde(default)]
     pub command: Option<PeerCommand>,
+    /// For `kind: external`: what the host side submits on the device's
+    /// endpoints besides the default (one URB on every interrupt and bulk
+    /// IN endpoint of setting 0): OUT, isochronous, other settings.
+    #[serde(default)]
+    pub endpoints: Vec<EndpointConfig>,
     /// For `kind: from-capture`: the capture file (pcap or pcapng; relative
     /// paths: from the configuration file's directory).
     #[serde(default)]
@@ -304,6 +309,203 @@ impl PeerCommand {
         }
         Ok(PeerCommand(v))
     }
+}
+
+/// Most `endpoints:` entries of an external device.
+pub const MAX_ENDPOINTS: usize = 30;
+/// Largest bulk or interrupt transfer of an `endpoints:` entry, bytes.
+pub const MAX_EP_LENGTH: u32 = 16384;
+/// Largest isochronous URB of an `endpoints:` entry (all its packets), bytes.
+pub const MAX_ISO_BUFFER: u32 = 65535;
+
+/// What the host side submits on one endpoint of a `kind: external`
+/// device, as a class driver or a libusb program would (see
+/// docs/external-devices.md).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointConfig {
+    /// bEndpointAddress: 0x01..=0x0f (OUT) or 0x81..=0x8f (IN).
+    pub ep: EpAddr,
+    /// The alternate setting that holds it (default: the lowest one);
+    /// other than 0, the driver selects it with SET_INTERFACE first.
+    #[serde(default)]
+    pub alt: Option<u8>,
+    /// Bulk or interrupt IN: the transfer length (default
+    /// wMaxPacketSize), 1..=[`MAX_EP_LENGTH`].
+    #[serde(default)]
+    pub length: Option<u32>,
+    /// OUT: the data each URB carries, in hex. Bulk and interrupt: exactly
+    /// these bytes (required); isochronous: repeated to fill the packets
+    /// (default zeros).
+    #[serde(default)]
+    pub data: Option<HexData>,
+    /// Bulk or interrupt: time from a completion to the next submission
+    /// (default 0: at once).
+    #[serde(default)]
+    pub every_ms: Option<u32>,
+    /// Bulk or interrupt: a libusb timeout; a URB still unanswered then
+    /// is discarded (asynchronous unlink, -104).
+    #[serde(default)]
+    pub timeout_ms: Option<u32>,
+    /// Isochronous: packets per URB, 1..=64 (default 8).
+    #[serde(default)]
+    pub packets: Option<u32>,
+    /// Isochronous: URBs kept queued, 1..=4 (default 2).
+    #[serde(default)]
+    pub urbs: Option<u32>,
+}
+
+/// An endpoint address as written in `endpoints:` (`0x81` or 129).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpAddr(pub u8);
+
+impl<'de> Deserialize<'de> for EpAddr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = i64::deserialize(d)?;
+        if !(1..=0x0f).contains(&v) && !(0x81..=0x8f).contains(&v) {
+            return Err(serde::de::Error::custom(format!(
+                "ep must be an endpoint address 0x01..=0x0f or 0x81..=0x8f, got {v:#x}"
+            )));
+        }
+        Ok(EpAddr(v as u8))
+    }
+}
+
+/// Bytes written in hex (`"01ab"`; blanks between bytes allowed), at most
+/// [`MAX_ISO_BUFFER`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HexData(pub Vec<u8>);
+
+impl<'de> Deserialize<'de> for HexData {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        let digits: Vec<u8> = s.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
+        let bad = || serde::de::Error::custom("data must be hex bytes (\"0a1b...\")");
+        if digits.len() % 2 != 0 || digits.len() / 2 > MAX_ISO_BUFFER as usize {
+            return Err(bad());
+        }
+        let d = |c: u8| (c as char).to_digit(16).map(|v| v as u8);
+        digits
+            .chunks(2)
+            .map(|p| Some(d(p[0])? << 4 | d(p[1])?))
+            .collect::<Option<Vec<u8>>>()
+            .map(HexData)
+            .ok_or_else(bad)
+    }
+}
+
+/// Check the `endpoints:` entries of an external device against its
+/// descriptors. Errors start with the entry (`.endpoints[1]: ...`).
+fn check_endpoints(dev: &DeviceConfig) -> Result<(), String> {
+    if dev.endpoints.is_empty() {
+        return Ok(());
+    }
+    if dev.kind != DeviceKind::External {
+        return Err(": `endpoints` is only for kind external".into());
+    }
+    if dev.endpoints.len() > MAX_ENDPOINTS {
+        return Err(format!(
+            ": at most {MAX_ENDPOINTS} `endpoints` entries, got {}",
+            dev.endpoints.len()
+        ));
+    }
+    let Some(file) = &dev.descriptors else {
+        return Ok(());
+    };
+    let hs = file.dump.bcd_usb() >= 0x0200;
+    let mut seen: Vec<(u8, u8, u8)> = vec![];
+    for (j, e) in dev.endpoints.iter().enumerate() {
+        let at = |m: String| format!(".endpoints[{j}]: {m}");
+        let addr = e.ep.0;
+        if seen.iter().any(|s| s.0 == addr) {
+            return Err(at(format!("endpoint {addr:#04x} is listed twice")));
+        }
+        // The setting that holds it, in any configuration of the dump.
+        let found = file
+            .dump
+            .configs
+            .iter()
+            .flat_map(|c| c.interfaces.iter())
+            .filter(|i| e.alt.is_none_or(|a| a == i.alt))
+            .filter_map(|i| i.eps.iter().find(|x| x.addr == addr).map(|x| (i, x)))
+            .min_by_key(|(i, _)| i.alt);
+        let Some((intf, d)) = found else {
+            return Err(at(match e.alt {
+                Some(a) => format!(
+                    "no endpoint {addr:#04x} in alternate setting {a} of {}",
+                    file.path.display()
+                ),
+                None => format!("no endpoint {addr:#04x} in {}", file.path.display()),
+            }));
+        };
+        if let Some(s) = seen.iter().find(|s| s.1 == intf.num && s.2 != intf.alt) {
+            return Err(at(format!(
+                "interface {} cannot be in setting {} for endpoint {addr:#04x} and in setting {} for endpoint {:#04x}",
+                intf.num, intf.alt, s.2, s.0
+            )));
+        }
+        seen.push((addr, intf.num, intf.alt));
+        let iso = d.attr & 3 == 1;
+        let out = addr & 0x80 == 0;
+        let only = |what: &str, ok: bool| -> Result<(), String> {
+            if ok {
+                Ok(())
+            } else {
+                Err(at(format!("`{what}` is not for this endpoint")))
+            }
+        };
+        only("length", !iso && !out || e.length.is_none())?;
+        only("data", out || e.data.is_none())?;
+        only("every_ms", !iso || e.every_ms.is_none())?;
+        only("timeout_ms", !iso || e.timeout_ms.is_none())?;
+        only("packets", iso || e.packets.is_none())?;
+        only("urbs", iso || e.urbs.is_none())?;
+        if let Some(l) = e.length {
+            if !(1..=MAX_EP_LENGTH).contains(&l) {
+                return Err(at(format!("length must be 1..={MAX_EP_LENGTH}, got {l}")));
+            }
+        }
+        if let Some(t) = e.timeout_ms {
+            if t == 0 {
+                return Err(at("timeout_ms must be at least 1".into()));
+            }
+        }
+        if iso {
+            let n = e.packets.unwrap_or(8);
+            if !(1..=64).contains(&n) {
+                return Err(at(format!("packets must be 1..=64, got {n}")));
+            }
+            if !(1..=4).contains(&e.urbs.unwrap_or(2)) {
+                return Err(at(format!(
+                    "urbs must be 1..=4, got {}",
+                    e.urbs.unwrap_or(2)
+                )));
+            }
+            let mult = if hs {
+                1 + ((d.mps >> 11) & 3) as u32
+            } else {
+                1
+            };
+            let total = n * (d.mps as u32 & 0x7ff) * mult;
+            if total == 0 || total > MAX_ISO_BUFFER {
+                return Err(at(format!(
+                    "{n} packets of endpoint {addr:#04x} make {total} bytes; an isochronous URB holds 1..={MAX_ISO_BUFFER}"
+                )));
+            }
+        } else if out {
+            match &e.data {
+                None => return Err(at(format!("OUT endpoint {addr:#04x} needs its `data`"))),
+                Some(h) if h.0.len() > MAX_EP_LENGTH as usize => {
+                    return Err(at(format!("data is longer than {MAX_EP_LENGTH} bytes")))
+                }
+                Some(_) => {}
+            }
+        }
+        if d.attr & 3 == 0 {
+            return Err(at(format!("endpoint {addr:#04x} is a control endpoint")));
+        }
+    }
+    Ok(())
 }
 
 thread_local! {
@@ -490,6 +692,7 @@ fn unique_ports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<DeviceConfig>, D:
                 "devices[{i}]: kind external needs a `command`, and only it takes one"
             )));
         }
+        check_endpoints(dev).map_err(|m| serde::de::Error::custom(format!("devices[{i}]{m}")))?;
         if from_file && (dev.vendor_id.is_some() || dev.product_id.is_some()) {
             return Err(serde::de::Error::custom(format!(
                 "devices[{i}]: vendor_id and product_id come from the descriptors file"
@@ -767,6 +970,62 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(msg.contains("command: needs at least the program"), "{msg}");
+    }
+
+    #[test]
+    fn external_endpoints_are_checked_against_the_descriptors() {
+        let kbd = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/sysfs/qemu-usb-kbd/descriptors"
+        );
+        let dev = |eps: &str| {
+            format!("usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: external\n          descriptors: {kbd}\n          command: [cat]\n          endpoints:\n{eps}")
+        };
+        let c = Config::parse(
+            &dev("            - {ep: 0x81, length: 4, timeout_ms: 5}\n"),
+            "c.yaml",
+        )
+        .unwrap();
+        let e = &c.usb.buses[0].devices[0].endpoints[0];
+        assert_eq!((e.ep.0, e.length, e.timeout_ms), (0x81, Some(4), Some(5)));
+        for (eps, want) in [
+            (
+                "            - {ep: 0x02, data: \"00\"}\n",
+                "devices[0].endpoints[0]: no endpoint 0x02 in",
+            ),
+            (
+                "            - {ep: 0x10}\n",
+                "ep must be an endpoint address",
+            ),
+            (
+                "            - {ep: 0x81, packets: 4}\n",
+                "endpoints[0]: `packets` is not for this endpoint",
+            ),
+            (
+                "            - {ep: 0x81, data: \"0g\"}\n",
+                "data must be hex bytes",
+            ),
+            (
+                "            - {ep: 0x81, length: 0}\n",
+                "length must be 1..=16384",
+            ),
+            (
+                "            - {ep: 0x81}\n            - {ep: 0x81}\n",
+                "endpoints[1]: endpoint 0x81 is listed twice",
+            ),
+            (
+                "            - {ep: 0x81, alt: 1}\n",
+                "no endpoint 0x81 in alternate setting 1",
+            ),
+            (
+                "            - {ep: 0x81, every: 1}\n",
+                "unknown field `every`",
+            ),
+        ] {
+            let (line, _, msg) = err(&dev(eps));
+            assert!(msg.contains(want), "{eps}: {msg}");
+            assert!(line >= 3, "{eps}: {msg}");
+        }
     }
 
     #[test]

@@ -22,8 +22,9 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{bounded, Sender, TrySendError};
 
+use crate::config::EndpointConfig;
 use crate::sync::LockExt;
-use crate::usbmon::event::XferType;
+use crate::usbmon::event::{IsoDesc, XferType, URB_ISO_ASAP};
 
 use super::super::ctx::*;
 use super::super::descriptors::{self, Speed};
@@ -33,9 +34,12 @@ use super::recovery::{clear_halt, run_recovery};
 const VERSION: u32 = 1;
 /// Largest transfer the generic driver submits on a data endpoint, bytes.
 const MAX_DATA: u32 = 16384;
+/// Most packets of an isochronous URB.
+const MAX_PACKETS: usize = 64;
 /// Longest line the peer may send: a completion of 64 KiB of control data
-/// (wLength's limit) in hex, with room for its words.
-const MAX_LINE: usize = 2 * 65535 + 64;
+/// (wLength's limit) in hex, with room for its words and the results of
+/// [`MAX_PACKETS`] isochronous packets.
+const MAX_LINE: usize = 2 * 65535 + 64 + MAX_PACKETS * 13;
 /// Answers the peer may send ahead of the task's next step.
 const INBOX: usize = 1024;
 /// Lines waiting for the peer to read them.
@@ -45,7 +49,12 @@ const CTRL_TIMEOUT: u64 = 5000 * MS;
 /// How often a waiting control request or bulk URB looks for its answer.
 const POLL: u64 = MS;
 /// Unlinked URB ids remembered, so that late answers to them are ignored.
-const UNLINKED: usize = 64;
+const UNLINKED: usize = 1024;
+/// usb_unlink_urb's status (an asynchronous unlink: libusb's timeout).
+const ECONNRESET: i32 = -104;
+/// Statuses of an isochronous packet: success, missed (-18), and the
+/// protocol errors (-62, -63 buffer error, -70 -71 -75 -84).
+const PKT_STATUSES: [i32; 8] = [0, EXDEV, -62, -63, -70, EPROTO, -75, -84];
 /// Completion statuses a peer may give: success, stall, protocol errors
 /// (CRC/timeout, babble, bit stuffing, no response) and a short packet.
 const STATUSES: [i32; 7] = [0, -32, -71, -75, -84, -62, -121];
@@ -57,6 +66,8 @@ struct Answer {
     status: i32,
     actual: u32,
     data: Vec<u8>,
+    /// Isochronous: each packet's status and actual length.
+    pkts: Option<Vec<(i32, u32)>>,
 }
 
 /// What the reader thread hands to the task.
@@ -195,7 +206,7 @@ fn quote(b: &[u8]) -> String {
     format!("{s:?}{}", if b.len() > 40 { "..." } else { "" })
 }
 
-/// `complete ID STATUS ACTUAL [DATA]`.
+/// `complete ID STATUS ACTUAL [DATA [ST:LEN...]]`.
 fn parse_answer(line: &[u8]) -> Result<Answer, String> {
     let bad = |what: &str| format!("answered garbage ({what}): {}", quote(line));
     let s = std::str::from_utf8(line).map_err(|_| bad("not UTF-8"))?;
@@ -226,8 +237,25 @@ fn parse_answer(line: &[u8]) -> Result<Answer, String> {
         None | Some("-") => Vec::new(),
         Some(h) => hex(h).ok_or_else(|| bad("bad hex data"))?,
     };
-    if w.next().is_some() {
-        return Err(bad("words after the data"));
+    let mut pkts = Vec::new();
+    for p in w {
+        if pkts.len() >= MAX_PACKETS {
+            return Err(bad("too many packets"));
+        }
+        let (st, len) = p
+            .split_once(':')
+            .ok_or_else(|| bad("words after the data"))?;
+        let st = (st.len() <= 4)
+            .then(|| st.parse::<i32>().ok())
+            .flatten()
+            .filter(|s| PKT_STATUSES.contains(s))
+            .ok_or_else(|| bad("packet status not one of 0 -18 -62 -63 -70 -71 -75 -84"))?;
+        let len = (len.len() <= 5)
+            .then(|| len.parse::<u32>().ok())
+            .flatten()
+            .filter(|l| *l <= 65535)
+            .ok_or_else(|| bad("bad packet length"))?;
+        pkts.push((st, len));
     }
     if !data.is_empty() && data.len() != actual as usize {
         return Err(bad("data length is not the actual length"));
@@ -237,7 +265,53 @@ fn parse_answer(line: &[u8]) -> Result<Answer, String> {
         status,
         actual,
         data,
+        pkts: (!pkts.is_empty()).then_some(pkts),
     })
+}
+
+/// An answer to an isochronous URB of packets of `pl` bytes: status 0,
+/// one result per packet, each at most `pl`, adding up to the actual
+/// length; the IN data (the packets' bytes one after the other), none OUT.
+fn check_iso(a: &Answer, urb: &Urb, pl: u32) -> Result<(), String> {
+    let Some(p) = &a.pkts else {
+        return Err(format!(
+            "completed isochronous URB {} without its packet results",
+            a.id
+        ));
+    };
+    if a.status != 0 {
+        return Err(format!(
+            "completed isochronous URB {} with status {} (the packets carry the errors)",
+            a.id, a.status
+        ));
+    }
+    if p.len() != urb.npk as usize {
+        return Err(format!(
+            "completed URB {} with {} packets, not its {}",
+            a.id,
+            p.len(),
+            urb.npk
+        ));
+    }
+    if p.iter().any(|x| x.1 > pl) {
+        return Err(format!(
+            "completed URB {} with a packet longer than its {pl} bytes",
+            a.id
+        ));
+    }
+    if p.iter().map(|x| x.1).sum::<u32>() != a.actual {
+        return Err(format!(
+            "completed URB {}: its packets do not add up to the actual length",
+            a.id
+        ));
+    }
+    if urb.dir_in && a.data.len() != a.actual as usize {
+        return Err(format!("completed IN URB {} without its data", a.id));
+    }
+    if !urb.dir_in && !a.data.is_empty() {
+        return Err(format!("completed OUT URB {} with data", a.id));
+    }
+    Ok(())
 }
 
 fn hex(s: &str) -> Option<Vec<u8>> {
@@ -258,7 +332,7 @@ fn to_hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// One data endpoint the driver keeps a URB submitted on.
+/// One bulk or interrupt endpoint the driver keeps a URB submitted on.
 struct Ep {
     urb: Urb,
     id: u64,
@@ -269,6 +343,42 @@ struct Ep {
     due: u64,
     answer: Option<Answer>,
     outcome: Outcome,
+    /// OUT: the data each URB carries.
+    out: Option<Arc<[u8]>>,
+    /// From a completion to the next submission (0: at once).
+    every: u64,
+    /// libusb's timeout: then the URB is discarded (-104).
+    timeout: Option<u64>,
+    /// When the URB in flight times out.
+    deadline: u64,
+}
+
+/// One isochronous URB of an endpoint's queue.
+struct IsoSlot {
+    tag: u64,
+    id: u64,
+    inflight: bool,
+    /// Submitted next (not in flight) or completed next (in flight).
+    due: u64,
+    /// Its first (micro)frame.
+    start: u64,
+    outcome: Outcome,
+    answer: Option<Answer>,
+}
+
+/// An isochronous endpoint: several URBs queued on consecutive
+/// (micro)frames, each resubmitted when it completes.
+struct IsoEp {
+    urb: Urb,
+    pkt_len: u32,
+    /// Time per packet: the endpoint's interval.
+    pkt_ns: u64,
+    /// A frame (full speed) or microframe (high speed).
+    unit: u64,
+    slots: Vec<IsoSlot>,
+    next_start: u64,
+    /// OUT: the buffer each URB carries.
+    out: Option<Arc<[u8]>>,
 }
 
 /// A control request of the driver.
@@ -279,6 +389,16 @@ struct CtrlReq {
     tag: Option<u64>,
 }
 
+impl CtrlReq {
+    fn new(setup: [u8; 8], out: Option<Vec<u8>>, tag: Option<u64>) -> CtrlReq {
+        CtrlReq {
+            setup,
+            out: out.map(Arc::from),
+            tag,
+        }
+    }
+}
+
 /// How a control request ends: status, actual length, IN data.
 type CtrlResult = (i32, u32, Option<Arc<[u8]>>);
 
@@ -286,6 +406,7 @@ type CtrlResult = (i32, u32, Option<Arc<[u8]>>);
 struct CtrlCur {
     id: u64,
     urb: Urb,
+    setup: [u8; 8],
     fresh: bool,
     deadline: u64,
     /// How it ends, once known.
@@ -302,6 +423,9 @@ pub(crate) struct ExternalTask {
     ctrl: VecDeque<CtrlReq>,
     cur: Option<CtrlCur>,
     eps: Vec<Ep>,
+    isos: Vec<IsoEp>,
+    /// Interfaces whose SET_INTERFACE failed: their endpoints stay idle.
+    failed: Vec<u8>,
     started: bool,
     next_id: u64,
     unlinked: VecDeque<u64>,
@@ -344,6 +468,33 @@ fn hid_interfaces(cfg: &[u8]) -> Vec<(u8, u8, u8, u16)> {
     out
 }
 
+/// The setting of the device's configuration that holds an `endpoints:`
+/// entry's endpoint: (interface, setting, descriptor); the entry's `alt`,
+/// or the lowest setting that has it.
+fn resolve(dev: &Device, e: &EndpointConfig) -> Option<(u8, u8, descriptors::EpDesc)> {
+    dev.desc
+        .cfg
+        .alts
+        .iter()
+        .filter(|a| e.alt.is_none_or(|x| x == a.alt))
+        .filter_map(|a| {
+            let d = a.eps.iter().find(|d| d.addr == e.ep.0)?;
+            Some((a.num, a.alt, d.clone()))
+        })
+        .min_by_key(|r| r.1)
+}
+
+/// Bytes per isochronous packet: wMaxPacketSize, times the transactions
+/// per microframe of a high-bandwidth high-speed endpoint.
+fn iso_packet(speed: Speed, e: &descriptors::EpDesc) -> u32 {
+    let mult = if speed == Speed::High {
+        1 + ((e.mps >> 11) & 3) as u32
+    } else {
+        1
+    };
+    (e.mps as u32 & 0x7ff) * mult
+}
+
 impl ExternalTask {
     pub(crate) fn new(ctx: &mut Ctx, d: DevId, now: u64) -> ExternalTask {
         let class_tag = ctx.dev(d).map(|x| x.class_tag).unwrap_or(0);
@@ -355,6 +506,8 @@ impl ExternalTask {
             ctrl: VecDeque::new(),
             cur: None,
             eps: vec![],
+            isos: vec![],
+            failed: vec![],
             started: false,
             next_id: 1,
             unlinked: VecDeque::new(),
@@ -390,12 +543,8 @@ impl ExternalTask {
                 tag: None,
             });
         }
+        let req = CtrlReq::new;
         for &(intf, sub, proto, len) in &hids {
-            let req = |s, out: Option<Vec<u8>>, tag| CtrlReq {
-                setup: s,
-                out: out.map(Arc::from),
-                tag,
-            };
             let i = intf as u16;
             t.ctrl
                 .push_back(req(setup(0x21, 0x0a, 0, i, 0), None, None));
@@ -408,6 +557,20 @@ impl ExternalTask {
                     Some(class_tag),
                 ));
             }
+        }
+        // The settings the `endpoints:` entries need, selected as
+        // usb_set_interface does (a standard interface request: the peer's).
+        let mut alts: Vec<(u8, u8)> = vec![];
+        for e in dev.cfg.iter().flat_map(|c| c.endpoints.iter()) {
+            if let Some((num, alt, _)) = resolve(dev, e) {
+                if alt != 0 && !alts.contains(&(num, alt)) {
+                    alts.push((num, alt));
+                }
+            }
+        }
+        for (num, alt) in alts {
+            let s = setup(0x01, 0x0b, alt as u16, num as u16, 0);
+            t.ctrl.push_back(req(s, None, None));
         }
         match ctx
             .dev(d)
@@ -449,14 +612,17 @@ impl ExternalTask {
     }
 
     /// Start the data endpoints: one URB on every interrupt and bulk IN
-    /// endpoint of the configuration's settings 0.
+    /// endpoint of the configuration's settings 0 that `endpoints:` does
+    /// not list, and what the `endpoints:` entries say.
     fn start_eps(&mut self, ctx: &mut Ctx, now: u64) {
         let Some(dev) = ctx.dev(self.dev) else {
             return;
         };
         let speed = dev.speed();
         let hid = dev.desc.cfg.alts.iter().any(|a| a.alt == 0 && a.class == 3);
-        let eps: Vec<_> = dev
+        let entries: Vec<EndpointConfig> =
+            dev.cfg.iter().flat_map(|c| c.endpoints.clone()).collect();
+        let mut plain: Vec<(descriptors::EpDesc, Option<EndpointConfig>)> = dev
             .desc
             .cfg
             .alts
@@ -464,19 +630,53 @@ impl ExternalTask {
             .filter(|a| a.alt == 0)
             .flat_map(|a| a.eps.iter())
             .filter(|e| e.dir_in() && matches!(e.xfer_type(), 2 | 3))
-            .cloned()
+            .filter(|e| !entries.iter().any(|x| x.ep.0 == e.addr))
+            .map(|e| (e.clone(), None))
             .collect();
-        for e in eps {
+        let mut isos = vec![];
+        for x in &entries {
+            let Some((num, _, e)) = resolve(dev, x) else {
+                tracing::warn!(
+                    "usb {}: endpoint {:#04x} is not in the device's configuration: left idle",
+                    self.name,
+                    x.ep.0
+                );
+                continue;
+            };
+            if self.failed.contains(&num) {
+                continue;
+            }
+            if e.xfer_type() == 1 {
+                isos.push((e, x.clone()));
+            } else {
+                plain.push((e, Some(x.clone())));
+            }
+        }
+        for (e, x) in plain {
             let unit = if e.xfer_type() == 3 {
                 descriptors::urb_interval(speed, &e).max(1) as u64
                     * descriptors::interval_unit_ns(speed)
             } else {
                 POLL
             };
-            let len = ((e.mps & 0x7ff) as u32).clamp(1, MAX_DATA);
+            let x = x.as_ref();
+            let out: Option<Arc<[u8]>> =
+                x.and_then(|x| x.data.as_ref()).map(|d| Arc::from(&d.0[..]));
+            let len = match (&out, x.and_then(|x| x.length)) {
+                (Some(d), _) => d.len() as u32,
+                (None, Some(l)) => l.min(MAX_DATA),
+                (None, None) => ((e.mps & 0x7ff) as u32).clamp(1, MAX_DATA),
+            };
             let tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
-            let flags = if hid { URB_NO_TRANSFER_DMA_MAP } else { 0 };
-            let urb = ctx.data_urb(self.dev, e.addr, len, flags, tag);
+            let flags = if hid && x.is_none() {
+                URB_NO_TRANSFER_DMA_MAP
+            } else {
+                0
+            };
+            let mut urb = ctx.data_urb(self.dev, e.addr, len, flags, tag);
+            if e.xfer_type() == 3 {
+                urb.interval = descriptors::urb_interval(speed, &e);
+            }
             self.eps.push(Ep {
                 urb,
                 id: 0,
@@ -485,6 +685,50 @@ impl ExternalTask {
                 due: now,
                 answer: None,
                 outcome: Outcome::Ok,
+                out,
+                every: x.and_then(|x| x.every_ms).unwrap_or(0) as u64 * MS,
+                timeout: x.and_then(|x| x.timeout_ms).map(|t| t as u64 * MS),
+                deadline: 0,
+            });
+        }
+        for (e, x) in isos {
+            let npk = x.packets.unwrap_or(8);
+            let pkt_len = iso_packet(speed, &e);
+            let unit = descriptors::interval_unit_ns(speed);
+            let pkt_ns = descriptors::urb_interval(speed, &e).max(1) as u64 * unit;
+            let size = iso_urb_size(npk);
+            let slots = (0..x.urbs.unwrap_or(2))
+                .map(|k| IsoSlot {
+                    tag: ctx.tags.alloc(&mut ctx.rng, size),
+                    id: 0,
+                    inflight: false,
+                    due: now + k as u64 * ctx.rng.range(3 * US, 12 * US),
+                    start: 0,
+                    outcome: Outcome::Ok,
+                    answer: None,
+                })
+                .collect();
+            let mut urb = ctx.data_urb(self.dev, e.addr, npk * pkt_len, URB_ISO_ASAP, 0);
+            urb.npk = npk;
+            urb.interval = descriptors::urb_interval(speed, &e);
+            let out = (!e.dir_in()).then(|| {
+                let pat = x.data.as_ref().map(|d| d.0.clone()).unwrap_or_default();
+                let n = (npk * pkt_len) as usize;
+                let buf: Vec<u8> = if pat.is_empty() {
+                    vec![0; n]
+                } else {
+                    pat.iter().copied().cycle().take(n).collect()
+                };
+                Arc::from(buf)
+            });
+            self.isos.push(IsoEp {
+                urb,
+                pkt_len,
+                pkt_ns,
+                unit,
+                slots,
+                next_start: now + MS,
+                out,
             });
         }
     }
@@ -524,6 +768,12 @@ impl ExternalTask {
             if !urb.dir_in && !a.data.is_empty() {
                 return Err(format!("completed OUT URB {} with data", a.id));
             }
+            if a.pkts.is_some() {
+                return Err(format!(
+                    "gave packet results to URB {}, which is not isochronous",
+                    a.id
+                ));
+            }
             Ok(())
         };
         if let Some(c) = self
@@ -548,6 +798,17 @@ impl ExternalTask {
             e.answer = Some(a);
             return Ok(());
         }
+        for iso in &mut self.isos {
+            let (urb, pl) = (iso.urb, iso.pkt_len);
+            if let Some(sl) = iso.slots.iter_mut().find(|s| s.inflight && s.id == a.id) {
+                check_iso(&a, &urb, pl)?;
+                if sl.answer.is_some() {
+                    return Err(format!("completed URB {} twice", a.id));
+                }
+                sl.answer = Some(a);
+                return Ok(());
+            }
+        }
         if self.unlinked.contains(&a.id) {
             return Ok(());
         }
@@ -555,6 +816,11 @@ impl ExternalTask {
     }
 
     fn submit_line(&self, id: u64, urb: &Urb, out: Option<&[u8]>) -> String {
+        self.submit_line_iso(id, urb, out, &[])
+    }
+
+    /// A `submit` line; isochronous URBs add each packet's length.
+    fn submit_line_iso(&self, id: u64, urb: &Urb, out: Option<&[u8]>, pkts: &[u32]) -> String {
         let ty = match urb.xfer {
             XferType::Control => 'C',
             XferType::Interrupt => 'I',
@@ -563,11 +829,16 @@ impl ExternalTask {
         };
         let ep = urb.ep | if urb.dir_in { 0x80 } else { 0 };
         let setup = urb.setup.map(|s| to_hex(&s)).unwrap_or_else(|| "-".into());
-        format!(
-            "submit {id} {ep:02x} {ty} {} {setup} {}\n",
+        let mut l = format!(
+            "submit {id} {ep:02x} {ty} {} {setup} {}",
             urb.len,
             to_hex(out.unwrap_or_default())
-        )
+        );
+        for p in pkts {
+            l.push_str(&format!(" {p}"));
+        }
+        l.push('\n');
+        l
     }
 
     /// The control phase; Some(next) while it runs.
@@ -584,7 +855,9 @@ impl ExternalTask {
                 if c.fresh {
                     ctx.tags.free(c.urb.tag, URB_SIZE);
                 }
+                let s = c.setup;
                 self.cur = None;
+                self.set_interface_done(ctx, &s, status);
                 return Ok(Some(now + ctx.gap()));
             }
             if now >= c.deadline {
@@ -594,7 +867,9 @@ impl ExternalTask {
                 if fresh {
                     ctx.tags.free(tag, URB_SIZE);
                 }
+                let s = c.setup;
                 self.cur = None;
+                self.set_interface_done(ctx, &s, ENOENT);
                 self.forget(id);
                 self.send(format!("unlink {id} {ENOENT}\n"))?;
                 return Ok(Some(now + ctx.gap()));
@@ -617,6 +892,7 @@ impl ExternalTask {
         let mut cur = CtrlCur {
             id,
             urb,
+            setup: s,
             fresh,
             deadline: now + CTRL_TIMEOUT,
             result: None,
@@ -639,6 +915,29 @@ impl ExternalTask {
         Ok(Some(next))
     }
 
+    /// After a SET_INTERFACE of the driver: the interface is in the setting,
+    /// or (failed) its endpoints stay idle.
+    fn set_interface_done(&mut self, ctx: &mut Ctx, s: &[u8; 8], status: i32) {
+        if s[0] != 0x01 || s[1] != 0x0b {
+            return;
+        }
+        let (alt, num) = (s[2], s[4]);
+        if status == 0 {
+            if let Some(a) = ctx
+                .dev_mut(self.dev)
+                .and_then(|d| d.alt.get_mut(num as usize))
+            {
+                *a = alt;
+            }
+        } else {
+            tracing::warn!(
+                "usb {}: SET_INTERFACE {num} setting {alt} failed ({status}): its endpoints stay idle",
+                self.name
+            );
+            self.failed.push(num);
+        }
+    }
+
     /// The data endpoints; returns when to run next.
     fn step_eps(&mut self, ctx: &mut Ctx, now: u64) -> Result<Option<u64>, String> {
         let dev = self.dev;
@@ -659,7 +958,7 @@ impl ExternalTask {
                         e.id = id;
                         e.inflight = true;
                         e.answer = None;
-                        let sdata = e.urb.dir_in.then(|| ctx.empty.clone());
+                        let sdata = e.urb.submit_data(ctx, &e.out);
                         ctx.submit(dev, e.urb, now, sdata, vec![]);
                         let polls = if outcome == Outcome::Ok {
                             1
@@ -667,13 +966,23 @@ impl ExternalTask {
                             ctx.rng.range(1, 4)
                         };
                         e.due = now + polls * e.unit;
-                        let line = self.submit_line(id, &self.eps[i].urb, None);
+                        if let Some(t) = e.timeout {
+                            e.deadline = now + t;
+                            e.due = e.due.min(e.deadline);
+                        }
+                        let e = &self.eps[i];
+                        let line = self.submit_line(id, &e.urb, e.out.as_deref());
                         self.send(line)?;
                     }
                 }
             } else if now >= self.eps[i].due {
                 let e = &mut self.eps[i];
                 let (tag, id) = (e.urb.tag, e.id);
+                let again = if e.every > 0 {
+                    e.every
+                } else {
+                    ctx.rng.range(8 * US, 40 * US)
+                };
                 if e.outcome != Outcome::Ok {
                     // An injected fault ends the URB; the peer forgets it.
                     let st = e.outcome.status();
@@ -684,7 +993,7 @@ impl ExternalTask {
                         let ep = e.urb.ep | if e.urb.dir_in { 0x80 } else { 0 };
                         self.runner.q.push_back(clear_halt(dev, ep, self.class_tag));
                     }
-                    self.eps[i].due = now + ctx.rng.range(MS, 3 * MS);
+                    self.eps[i].due = now + ctx.rng.range(MS, 3 * MS).max(again);
                     self.forget(id);
                     self.send(format!("unlink {id} {st}\n"))?;
                 } else if let Some(a) = e.answer.take() {
@@ -695,18 +1004,176 @@ impl ExternalTask {
                         let ep = e.urb.ep | if e.urb.dir_in { 0x80 } else { 0 };
                         self.runner.q.push_back(clear_halt(dev, ep, self.class_tag));
                     }
-                    let e = &mut self.eps[i];
-                    e.due = now + ctx.rng.range(8 * US, 40 * US);
+                    self.eps[i].due = now + again;
+                } else if e.timeout.is_some() && now >= e.deadline {
+                    // libusb's timeout: the URB is discarded (usb_unlink_urb).
+                    e.inflight = false;
+                    ctx.complete(dev, tag, now, ECONNRESET, 0, None, vec![], 0, 0);
+                    self.eps[i].due = now + again;
+                    self.forget(id);
+                    self.send(format!("unlink {id} {ECONNRESET}\n"))?;
                 } else {
                     // Nothing yet (NAK): poll again next interval.
                     let k = (now - e.due) / e.unit + 1;
                     e.due += k * e.unit;
+                    if e.timeout.is_some() {
+                        e.due = e.due.min(e.deadline);
+                    }
                 }
             }
             let due = self.eps[i].due;
             next = Some(next.map_or(due, |n| n.min(due)));
         }
+        for k in 0..self.isos.len() {
+            for j in 0..self.isos[k].slots.len() {
+                let sl = &self.isos[k].slots[j];
+                if now >= sl.due {
+                    if sl.inflight {
+                        self.iso_complete(ctx, k, j, now)?;
+                    } else {
+                        self.iso_submit(ctx, k, j, now)?;
+                    }
+                }
+                let due = self.isos[k].slots[j].due;
+                next = Some(next.map_or(due, |n| n.min(due)));
+            }
+        }
         Ok(next)
+    }
+
+    /// Submit isochronous URB `j` of endpoint `k` for the next free
+    /// (micro)frames, as URB_ISO_ASAP does.
+    fn iso_submit(&mut self, ctx: &mut Ctx, k: usize, j: usize, now: u64) -> Result<(), String> {
+        let dev = self.dev;
+        let mut outcome = ctx.take_error(dev);
+        if outcome == Outcome::Stall {
+            outcome = Outcome::Proto(EPROTO); // isochronous endpoints do not stall
+        }
+        let iso = &mut self.isos[k];
+        let npk = iso.urb.npk;
+        let dur = npk as u64 * iso.pkt_ns;
+        let earliest = iso.next_start.max(now + iso.pkt_ns);
+        let start = earliest.div_ceil(iso.unit) * iso.unit;
+        iso.next_start = start + dur;
+        let mut urb = iso.urb;
+        urb.tag = iso.slots[j].tag;
+        let pl = iso.pkt_len;
+        let out = iso.out.clone();
+        let sl = &mut iso.slots[j];
+        sl.outcome = outcome;
+        sl.start = start;
+        sl.answer = None;
+        if outcome == Outcome::SubmitError {
+            // Refused; tried again when its frames would have ended.
+            ctx.submit_error(dev, urb, now, EXDEV);
+            sl.due = start + dur;
+            return Ok(());
+        }
+        let descs = (0..npk)
+            .map(|i| IsoDesc {
+                status: EXDEV,
+                offset: i * pl,
+                length: pl,
+            })
+            .collect();
+        let sdata = Some(out.clone().unwrap_or_else(|| ctx.empty.clone()));
+        ctx.submit(dev, urb, now, sdata, descs);
+        let id = self.next_id;
+        self.next_id += 1;
+        let sl = &mut self.isos[k].slots[j];
+        sl.id = id;
+        sl.inflight = true;
+        sl.due = start + dur + ctx.rng.range(0, 60 * US);
+        let lens = vec![pl; npk as usize];
+        let line = self.submit_line_iso(id, &urb, out.as_deref(), &lens);
+        self.send(line)
+    }
+
+    /// Isochronous URB `j` of endpoint `k` reaches the end of its frames:
+    /// it completes with the peer's packets, or with every packet missed
+    /// (-18) if the peer has not answered in time.
+    fn iso_complete(&mut self, ctx: &mut Ctx, k: usize, j: usize, now: u64) -> Result<(), String> {
+        let dev = self.dev;
+        let iso = &mut self.isos[k];
+        let (npk, pl, dir_in) = (iso.urb.npk, iso.pkt_len, iso.urb.dir_in);
+        let out = iso.out.clone();
+        let sl = &mut iso.slots[j];
+        sl.inflight = false;
+        sl.due = now + ctx.rng.range(5 * US, 40 * US);
+        let (tag, id, outcome) = (sl.tag, sl.id, sl.outcome);
+        let frame = ((sl.start / MS) & 0x7ff) as i32;
+        let answer = sl.answer.take();
+        let missed = |st| -> Vec<IsoDesc> {
+            (0..npk)
+                .map(|i| IsoDesc {
+                    status: st,
+                    offset: i * pl,
+                    length: 0,
+                })
+                .collect()
+        };
+        // IN: the buffer as it was (nothing written).
+        let untouched = || dir_in.then(|| Arc::from(vec![0u8; (npk * pl) as usize]));
+        let unlink = match (outcome, answer) {
+            (Outcome::Unlink, _) => {
+                // Killed by the driver (usb_kill_urb).
+                let d = untouched();
+                ctx.complete(dev, tag, now, ENOENT, 0, d, missed(EXDEV), frame, 0);
+                Some(ENOENT)
+            }
+            (_, None) => {
+                let (n, d) = (npk as i32, untouched());
+                ctx.complete(dev, tag, now, 0, 0, d, missed(EXDEV), frame, n);
+                Some(EXDEV)
+            }
+            (_, Some(a)) => {
+                let mut pkts = a.pkts.unwrap_or_default();
+                let mut buf = if dir_in {
+                    vec![0u8; (npk * pl) as usize]
+                } else {
+                    vec![]
+                };
+                let mut at = 0usize;
+                for (i, p) in pkts.iter().enumerate() {
+                    let n = p.1 as usize;
+                    if dir_in {
+                        let o = i * pl as usize;
+                        buf[o..o + n].copy_from_slice(&a.data[at..at + n]);
+                    }
+                    at += n;
+                }
+                if let Outcome::Proto(st) = outcome {
+                    // An injected error garbles one packet.
+                    let b = ctx.rng.below(npk as u64) as usize;
+                    pkts[b] = (st, 0);
+                    if dir_in {
+                        let o = b * pl as usize;
+                        buf[o..o + pl as usize].fill(0);
+                    }
+                }
+                let descs: Vec<IsoDesc> = pkts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| IsoDesc {
+                        status: p.0,
+                        offset: i as u32 * pl,
+                        length: p.1,
+                    })
+                    .collect();
+                let actual = pkts.iter().map(|p| p.1).sum();
+                let errs = pkts.iter().filter(|p| p.0 != 0).count() as i32;
+                let data = if dir_in { Some(Arc::from(buf)) } else { out };
+                ctx.complete(dev, tag, now, 0, actual, data, descs, frame, errs);
+                None
+            }
+        };
+        match unlink {
+            Some(st) => {
+                self.forget(id);
+                self.send(format!("unlink {id} {st}\n"))
+            }
+            None => Ok(()),
+        }
     }
 
     fn run(&mut self, ctx: &mut Ctx, now: u64) -> Result<Option<u64>, String> {
@@ -758,6 +1225,10 @@ mod tests {
         assert_eq!((a.id, a.status, a.actual, a.data), (7, 0, 2, vec![10, 11]));
         let a = parse_answer(b"complete 8 -32 0").unwrap();
         assert_eq!((a.id, a.status, a.actual), (8, -32, 0));
+        let a = parse_answer(b"complete 9 0 3 0a0b0c 0:2 -84:0 0:1").unwrap();
+        assert_eq!(a.pkts, Some(vec![(0, 2), (-84, 0), (0, 1)]));
+        let a = parse_answer(b"complete 9 0 8 - 0:4 -18:0 0:4").unwrap();
+        assert_eq!((a.data.len(), a.pkts.map(|p| p.len())), (0, Some(3)));
         for bad in [
             &b"complete x 0 0"[..],
             b"complete 1 5 0",
@@ -767,6 +1238,9 @@ mod tests {
             b"complete 1 0 70000",
             b"submit 1 0 0",
             b"complete -1 0 0",
+            b"complete 1 0 4 - 0:4 5:0",
+            b"complete 1 0 4 - 0:x",
+            b"complete 1 0 4 - 0",
             b"\xff",
         ] {
             assert!(parse_answer(bad).is_err(), "{bad:?}");
