@@ -150,6 +150,12 @@ fn c_keyboard_types_into_1u() {
     let _ = cat.wait();
     let dev = kbd_devnum(&text).unwrap();
     assert_eq!(reports(&text, &dev), want, "1u:\n{text}");
+    // usbhid is bound to the keyboard's interface, as the kernel binds it.
+    let devices = m.sh_ok("cat usb/devices");
+    assert!(
+        devices.contains("I:* If#= 0 Alt= 0 #EPs= 1 Cls=03(HID  ) Sub=01 Prot=01 Driver=usbhid"),
+        "{devices}"
+    );
 }
 
 /// Wait for the keyboard to leave `usb/devices`, then check the mouse on
@@ -367,7 +373,7 @@ fn iso_and_out_peer_answers_in_1u_and_killing_it_unplugs() {
     );
     assert!(
         m.sh_ok("cat usb/devices")
-            .contains("I:* If#= 1 Alt= 1 #EPs= 2 Cls=ff(vend.) Sub=00 Prot=00"),
+            .contains("I:* If#= 1 Alt= 1 #EPs= 2 Cls=ff(vend.) Sub=00 Prot=00 Driver=(none)"),
         "{}",
         m.sh_ok("cat usb/devices")
     );

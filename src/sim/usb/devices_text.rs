@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use super::ctx::{Ctx, DevId, Kind};
 use super::descriptors::{class_name, decode_interval_us, Speed};
+use crate::config::DeviceKind;
 
 /// Append the text of one bus (root hub first, then depth first by port).
 pub(crate) fn bus_text(ctx: &Ctx, out: &mut String) {
@@ -109,6 +110,8 @@ fn dump(ctx: &Ctx, id: DevId, level: u8, index: u8, count: u8, out: &mut String)
             let active = configured && d.alt.get(a.num as usize).copied().unwrap_or(0) == a.alt;
             let driver = if !configured {
                 ""
+            } else if d.driver_bound && d.kind == Kind::Dev(DeviceKind::External) {
+                class_driver(a.class, a.proto)
             } else if d.driver_bound {
                 d.desc.driver
             } else {
@@ -172,5 +175,20 @@ fn dump(ctx: &Ctx, id: DevId, level: u8, index: u8, count: u8, out: &mut String)
                 }
             }
         }
+    }
+}
+
+/// The driver the kernel binds to an interface of an external device, by
+/// its class: usbhid, usb-storage (uas for the UAS protocol), snd-usb-audio
+/// (control, streaming and MIDI interfaces alike), uvcvideo; vendor-specific
+/// and other classes: none.
+fn class_driver(class: u8, proto: u8) -> &'static str {
+    match (class, proto) {
+        (0x03, _) => "usbhid",
+        (0x08, 0x62) => "uas",
+        (0x08, _) => "usb-storage",
+        (0x01, _) => "snd-usb-audio",
+        (0x0e, _) => "uvcvideo",
+        _ => "(none)",
     }
 }
