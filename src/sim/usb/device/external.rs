@@ -1,8 +1,9 @@
 //! A device answered by another process (`kind: external`). monfs plays the
 //! host: the hub driver enumerates the device from its descriptor dump, and
 //! a generic class driver (usbhid's requests for HID interfaces, then one
-//! URB kept submitted on every interrupt and bulk IN endpoint) submits the
-//! URBs. A peer process plays the device: it gets each URB on its standard
+//! URB kept submitted on every interrupt and bulk IN endpoint, and what the
+//! device's `endpoints:` entries add: OUT data, libusb timeouts, other
+//! settings, isochronous URBs queued on (micro)frames) submits the URBs. A peer process plays the device: it gets each URB on its standard
 //! input and answers completions on its standard output, one line each (the
 //! protocol is in docs/external-devices.md).
 //!
