@@ -157,9 +157,12 @@ fn prescan(s: &[u8]) -> Result<(), FilterError> {
         }
         match c {
             b'"' | b'\'' => quote = Some((c, i)),
+            // As the kernel's calc_stack: the first of `&&` ends a
+            // predicate, the second is looked at on its own and, unless
+            // another follows, starts one (`&&` alone counts one).
             b'&' | b'|' if s.get(i + 1) == Some(&c) => {
                 in_pred = false;
-                i += 2;
+                i += 1;
                 continue;
             }
             b'(' => {
@@ -814,6 +817,10 @@ mod tests {
         ("prev_pid == 1 next_pid == 2", 1, "prev_pid == 1 next_pid == 2\n              ^\nparse_error: Too many terms in predicate expression\n\n"),
         ("prev_pid 1", 22, "prev_pid 1\n          ^\nparse_error: Invalid operator\n\n"),
         ("== 1", 1, "== 1\nError: (0)\n\n"),
+        // calc_stack counts the second `&` as a predicate's start, so these
+        // reach the predicate parser, which finds no field (-1).
+        ("&&", 1, "&&\nError: (0)\n\n"),
+        (" || ", 1, " || \nError: (0)\n\n"),
         ("prev_pid == 1 |", 1, "prev_pid == 1 |\n              ^\nparse_error: Too many terms in predicate expression\n\n"),
         ("()", 22, "()\nError: (0)\n\n"),
         ("!", 22, "!\n ^\nparse_error: No filter found\n\n"),
