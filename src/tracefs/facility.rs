@@ -725,6 +725,7 @@ impl Tracing {
             .position(|a| a.is_none())
             .unwrap_or(arrays.len());
         let arr = TraceArray::new(slot, Some(name.to_string()), true);
+        arr.inherit_options(&self.top);
         if slot == arrays.len() {
             arrays.push(Some(arr.clone()));
         } else {

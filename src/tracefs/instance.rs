@@ -237,6 +237,31 @@ impl TraceArray {
         })
     }
 
+    /// Take `top`'s option flags, as the kernel's instance creation copies
+    /// the top level's, but for those it starts cleared: event-fork,
+    /// function-fork and trace_printk_dest (trace.c's ZEROED_TRACE_FLAGS),
+    /// and copy_trace_marker, which 6.17 added to them.
+    pub(super) fn inherit_options(&self, top: &TraceArray) {
+        const ZEROED: [&str; 4] = [
+            "event-fork",
+            "function-fork",
+            "trace_printk_dest",
+            "copy_trace_marker",
+        ];
+        let from = top.options.lock_ok().clone();
+        let mut o = self.options.lock_ok();
+        for (i, (name, _)) in OPTIONS.iter().enumerate() {
+            o[i] = from[i] && !ZEROED.contains(name);
+        }
+        let on = |n: &str| OPTIONS.iter().position(|x| x.0 == n).is_some_and(|i| o[i]);
+        self.irq_info.store(on("irq-info"), Ordering::Relaxed);
+        self.stacktrace.store(on("stacktrace"), Ordering::Relaxed);
+        self.record_cmd.store(on("record-cmd"), Ordering::Relaxed);
+        self.record_tgid.store(on("record-tgid"), Ordering::Relaxed);
+        self.overwrite.store(on("overwrite"), Ordering::Relaxed);
+        self.event_fork.store(false, Ordering::Relaxed);
+    }
+
     /// `set_event_pid` and `set_event_notrace_pid`, each with its
     /// "not empty" flag.
     pub(super) fn pid_lists(&self) -> [(&RwLock<BTreeSet<u32>>, &AtomicBool); 2] {

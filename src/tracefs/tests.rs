@@ -485,3 +485,27 @@ fn instances_fan_out_and_disable_on_rmdir() {
     assert!(tree.resolve("tracing/instances/a").is_err());
     assert_eq!(tree.rmdir(root, "a", &caller).err(), Some(Errno::ENOENT));
 }
+
+/// A new instance starts with the top level's option flags, but for the
+/// ones the kernel clears (measured on 6.18: `sym-offset` and `noirq-info`
+/// carried over, `event-fork` and `copy_trace_marker` not).
+#[test]
+fn instances_start_with_the_top_levels_options() {
+    let (tree, _t) = setup(USER);
+    for o in ["sym-offset", "noirq-info", "event-fork"] {
+        write(&tree, "trace_options", false, o).unwrap();
+    }
+    let root = tree.resolve("tracing/instances").unwrap().ino;
+    tree.mkdir(root, "b", &Caller::default()).unwrap();
+    let opts = cat(&tree, "instances/b/trace_options");
+    for want in [
+        "sym-offset",
+        "noirq-info",
+        "noevent-fork",
+        "notrace_printk_dest",
+        "nocopy_trace_marker",
+    ] {
+        assert!(opts.lines().any(|l| l == want), "{want} in\n{opts}");
+    }
+    assert_eq!(cat(&tree, "instances/b/options/irq-info"), "0\n");
+}
