@@ -14,6 +14,7 @@ import errno
 import os
 import random
 import sys
+import time
 import warnings
 
 # Inputs are decoded with "unicode_escape" (generators and the corpus write
@@ -289,7 +290,11 @@ class Iface:
 
 
 def events(root):
-    with open(os.path.join(root, "available_events")) as f:
+    path = os.path.join(root, "available_events")
+    if not os.path.exists(path):
+        # An instance: the events are the top level's.
+        path = os.path.join(os.path.dirname(os.path.dirname(root)), "available_events")
+    with open(path) as f:
         return {tuple(ln.strip().split(":", 1)) for ln in f if ":" in ln}
 
 
@@ -382,7 +387,64 @@ def main():
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--cases", type=int, default=2000)
     ap.add_argument("--keep-going", action="store_true")
+    ap.add_argument("--minutes", type=float,
+                    help="run each interface this long (seeds from --seed on), not --seeds")
+    ap.add_argument("--instance", help="use instances/NAME of both trees (made if missing)")
+    ap.add_argument("--parallel", action="store_true",
+                    help="one process per interface, each in an instance of its own")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.parallel:
+        return parallel(a)
+    if a.instance:
+        for root in (a.real, a.monfs):
+            path = os.path.join(root, "instances", a.instance)
+            if not os.path.isdir(path):
+                os.mkdir(path)
+        a.real = os.path.join(a.real, "instances", a.instance)
+        a.monfs = os.path.join(a.monfs, "instances", a.instance)
+    try:
+        return fuzz(a)
+    finally:
+        if a.instance:
+            for root in (a.real, a.monfs):
+                try:
+                    os.rmdir(root)
+                except OSError:
+                    pass
+
+
+def parallel(a):
+    """Every interface at once, each in an instance of its own (so that
+    they do not see each other's writes), as child processes of this one."""
+    import subprocess
+    names = [i.name for i in ifaces(a.real, a.monfs)]
+    if a.only:
+        names = [n for n in names if n in a.only.split(",")]
+    procs = []
+    for n in names:
+        args = [sys.executable, __file__, "--real", a.real, "--monfs", a.monfs, "--only", n,
+                "--seed", str(a.seed), "--seeds", str(a.seeds), "--cases", str(a.cases),
+                "--instance", "fuzz-" + n.replace("/", "-"), "--child"]
+        for flag, v in (("--minutes", a.minutes), ("--corpus-default", a.corpus_default),
+                        ("--corpus", a.corpus)):
+            if v is not None:
+                args += [flag, str(v)]
+        if a.keep_going:
+            args.append("--keep-going")
+        procs.append((n, subprocess.Popen(args, stdout=subprocess.PIPE, text=True)))
+    failed = []
+    for n, p in procs:
+        out, _ = p.communicate()
+        sys.stdout.write(out)
+        if p.returncode:
+            failed.append(n)
+    print(f"tracefs-fuzz: {len(procs)} interfaces in parallel, "
+          f"{len(failed)} with divergences{': ' + ', '.join(failed) if failed else ''}")
+    return 1 if failed else 0
+
+
+def fuzz(a):
     bad = 0
     skipped = 0
     seen = set()
@@ -480,10 +542,15 @@ def main():
                 report("corpus", d, mode)
         if a.corpus:
             continue
-        for seed in range(a.seed, a.seed + a.seeds):
+        deadline = time.monotonic() + a.minutes * 60 if a.minutes else None
+        total = 0
+        iface_bad = bad
+        seed = a.seed
+        while (seed < a.seed + a.seeds) if deadline is None else time.monotonic() < deadline:
             r = random.Random(f"{iface.name}/{seed}")
             n_bad = bad
             for _ in range(a.cases):
+                total += 1
                 g = iface.gen(r)
                 try:
                     d = g.encode().decode("unicode_escape").encode("latin-1")
@@ -502,8 +569,17 @@ def main():
                     report(f"seed {seed}", d, mode)
                     if not a.keep_going and bad - n_bad >= 10:
                         break
-            print(f"tracefs-fuzz: {iface.name} seed {seed}: {a.cases} cases, {bad - n_bad} divergences")
+            if deadline is None:
+                print(f"tracefs-fuzz: {iface.name} seed {seed}: {a.cases} cases, "
+                      f"{bad - n_bad} divergences")
+                sys.stdout.flush()
+            seed += 1
+        if deadline is not None:
+            print(f"tracefs-fuzz: {iface.name}: {a.minutes:g} min, seeds {a.seed}-{seed - 1}, "
+                  f"{total} cases, {bad - iface_bad} divergences")
             sys.stdout.flush()
+    if a.child:
+        return 1 if bad else 0
     print(f"tracefs-fuzz: {bad} divergences ({skipped} not counted: incomplete filter "
           "expressions that this machine's 6.18.44 takes and 6.12 refuses, and set_event "
           "tokens that name only kernel events)")
