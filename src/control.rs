@@ -256,6 +256,7 @@ impl Control {
                     descriptors: None,
                     command: None,
                     endpoints: vec![],
+                    speed: None,
                     capture: None,
                     devaddr: None,
                     devices: Vec::new(),

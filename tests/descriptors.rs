@@ -143,3 +143,63 @@ fn bad_or_missing_dump_fails_check_config_with_file_and_offset() {
     let (code, e) = cfg("good.bin");
     assert_eq!(code, Some(0), "{e}");
 }
+
+/// `speed:` sets the speed the device signals: the keyboard's dump
+/// (bcdUSB 2.00, so high speed by default) plugged as a full-speed device
+/// shows `Spd=12`; speeds its descriptors cannot have are config errors that
+/// name the field and say why.
+#[test]
+fn speed_field_sets_the_port_speed_and_is_checked() {
+    let yaml = |speed: &str| {
+        format!(
+            "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          kind: descriptors\n          descriptors: {}\n          speed: {speed}\n          product: Slow Keyboard\n",
+            data("qemu-usb-kbd/descriptors")
+        )
+    };
+    let m = Mount::with_config(&yaml("full"));
+    let deadline = Instant::now() + common::HANG;
+    let block = loop {
+        let t = m.sh_ok("cat usb/devices");
+        if let Some(b) = t
+            .split("\n\n")
+            .find(|b| b.contains("Product=Slow Keyboard"))
+        {
+            break b.to_string();
+        }
+        assert!(Instant::now() < deadline, "keyboard never appeared:\n{t}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(block.contains(" Spd=12 "), "{block}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.yaml");
+    for (speed, why) in [
+        ("low", "a low-speed device's ep0 is 8 bytes"),
+        ("fast", "unknown variant `fast`"),
+    ] {
+        std::fs::write(&p, yaml(speed)).unwrap();
+        let o = Command::new(common::monfs_bin())
+            .args(["check-config", p.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(e.contains(why), "{speed}: {e}");
+        assert!(e.contains("c.yaml:"), "{speed}: {e}");
+    }
+    let audio = format!(
+        "usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: descriptors\n          descriptors: {}\n          speed: high\n",
+        data("qemu-usb-audio/descriptors")
+    );
+    std::fs::write(&p, audio).unwrap();
+    let o = Command::new(common::monfs_bin())
+        .args(["check-config", p.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("devices[0].speed: high speed needs bcdUSB 2.00"),
+        "{e}"
+    );
+}

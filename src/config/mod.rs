@@ -246,6 +246,12 @@ pub struct DeviceConfig {
     /// IN endpoint of setting 0): OUT, isochronous, other settings.
     #[serde(default)]
     pub endpoints: Vec<EndpointConfig>,
+    /// For `kind: descriptors` and `external`: the speed the device signals
+    /// on its port (`low`, `full` or `high`), as a real device's electrical
+    /// signalling tells the hub. Default: high for bcdUSB 2.00 and up, full
+    /// below. A hub port of lower speed still limits it.
+    #[serde(default)]
+    pub speed: Option<DeviceSpeed>,
     /// For `kind: from-capture`: the capture file (pcap or pcapng; relative
     /// paths: from the configuration file's directory).
     #[serde(default)]
@@ -391,6 +397,64 @@ impl<'de> Deserialize<'de> for HexData {
             .collect::<Option<Vec<u8>>>()
             .map(HexData)
             .ok_or_else(bad)
+    }
+}
+
+/// The speed a device with a descriptor file signals (`speed:`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceSpeed {
+    /// Low speed, 1.5 Mbit/s.
+    Low,
+    /// Full speed, 12 Mbit/s.
+    Full,
+    /// High speed, 480 Mbit/s.
+    High,
+}
+
+/// Check `speed:` against the descriptors, as USB 2.0 allows them: high
+/// speed needs bcdUSB 2.00 or later and an ep0 of 64 bytes; low speed an
+/// ep0 of 8 bytes and only interrupt (and control) endpoints of at most 8
+/// bytes.
+fn check_speed(dev: &DeviceConfig) -> Result<(), String> {
+    let Some(speed) = dev.speed else {
+        return Ok(());
+    };
+    let Some(file) = &dev.descriptors else {
+        return Err(": `speed` is only for kinds descriptors and external".into());
+    };
+    let mps0 = file.dump.device()[7];
+    match speed {
+        DeviceSpeed::High if file.dump.bcd_usb() < 0x0200 => Err(format!(
+            ".speed: high speed needs bcdUSB 2.00 or later; {} says {:x}.{:02x}",
+            file.path.display(),
+            file.dump.bcd_usb() >> 8,
+            file.dump.bcd_usb() & 0xff
+        )),
+        DeviceSpeed::High if mps0 != 64 => Err(format!(
+            ".speed: a high-speed device's ep0 is 64 bytes; {} says bMaxPacketSize0 {mps0}",
+            file.path.display()
+        )),
+        DeviceSpeed::Low if mps0 != 8 => Err(format!(
+            ".speed: a low-speed device's ep0 is 8 bytes; {} says bMaxPacketSize0 {mps0}",
+            file.path.display()
+        )),
+        DeviceSpeed::Low => {
+            let eps = file.dump.configs.iter().flat_map(|c| c.interfaces.iter());
+            match eps
+                .flat_map(|i| i.eps.iter())
+                .find(|e| e.attr & 3 != 3 || e.mps > 8)
+            {
+                Some(e) => Err(format!(
+                    ".speed: low speed allows only interrupt endpoints of at most 8 bytes; \
+                     endpoint {:#04x} in {} is not one",
+                    e.addr,
+                    file.path.display()
+                )),
+                None => Ok(()),
+            }
+        }
+        _ => Ok(()),
     }
 }
 
@@ -693,6 +757,7 @@ fn unique_ports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<DeviceConfig>, D:
             )));
         }
         check_endpoints(dev).map_err(|m| serde::de::Error::custom(format!("devices[{i}]{m}")))?;
+        check_speed(dev).map_err(|m| serde::de::Error::custom(format!("devices[{i}]{m}")))?;
         if from_file && (dev.vendor_id.is_some() || dev.product_id.is_some()) {
             return Err(serde::de::Error::custom(format!(
                 "devices[{i}]: vendor_id and product_id come from the descriptors file"

@@ -542,7 +542,7 @@ fn pad(out: &mut String, spec: &Spec, body: &str) {
         out.push_str(body);
     } else if spec.flags.contains('-') {
         out.push_str(body);
-        out.extend(std::iter::repeat(' ').take(w - n));
+        out.extend(std::iter::repeat_n(' ', w - n));
     } else if spec.flags.contains('0') && spec.conv != 's' && spec.prec.is_none() {
         let (sign, digits) = match body.as_bytes().first() {
             Some(b'-') | Some(b'+') | Some(b' ') => body.split_at(1),
@@ -555,10 +555,10 @@ fn pad(out: &mut String, spec: &Spec, body: &str) {
         };
         out.push_str(sign);
         out.push_str(prefix);
-        out.extend(std::iter::repeat('0').take(w - n));
+        out.extend(std::iter::repeat_n('0', w - n));
         out.push_str(digits);
     } else {
-        out.extend(std::iter::repeat(' ').take(w - n));
+        out.extend(std::iter::repeat_n(' ', w - n));
         out.push_str(body);
     }
 }

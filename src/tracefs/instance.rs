@@ -425,7 +425,7 @@ impl TraceArray {
             return;
         }
         for (i, b) in spare.iter_mut().enumerate() {
-            if cpu.map_or(true, |c| c == i) {
+            if cpu.is_none_or(|c| c == i) {
                 b.resize_bytes(bytes);
             }
         }

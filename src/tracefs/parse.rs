@@ -78,7 +78,7 @@ impl EventMatch<'_> {
         if let Some(m) = self.either {
             return m == system || m == name;
         }
-        self.system.map_or(true, |s| s == system) && self.event.map_or(true, |e| e == name)
+        self.system.is_none_or(|s| s == system) && self.event.is_none_or(|e| e == name)
     }
 }
 

@@ -550,7 +550,7 @@ pub fn merged<'a>(bufs: &'a [&'a CpuBuffer]) -> impl Iterator<Item = &'a Entry> 
         let mut best: Option<(usize, u64)> = None;
         for (i, it) in its.iter_mut().enumerate() {
             if let Some(e) = it.peek() {
-                if best.map_or(true, |(_, ts)| e.ts < ts) {
+                if best.is_none_or(|(_, ts)| e.ts < ts) {
                     best = Some((i, e.ts));
                 }
             }

@@ -379,9 +379,17 @@ pub(crate) fn natural_speed(kind: DeviceKind) -> Speed {
     }
 }
 
-/// The natural speed of a configured device: a descriptor dump's from its
-/// bcdUSB (2.00 and up: high speed, below: full speed), the others per kind.
+/// The natural speed of a configured device: a descriptor dump's its
+/// `speed:`, else from its bcdUSB (2.00 and up: high speed, below: full
+/// speed), the others per kind.
 pub(crate) fn natural_speed_of(cfg: &DeviceConfig) -> Speed {
+    use crate::config::DeviceSpeed;
+    match cfg.speed {
+        Some(DeviceSpeed::Low) => return Speed::Low,
+        Some(DeviceSpeed::Full) => return Speed::Full,
+        Some(DeviceSpeed::High) => return Speed::High,
+        None => {}
+    }
     match &cfg.descriptors {
         Some(f) if f.dump.bcd_usb() < 0x0200 => Speed::Full,
         Some(_) => Speed::High,
@@ -466,8 +474,8 @@ fn hub_descriptor(
         pwr_good,
         current,
     ];
-    d.extend(std::iter::repeat(0u8).take(bytes));
-    d.extend(std::iter::repeat(0xffu8).take(bytes));
+    d.extend(std::iter::repeat_n(0u8, bytes));
+    d.extend(std::iter::repeat_n(0xffu8, bytes));
     while d.len() < pad_to {
         d.push(0xff);
     }

@@ -179,7 +179,7 @@ impl Inner {
 
     /// The session of connection `conn`, started afresh for a new one.
     fn session_for<'a>(&self, s: &'a mut Option<Session>, conn: &Connection) -> &'a mut Session {
-        if s.as_ref().map_or(true, |s| s.id != conn.id) {
+        if s.as_ref().is_none_or(|s| s.id != conn.id) {
             let t0 = match self.cfg.pace {
                 Pace::Realtime => conn.opened_at,
                 Pace::Flood => 0,
@@ -243,7 +243,7 @@ impl Inner {
                 }
             }
             let conn = p.connection();
-            let more = self.cfg.max_messages.map_or(true, |m| s.generated < m);
+            let more = self.cfg.max_messages.is_none_or(|m| s.generated < m);
             if conn.severed || !more {
                 break;
             }

@@ -433,7 +433,7 @@ impl UserEvents {
             let st = self.state.lock_ok();
             st.enablers
                 .iter()
-                .filter(|en| tgid.map_or(true, |t| en.mm.tgid() == t))
+                .filter(|en| tgid.is_none_or(|t| en.mm.tgid() == t))
                 .cloned()
                 .collect()
         };
