@@ -5,6 +5,16 @@ report per character, then stays idle until monfs closes its input.
 
 Run by monfs (`command: [python3, examples/hid_keyboard.py, "hello"]`, with
 `descriptors:` a keyboard's sysfs dump such as tests/data/sysfs/qemu-usb-kbd).
+
+Options, before the text:
+  --socket PATH    listen on the Unix socket PATH and serve the one
+                   connection monfs makes (`socket: PATH`) instead of
+                   standard input and output
+  --ep0 DUMP       answer the enumeration too (`ep0: peer`): the device and
+                   configuration descriptors from the sysfs dump DUMP,
+                   SET_ADDRESS and SET_CONFIGURATION
+  --string N=TEXT  with --ep0: string descriptor N (repeatable)
+  --mute-ep0       with --ep0: never answer GET_DESCRIPTOR (a dead device)
 The protocol is in docs/external-devices.md ("Simulate your own device in
 five minutes"). Standard library only.
 """
@@ -62,10 +72,71 @@ def reports(text):
         yield bytes(8)
 
 
+def string_descriptor(text):
+    b = text.encode("utf-16-le")
+    return bytes([2 + len(b), 3]) + b
+
+
+def standard(s, length, dump, strings):
+    """The answer (status, data) to a standard device request, or None."""
+    value = s[2] | s[3] << 8
+    if s[0] == 0x80 and s[1] == 0x06:
+        kind, index = value >> 8, value & 0xFF
+        if kind == 1:
+            return 0, dump[:18][:length]
+        if kind == 2:
+            at, n = 18, 0  # the configurations follow the device descriptor
+            while at + 4 <= len(dump):
+                total = dump[at + 2] | dump[at + 3] << 8
+                if n == index:
+                    return 0, dump[at:at + total][:length]
+                at, n = at + total, n + 1
+            return -32, b""
+        if kind == 3:
+            if index == 0:
+                return 0, bytes([4, 3, 0x09, 0x04])[:length]
+            if index in strings:
+                return 0, string_descriptor(strings[index])[:length]
+            return -32, b""
+        return -32, b""
+    if s[0] == 0x00 and s[1] in (0x05, 0x09):  # SET_ADDRESS, SET_CONFIGURATION
+        return 0, b""
+    if s[0] == 0x80 and s[1] == 0x00:  # GET_STATUS
+        return 0, bytes(2)[:length]
+    return None
+
+
 def main():
-    text = sys.argv[1] if len(sys.argv) > 1 else "hello from python\n"
-    gap = float(sys.argv[2]) if len(sys.argv) > 2 else 0.05
+    args = sys.argv[1:]
+    sock_path, dump, strings, mute = None, None, {}, False
+    while args and args[0].startswith("--"):
+        opt = args.pop(0)
+        if opt == "--socket":
+            sock_path = args.pop(0)
+        elif opt == "--ep0":
+            with open(args.pop(0), "rb") as f:
+                dump = f.read()
+        elif opt == "--string":
+            n, t = args.pop(0).split("=", 1)
+            strings[int(n)] = t
+        elif opt == "--mute-ep0":
+            mute = True
+        else:
+            sys.exit("hid_keyboard.py: unknown option " + opt)
+    text = args[0] if len(args) > 0 else "hello from python\n"
+    gap = float(args[1]) if len(args) > 1 else 0.05
     out = sys.stdout
+    fd = sys.stdin.fileno()
+    if sock_path is not None:
+        import socket
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(sock_path)
+        listener.listen(1)
+        print("hid_keyboard.py: listening on " + sock_path, file=sys.stderr, flush=True)
+        conn, _ = listener.accept()
+        listener.close()
+        out = conn.makefile("w")
+        fd = conn.fileno()
     pending = []  # ids of interrupt IN URBs waiting for a report
     queue = list(reports(text))
     start = None  # typing starts once the host asked for the report descriptor
@@ -76,7 +147,6 @@ def main():
         out.write(line + "\n")
         out.flush()
 
-    fd = sys.stdin.fileno()
     while True:
         now = time.monotonic()
         if start is not None and pending and queue and now >= next_at:
@@ -106,7 +176,13 @@ def main():
                 urb, ep, typ, length, setup = int(w[1]), w[2], w[3], int(w[4]), w[5]
                 if typ == "C":
                     s = bytes.fromhex(setup)
-                    if s[0] == 0x81 and s[1] == 0x06 and s[3] == 0x22:
+                    std = standard(s, length, dump, strings) if dump else None
+                    if std is not None and mute and s[1] == 0x06:
+                        pass  # never answered: the host times out
+                    elif std is not None:
+                        st, data = std
+                        send(("complete %d %d %d %s" % (urb, st, len(data), data.hex())).rstrip())
+                    elif s[0] == 0x81 and s[1] == 0x06 and s[3] == 0x22:
                         data = REPORT_DESCRIPTOR[:length]
                         send("complete %d 0 %d %s" % (urb, len(data), data.hex()))
                         start = time.monotonic()

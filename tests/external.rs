@@ -436,3 +436,178 @@ fn iso_and_out_peer_answers_in_1u_and_killing_it_unplugs() {
         m.log_text()
     );
 }
+
+/// Bus 1, port 1: the usb-kbd dump answered by examples/hid_keyboard.py
+/// with `extra` options (ep0, socket) in the device's entry.
+fn kbd_config(extra: &str, command: Option<&[&str]>) -> String {
+    let cmd = command
+        .map(|c| {
+            let c: Vec<String> = c.iter().map(|a| format!("{a:?}")).collect();
+            format!("          command: [{}]\n", c.join(", "))
+        })
+        .unwrap_or_default();
+    format!(
+        "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          kind: external\n          descriptors: {}\n          manufacturer: QEMU\n          product: QEMU USB Keyboard\n          serial: \"42\"\n{cmd}{extra}",
+        root("tests/data/sysfs/qemu-usb-kbd/descriptors"),
+    )
+}
+
+/// The data of the completions of GET_DESCRIPTOR requests with this
+/// wValue and wLength (`0100 0000 0012`), in order.
+fn descriptor_completions(text: &str, value_len: &str) -> Vec<String> {
+    let mut tags = vec![];
+    let mut out = vec![];
+    for l in text.lines() {
+        let w: Vec<&str> = l.split(' ').collect();
+        if w.len() > 4 && w[2] == "S" && l.contains(&format!("s 80 06 {value_len}")) {
+            tags.push(w[0].to_string());
+        } else if w.len() > 4 && w[2] == "C" && w[3].starts_with("Ci:1:") {
+            if let Some(i) = tags.iter().position(|t| t == w[0]) {
+                tags.remove(i);
+                let data = l.split_once(" = ").map(|x| x.1.replace(' ', ""));
+                out.push(format!("{} {}", w[4], data.unwrap_or_default()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_peer_answering_ep0_enumerates_with_its_own_bytes() {
+    let py = root("examples/hid_keyboard.py");
+    let dump = root("tests/data/sysfs/qemu-usb-kbd/descriptors");
+    // The peer's device descriptor differs from the file's in bcdDevice
+    // (0x4242): usbmon shows the peer's bytes.
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(&dump).unwrap();
+    bytes[12] = 0x42;
+    bytes[13] = 0x42;
+    let peer_dump = dir.path().join("peer.desc");
+    std::fs::write(&peer_dump, &bytes).unwrap();
+    let args = [
+        "python3",
+        &py,
+        "--ep0",
+        peer_dump.to_str().unwrap(),
+        "--string",
+        "1=QEMU",
+        "--string",
+        "4=QEMU USB Keyboard",
+        "--string",
+        "11=42",
+        "hi\n",
+    ];
+    let m = Mount::with_config(&kbd_config("          ep0: peer\n", Some(&args)));
+    let (mut cat, cap) = cat_1u(&m);
+    let want = expected(&[0x0b, 0x0c, 0x28]);
+    let text = wait_for("the keystrokes in 1u", || {
+        let t = read(&cap);
+        let dev = kbd_devnum(&t)?;
+        (reports(&t, &dev).len() >= want.len()).then_some(t)
+    });
+    let _ = cat.kill();
+    let _ = cat.wait();
+    let dev = kbd_devnum(&text).unwrap();
+    assert_eq!(reports(&text, &dev), want, "1u:\n{text}");
+    // The device descriptor, 64 at address 0 then 18: the peer's bytes
+    // (usbmon shows at most 32 bytes of data).
+    let hex: String = bytes[..18].iter().map(|b| format!("{b:02x}")).collect();
+    let d64 = descriptor_completions(&text, "0100 0000 0040");
+    assert_eq!(d64, vec![format!("0 {hex}")], "1u:\n{text}");
+    let d18 = descriptor_completions(&text, "0100 0000 0012");
+    assert_eq!(d18, vec![format!("0 {hex}")], "1u:\n{text}");
+    let c9 = descriptor_completions(&text, "0200 0000 0009");
+    let cfg: String = bytes[18..27].iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(c9, vec![format!("0 {cfg}")], "1u:\n{text}");
+    // usb/devices shows the file's.
+    let devices = std::fs::read_to_string(m.path("usb/devices")).unwrap();
+    assert!(
+        devices.contains("Vendor=0627 ProdID=0001 Rev= 0.00"),
+        "{devices}"
+    );
+}
+
+#[test]
+fn a_peer_that_ignores_get_descriptor_is_unlinked_and_the_hub_gives_up() {
+    let py = root("examples/hid_keyboard.py");
+    let dump = root("tests/data/sysfs/qemu-usb-kbd/descriptors");
+    let args = ["python3", &py, "--ep0", &dump, "--mute-ep0", "hi\n"];
+    // Plugged once `cat` reads, so that 1u has every attempt.
+    let extra =
+        "          ep0: peer\n          ctrl_timeout_ms: 50\n          plug_after_ms: 1500\n";
+    let m = Mount::with_config(&kbd_config(extra, Some(&args)));
+    let (mut cat, cap) = cat_1u(&m);
+    wait_for("the hub driver to give up", || {
+        m.log_text()
+            .contains("unable to enumerate USB device")
+            .then_some(())
+    });
+    let text = wait_for("the killed requests in 1u", || {
+        let t = read(&cap);
+        (descriptor_completions(&t, "0100 0000 0040").len() >= 16).then_some(t)
+    });
+    let _ = cat.kill();
+    let _ = cat.wait();
+    // Four attempts of two rounds: a high-speed device's first round ends
+    // at its first timeout, the second has three reads; each killed (-2).
+    let d64 = descriptor_completions(&text, "0100 0000 0040");
+    assert_eq!(d64.len(), 16, "1u:\n{text}");
+    assert!(d64.iter().all(|c| c == "-2 "), "{d64:?}");
+    assert!(!text.contains("s 00 05"), "no SET_ADDRESS:\n{text}");
+    let log = m.log_text();
+    assert!(
+        log.contains("device descriptor read/64, error -110"),
+        "{log}"
+    );
+    let devices = std::fs::read_to_string(m.path("usb/devices")).unwrap();
+    assert!(!devices.contains("Vendor=0627"), "{devices}");
+}
+
+#[test]
+fn a_peer_on_a_unix_socket_types_and_its_disconnect_unplugs() {
+    let py = root("examples/hid_keyboard.py");
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("kbd.sock");
+    let mut peer = Command::new("python3")
+        .args([&py, "--socket", sock.to_str().unwrap(), "hi\n"])
+        .spawn()
+        .unwrap();
+    wait_for("the peer to listen", || sock.exists().then_some(()));
+    let extra = format!("          socket: {}\n", sock.display());
+    let m = Mount::with_config(&kbd_config(&extra, None));
+    let (mut cat, cap) = cat_1u(&m);
+    let want = expected(&[0x0b, 0x0c, 0x28]);
+    let text = wait_for("the socket keyboard's keystrokes", || {
+        let t = read(&cap);
+        let dev = kbd_devnum(&t)?;
+        (reports(&t, &dev).len() >= want.len()).then_some(t)
+    });
+    let dev = kbd_devnum(&text).unwrap();
+    assert_eq!(reports(&text, &dev), want, "1u:\n{text}");
+    // The peer goes away: the device is unplugged.
+    let _ = peer.kill();
+    let _ = peer.wait();
+    wait_for("the unplug", || {
+        m.log_text().contains("unplugging the device").then_some(())
+    });
+    wait_for("the device to leave usb/devices", || {
+        let d = std::fs::read_to_string(m.path("usb/devices")).unwrap();
+        (!d.contains("Vendor=0627")).then_some(())
+    });
+    let _ = cat.kill();
+    let _ = cat.wait();
+}
+
+#[test]
+fn a_socket_nobody_listens_on_unplugs_with_a_log_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_sock = dir.path().join("plain");
+    std::fs::write(&not_sock, "x").unwrap();
+    let extra = format!("          socket: {}\n", not_sock.display());
+    let m = Mount::with_config(&kbd_config(&extra, None));
+    wait_for("the log line", || {
+        let l = m.log_text();
+        l.contains("not a socket: unplugging the device")
+            .then_some(())
+    });
+}

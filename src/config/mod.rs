@@ -241,6 +241,20 @@ pub struct DeviceConfig {
     /// is configured and talks to it over its standard input and output.
     #[serde(default)]
     pub command: Option<PeerCommand>,
+    /// For `kind: external`, instead of `command`: the Unix socket a peer
+    /// listens on (an absolute path); monfs connects to it when the device
+    /// is plugged (`ep0: peer`) or configured (`ep0: monfs`).
+    #[serde(default)]
+    pub socket: Option<PeerSocket>,
+    /// For `kind: external`: who answers the standard requests on ep0
+    /// (the enumeration): monfs from the descriptors file (default), or
+    /// the peer, which then answers every control request.
+    #[serde(default)]
+    pub ep0: Ep0Owner,
+    /// For `kind: external`: the timeout of the host's control requests to
+    /// the device, ms (usb_control_msg's 5000 by default; 10..=60000).
+    #[serde(default)]
+    pub ctrl_timeout_ms: Option<CtrlTimeout>,
     /// For `kind: external`: what the host side submits on the device's
     /// endpoints besides the default (one URB on every interrupt and bulk
     /// IN endpoint of setting 0): OUT, isochronous, other settings.
@@ -314,6 +328,65 @@ impl PeerCommand {
             ));
         }
         Ok(PeerCommand(v))
+    }
+}
+
+/// Longest path of a peer's Unix socket, bytes (sun_path holds 108 with
+/// its NUL).
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// The Unix socket of an external device's peer: an absolute path of at
+/// most [`MAX_SOCKET_PATH`] bytes without a NUL byte.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerSocket(pub std::path::PathBuf);
+
+impl<'de> Deserialize<'de> for PeerSocket {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = String::deserialize(d)?;
+        PeerSocket::new(v).map_err(serde::de::Error::custom)
+    }
+}
+
+impl PeerSocket {
+    /// A checked socket path.
+    pub fn new(v: String) -> Result<PeerSocket, String> {
+        if !v.starts_with('/') {
+            return Err(format!("socket: {v:?} is not an absolute path"));
+        }
+        if v.len() > MAX_SOCKET_PATH || v.contains('\0') {
+            return Err(format!(
+                "socket: longer than {MAX_SOCKET_PATH} bytes or has a NUL byte"
+            ));
+        }
+        Ok(PeerSocket(v.into()))
+    }
+}
+
+/// Who answers an external device's standard control requests on ep0.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Ep0Owner {
+    /// monfs, from the descriptors file; class and vendor requests go to
+    /// the peer.
+    #[default]
+    Monfs,
+    /// The peer: every control request, the enumeration's included.
+    Peer,
+}
+
+/// An external device's control request timeout, ms: 10..=60000.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CtrlTimeout(pub u32);
+
+impl<'de> Deserialize<'de> for CtrlTimeout {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = u32::deserialize(d)?;
+        if !(10..=60000).contains(&v) {
+            return Err(serde::de::Error::custom(format!(
+                "ctrl_timeout_ms: {v} is not in 10..=60000"
+            )));
+        }
+        Ok(CtrlTimeout(v))
     }
 }
 
@@ -751,9 +824,16 @@ fn unique_ports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<DeviceConfig>, D:
                 format!("devices[{i}]: `descriptors` is only for kinds descriptors and external")
             }));
         }
-        if (dev.kind == DeviceKind::External) != dev.command.is_some() {
+        let external = dev.kind == DeviceKind::External;
+        let peer = dev.command.is_some() as u8 + dev.socket.is_some() as u8;
+        if external && peer != 1 || !external && peer != 0 {
             return Err(serde::de::Error::custom(format!(
-                "devices[{i}]: kind external needs a `command`, and only it takes one"
+                "devices[{i}]: kind external needs a `command` or a `socket` (one of them), and only it takes one"
+            )));
+        }
+        if !external && (dev.ep0 != Ep0Owner::Monfs || dev.ctrl_timeout_ms.is_some()) {
+            return Err(serde::de::Error::custom(format!(
+                "devices[{i}]: `ep0` and `ctrl_timeout_ms` are only for kind external"
             )));
         }
         check_endpoints(dev).map_err(|m| serde::de::Error::custom(format!("devices[{i}]{m}")))?;

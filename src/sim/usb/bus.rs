@@ -76,6 +76,10 @@ impl Bus {
             errors: ErrorConfig::default(),
             faults: Default::default(),
             class_tag,
+            ep0: None,
+            remote_ep0: false,
+            given_up: false,
+            enum_try: 0,
         };
         let ctx = Ctx {
             bus: busnum,
@@ -93,6 +97,7 @@ impl Bus {
             empty: Arc::from(Vec::new()),
             events: 0,
             bind_driver: super::device::start_class_driver,
+            plugged: super::device::plugged,
         };
         let mut bus = Bus {
             ctx,

@@ -23,6 +23,25 @@ pub(crate) trait Task: Send {
     fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64>;
 }
 
+/// How a control request ends: status, actual length, IN data.
+pub(crate) type CtrlResult = (i32, u32, Option<Arc<[u8]>>);
+
+/// A device's ep0 answered from outside the bus (an external device's
+/// peer with `ep0: peer`): the hub driver's control requests to it wait
+/// for the answer, polled at the driver's steps, and never block.
+pub(crate) trait Ep0Link: Send {
+    /// Hand the request over; Err: the other side is gone (why).
+    fn submit(&mut self, urb: &Urb, out: Option<&[u8]>) -> Result<u64, String>;
+    /// Its answer if it came (checked against the URB); Err: gone or garbage.
+    fn poll(&mut self, id: u64, urb: &Urb) -> Result<Option<CtrlResult>, String>;
+    /// The host gave up on the request (usb_kill_urb).
+    fn unlink(&mut self, id: u64, status: i32) -> Result<(), String>;
+    /// usb_control_msg's timeout for this device, ns.
+    fn timeout(&self) -> u64;
+    /// For the class driver, which takes the link over once configured.
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
+}
+
 /// Index of a device in [`Ctx::devs`]; never reused within a bus.
 pub(crate) type DevId = usize;
 
@@ -146,6 +165,16 @@ pub(crate) struct Device {
     pub faults: std::collections::VecDeque<Fault>,
     /// The class driver's own URB (usbhid ctrl, usb-storage current_urb).
     pub class_tag: u64,
+    /// ep0 answered from outside (`ep0: peer`); None: by the model.
+    pub ep0: Option<Box<dyn Ep0Link>>,
+    /// Whether ep0 is answered from outside, even after the class driver
+    /// took the link over.
+    pub remote_ep0: bool,
+    /// The hub driver gave up enumerating it: it stays on its port,
+    /// without an address, until unplugged.
+    pub given_up: bool,
+    /// The hub driver's enumeration attempt (hub_port_connect's loop).
+    pub enum_try: u8,
 }
 
 impl Device {
@@ -301,7 +330,45 @@ pub(crate) enum Op {
     StartStreams(DevId),
     /// The hub driver's usb_disconnect of a device and everything below it.
     Disconnect(DevId),
+    /// After an enumeration request to a device whose ep0 is answered from
+    /// outside: what the hub driver does if it failed.
+    Check(DevId, Check),
+    /// The end of one enumeration attempt's requests (a failed check drops
+    /// what is left of the attempt up to here).
+    TryEnd(DevId),
+    /// An enumeration attempt failed with this error: disable the port,
+    /// then try again or give up (expands).
+    TryFailed(DevId, i32),
 }
+
+/// Which enumeration request a [`Op::Check`] follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Check {
+    /// The 64-byte device descriptor read at address 0: `retry` of two,
+    /// `op` of three reads.
+    Desc64 { retry: u8, op: u8 },
+    /// SET_ADDRESS, `op` of two.
+    Address { op: u8 },
+    /// The 18-byte device descriptor.
+    Desc18,
+    /// A configuration descriptor read.
+    Config,
+    /// SET_CONFIGURATION.
+    SetConfig,
+}
+
+/// What follows a [`Check`].
+pub(crate) enum Next {
+    /// It succeeded: go on.
+    Go,
+    /// Run these first, then go on.
+    Insert(Vec<Op>),
+    /// Drop the rest of the attempt and run these instead.
+    Replace(Vec<Op>),
+}
+
+/// usb_control_msg's -ETIMEDOUT after it killed a request.
+pub(crate) const ETIMEDOUT: i32 = -110;
 
 /// A standard or class setup packet.
 pub(crate) fn setup(req_type: u8, req: u8, value: u16, index: u16, length: u16) -> [u8; 8] {
@@ -334,13 +401,20 @@ struct Pending {
     status: i32,
     data: Option<Arc<[u8]>>,
     actual: u32,
+    /// Answered from outside: (id, deadline, URB).
+    remote: Option<(u64, u64, Urb)>,
 }
+
+/// The last control request a [`Runner`] completed: device, the status
+/// its caller sees (-110 for a timeout), IN data.
+pub(crate) type Last = (DevId, i32, Option<Arc<[u8]>>);
 
 /// Runs a queue of [`Op`]s one transfer at a time.
 #[derive(Debug, Default)]
 pub(crate) struct Runner {
     pub q: VecDeque<Op>,
     pending: Option<Pending>,
+    last: Option<Last>,
 }
 
 impl Runner {
@@ -357,9 +431,66 @@ impl Runner {
         tag: &mut u64,
         now: u64,
     ) -> Option<u64> {
-        if let Some(p) = self.pending.take() {
+        if let Some(mut p) = self.pending.take() {
+            if let Some((id, deadline, urb)) = p.remote {
+                let mut link = ctx.dev_mut(p.target).and_then(|d| d.ep0.take());
+                let r = match link.as_mut() {
+                    Some(l) => l.poll(id, &urb),
+                    None => Err("is gone".into()),
+                };
+                let put = |ctx: &mut Ctx, link| {
+                    if let Some(d) = ctx.dev_mut(p.target) {
+                        d.ep0 = link;
+                    }
+                };
+                match r {
+                    Ok(Some((st, actual, data))) => {
+                        put(ctx, link);
+                        p.status = st;
+                        if urb.dir_in {
+                            p.actual = actual;
+                            p.data = data;
+                        }
+                        if st == 0
+                            && matches!(
+                                (
+                                    urb.setup.unwrap_or_default()[0],
+                                    urb.setup.unwrap_or_default()[1]
+                                ),
+                                (0x00, 0x09) | (0x01, 0x0b)
+                            )
+                        {
+                            // monfs keeps the configuration's bookkeeping.
+                            let _ = ctx.handle_ctrl(p.target, &urb.setup.unwrap_or_default(), None);
+                        }
+                    }
+                    Ok(None) if now < deadline => {
+                        put(ctx, link);
+                        self.pending = Some(p);
+                        return Some((now + MS).min(deadline));
+                    }
+                    Ok(None) => {
+                        // usb_control_msg timed out: usb_kill_urb.
+                        ctx.complete(p.target, p.tag, now, ENOENT, 0, None, Vec::new(), 0, 0);
+                        let r = link.as_mut().map(|l| l.unlink(id, ENOENT));
+                        put(ctx, link);
+                        if let Some(Err(why)) = r {
+                            ctx.peer_gone(p.target, &why, now);
+                        }
+                        self.last = Some((p.target, ETIMEDOUT, None));
+                        return Some(now + ctx.gap());
+                    }
+                    Err(why) => {
+                        put(ctx, link);
+                        ctx.peer_gone(p.target, &why, now);
+                        self.last = Some((p.target, EPROTO, None));
+                        return Some(now + ctx.gap());
+                    }
+                }
+            }
             let data = if p.status == 0 { p.data } else { None };
             let actual = if p.status == 0 { p.actual } else { 0 };
+            self.last = Some((p.target, p.status, data.clone()));
             ctx.complete(
                 p.target,
                 p.tag,
@@ -390,6 +521,35 @@ impl Runner {
                         continue;
                     }
                     let tag = t.unwrap_or(*tag);
+                    if let Some(mut link) = ctx.dev_mut(target).and_then(|d| d.ep0.take()) {
+                        // Answered from outside: wait for it, polled.
+                        let urb = Urb::control(tag, setup);
+                        let sdata = urb.submit_data(ctx, &out);
+                        ctx.submit(target, urb, now, sdata, Vec::new());
+                        let r = link.submit(&urb, out.as_deref());
+                        let timeout = link.timeout();
+                        if let Some(d) = ctx.dev_mut(target) {
+                            d.ep0 = Some(link);
+                        }
+                        match r {
+                            Ok(id) => {
+                                self.pending = Some(Pending {
+                                    target,
+                                    tag,
+                                    status: 0,
+                                    actual: if urb.dir_in { 0 } else { urb.len },
+                                    data: if urb.dir_in { None } else { out },
+                                    remote: Some((id, now + timeout, urb)),
+                                });
+                                return Some(now + MS);
+                            }
+                            Err(why) => {
+                                ctx.peer_gone(target, &why, now);
+                                self.last = Some((target, EPROTO, None));
+                                return Some(now + ctx.gap());
+                            }
+                        }
+                    }
                     let (status, data) = ctx.handle_ctrl(target, &setup, out.as_deref());
                     let urb = Urb::control(tag, setup);
                     let (dir_in, len) = (urb.dir_in, urb.len);
@@ -408,6 +568,7 @@ impl Runner {
                         status,
                         data,
                         actual,
+                        remote: None,
                     });
                     let lat =
                         ctx.rng.range(40 * US, 400 * US) + if len > 64 { 100 * US } else { 0 };
@@ -458,6 +619,28 @@ impl Runner {
                     let ops = ctx.class_ops(d);
                     self.push_front(ops);
                 }
+                Op::Check(d, c) => {
+                    let last = self.last.take();
+                    match ctx.check(d, c, last) {
+                        Next::Go => {}
+                        Next::Insert(ops) => self.push_front(ops),
+                        Next::Replace(ops) => {
+                            while let Some(op) = self.q.pop_front() {
+                                if matches!(op, Op::TryEnd(x) if x == d) {
+                                    break;
+                                }
+                            }
+                            self.push_front(ops);
+                        }
+                    }
+                }
+                Op::TryEnd(_) => {}
+                Op::TryFailed(d, err) => {
+                    let ops = hub
+                        .map(|h| ctx.try_failed_ops(h, d, err))
+                        .unwrap_or_default();
+                    self.push_front(ops);
+                }
             }
         }
     }
@@ -490,6 +673,9 @@ pub(crate) struct Ctx {
     /// Binds the class driver of a configured device (starts its model);
     /// the bus supplies it, so that this module knows no device model.
     pub bind_driver: fn(&mut Ctx, DevId, u64),
+    /// Called when a device is plugged in (before the hub notices): an
+    /// external device with `ep0: peer` gets its [`Ep0Link`].
+    pub plugged: fn(&mut Ctx, DevId),
 }
 
 impl Ctx {

@@ -362,7 +362,7 @@ impl Ctx {
         if let Some(child) = self.port_child(hub, port) {
             let (gone, enumerated) = self
                 .dev(child)
-                .map(|c| (c.gone, c.reserved != 0))
+                .map(|c| (c.gone, c.reserved != 0 || c.given_up))
                 .unwrap_or((true, true));
             if gone {
                 ops.push(Op::Disconnect(child));
@@ -414,6 +414,7 @@ impl Ctx {
         if let Some(c) = self.dev_mut(child) {
             c.reserved = devnum;
         }
+        let remote = self.dev(child).is_some_and(|c| c.remote_ep0);
         let p = port as u16;
         let r = &mut self.rng;
         let mut ops = vec![
@@ -425,19 +426,204 @@ impl Ctx {
             ctrl(hub, setup(0x23, 0x01, 0x14, p, 0)),
             Op::Delay(r.range(30 * MS, 60 * MS)),
             ctrl(child, setup(0x80, 0x06, 0x0100, 0, 64)),
+        ];
+        if remote {
+            ops.push(Op::Check(child, Check::Desc64 { retry: 0, op: 0 }));
+        }
+        ops.extend(self.after_desc64(hub, port, child, devnum));
+        ops
+    }
+
+    /// hub_port_reset: reset the port and acknowledge it.
+    fn reset_ops(&mut self, hub: DevId, port: u8) -> Vec<Op> {
+        let p = port as u16;
+        let r = &mut self.rng;
+        vec![
             ctrl(hub, setup(0x23, 0x03, 0x04, p, 0)),
             Op::Delay(r.range(20 * MS, 60 * MS)),
             ctrl(hub, setup(0xa3, 0x00, 0, p, 4)),
             ctrl(hub, setup(0x23, 0x01, 0x14, p, 0)),
             Op::Delay(r.range(10 * MS, 40 * MS)),
-        ];
+        ]
+    }
+
+    /// After the 64-byte device descriptor read: reset again, address the
+    /// device and enumerate it.
+    fn after_desc64(&mut self, hub: DevId, port: u8, child: DevId, devnum: u8) -> Vec<Op> {
+        let remote = self.dev(child).is_some_and(|c| c.remote_ep0);
+        let mut ops = self.reset_ops(hub, port);
         // xHCI addresses devices with a command, not a SET_ADDRESS URB.
         if self.controller != Controller::Xhci {
             ops.push(ctrl(child, setup(0x00, 0x05, devnum as u16, 0, 0)));
+            if remote {
+                ops.push(Op::Check(child, Check::Address { op: 0 }));
+            }
             ops.push(Op::Delay(self.rng.range(2 * MS, 10 * MS)));
         }
         ops.push(Op::Addressed(child));
         ops.push(Op::Enumerate(child));
+        if remote {
+            ops.push(Op::TryEnd(child));
+        }
+        ops
+    }
+
+    /// The name of a device in the log: `bus 1 port 1.2`.
+    pub(crate) fn dev_name(&self, d: DevId) -> String {
+        let path: Vec<String> = self
+            .dev(d)
+            .map(|x| x.path.iter().map(|p| p.to_string()).collect())
+            .unwrap_or_default();
+        format!("bus {} port {}", self.bus, path.join("."))
+    }
+
+    /// An external device's peer is gone or misbehaved: the device
+    /// unplugs (its requests in flight end with -71), with a log line.
+    pub(crate) fn peer_gone(&mut self, d: DevId, why: &str, now: u64) {
+        if !self.alive(d) {
+            return;
+        }
+        tracing::warn!(
+            "usb {}: external device's peer {why}: unplugging the device",
+            self.dev_name(d)
+        );
+        if let Some(x) = self.dev_mut(d) {
+            x.ep0 = None;
+        }
+        self.unplug_dev(d, now);
+    }
+
+    /// What the hub driver does after an enumeration request to a device
+    /// whose ep0 is answered from outside, as hub_port_init and
+    /// hub_port_connect do in outline: the first device descriptor read
+    /// is tried three times per round, two rounds with a reset after each;
+    /// SET_ADDRESS twice, 200 ms apart; a failed attempt disables the port
+    /// and the next one starts over with a new address.
+    pub(crate) fn check(&mut self, d: DevId, c: Check, last: Option<Last>) -> Next {
+        if !self.alive(d) {
+            return Next::Replace(vec![]);
+        }
+        let (st, data) = match last {
+            Some((x, st, data)) if x == d => (st, data.unwrap_or_default()),
+            _ => (EPROTO, Arc::from(Vec::new())),
+        };
+        let name = self.dev_name(d);
+        let (hub, port, high, reserved) = match self.dev(d) {
+            Some(x) => (
+                x.parent.unwrap_or(0),
+                x.port,
+                x.speed() == Speed::High,
+                x.reserved,
+            ),
+            None => return Next::Replace(vec![]),
+        };
+        match c {
+            Check::Desc64 { retry, op } => {
+                let ok = st == 0
+                    && data.len() >= 8
+                    && data[1] == 1
+                    && matches!(data[7], 8 | 16 | 32 | 64);
+                if ok {
+                    return Next::Go;
+                }
+                let err = if st != 0 { st } else { EPROTO };
+                if op < 2 && !(err == ETIMEDOUT && retry == 0 && high) {
+                    return Next::Insert(vec![
+                        ctrl(d, setup(0x80, 0x06, 0x0100, 0, 64)),
+                        Op::Check(d, Check::Desc64 { retry, op: op + 1 }),
+                    ]);
+                }
+                tracing::warn!("usb {name}: device descriptor read/64, error {err}");
+                let mut ops = self.reset_ops(hub, port);
+                if retry == 0 {
+                    ops.push(Op::Delay(100 * MS));
+                    ops.push(ctrl(d, setup(0x80, 0x06, 0x0100, 0, 64)));
+                    ops.push(Op::Check(d, Check::Desc64 { retry: 1, op: 0 }));
+                    // The reset that follows the read is in after_desc64.
+                    let rest = self.after_desc64(hub, port, d, reserved);
+                    ops.extend(rest);
+                } else {
+                    ops.push(Op::TryFailed(d, err));
+                }
+                Next::Replace(ops)
+            }
+            Check::Address { op } => {
+                if st == 0 {
+                    return Next::Go;
+                }
+                if op == 0 {
+                    return Next::Insert(vec![
+                        Op::Delay(200 * MS),
+                        ctrl(d, setup(0x00, 0x05, reserved as u16, 0, 0)),
+                        Op::Check(d, Check::Address { op: 1 }),
+                    ]);
+                }
+                tracing::warn!("usb {name}: device not accepting address {reserved}, error {st}");
+                Next::Replace(vec![Op::TryFailed(d, st)])
+            }
+            Check::Desc18 | Check::Config => {
+                let want = if c == Check::Desc18 { 18 } else { 4 };
+                if st == 0 && data.len() >= want {
+                    return Next::Go;
+                }
+                let err = if st != 0 { st } else { -90 };
+                if c == Check::Desc18 {
+                    tracing::warn!("usb {name}: device descriptor read/all, error {err}");
+                } else {
+                    tracing::warn!("usb {name}: can't read configurations, error {err}");
+                }
+                Next::Replace(vec![Op::TryFailed(d, err)])
+            }
+            Check::SetConfig => {
+                if st == 0 {
+                    return Next::Go;
+                }
+                // The device stays, unconfigured: no driver binds.
+                tracing::warn!("usb {name}: can't set config, error {st}: no driver binds");
+                Next::Replace(vec![])
+            }
+        }
+    }
+
+    /// An enumeration attempt failed: hub_port_disable, the address given
+    /// back; then the next attempt (of four) with a new address, or the
+    /// hub driver gives up and the port stays without a device.
+    pub(crate) fn try_failed_ops(&mut self, hub: DevId, d: DevId, err: i32) -> Vec<Op> {
+        let name = self.dev_name(d);
+        let Some(x) = self.dev_mut(d) else {
+            return vec![];
+        };
+        let port = x.port;
+        let old = std::mem::take(&mut x.reserved);
+        x.devnum = 0;
+        x.visible = false;
+        x.enum_try += 1;
+        let tries = x.enum_try;
+        if old != 0 {
+            self.used[old as usize] = false;
+        }
+        let mut ops = vec![ctrl(hub, setup(0x23, 0x01, 0x01, port as u16, 0))];
+        if !self.alive(d) {
+            return ops;
+        }
+        if tries >= 4 {
+            tracing::warn!(
+                "usb {name}: unable to enumerate USB device (error {err}): the port stays without a device until it is unplugged"
+            );
+            if let Some(x) = self.dev_mut(d) {
+                x.given_up = true;
+            }
+            return ops;
+        }
+        let devnum = self.alloc_devnum();
+        if let Some(x) = self.dev_mut(d) {
+            x.reserved = devnum;
+        }
+        ops.push(Op::Delay(self.rng.range(MS, 5 * MS)));
+        ops.extend(self.reset_ops(hub, port));
+        ops.push(ctrl(d, setup(0x80, 0x06, 0x0100, 0, 64)));
+        ops.push(Op::Check(d, Check::Desc64 { retry: 0, op: 0 }));
+        ops.extend(self.after_desc64(hub, port, d, devnum));
         ops
     }
 
@@ -454,11 +640,20 @@ impl Ctx {
         let value = dev.desc.cfg.value;
         let intf_strings = dev.desc.intf_strings.clone();
         let dd = &dev.desc.dev;
+        let remote = dev.remote_ep0;
+        let check = |ops: &mut Vec<Op>, c| {
+            if remote {
+                ops.push(Op::Check(d, c));
+            }
+        };
         let mut ops = vec![ctrl(d, setup(0x80, 0x06, 0x0100, 0, 18))];
+        check(&mut ops, Check::Desc18);
         for (i, total) in totals.into_iter().enumerate() {
             let v = 0x0200 | i as u16;
             ops.push(ctrl(d, setup(0x80, 0x06, v, 0, 9)));
+            check(&mut ops, Check::Config);
             ops.push(ctrl(d, setup(0x80, 0x06, v, 0, total)));
+            check(&mut ops, Check::Config);
         }
         ops.push(ctrl(d, setup(0x80, 0x06, 0x0300, 0, 255)));
         for idx in [dd.i_prod, dd.i_mfr, dd.i_ser] {
@@ -468,6 +663,9 @@ impl Ctx {
         }
         ops.push(Op::Delay(self.rng.range(2 * MS, 15 * MS)));
         ops.push(ctrl(d, setup(0x00, 0x09, value as u16, 0, 0)));
+        if remote {
+            ops.push(Op::Check(d, Check::SetConfig));
+        }
         // usb_set_configuration caches the configuration's string.
         if i_cfg != 0 {
             ops.push(ctrl(
@@ -568,7 +766,12 @@ impl Ctx {
             errors: cfg.errors,
             faults: Default::default(),
             class_tag,
+            ep0: None,
+            remote_ep0: false,
+            given_up: false,
+            enum_try: 0,
         }));
+        (self.plugged)(self, id);
         let powered = {
             let h = self.dev_mut(parent).and_then(|d| d.hub.as_mut()).unwrap();
             let slot = &mut h.ports[port as usize - 1];

@@ -18,12 +18,16 @@
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::net::Shutdown;
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
-use crossbeam_channel::{bounded, Sender, TrySendError};
+use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 
-use crate::config::EndpointConfig;
+use crate::config::{DeviceConfig, DeviceKind, EndpointConfig, Ep0Owner};
 use crate::sync::LockExt;
 use crate::usbmon::event::{IsoDesc, XferType, URB_ISO_ASAP};
 
@@ -79,14 +83,117 @@ struct Inbox {
     end: Option<String>,
 }
 
-/// The peer process and the threads that talk to it.
+/// The peer, over its standard input and output or a Unix socket, and the
+/// threads that talk to it.
 struct Peer {
     child: Option<Child>,
     tx: Option<Sender<String>>,
     inbox: Arc<Mutex<Inbox>>,
+    /// A socket peer's connection, shut down when the peer is dropped.
+    sock: Option<Arc<Mutex<Sock>>>,
+}
+
+/// A socket peer's connection, once made.
+#[derive(Default)]
+struct Sock {
+    stream: Option<UnixStream>,
+    /// The device is gone: a connection made now is shut down at once.
+    closed: bool,
+}
+
+/// The writer thread: feed the peer's lines until the queue closes.
+fn write_peer(mut w: impl Write, rx: Receiver<String>) {
+    for line in rx {
+        if w.write_all(line.as_bytes())
+            .and_then(|_| w.flush())
+            .is_err()
+        {
+            break;
+        }
+    }
 }
 
 impl Peer {
+    /// Start the peer the device's configuration names.
+    fn open(cfg: Option<&DeviceConfig>) -> Result<Peer, String> {
+        match cfg {
+            Some(DeviceConfig {
+                command: Some(c), ..
+            }) => Peer::start(&c.0),
+            Some(DeviceConfig {
+                socket: Some(s), ..
+            }) => Peer::connect(s.0.clone()),
+            _ => Err("has no command or socket".into()),
+        }
+    }
+
+    /// Connect to a peer listening on a Unix socket, off the bus thread
+    /// (connect blocks while the listener's backlog is full): a thread
+    /// checks that the path is a socket (not following a symbolic link),
+    /// connects, then reads; lines sent meanwhile wait in the queue.
+    fn connect(path: PathBuf) -> Result<Peer, String> {
+        let (tx, rx) = bounded::<String>(OUTBOX);
+        let inbox = Arc::new(Mutex::new(Inbox::default()));
+        let sock = Arc::new(Mutex::new(Sock::default()));
+        let (inbox2, sock2) = (inbox.clone(), sock.clone());
+        let run = move || {
+            let shown = path.display().to_string();
+            let r = std::fs::symlink_metadata(&path)
+                .map_err(|e| format!("cannot use socket {shown}: {e}"))
+                .and_then(|m| {
+                    if m.file_type().is_socket() {
+                        Ok(())
+                    } else {
+                        Err(format!("cannot use socket {shown}: not a socket"))
+                    }
+                })
+                .and_then(|_| {
+                    UnixStream::connect(&path)
+                        .map_err(|e| format!("cannot connect to socket {shown}: {e}"))
+                })
+                .and_then(|s| {
+                    let w = s.try_clone().map_err(|e| format!("socket {shown}: {e}"))?;
+                    let mut g = sock2.lock_ok();
+                    if g.closed {
+                        let _ = s.shutdown(Shutdown::Both);
+                        return Err("is gone".into());
+                    }
+                    g.stream = Some(s.try_clone().map_err(|e| format!("socket {shown}: {e}"))?);
+                    Ok((s, w))
+                });
+            match r {
+                Ok((r, w)) => {
+                    let spawned = std::thread::Builder::new()
+                        .name("usb-peer-write".into())
+                        .spawn(move || write_peer(w, rx));
+                    match spawned {
+                        Ok(_) => read_peer(r, &inbox2),
+                        Err(e) => {
+                            inbox2.lock_ok().end =
+                                Some(format!("cannot start a thread for the peer: {e}"))
+                        }
+                    }
+                }
+                Err(e) => {
+                    let mut g = inbox2.lock_ok();
+                    if g.end.is_none() {
+                        g.end = Some(e);
+                    }
+                }
+            }
+        };
+        std::thread::Builder::new()
+            .name("usb-peer-read".into())
+            .spawn(run)
+            .map_err(|e| format!("cannot start a thread for the peer: {e}"))?;
+        Ok(Peer {
+            child: None,
+            tx: Some(tx),
+            inbox,
+            sock: Some(sock),
+        })
+    }
+
     fn start(argv: &[String]) -> Result<Peer, String> {
         let mut child = Command::new(&argv[0])
             .args(&argv[1..])
@@ -107,17 +214,7 @@ impl Peer {
         let inbox = Arc::new(Mutex::new(Inbox::default()));
         let spawned = std::thread::Builder::new()
             .name("usb-peer-write".into())
-            .spawn(move || {
-                let mut w = stdin;
-                for line in rx {
-                    if w.write_all(line.as_bytes())
-                        .and_then(|_| w.flush())
-                        .is_err()
-                    {
-                        break;
-                    }
-                }
-            })
+            .spawn(move || write_peer(stdin, rx))
             .and_then(|_| {
                 let inbox = inbox.clone();
                 std::thread::Builder::new()
@@ -128,6 +225,7 @@ impl Peer {
             child: Some(child),
             tx: Some(tx),
             inbox,
+            sock: None,
         };
         spawned.map_err(|e| format!("cannot start a thread for the peer: {e}"))?;
         Ok(peer)
@@ -149,9 +247,17 @@ impl Peer {
 }
 
 impl Drop for Peer {
-    /// Close its input, kill it and reap it off the bus thread.
+    /// Close its input, kill it and reap it off the bus thread; a socket
+    /// peer's connection is shut down (it sees the end of its input).
     fn drop(&mut self) {
         self.tx = None;
+        if let Some(s) = self.sock.take() {
+            let mut g = s.lock_ok();
+            g.closed = true;
+            if let Some(st) = g.stream.take() {
+                let _ = st.shutdown(Shutdown::Both);
+            }
+        }
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = std::thread::Builder::new()
@@ -315,6 +421,57 @@ fn check_iso(a: &Answer, urb: &Urb, pl: u32) -> Result<(), String> {
     Ok(())
 }
 
+/// A `submit` line of a non-isochronous URB.
+fn submit_line(id: u64, urb: &Urb, out: Option<&[u8]>) -> String {
+    submit_line_iso(id, urb, out, &[])
+}
+
+/// A `submit` line; isochronous URBs add each packet's length.
+fn submit_line_iso(id: u64, urb: &Urb, out: Option<&[u8]>, pkts: &[u32]) -> String {
+    let ty = match urb.xfer {
+        XferType::Control => 'C',
+        XferType::Interrupt => 'I',
+        XferType::Bulk => 'B',
+        XferType::Iso => 'Z',
+    };
+    let ep = urb.ep | if urb.dir_in { 0x80 } else { 0 };
+    let setup = urb.setup.map(|s| to_hex(&s)).unwrap_or_else(|| "-".into());
+    let mut l = format!(
+        "submit {id} {ep:02x} {ty} {} {setup} {}",
+        urb.len,
+        to_hex(out.unwrap_or_default())
+    );
+    for p in pkts {
+        l.push_str(&format!(" {p}"));
+    }
+    l.push('\n');
+    l
+}
+
+/// An answer to a bulk, interrupt or control URB: at most its length, IN
+/// data exactly the actual length, no data for OUT, no packet results.
+fn check_answer(a: &Answer, urb: &Urb) -> Result<(), String> {
+    if a.actual > urb.len {
+        return Err(format!(
+            "completed URB {} with {} bytes, more than its {}",
+            a.id, a.actual, urb.len
+        ));
+    }
+    if urb.dir_in && a.data.len() != a.actual as usize {
+        return Err(format!("completed IN URB {} without its data", a.id));
+    }
+    if !urb.dir_in && !a.data.is_empty() {
+        return Err(format!("completed OUT URB {} with data", a.id));
+    }
+    if a.pkts.is_some() {
+        return Err(format!(
+            "gave packet results to URB {}, which is not isochronous",
+            a.id
+        ));
+    }
+    Ok(())
+}
+
 fn hex(s: &str) -> Option<Vec<u8>> {
     if s.len() % 2 != 0 {
         return None;
@@ -400,9 +557,6 @@ impl CtrlReq {
     }
 }
 
-/// How a control request ends: status, actual length, IN data.
-type CtrlResult = (i32, u32, Option<Arc<[u8]>>);
-
 /// The control request in flight.
 struct CtrlCur {
     id: u64,
@@ -432,6 +586,137 @@ pub(crate) struct ExternalTask {
     unlinked: VecDeque<u64>,
     runner: Runner,
     class_tag: u64,
+    /// `ep0: peer`: every control request goes to the peer.
+    remote: bool,
+    /// usb_control_msg's timeout, ns.
+    ctrl_timeout: u64,
+}
+
+/// The device's control request timeout (`ctrl_timeout_ms`), ns.
+fn ctrl_timeout(cfg: Option<&DeviceConfig>) -> u64 {
+    cfg.and_then(|c| c.ctrl_timeout_ms)
+        .map_or(CTRL_TIMEOUT, |t| t.0 as u64 * MS)
+}
+
+/// The `hello` line for device `d`, and the name the log gives it.
+fn hello(ctx: &Ctx, d: DevId) -> (String, String) {
+    let Some(dev) = ctx.dev(d) else {
+        return (String::new(), String::new());
+    };
+    let path: Vec<String> = dev.path.iter().map(|p| p.to_string()).collect();
+    let path = path.join(".");
+    let speed = match dev.speed() {
+        Speed::Low => "low",
+        Speed::Full => "full",
+        Speed::High => "high",
+    };
+    (
+        format!("hello {VERSION} {} {path} {speed}\n", ctx.bus),
+        format!("bus {} port {path}", ctx.bus),
+    )
+}
+
+/// The peer of a device with `ep0: peer` from its plugging until its class
+/// driver takes it over: the hub driver's enumeration requests go to it
+/// (the [`Ep0Link`] of the device).
+pub(crate) struct Link {
+    peer: Option<Peer>,
+    start_error: Option<String>,
+    next_id: u64,
+    unlinked: VecDeque<u64>,
+    timeout: u64,
+}
+
+/// Give device `d` (just plugged) its peer if it answers its own ep0.
+pub(crate) fn link(ctx: &mut Ctx, d: DevId) {
+    let Some(dev) = ctx.dev(d) else {
+        return;
+    };
+    let cfg = dev.cfg.as_ref();
+    if dev.kind != Kind::Dev(DeviceKind::External) || cfg.is_none_or(|c| c.ep0 != Ep0Owner::Peer) {
+        return;
+    }
+    let timeout = ctrl_timeout(cfg);
+    let (line, _) = hello(ctx, d);
+    let mut l = Link {
+        peer: None,
+        start_error: None,
+        next_id: 1,
+        unlinked: VecDeque::new(),
+        timeout,
+    };
+    match Peer::open(cfg) {
+        Ok(p) => {
+            let _ = p.send(line);
+            l.peer = Some(p);
+        }
+        Err(e) => l.start_error = Some(e),
+    }
+    if let Some(dev) = ctx.dev_mut(d) {
+        dev.ep0 = Some(Box::new(l));
+        dev.remote_ep0 = true;
+    }
+}
+
+impl Link {
+    fn send(&self, line: String) -> Result<(), String> {
+        match &self.peer {
+            Some(p) => p.send(line),
+            None => Err("is gone".into()),
+        }
+    }
+}
+
+impl Ep0Link for Link {
+    fn submit(&mut self, urb: &Urb, out: Option<&[u8]>) -> Result<u64, String> {
+        if let Some(e) = self.start_error.take() {
+            return Err(e);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(submit_line(id, urb, out))?;
+        Ok(id)
+    }
+
+    fn poll(&mut self, id: u64, urb: &Urb) -> Result<Option<CtrlResult>, String> {
+        let Some(p) = &self.peer else {
+            return Err("is gone".into());
+        };
+        let (answers, end) = {
+            let mut g = p.inbox.lock_ok();
+            (std::mem::take(&mut g.q), g.end.clone())
+        };
+        let mut got = None;
+        for a in answers {
+            if a.id == id && got.is_none() {
+                check_answer(&a, urb)?;
+                let data = urb.dir_in.then(|| Arc::from(a.data));
+                got = Some((a.status, a.actual, data));
+            } else if !self.unlinked.contains(&a.id) {
+                return Err(format!("completed URB {}, which is not in flight", a.id));
+            }
+        }
+        match end {
+            Some(e) => Err(e),
+            None => Ok(got),
+        }
+    }
+
+    fn unlink(&mut self, id: u64, status: i32) -> Result<(), String> {
+        if self.unlinked.len() >= UNLINKED {
+            self.unlinked.pop_front();
+        }
+        self.unlinked.push_back(id);
+        self.send(format!("unlink {id} {status}\n"))
+    }
+
+    fn timeout(&self) -> u64 {
+        self.timeout
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+        self
+    }
 }
 
 /// Requests that go to the peer: class and vendor requests, and standard
@@ -514,18 +799,16 @@ impl ExternalTask {
             unlinked: VecDeque::new(),
             runner: Runner::default(),
             class_tag,
+            remote: false,
+            ctrl_timeout: CTRL_TIMEOUT,
         };
+        let (hello_line, name) = hello(ctx, d);
+        t.name = name;
         let Some(dev) = ctx.dev(d) else {
             return t;
         };
-        let path: Vec<String> = dev.path.iter().map(|p| p.to_string()).collect();
-        let path = path.join(".");
-        t.name = format!("bus {} port {}", ctx.bus, path);
-        let speed = match dev.speed() {
-            Speed::Low => "low",
-            Speed::Full => "full",
-            Speed::High => "high",
-        };
+        t.remote = dev.remote_ep0;
+        t.ctrl_timeout = ctrl_timeout(dev.cfg.as_ref());
         // usbhid's probe: the serial number, then per HID interface
         // SET_IDLE, the report descriptor and (boot keyboards) the LEDs.
         let raw_cfg = dev.desc.raw.as_ref().and_then(|r| {
@@ -573,20 +856,29 @@ impl ExternalTask {
             let s = setup(0x01, 0x0b, alt as u16, num as u16, 0);
             t.ctrl.push_back(req(s, None, None));
         }
-        match ctx
-            .dev(d)
-            .and_then(|x| x.cfg.clone())
-            .and_then(|c| c.command)
-        {
-            Some(cmd) => match Peer::start(&cmd.0) {
+        if t.remote {
+            // The peer has answered the enumeration: take it over.
+            let link = ctx
+                .dev_mut(d)
+                .and_then(|x| x.ep0.take())
+                .and_then(|l| l.into_any().downcast::<Link>().ok());
+            match link {
+                Some(l) => {
+                    t.peer = l.peer;
+                    t.start_error = l.start_error;
+                    t.next_id = l.next_id;
+                    t.unlinked = l.unlinked;
+                }
+                None => t.start_error = Some("is gone".into()),
+            }
+        } else {
+            match Peer::open(ctx.dev(d).and_then(|x| x.cfg.as_ref())) {
                 Ok(p) => {
-                    let hello = format!("hello {VERSION} {} {path} {speed}\n", ctx.bus);
-                    let _ = p.send(hello);
+                    let _ = p.send(hello_line);
                     t.peer = Some(p);
                 }
                 Err(e) => t.start_error = Some(e),
-            },
-            None => t.start_error = Some("no command".into()),
+            }
         }
         let _ = now;
         t
@@ -756,27 +1048,7 @@ impl ExternalTask {
     }
 
     fn accept(&mut self, a: Answer) -> Result<(), String> {
-        let check = |a: &Answer, urb: &Urb| -> Result<(), String> {
-            if a.actual > urb.len {
-                return Err(format!(
-                    "completed URB {} with {} bytes, more than its {}",
-                    a.id, a.actual, urb.len
-                ));
-            }
-            if urb.dir_in && a.data.len() != a.actual as usize {
-                return Err(format!("completed IN URB {} without its data", a.id));
-            }
-            if !urb.dir_in && !a.data.is_empty() {
-                return Err(format!("completed OUT URB {} with data", a.id));
-            }
-            if a.pkts.is_some() {
-                return Err(format!(
-                    "gave packet results to URB {}, which is not isochronous",
-                    a.id
-                ));
-            }
-            Ok(())
-        };
+        let check = check_answer;
         if let Some(c) = self
             .cur
             .as_mut()
@@ -814,32 +1086,6 @@ impl ExternalTask {
             return Ok(());
         }
         Err(format!("completed URB {}, which is not in flight", a.id))
-    }
-
-    fn submit_line(&self, id: u64, urb: &Urb, out: Option<&[u8]>) -> String {
-        self.submit_line_iso(id, urb, out, &[])
-    }
-
-    /// A `submit` line; isochronous URBs add each packet's length.
-    fn submit_line_iso(&self, id: u64, urb: &Urb, out: Option<&[u8]>, pkts: &[u32]) -> String {
-        let ty = match urb.xfer {
-            XferType::Control => 'C',
-            XferType::Interrupt => 'I',
-            XferType::Bulk => 'B',
-            XferType::Iso => 'Z',
-        };
-        let ep = urb.ep | if urb.dir_in { 0x80 } else { 0 };
-        let setup = urb.setup.map(|s| to_hex(&s)).unwrap_or_else(|| "-".into());
-        let mut l = format!(
-            "submit {id} {ep:02x} {ty} {} {setup} {}",
-            urb.len,
-            to_hex(out.unwrap_or_default())
-        );
-        for p in pkts {
-            l.push_str(&format!(" {p}"));
-        }
-        l.push('\n');
-        l
     }
 
     /// The control phase; Some(next) while it runs.
@@ -895,11 +1141,11 @@ impl ExternalTask {
             urb,
             setup: s,
             fresh,
-            deadline: now + CTRL_TIMEOUT,
+            deadline: now + self.ctrl_timeout,
             result: None,
         };
-        let next = if to_peer(&s) {
-            self.send(self.submit_line(id, &urb, req.out.as_deref()))?;
+        let next = if self.remote || to_peer(&s) {
+            self.send(submit_line(id, &urb, req.out.as_deref()))?;
             now + POLL
         } else {
             let (status, data) = ctx.handle_ctrl(dev, &s, req.out.as_deref());
@@ -939,6 +1185,18 @@ impl ExternalTask {
         }
     }
 
+    /// CLEAR_FEATURE(ENDPOINT_HALT) after a stall: the peer's with
+    /// `ep0: peer`, else answered by monfs.
+    fn halt(&mut self, dev: DevId, ep: u8) {
+        if self.remote {
+            let s = setup(0x02, 0x01, 0, ep as u16, 0);
+            self.ctrl
+                .push_back(CtrlReq::new(s, None, Some(self.class_tag)));
+        } else {
+            self.runner.q.push_back(clear_halt(dev, ep, self.class_tag));
+        }
+    }
+
     /// The data endpoints; returns when to run next.
     fn step_eps(&mut self, ctx: &mut Ctx, now: u64) -> Result<Option<u64>, String> {
         let dev = self.dev;
@@ -972,7 +1230,7 @@ impl ExternalTask {
                             e.due = e.due.min(e.deadline);
                         }
                         let e = &self.eps[i];
-                        let line = self.submit_line(id, &e.urb, e.out.as_deref());
+                        let line = submit_line(id, &e.urb, e.out.as_deref());
                         self.send(line)?;
                     }
                 }
@@ -992,7 +1250,7 @@ impl ExternalTask {
                     ctx.complete(dev, tag, now, st, 0, None, vec![], 0, 0);
                     if e.outcome == Outcome::Stall {
                         let ep = e.urb.ep | if e.urb.dir_in { 0x80 } else { 0 };
-                        self.runner.q.push_back(clear_halt(dev, ep, self.class_tag));
+                        self.halt(dev, ep);
                     }
                     self.eps[i].due = now + ctx.rng.range(MS, 3 * MS).max(again);
                     self.forget(id);
@@ -1003,7 +1261,7 @@ impl ExternalTask {
                     ctx.complete(dev, tag, now, a.status, a.actual, data, vec![], 0, 0);
                     if a.status == EPIPE {
                         let ep = e.urb.ep | if e.urb.dir_in { 0x80 } else { 0 };
-                        self.runner.q.push_back(clear_halt(dev, ep, self.class_tag));
+                        self.halt(dev, ep);
                     }
                     self.eps[i].due = now + again;
                 } else if e.timeout.is_some() && now >= e.deadline {
@@ -1086,7 +1344,7 @@ impl ExternalTask {
         sl.inflight = true;
         sl.due = start + dur + ctx.rng.range(0, 60 * US);
         let lens = vec![pl; npk as usize];
-        let line = self.submit_line_iso(id, &urb, out.as_deref(), &lens);
+        let line = submit_line_iso(id, &urb, out.as_deref(), &lens);
         self.send(line)
     }
 
@@ -1189,8 +1447,19 @@ impl ExternalTask {
             self.started = true;
             self.start_eps(ctx, now);
         }
+        // The peer's clear-halt requests (`ep0: peer`).
+        let c = if self.cur.is_some() || !self.ctrl.is_empty() {
+            self.step_ctrl(ctx, now)?
+        } else {
+            None
+        };
+        let e = self.step_eps(ctx, now)?;
+        let next = match (c, e) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         // Nothing to poll: look for a peer that ends now and then.
-        Ok(Some(self.step_eps(ctx, now)?.unwrap_or(now + 100 * MS)))
+        Ok(Some(next.unwrap_or(now + 100 * MS)))
     }
 }
 

@@ -27,6 +27,12 @@ mod recorded;
 mod recovery;
 mod storage;
 
+/// A device was plugged in: one that answers its own ep0 (`kind:
+/// external` with `ep0: peer`) gets its peer now, for the enumeration.
+pub(crate) fn plugged(ctx: &mut Ctx, d: DevId) {
+    external::link(ctx, d);
+}
+
 /// Bind the class driver of device `d` once it is configured: start the
 /// model of its kind. The one place that maps device kinds to models.
 pub(crate) fn start_class_driver(ctx: &mut Ctx, d: DevId, now: u64) {
