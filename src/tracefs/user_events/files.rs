@@ -272,18 +272,7 @@ impl OpenFile for DynFile {
         if let Some(t) = &self.text {
             t.written();
         }
-        let text = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
-        for line in text.split('\n') {
-            let line = line.trim_end_matches('\0');
-            if line.len() > MAX_DYN_LINE {
-                return Err(Errno::EINVAL);
-            }
-            let line = match line.find('#') {
-                Some(i) => &line[..i],
-                None => line,
-            };
-            self.ue.dynamic_line(line, &self.caller)?;
-        }
+        run_commands(data, |line| self.ue.dynamic_line(line, &self.caller))?;
         Ok(data.len() as u32)
     }
     fn truncate(&self) -> SysResult<()> {

@@ -94,51 +94,126 @@ pub(super) const TYPE_PREFIXES: [&str; 6] = [
     "struct ",
 ];
 
-/// Parse one `;`-separated field; `None` for an empty one.
+/// C `isspace`: what `skip_spaces` and `argv_split` pass over.
+pub(super) fn is_c_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r')
+}
+
+/// `argv_split`: the words parted by runs of `isspace`.
+pub(super) fn argv_split(s: &str) -> Vec<&str> {
+    s.split(is_c_space).filter(|w| !w.is_empty()).collect()
+}
+
+/// `user_event_argv_split`: the arguments of a registration as the kernel
+/// compares them with an existing event's fields: a space put after every
+/// `;` not followed by one (`a;b` is `a; b`), then [`argv_split`].
+pub(super) fn reg_argv(args: &str) -> Vec<String> {
+    let mut fixed = String::with_capacity(args.len() + 8);
+    let mut it = args.chars().peekable();
+    while let Some(c) = it.next() {
+        fixed.push(c);
+        if c == ';' && !it.peek().is_some_and(|&n| is_c_space(n)) {
+            fixed.push(' ');
+        }
+    }
+    argv_split(&fixed).into_iter().map(str::to_string).collect()
+}
+
+/// `user_fields_match`: whether `argv` (words of a registration or a
+/// deletion) names exactly `fields`, compared as text: for each field the
+/// words up to the first holding a `;` (that one included), joined by single
+/// spaces, must read `TYPE NAME[ SIZE]` (`SIZE` for `struct` fields) with
+/// the `;` at the end if there was one. No words matches no fields only.
+pub(super) fn fields_match_argv<S: AsRef<str>>(fields: &[UField], argv: &[S]) -> bool {
+    if argv.is_empty() {
+        return fields.is_empty();
+    }
+    let mut i = 0;
+    for f in fields {
+        if i >= argv.len() {
+            return false;
+        }
+        let mut words = String::new();
+        let mut colon = false;
+        let start = i;
+        while i < argv.len() {
+            if i != start {
+                words.push(' ');
+            }
+            let a = argv[i].as_ref();
+            words.push_str(a);
+            i += 1;
+            if a.contains(';') {
+                colon = true;
+                break;
+            }
+        }
+        let mut want = format!("{} {}", f.ctype, f.name);
+        if f.ctype.starts_with("struct ") {
+            let _ = write!(want, " {}", f.struct_size.unwrap_or(0) as i32);
+        }
+        if colon {
+            want.push(';');
+        }
+        if words != want {
+            return false;
+        }
+    }
+    i == argv.len()
+}
+
+/// Parse one `;`-separated field; `None` for an empty one. As
+/// `user_event_parse_field`: leading `isspace` skipped, a multi-word type
+/// prefix runs to the next space, then single spaces part the words (so a
+/// doubled space makes an empty word, and `u32 ` is a field with an empty
+/// name).
 pub(super) fn parse_field(text: &str) -> SysResult<Option<UField>> {
-    let f = text.trim_start_matches(' ');
+    let f = text.trim_start_matches(is_c_space);
     if f.is_empty() {
         return Ok(None);
     }
-    let (ty, rest) = match TYPE_PREFIXES.iter().find(|p| f.starts_with(**p)) {
+    let prefix = TYPE_PREFIXES.iter().find(|p| f.starts_with(**p));
+    let (ty, rest) = match prefix {
         Some(p) => {
             let after = &f[p.len()..];
-            let end = after.find(' ').unwrap_or(after.len());
-            let rest = &after[end..];
-            (
-                Some(format!("{p}{}", &after[..end])),
-                rest.strip_prefix(' ').unwrap_or(rest),
-            )
+            let end = after.find(' ').ok_or(Errno::EINVAL)?;
+            (Some(&f[..p.len() + end]), &after[end + 1..])
         }
         None => (None, f),
     };
-    // Single spaces separate words: doubled spaces make empty words.
     let mut words = rest.split(' ');
     let ty = match ty {
         Some(t) => t,
-        None => words.next().unwrap_or("").to_string(),
+        None => words.next().unwrap_or(""),
     };
-    let name = words
-        .next()
-        .filter(|n| !n.is_empty())
-        .ok_or(Errno::EINVAL)?;
+    let name = words.next().ok_or(Errno::EINVAL)?;
     let size_word = words.next();
     if words.next().is_some() {
         return Err(Errno::EINVAL);
     }
-    let is_struct = ty.starts_with("struct ");
+    let is_struct = prefix == Some(&"struct ");
     let struct_size = match size_word {
         Some(w) if is_struct => match kstrtou32_dec(w) {
-            Some(n) if n > 0 => Some(n),
-            _ => return Err(Errno::EINVAL),
+            Some(0) | None => return Err(Errno::EINVAL),
+            // The kernel keeps the size in an int and returns a negative
+            // one as the error: -1 is EPERM, others no errno at all.
+            Some(n) if n > i32::MAX as u32 => {
+                let e = (n as i32).wrapping_neg();
+                return Err(if (1..4096).contains(&e) {
+                    Errno(e)
+                } else {
+                    Errno::EINVAL
+                });
+            }
+            Some(n) => Some(n),
         },
         Some(_) => return Err(Errno::EINVAL),
         None if is_struct => return Err(Errno::EINVAL),
         None => None,
     };
-    let size = type_size(&ty, struct_size)?;
+    let size = type_size(ty, struct_size)?;
     Ok(Some(UField {
-        ctype: ty,
+        ctype: ty.to_string(),
         name: name.to_string(),
         struct_size,
         size,
@@ -156,29 +231,99 @@ pub fn parse_fields(args: &str) -> SysResult<Vec<UField>> {
     Ok(out)
 }
 
-/// Parse a registration command. The name must be non-empty and (for the
-/// tree) free of `/` and not `.`/`..`; the kernel checks no characters.
-pub fn parse_command(s: &str) -> SysResult<Command> {
+/// A registration command split as `user_event_parse_cmd` splits it: the
+/// name up to the first space, flags after a `:` in it, the arguments after
+/// that space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawCommand<'a> {
+    /// The event name.
+    pub name: &'a str,
+    /// Text after a `:` in the name, if there was a `:`.
+    pub flags: Option<&'a str>,
+    /// Text after the first space, if there was one.
+    pub args: Option<&'a str>,
+}
+
+/// Split a registration command (no field is parsed).
+pub fn split_command(s: &str) -> RawCommand<'_> {
     let (name, args) = match s.find(' ') {
         Some(i) => (&s[..i], Some(&s[i + 1..])),
         None => (s, None),
     };
     let (name, flags) = match name.find(':') {
-        Some(i) => (&name[..i], Some(name[i + 1..].to_string())),
+        Some(i) => (&name[..i], Some(&name[i + 1..])),
         None => (name, None),
     };
-    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+    RawCommand { name, flags, args }
+}
+
+/// Whether monfs can make an event of this name: non-empty, and (for the
+/// tree) free of `/` and not `.`/`..`; the kernel checks no characters.
+pub(super) fn name_ok(name: &str) -> bool {
+    !(name.is_empty() || name.contains('/') || name == "." || name == "..")
+}
+
+/// Parse a registration command.
+pub fn parse_command(s: &str) -> SysResult<Command> {
+    let raw = split_command(s);
+    if !name_ok(raw.name) {
         return Err(Errno::EINVAL);
     }
-    let fields = match args {
+    let fields = match raw.args {
         Some(a) => parse_fields(a)?,
         None => Vec::new(),
     };
     Ok(Command {
-        name: name.to_string(),
-        flags,
+        name: raw.name.to_string(),
+        flags: raw.flags.map(str::to_string),
         fields,
     })
+}
+
+/// `trace_parse_run_command`: run the lines of one `dynamic_events` write
+/// as the kernel cuts them. It copies at most 4095 bytes at a time, as a C
+/// string (a NUL ends it); a line is cut at its newline, a comment at its
+/// `#`. A line that does not end within a copy is read again from its
+/// start, and is EINVAL when it already starts the copy (longer than 4094
+/// bytes before a newline; the last line may be 4095) or when a NUL cut
+/// it. Lines before the failing one have run.
+pub(super) fn run_commands(
+    data: &[u8],
+    mut run: impl FnMut(&str) -> SysResult<()>,
+) -> SysResult<()> {
+    const WRITE_BUFSIZE: usize = 4096;
+    let count = data.len();
+    let mut done = 0;
+    while done < count {
+        let size = (count - done).min(WRITE_BUFSIZE - 1);
+        let chunk = &data[done..done + size];
+        let chunk = &chunk[..chunk.iter().position(|&b| b == 0).unwrap_or(chunk.len())];
+        let mut buf = 0;
+        loop {
+            let rest = &chunk[buf..];
+            let (line, used) = match rest.iter().position(|&b| b == b'\n') {
+                Some(p) => (&rest[..p], p + 1),
+                None if done + rest.len() < count => {
+                    if buf != 0 {
+                        break;
+                    }
+                    return Err(Errno::EINVAL);
+                }
+                None => (rest, rest.len()),
+            };
+            done += used;
+            let line = match line.iter().position(|&b| b == b'#') {
+                Some(i) => &line[..i],
+                None => line,
+            };
+            run(std::str::from_utf8(line).map_err(|_| Errno::EINVAL)?)?;
+            buf += used;
+            if done >= count {
+                break;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The `dynamic_events` text of a field list: ` a; b` (empty for none).
@@ -192,15 +337,6 @@ pub(super) fn fields_text(fields: &[UField]) -> String {
         }
     }
     s
-}
-
-/// Whether two field lists describe the same event: same types as written,
-/// names and struct sizes, in order.
-pub(super) fn fields_match(a: &[UField], b: &[UField]) -> bool {
-    a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|(x, y)| x.ctype == y.ctype && x.name == y.name && x.struct_size == y.struct_size)
 }
 
 /// Lay the fields out packed after the common header and build the print

@@ -49,7 +49,10 @@
 //!   `enable_addr` in the producer's memory (read-modify-write of the byte
 //!   holding the bit, under one lock) whenever the event's enabled state
 //!   changes, and when it registers. Flag text → EINVAL; same name with other
-//!   fields → EADDRINUSE; the same (addr, bit) twice in one process →
+//!   fields → EADDRINUSE, decided before the fields are parsed, by comparing
+//!   the words as text as the kernel does (`u32 a;u32 b` matches `u32 a;
+//!   u32 b`, `struct s x 08` does not match its own event, shown as `8`);
+//!   the same (addr, bit) twice in one process →
 //!   EADDRINUSE before the string is even read; `USER_EVENT_REG_PERSIST`
 //!   needs CAP_PERFMON or CAP_SYS_ADMIN; `USER_EVENT_REG_MULTI_FORMAT`
 //!   creates `user_events_multi/<name>.<hex id>`. Events without PERSIST are
@@ -152,8 +155,6 @@ const UNREG_SIZE: usize = 16;
 /// is its memory): past it, registration is ENOMEM, as an allocation
 /// failure in the kernel.
 const MAX_ENABLERS: usize = 65536;
-/// `dynamic_events`: longest line (`WRITE_BUFSIZE - 2`).
-const MAX_DYN_LINE: usize = 4094;
 /// How long an unreferenced 6.4+ event lives on before it is freed: the
 /// kernel frees it from a work queue, a little later. (Removed directories
 /// leave the kernel's dentry cache at once, by FUSE_NOTIFY_INVAL_ENTRY, so a

@@ -270,17 +270,22 @@ impl UserEvents {
         }
     }
 
-    /// Create an event.
-    pub(super) fn create(&self, st: &mut State, cmd: &Command, multi: bool) -> SysResult<usize> {
+    /// Create an event (`multi`: the multi-format id it was given).
+    pub(super) fn create(
+        &self,
+        st: &mut State,
+        cmd: &Command,
+        multi: Option<u64>,
+    ) -> SysResult<usize> {
         if st.events.len() >= USER_EVENTS_MAX {
             return Err(Errno::EMFILE);
         }
         let t = self.t.upgrade().ok_or(Errno::ENODEV)?;
-        let (name, system) = if multi {
-            (format!("{}.{:x}", cmd.name, st.multi_next), SYSTEM_MULTI)
-        } else {
-            (cmd.name.clone(), SYSTEM)
+        let (name, system) = match multi {
+            Some(id) => (format!("{}.{id:x}", cmd.name), SYSTEM_MULTI),
+            None => (cmd.name.clone(), SYSTEM),
         };
+        let multi = multi.is_some();
         let (fields, print) = layout(&cmd.fields);
         let min_size = fields.last().map_or(0, |f| f.offset + f.size - COMMON_SIZE);
         let me = self.me.clone();
@@ -295,9 +300,6 @@ impl UserEvents {
             move |n| EventDef::with_fields(system, &def_name, n, fields, print),
             hook,
         )?;
-        if multi {
-            st.multi_next += 1;
-        }
         st.events.push(EvState {
             ev: Arc::new(UEvent {
                 name,
@@ -316,6 +318,50 @@ impl UserEvents {
             free_at: None,
         });
         Ok(st.events.len() - 1)
+    }
+
+    /// `user_event_parse` after the flags: the event a registration names
+    /// (`raw`), found by comparing its words with each event's fields as
+    /// text (see [`fields_match_argv`]) before its fields are parsed, else
+    /// created. A single-format event of that name with other fields is
+    /// EADDRINUSE. A multi-format id is used up before the fields are
+    /// parsed, as the kernel names the event first. Returns the index and
+    /// whether the event is new.
+    pub(super) fn find_or_create(
+        &self,
+        st: &mut State,
+        raw: &RawCommand<'_>,
+        multi: bool,
+    ) -> SysResult<(usize, bool)> {
+        let argv = raw.args.map(reg_argv).unwrap_or_default();
+        for (i, e) in st.events.iter().enumerate() {
+            if e.ev.multi != multi || e.ev.base != raw.name {
+                continue;
+            }
+            if fields_match_argv(&e.ev.fields, &argv) {
+                return Ok((i, false));
+            }
+            if !multi {
+                return Err(Errno::EADDRINUSE);
+            }
+        }
+        let id = multi.then(|| {
+            st.multi_next += 1;
+            st.multi_next - 1
+        });
+        let fields = match raw.args {
+            Some(a) => parse_fields(a)?,
+            None => Vec::new(),
+        };
+        if !name_ok(raw.name) {
+            return Err(Errno::EINVAL);
+        }
+        let cmd = Command {
+            name: raw.name.to_string(),
+            flags: None,
+            fields,
+        };
+        Ok((self.create(st, &cmd, id)?, true))
     }
 
     /// Delete event `i` (not busy).
@@ -735,8 +781,8 @@ impl UserEvents {
             return Err(Errno::EADDRINUSE);
         }
         let desc = read_desc(mem, name_args)?;
-        let cmd = parse_command(&desc)?;
-        if cmd.flags.is_some() {
+        let raw = split_command(&desc);
+        if raw.flags.is_some() {
             return Err(Errno::EINVAL);
         }
         if flags & REG_PERSIST != 0 && !has_perfmon(req.caller.pid) {
@@ -751,21 +797,9 @@ impl UserEvents {
             warn!("user_events: {MAX_ENABLERS} enable bits registered; refusing more (ENOMEM)");
             return Err(Errno::ENOMEM);
         }
-        let i = if multi {
-            match st.events.iter().position(|e| {
-                e.ev.multi && e.ev.base == cmd.name && fields_match(&e.ev.fields, &cmd.fields)
-            }) {
-                Some(i) => i,
-                None => self.create(&mut st, &cmd, true)?,
-            }
-        } else {
-            match st.find_base(&cmd.name) {
-                Some(i) if fields_match(&st.events[i].ev.fields, &cmd.fields) => i,
-                Some(_) => return Err(Errno::EADDRINUSE),
-                None => self.create(&mut st, &cmd, false)?,
-            }
-        };
-        if flags & REG_PERSIST != 0 {
+        let (i, new) = self.find_or_create(&mut st, &raw, multi)?;
+        // An event keeps the flags it was created with.
+        if new && flags & REG_PERSIST != 0 {
             st.events[i].persistent = true;
         }
         if st.enablers.len() >= MAX_ENABLERS {
@@ -824,7 +858,7 @@ impl UserEvents {
                     OldAbi::Bit => st.alloc_bit()?,
                     OldAbi::Byte => st.alloc_byte()?,
                 };
-                match self.create(&mut st, &cmd, false) {
+                match self.create(&mut st, &cmd, None) {
                     Ok(i) => {
                         match abi {
                             OldAbi::Bit => st.events[i].status_bit = Some(slot),
@@ -979,7 +1013,7 @@ impl UserEvents {
 
     /// Run one `dynamic_events` line.
     pub(super) fn dynamic_line(&self, line: &str, caller: &Caller) -> SysResult<()> {
-        if line.trim().is_empty() {
+        if line.chars().all(is_c_space) {
             return Ok(());
         }
         if line.starts_with('-') || line.starts_with('!') {
@@ -994,33 +1028,27 @@ impl UserEvents {
             // No other dynamic event type here.
             return Err(Errno::EINVAL);
         };
-        let cmd = parse_command(rest.trim_start_matches(' '))?;
-        if cmd.flags.is_some() {
+        let raw = split_command(rest.trim_start_matches(is_c_space));
+        if raw.flags.is_some() {
             return Err(Errno::EINVAL);
         }
         if !has_perfmon(caller.pid) {
             return Err(Errno::EPERM);
         }
         let mut st = self.state.lock_ok();
-        match st.find_base(&cmd.name) {
-            Some(i) if fields_match(&st.events[i].ev.fields, &cmd.fields) => {
-                st.events[i].persistent = true;
-                st.events[i].free_at = None;
-                Ok(())
-            }
-            Some(_) => Err(Errno::EADDRINUSE),
-            None => {
-                let i = self.create(&mut st, &cmd, false)?;
-                st.events[i].persistent = true;
-                Ok(())
-            }
+        // An existing event is found and left as it is (an event
+        // registered without PERSIST stays one that goes when unused).
+        let (i, new) = self.find_or_create(&mut st, &raw, false)?;
+        if new {
+            st.events[i].persistent = true;
         }
+        Ok(())
     }
 
     /// `-:[system/]name [fields]` or `!x:[system/]name [fields]`.
     pub(super) fn dynamic_delete(&self, line: &str, caller: &Caller) -> SysResult<()> {
-        let mut words = line.split_ascii_whitespace();
-        let first = words.next().unwrap_or("");
+        let argv = argv_split(line);
+        let first = argv.first().copied().unwrap_or("");
         let target = if let Some(r) = first.strip_prefix('-') {
             r.strip_prefix(':').ok_or(Errno::EINVAL)?
         } else {
@@ -1042,15 +1070,15 @@ impl UserEvents {
         if system.is_some_and(|s| s != SYSTEM && s != SYSTEM_MULTI) {
             return Err(Errno::ENOENT);
         }
-        let rest: Vec<&str> = words.collect();
-        let want = parse_fields(&rest.join(" ")).ok();
+        // The words as they are (no space put after `;`, unlike a
+        // registration's).
+        let want = &argv[1.min(argv.len())..];
         let mut st = self.state.lock_ok();
         let mut found = false;
         let mut i = 0;
         while i < st.events.len() {
             let e = &st.events[i];
-            let hit =
-                e.ev.base == event && want.as_ref().is_some_and(|w| fields_match(&e.ev.fields, w));
+            let hit = e.ev.base == event && fields_match_argv(&e.ev.fields, want);
             if !hit {
                 i += 1;
                 continue;

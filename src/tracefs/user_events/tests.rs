@@ -116,3 +116,80 @@ fn field_printer() {
     entry[n - 1] = b'z';
     assert_eq!(validate(&def.fields, &entry), Err(Errno::EFAULT));
 }
+
+/// Field parsing as `user_event_parse_field`: `isspace` skipped before a
+/// field, and a trailing space makes an empty name, which the kernel takes.
+#[test]
+fn field_edges() {
+    let c = parse_command("t \tu32 a;\tu8 b").unwrap();
+    assert_eq!(c.fields, vec![f("u32", "a", 4), f("u8", "b", 1)]);
+    assert_eq!(
+        parse_command("t u32 ").unwrap().fields,
+        vec![f("u32", "", 4)]
+    );
+    assert_eq!(
+        parse_command("t unsigned int ").unwrap().fields,
+        vec![f("unsigned int", "", 4)]
+    );
+    assert_eq!(parse_command("t unsigned int").err(), Some(Errno::EINVAL));
+    // A struct size the kernel's int makes -1 is EPERM.
+    assert_eq!(
+        parse_command("t struct s a 4294967295").err(),
+        Some(Errno::EPERM)
+    );
+}
+
+/// Matching an existing event compares words as text, as
+/// `user_fields_match` does.
+#[test]
+fn textual_field_matching() {
+    let fields = parse_fields("u32 a; struct s x 8").unwrap();
+    let m = |args: &str| fields_match_argv(&fields, &reg_argv(args));
+    assert!(m("u32 a; struct s x 8"));
+    assert!(m("u32 a;struct s x 8"));
+    assert!(m("u32\ta;  struct s x 8"));
+    assert!(!m("u32 a; struct s x 08"));
+    assert!(!m("u32 a;; struct s x 8"));
+    assert!(!m("u32 a"));
+    let del = |args: &str| fields_match_argv(&fields, &argv_split(args));
+    assert!(del("u32 a; struct s x 8"));
+    assert!(!del("u32 a;struct s x 8"));
+    assert!(fields_match_argv::<&str>(&[], &[]));
+    assert!(!fields_match_argv(&fields, &[] as &[&str]));
+}
+
+/// `trace_parse_run_command`: lines, comments, NULs and the 4095-byte copy.
+#[test]
+fn dynamic_write_lines() {
+    let run = |data: &[u8]| {
+        let mut seen = Vec::new();
+        let r = run_commands(data, |l| {
+            seen.push(l.to_string());
+            Ok(())
+        });
+        (r, seen)
+    };
+    assert_eq!(
+        run(b"a\nb # c\n\nd"),
+        (Ok(()), vec!["a".into(), "b ".into(), "".into(), "d".into()])
+    );
+    // A NUL: the lines before it run, then EINVAL.
+    assert_eq!(run(b"a\n\0").0, Err(Errno::EINVAL));
+    assert_eq!(run(b"a\n\0").1, vec!["a".to_string()]);
+    assert_eq!(run(b"a\0").0, Err(Errno::EINVAL));
+    let long = |n: usize, nl: bool| {
+        let mut v = vec![b'x'; n];
+        if nl {
+            v.push(b'\n');
+        }
+        v
+    };
+    assert_eq!(run(&long(4094, true)).0, Ok(()));
+    assert_eq!(run(&long(4095, true)).0, Err(Errno::EINVAL));
+    assert_eq!(run(&long(4095, false)).0, Ok(()));
+    assert_eq!(run(&long(4096, false)).0, Err(Errno::EINVAL));
+    // A line that crosses a copy is read again from its start.
+    let mut two = long(3000, true);
+    two.extend(long(3000, true));
+    assert_eq!(run(&two).1.len(), 2);
+}
