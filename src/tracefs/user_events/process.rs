@@ -16,6 +16,9 @@ pub(super) fn has_perfmon(pid: u32) -> bool {
         ns("/proc/self/ns/user"),
     ) {
         (Some(a), Some(b)) => a == b,
+        // A kernel without user namespaces (no CONFIG_USER_NS, as a
+        // tinyconfig one): everyone is in the initial namespace.
+        (_, None) => true,
         _ => false,
     };
     let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
