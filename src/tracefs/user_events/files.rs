@@ -272,7 +272,9 @@ impl OpenFile for DynFile {
         if let Some(t) = &self.text {
             t.written();
         }
-        run_commands(data, |line| self.ue.dynamic_line(line, &self.caller))?;
+        run_commands(data, |line, utf8| {
+            self.ue.dynamic_line(line, utf8, &self.caller)
+        })?;
         Ok(data.len() as u32)
     }
     fn truncate(&self) -> SysResult<()> {

@@ -286,10 +286,11 @@ pub fn parse_command(s: &str) -> SysResult<Command> {
 /// `#`. A line that does not end within a copy is read again from its
 /// start, and is EINVAL when it already starts the copy (longer than 4094
 /// bytes before a newline; the last line may be 4095) or when a NUL cut
-/// it. Lines before the failing one have run.
+/// it. Lines before the failing one have run. `run` gets each line as
+/// (lossy) text and whether it was UTF-8.
 pub(super) fn run_commands(
     data: &[u8],
-    mut run: impl FnMut(&str) -> SysResult<()>,
+    mut run: impl FnMut(&str, bool) -> SysResult<()>,
 ) -> SysResult<()> {
     const WRITE_BUFSIZE: usize = 4096;
     let count = data.len();
@@ -316,7 +317,10 @@ pub(super) fn run_commands(
                 Some(i) => &line[..i],
                 None => line,
             };
-            run(std::str::from_utf8(line).map_err(|_| Errno::EINVAL)?)?;
+            run(
+                &String::from_utf8_lossy(line),
+                std::str::from_utf8(line).is_ok(),
+            )?;
             buf += used;
             if done >= count {
                 break;

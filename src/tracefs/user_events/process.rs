@@ -33,8 +33,13 @@ pub(super) fn has_perfmon(pid: u32) -> bool {
 }
 
 /// Read a NUL-terminated string of at most `MAX_EVENT_DESC - 1` bytes:
-/// EINVAL when longer, EFAULT when unreadable.
+/// EINVAL when longer or not UTF-8, EFAULT when unreadable.
 pub(super) fn read_desc(mem: &dyn CallerMemory, addr: u64) -> SysResult<String> {
+    String::from_utf8(read_desc_bytes(mem, addr)?).map_err(|_| Errno::EINVAL)
+}
+
+/// [`read_desc`]'s bytes, whatever they are.
+pub(super) fn read_desc_bytes(mem: &dyn CallerMemory, addr: u64) -> SysResult<Vec<u8>> {
     let mut out = Vec::new();
     let mut at = addr;
     while out.len() < MAX_EVENT_DESC {
@@ -42,7 +47,7 @@ pub(super) fn read_desc(mem: &dyn CallerMemory, addr: u64) -> SysResult<String> 
         let part = mem.read(at, chunk)?;
         if let Some(p) = part.iter().position(|&b| b == 0) {
             out.extend_from_slice(&part[..p]);
-            return String::from_utf8(out).map_err(|_| Errno::EINVAL);
+            return Ok(out);
         }
         out.extend_from_slice(&part);
         at += chunk as u64;
