@@ -68,6 +68,102 @@ def write_report_and_exit():
     sys.exit(1 if nfail else 0)
 
 
+# ------------------------------------------------------------------ user_events grammar (custom kernel)
+# 6.12's user_events never set an array field's length (kmalloc'ed, not
+# zeroed), so `format` shows `char msg[<whatever was in memory>]`, or `[]`
+# when that was 0: the length is not compared.
+ARRAY_LEN = re.compile(r"\[\d+\];\\toffset:")
+
+
+def grammar_cases(t):
+    """ue_grammar's output: {case id: [lines]} in order."""
+    out, cur = OrderedDict(), None
+    for ln in (t or "").split("\n"):
+        if ln.startswith("case "):
+            cur = out.setdefault(ln[5:], [])
+        elif ln.startswith(" ") and cur is not None:
+            ln = ln[1:]
+            if ln.startswith("fmt "):
+                ln = ARRAY_LEN.sub("[];\\\\toffset:", ln)
+            cur.append(ln)
+    return out
+
+
+def known_grammar(fn):
+    """Known divergences: (regex over the case's text, reason)."""
+    out = []
+    for ln in (read_abs(fn) or "").split("\n"):
+        if ln.strip() and not ln.startswith("#"):
+            pat, _, why = ln.partition("\t")
+            out.append((re.compile(pat), why.strip()))
+    return out
+
+
+def read_abs(fn):
+    try:
+        with open(fn, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def ue_grammar():
+    cases_txt = read("ue_grammar_cases.txt")
+    if cases_txt is None:
+        res("FAIL", "user_events grammar: no cases were copied out")
+        return
+    texts = {}
+    for ln in cases_txt.split("\n"):
+        if ln and not ln.startswith("#"):
+            cid, _, steps = ln.partition(" ")
+            texts[cid] = " ".join(describe_step(st) for st in steps.split(" ") if st)
+    k = grammar_cases(read("kernel", "ue_grammar.txt"))
+    m = grammar_cases(read("fuse", "ue_grammar.txt"))
+    for side, t in (("kernel", k), ("monfs", m)):
+        d = "kernel" if side == "kernel" else "fuse"
+        ok = rc(d, "ue_grammar.rc") == 0 and "end" in (read(d, "ue_grammar.txt") or "").split("\n")
+        check(ok and len(t) == len(texts), "user_events grammar: %s ran all %d cases" % (side, len(texts)),
+              "%d cases, rc %s, stderr %r" % (len(t), rc(d, "ue_grammar.rc"), (read(d, "ue_grammar.err") or "")[:200]))
+    known = known_grammar(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ue-grammar-known.txt"))
+    div, info, unclean = 0, 0, 0
+    for cid, kl in k.items():
+        ml = m.get(cid)
+        if ml is None:
+            continue
+        for side, ls in (("kernel", kl), ("monfs", ml)):
+            if not any(x == "clean 0" for x in ls):
+                unclean += 1
+                res("FAIL", "user_events grammar %s: %s did not clean up" % (cid, side), texts.get(cid, ""))
+        if kl == ml:
+            continue
+        diff = ["kernel %s | monfs %s" % (a, b) for a, b in zip(kl, ml) if a != b]
+        if len(kl) != len(ml):
+            diff.append("kernel %d lines, monfs %d" % (len(kl), len(ml)))
+        why = next((w for p, w in known if p.search(texts.get(cid, ""))), None)
+        if why:
+            info += 1
+            res("INFO", "user_events grammar %s: known divergence: %s" % (cid, why),
+                "case %s; %s" % (texts.get(cid, ""), "; ".join(diff)[:600]))
+        else:
+            div += 1
+            res("FAIL", "user_events grammar %s diverges" % cid,
+                "case %s\n     %s" % (texts.get(cid, ""), "\n     ".join(d[:400] for d in diff)))
+    check(div == 0 and unclean == 0, "user_events grammar: %d cases, %d divergences, %d known, %d unclean" % (
+        len(texts), div, info, unclean))
+
+
+def describe_step(st):
+    """A case step, readable: W:t:"text" and so on."""
+    parts = st.split(",")
+    def txt(h):
+        if h == "-":
+            return "<unmapped>"
+        return repr(bytes.fromhex(h).decode("latin-1"))
+    if parts[0] in ("W", "D"):
+        return ":".join(parts[:-1]) + ":" + txt(parts[-1])
+    return ":".join(parts[:-1]) + ":" + txt(parts[-1])
+
+
 # ------------------------------------------------------------------ user_events (custom kernel)
 if "--user-events" in sys.argv:
     for ln in lines("errors.txt") or []:
@@ -106,6 +202,7 @@ if "--user-events" in sys.argv:
         check(bool(kt) == bool(mt) and {norm(x) for x in kt} == {norm(x) for x in mt},
               "%s: trace lines (event: fields) have the same shape" % p,
               "kernel %d lines e.g. %r, monfs %d lines e.g. %r" % (len(kt), kt[:1], len(mt), mt[:1]))
+    ue_grammar()
     write_report_and_exit()
 
 # ------------------------------------------------------------------ sides

@@ -34,11 +34,23 @@ ue_side() { # ue_side OUTDIR TRACINGDIR
 	done
 }
 
+# The grammar differential (tests/c/ue_grammar.c, cases from
+# scripts/lib/user_events_fuzz.py): first on each side, so that both start
+# from no user events and the same multi-format id.
+ue_grammar_side() { # ue_grammar_side OUTDIR TRACINGDIR
+	[ -s /etc/ue-grammar-cases.txt ] || return 0
+	mkdir -p $1
+	ue_grammar $2 /etc/ue-grammar-cases.txt > $1/ue_grammar.txt 2> $1/ue_grammar.err
+	echo $? > $1/ue_grammar.rc
+}
+
 ls -la /sys/kernel/tracing/user_events_data || err "user_events: the custom kernel has no user_events_data"
+ue_grammar_side $O/kernel /sys/kernel/tracing
 ue_side $O/kernel /sys/kernel/tracing
 mkdir -p $MNT
 bg monfs "$O/monfs.log" monfs mount -f --log-level info $MNT
 waitfor 15 "grep -q ' $MNT ' /proc/mounts" || err "monfs did not mount (see monfs.log.err)"
+ue_grammar_side $O/fuse $MNT/tracing
 ue_side $O/fuse $MNT/tracing
 kill -TERM $PID_monfs
 finish monfs 10
