@@ -16,7 +16,7 @@ the kernel's textual field matching is exercised too.
 One case per line: `ID STEP STEP...` (see tests/c/ue_grammar.c); the
 corpus's cases come first, with ids `c1`, `c2`...; generated ones are
 `gSEED-N`. A corpus line is either that format or `T STEP-TEXT`, a
-readable form: `W:t:TEXT`, `R:SIZE:FLAGS:BIT:ESIZE:ADDR:TEXT`, `D:TEXT`
+readable form: `W:t:TEXT`, `R:SIZE:FLAGS:BIT:ESIZE:ADDR:TEXT`, `D:TEXT`, `E:VAL:SYSTEM/EVENT`
 steps parted by ` && `, TEXT with Python escapes (`\\n`, `\\t`, `\\x00`).
 """
 
@@ -156,17 +156,17 @@ def case(r, i):
     base = r.choice(["ev", "test", "ue", "foo"]) + str(i)
     k = r.random()
     steps = []
-    if k < 0.35:
+    if k < 0.3:
         # one write, one to three lines
         lines = [dyn_line(r, base)[0] for _ in range(r.choice([1, 1, 1, 2, 3]))]
         end = r.choice(["\n", "\n", "", "\n\n"])
         steps.append(wstep(r, "\n".join(lines) + end))
-    elif k < 0.6:
+    elif k < 0.5:
         cmd, _, _ = command(r, base)
         if r.random() < 0.03:
             cmd = cmd + "x" * r.choice([400, 505, 506, 507, 600])
         steps.append(rstep(r, cmd))
-    elif k < 0.8:
+    elif k < 0.68:
         # create, then the same event again written another way
         n = base
         fs = fields(r)
@@ -184,7 +184,7 @@ def case(r, i):
             steps.append(rstep(r, second, bit=1))
         else:
             steps.append(wstep(r, r.choice(["!u:", "-:", "!u:user_events/"]) + second + "\n", "a"))
-    elif k < 0.9:
+    elif k < 0.78:
         # multi-format registrations
         fs = fields(r)
         a = "%s %s" % (base, fs) if fs else base
@@ -194,7 +194,22 @@ def case(r, i):
         steps.append("R:28:%s:1:8:a:%s" % (r.choice(["2", "2", "0"]), b))
         if r.random() < 0.3:
             steps.append("W:a:u:%s\n" % b)
-    elif k < 0.95:
+    elif k < 0.88:
+        # an enabled event: deleting it, truncating, registering it again
+        fs = fields(r)
+        a = "%s %s" % (base, fs) if fs else base
+        multi = r.random() < 0.3
+        if multi:
+            steps.append("R:28:2:0:8:a:" + a)
+        else:
+            steps.append(r.choice([wstep(r, "u:%s\n" % a, "a"), "R:28:0:0:8:a:" + a]))
+        steps.append("E:1:%s/%s" % ("user_events_multi" if multi else "user_events",
+                                    base + (".*" if multi else "")))
+        steps.append(r.choice([wstep(r, "!u:%s\n" % a, "a"), wstep(r, "", "t"), "D:" + base,
+                               "R:28:0:1:8:a:" + a, wstep(r, "u:%s\n" % a, "a")]))
+        if r.random() < 0.5:
+            steps.append("E:0:%s/%s" % ("user_events_multi" if multi else "user_events", base))
+    elif k < 0.94:
         # delete ioctl and misc
         fs = fields(r)
         a = "%s %s" % (base, fs) if fs else base
@@ -232,6 +247,9 @@ def encode(cid, steps):
             out.append("R,%s,%s" % (",".join(parts[:5]), "-" if text == "\x00BAD" else esc(text)))
         elif kind == "D":
             out.append("D,%s" % esc(rest))
+        elif kind == "E":
+            val, ev = rest.split(":", 1)
+            out.append("E,%s,%s" % (val, esc(ev)))
         else:
             raise ValueError("bad step %r" % st)
     return " ".join(out)

@@ -19,12 +19,16 @@
  *                              address) and name_args (HEX, NUL-terminated;
  *                              "-" for an unmapped pointer)
  *   D,HEX                      DIAG_IOCSDEL of the name HEX
+ *   E,VAL,HEX                  write VAL ("1" or "0") to events/HEX/enable
+ *                              (HEX: SYSTEM/EVENT, or SYSTEM/PREFIX* for the
+ *                              first event named PREFIX...)
  * Per case it prints each step's result, then dynamic_events, the sorted
  * event lines of user_events_status and the format of every user event
  * (without its ID line, a global counter), then cleans up: unregisters the
  * enable bits, closes user_events_data and truncates dynamic_events until
  * that is no longer EBUSY (events of closed files are freed from a work
- * queue), and prints whether the tree is empty again.
+ * queue), and prints whether the tree is empty again. Events are disabled
+ * (the systems' enable files) before that.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -272,6 +276,65 @@ static void step_del(int i, const char *hex)
 	free(name);
 }
 
+static void step_enable(int i, const char *val, const char *hex)
+{
+	char *ev;
+	size_t n;
+	if (unhex(hex, &ev, &n)) {
+		printf(" s%d bad-hex\n", i);
+		return;
+	}
+	char rel[1024];
+	snprintf(rel, sizeof rel, "events/%s/enable", ev);
+	char *star = strchr(ev, '*');
+	if (star && star > ev && star[-1] != '/') {
+		/* SYSTEM/PREFIX*: the first event of SYSTEM named PREFIX... */
+		*star = 0;
+		char *slash = strchr(ev, '/');
+		if (slash) {
+			*slash = 0;
+			char sysd[512];
+			snprintf(sysd, sizeof sysd, "events/%s", ev);
+			DIR *d = opendir(path(sysd));
+			struct dirent *de;
+			while (d && (de = readdir(d)))
+				if (!strncmp(de->d_name, slash + 1, strlen(slash + 1))) {
+					snprintf(rel, sizeof rel, "events/%s/%s/enable", ev, de->d_name);
+					break;
+				}
+			if (d)
+				closedir(d);
+		}
+	}
+	free(ev);
+	int fd = open(path(rel), O_WRONLY);
+	if (fd < 0) {
+		printf(" s%d enable-open %s\n", i, ename(errno));
+		return;
+	}
+	ssize_t r = write(fd, val, strlen(val));
+	int e = errno;
+	close(fd);
+	if (r < 0)
+		printf(" s%d enable %s\n", i, ename(e));
+	else
+		printf(" s%d enable %zd\n", i, r);
+}
+
+static void disable_all(void)
+{
+	const char *sys[] = { "events/user_events/enable", "events/user_events_multi/enable" };
+	for (int k = 0; k < 2; k++) {
+		int fd = open(path(sys[k]), O_WRONLY);
+		if (fd >= 0) {
+			if (write(fd, "0", 1) < 0) {
+				/* nothing enabled there */
+			}
+			close(fd);
+		}
+	}
+}
+
 static int cmpstr(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -391,6 +454,7 @@ static void cleanup(void)
 		ioctl(data_fd, DIAG_IOCSUNREG, &u);
 	}
 	nregs = 0;
+	disable_all();
 	if (data_fd >= 0)
 		close(data_fd);
 	data_fd = -1;
@@ -450,6 +514,9 @@ int main(int argc, char **argv)
 				step_reg(i, st);
 			} else if (!strcmp(kind, "D")) {
 				step_del(i, st);
+			} else if (!strcmp(kind, "E")) {
+				char *val = strsep(&st, ",");
+				step_enable(i, val, st ? st : "");
 			} else {
 				printf(" s%d bad-step\n", i);
 			}
