@@ -116,14 +116,7 @@ fn bad_or_missing_dump_fails_check_config_with_file_and_offset() {
             format!("usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: descriptors\n          descriptors: {file}\n"),
         )
         .unwrap();
-        let o = Command::new(common::monfs_bin())
-            .args(["check-config", p.to_str().unwrap()])
-            .output()
-            .unwrap();
-        (
-            o.status.code(),
-            String::from_utf8_lossy(&o.stderr).to_string(),
-        )
+        common::check_config(&p)
     };
     // Relative to the config's directory.
     let (code, e) = cfg("bad.bin");
@@ -178,12 +171,8 @@ fn speed_field_sets_the_port_speed_and_is_checked() {
         ("fast", "unknown variant `fast`"),
     ] {
         std::fs::write(&p, yaml(speed)).unwrap();
-        let o = Command::new(common::monfs_bin())
-            .args(["check-config", p.to_str().unwrap()])
-            .output()
-            .unwrap();
-        let e = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{e}");
+        let (code, e) = common::check_config(&p);
+        assert_eq!(code, Some(2), "{e}");
         assert!(e.contains(why), "{speed}: {e}");
         assert!(e.contains("c.yaml:"), "{speed}: {e}");
     }
@@ -192,12 +181,8 @@ fn speed_field_sets_the_port_speed_and_is_checked() {
         data("qemu-usb-audio/descriptors")
     );
     std::fs::write(&p, audio).unwrap();
-    let o = Command::new(common::monfs_bin())
-        .args(["check-config", p.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let e = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{e}");
+    let (code, e) = common::check_config(&p);
+    assert_eq!(code, Some(2), "{e}");
     assert!(
         e.contains("devices[0].speed: high speed needs bcdUSB 2.00"),
         "{e}"

@@ -78,6 +78,16 @@ fn expected(usages: &[u8]) -> Vec<String> {
         .collect()
 }
 
+/// Wait until `cap` (a copy of `1u`) holds the keyboard's `want` reports
+/// (`what` names them in a hang); returns the text.
+fn typed(cap: &Path, want: &[String], what: &str) -> String {
+    wait_for(what, || {
+        let t = read(cap);
+        let dev = kbd_devnum(&t)?;
+        (reports(&t, &dev).len() >= want.len()).then_some(t)
+    })
+}
+
 fn read(p: &Path) -> String {
     String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned()
 }
@@ -92,11 +102,7 @@ fn python_keyboard_types_into_1u_tcpdump_and_tshark() {
     let pcap = m.path("../kbd.pcap");
     tcpdump(&m, "usbmon1", 6, &pcap);
     let want = expected(&[0x0b, 0x0c, 0x28]);
-    let text = wait_for("the keystrokes in 1u", || {
-        let t = read(&cap);
-        let dev = kbd_devnum(&t)?;
-        (reports(&t, &dev).len() >= want.len()).then_some(t)
-    });
+    let text = typed(&cap, &want, "the keystrokes in 1u");
     let _ = cat.kill();
     let _ = cat.wait();
     let dev = kbd_devnum(&text).unwrap();
@@ -141,11 +147,7 @@ fn c_keyboard_types_into_1u() {
     let m = Mount::with_config(&config(&[bin.to_str().unwrap(), "ab1\n"], 0));
     let (mut cat, cap) = cat_1u(&m);
     let want = expected(&[0x04, 0x05, 0x1e, 0x28]);
-    let text = wait_for("the C keyboard's keystrokes", || {
-        let t = read(&cap);
-        let dev = kbd_devnum(&t)?;
-        (reports(&t, &dev).len() >= want.len()).then_some(t)
-    });
+    let text = typed(&cap, &want, "the C keyboard's keystrokes");
     let _ = cat.kill();
     let _ = cat.wait();
     let dev = kbd_devnum(&text).unwrap();
@@ -500,11 +502,7 @@ fn a_peer_answering_ep0_enumerates_with_its_own_bytes() {
     let m = Mount::with_config(&kbd_config("          ep0: peer\n", Some(&args)));
     let (mut cat, cap) = cat_1u(&m);
     let want = expected(&[0x0b, 0x0c, 0x28]);
-    let text = wait_for("the keystrokes in 1u", || {
-        let t = read(&cap);
-        let dev = kbd_devnum(&t)?;
-        (reports(&t, &dev).len() >= want.len()).then_some(t)
-    });
+    let text = typed(&cap, &want, "the keystrokes in 1u");
     let _ = cat.kill();
     let _ = cat.wait();
     let dev = kbd_devnum(&text).unwrap();
@@ -577,11 +575,7 @@ fn a_peer_on_a_unix_socket_types_and_its_disconnect_unplugs() {
     let m = Mount::with_config(&kbd_config(&extra, None));
     let (mut cat, cap) = cat_1u(&m);
     let want = expected(&[0x0b, 0x0c, 0x28]);
-    let text = wait_for("the socket keyboard's keystrokes", || {
-        let t = read(&cap);
-        let dev = kbd_devnum(&t)?;
-        (reports(&t, &dev).len() >= want.len()).then_some(t)
-    });
+    let text = typed(&cap, &want, "the socket keyboard's keystrokes");
     let dev = kbd_devnum(&text).unwrap();
     assert_eq!(reports(&text, &dev), want, "1u:\n{text}");
     // The peer goes away: the device is unplugged.

@@ -251,14 +251,7 @@ fn bad_captures_give_clear_errors_and_the_daemon_serves_on() {
             format!("usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: from-capture\n          capture: {}\n          devaddr: {addr}\n", file.display()),
         )
         .unwrap();
-        let o = Command::new(common::monfs_bin())
-            .args(["check-config", p.to_str().unwrap()])
-            .output()
-            .unwrap();
-        (
-            o.status.code(),
-            String::from_utf8_lossy(&o.stderr).to_string(),
-        )
+        common::check_config(&p)
     };
     let (code, e) = check(&late, &dev.to_string());
     assert_eq!(code, Some(2), "{e}");

@@ -320,14 +320,7 @@ fn replay_beside_live_devices_gets_free_addresses() {
             format!("usb:\n  buses:\n    - bus: 3\n      replay: {{file: {file}}}\n"),
         )
         .unwrap();
-        let o = Command::new(common::monfs_bin())
-            .args(["check-config", p.to_str().unwrap()])
-            .output()
-            .unwrap();
-        (
-            o.status.code(),
-            String::from_utf8_lossy(&o.stderr).to_string(),
-        )
+        common::check_config(&p)
     };
     let (code, e) = check("/nonexistent/x.pcap");
     assert_eq!(code, Some(2), "{e}");

@@ -28,6 +28,19 @@ pub fn monfs_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_monfs"))
 }
 
+/// `monfs check-config PATH`: its exit code and its stderr.
+pub fn check_config(path: &Path) -> (Option<i32>, String) {
+    let o = Command::new(monfs_bin())
+        .arg("check-config")
+        .arg(path)
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).to_string(),
+    )
+}
+
 /// Whether this is the rootless leg (`MONFS_TEST_ROOTLESS=1`).
 pub fn rootless() -> bool {
     std::env::var_os("MONFS_TEST_ROOTLESS").is_some_and(|v| v == "1")
