@@ -28,6 +28,26 @@ fn block(text: &str, product: &str) -> Option<Vec<String>> {
     )
 }
 
+/// The data of every control IN completion of device `dev` in a pcap file
+/// of linktype 220 (64-byte usbmon headers), as far as it is written.
+fn control_in_data(pcap: &[u8], dev: u8) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut at = 24;
+    while at + 16 <= pcap.len() {
+        let incl = u32::from_le_bytes(pcap[at + 8..at + 12].try_into().unwrap()) as usize;
+        let Some(p) = pcap.get(at + 16..at + 16 + incl) else {
+            break;
+        };
+        at += 16 + incl;
+        // event type 'C', transfer type 2 (control), endpoint 0x80.
+        if p.len() >= 64 && p[8] == b'C' && p[9] == 2 && p[10] == 0x80 && p[11] == dev {
+            let len_cap = u32::from_le_bytes(p[36..40].try_into().unwrap()) as usize;
+            out.push(p[64..64 + len_cap.min(p.len() - 64)].to_vec());
+        }
+    }
+    out
+}
+
 #[test]
 fn device_from_a_dump_enumerates_with_its_bytes() {
     let yaml = format!(
@@ -36,7 +56,17 @@ fn device_from_a_dump_enumerates_with_its_bytes() {
         data("qemu-usb-audio/descriptors"),
     );
     let m = Mount::with_config(&yaml);
-    // Capture 1u before the keyboard is plugged.
+    // Capture 1u, and bus 1 in full through GETX (`monfs record`), before
+    // the keyboard is plugged.
+    let rec_path = m.path("../rec.pcap");
+    let mut rec = Command::new(common::monfs_bin())
+        .arg("record")
+        .arg(m.root())
+        .args(["-b", "1", "-o"])
+        .arg(&rec_path)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let cap = m.path("../cap.txt");
     let mut cat = Command::new("cat")
         .arg(m.path("usb/usbmon/1u"))
@@ -96,6 +126,27 @@ fn device_from_a_dump_enumerates_with_its_bytes() {
     assert_eq!(data_of(18), words(&dump[..18]));
     assert_eq!(data_of(9), words(&dump[18..27]));
     assert_eq!(data_of(34), words(&dump[18..]));
+    // And in full: the binary interface keeps every byte (GETX, as `monfs
+    // record` reads it), so the completions carry the dump exactly.
+    let full = |want: &[u8]| {
+        let deadline = Instant::now() + common::HANG;
+        loop {
+            let pcap = std::fs::read(&rec_path).unwrap_or_default();
+            let got = control_in_data(&pcap, 3);
+            if got.iter().any(|d| d == want) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no completion carries {want:02x?}; the recording has {got:02x?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    full(&dump[..18]);
+    full(&dump[18..]);
+    let _ = rec.kill();
+    let _ = rec.wait();
     // Quiet after enumeration: ep0 only.
     assert!(
         !text.contains(":1:003:1"),
