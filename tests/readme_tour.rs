@@ -231,3 +231,16 @@ fn examples_point_only_inside_the_repository() {
     }
     assert!(checked >= 8, "only {checked} example files");
 }
+
+/// Every entry of examples/ has its row in README's Examples table.
+#[test]
+fn readme_lists_every_example() {
+    let readme = readme();
+    for e in std::fs::read_dir(repo().join("examples")).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().to_string();
+        assert!(
+            readme.contains(&format!("(examples/{name})")),
+            "README's Examples table has no row for examples/{name}"
+        );
+    }
+}
