@@ -152,6 +152,62 @@ def ue_grammar():
         len(texts), div, info, unclean))
 
 
+# ------------------------------------------------------------------ hist trigger grammar (6.12)
+def hist_describe(st):
+    """A hist case step, readable: s:COMMAND, w:COMMAND, S:DEFINITION."""
+    parts = st.split(",")
+    t = "" if parts[-1] == "-" else bytes.fromhex(parts[-1]).decode("latin-1")
+    return "%s:%s" % (parts[1] if parts[0] == "T" else "S", t)
+
+
+def hist_grammar():
+    """The hist trigger differential: tests/c/hist_grammar.c's output on the
+    kernel's tracefs and on monfs's, case by case; divergences listed in
+    hist-known.txt are INFO, others FAIL."""
+    cases_txt = read("hist_grammar_cases.txt")
+    if cases_txt is None:
+        res("INFO", "hist trigger grammar: not run (no cases: --hist-count 0 or not the 6.12 kernel)")
+        return
+    texts = {}
+    for ln in cases_txt.split("\n"):
+        if ln and not ln.startswith("#"):
+            cid, _, steps = ln.partition(" ")
+            texts[cid] = " && ".join(hist_describe(st) for st in steps.split(" ") if st)
+    k = grammar_cases(read("kernel", "hist_grammar.txt"))
+    m = grammar_cases(read("fuse", "hist_grammar.txt"))
+    for side, t in (("kernel", k), ("monfs", m)):
+        d = "kernel" if side == "kernel" else "fuse"
+        ok = rc(d, "hist_grammar.rc") == 0 and "end" in (read(d, "hist_grammar.txt") or "").split("\n")
+        check(ok and len(t) == len(texts), "hist trigger grammar: %s ran all %d cases" % (side, len(texts)),
+              "%d cases, rc %s, stderr %r" % (len(t), rc(d, "hist_grammar.rc"), (read(d, "hist_grammar.err") or "")[:200]))
+    known = known_grammar(os.path.join(os.path.dirname(os.path.abspath(__file__)), "hist-known.txt"))
+    div, info, unclean = 0, 0, 0
+    for cid, kl in k.items():
+        ml = m.get(cid)
+        if ml is None:
+            continue
+        for side, ls in (("kernel", kl), ("monfs", ml)):
+            if not any(x == "clean 0" for x in ls):
+                unclean += 1
+                res("FAIL", "hist trigger grammar %s: %s did not clean up" % (cid, side), texts.get(cid, ""))
+        if kl == ml:
+            continue
+        diff = ["kernel %s | monfs %s" % (a, b) for a, b in zip(kl, ml) if a != b]
+        if len(kl) != len(ml):
+            diff.append("kernel %d lines, monfs %d: kernel %r monfs %r" % (len(kl), len(ml), kl[len(ml):][:4], ml[len(kl):][:4]))
+        why = next((w for p, w in known if p.search(texts.get(cid, ""))), None)
+        if why:
+            info += 1
+            res("INFO", "hist trigger grammar %s: known divergence: %s" % (cid, why),
+                "case %s; %s" % (texts.get(cid, ""), "; ".join(diff)[:600]))
+        else:
+            div += 1
+            res("FAIL", "hist trigger grammar %s diverges" % cid,
+                "case %s\n     %s" % (texts.get(cid, ""), "\n     ".join(d[:400] for d in diff)))
+    check(div == 0 and unclean == 0, "hist trigger grammar: %d cases, %d divergences, %d known, %d unclean" % (
+        len(texts), div, info, unclean))
+
+
 def describe_step(st):
     """A case step, readable: W:t:"text" and so on."""
     parts = st.split(",")
@@ -598,6 +654,9 @@ for side in SIDES:
     t = read(side, "monreader.txt") or ""
     check(rc(side, "monreader.txt.rc") == 0 and re.search(r"^END sets=2 ", t, re.M) is not None,
           "%s monreader_tool: 2 complete data sets" % side, (t.strip().split("\n") or [""])[-1])
+
+# ------------------------------------------------------------------ hist triggers
+hist_grammar()
 
 # ------------------------------------------------------------------ report
 write_report_and_exit()

@@ -119,6 +119,18 @@ run_ioctls() { # run_ioctls OUTDIR DEVPREFIX
 	done
 }
 
+# The hist trigger differential (tests/c/hist_grammar.c, cases from
+# scripts/lib/hist_fuzz.py): the same cases on the kernel's tracefs and on
+# monfs's, compared by compare.py.
+hist_grammar_side() { # hist_grammar_side OUTDIR TRACINGDIR
+	[ -s /etc/hist-grammar-cases.txt ] || return 0
+	mkdir -p $1
+	_t0=$(up)
+	hist_grammar $2 /etc/hist-grammar-cases.txt > $1/hist_grammar.txt 2> $1/hist_grammar.err
+	echo $? > $1/hist_grammar.rc
+	echo "hist grammar: $(grep -c '^case ' $1/hist_grammar.txt) cases, uptime $_t0 -> $(up)"
+}
+
 kernel_traffic() { # SCSI reads (and first some writes) on the qemu USB stick, each a separate command
 	_i=0
 	while [ $_i -lt 40 ]; do
@@ -192,6 +204,8 @@ cat $O/kernel/nodes.txt
 grep usbmon /proc/devices
 stat_files $O/kernel $M
 
+step "K2h. kernel: hist trigger grammar"
+hist_grammar_side $O/kernel /sys/kernel/tracing
 step "K3. kernel: ioctl transcripts"
 run_ioctls $O/kernel /dev/usbmon
 step "K4. kernel: clients and tcpdump on bus 1 during SCSI reads"
@@ -247,6 +261,8 @@ if [ -n "$CUSEFLAG" ]; then
 fi
 stat_files $O/fuse $MNT/usb/usbmon
 
+step "M1h. monfs: hist trigger grammar"
+hist_grammar_side $O/fuse $MNT/tracing
 step "M2. monfs: ioctl transcripts"
 run_ioctls $O/fuse $MNT/dev/usbmon
 [ -n "$CUSEFLAG" ] && run_ioctls $O/cuse /dev/usbmon
