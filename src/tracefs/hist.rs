@@ -955,7 +955,7 @@ impl Parser<'_, '_> {
             Some(i) => (&s[..i], Some(&s[i + 1..])),
             None => (s, None),
         };
-        let mut stack_mod = false;
+        let mut late_bad: Option<&str> = None;
         if let Some(m) = modifier {
             let mut bad_at = m;
             let ok = match m {
@@ -999,8 +999,11 @@ impl Parser<'_, '_> {
                     }
                 }
                 // Stack traces of ordinary fields fail once the field is found.
-                "stacktrace" => {
-                    stack_mod = true;
+                // `.syscall` (not replicated) and `.stacktrace` of an
+                // ordinary field fail once the field is found: a missing
+                // field is "Couldn't find field" first (measured on 6.12).
+                "stacktrace" | "syscall" => {
+                    late_bad = Some(if m == "syscall" { m } else { s });
                     true
                 }
                 _ if m.starts_with("percent") && *flags & (FL_KEY | FL_VAR) == 0 => {
@@ -1042,9 +1045,16 @@ impl Parser<'_, '_> {
                 h.size = 8;
                 h.type_name = "u64".into();
             }
-            // Stack traces are not recorded here.
+            // Stack traces are not recorded here: keys and variables of
+            // them fail as if there were no such field (a known divergence).
+            // A value of one fails as in the kernel, which takes no stack
+            // trace values.
             "common_stacktrace" | "stacktrace" | "STACKTRACE" => {
-                self.errs.at(E_FIELD_NOT_FOUND, fname);
+                if *flags & (FL_KEY | FL_VAR) == 0 {
+                    self.errs.at(E_BAD_FIELD_MODIFIER, s);
+                } else {
+                    self.errs.at(E_FIELD_NOT_FOUND, fname);
+                }
                 return Err(Errno::EINVAL);
             }
             _ => match find_field(self.def, fname) {
@@ -1087,10 +1097,10 @@ impl Parser<'_, '_> {
                 }
             },
         }
-        if stack_mod {
+        if let Some(at) = late_bad {
             // `.stacktrace` on a field that is not a stack trace: measured on
             // 6.12, the caret at the field.
-            self.errs.at(E_BAD_FIELD_MODIFIER, s);
+            self.errs.at(E_BAD_FIELD_MODIFIER, at);
             return Err(Errno::EINVAL);
         }
         Ok(h)
