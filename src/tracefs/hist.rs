@@ -257,17 +257,17 @@ impl HField {
         .map(|(_, n)| *n)
     }
 
-    /// How the trigger file shows a field (`hist_field_print()`), including
-    /// the kernel's habit of printing `common_cpu` before the name of a CPU
-    /// field (so `keys=common_cpu` reads back as `common_cpucommon_cpu`).
+    /// How the trigger file shows a field (`hist_field_print()`): a CPU
+    /// field as `common_cpu` whatever its name (6.12 reads `keys=common_cpu`
+    /// back as `common_cpu`, measured; older kernels printed the name after
+    /// it, `common_cpucommon_cpu`).
     fn print(&self, out: &mut String) {
         if let Some(v) = &self.var_name {
             let _ = write!(out, "{v}=");
         }
         if self.flags & FL_CPU != 0 {
             out.push_str("common_cpu");
-        }
-        if self.flags & FL_COMM != 0 {
+        } else if self.flags & FL_COMM != 0 {
             out.push_str("common_comm");
         } else if self.flags & FL_CONST != 0 {
             let _ = write!(out, "{}", self.constant);

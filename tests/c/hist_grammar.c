@@ -17,8 +17,9 @@
  * is cleared by opening it O_WRONLY|O_TRUNC (the kernel clears it so). Then
  * it cleans up: every trigger line read back is written again with `!` (in
  * rounds, since a histogram whose variables another one uses cannot go
- * first), synthetic_events is truncated, error_log cleared, and it prints
- * how many trigger lines are left ("clean 0" when none).
+ * first; what is left then, "trunc", goes with an O_TRUNC open of the
+ * trigger files), synthetic_events is truncated, error_log cleared, and it
+ * prints how many trigger lines are left ("clean 0" when none).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -270,6 +271,15 @@ int main(int argc, char **argv)
 		}
 		for (int i = 0; i < 4 && remove_round() > 0; i++)
 			;
+		/* What `!` cannot remove (a trigger whose read-back text does not
+		 * parse again): an O_TRUNC open of the trigger file, which removes
+		 * the event's triggers; sched_switch first, whose histograms may
+		 * use sched_wakeup's variables. */
+		if (count_left() > 0) {
+			printf(" trunc\n");
+			for (int ev = 0; ev < 2; ev++)
+				put(trig_path(ev), O_TRUNC, "", 0);
+		}
 		put(path("synthetic_events"), O_TRUNC, "", 0);
 		put(path("error_log"), O_TRUNC, "", 0);
 		printf(" clean %d\n", count_left());
