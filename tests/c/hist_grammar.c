@@ -229,6 +229,17 @@ int main(int argc, char **argv)
 		perror(argv[2]);
 		return 2;
 	}
+	/* Both events stay enabled while the cases run, so that adding and
+	 * removing hist triggers never registers or unregisters their
+	 * tracepoints: each of those patches kernel text (int3 breakpoints),
+	 * and a 6.12 guest under qemu's TCG once died of an int3 oops in
+	 * ttwu_do_activate mid-run. The trigger text does not depend on it. */
+	for (int ev = 0; ev < 2; ev++) {
+		char rel[256];
+		snprintf(rel, sizeof rel, "events/sched/%s/enable", EVENTS[ev]);
+		if (put(path(rel), 0, "1", 1) != 1)
+			fprintf(stderr, "hist_grammar: could not enable %s\n", EVENTS[ev]);
+	}
 	put(path("error_log"), O_TRUNC, "", 0);
 	static char line[1 << 16], buf[1 << 15];
 	while (fgets(line, sizeof line, f)) {
@@ -284,6 +295,11 @@ int main(int argc, char **argv)
 		put(path("error_log"), O_TRUNC, "", 0);
 		printf(" clean %d\n", count_left());
 		fflush(stdout);
+	}
+	for (int ev = 0; ev < 2; ev++) {
+		char rel[256];
+		snprintf(rel, sizeof rel, "events/sched/%s/enable", EVENTS[ev]);
+		put(path(rel), 0, "0", 1);
 	}
 	printf("end\n");
 	return 0;
