@@ -6,13 +6,12 @@
 //! `key=`/`keys=`, `val=`/`vals=`/`values=`, `sort=`, `size=`, `name=`,
 //! `clock=` attributes, the `pause`, `cont`/`continue`, `clear` and
 //! `nohitcount`/`NOHC` flags, the key modifiers `.hex .sym .sym-offset
-//! .execname .log2 .buckets=N .usecs`, the value modifier `.hex`,
-//! `hitcount`, `common_pid`, `common_cpu`, `common_timestamp`, string keys
-//! and `+ - * /` expressions with constants. `common_comm` is not a hist
-//! field in 6.12 ("Couldn't find field", measured). `.percent` and `.graph`
-//! fail on values with "Invalid field modifier": 6.12 takes them, but this
-//! replica does not print them (a known divergence of the kernel-vm hist
-//! differential, scripts/kernel-vm.d/hist-known.txt).
+//! .execname .log2 .buckets=N .usecs`, the value modifiers `.hex`,
+//! `.percent` (the entry's share of the column's total) and `.graph` (a
+//! 20-column bar of its share of the column's largest), `hitcount`,
+//! `common_pid`, `common_cpu`, `common_timestamp`, string keys and
+//! `+ - * /` expressions with constants. `common_comm` is not a hist field
+//! in 6.12 ("Couldn't find field", measured).
 //!
 //! Variables (`x=expr`), references to them across events (`$x`) and the
 //! `onmatch()`, `onmax()` and `onchange()` actions with `trace`, `save` and
@@ -21,8 +20,8 @@
 //! Not supported (they fail with the error the kernel gives when the thing
 //! they name cannot be found, logged to `error_log`): stack-trace keys
 //! (`stacktrace`, `common_stacktrace`: "Couldn't find field") and
-//! `.syscall` keys (no syscall table). Both, and `.percent`/`.graph`, are
-//! listed in scripts/kernel-vm.d/hist-known.txt.
+//! `.syscall` keys (no syscall table). Both are listed in
+//! scripts/kernel-vm.d/hist-known.txt.
 //!
 //! This machine's kernel is built without `CONFIG_HIST_TRIGGERS`; the
 //! trigger grammar, its read-back and `error_log` are measured against
@@ -1546,11 +1545,7 @@ pub(crate) fn parse(
             let mut n_sub = 0;
             match p.expr(tok, 0, &mut n_sub) {
                 Ok(f) => {
-                    // 6.12 takes `.percent` and `.graph` on values; this
-                    // replica does not print them in `hist`, so it refuses
-                    // them (scripts/kernel-vm.d/hist-known.txt).
-                    const BAD: u32 =
-                        FL_GRAPH | FL_PERCENT | FL_BUCKET | FL_LOG2 | FL_SYM | FL_SYM_OFFSET;
+                    const BAD: u32 = FL_BUCKET | FL_LOG2 | FL_SYM | FL_SYM_OFFSET;
                     if f.flags & BAD != 0 {
                         p.errs.at(E_BAD_FIELD_MODIFIER, tok);
                         vals_err = Err(Errno::EINVAL);
@@ -2314,6 +2309,17 @@ impl Hist {
             }
             o
         });
+        // The total and the largest of each `.percent` or `.graph` value
+        // over the entries.
+        let mut stats = vec![(0u64, 0u64); d.vals.len()];
+        for (j, v) in d.vals.iter().enumerate() {
+            if v.flags & (FL_PERCENT | FL_GRAPH) != 0 {
+                for e in &m.elts {
+                    stats[j].0 = stats[j].0.wrapping_add(e.sums[j]);
+                    stats[j].1 = stats[j].1.max(e.sums[j]);
+                }
+            }
+        }
         for &i in &order {
             let e = &m.elts[i];
             print_key(&mut s, d, e);
@@ -2326,7 +2332,18 @@ impl Hist {
                 }
                 let name = &v.name;
                 let val = e.sums[j];
-                if v.flags & FL_HEX != 0 {
+                if v.flags & FL_PERCENT != 0 {
+                    match percentage(val, stats[j].0) {
+                        u32::MAX => {
+                            let _ = write!(s, "  {name} (%):[ERROR]");
+                        }
+                        pc => {
+                            let _ = write!(s, "  {name} (%): {:>3}.{:02}", pc / 100, pc % 100);
+                        }
+                    }
+                } else if v.flags & FL_GRAPH != 0 {
+                    let _ = write!(s, "  {name}: {:>20}", bar(val, stats[j].1));
+                } else if v.flags & FL_HEX != 0 {
                     let _ = write!(s, "  {name}: {val:>10x}");
                 } else {
                     let _ = write!(s, "  {name}: {val:>10}");
@@ -2513,4 +2530,32 @@ pub struct Hit<'a> {
     /// The event's timestamp in trace-clock nanoseconds
     /// (`common_timestamp`).
     pub ts_ns: u64,
+}
+
+/// 100 times the percentage `val` is of `total`, as the kernel's
+/// `__get_percentage` computes it; `u32::MAX` where it cannot (a value of
+/// a zero total).
+fn percentage(val: u64, total: u64) -> u32 {
+    if total == 0 {
+        return if val != 0 { u32::MAX } else { 0 };
+    }
+    if val < u64::MAX / 10000 {
+        return (val * 10000 / total) as u32;
+    }
+    match total / 10000 {
+        0 => u32::MAX,
+        t => (val / t) as u32,
+    }
+}
+
+/// A `.graph` value's bar: `#` for its share of the largest value, in 20
+/// columns, or `[ERROR]`.
+fn bar(val: u64, max: u64) -> String {
+    const WIDTH: u32 = 20;
+    let len = percentage(val, max);
+    if len == u32::MAX {
+        return "[ERROR]".into();
+    }
+    let n = (len.wrapping_mul(WIDTH) / 10000).min(WIDTH) as usize;
+    format!("{:<20}", "#".repeat(n))
 }

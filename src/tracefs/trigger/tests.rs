@@ -1098,3 +1098,50 @@ fn event_id_is_a_trigger_event() {
     assert!(a.same_event(&a.clone()));
     assert!(!a.same_event(&b));
 }
+
+/// `.percent` and `.graph` values: each entry's share of the column's total
+/// (`%3u.%02u`) and a 20-column bar of its share of the column's largest, as
+/// the kernel's hist_trigger_print_val prints them.
+#[test]
+fn hist_percent_and_graph_values() {
+    let def = sched_switch();
+    let host = Host::default();
+    let t: Triggers<Ev> = Triggers::new();
+    run(
+        &t,
+        &def,
+        &host,
+        &[(
+            "hist:keys=prev_pid:vals=prev_prio.percent,next_pid.graph:sort=prev_pid",
+            "ok",
+        )],
+    );
+    assert_eq!(
+        t.read_text(),
+        "hist:keys=prev_pid:vals=hitcount,prev_prio.percent,next_pid.graph:sort=prev_pid:size=2048 [active]\n"
+    );
+    let cx = Cx {
+        on: true,
+        enabled: true,
+    };
+    t.fire(&hit(&switch_entry(&def, 1, 10, 100)), &cx);
+    t.fire(&hit(&switch_entry(&def, 2, 40, 300)), &cx);
+    let text = t.hist_text();
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with('{')).collect();
+    assert_eq!(
+        lines,
+        [
+            "{ prev_pid:          1 } hitcount:          1  prev_prio (%):  25.00  next_pid: #####               ",
+            "{ prev_pid:          2 } hitcount:          1  prev_prio (%):  75.00  next_pid: ####################",
+        ],
+        "{text}"
+    );
+    // Not on keys.
+    let t2: Triggers<Ev> = Triggers::new();
+    run(
+        &t2,
+        &def,
+        &host,
+        &[("hist:keys=prev_pid.percent", "EINVAL")],
+    );
+}
