@@ -72,7 +72,7 @@ def write_report_and_exit():
 # 6.12's user_events never set an array field's length (kmalloc'ed, not
 # zeroed), so `format` shows `char msg[<whatever was in memory>]`, or `[]`
 # when that was 0: the length is not compared.
-ARRAY_LEN = re.compile(r"\[\d+\];\\toffset:")
+ARRAY_LEN = re.compile(r"\[-?\d+\];\\toffset:")
 
 
 def grammar_cases(t):
@@ -107,24 +107,31 @@ def read_abs(fn):
         return None
 
 
-def ue_grammar():
-    cases_txt = read("ue_grammar_cases.txt")
+def grammar_differential(name, label, describe, joiner, missing):
+    """A grammar differential: the client's output for cases NAME_cases.txt
+    on the kernel's tracefs and on monfs's (NAME.txt), case by case;
+    divergences whose case text matches a pattern of NAME's known list are
+    INFO, others FAIL. `missing` is the result when no cases were copied
+    out: ("FAIL" or "INFO", message)."""
+    cases_txt = read("%s_cases.txt" % name)
     if cases_txt is None:
-        res("FAIL", "user_events grammar: no cases were copied out")
+        res(missing[0], "%s: %s" % (label, missing[1]))
         return
     texts = {}
     for ln in cases_txt.split("\n"):
         if ln and not ln.startswith("#"):
             cid, _, steps = ln.partition(" ")
-            texts[cid] = " ".join(describe_step(st) for st in steps.split(" ") if st)
-    k = grammar_cases(read("kernel", "ue_grammar.txt"))
-    m = grammar_cases(read("fuse", "ue_grammar.txt"))
+            texts[cid] = joiner.join(describe(st) for st in steps.split(" ") if st)
+    k = grammar_cases(read("kernel", "%s.txt" % name))
+    m = grammar_cases(read("fuse", "%s.txt" % name))
     for side, t in (("kernel", k), ("monfs", m)):
         d = "kernel" if side == "kernel" else "fuse"
-        ok = rc(d, "ue_grammar.rc") == 0 and "end" in (read(d, "ue_grammar.txt") or "").split("\n")
-        check(ok and len(t) == len(texts), "user_events grammar: %s ran all %d cases" % (side, len(texts)),
-              "%d cases, rc %s, stderr %r" % (len(t), rc(d, "ue_grammar.rc"), (read(d, "ue_grammar.err") or "")[:200]))
-    known = known_grammar(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ue-grammar-known.txt"))
+        ok = rc(d, "%s.rc" % name) == 0 and "end" in (read(d, "%s.txt" % name) or "").split("\n")
+        check(ok and len(t) == len(texts), "%s: %s ran all %d cases" % (label, side, len(texts)),
+              "%d cases, rc %s, stderr %r" % (len(t), rc(d, "%s.rc" % name),
+                                              (read(d, "%s.err" % name) or "")[:200]))
+    known_file = {"ue_grammar": "ue-grammar-known.txt", "hist_grammar": "hist-known.txt"}[name]
+    known = known_grammar(os.path.join(os.path.dirname(os.path.abspath(__file__)), known_file))
     div, info, unclean = 0, 0, 0
     for cid, kl in k.items():
         ml = m.get(cid)
@@ -133,23 +140,29 @@ def ue_grammar():
         for side, ls in (("kernel", kl), ("monfs", ml)):
             if not any(x == "clean 0" for x in ls):
                 unclean += 1
-                res("FAIL", "user_events grammar %s: %s did not clean up" % (cid, side), texts.get(cid, ""))
+                res("FAIL", "%s %s: %s did not clean up" % (label, cid, side), texts.get(cid, ""))
         if kl == ml:
             continue
         diff = ["kernel %s | monfs %s" % (a, b) for a, b in zip(kl, ml) if a != b]
         if len(kl) != len(ml):
-            diff.append("kernel %d lines, monfs %d" % (len(kl), len(ml)))
+            diff.append("kernel %d lines, monfs %d: kernel %r monfs %r" % (
+                len(kl), len(ml), kl[len(ml):][:4], ml[len(kl):][:4]))
         why = next((w for p, w in known if p.search(texts.get(cid, ""))), None)
         if why:
             info += 1
-            res("INFO", "user_events grammar %s: known divergence: %s" % (cid, why),
+            res("INFO", "%s %s: known divergence: %s" % (label, cid, why),
                 "case %s; %s" % (texts.get(cid, ""), "; ".join(diff)[:600]))
         else:
             div += 1
-            res("FAIL", "user_events grammar %s diverges" % cid,
+            res("FAIL", "%s %s diverges" % (label, cid),
                 "case %s\n     %s" % (texts.get(cid, ""), "\n     ".join(d[:400] for d in diff)))
-    check(div == 0 and unclean == 0, "user_events grammar: %d cases, %d divergences, %d known, %d unclean" % (
-        len(texts), div, info, unclean))
+    check(div == 0 and unclean == 0, "%s: %d cases, %d divergences, %d known, %d unclean" % (
+        label, len(texts), div, info, unclean))
+
+
+def ue_grammar():
+    grammar_differential("ue_grammar", "user_events grammar", describe_step, " ",
+                         ("FAIL", "no cases were copied out"))
 
 
 # ------------------------------------------------------------------ hist trigger grammar (6.12)
@@ -162,50 +175,10 @@ def hist_describe(st):
 
 def hist_grammar():
     """The hist trigger differential: tests/c/hist_grammar.c's output on the
-    kernel's tracefs and on monfs's, case by case; divergences listed in
-    hist-known.txt are INFO, others FAIL."""
-    cases_txt = read("hist_grammar_cases.txt")
-    if cases_txt is None:
-        res("INFO", "hist trigger grammar: not run (no cases: --hist-count 0 or not the 6.12 kernel)")
-        return
-    texts = {}
-    for ln in cases_txt.split("\n"):
-        if ln and not ln.startswith("#"):
-            cid, _, steps = ln.partition(" ")
-            texts[cid] = " && ".join(hist_describe(st) for st in steps.split(" ") if st)
-    k = grammar_cases(read("kernel", "hist_grammar.txt"))
-    m = grammar_cases(read("fuse", "hist_grammar.txt"))
-    for side, t in (("kernel", k), ("monfs", m)):
-        d = "kernel" if side == "kernel" else "fuse"
-        ok = rc(d, "hist_grammar.rc") == 0 and "end" in (read(d, "hist_grammar.txt") or "").split("\n")
-        check(ok and len(t) == len(texts), "hist trigger grammar: %s ran all %d cases" % (side, len(texts)),
-              "%d cases, rc %s, stderr %r" % (len(t), rc(d, "hist_grammar.rc"), (read(d, "hist_grammar.err") or "")[:200]))
-    known = known_grammar(os.path.join(os.path.dirname(os.path.abspath(__file__)), "hist-known.txt"))
-    div, info, unclean = 0, 0, 0
-    for cid, kl in k.items():
-        ml = m.get(cid)
-        if ml is None:
-            continue
-        for side, ls in (("kernel", kl), ("monfs", ml)):
-            if not any(x == "clean 0" for x in ls):
-                unclean += 1
-                res("FAIL", "hist trigger grammar %s: %s did not clean up" % (cid, side), texts.get(cid, ""))
-        if kl == ml:
-            continue
-        diff = ["kernel %s | monfs %s" % (a, b) for a, b in zip(kl, ml) if a != b]
-        if len(kl) != len(ml):
-            diff.append("kernel %d lines, monfs %d: kernel %r monfs %r" % (len(kl), len(ml), kl[len(ml):][:4], ml[len(kl):][:4]))
-        why = next((w for p, w in known if p.search(texts.get(cid, ""))), None)
-        if why:
-            info += 1
-            res("INFO", "hist trigger grammar %s: known divergence: %s" % (cid, why),
-                "case %s; %s" % (texts.get(cid, ""), "; ".join(diff)[:600]))
-        else:
-            div += 1
-            res("FAIL", "hist trigger grammar %s diverges" % cid,
-                "case %s\n     %s" % (texts.get(cid, ""), "\n     ".join(d[:400] for d in diff)))
-    check(div == 0 and unclean == 0, "hist trigger grammar: %d cases, %d divergences, %d known, %d unclean" % (
-        len(texts), div, info, unclean))
+    kernel's tracefs and on monfs's; divergences listed in hist-known.txt
+    are INFO, others FAIL."""
+    grammar_differential("hist_grammar", "hist trigger grammar", hist_describe, " && ",
+                         ("INFO", "not run (no cases: --hist-count 0 or not the 6.12 kernel)"))
 
 
 def describe_step(st):
