@@ -11,23 +11,6 @@ use common::{compile_c, Mount};
 
 const ONE_BUS: &str = "usb:\n  buses:\n    - bus: 1\n      ports: 4\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          kind: hid-keyboard\n";
 
-fn ctl(m: &Mount, args: &[&str]) -> (bool, String) {
-    let o = Command::new(common::monfs_bin())
-        .arg("ctl")
-        .arg(m.root())
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-    )
-}
-
 /// `cat FILE` in the background, its output collected as it comes.
 struct Watch {
     child: std::process::Child,
@@ -106,7 +89,7 @@ fn wait_for(m: &Mount, cmd: &str, what: &str) -> String {
 fn hot_plug_through_monfs_ctl_enumerates_and_unplug_fails_urbs() {
     let m = Mount::with_config(ONE_BUS);
     let cat = watch(&m, "usb/usbmon/1u");
-    let (ok, out) = ctl(&m, &["plug", "1", "3", "mass-storage", "product=Hot Stick"]);
+    let (ok, out) = m.ctl(&["plug", "1", "3", "mass-storage", "product=Hot Stick"]);
     assert!(ok, "{out}");
     assert!(out.starts_with("ok "), "{out}");
     let devices = wait_for(&m, "cat usb/devices", "S:  Product=Hot Stick");
@@ -116,10 +99,10 @@ fn hot_plug_through_monfs_ctl_enumerates_and_unplug_fails_urbs() {
     );
     // Let the storage driver start its I/O, then pull the stick.
     cat.until("storage CBW", |l| l.contains("= 55534243"));
-    let (ok, out) = ctl(&m, &["unplug", "1", "3"]);
+    let (ok, out) = m.ctl(&["unplug", "1", "3"]);
     assert!(ok, "{out}");
     // The keyboard always has an interrupt URB in flight: pull it too.
-    let (ok, out) = ctl(&m, &["unplug", "1", "1"]);
+    let (ok, out) = m.ctl(&["unplug", "1", "1"]);
     assert!(ok, "{out}");
     cat.until("failed completion after unplug", |l| {
         l.contains(" C ") && (l.contains(" -71") || l.contains(" -108") || l.contains(" -19"))
@@ -185,7 +168,7 @@ fn plug_values_out_of_range_are_refused() {
             "transfer_size must be 1..=1048576",
         ),
     ] {
-        let (ok, out) = ctl(&m, &["plug", "1", "2", "flood", arg]);
+        let (ok, out) = m.ctl(&["plug", "1", "2", "flood", arg]);
         assert!(!ok && out.contains(want), "{arg}: {out}");
         let o = m.sh(&format!("echo 'plug 1 2 flood {arg}' > monfs/ctl"));
         assert!(!o.status.success(), "{arg} accepted through monfs/ctl");
@@ -199,7 +182,7 @@ fn injected_faults_show_in_usbmon() {
     // Wait for the keyboard to be configured and polling.
     wait_for(&m, "timeout 3 head -n 1 usb/usbmon/1u || true", "Ii:1:");
     let cat = watch(&m, "usb/usbmon/1u");
-    let (ok, out) = ctl(&m, &["fault", "1", "1", "stall"]);
+    let (ok, out) = m.ctl(&["fault", "1", "1", "stall"]);
     assert!(ok, "{out}");
     m.sh_ok("echo 'fault 1 1 babble' > monfs/ctl");
     cat.until("babble", |l| l.contains(" C Ii:1:") && l.contains(" -75:"));
@@ -240,7 +223,7 @@ fn bad_commands_are_refused_and_change_nothing() {
         vec!["plug", "1", "x.y", "hub"],
         vec!["zvm", "sever"],
     ] {
-        let (ok, out) = ctl(&m, &bad);
+        let (ok, out) = m.ctl(&bad);
         assert!(!ok, "{bad:?} was accepted: {out}");
         assert!(out.starts_with("error: "), "{bad:?}: {out}");
     }
@@ -334,7 +317,7 @@ fn a_closed_control_connection_leaves_the_daemon_serving() {
     // their slots among the 16 until then).
     let deadline = Instant::now() + common::HANG;
     loop {
-        let (ok, out) = ctl(&m, &["help"]);
+        let (ok, out) = m.ctl(&["help"]);
         if ok {
             break;
         }

@@ -17,23 +17,6 @@ use monfs::usbmon::event::{EventKind, XferType};
 
 const EMPTY_BUS: &str = "usb:\n  buses:\n    - bus: 1\n      ports: 4\n      hub_poll_ms: 0\n";
 
-fn ctl(m: &Mount, args: &[&str]) -> (bool, String) {
-    let o = Command::new(common::monfs_bin())
-        .arg("ctl")
-        .arg(m.root())
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-    )
-}
-
 /// The `usb/devices` block of the device with this product string, without
 /// its T: line, its driver named as none.
 fn block(text: &str, product: &str) -> Option<Vec<String>> {
@@ -131,17 +114,14 @@ fn a_recorded_keyboard_answers_like_the_recording() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(200));
-    let (ok, out) = ctl(
-        &m,
-        &[
-            "plug",
-            "1",
-            "3",
-            "from-capture",
-            rec.to_str().unwrap(),
-            &dev.to_string(),
-        ],
-    );
+    let (ok, out) = m.ctl(&[
+        "plug",
+        "1",
+        "3",
+        "from-capture",
+        rec.to_str().unwrap(),
+        &dev.to_string(),
+    ]);
     assert!(ok, "{out}");
     assert_eq!(wait_block(&m, "QEMU USB Keyboard"), want_block);
     // All the reports, in order, then the first ones again (looping).
@@ -202,17 +182,14 @@ fn bad_captures_give_clear_errors_and_the_daemon_serves_on() {
     }
     let mut m = Mount::with_config(EMPTY_BUS);
     let plug = |file: &Path, addr: &str| {
-        ctl(
-            &m,
-            &[
-                "plug",
-                "1",
-                "1",
-                "from-capture",
-                file.to_str().unwrap(),
-                addr,
-            ],
-        )
+        m.ctl(&[
+            "plug",
+            "1",
+            "1",
+            "from-capture",
+            file.to_str().unwrap(),
+            addr,
+        ])
     };
     let (ok, e) = plug(&rec, "9");
     assert!(!ok && e.contains("no device with address 9"), "{e}");
@@ -229,10 +206,7 @@ fn bad_captures_give_clear_errors_and_the_daemon_serves_on() {
     );
     let (ok, e) = plug(&dir.path().join("nope.pcap"), "2");
     assert!(!ok && e.contains("cannot open"), "{e}");
-    let (ok, e) = ctl(
-        &m,
-        &["plug", "1", "1", "from-capture", rec.to_str().unwrap(), "0"],
-    );
+    let (ok, e) = m.ctl(&["plug", "1", "1", "from-capture", rec.to_str().unwrap(), "0"]);
     assert!(!ok && e.contains("devaddr"), "{e}");
     // Through the mount's control file there is no file to pass.
     let o = m.sh("echo 'plug 1 1 from-capture /tmp/x.pcap 2' > monfs/ctl");

@@ -194,6 +194,25 @@ impl Mount {
         m
     }
 
+    /// `monfs ctl MOUNTPOINT ARGS...`: whether it was carried out, and its
+    /// standard output and error.
+    pub fn ctl(&self, args: &[&str]) -> (bool, String) {
+        let o = Command::new(monfs_bin())
+            .arg("ctl")
+            .arg(self.root())
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            o.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+        )
+    }
+
     pub fn root(&self) -> PathBuf {
         self.dir.path().join("mnt")
     }
