@@ -163,9 +163,16 @@ fn c_keyboard_types_into_1u() {
 /// Wait for the keyboard to leave `usb/devices`, then check the mouse on
 /// the same bus still completes URBs after the keyboard's last event.
 fn unplugged_and_bus_runs_on(m: &Mount, cap: &Path, dev: &str) -> String {
-    wait_for("the keyboard to leave usb/devices", || {
+    unplugged_with_bus_running(m, cap, dev, "QEMU USB Keyboard")
+}
+
+/// Wait for the device whose product is `product` (address `dev`) to leave
+/// `usb/devices`, then for 5 mouse completions after its last event in
+/// `cap` (a copy of `1u`); returns that text.
+fn unplugged_with_bus_running(m: &Mount, cap: &Path, dev: &str, product: &str) -> String {
+    wait_for("the device to leave usb/devices", || {
         (!m.sh_ok("cat usb/devices")
-            .contains("Product=QEMU USB Keyboard"))
+            .contains(&format!("Product={product}")))
         .then_some(())
     });
     wait_for("mouse events after the unplug", || {
@@ -389,21 +396,7 @@ fn iso_and_out_peer_answers_in_1u_and_killing_it_unplugs() {
         .unwrap();
     // SAFETY: killing the peer this test started through monfs.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
-    wait_for("the device to leave usb/devices", || {
-        (!m.sh_ok("cat usb/devices").contains("Product=ISO loop")).then_some(())
-    });
-    let text = wait_for("mouse events after the unplug", || {
-        let t = read(&cap);
-        let lines: Vec<&str> = t.lines().collect();
-        let last = lines
-            .iter()
-            .rposition(|l| l.contains(&format!(":1:{dev}:")))?;
-        let after = lines[last..]
-            .iter()
-            .filter(|l| l.contains(" C Ii:1:") && !l.contains(&format!(":1:{dev}:")))
-            .count();
-        (after >= 5).then_some(t)
-    });
+    let text = unplugged_with_bus_running(&m, &cap, &dev, "ISO loop");
     let _ = cat.kill();
     let _ = cat.wait();
     let mine: Vec<&str> = text
