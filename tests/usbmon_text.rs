@@ -362,3 +362,60 @@ fn a_reader_after_an_idle_spell_sees_events_from_its_open_on() {
         assert!((w[1] + WRAP - w[0]) % WRAP < 100_000, "gap: {w:?}");
     }
 }
+
+/// More blocked readers on one CPU than a mount keeps request slots for at
+/// first (through io_uring, `MONFS_TEST_IO_URING=1`: 4 ring entries per CPU
+/// queue, each held by its request until it is answered, so the queue must
+/// grow) leave the mount serving that CPU: a status read from it is
+/// answered, every reader gets the lines of a device plugged meanwhile, and
+/// all of them die on SIGINT.
+#[test]
+fn many_blocked_readers_on_one_cpu_leave_the_mount_serving() {
+    const N: usize = 12;
+    let mut m = Mount::with_config(QUIET);
+    let mut cats: Vec<(std::process::Child, std::path::PathBuf)> = (0..N)
+        .map(|i| {
+            let out = m.dir.path().join(format!("reader{i}.txt"));
+            let c = Command::new("taskset")
+                .args(["-c", "0", "cat"])
+                .arg(m.path("usb/usbmon/1u"))
+                .stdout(std::fs::File::create(&out).unwrap())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            wait_blocked(c.id());
+            (c, out)
+        })
+        .collect();
+    // `timeout`: a queue that does not grow leaves this read waiting.
+    let o = Command::new("timeout")
+        .args(["30", "taskset", "-c", "0", "cat"])
+        .arg(m.path("usb/usbmon/1s"))
+        .output()
+        .unwrap();
+    let ns = String::from_utf8_lossy(&o.stdout);
+    assert!(ns.starts_with(&format!("nreaders {N} ")), "{ns}");
+    let (ok, out) = m.ctl(&["plug", "1", "2", "hid-mouse"]);
+    assert!(ok, "{out}");
+    for (c, out) in &cats {
+        let start = Instant::now();
+        while std::fs::metadata(out).unwrap().len() == 0 {
+            assert!(
+                start.elapsed() < common::HANG,
+                "reader {} got no line (state {:?})",
+                c.id(),
+                common::proc_state(c.id())
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let text = std::fs::read_to_string(out).unwrap();
+        let first = text.lines().next().unwrap_or_default();
+        check_line(first, true).unwrap_or_else(|e| panic!("{e}: {first:?}"));
+    }
+    for (c, _) in cats.iter_mut() {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+        wait_gone(c);
+    }
+    assert!(m.alive(), "daemon died");
+}

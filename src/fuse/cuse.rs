@@ -121,6 +121,7 @@ impl Session {
             Arc::new(Tree::new(0, 0)),
             PathBuf::from(format!("/dev/{name}")),
             false,
+            false,
             Some(CuseDev {
                 node,
                 name: name.to_string(),

@@ -17,13 +17,15 @@
 //! [`crate::sync`]).
 //!
 //! The parts, each depending only on those listed before it: [`proto`]
-//! (the wire format), [`watchdog`] (stuck threads), `handle.rs` (an open
-//! file and its parked requests), `state.rs` (the [`Session`] and what it
-//! holds), `reply.rs` (replies and notifications), `cuse.rs` (CUSE devices
-//! and their ioctl retry protocol), `parked.rs` (parking, retrying and
-//! interrupting requests), `fusermount.rs` (mounting through fusermount3 without root), `mount.rs`
-//! (mount(2) or fusermount3, unmount, stale mounts) and
-//! `session.rs` (the request loop and dispatch). This file only declares
+//! (the wire format), [`watchdog`] (stuck threads), `uring.rs` (FUSE over
+//! io_uring's per-CPU rings and their entries, for `--io-uring`),
+//! `handle.rs` (an open file and its parked requests), `state.rs` (the
+//! [`Session`] and what it holds), `reply.rs` (replies and notifications),
+//! `cuse.rs` (CUSE devices and their ioctl retry protocol), `parked.rs`
+//! (parking, retrying and interrupting requests), `fusermount.rs` (mounting
+//! through fusermount3 without root), `mount.rs` (mount(2) or fusermount3,
+//! unmount, stale mounts), `session.rs` (the request loop and dispatch) and
+//! `uring_loop.rs` (the threads serving the rings). This file only declares
 //! them.
 
 pub mod proto;
@@ -37,6 +39,9 @@ mod parked;
 mod reply;
 mod session;
 mod state;
+mod uring;
+mod uring_loop;
 
 pub use mount::{mounts_as_root, recover_stale_mount, unmount, MountOptions};
 pub use state::Session;
+pub use uring::kernel_enabled as io_uring_enabled;

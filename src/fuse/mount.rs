@@ -28,6 +28,9 @@ pub struct MountOptions {
     /// Allow shared mappings of streaming files (usbmon's ring). Without it
     /// `mmap` fails with ENODEV, as on a CUSE device.
     pub mmap: bool,
+    /// Serve requests through FUSE over io_uring where the kernel allows it
+    /// (see `uring.rs`); /dev/fuse otherwise.
+    pub io_uring: bool,
 }
 
 impl Default for MountOptions {
@@ -36,6 +39,7 @@ impl Default for MountOptions {
             allow_other: false,
             threads: 2,
             mmap: true,
+            io_uring: false,
         }
     }
 }
@@ -98,6 +102,7 @@ impl Session {
             tree,
             mountpoint.to_path_buf(),
             opts.mmap,
+            opts.io_uring,
             None,
         ));
         s.tree

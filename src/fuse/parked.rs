@@ -336,7 +336,14 @@ mod tests {
             NodeKind::File(Arc::new(GateNode(gate.clone()))),
             0o600,
         );
-        let s = Arc::new(Session::new(dev, tree, "/nonexistent".into(), false, None));
+        let s = Arc::new(Session::new(
+            dev,
+            tree,
+            "/nonexistent".into(),
+            false,
+            false,
+            None,
+        ));
         s.open(1, ino, libc::O_RDONLY, &Caller::default());
         let (u, err, body) = reply(&kernel).expect("open answered");
         assert_eq!((u, err), (1, 0));

@@ -15,6 +15,13 @@ use super::state::{Session, MAX_WRITE};
 impl Session {
     /// Write a reply (`error` 0 with `parts` as body, or a negative errno).
     pub(super) fn send(&self, unique: u64, error: i32, parts: &[&[u8]]) {
+        if unique != 0 {
+            if let Some(r) = self.uring.get() {
+                if r.reply(unique, error, parts) {
+                    return;
+                }
+            }
+        }
         let body: usize = parts.iter().map(|p| p.len()).sum();
         let mut hdr = proto::Writer::default();
         hdr.u32((proto::OUT_HEADER_LEN + body) as u32)

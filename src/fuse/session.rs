@@ -72,6 +72,26 @@ impl Session {
             let fl = libc::fcntl(self.dev.as_raw_fd(), libc::F_GETFL);
             libc::fcntl(self.dev.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
         }
+        let _ = self.me.set(Arc::downgrade(self));
+        if self.uring_wanted && self.cuse.is_none() {
+            if !super::uring::kernel_enabled() {
+                warn!(
+                    "--io-uring: the kernel does not let FUSE use io_uring (as root: echo Y > \
+                     /sys/module/fuse/parameters/enable_uring, Linux 6.14 or later with \
+                     CONFIG_FUSE_IO_URING); serving requests through /dev/fuse"
+                );
+            } else {
+                match super::uring::Rings::new(self.dev.as_raw_fd()) {
+                    Ok(r) => {
+                        let _ = self.uring.set(r);
+                    }
+                    Err(e) => warn!(
+                        "--io-uring: cannot set up the rings ({e}); serving requests through \
+                         /dev/fuse"
+                    ),
+                }
+            }
+        }
         self.spawn_server(true, "fuse-wake".into());
         for i in 0..threads.max(1) {
             self.spawn_server(false, format!("fuse-{i}"));
@@ -154,7 +174,13 @@ impl Session {
                         );
                     }
                 }
-                if self.watch.may_replace() {
+                let ring = slot.ring.load(Ordering::SeqCst);
+                if ring != u32::MAX {
+                    // A ring thread: another serves its queue meanwhile.
+                    if self.watch.may_replace() {
+                        self.spawn_ring(ring as u16);
+                    }
+                } else if self.watch.may_replace() {
                     self.spawn_server(slot.service, format!("fuse-{what}-r"));
                     // Counted out after its replacement is counted in, so
                     // the session never looks as if it had no threads left.
@@ -535,6 +561,9 @@ impl Session {
         if self.allow_mmap {
             want |= proto::init::DIRECT_IO_ALLOW_MMAP;
         }
+        if self.uring.get().is_some() {
+            want |= super::uring::INIT_FLAG;
+        }
         let got = kflags & want;
         let mut w = proto::Writer::default();
         w.u32(proto::KERNEL_VERSION)
@@ -551,6 +580,13 @@ impl Session {
             .zeros(28);
         debug!(minor, "FUSE INIT");
         self.ok(u, &w.0);
+        if got & super::uring::INIT_FLAG != 0 {
+            if let Some(me) = self.me.get().and_then(std::sync::Weak::upgrade) {
+                me.start_rings();
+            }
+        } else if self.uring.get().is_some() {
+            warn!("--io-uring: the kernel did not offer FUSE over io_uring at INIT; serving /dev/fuse");
+        }
     }
 
     pub(super) fn getattr(&self, h: &InHeader, _r: &mut Reader<'_>) {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use crossbeam_channel::{Receiver, Sender};
 
@@ -19,6 +19,8 @@ use super::watchdog;
 /// The most data one request carries (INIT's `max_write`); page-cache
 /// stores go in pieces of this size too.
 pub(super) const MAX_WRITE: u32 = 128 * 1024;
+// FUSE over io_uring registers payload buffers of at least this much.
+const _: () = assert!(MAX_WRITE as usize == super::uring::PAYLOAD_LEN);
 
 /// Nodeids of per-open inodes start here, far above the tree's.
 pub(super) const ALIAS_BASE: u64 = 1 << 40;
@@ -51,6 +53,12 @@ pub struct Session {
     pub(super) read_turn: Mutex<()>,
     /// RELEASEs read and not yet done.
     pub(super) releasing: (Mutex<usize>, std::sync::Condvar),
+    /// Serve requests through io_uring if the kernel lets us (`--io-uring`).
+    pub(super) uring_wanted: bool,
+    /// The rings, once set up (see `uring.rs`).
+    pub(super) uring: OnceLock<super::uring::Rings>,
+    /// The session itself, for starting threads from a request.
+    pub(super) me: OnceLock<Weak<Session>>,
 }
 
 /// A CUSE character device served by a session.
@@ -93,6 +101,7 @@ impl Session {
         tree: Arc<Tree>,
         mountpoint: PathBuf,
         allow_mmap: bool,
+        uring_wanted: bool,
         cuse: Option<CuseDev>,
     ) -> Session {
         let (wake_tx, wake_rx) = crossbeam_channel::unbounded();
@@ -115,6 +124,9 @@ impl Session {
             live: Default::default(),
             read_turn: Mutex::new(()),
             releasing: Default::default(),
+            uring_wanted,
+            uring: OnceLock::new(),
+            me: OnceLock::new(),
         }
     }
 

@@ -19,7 +19,7 @@
 //! only logs.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::procmem::now_ms;
@@ -44,6 +44,8 @@ pub struct Slot {
     abandoned: AtomicBool,
     /// The service thread (else a request thread).
     pub service: bool,
+    /// The io_uring queue a ring thread serves (`u32::MAX`: not a ring thread).
+    pub ring: AtomicU32,
     /// Still counted among the session's live request threads.
     counted: AtomicBool,
 }
@@ -116,6 +118,7 @@ impl Watchdog {
             remote: Arc::new(AtomicU64::new(0)),
             abandoned: AtomicBool::new(false),
             service,
+            ring: AtomicU32::new(u32::MAX),
             counted: AtomicBool::new(true),
         });
         crate::procmem::watch_this_thread(slot.remote.clone());

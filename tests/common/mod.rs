@@ -41,6 +41,12 @@ pub fn check_config(path: &Path) -> (Option<i32>, String) {
     )
 }
 
+/// Whether this is the io_uring leg (`MONFS_TEST_IO_URING=1`, scripts/test):
+/// every mount takes its requests through FUSE over io_uring (`--io-uring`).
+pub fn io_uring_leg() -> bool {
+    std::env::var_os("MONFS_TEST_IO_URING").is_some_and(|v| v == "1")
+}
+
 /// Whether this is the rootless leg (`MONFS_TEST_ROOTLESS=1`).
 pub fn rootless() -> bool {
     std::env::var_os("MONFS_TEST_ROOTLESS").is_some_and(|v| v == "1")
@@ -178,6 +184,9 @@ impl Mount {
             cmd.arg("--config").arg(&cfg);
         }
         cmd.args(extra).envs(env.iter().copied());
+        if io_uring_leg() {
+            cmd.arg("--io-uring");
+        }
         cmd.stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap());
         let child = cmd.spawn().expect("spawn monfs");
@@ -190,6 +199,16 @@ impl Mount {
                 m.log_text()
             );
             std::thread::sleep(Duration::from_millis(20));
+        }
+        if io_uring_leg() {
+            // Requests wait for the rings once INIT chose them, so they are
+            // up by now, or the kernel refused them (and says why).
+            assert!(
+                m.log_text()
+                    .contains("serving FUSE requests through io_uring"),
+                "MONFS_TEST_IO_URING=1 but the mount serves /dev/fuse; log:\n{}",
+                m.log_text()
+            );
         }
         m
     }
