@@ -79,6 +79,11 @@ pub enum Target {
     Cpu,
     /// `COMM`, `comm`: the task name.
     Comm,
+    /// `stacktrace`, `STACKTRACE`: the kernel's generic stack-trace field
+    /// (`FILTER_STACKTRACE`, size 0). Its predicates parse as those of an
+    /// unsigned number, and as no comparison exists for size 0 they never
+    /// match: `!=` always does, every other operator never.
+    Stacktrace,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -358,7 +363,7 @@ impl Parser<'_> {
         let v = self.skip_ws(p + optext.len());
         let is_string = match &target {
             Target::Field(f) => f.is_string(),
-            Target::Cpu => false,
+            Target::Cpu | Target::Stacktrace => false,
             Target::Comm => true,
         };
         // The kernel's order of checks (parse_pred): for a quoted operand
@@ -406,6 +411,7 @@ impl Parser<'_> {
                 }
                 let signed = match &target {
                     Target::Field(f) => f.signed,
+                    Target::Stacktrace => false,
                     _ => true,
                 };
                 let tok = std::str::from_utf8(&s[v..ve]).unwrap_or("");
@@ -437,7 +443,10 @@ impl Parser<'_> {
         is_string: bool,
     ) -> Result<(Pred, usize), FilterError> {
         let s = self.s;
-        if is_string || !matches!(op, Op::Eq | Op::Ne | Op::And) {
+        if is_string
+            || matches!(target, Target::Stacktrace)
+            || !matches!(op, Op::Eq | Op::Ne | Op::And)
+        {
             return Err(self.err(Errno::EINVAL, v, E_ILLEGAL_OP));
         }
         let open = v + 4;
@@ -566,6 +575,7 @@ pub fn event_lookup(def: &super::event::EventDef) -> impl Fn(&str) -> Option<Tar
     move |name| match name {
         "CPU" | "cpu" | "common_cpu" => Some(Target::Cpu),
         "COMM" | "comm" => Some(Target::Comm),
+        "stacktrace" | "STACKTRACE" => Some(Target::Stacktrace),
         _ => def.field(name).map(Target::Field),
     }
 }
@@ -679,7 +689,7 @@ impl Pred {
                 let have: &[u8] = match &self.target {
                     Target::Field(f) => f.str_value(r.entry),
                     Target::Comm => r.comm.as_bytes(),
-                    Target::Cpu => return false,
+                    Target::Cpu | Target::Stacktrace => return false,
                 };
                 match self.op {
                     Op::Eq => have == &want[..],
@@ -692,7 +702,7 @@ impl Pred {
                 let have = match &self.target {
                     Target::Field(f) => f.int_value(r.entry),
                     Target::Cpu => r.cpu as i128,
-                    Target::Comm => return false,
+                    Target::Comm | Target::Stacktrace => return false,
                 };
                 let inside = usize::try_from(have)
                     .ok()
@@ -709,6 +719,7 @@ impl Pred {
                     Target::Field(f) => (f.int_value(r.entry), f.size, f.signed),
                     Target::Cpu => (r.cpu as i128, 4, true),
                     Target::Comm => return false,
+                    Target::Stacktrace => return self.op == Op::Ne,
                 };
                 // The value is cast to the field's type, as the kernel's
                 // typed predicates do.
@@ -932,6 +943,37 @@ mod tests {
         for bad in ["2", "1-0", "x", "0-", "0:1", "0-3:3/2", "0-3:1/0", "0x"] {
             assert_eq!(set(bad, 2), None, "{bad}");
         }
+    }
+
+    /// The generic `stacktrace` field (as 6.12 and this machine's 6.18
+    /// answer): numbers parse as for an unsigned field and the predicate
+    /// never matches but for `!=`; strings, globs and `CPUS` are refused.
+    #[test]
+    fn stacktrace_predicates() {
+        let ev = sched_switch();
+        let look = event_lookup(&ev);
+        let e = ev.encode(0, &[]);
+        let t = |f: &str| {
+            parse(f, &look).unwrap().matches(&Record {
+                entry: &e,
+                cpu: 0,
+                comm: "bash",
+            })
+        };
+        assert!(t("stacktrace != 1") && t("STACKTRACE != 0"));
+        for f in [
+            "stacktrace == 0",
+            "stacktrace < 0x10",
+            "stacktrace & 1",
+            "stacktrace >= 0",
+        ] {
+            assert!(!t(f), "{f}");
+        }
+        let err = |f: &str| error_text(f, &parse(f, &look).unwrap_err());
+        assert!(err("STACKTRACE == \"x\"").ends_with("^\nparse_error: Expecting numeric field\n\n"));
+        assert!(err("stacktrace & CPUS{0}").contains("Illegal operation for field type"));
+        assert!(err("stacktrace ~ 1").contains("Illegal operation for field type"));
+        assert!(err("stacktrace > -1").contains("Illegal integer value"));
     }
 
     /// `CPUS{...}` as the kernel evaluates it: one CPU is a number (`&`
