@@ -403,16 +403,37 @@ impl Queue {
     /// the completions (user_data, result).
     fn turn(&self) -> std::io::Result<Vec<(u64, i32)>> {
         let _g = self.cq.lock_ok();
-        {
-            let mut pend = self.pending.lock_ok();
-            // SAFETY: the submission queue is only used under `cq`.
-            let mut sq = unsafe { self.uring.submission_shared() };
-            while let Some(e) = pend.first() {
-                // SAFETY: the buffers an entry names are leaked (live forever).
-                if unsafe { sq.push(e) }.is_err() {
+        let mut pend = std::mem::take(&mut *self.pending.lock_ok());
+        let mut next = 0;
+        loop {
+            {
+                // SAFETY: the submission queue is only used under `cq`.
+                let mut sq = unsafe { self.uring.submission_shared() };
+                while next < pend.len() {
+                    // SAFETY: the buffers an entry names are leaked (live
+                    // forever).
+                    if unsafe { sq.push(&pend[next]) }.is_err() {
+                        break;
+                    }
+                    next += 1;
+                }
+            }
+            if next == pend.len() {
+                break;
+            }
+            // The submission queue is full: hand it over and go on, unless
+            // the kernel wants completions taken first (EBUSY).
+            match self.uring.submit() {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    let rest = pend.split_off(next);
+                    let mut p = self.pending.lock_ok();
+                    let newer = std::mem::replace(&mut *p, rest);
+                    p.extend(newer);
                     break;
                 }
-                pend.remove(0);
+                Err(e) => return Err(e),
             }
         }
         match self.uring.submit_and_wait(1) {
