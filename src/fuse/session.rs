@@ -265,38 +265,52 @@ impl Session {
                 continue;
             };
             let body = &buf[proto::IN_HEADER_LEN..n];
-            let release = h.opcode == op::RELEASE;
-            if release {
-                *self.releasing.0.lock_ok() += 1;
-            }
+            let release = self.count_release(&h);
             drop(turn);
-            if !release {
-                self.wait_releases();
-            }
-            slot.begin(h.unique);
-            let res = catch_unwind(AssertUnwindSafe(|| self.dispatch(&h, body)));
-            slot.end();
-            if release {
-                *self.releasing.0.lock_ok() -= 1;
-                self.releasing.1.notify_all();
-            }
-            if let Err(p) = res {
-                error!(
-                    unique = h.unique,
-                    opcode = h.opcode,
-                    nodeid = h.nodeid,
-                    "request panicked, answering EIO: {}",
-                    panic_message(&*p)
-                );
-                // FORGET and BATCH_FORGET take no reply. If the handler had
-                // answered before it panicked, the kernel refuses this second
-                // answer (ENOENT: no such request) and nothing happens.
-                if !matches!(h.opcode, op::FORGET | op::BATCH_FORGET) {
-                    self.err(h.unique, Errno::EIO);
-                }
-            }
+            self.serve(&h, body, slot, release);
             if self.destroyed.load(Ordering::SeqCst) || slot.abandoned() {
                 return;
+            }
+        }
+    }
+
+    /// Count a RELEASE as taken (before the next request is taken, so that
+    /// it waits for it: see [`Session::wait_releases`]); whether it is one.
+    pub(super) fn count_release(&self, h: &InHeader) -> bool {
+        let release = h.opcode == op::RELEASE;
+        if release {
+            *self.releasing.0.lock_ok() += 1;
+        }
+        release
+    }
+
+    /// Serve one request taken from the device or a ring (`release`: a
+    /// RELEASE counted by [`Session::count_release`]): after the RELEASEs
+    /// taken before it, watched by `slot`, a panic answered EIO.
+    pub(super) fn serve(&self, h: &InHeader, body: &[u8], slot: &watchdog::Slot, release: bool) {
+        if !release {
+            self.wait_releases();
+        }
+        slot.begin(h.unique);
+        let res = catch_unwind(AssertUnwindSafe(|| self.dispatch(h, body)));
+        slot.end();
+        if release {
+            *self.releasing.0.lock_ok() -= 1;
+            self.releasing.1.notify_all();
+        }
+        if let Err(p) = res {
+            error!(
+                unique = h.unique,
+                opcode = h.opcode,
+                nodeid = h.nodeid,
+                "request panicked, answering EIO: {}",
+                panic_message(&*p)
+            );
+            // FORGET and BATCH_FORGET take no reply. If the handler had
+            // answered before it panicked, the kernel refuses this second
+            // answer (ENOENT: no such request) and nothing happens.
+            if !matches!(h.opcode, op::FORGET | op::BATCH_FORGET) {
+                self.err(h.unique, Errno::EIO);
             }
         }
     }

@@ -3,16 +3,13 @@
 //! entries and dispatches them as the request threads do those of
 //! /dev/fuse; replies find their way back through [`Session::send`].
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tracing::{error, info, warn};
 
 use crate::errno::Errno;
-use crate::sync::{panic_message, LockExt};
 
-use super::proto::op;
 use super::state::Session;
 use super::watchdog;
 
@@ -99,27 +96,7 @@ impl Session {
         let Some(h) = self.uring.get().and_then(|r| r.request(qid, idx, body)) else {
             return;
         };
-        let release = h.opcode == op::RELEASE;
-        if release {
-            *self.releasing.0.lock_ok() += 1;
-        } else {
-            self.wait_releases();
-        }
-        slot.begin(h.unique);
-        let res = catch_unwind(AssertUnwindSafe(|| self.dispatch(&h, body)));
-        slot.end();
-        if release {
-            *self.releasing.0.lock_ok() -= 1;
-            self.releasing.1.notify_all();
-        }
-        if let Err(p) = res {
-            error!(
-                unique = h.unique,
-                opcode = h.opcode,
-                "request panicked, answering EIO: {}",
-                panic_message(&*p)
-            );
-            self.err(h.unique, Errno::EIO);
-        }
+        let release = self.count_release(&h);
+        self.serve(&h, body, slot, release);
     }
 }
