@@ -791,6 +791,15 @@ fn install_system(x: &Arr, tree: &Tree, sys: &str) {
     }
 }
 
+/// Whether a directory of this name can be reached by a path. The kernel
+/// takes any user_events name and makes its eventfs directory even when no
+/// path reaches it (an empty name, `.`, `..`, a `/` in it); monfs makes
+/// none for such an event, which is there all the same (`dynamic_events`,
+/// `available_events`, `set_event`).
+fn has_path(name: &str) -> bool {
+    !(name.is_empty() || name.contains('/') || name == "." || name == "..")
+}
+
 fn install_event(x: &Arr, tree: &Tree, e: &EventId) {
     install_event_files(x, tree, e);
     let dir = format!("{}/events/{}/{}", x.base(), e.0.def.system, e.0.def.name);
@@ -802,6 +811,9 @@ fn install_event(x: &Arr, tree: &Tree, e: &EventId) {
 /// directory over the system's file of that name, which comes back when the
 /// event goes.
 fn install_event_files(x: &Arr, tree: &Tree, e: &EventId) {
+    if !has_path(&e.0.def.name) {
+        return;
+    }
     let dir = format!("{}/events/{}/{}", x.base(), e.0.def.system, e.0.def.name);
     tree.add_dir_over_file(&dir);
     let (er, ew, tr, tw) = (e.clone(), e.clone(), x.clone(), x.clone());
@@ -1201,7 +1213,9 @@ impl Tracing {
             let _g = self.dyn_tree.lock_ok();
             for arr in self.arrays.read_ok().iter().flatten() {
                 let sys = format!("{}/events/{}", arr.base(), id.0.def.system);
-                tree.remove(&format!("{sys}/{}", id.0.def.name));
+                if has_path(&id.0.def.name) {
+                    tree.remove(&format!("{sys}/{}", id.0.def.name));
+                }
                 let has_events = tree.resolve(&sys).is_ok_and(|dir| {
                     dir.children.iter().any(|(_, ino)| {
                         tree.get(*ino)

@@ -257,18 +257,9 @@ pub fn split_command(s: &str) -> RawCommand<'_> {
     RawCommand { name, flags, args }
 }
 
-/// Whether monfs can make an event of this name: non-empty, and (for the
-/// tree) free of `/` and not `.`/`..`; the kernel checks no characters.
-pub(super) fn name_ok(name: &str) -> bool {
-    !(name.is_empty() || name.contains('/') || name == "." || name == "..")
-}
-
 /// Parse a registration command.
 pub fn parse_command(s: &str) -> SysResult<Command> {
     let raw = split_command(s);
-    if !name_ok(raw.name) {
-        return Err(Errno::EINVAL);
-    }
     let fields = match raw.args {
         Some(a) => parse_fields(a)?,
         None => Vec::new(),

@@ -355,7 +355,7 @@ impl UserEvents {
             Some(a) => parse_fields(a)?,
             None => Vec::new(),
         };
-        if !utf8 || !name_ok(raw.name) {
+        if !utf8 {
             return Err(Errno::EINVAL);
         }
         let cmd = Command {
