@@ -259,10 +259,32 @@ fn trace_cmd_stream_prints_events_as_they_come() {
         assert!(Instant::now() < deadline, "trace-cmd stream showed nothing");
         std::thread::sleep(Duration::from_millis(50));
     }
-    // SIGINT to the group ends trace-cmd as Ctrl-C does.
+    // SIGINT ends trace-cmd as Ctrl-C does: it tells its per-CPU recorders
+    // to stop (SIGUSR1) and waits for them. A recorder still starting when
+    // that comes clears its stop flag as it starts (trace-cmd 3.1's
+    // tracecmd_start_recording) and records on for good, with the kernel
+    // too; under load that happens, so the recorders are told again each
+    // second until trace-cmd ends (how it ends is what is checked).
     // SAFETY: signalling a child we spawned.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let st = child.wait().unwrap();
+    let deadline = Instant::now() + HANG;
+    let st = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "trace-cmd stream did not end");
+        std::thread::sleep(Duration::from_secs(1));
+        let kids = format!("/proc/{0}/task/{0}/children", child.id());
+        for pid in std::fs::read_to_string(kids)
+            .unwrap_or_default()
+            .split_whitespace()
+        {
+            if let Ok(pid) = pid.parse::<i32>() {
+                // SAFETY: signalling a recorder of the trace-cmd we spawned.
+                unsafe { libc::kill(pid, libc::SIGUSR1) };
+            }
+        }
+    };
     assert!(st.code().is_some() || st.signal_is_int(), "{st:?}");
 }
 
