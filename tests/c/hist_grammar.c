@@ -172,8 +172,13 @@ static void show(const char *tag, const char *p, const char *prefix, int strip_t
 	free(b);
 }
 
-/* one cleanup round: `!` + each trigger line; returns the lines left */
-static int remove_round(void)
+/*
+ * The trigger lines of both events (comments aside). remove: write `!` and
+ * each line (its " [active]"/" [paused]" dropped), one cleanup round, and
+ * return how many of those writes failed; else return how many lines there
+ * are.
+ */
+static int trigger_lines(int remove)
 {
 	int left = 0;
 	for (int ev = 0; ev < 2; ev++) {
@@ -184,6 +189,10 @@ static int remove_round(void)
 		for (ln = strtok_r(b, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
 			if (ln[0] == '#')
 				continue;
+			if (!remove) {
+				left++;
+				continue;
+			}
 			char cmd[8192];
 			size_t l = strlen(ln);
 			const char *sfx[] = {" [active]", " [paused]"};
@@ -196,22 +205,6 @@ static int remove_round(void)
 			if (put(trig_path(ev), O_APPEND, cmd, n) < 0)
 				left++;
 		}
-		free(b);
-	}
-	return left;
-}
-
-static int count_left(void)
-{
-	int left = 0;
-	for (int ev = 0; ev < 2; ev++) {
-		char *b = slurp(trig_path(ev));
-		if (!b)
-			continue;
-		char *save, *ln;
-		for (ln = strtok_r(b, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save))
-			if (ln[0] != '#')
-				left++;
 		free(b);
 	}
 	return left;
@@ -280,20 +273,20 @@ int main(int argc, char **argv)
 			printf(" err clear ");
 			pr_res(r);
 		}
-		for (int i = 0; i < 4 && remove_round() > 0; i++)
+		for (int i = 0; i < 4 && trigger_lines(1) > 0; i++)
 			;
 		/* What `!` cannot remove (a trigger whose read-back text does not
 		 * parse again): an O_TRUNC open of the trigger file, which removes
 		 * the event's triggers; sched_switch first, whose histograms may
 		 * use sched_wakeup's variables. */
-		if (count_left() > 0) {
+		if (trigger_lines(0) > 0) {
 			printf(" trunc\n");
 			for (int ev = 0; ev < 2; ev++)
 				put(trig_path(ev), O_TRUNC, "", 0);
 		}
 		put(path("synthetic_events"), O_TRUNC, "", 0);
 		put(path("error_log"), O_TRUNC, "", 0);
-		printf(" clean %d\n", count_left());
+		printf(" clean %d\n", trigger_lines(0));
 		fflush(stdout);
 	}
 	for (int ev = 0; ev < 2; ev++) {
