@@ -130,6 +130,16 @@ static int unhex(const char *h, char **out, size_t *n)
 	return 0;
 }
 
+/* unhex for step i, which prints "bad-hex" and fails when HEX is not. */
+static int step_unhex(int i, const char *h, char **out, size_t *n)
+{
+	if (unhex(h, out, n)) {
+		printf(" s%d bad-hex\n", i);
+		return -1;
+	}
+	return 0;
+}
+
 static char *path(const char *rel)
 {
 	static char b[4][4096];
@@ -178,10 +188,8 @@ static void step_write(int i, const char *mode, const char *hex)
 {
 	char *buf;
 	size_t n;
-	if (unhex(hex, &buf, &n)) {
-		printf(" s%d bad-hex\n", i);
+	if (step_unhex(i, hex, &buf, &n))
 		return;
-	}
 	int fl = O_WRONLY | (*mode == 't' ? O_TRUNC : *mode == 'a' ? O_APPEND : 0);
 	int fd = open(path("dynamic_events"), fl);
 	if (fd < 0) {
@@ -217,10 +225,8 @@ static void step_reg(int i, char *spec)
 	if (strcmp(f[5], "-") == 0) {
 		name_ptr = 8;
 	} else {
-		if (unhex(f[5], &name, &n)) {
-			printf(" s%d bad-hex\n", i);
+		if (step_unhex(i, f[5], &name, &n))
 			return;
-		}
 		name_ptr = (uintptr_t)name;
 	}
 	size_t alloc = size > sizeof(struct user_reg) ? size : sizeof(struct user_reg);
@@ -262,10 +268,8 @@ static void step_del(int i, const char *hex)
 {
 	char *name;
 	size_t n;
-	if (unhex(hex, &name, &n)) {
-		printf(" s%d bad-hex\n", i);
+	if (step_unhex(i, hex, &name, &n))
 		return;
-	}
 	int fd = data();
 	if (fd < 0)
 		printf(" s%d open-data %s\n", i, ename(errno));
@@ -280,10 +284,8 @@ static void step_enable(int i, const char *val, const char *hex)
 {
 	char *ev;
 	size_t n;
-	if (unhex(hex, &ev, &n)) {
-		printf(" s%d bad-hex\n", i);
+	if (step_unhex(i, hex, &ev, &n))
 		return;
-	}
 	char rel[1024];
 	snprintf(rel, sizeof rel, "events/%s/enable", ev);
 	char *star = strchr(ev, '*');
