@@ -42,27 +42,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define DIAG_IOCSREG 0xC0082A00UL
-#define DIAG_IOCSDEL 0x40082A01UL
-#define DIAG_IOCSUNREG 0x40082A02UL
-
-struct user_reg {
-	uint32_t size;
-	uint8_t enable_bit;
-	uint8_t enable_size;
-	uint16_t flags;
-	uint64_t enable_addr;
-	uint64_t name_args;
-	uint32_t write_index;
-} __attribute__((__packed__));
-
-struct user_unreg {
-	uint32_t size;
-	uint8_t disable_bit;
-	uint8_t __reserved;
-	uint16_t __reserved2;
-	uint64_t disable_addr;
-} __attribute__((__packed__));
+#include "user_events_abi.h"
 
 #define MAXSTEPS 16
 static uint64_t words[MAXSTEPS + 1] __attribute__((aligned(8)));

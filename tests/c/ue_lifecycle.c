@@ -49,15 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
-struct reg_new {
-	uint32_t size;
-	uint8_t enable_bit;
-	uint8_t enable_size;
-	uint16_t flags;
-	uint64_t enable_addr;
-	uint64_t name_args;
-	uint32_t write_index;
-} __attribute__((packed));
+#include "user_events_abi.h"
 
 struct mon_bin_get {
 	void *hdr;
@@ -65,7 +57,6 @@ struct mon_bin_get {
 	size_t alloc;
 };
 
-#define REG _IOWR('*', 0, void *)
 #define MON_IOCX_GETX _IOW(0x92, 10, struct mon_bin_get)
 
 static char path_buf[4096];
@@ -104,9 +95,9 @@ static long reg(int fd, const char *name, void *addr)
 {
 	static char args[600];
 	snprintf(args, sizeof args, "%s u32 x", name);
-	struct reg_new r = { .size = sizeof r, .enable_bit = 0, .enable_size = 4,
+	struct user_reg r = { .size = sizeof r, .enable_bit = 0, .enable_size = 4,
 			     .enable_addr = (uintptr_t)addr, .name_args = (uintptr_t)args };
-	return ioctl(fd, REG, &r);
+	return ioctl(fd, DIAG_IOCSREG, &r);
 }
 
 static int data_fd(const char *t, int cloexec)
@@ -240,10 +231,10 @@ int main(int argc, char **argv)
 		for (int i = 0; i < n && i < 64 * 32; i++) {
 			static char args[600];
 			snprintf(args, sizeof args, "%s u32 x", argv[3]);
-			struct reg_new r = { .size = sizeof r, .enable_bit = i % 32, .enable_size = 4,
+			struct user_reg r = { .size = sizeof r, .enable_bit = i % 32, .enable_size = 4,
 					     .enable_addr = (uintptr_t)&words[i / 32],
 					     .name_args = (uintptr_t)args };
-			ok += ioctl(fd, REG, &r) == 0;
+			ok += ioctl(fd, DIAG_IOCSREG, &r) == 0;
 		}
 		printf("registered=%d\n", ok);
 		wait_signals(NULL);

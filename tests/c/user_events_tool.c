@@ -30,15 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-struct reg_new {
-	uint32_t size;
-	uint8_t enable_bit;
-	uint8_t enable_size;
-	uint16_t flags;
-	uint64_t enable_addr;
-	uint64_t name_args;
-	uint32_t write_index;
-} __attribute__((packed));
+#include "user_events_abi.h"
 
 struct reg_old { /* 6.0-6.3 */
 	uint32_t size;
@@ -53,18 +45,6 @@ struct reg_518 { /* 5.18, natural alignment */
 	uint32_t status_index;
 	uint32_t write_index;
 };
-
-struct unreg {
-	uint32_t size;
-	uint8_t disable_bit;
-	uint8_t r1;
-	uint16_t r2;
-	uint64_t disable_addr;
-} __attribute__((packed));
-
-#define REG _IOWR('*', 0, void *)
-#define DEL _IOW('*', 1, char *)
-#define UNREG _IOW('*', 2, void *)
 
 static const char *T;
 static char path_buf[4096];
@@ -134,9 +114,9 @@ static volatile uint64_t word64;
 static long reg_new(int fd, const char *args, volatile void *addr, int bit, int size, int flags,
 		    uint32_t *idx)
 {
-	struct reg_new r = { .size = sizeof r, .enable_bit = bit, .enable_size = size, .flags = flags,
+	struct user_reg r = { .size = sizeof r, .enable_bit = bit, .enable_size = size, .flags = flags,
 			     .enable_addr = (uintptr_t)addr, .name_args = (uintptr_t)args };
-	long ret = ioctl(fd, REG, &r);
+	long ret = ioctl(fd, DIAG_IOCSREG, &r);
 	if (idx)
 		*idx = r.write_index;
 	return ret;
@@ -166,8 +146,8 @@ static int scenario_new(void)
 	printf("reg2=%s index=%u\n", err(r), idx2);
 	r = reg_new(fd, args, &word, 5, 4, 0, &idx2);
 	printf("reg_again=%s index=%u\n", err(r), idx2);
-	struct unreg u5 = { .size = sizeof u5, .disable_bit = 5, .disable_addr = (uintptr_t)&word };
-	r = ioctl(fd, UNREG, &u5);
+	struct user_unreg u5 = { .size = sizeof u5, .disable_bit = 5, .disable_addr = (uintptr_t)&word };
+	r = ioctl(fd, DIAG_IOCSUNREG, &u5);
 	printf("unreg5=%s\n", err(r));
 
 	printf("enable=%d\n", put("events/user_events/ue_new/enable", "1\n", O_TRUNC));
@@ -254,60 +234,60 @@ static int scenario_new(void)
 	printf("reg_bad_name_ptr=%s\n", err(r));
 	r = reg_new(fd, "ue_x u32 a", (void *)0xffffffffff600000ull, 1, 4, 0, NULL);
 	printf("reg_kernel_addr=%s\n", err(r));
-	r = ioctl(fd, REG, (void *)16);
+	r = ioctl(fd, DIAG_IOCSREG, (void *)16);
 	printf("reg_bad_struct_ptr=%s\n", err(r));
 	char longname[700];
 	memset(longname, 'a', sizeof longname - 1);
 	longname[sizeof longname - 1] = 0;
 	r = reg_new(fd, longname, &word, 1, 4, 0, NULL);
 	printf("reg_too_long=%s\n", err(r));
-	struct { struct reg_new r; uint32_t extra; } __attribute__((packed)) big_reg = {
+	struct { struct user_reg r; uint32_t extra; } __attribute__((packed)) big_reg = {
 		{ .size = 32, .enable_bit = 2, .enable_size = 4, .enable_addr = (uintptr_t)&word,
 		  .name_args = (uintptr_t) "ue_x u32 a" }, 1 };
-	r = ioctl(fd, REG, &big_reg);
+	r = ioctl(fd, DIAG_IOCSREG, &big_reg);
 	printf("reg_tail_nonzero=%s\n", err(r));
 	big_reg.extra = 0;
-	r = ioctl(fd, REG, &big_reg);
+	r = ioctl(fd, DIAG_IOCSREG, &big_reg);
 	printf("reg_tail_zero=%s index=%u\n", err(r), big_reg.r.write_index);
-	struct reg_new small = { .size = 8 };
-	r = ioctl(fd, REG, &small);
+	struct user_reg small = { .size = 8 };
+	r = ioctl(fd, DIAG_IOCSREG, &small);
 	printf("reg_size8=%s\n", err(r));
 	small.size = 26;
-	r = ioctl(fd, REG, &small);
+	r = ioctl(fd, DIAG_IOCSREG, &small);
 	printf("reg_size26=%s\n", err(r));
 	small.size = 5000;
-	r = ioctl(fd, REG, &small);
+	r = ioctl(fd, DIAG_IOCSREG, &small);
 	printf("reg_size5000=%s\n", err(r));
 	r = ioctl(fd, _IO('*', 9), 0);
 	printf("bad_cmd=%s\n", err(r));
 
 	/* Delete and unregister. */
-	r = ioctl(fd, DEL, "ue_new");
+	r = ioctl(fd, DIAG_IOCSDEL, "ue_new");
 	printf("del_busy=%s\n", err(r));
-	r = ioctl(fd, DEL, "no_such_event");
+	r = ioctl(fd, DIAG_IOCSDEL, "no_such_event");
 	printf("del_missing=%s\n", err(r));
 	word = 0;
 	put("events/user_events/ue_new/enable", "1\n", O_TRUNC);
 	wait_bit(&word, 4, 1u << 31, 1);
-	struct unreg u = { .size = sizeof u, .disable_bit = 31, .disable_addr = (uintptr_t)&word };
-	r = ioctl(fd, UNREG, &u);
+	struct user_unreg u = { .size = sizeof u, .disable_bit = 31, .disable_addr = (uintptr_t)&word };
+	r = ioctl(fd, DIAG_IOCSUNREG, &u);
 	printf("unreg=%s word=0x%x\n", err(r), word);
-	r = ioctl(fd, UNREG, &u);
+	r = ioctl(fd, DIAG_IOCSUNREG, &u);
 	printf("unreg_again=%s\n", err(r));
-	u.r1 = 1;
-	r = ioctl(fd, UNREG, &u);
+	u.__reserved = 1;
+	r = ioctl(fd, DIAG_IOCSUNREG, &u);
 	printf("unreg_reserved=%s\n", err(r));
-	u.r1 = 0;
+	u.__reserved = 0;
 	u.size = 8;
-	r = ioctl(fd, UNREG, &u);
+	r = ioctl(fd, DIAG_IOCSUNREG, &u);
 	printf("unreg_size8=%s\n", err(r));
 	put("events/user_events/ue_new/enable", "0\n", O_TRUNC);
 	printf("word_after_unreg=0x%x\n", word);
 	close(fd);
 	fd = open(P("user_events_data"), O_RDWR);
-	r = ioctl(fd, DEL, "ue_new");
+	r = ioctl(fd, DIAG_IOCSDEL, "ue_new");
 	printf("del_after_close=%s\n", err(r));
-	r = ioctl(fd, DEL, "ue_x");
+	r = ioctl(fd, DIAG_IOCSDEL, "ue_x");
 	printf("del_x=%s\n", err(r));
 	close(fd);
 	dump("user_events_status", "status_end");
@@ -323,15 +303,15 @@ static int scenario_old(void)
 	if (page == MAP_FAILED)
 		return 1;
 	struct reg_old r = { .size = sizeof r, .name_args = (uintptr_t) "ue_old:ignored u32 count" };
-	long ret = ioctl(fd, REG, &r);
+	long ret = ioctl(fd, DIAG_IOCSREG, &r);
 	printf("reg=%s size=%zu bit=%u index=%u\n", err(ret), sizeof r, r.status_bit, r.write_index);
 	struct reg_518 b = { .size = sizeof b, .name_args = (uintptr_t) "ue_518 u8 x" };
-	ret = ioctl(fd, REG, &b);
+	ret = ioctl(fd, DIAG_IOCSREG, &b);
 	printf("reg518=%s size=%zu byte=%u index=%u\n", err(ret), sizeof b, b.status_index,
 	       b.write_index);
 	/* Same name, other fields: the old ABI returns the existing event. */
 	struct reg_old r2 = { .size = sizeof r2, .name_args = (uintptr_t) "ue_old u64 other" };
-	ret = ioctl(fd, REG, &r2);
+	ret = ioctl(fd, DIAG_IOCSREG, &r2);
 	printf("reg_same_name=%s bit=%u index=%u\n", err(ret), r2.status_bit, r2.write_index);
 
 	uint32_t bit = r.status_bit;
@@ -361,19 +341,19 @@ static int scenario_old(void)
 	printf("page_byte_off=%s\n", lat >= 0 ? "yes" : "no");
 
 	struct reg_old bad = { .size = 19 };
-	ret = ioctl(fd, REG, &bad);
+	ret = ioctl(fd, DIAG_IOCSREG, &bad);
 	printf("reg_size19=%s\n", err(ret));
 	bad.size = 20;
 	bad.name_args = (uintptr_t) "ue_bad long x";
-	ret = ioctl(fd, REG, &bad);
+	ret = ioctl(fd, DIAG_IOCSREG, &bad);
 	printf("reg_long=%s\n", err(ret));
-	ret = ioctl(fd, DEL, "ue_old");
+	ret = ioctl(fd, DIAG_IOCSDEL, "ue_old");
 	printf("del_busy=%s\n", err(ret));
 	close(fd);
 	fd = open(P("user_events_data"), O_RDWR);
-	ret = ioctl(fd, DEL, "ue_old");
+	ret = ioctl(fd, DIAG_IOCSDEL, "ue_old");
 	printf("del=%s\n", err(ret));
-	ret = ioctl(fd, DEL, "ue_518");
+	ret = ioctl(fd, DIAG_IOCSDEL, "ue_518");
 	printf("del518=%s\n", err(ret));
 	printf("page_after_del=%d\n", (*byte & mask) != 0);
 	close(fd);
@@ -491,7 +471,7 @@ static int bench_latency(int n)
 	int sfd = open(P("user_events_status"), O_RDWR);
 	volatile uint8_t *page = mmap(NULL, 4096, PROT_READ, MAP_SHARED, sfd, 0);
 	struct reg_old r = { .size = sizeof r, .name_args = (uintptr_t) "ue_bench_old u32 count" };
-	if (page == MAP_FAILED || ioctl(fd, REG, &r) < 0)
+	if (page == MAP_FAILED || ioctl(fd, DIAG_IOCSREG, &r) < 0)
 		return perror("old reg"), 1;
 	int efd = open(P("events/user_events/ue_bench/enable"), O_WRONLY);
 	int ofd = open(P("events/user_events/ue_bench_old/enable"), O_WRONLY);
@@ -541,9 +521,9 @@ static int nodump(void)
 	long r = reg_new(fd, "ue_nodump u32 a", &word, 3, 4, 0, &idx);
 	printf("new_reg=%s\n", err(r));
 	struct reg_old o = { .size = sizeof o, .name_args = (uintptr_t)"ue_nodump_old u32 a" };
-	r = ioctl(fd, REG, &o);
+	r = ioctl(fd, DIAG_IOCSREG, &o);
 	printf("old_reg=%s\n", err(r));
-	r = ioctl(fd, DEL, "ue_nodump");
+	r = ioctl(fd, DIAG_IOCSDEL, "ue_nodump");
 	printf("del=%s\n", err(r));
 	close(fd);
 	return 0;
