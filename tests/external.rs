@@ -88,6 +88,17 @@ fn typed(cap: &Path, want: &[String], what: &str) -> String {
     })
 }
 
+/// SIGKILL the peer whose pid it wrote to `pidfile`.
+fn kill_peer(pidfile: &Path) {
+    let pid: i32 = std::fs::read_to_string(pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: killing the peer this test started through monfs.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+}
+
 fn read(p: &Path) -> String {
     String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned()
 }
@@ -207,13 +218,7 @@ fn killing_the_peer_unplugs_the_device_and_the_bus_runs_on() {
         let dev = kbd_devnum(&t)?;
         (reports(&t, &dev).len() >= 4).then_some(dev)
     });
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    // SAFETY: killing the peer this test started through monfs.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    kill_peer(&pidfile);
     let text = unplugged_and_bus_runs_on(&m, &cap, &dev);
     let _ = cat.kill();
     let _ = cat.wait();
@@ -389,13 +394,7 @@ fn iso_and_out_peer_answers_in_1u_and_killing_it_unplugs() {
 
     // Killed mid-transfer: the bulk URBs in flight end -71, the ISO URBs
     // left at the disconnect -108 with their packets untransferred.
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    // SAFETY: killing the peer this test started through monfs.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    kill_peer(&pidfile);
     let text = unplugged_with_bus_running(&m, &cap, &dev, "ISO loop");
     let _ = cat.kill();
     let _ = cat.wait();
