@@ -88,6 +88,12 @@ struct Cx {
     enabled: bool,
 }
 
+/// Tracing on and the event enabled: how most tests fire.
+const ON: Cx = Cx {
+    on: true,
+    enabled: true,
+};
+
 impl FireContext<Ev> for Cx {
     fn tracing_on(&self) -> bool {
         self.on
@@ -452,24 +458,10 @@ fn snapshot_triggers_hold_the_snapshot_buffer() {
     // Firing uses the count.
     let e = vec![0u8; 64];
     assert!(matches!(
-        t.fire(
-            &hit(&e),
-            &Cx {
-                on: true,
-                enabled: true
-            }
-        )[..],
+        t.fire(&hit(&e), &ON)[..],
         [TriggerAction::Snapshot]
     ));
-    assert!(t
-        .fire(
-            &hit(&e),
-            &Cx {
-                on: true,
-                enabled: true
-            }
-        )
-        .is_empty());
+    assert!(t.fire(&hit(&e), &ON).is_empty());
     t.clear(&host);
     assert_eq!(host.soft("(snapshot)"), 0);
 }
@@ -664,10 +656,7 @@ fn hist_numeric_key() {
         "hist:keys=prev_pid:vals=hitcount:sort=hitcount:size=2048 [active]\n"
     );
     assert!(t.is_conditional());
-    let cx = Cx {
-        on: true,
-        enabled: true,
-    };
+    let cx = ON;
     for pid in [100, 7, 100, -1] {
         t.fire(&hit(&switch_entry(&def, pid, 7, 120)), &cx);
     }
@@ -701,10 +690,7 @@ fn hist_string_key_value_and_sort() {
         t.read_text(),
         "hist:keys=next_comm:vals=hitcount,prev_prio:sort=prev_prio.descending:size=2048 [active]\n"
     );
-    let cx = Cx {
-        on: true,
-        enabled: true,
-    };
+    let cx = ON;
     t.fire(&hit(&switch_entry(&def, 1, 7, 120)), &cx);
     t.fire(&hit(&switch_entry(&def, 1, 7, 100)), &cx);
     let text = t.hist_text();
@@ -719,10 +705,7 @@ fn hist_string_key_value_and_sort() {
 fn hist_key_modifiers() {
     let def = sched_switch();
     let host = Host::default();
-    let cx = Cx {
-        on: true,
-        enabled: true,
-    };
+    let cx = ON;
     let cases: &[(&str, &str, &str)] = &[
         (
             "hist:keys=prev_pid.hex",
@@ -818,10 +801,7 @@ fn hist_key_modifiers() {
 fn hist_drops_past_size_and_clears() {
     let def = sched_switch();
     let host = Host::default();
-    let cx = Cx {
-        on: true,
-        enabled: true,
-    };
+    let cx = ON;
     let t: Triggers<Ev> = Triggers::new();
     run(&t, &def, &host, &[("hist:keys=prev_pid:size=128", "27")]);
     for pid in 0..130 {
@@ -991,10 +971,7 @@ fn hist_exists_and_removal_matches_the_filter() {
 hist:keys=prev_pid:vals=hitcount:sort=hitcount:size=2048 if prev_pid > 1 [active]\n\
 hist:keys=prev_pid:vals=hitcount:sort=hitcount:size=2048 [active]\n"
     );
-    let cx = Cx {
-        on: true,
-        enabled: true,
-    };
+    let cx = ON;
     t.fire(&hit(&switch_entry(&def, 1, 7, 120)), &cx);
     let text = t.hist_text();
     assert!(
@@ -1045,10 +1022,7 @@ fn named_hists_share_one_map() {
     assert!(host.log.text().contains(
         "error: Named hist trigger doesn't match existing named trigger (includes variables)\n  Command: hist:name=foo:keys=next_pid\n                ^\n"
     ));
-    let cx = Cx {
-        on: true,
-        enabled: true,
-    };
+    let cx = ON;
     a.fire(&hit(&switch_entry(&switch, 3, 7, 120)), &cx);
     b.fire(&hit(&switch_entry(&switch, 3, 7, 120)), &cx);
     assert_eq!(
@@ -1077,10 +1051,7 @@ fn enable_hist_fires_at_its_target() {
         &[("disable_hist:sched:sched_waking:1", "33")],
     );
     assert_eq!(t.read_text(), "disable_hist:sched:sched_waking:count=1\n");
-    let cx = Cx {
-        on: true,
-        enabled: true,
-    };
+    let cx = ON;
     let e = switch_entry(&def, 1, 7, 120);
     let a = t.fire(&hit(&e), &cx);
     assert!(matches!(
@@ -1120,10 +1091,7 @@ fn hist_percent_and_graph_values() {
         t.read_text(),
         "hist:keys=prev_pid:vals=hitcount,prev_prio.percent,next_pid.graph:sort=prev_pid:size=2048 [active]\n"
     );
-    let cx = Cx {
-        on: true,
-        enabled: true,
-    };
+    let cx = ON;
     t.fire(&hit(&switch_entry(&def, 1, 10, 100)), &cx);
     t.fire(&hit(&switch_entry(&def, 2, 40, 300)), &cx);
     let text = t.hist_text();
