@@ -65,6 +65,58 @@ pub fn recover_stale_mount(mountpoint: &Path) {
     }
 }
 
+/// The device number of the topmost FUSE mount at `mountpoint` (resolved)
+/// in `mountinfo` (the text of `/proc/self/mountinfo`). Read from there
+/// rather than by `stat`, which would be a request to this very daemon: a
+/// thread waiting on its own mount cannot be killed once the request is
+/// out, so a daemon killed at that moment could never exit.
+fn mount_dev(mountinfo: &str, mountpoint: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let want = mountpoint.as_os_str().as_bytes();
+    mountinfo
+        .lines()
+        .rev()
+        .filter(|l| {
+            l.split_once(" - ")
+                .and_then(|(_, rest)| rest.split(' ').next())
+                .is_some_and(|t| t == "fuse" || t.starts_with("fuse."))
+        })
+        .find_map(|l| {
+            let mut w = l.split(' ');
+            let dev = w.nth(2)?;
+            let point = w.nth(1)?;
+            (unescape_octal(point) == want).then_some(dev)
+        })
+        .and_then(|dev| {
+            let (maj, min) = dev.split_once(':')?;
+            Some(libc::makedev(maj.parse().ok()?, min.parse().ok()?))
+        })
+}
+
+/// A mountinfo path with its `\NNN` octal escapes (space, tab, newline,
+/// backslash) undone.
+fn unescape_octal(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let esc = b
+            .get(i + 1..i + 4)
+            .filter(|d| b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match esc {
+            Some(d) => {
+                out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8) + (c - b'0')));
+                i += 4;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
 /// Unmount `mountpoint` (lazily if busy): umount2(2) as root, `fusermount3
 /// -u` (then `-u -z`) otherwise. The reason when neither worked.
 pub fn unmount(mountpoint: &Path) -> Result<(), String> {
@@ -92,6 +144,9 @@ impl Session {
         if !meta.is_dir() {
             bail!("mountpoint {} is not a directory", mountpoint.display());
         }
+        // Resolved now: once mounted, resolving it would ask this daemon.
+        let resolved = std::fs::canonicalize(mountpoint)
+            .with_context(|| format!("mountpoint {}", mountpoint.display()))?;
         let dev = if mounts_as_root() {
             mount_as_root(&tree, mountpoint, opts)?
         } else {
@@ -107,15 +162,16 @@ impl Session {
         ));
         s.tree
             .set_kernel_cache(Arc::new(CacheQueue(s.wake_tx.clone())));
-        Ok(s)
-    }
-
-    /// Learn the mount's device number (call once the session serves requests).
-    pub(super) fn learn_dev_id(&self) {
-        use std::os::unix::fs::MetadataExt;
-        if let Ok(m) = std::fs::metadata(&self.mountpoint) {
-            self.dev_id.store(m.dev(), Ordering::Relaxed);
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        match mount_dev(&mounts, &resolved) {
+            Some(dev) => s.dev_id.store(dev, Ordering::Relaxed),
+            None => warn!(
+                mountpoint = %resolved.display(),
+                "the new mount is not in /proc/self/mountinfo; O_NONBLOCK set by fcntl after \
+                 open will not be seen on ioctls"
+            ),
         }
+        Ok(s)
     }
 
     /// The mountpoint.
@@ -178,4 +234,26 @@ fn mount_as_user(mountpoint: &Path, opts: &MountOptions) -> anyhow::Result<std::
         }
     }
     fusermount::mount(mountpoint, &options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mount_device_comes_from_the_topmost_fuse_line_with_escapes_undone() {
+        let info = "\
+22 1 0:21 / / rw - ext4 /dev/vda1 rw
+40 22 0:50 / /tmp/a\\040b rw,nosuid - fuse.monfs monfs rw
+41 22 0:51 / /tmp/c rw - tmpfs tmpfs rw
+42 40 0:52 / /tmp/a\\040b rw,nosuid - fuse monfs rw
+";
+        assert_eq!(
+            mount_dev(info, Path::new("/tmp/a b")),
+            Some(libc::makedev(0, 52))
+        );
+        assert_eq!(mount_dev(info, Path::new("/tmp/c")), None, "not FUSE");
+        assert_eq!(mount_dev(info, Path::new("/tmp/a")), None);
+        assert_eq!(unescape_octal("x\\134y\\12"), b"x\\y\\12");
+    }
 }

@@ -96,7 +96,6 @@ impl Session {
         for i in 0..threads.max(1) {
             self.spawn_server(false, format!("fuse-{i}"));
         }
-        self.learn_dev_id();
         {
             let s = Arc::clone(self);
             let _ = std::thread::Builder::new()
