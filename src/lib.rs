@@ -4,6 +4,7 @@
 //! knows nothing about FUSE; [`fuse`] is a thin adapter over it.
 
 pub mod budget;
+pub mod bytestr;
 pub mod capture;
 pub mod cli;
 pub mod clock;

@@ -414,6 +414,69 @@ print fmt: \"a=%u b=%s c=%llu\", REC->a, REC->b, REC->c\n",
 }
 
 #[test]
+fn names_and_strings_that_are_not_utf8_keep_their_bytes() {
+    use std::os::unix::ffi::OsStrExt;
+    if common::root_only() {
+        return;
+    }
+    let m = Mount::default_config();
+    let out = |cmd: &str| {
+        let o = m.sh(cmd);
+        assert!(o.status.success(), "{cmd}: {o:?}");
+        o.stdout
+    };
+    // 0xE9 alone is not UTF-8; the kernel takes it in a name like any byte.
+    out(r"printf 'u:ev\351 u32 a\377\n' >> tracing/dynamic_events");
+    // A name in valid UTF-8 (U+F7E9) is another event.
+    out(r"printf 'u:ev\357\237\251 u32 a\n' >> tracing/dynamic_events");
+    assert_eq!(
+        out("cat tracing/dynamic_events"),
+        b"u:ev\xe9 u32 a\xff\nu:ev\xef\x9f\xa9 u32 a\n"
+    );
+    let avail = out("cat tracing/available_events");
+    for name in [
+        &b"user_events:ev\xe9\n"[..],
+        b"user_events:ev\xef\x9f\xa9\n",
+    ] {
+        assert!(avail.windows(name.len()).any(|w| w == name), "{avail:?}");
+    }
+    // The directory by its bytes: readdir and lookup.
+    let dir = m.path("tracing/events/user_events");
+    let mut names: Vec<Vec<u8>> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().as_bytes().to_vec())
+        .filter(|n| n.starts_with(b"ev"))
+        .collect();
+    names.sort();
+    assert_eq!(names, [&b"ev\xe9"[..], b"ev\xef\x9f\xa9"]);
+    let ev = dir.join(std::ffi::OsStr::from_bytes(b"ev\xe9"));
+    let fmt = std::fs::read(ev.join("format")).unwrap();
+    assert!(fmt.starts_with(b"name: ev\xe9\nID: "), "{fmt:?}");
+    let needle = b"\tfield:u32 a\xff;";
+    assert!(fmt.windows(needle.len()).any(|w| w == needle), "{fmt:?}");
+    // set_event by those bytes enables that event and no other.
+    out(r"printf 'user_events:ev\351' >> tracing/set_event");
+    assert_eq!(std::fs::read(ev.join("enable")).unwrap(), b"1\n");
+    assert_eq!(out("cat tracing/set_event"), b"user_events:ev\xe9\n");
+    out("echo > tracing/set_event");
+    // A string that is not UTF-8 is traced as its bytes.
+    out(r"printf 'mark\377\n' > tracing/trace_marker");
+    let trace = out("cat tracing/trace");
+    assert!(
+        trace.ends_with(b"tracing_mark_write: mark\xff\n"),
+        "{:?}",
+        String::from_utf8_lossy(&trace)
+    );
+    // Deleted by its bytes.
+    out(r"printf -- '-:ev\351 u32 a\377' >> tracing/dynamic_events");
+    assert_eq!(
+        out("cat tracing/dynamic_events"),
+        b"u:ev\xef\x9f\xa9 u32 a\n"
+    );
+    assert!(!ev.exists());
+}
+
+#[test]
 fn example_producers_skip_writes_while_disabled() {
     let m = Mount::default_config();
     let tracing = m.path("tracing");

@@ -38,7 +38,7 @@ def name(r, base):
         base + "_x" * r.randint(1, 3), base.upper(), base + "-1", base + ".a",
         base + "\t", base + "*", base + "%", "a" * r.choice([1, 32, 63, 64, 200, 255, 256]),
         base + ":", base + ":BPF_ITER", base + ":multi", base + ":a,b", "9" + base,
-        base + "\xe9", base + "[1]", base + "$",
+        base + "\xe9", base + "[1]", base + "$", base + "\xa0x", base + "\xc3\xa0",
     ])
 
 
@@ -50,7 +50,7 @@ def arr(r):
 
 
 def field(r, i):
-    fname = r.choice(["a", "b", "msg", "count", "f%d" % i, "x" * 40, "_", "a1", "A"])
+    fname = r.choice(["a", "b", "msg", "count", "f%d" % i, "x" * 40, "_", "a1", "A", "a\xff"])
     k = r.random()
     if k < 0.5:
         t = r.choice(TYPES)

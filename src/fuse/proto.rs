@@ -149,12 +149,12 @@ impl<'a> Reader<'a> {
         self.pos = self.buf.len();
         s
     }
-    /// A NUL-terminated string.
-    pub fn cstr(&mut self) -> Option<&'a str> {
+    /// A NUL-terminated name, its bytes as [`crate::bytestr`] text.
+    pub fn cstr(&mut self) -> Option<std::borrow::Cow<'a, str>> {
         let rest = &self.buf[self.pos..];
         let end = rest.iter().position(|&b| b == 0)?;
         self.pos += end + 1;
-        std::str::from_utf8(&rest[..end]).ok()
+        Some(crate::bytestr::text(&rest[..end]))
     }
 }
 
@@ -280,6 +280,7 @@ pub fn push_dirent(
     typ: u32,
     name: &str,
 ) -> bool {
+    let name = crate::bytestr::bytes(name);
     let len = 24 + name.len();
     let padded = len.div_ceil(8) * 8;
     if buf.len() + padded > max {
@@ -287,7 +288,7 @@ pub fn push_dirent(
     }
     let mut w = Writer(std::mem::take(buf));
     w.u64(ino).u64(off).u32(name.len() as u32).u32(typ);
-    w.0.extend_from_slice(name.as_bytes());
+    w.0.extend_from_slice(&name);
     w.zeros(padded - len);
     *buf = w.0;
     true

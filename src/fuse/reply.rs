@@ -67,9 +67,10 @@ impl Session {
     /// FUSE_NOTIFY_INVAL_ENTRY: the kernel drops its cached entry `name` of
     /// directory `parent` (ENOENT if it had none: nothing to do).
     pub(super) fn inval_entry(&self, parent: u64, name: &str) {
+        let name = crate::bytestr::bytes(name);
         let mut w = proto::Writer::default();
         w.u64(parent).u32(name.len() as u32).u32(0);
-        w.0.extend_from_slice(name.as_bytes());
+        w.0.extend_from_slice(&name);
         w.0.push(0);
         self.notify(proto::notify::INVAL_ENTRY, &w.0);
     }

@@ -384,8 +384,8 @@ impl Session {
                 self.ok(u, &[]);
             }
             op::LOOKUP => {
-                let name = r.cstr().unwrap_or("");
-                match self.tree.lookup(self.real_ino(h.nodeid), name) {
+                let name = r.cstr().unwrap_or_default();
+                match self.tree.lookup(self.real_ino(h.nodeid), &name) {
                     Ok(n) if matches!(&n.kind, NodeKind::File(f) if f.private_inode()) => {
                         // A fresh inode for every lookup, never cached, so that
                         // every open has a page cache (a mapping) of its own.
@@ -405,15 +405,15 @@ impl Session {
             op::MKDIR => {
                 let _mode = r.u32();
                 let _umask = r.u32();
-                let name = r.cstr().unwrap_or("");
-                match self.tree.mkdir(self.real_ino(h.nodeid), name, &caller) {
+                let name = r.cstr().unwrap_or_default();
+                match self.tree.mkdir(self.real_ino(h.nodeid), &name, &caller) {
                     Ok(n) => self.ok(u, &proto::entry_out(&self.attr(&n), 0)),
                     Err(e) => self.err(u, e),
                 }
             }
             op::RMDIR => {
-                let name = r.cstr().unwrap_or("");
-                match self.tree.rmdir(self.real_ino(h.nodeid), name, &caller) {
+                let name = r.cstr().unwrap_or_default();
+                match self.tree.rmdir(self.real_ino(h.nodeid), &name, &caller) {
                     Ok(()) => self.ok(u, &[]),
                     Err(e) => self.err(u, e),
                 }

@@ -38,7 +38,7 @@ impl Ctl {
         self
     }
     pub(crate) fn rs(self, f: impl Fn() -> String + Send + Sync + 'static) -> Ctl {
-        self.r(move || f().into_bytes())
+        self.r(move || crate::bytestr::into_bytes(f()))
     }
     pub(crate) fn w(
         mut self,

@@ -530,8 +530,8 @@ pub(crate) fn install_array(x: &Arr, tree: &Tree) {
                 let Some(tok) = tok else {
                     return Ok(consumed as u32);
                 };
-                let tok = std::str::from_utf8(tok).map_err(|_| Errno::EINVAL)?;
-                let m = parse_match(tok).ok_or(Errno::EINVAL)?;
+                let tok = crate::bytestr::text(tok);
+                let m = parse_match(&tok).ok_or(Errno::EINVAL)?;
                 let hits: Vec<EventId> = tw
                     .events()
                     .into_iter()

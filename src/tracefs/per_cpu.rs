@@ -156,7 +156,9 @@ impl OpenFile for PipeOpen {
             return Ok(out);
         }
         let taken = match self.form {
-            Form::Text => Some(self.take_text(size.min(PIPE_CHUNK)).into_bytes()),
+            Form::Text => Some(crate::bytestr::into_bytes(
+                self.take_text(size.min(PIPE_CHUNK)),
+            )),
             Form::Raw => self.take_page(size),
         };
         let out = match taken {

@@ -77,6 +77,11 @@ pub const ROOT_ONLY: &[(&str, &str, &str)] = &[
     ),
     (
         "user_events",
+        "names_and_strings_that_are_not_utf8_keep_their_bytes",
+        "creates events through dynamic_events, which needs CAP_PERFMON (as in the kernel)",
+    ),
+    (
+        "user_events",
         "deleted_and_recreated_event_is_reachable_at_once",
         "creates events through dynamic_events, which needs CAP_PERFMON (as in the kernel)",
     ),

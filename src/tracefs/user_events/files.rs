@@ -211,8 +211,9 @@ impl FileNode for StatusNode {
 
 impl OpenFile for StatusFile {
     fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
-        self.text
-            .read(offset, size, || self.ue.status_text().into_bytes())
+        self.text.read(offset, size, || {
+            crate::bytestr::into_bytes(self.ue.status_text())
+        })
     }
     fn write(&self, _offset: u64, _data: &[u8], _caller: &Caller) -> SysResult<u32> {
         Err(Errno::EINVAL)
@@ -246,7 +247,7 @@ impl FileNode for DynNode {
             caller: *caller,
             text: flags
                 .readable()
-                .then(|| OpenText::new(self.0.dynamic_text().into_bytes()))
+                .then(|| OpenText::new(crate::bytestr::into_bytes(self.0.dynamic_text())))
                 .transpose()?,
             writable: flags.writable(),
         }))
@@ -255,7 +256,7 @@ impl FileNode for DynNode {
 
 impl OpenFile for DynFile {
     fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
-        let generate = || self.ue.dynamic_text().into_bytes();
+        let generate = || crate::bytestr::into_bytes(self.ue.dynamic_text());
         match &self.text {
             Some(t) => t.read(offset, size, generate),
             None => Ok(crate::vfs::slice_at(&generate(), offset, size)),
@@ -272,9 +273,7 @@ impl OpenFile for DynFile {
         if let Some(t) = &self.text {
             t.written();
         }
-        run_commands(data, |line, utf8| {
-            self.ue.dynamic_line(line, utf8, &self.caller)
-        })?;
+        run_commands(data, |line| self.ue.dynamic_line(line, &self.caller))?;
         Ok(data.len() as u32)
     }
     fn truncate(&self) -> SysResult<()> {

@@ -96,7 +96,7 @@ pub(super) const TYPE_PREFIXES: [&str; 6] = [
 
 /// C `isspace`: what `skip_spaces` and `argv_split` pass over.
 pub(super) fn is_c_space(c: char) -> bool {
-    matches!(c, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r')
+    matches!(c, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r') || c == crate::bytestr::BYTE_A0
 }
 
 /// `argv_split`: the words parted by runs of `isspace`.
@@ -278,10 +278,10 @@ pub fn parse_command(s: &str) -> SysResult<Command> {
 /// start, and is EINVAL when it already starts the copy (longer than 4094
 /// bytes before a newline; the last line may be 4095) or when a NUL cut
 /// it. Lines before the failing one have run. `run` gets each line as
-/// (lossy) text and whether it was UTF-8.
+/// [`crate::bytestr`] text.
 pub(super) fn run_commands(
     data: &[u8],
-    mut run: impl FnMut(&str, bool) -> SysResult<()>,
+    mut run: impl FnMut(&str) -> SysResult<()>,
 ) -> SysResult<()> {
     const WRITE_BUFSIZE: usize = 4096;
     let count = data.len();
@@ -308,10 +308,7 @@ pub(super) fn run_commands(
                 Some(i) => &line[..i],
                 None => line,
             };
-            run(
-                &String::from_utf8_lossy(line),
-                std::str::from_utf8(line).is_ok(),
-            )?;
+            run(&crate::bytestr::text(line))?;
             buf += used;
             if done >= count {
                 break;

@@ -32,14 +32,15 @@ pub(super) fn has_perfmon(pid: u32) -> bool {
             .is_some_and(|c| c & ((1 << 38) | (1 << 21)) != 0)
 }
 
-/// Read a NUL-terminated string of at most `MAX_EVENT_DESC - 1` bytes:
-/// EINVAL when longer or not UTF-8, EFAULT when unreadable.
+/// Read a NUL-terminated string of at most `MAX_EVENT_DESC - 1` bytes, any
+/// bytes, as [`crate::bytestr`] text: EINVAL when longer, EFAULT when
+/// unreadable.
 pub(super) fn read_desc(mem: &dyn CallerMemory, addr: u64) -> SysResult<String> {
-    String::from_utf8(read_desc_bytes(mem, addr)?).map_err(|_| Errno::EINVAL)
+    read_desc_bytes(mem, addr).map(|b| crate::bytestr::text(&b).into_owned())
 }
 
-/// [`read_desc`]'s bytes, whatever they are.
-pub(super) fn read_desc_bytes(mem: &dyn CallerMemory, addr: u64) -> SysResult<Vec<u8>> {
+/// [`read_desc`]'s bytes.
+fn read_desc_bytes(mem: &dyn CallerMemory, addr: u64) -> SysResult<Vec<u8>> {
     let mut out = Vec::new();
     let mut at = addr;
     while out.len() < MAX_EVENT_DESC {

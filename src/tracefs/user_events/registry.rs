@@ -325,15 +325,13 @@ impl UserEvents {
     /// text (see [`fields_match_argv`]) before its fields are parsed, else
     /// created. A single-format event of that name with other fields is
     /// EADDRINUSE. A multi-format id is used up before the fields are
-    /// parsed, as the kernel names the event first. `utf8` false: the
-    /// command was not UTF-8 (`raw` is its lossy text), and an event is not
-    /// made of it (EINVAL). Returns the index and whether the event is new.
+    /// parsed, as the kernel names the event first. Returns the index and
+    /// whether the event is new.
     pub(super) fn find_or_create(
         &self,
         st: &mut State,
         raw: &RawCommand<'_>,
         multi: bool,
-        utf8: bool,
     ) -> SysResult<(usize, bool)> {
         let argv = raw.args.map(reg_argv).unwrap_or_default();
         for (i, e) in st.events.iter().enumerate() {
@@ -355,9 +353,6 @@ impl UserEvents {
             Some(a) => parse_fields(a)?,
             None => Vec::new(),
         };
-        if !utf8 {
-            return Err(Errno::EINVAL);
-        }
         let cmd = Command {
             name: raw.name.to_string(),
             flags: None,
@@ -782,13 +777,7 @@ impl UserEvents {
         if !self.has_enabler(tgid, enable_addr, enable_bit).is_empty() {
             return Err(Errno::EADDRINUSE);
         }
-        // A command that is not UTF-8 is parsed as far as the kernel would
-        // (so that a multi-format id is used up, and a bad field is the
-        // kernel's error) and refused only when an event would be made of
-        // it: monfs's names are UTF-8.
-        let bytes = read_desc_bytes(mem, name_args)?;
-        let utf8 = std::str::from_utf8(&bytes).is_ok();
-        let desc = String::from_utf8_lossy(&bytes);
+        let desc = read_desc(mem, name_args)?;
         let raw = split_command(&desc);
         if raw.flags.is_some() {
             return Err(Errno::EINVAL);
@@ -805,7 +794,7 @@ impl UserEvents {
             warn!("user_events: {MAX_ENABLERS} enable bits registered; refusing more (ENOMEM)");
             return Err(Errno::ENOMEM);
         }
-        let (i, new) = self.find_or_create(&mut st, &raw, multi, utf8)?;
+        let (i, new) = self.find_or_create(&mut st, &raw, multi)?;
         // An event keeps the flags it was created with.
         if new && flags & REG_PERSIST != 0 {
             st.events[i].persistent = true;
@@ -1019,10 +1008,8 @@ impl UserEvents {
         s
     }
 
-    /// Run one `dynamic_events` line (`utf8` false: `line` is the lossy
-    /// text of a line that was not UTF-8; it runs as far as the kernel's
-    /// would, but makes no event).
-    pub(super) fn dynamic_line(&self, line: &str, utf8: bool, caller: &Caller) -> SysResult<()> {
+    /// Run one `dynamic_events` line ([`crate::bytestr`] text).
+    pub(super) fn dynamic_line(&self, line: &str, caller: &Caller) -> SysResult<()> {
         if line.chars().all(is_c_space) {
             return Ok(());
         }
@@ -1048,7 +1035,7 @@ impl UserEvents {
         let mut st = self.state.lock_ok();
         // An existing event is found and left as it is (an event
         // registered without PERSIST stays one that goes when unused).
-        let (i, new) = self.find_or_create(&mut st, &raw, false, utf8)?;
+        let (i, new) = self.find_or_create(&mut st, &raw, false)?;
         if new {
             st.events[i].persistent = true;
         }

@@ -167,7 +167,7 @@ fn textual_field_matching() {
 fn dynamic_write_lines() {
     let run = |data: &[u8]| {
         let mut seen = Vec::new();
-        let r = run_commands(data, |l, _| {
+        let r = run_commands(data, |l| {
             seen.push(l.to_string());
             Ok(())
         });
