@@ -122,7 +122,8 @@ fn differential_against_real_tracefs() {
 $IO set_event a "sched:sched_switch irq" "  " "" "sched_" "sched_*" "nosuch" "*" "!" "a:b:c" \
     "sched:sched_switch:mod:foo" "!sched:sched_switch" "sched:sched_switch\n" ":sched_process_exec" \
     "!*:sched_process_exec" "\tirq:softirq_entry\n" "sched:sched_switch\0irq" "!nosuch" "\n\n" \
-    "$(printf 'a%.0s' $(seq 128))"
+    "$(printf 'a%.0s' $(seq 128))" "$(printf '\240sched:sched_process_exec\240')" \
+    "$(printf 'sched:sched_switch\351')"
 grep -E '^(sched:sched_switch|sched:sched_process_exec|irq:irq_handler_entry|irq:softirq_entry)$' set_event | sort
 cat events/sched/sched_switch/enable events/sched/sched_process_exec/enable events/sched/enable events/irq/enable
 $IO set_event a "irq" "!irq:" "irq:*" "!irq:irq_handler_entry"

@@ -3,9 +3,9 @@
 
 use crate::errno::{Errno, SysResult};
 
-/// C `isspace`.
+/// The kernel's `isspace` (lib/ctype.c), which counts 0xA0 a space.
 pub fn is_space(c: u8) -> bool {
-    matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+    matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0xa0)
 }
 
 /// `kstrtoul_from_user(buf, count, 10, &val)`: the written bytes up to the
