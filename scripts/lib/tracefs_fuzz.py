@@ -25,7 +25,9 @@ FIELDS_NUM = ["prev_pid", "prev_prio", "prev_state", "next_pid", "next_prio",
               "common_pid", "common_type", "common_flags", "common_preempt_count",
               "CPU", "cpu", "common_cpu", "stacktrace", "STACKTRACE"]
 FIELDS_STR = ["prev_comm", "next_comm", "COMM", "comm"]
-FIELDS_BAD = ["nosuch", "prev", "pid", "_", "prev_pid.hex"]
+# A "\\xNN" in a generated text is one byte (texts are unescaped in fuzz()).
+# The kernel's isalnum() takes 0xC0..0xFF (lib/ctype.c), its isspace() 0xA0.
+FIELDS_BAD = ["nosuch", "prev", "pid", "_", "prev_pid.hex", "prev_pid\\xe9", "prev\\xd7pid"]
 OPS = ["==", "!=", "<", "<=", ">", ">=", "&", "~"]
 OPS_BAD = ["=", "=~", "<>", "!", "&&", "=="]
 
@@ -33,14 +35,15 @@ OPS_BAD = ["=", "=~", "<>", "!", "&&", "=="]
 def num(r):
     return r.choice([
         str(r.randint(0, 200)), str(-r.randint(1, 200)), hex(r.randint(0, 4096)),
-        "0" + oct(r.randint(0, 512))[2:], "08", "0x", "-", "+5", "1.5",
+        "0" + oct(r.randint(0, 512))[2:], "08", "0x", "-", "+5", "1.5", "1\\xe9", "0x\\xc0",
         str(2 ** r.choice([31, 32, 63, 64])), "9" * r.randint(19, 25), "0" * 24 + "1",
     ])
 
 
 def string(r):
     body = r.choice(["bash", "ba*", "*sh", "*a*", "", "b a", "x" * r.randint(1, 20), "\\t",
-                     "[ab]*", "?ash", "x" * r.choice([254, 255, 256, 257]), "b(a)", "a&&b"])
+                     "[ab]*", "?ash", "x" * r.choice([254, 255, 256, 257]), "b(a)", "a&&b",
+                     "b\\xe9sh", "\\xff*", "\\xc3\\xa9", "b\\xa0a"])
     q = r.choice(['"', "'", '"', ""])
     return f"{q}{body}{q}"
 
@@ -76,7 +79,7 @@ def expr(r, depth=0):
 
 def mutate(r, s):
     if r.random() < 0.1:
-        s = s.replace(" ", r.choice(["", "\t", "\n", "  "]))
+        s = s.replace(" ", r.choice(["", "\t", "\n", "  ", "\\xa0"]))
     toks = s.split(" ")
     k = r.random()
     if k < 0.4 or len(toks) < 2:
@@ -102,7 +105,7 @@ def kstr(r):
     """Almost-numbers, as kstrtoul and friends see them."""
     return r.choice(["0", "1", "2", "-1", "+1", " 1", "1 ", "1\n", "01", "0x1", "0x", "x",
                      "", "1x", "10", "100", "101", "4294967296", "18446744073709551616",
-                     str(r.randint(0, 300)), "\t1", "1\n\n", "0\x00", "1\x00x"])
+                     str(r.randint(0, 300)), "\t1", "1\n\n", "0\x00", "1\x00x", "1\\xa0", "\\xa01"])
 
 
 def opt_name(r, names):
@@ -349,7 +352,7 @@ class SetEvent:
                 w = f"{w}:{r.choice(self.words)}"
             return r.choice(["", "", "", "!"]) + w
         toks = [one() for _ in range(r.randint(1, 3))]
-        return r.choice([" ", "\n", "  ", "\t"]).join(toks) + r.choice(["", "\n", " ", "\n\n"])
+        return r.choice([" ", "\n", "  ", "\t", "\\xa0"]).join(toks) + r.choice(["", "\n", " ", "\n\n", "\\xa0"])
 
 
 def ifaces(real_root, monfs_root):

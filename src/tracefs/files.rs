@@ -315,13 +315,14 @@ fn write_event_filter(x: &Arr, e: &EventId, ev: &EventFile, data: &[u8]) -> SysR
     if data.len() >= 4096 {
         return Err(Errno::EINVAL);
     }
-    let text = filter::clean(data)?;
-    if text.trim() == "0" {
+    let raw = filter::clean(data);
+    if filter::is_clear(raw) {
         ev.filtered.store(false, Ordering::Relaxed);
         *ev.filter.write_ok() = FilterState::None;
         return Ok(data.len() as u32);
     }
-    match filter::parse(&text, &filter::event_lookup(&e.0.def)) {
+    let text = crate::bytestr::text(raw).into_owned();
+    match filter::parse(raw, &filter::event_lookup(&e.0.def)) {
         Ok(f) => {
             *ev.filter.write_ok() = FilterState::Active(text, f);
             ev.filtered.store(true, Ordering::Relaxed);
@@ -329,7 +330,7 @@ fn write_event_filter(x: &Arr, e: &EventId, ev: &EventFile, data: &[u8]) -> SysR
         }
         Err(err) => {
             ev.filtered.store(false, Ordering::Relaxed);
-            *ev.filter.write_ok() = FilterState::Error(filter::error_text(&text, &err));
+            *ev.filter.write_ok() = FilterState::Error(filter::error_text(raw, &err));
             x.error_log.log_filter(x.t.now_mono(), &text, &err);
             Err(err.errno)
         }
@@ -351,17 +352,18 @@ fn write_system_filter(x: &Arr, sys: &str, data: &[u8]) -> SysResult<u32> {
     if data.len() >= 4096 {
         return Err(Errno::EINVAL);
     }
-    let text = filter::clean(data)?;
+    let raw = filter::clean(data);
+    let text = crate::bytestr::text(raw);
     for e in x.events().iter().filter(|e| e.0.def.system == sys) {
         let ev = &*x.file(e);
-        if text.trim() == "0" {
+        if filter::is_clear(raw) {
             ev.filtered.store(false, Ordering::Relaxed);
             *ev.filter.write_ok() = FilterState::None;
             continue;
         }
-        match filter::parse(&text, &filter::event_lookup(&e.0.def)) {
+        match filter::parse(raw, &filter::event_lookup(&e.0.def)) {
             Ok(f) => {
-                *ev.filter.write_ok() = FilterState::Active(text.clone(), f);
+                *ev.filter.write_ok() = FilterState::Active(text.to_string(), f);
                 ev.filtered.store(true, Ordering::Relaxed);
             }
             Err(_) => {

@@ -10,9 +10,10 @@
 //! give EPERM/ENOENT/ESRCH, not EINVAL) and the caret column of the message
 //! that reading the filter shows afterwards.
 
-use crate::errno::{Errno, SysResult};
+use crate::errno::Errno;
 
 use super::event::Field;
+use super::parse::{is_alnum, is_space};
 
 /// A parse failure.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,10 +135,6 @@ pub struct Record<'a> {
     pub cpu: u32,
     /// The task name.
     pub comm: &'a str,
-}
-
-fn is_space(c: u8) -> bool {
-    matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
 }
 
 /// First pass: parentheses, quotes and whether there is any predicate.
@@ -335,7 +332,7 @@ impl Parser<'_> {
         let s = self.s;
         let fs = self.skip_ws(start);
         let mut fe = fs;
-        while fe < s.len() && (s[fe].is_ascii_alphanumeric() || s[fe] == b'_') {
+        while fe < s.len() && (is_alnum(s[fe]) || s[fe] == b'_') {
             fe += 1;
         }
         if fe == fs {
@@ -403,7 +400,7 @@ impl Parser<'_> {
                 // follows is the expression's (an operator, a ')', or
                 // "Too many terms").
                 let mut ve = v + usize::from(c == b'-');
-                while ve < s.len() && s[ve].is_ascii_alphanumeric() {
+                while ve < s.len() && is_alnum(s[ve]) {
                     ve += 1;
                 }
                 if ve - v > MAX_NUM_LEN {
@@ -560,10 +557,13 @@ impl Parser<'_> {
     }
 }
 
-/// Parse a filter (trailing whitespace already removed).
-pub fn parse(text: &str, lookup: &dyn Fn(&str) -> Option<Target>) -> Result<Filter, FilterError> {
+/// Parse a filter, its bytes (trailing whitespace already removed).
+pub fn parse(
+    text: &(impl AsRef<[u8]> + ?Sized),
+    lookup: &dyn Fn(&str) -> Option<Target>,
+) -> Result<Filter, FilterError> {
     Parser {
-        s: text.as_bytes(),
+        s: text.as_ref(),
         lookup,
     }
     .parse()
@@ -580,15 +580,17 @@ pub fn event_lookup(def: &super::event::EventDef) -> impl Fn(&str) -> Option<Tar
     }
 }
 
-/// What reading `filter` shows after a failed write.
-pub fn error_text(text: &str, err: &FilterError) -> String {
+/// What reading `filter` shows after a failed write of `text` (bytes).
+pub fn error_text(text: &(impl AsRef<[u8]> + ?Sized), err: &FilterError) -> String {
+    let raw = text.as_ref();
+    let text = crate::bytestr::text(raw);
     let s = match err.detail {
         Some((col, msg)) => format!("{text}\n{}^\nparse_error: {msg}\n\n", " ".repeat(col)),
         None => format!("{text}\nError: (0)\n\n"),
     };
     // The kernel prints into one page; when the error does not fit, only the
     // filter text is left.
-    if s.len() >= 4096 {
+    if s.len() - text.len() + raw.len() >= 4096 {
         format!("{text}\n")
     } else {
         s
@@ -766,14 +768,20 @@ impl Filter {
     }
 }
 
-/// The text a write leaves: trailing whitespace (and NUL) removed.
-pub fn clean(data: &[u8]) -> SysResult<String> {
+/// The bytes a write leaves: up to a NUL, trailing whitespace removed.
+pub fn clean(data: &[u8]) -> &[u8] {
     let end = data.iter().position(|&c| c == 0).unwrap_or(data.len());
-    let s = std::str::from_utf8(&data[..end]).map_err(|_| Errno::EINVAL)?;
-    Ok(
-        s.trim_end_matches(|c: char| c.is_ascii_whitespace() || c == '\x0b')
-            .to_string(),
-    )
+    let len = data[..end]
+        .iter()
+        .rposition(|&c| !is_space(c))
+        .map_or(0, |p| p + 1);
+    &data[..len]
+}
+
+/// Whether a cleaned write is `0` (clearing the filter), spaces around it
+/// allowed, as `strstrip()` leaves it.
+pub fn is_clear(text: &[u8]) -> bool {
+    text.iter().skip_while(|&&c| is_space(c)).eq(b"0")
 }
 
 #[cfg(test)]

@@ -8,6 +8,12 @@ pub fn is_space(c: u8) -> bool {
     matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0xa0)
 }
 
+/// The kernel's `isalnum` (lib/ctype.c): ASCII letters and digits, and the
+/// Latin-1 letters 0xC0..=0xFF but for 0xD7 and 0xF7.
+pub fn is_alnum(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || (c >= 0xc0 && c != 0xd7 && c != 0xf7)
+}
+
 /// `kstrtoul_from_user(buf, count, 10, &val)`: the written bytes up to the
 /// first NUL, an optional `+`, decimal digits and one optional trailing
 /// newline. Measured: `1`, `1\n`, `01`, `+1`, `1\0x` parse; ` 1`, `1 `,
