@@ -2392,7 +2392,7 @@ fn cmp_key(kind: CmpKind, a: &KeyPart, b: &KeyPart) -> std::cmp::Ordering {
 /// `%-Ns` of a string up to its NUL.
 fn pad_str(out: &mut String, b: &[u8], width: usize) {
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-    let t = String::from_utf8_lossy(&b[..end]);
+    let t = crate::bytestr::text(&b[..end]);
     let _ = write!(out, "{t:<width$}");
 }
 
@@ -2513,8 +2513,12 @@ pub(crate) fn split_filter(pf: &str) -> Result<(&str, Option<&str>), Errno> {
     Ok((pf, None))
 }
 
+/// `isspace()` on [`crate::bytestr`] text: 0xA0 too (lib/ctype.c).
 fn is_space(c: char) -> bool {
-    matches!(c, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r')
+    matches!(
+        c,
+        ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r' | crate::bytestr::BYTE_A0
+    )
 }
 
 /// One hit of the event, as the triggers see it.

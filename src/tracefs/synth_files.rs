@@ -36,11 +36,11 @@ pub(super) fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
 /// comment; the first failing line fails the write.
 pub(crate) fn run_lines(data: &[u8], mut f: impl FnMut(&str) -> SysResult<()>) -> SysResult<()> {
     let end = data.iter().position(|&c| c == 0).unwrap_or(data.len());
-    let text = String::from_utf8_lossy(&data[..end]);
-    for line in text.split('\n') {
-        if line.len() > LINE_MAX {
+    for raw in data[..end].split(|&c| c == b'\n') {
+        if raw.len() > LINE_MAX {
             return Err(Errno::EINVAL);
         }
+        let line = crate::bytestr::text(raw);
         let line = line.split('#').next().unwrap_or("");
         f(line)?;
     }

@@ -380,8 +380,12 @@ impl<E: TriggerEvent> Trigger<E> {
     }
 }
 
+/// `isspace()` on [`crate::bytestr`] text: 0xA0 too (lib/ctype.c).
 fn is_space(c: char) -> bool {
-    matches!(c, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r')
+    matches!(
+        c,
+        ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r' | crate::bytestr::BYTE_A0
+    )
 }
 
 /// Split at the first blank (`strsep(" \t")`).
@@ -488,7 +492,7 @@ impl<E: TriggerEvent> Triggers<E> {
             return Err(Errno::EINVAL);
         }
         let end = data.iter().position(|&c| c == 0).unwrap_or(data.len());
-        let text = String::from_utf8_lossy(&data[..end]);
+        let text = crate::bytestr::text(&data[..end]);
         self.command(text.trim_matches(is_space), def, host)?;
         Ok(data.len() as u32)
     }
@@ -529,7 +533,7 @@ impl<E: TriggerEvent> Triggers<E> {
         let Some(rest) = rest.filter(|_| word == "if") else {
             return Err(Errno::EINVAL);
         };
-        match filter::parse(rest, &filter::event_lookup(def)) {
+        match filter::parse(&*crate::bytestr::bytes(rest), &filter::event_lookup(def)) {
             Ok(flt) => Ok(Some((rest.to_string(), flt))),
             Err(e) => {
                 host.error_log().log_filter(host.now_ns(), rest, &e);
