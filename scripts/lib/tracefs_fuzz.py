@@ -150,9 +150,10 @@ def trigger(r):
     if count == "" and not cmd.startswith("enable_event:n"):
         count = ":0"
     filt = r.choice(["", "", " if prev_pid == 0", " if nosuch == 1", " if", " if prev_pid ==",
-                     "  if  prev_pid == 0  ", " if (prev_pid == 0"])
+                     "  if  prev_pid == 0  ", " if (prev_pid == 0", ' if prev_comm == "b\\xe9"',
+                     "\\xa0if prev_pid == 0", " if\\xa0prev_pid\\xa0==\\xa00"])
     bang = r.choice(["", "", "", "!"])
-    return r.choice(["", " "]) + bang + cmd + count + filt + r.choice(["", "\\n", " "])
+    return r.choice(["", " ", "\\xa0"]) + bang + cmd + count + filt + r.choice(["", "\\n", " ", "\\xa0"])
 
 
 # How a case opens the file: O_TRUNC as `echo >` does, O_APPEND as `>>`
