@@ -340,7 +340,7 @@ class SetEvent:
         event list's, which follows its link order (monfs lists them in
         available_events's order, as the kernel does)."""
         keep = {f"{s}:{e}" for s, e in self.common}
-        return b"".join(sorted(ln + b"\n" for ln in back.split(b"\n") if ln.decode() in keep))
+        return b"".join(sorted(ln + b"\n" for ln in back.split(b"\n") if ln.decode("latin-1") in keep))
 
     def gen(self, r):
         def one():
@@ -472,14 +472,14 @@ def fuzz(a):
                     # Removal takes the command without count or filter.
                     for path in (real, monfs):
                         with open(path, "rb") as f:
-                            lines = [ln for ln in f.read().decode().splitlines()
+                            lines = [ln for ln in f.read().decode("latin-1").splitlines()
                                      if ln and not ln.startswith("#")]
                         for ln in lines:
                             parts = ln.split(" if ")[0].split(":")
                             keep = 3 if parts[0].endswith("_event") else 1
                             fd = os.open(path, os.O_WRONLY | os.O_APPEND)
                             try:
-                                os.write(fd, ("!" + ":".join(parts[:keep])).encode())
+                                os.write(fd, ("!" + ":".join(parts[:keep])).encode("latin-1"))
                             except OSError:
                                 pass
                             os.close(fd)
