@@ -10,10 +10,11 @@ static TRACING: LazyLock<Arc<Tracing>> =
     LazyLock::new(|| Tracing::new(Arc::new(VirtualClock::new()), &TracingConfig::default()));
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    // Any bytes, as a write to `filter` gives them.
+    let text = filter::clean(data);
     let id = TRACING.event_id("usb", "usb_urb_complete").expect("built-in event");
     let lookup = filter::event_lookup(id.def());
-    match filter::parse(text.trim_end(), &lookup) {
+    match filter::parse(text, &lookup) {
         Ok(_) => {}
         Err(e) => {
             let _ = filter::error_text(text, &e);
