@@ -236,6 +236,10 @@ fn parse_inject(def: &super::EventDef, data: &[u8]) -> SysResult<Vec<(usize, Inj
     let s = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
     let s = s.trim_end_matches('\0');
     let b = s.as_bytes();
+    // A piece of the text by byte positions; 0xA0 is a space (as to the
+    // kernel's isspace) and can be the second byte of a character, so a
+    // piece that splits one is EINVAL.
+    let piece = |from: usize, to: usize| s.get(from..to).ok_or(Errno::EINVAL);
     let mut out = Vec::new();
     let mut i = 0;
     loop {
@@ -249,7 +253,7 @@ fn parse_inject(def: &super::EventDef, data: &[u8]) -> SysResult<Vec<(usize, Inj
         while i < b.len() && b[i] != b'=' && !is_space(b[i]) {
             i += 1;
         }
-        let name = &s[st..i];
+        let name = piece(st, i)?;
         if b.get(i) != Some(&b'=') {
             return Err(Errno::EINVAL);
         }
@@ -265,7 +269,7 @@ fn parse_inject(def: &super::EventDef, data: &[u8]) -> SysResult<Vec<(usize, Inj
             if !f.is_string() {
                 return Err(Errno::EINVAL);
             }
-            out.push((idx, InjectVal::Str(s[i + 1..close].to_string())));
+            out.push((idx, InjectVal::Str(piece(i + 1, close)?.to_string())));
             i = close + 1;
         } else {
             let vs = i;
@@ -275,7 +279,7 @@ fn parse_inject(def: &super::EventDef, data: &[u8]) -> SysResult<Vec<(usize, Inj
             if f.is_string() {
                 return Err(Errno::EINVAL);
             }
-            let tok = &s[vs..i];
+            let tok = piece(vs, i)?;
             let v = parse_num(tok).ok_or(Errno::EINVAL)?;
             out.push((idx, InjectVal::Num(v)));
         }

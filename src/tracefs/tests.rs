@@ -330,6 +330,17 @@ fn inject_and_pids() {
     assert_eq!(write(&tree, inj, false, "nosuch=1"), Err(Errno::EINVAL));
     assert_eq!(write(&tree, inj, false, "count=\"x\""), Err(Errno::EINVAL));
     assert_eq!(write(&tree, inj, false, "count"), Err(Errno::EINVAL));
+    // 0xA0 is a space to the kernel's isspace(), and the second byte of
+    // U+0620 (D8 A0): a name or value split there is EINVAL, never a panic
+    // (found by the control fuzzer).
+    assert_eq!(
+        write(&tree, inj, false, "count\u{620}=1"),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(
+        write(&tree, inj, false, "count=1\u{620}"),
+        Err(Errno::EINVAL)
+    );
     let o = open(&tree, inj, libc::O_RDONLY);
     assert_eq!(o.read(0, 10), Err(Errno::EINVAL));
     // set_event_pid
