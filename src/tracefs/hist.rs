@@ -39,6 +39,7 @@ use crate::errno::Errno;
 use crate::sync::LockExt;
 
 use super::event::{common_fields, EventDef, Field, FieldKind};
+use super::parse::is_space_char as is_space;
 use super::synth::{SynthDef, SynthVal};
 
 /// `TRACING_MAP_BITS_DEFAULT`: `size=2048`.
@@ -2511,14 +2512,6 @@ pub(crate) fn split_filter(pf: &str) -> Result<(&str, Option<&str>), Errno> {
         return Ok((param, Some(filter)));
     }
     Ok((pf, None))
-}
-
-/// `isspace()` on [`crate::bytestr`] text: 0xA0 too (lib/ctype.c).
-fn is_space(c: char) -> bool {
-    matches!(
-        c,
-        ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r' | crate::bytestr::BYTE_A0
-    )
 }
 
 /// One hit of the event, as the triggers see it.

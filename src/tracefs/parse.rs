@@ -8,6 +8,12 @@ pub fn is_space(c: u8) -> bool {
     matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0xa0)
 }
 
+/// [`is_space`] on [`crate::bytestr`] text, where 0xA0 is
+/// [`crate::bytestr::BYTE_A0`].
+pub fn is_space_char(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r') || c == crate::bytestr::BYTE_A0
+}
+
 /// The kernel's `isalnum` (lib/ctype.c): ASCII letters and digits, and the
 /// Latin-1 letters 0xC0..=0xFF but for 0xD7 and 0xF7.
 pub fn is_alnum(c: u8) -> bool {

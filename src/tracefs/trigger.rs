@@ -52,6 +52,7 @@ use super::event::EventDef;
 use super::filter::{self, Filter, FilterError};
 pub use super::hist::Hit;
 use super::hist::{self, Hist, HistAction, HistDef, HistEnv, NamedHists};
+use super::parse::is_space_char as is_space;
 use super::synth::{SynthDef, SynthVal};
 
 /// What `trigger` shows when the event has no trigger: the commands of a
@@ -378,14 +379,6 @@ impl<E: TriggerEvent> Trigger<E> {
         s.push('\n');
         s
     }
-}
-
-/// `isspace()` on [`crate::bytestr`] text: 0xA0 too (lib/ctype.c).
-fn is_space(c: char) -> bool {
-    matches!(
-        c,
-        ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r' | crate::bytestr::BYTE_A0
-    )
 }
 
 /// Split at the first blank (`strsep(" \t")`).

@@ -95,9 +95,7 @@ pub(super) const TYPE_PREFIXES: [&str; 6] = [
 ];
 
 /// C `isspace`: what `skip_spaces` and `argv_split` pass over.
-pub(super) fn is_c_space(c: char) -> bool {
-    matches!(c, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r') || c == crate::bytestr::BYTE_A0
-}
+pub(super) use crate::tracefs::parse::is_space_char as is_c_space;
 
 /// `argv_split`: the words parted by runs of `isspace`.
 pub(super) fn argv_split(s: &str) -> Vec<&str> {
