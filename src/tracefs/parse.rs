@@ -11,7 +11,7 @@ pub fn is_space(c: u8) -> bool {
 /// [`is_space`] on [`crate::bytestr`] text, where 0xA0 is
 /// [`crate::bytestr::BYTE_A0`].
 pub fn is_space_char(c: char) -> bool {
-    matches!(c, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r') || c == crate::bytestr::BYTE_A0
+    c == crate::bytestr::BYTE_A0 || (c.is_ascii() && is_space(c as u8))
 }
 
 /// The kernel's `isalnum` (lib/ctype.c): ASCII letters and digits, and the
