@@ -357,10 +357,11 @@ fn write_system_filter(x: &Arr, sys: &str, data: &[u8]) -> SysResult<u32> {
         return Err(Errno::EINVAL);
     }
     let raw = filter::clean(data);
+    let clear = filter::is_clear(raw);
     let text = crate::bytestr::text(raw);
     for e in x.events().iter().filter(|e| e.0.def.system == sys) {
         let ev = &*x.file(e);
-        if filter::is_clear(raw) {
+        if clear {
             ev.filtered.store(false, Ordering::Relaxed);
             *ev.filter.write_ok() = FilterState::None;
             continue;
