@@ -33,6 +33,8 @@ pub(crate) struct Bus {
     pub paused: bool,
     pub pause_start: u64,
     pub realtime: bool,
+    /// Steps run so far (what an unread bus's naps are sized by).
+    pub steps: u64,
 }
 
 impl Bus {
@@ -109,6 +111,7 @@ impl Bus {
             paused: false,
             pause_start: 0,
             realtime: false,
+            steps: 0,
         };
         if cfg.replay.is_some() {
             // A replayed bus: the capture is its only traffic (no root hub
@@ -174,6 +177,7 @@ impl Bus {
             }
             self.heap.pop();
             n += 1;
+            self.steps += 1;
             self.cur = t;
             let Some(mut task) = self.tasks[idx].take() else {
                 continue;

@@ -68,6 +68,29 @@ const MAX_SLEEP_NS: u64 = 5_000_000;
 /// in one batch. Anything that needs the bus current wakes it or catches
 /// it up first (see [`BusShared::current`]).
 const IDLE_NAP_NS: u64 = 2_000_000_000;
+/// Steps an unread bus may fall due while it naps, at the rate it ran at
+/// until then. Whoever needs the bus current runs them first, in a request
+/// (see [`BusShared::current`]) or on waking, so this bounds the delay that
+/// adds (about a millisecond) and the burst a reader that attaches gets
+/// after it: a bus with a flood device naps a few milliseconds, a bus of
+/// HID devices the full [`IDLE_NAP_NS`].
+const NAP_STEPS: u64 = 8192;
+/// Shortest nap of an unread bus.
+const MIN_NAP_NS: u64 = 1_000_000;
+
+/// How long an unread bus naps, having run `steps` steps in the last
+/// `span_ns` of simulation time, since its last nap of `last_ns`: long
+/// enough for [`NAP_STEPS`] steps at that rate, and at most twice the last
+/// nap. A bus starts from [`MIN_NAP_NS`] and lengthens its naps step by step,
+/// so that a device that starts flooding (once enumerated) finds it napping
+/// briefly.
+fn nap_ns(steps: u64, span_ns: u64, last_ns: u64) -> u64 {
+    let mut ns = last_ns as u128 * 2;
+    if steps > 0 {
+        ns = ns.min(span_ns as u128 * NAP_STEPS as u128 / steps as u128);
+    }
+    (ns.min(IDLE_NAP_NS as u128) as u64).max(MIN_NAP_NS)
+}
 
 struct BusShared {
     num: u16,
@@ -416,6 +439,9 @@ impl Drop for UsbSim {
 }
 
 fn bus_thread(b: &BusShared, clock: &dyn Clock, stop: &AtomicBool) {
+    // Steps and clock at the last decision to nap unread, and that nap.
+    let mut mark = (b.lock().steps, clock.sim_now());
+    let mut nap = MIN_NAP_NS;
     while !stop.load(Ordering::Relaxed) {
         let (wake, idle) = {
             let mut g = b.lock();
@@ -430,7 +456,11 @@ fn bus_thread(b: &BusShared, clock: &dyn Clock, stop: &AtomicBool) {
                     Some(t) if t <= local => continue,
                     // Nobody takes the events: nap, then run them in a
                     // batch (no wake-up per event, as for a reader).
-                    _ if !g.ctx.sink.wanted(b.num) => (now + IDLE_NAP_NS, true),
+                    _ if !g.ctx.sink.wanted(b.num) => {
+                        nap = nap_ns(g.steps - mark.0, now.saturating_sub(mark.1), nap);
+                        mark = (g.steps, now);
+                        (now + nap, true)
+                    }
                     Some(t) => ((t + g.ctx.offset).min(now + MAX_SLEEP_NS), false),
                     None => (now + IDLE_NAP_NS, true),
                 }

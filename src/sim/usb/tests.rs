@@ -1032,3 +1032,25 @@ fn device_from_kernel_descriptor_dump() {
         ],
     );
 }
+
+#[test]
+fn unread_buses_nap_for_a_bounded_number_of_steps() {
+    use super::{nap_ns, IDLE_NAP_NS, MIN_NAP_NS, NAP_STEPS};
+    // A new bus, or one that ran nothing, doubles its nap from the shortest.
+    assert_eq!(nap_ns(0, 0, MIN_NAP_NS), 2 * MIN_NAP_NS);
+    assert_eq!(nap_ns(0, 5_000_000, 64_000_000), 128_000_000);
+    assert_eq!(nap_ns(0, 0, IDLE_NAP_NS), IDLE_NAP_NS);
+    // A flood of 1M steps/s naps long enough for NAP_STEPS of them, so a
+    // request that brings it current runs no more than that.
+    assert_eq!(
+        nap_ns(1_000_000, 1_000_000_000, 8_000_000),
+        NAP_STEPS * 1000
+    );
+    // Never longer than twice the last nap, so a rate that rises during a
+    // nap is caught after a few short ones.
+    assert_eq!(nap_ns(10, 10_000_000, 4_000_000), 8_000_000);
+    // Slow buses (HID polls) reach the full nap; floods faster than
+    // NAP_STEPS per MIN_NAP_NS stay at the shortest.
+    assert_eq!(nap_ns(500, 1_000_000_000, IDLE_NAP_NS), IDLE_NAP_NS);
+    assert_eq!(nap_ns(100_000_000, 1_000_000_000, MIN_NAP_NS), MIN_NAP_NS);
+}
