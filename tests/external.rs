@@ -491,7 +491,9 @@ fn a_peer_answering_ep0_enumerates_with_its_own_bytes() {
         "11=42",
         "hi\n",
     ];
-    let m = Mount::with_config(&kbd_config("          ep0: peer\n", Some(&args)));
+    // Plugged once `cat` reads, so that 1u has the whole enumeration.
+    let extra = "          ep0: peer\n          plug_after_ms: 1500\n";
+    let m = Mount::with_config(&kbd_config(extra, Some(&args)));
     let (mut cat, cap) = cat_1u(&m);
     let want = expected(&[0x0b, 0x0c, 0x28]);
     let text = typed(&cap, &want, "the keystrokes in 1u");

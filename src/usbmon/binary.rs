@@ -147,6 +147,10 @@ impl PageSet {
         self.0[page / 64] |= 1 << (page % 64);
     }
 
+    fn contains(&self, page: usize) -> bool {
+        self.0[page / 64] & (1 << (page % 64)) != 0
+    }
+
     /// Empty the set, returning its runs of consecutive pages as
     /// `(first, end)` page ranges, lowest first.
     fn take_runs(&mut self) -> Vec<(usize, usize)> {
@@ -175,6 +179,29 @@ impl State {
             self.dirty.insert(at / CHUNK_SIZE);
             done += CHUNK_SIZE - at % CHUNK_SIZE;
         }
+    }
+
+    /// Whether any event at `offs` (header and captured bytes) lies on a page
+    /// the page cache does not have yet. A mapped reader reads only the
+    /// events MFETCH hands it, so while it works through a backlog written
+    /// earlier, nothing needs storing; the pages written meanwhile go to the
+    /// page cache together when it reaches them (one store for many MFETCH
+    /// calls instead of one each).
+    fn needs_store(&self, offs: &[u32]) -> bool {
+        let size = self.ring.size();
+        offs.iter().any(|&o| {
+            let o = o as usize;
+            let len = PKT_SIZE + self.ring.len_cap_at(o);
+            let mut done = 0;
+            while done < len {
+                let at = (o + done) % size;
+                if self.dirty.contains(at / CHUNK_SIZE) {
+                    return true;
+                }
+                done += CHUNK_SIZE - at % CHUNK_SIZE;
+            }
+            false
+        })
     }
 
     /// Take the dirty pages as page-cache updates.
@@ -440,7 +467,11 @@ impl BinReader {
             return Err(Errno::EAGAIN);
         }
         let offs = st.ring.offsets(nfetch as usize);
-        let cache_updates = st.take_dirty();
+        let cache_updates = if st.needs_store(&offs) {
+            st.take_dirty()
+        } else {
+            Vec::new()
+        };
         // The offset vector goes to the caller without the lock: the producer
         // must not wait for a process_vm_writev.
         drop(st);
@@ -770,6 +801,47 @@ mod tests {
         );
         assert!(s.take_runs().is_empty());
         assert_eq!(PageSet::new(70, true).take_runs(), vec![(0, 70)]);
+    }
+
+    #[test]
+    fn mfetch_stores_pages_only_when_it_hands_out_an_event_on_one() {
+        let mon = UsbMon::new(&[1]);
+        let r = Arc::new(BinReader::new().unwrap());
+        let _reg = mon.attach(1, r.clone()).unwrap();
+        // 64-byte header + 18 bytes, 128 bytes a slot: 32 events a page.
+        let put = |n: usize| {
+            for _ in 0..n {
+                mon.urb_event(ev(EventKind::Complete, XferType::Control, true, 18));
+            }
+        };
+        let mut vec = [0u32; 4];
+        let mut mfetch = |nfetch: u32, nflush: u32| {
+            let mut m = Vec::new();
+            m.extend_from_slice(&(vec.as_mut_ptr() as u64).to_ne_bytes());
+            m.extend_from_slice(&nfetch.to_ne_bytes());
+            m.extend_from_slice(&nflush.to_ne_bytes());
+            let rep = r.ioctl(&req(ioc::MFETCH, 0, &m)).unwrap();
+            let pages: Vec<(u64, usize)> = rep
+                .cache_updates
+                .iter()
+                .map(|(off, b)| (*off, b.len() / CHUNK_SIZE))
+                .collect();
+            (vec[0], pages)
+        };
+        put(1);
+        assert_eq!(mfetch(1, 0), (0, vec![(0, 1)]));
+        // Pages 0..3 fill; the next event is on page 0, written after the
+        // last store: every dirty page goes to the page cache at once.
+        put(127);
+        assert_eq!(mfetch(1, 1), (128, vec![(0, 4)]));
+        // A backlog already stored: nothing to store while the reader works
+        // through it, though the producer writes pages 4 and 5 meanwhile.
+        put(40);
+        for i in 2..128 {
+            assert_eq!(mfetch(1, 1), (i * 128, vec![]), "event {i}");
+        }
+        // The first event on page 4 takes what was written since.
+        assert_eq!(mfetch(1, 1), (128 * 128, vec![(CHUNK_SIZE as u64 * 4, 2)]));
     }
 
     #[test]
