@@ -10,6 +10,12 @@
  *   monbench ctrlc FILE N               N blocked readers killed by SIGINT:
  *                                       p50/p99/max ms from kill() to exit
  *   monbench pipe SECONDS               baseline: 80-byte lines through a pipe
+ *   monbench pingpong SECONDS CPU_A CPU_B
+ *                                       baseline: one byte back and forth
+ *                                       between two processes pinned to the
+ *                                       two CPUs (two context switches and a
+ *                                       wake-up each way, as a FUSE round
+ *                                       trip has): round trips/s
  *   monbench firstevent ENABLE PIPE N   N times: write 1 to ENABLE, time until
  *                                       PIPE (trace_pipe) gives a line; write 0
  *   monbench rawpages TRACING NCPUS SECONDS
@@ -26,6 +32,7 @@
 #include <poll.h>
 #include <stdint.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -300,6 +307,36 @@ int main(int argc, char **argv)
 		}
 		kill(pid, SIGKILL);
 		printf("%.0f reads/s\n", reads / (t - t0));
+	} else if (!strcmp(mode, "pingpong")) {
+		if (argc < 5)
+			return 2;
+		double secs = atof(argv[2]);
+		int a[2], b[2];
+		char x = 0;
+		cpu_set_t set;
+		if (pipe(a) < 0 || pipe(b) < 0)
+			return 1;
+		pid_t pid = fork();
+		if (pid == 0) {
+			CPU_ZERO(&set);
+			CPU_SET(atoi(argv[4]), &set);
+			sched_setaffinity(0, sizeof set, &set);
+			while (read(a[0], &x, 1) == 1 && write(b[1], &x, 1) == 1)
+				;
+			_exit(0);
+		}
+		CPU_ZERO(&set);
+		CPU_SET(atoi(argv[3]), &set);
+		sched_setaffinity(0, sizeof set, &set);
+		double t0 = now(), t;
+		long n = 0;
+		while ((t = now()) - t0 < secs) {
+			for (int i = 0; i < 64; i++, n++)
+				if (write(a[1], &x, 1) != 1 || read(b[0], &x, 1) != 1)
+					return 1;
+		}
+		kill(pid, SIGKILL);
+		printf("%.0f round trips/s\n", n / (t - t0));
 	} else {
 		fprintf(stderr, "unknown mode %s\n", mode);
 		return 2;
