@@ -170,14 +170,23 @@ impl PageSet {
     }
 }
 
+/// The pages of a ring of `size` bytes that `len` bytes from `off` lie on,
+/// wrapping at the end.
+fn ring_pages(off: usize, len: usize, size: usize) -> impl Iterator<Item = usize> {
+    let mut done = 0;
+    std::iter::from_fn(move || {
+        (done < len).then(|| {
+            let at = (off + done) % size;
+            done += CHUNK_SIZE - at % CHUNK_SIZE;
+            at / CHUNK_SIZE
+        })
+    })
+}
+
 impl State {
     fn mark_dirty(&mut self, off: usize, len: usize) {
-        let size = self.ring.size();
-        let mut done = 0;
-        while done < len {
-            let at = (off + done) % size;
-            self.dirty.insert(at / CHUNK_SIZE);
-            done += CHUNK_SIZE - at % CHUNK_SIZE;
+        for p in ring_pages(off, len, self.ring.size()) {
+            self.dirty.insert(p);
         }
     }
 
@@ -188,19 +197,9 @@ impl State {
     /// page cache together when it reaches them (one store for many MFETCH
     /// calls instead of one each).
     fn needs_store(&self, offs: &[u32]) -> bool {
-        let size = self.ring.size();
         offs.iter().any(|&o| {
-            let o = o as usize;
-            let len = PKT_SIZE + self.ring.len_cap_at(o);
-            let mut done = 0;
-            while done < len {
-                let at = (o + done) % size;
-                if self.dirty.contains(at / CHUNK_SIZE) {
-                    return true;
-                }
-                done += CHUNK_SIZE - at % CHUNK_SIZE;
-            }
-            false
+            let len = PKT_SIZE + self.ring.len_cap_at(o as usize);
+            ring_pages(o as usize, len, self.ring.size()).any(|p| self.dirty.contains(p))
         })
     }
 
