@@ -25,7 +25,7 @@
 //! itself (a daemon without root reaching a process of another user, a
 //! non-dumpable one, or any process it is not the ancestor of under Yama's
 //! `ptrace_scope` 1 or more: see [`ptrace_restriction`]), the answer is
-//! EPERM ([`denied`]). Writes to registered producers also run on
+//! EPERM (`denied`). Writes to registered producers also run on
 //! a small worker pool with a deadline ([`run_bounded`]); a worker that is
 //! still stuck then is abandoned and its address space marked stuck, so no
 //! request thread ever waits on a remote page without bound.

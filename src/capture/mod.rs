@@ -6,7 +6,7 @@
 //!   records, every length checked against the bytes present.
 //! * [`decode`]: packets back into [`UrbEvent`]s, accepted only if usbmon
 //!   could have written them.
-//! * [`write`]: events (or packets read from a device) into a file.
+//! * [`write`](mod@write): events (or packets read from a device) into a file.
 //!
 //! The headers themselves are usbmon's ABI and live with it
 //! ([`crate::usbmon::header`]). Playing a capture on a simulated bus is the

@@ -43,7 +43,7 @@ pub struct Session {
     /// Per-open inodes: alias nodeid -> (tree inode, lookup count).
     pub(super) aliases: Mutex<HashMap<u64, (u64, u64)>>,
     pub(super) next_alias: AtomicU64,
-    /// st_dev of the mount, for finding mappings in /proc/<pid>/maps.
+    /// st_dev of the mount, for finding mappings in `/proc/<pid>/maps`.
     pub(super) dev_id: AtomicU64,
     /// The serving threads, watched so that no caller keeps one.
     pub(super) watch: watchdog::Watchdog,

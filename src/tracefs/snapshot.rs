@@ -17,7 +17,7 @@
 //! `snapshot` shows the spare in `trace` format, or, while it is empty,
 //! `# tracer: nop` and the kernel's help with `* Snapshot is allocated *` or
 //! `* Snapshot is freed *`. `snapshot` triggers hold the buffer armed
-//! ([`TraceArray::arm_snapshot`]): adding one allocates it.
+//! (`TraceArray::arm_snapshot`): adding one allocates it.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! Simulated USB buses and devices.
 //!
-//! [`UsbSim`] builds one [`bus::Bus`] per configured bus. Each bus holds a
+//! [`UsbSim`] builds one `bus::Bus` per configured bus. Each bus holds a
 //! device tree (root hub, external hubs, class devices), a hub driver that
 //! enumerates devices the way Linux does, and class-driver streams (HID
 //! interrupt polling, bulk-only storage, isochronous audio/video, a bulk flood).
@@ -350,8 +350,8 @@ impl UsbSim {
         Ok(())
     }
 
-    /// Hot-plug a device on `bus` at `port_path` (e.g. [3] = root port 3,
-    /// [4,1] = port 1 of the hub on root port 4).
+    /// Hot-plug a device on `bus` at `port_path` (e.g. `[3]` = root port 3,
+    /// `[4,1]` = port 1 of the hub on root port 4).
     pub fn plug(&self, bus: u16, port_path: &[u8], dev: &DeviceConfig) -> Result<(), SimError> {
         let b = self.bus(bus)?;
         if b.replay_only {
