@@ -799,7 +799,15 @@ impl Ctx {
         let mut ev = self.event(t, EventKind::Complete, devnum, &urb);
         ev.status = status;
         ev.actual_length = actual;
-        ev.data = data;
+        // An ISO IN URB always has its transfer buffer, even when killed
+        // before anything arrived (usbmon's text then shows the first bytes
+        // of the whole buffer, not `Z`): here it holds zeros.
+        ev.data = match data {
+            None if urb.xfer == XferType::Iso && urb.dir_in && urb.npk > 0 => {
+                Some(Arc::from(vec![0u8; urb.len as usize]))
+            }
+            d => d,
+        };
         ev.iso = iso;
         ev.start_frame = start_frame;
         ev.error_count = error_count;

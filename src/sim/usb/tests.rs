@@ -1054,3 +1054,28 @@ fn unread_buses_nap_for_a_bounded_number_of_steps() {
     assert_eq!(nap_ns(500, 1_000_000_000, IDLE_NAP_NS), IDLE_NAP_NS);
     assert_eq!(nap_ns(100_000_000, 1_000_000_000, MIN_NAP_NS), MIN_NAP_NS);
 }
+
+#[test]
+fn killed_iso_in_urbs_show_their_buffer() {
+    let cfg = default_cfg();
+    let sink = Arc::new(Collect::default());
+    let sim = UsbSim::run_for_test(&cfg, 5, 2500, Arc::new(TestClock), sink.clone());
+    sink.take();
+    sim.unplug(2, &[1]).unwrap(); // the webcam
+    sim.run_until(3_500_000_000);
+    let l: Vec<String> = sink
+        .take()
+        .iter()
+        .filter(|e| e.bus == 2)
+        .map(body)
+        .collect();
+    let killed: Vec<&String> = l
+        .iter()
+        .filter(|x| x.starts_with("C Zi:2:002:1 -108:"))
+        .collect();
+    assert!(!killed.is_empty(), "{l:#?}");
+    // The whole buffer's length and its first 32 bytes, as the kernel's
+    // text prints an ISO completion, not `Z` (no buffer).
+    let zeros = " = 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000";
+    assert!(killed.iter().all(|x| x.ends_with(zeros)), "{killed:#?}");
+}
