@@ -396,3 +396,56 @@ fn tcpdump_falls_back_to_read_mode_linktype_189_without_mmap() {
     common::tcpdump(&m, "usbmon1", 3, &out);
     check_capture(&out, 189, 48);
 }
+
+/// `--cpus`: the threads that take requests from /dev/fuse (fuse-N and the
+/// service thread fuse-wake) stay on the CPUs named, the others do not,
+/// and tcpdump captures through the mount as usual. A list that names a CPU
+/// monfs may not run on is a usage error (exit 2) naming the option.
+#[test]
+fn cpus_keeps_the_request_threads_where_asked() {
+    let m = Mount::start(
+        Some(include_str!("../config/default.yaml")),
+        &["--cpus", "0"],
+    );
+    let pid = m.child.id();
+    let cpus_of = |dir: &std::path::Path| {
+        let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .map(|c| c.trim().to_string())
+            .unwrap_or_default()
+    };
+    let all = cpus_of(std::path::Path::new(&format!("/proc/{pid}")));
+    let mut pinned = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let t = t.unwrap().path();
+        let comm = std::fs::read_to_string(t.join("comm")).unwrap_or_default();
+        let comm = comm.trim().to_string();
+        if comm == "fuse-wake" || (comm.starts_with("fuse-") && comm[5..].parse::<u32>().is_ok()) {
+            assert_eq!(cpus_of(&t), "0", "{comm}");
+            pinned.push(comm);
+        } else if comm.starts_with("usb-bus") {
+            assert_eq!(cpus_of(&t), all, "{comm} is not a request thread");
+        }
+    }
+    pinned.sort();
+    assert_eq!(pinned, ["fuse-0", "fuse-1", "fuse-wake"]);
+    let out = m.dir.path().join("pinned.pcap");
+    common::tcpdump(&m, "usbmon1", 3, &out);
+    check_capture(&out, 220, 64);
+
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(common::monfs_bin())
+        .arg("mount")
+        .arg(dir.path())
+        .args(["--cpus", "100000"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--cpus") && err.contains("CPU 100000 is not one this process may run on"),
+        "{err}"
+    );
+}

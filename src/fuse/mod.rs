@@ -42,6 +42,8 @@ mod state;
 mod uring;
 mod uring_loop;
 
-pub use mount::{mounts_as_root, recover_stale_mount, unmount, MountOptions};
+pub use mount::{
+    mounts_as_root, parse_cpu_list, recover_stale_mount, unmount, CpuList, MountOptions,
+};
 pub use state::Session;
 pub use uring::kernel_enabled as io_uring_enabled;

@@ -62,6 +62,12 @@ impl RequestWait {
 }
 
 impl Session {
+    /// Keep the request threads and the service thread on `cpus` (see
+    /// [`MountOptions::cpus`](super::MountOptions::cpus)); before [`Session::run`].
+    pub fn set_cpus(&self, cpus: nix::sched::CpuSet) {
+        let _ = self.cpus.set(cpus);
+    }
+
     /// Serve requests on `threads` threads plus the service thread; returns when
     /// the filesystem is unmounted.
     pub fn run(self: &Arc<Self>, threads: usize) {
@@ -118,6 +124,11 @@ impl Session {
             *self.live.0.lock_ok() += 1;
         }
         let spawned = std::thread::Builder::new().name(name).spawn(move || {
+            if let Some(set) = s.cpus.get() {
+                if let Err(e) = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), set) {
+                    warn!("--cpus: cannot keep a FUSE thread on the CPUs asked for: {e}");
+                }
+            }
             let slot = s.watch.enter(service);
             if service {
                 s.service_loop(&slot);

@@ -59,6 +59,9 @@ pub struct Session {
     pub(super) uring: OnceLock<super::uring::Rings>,
     /// The session itself, for starting threads from a request.
     pub(super) me: OnceLock<Weak<Session>>,
+    /// The CPUs its /dev/fuse request threads and service thread run on
+    /// (`--cpus`); any CPU if unset.
+    pub(super) cpus: OnceLock<nix::sched::CpuSet>,
 }
 
 /// A CUSE character device served by a session.
@@ -126,6 +129,7 @@ impl Session {
             releasing: Default::default(),
             uring_wanted,
             uring: OnceLock::new(),
+            cpus: OnceLock::new(),
             me: OnceLock::new(),
         }
     }
