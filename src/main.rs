@@ -97,7 +97,7 @@ enum Cmd {
         /// does not allow it, monfs says so and uses /dev/fuse.
         #[arg(long)]
         io_uring: bool,
-        /// Keep the threads that take requests from /dev/fuse on these CPUs
+        /// Keep the threads that take requests from /dev/fuse (and /dev/cuse) on these CPUs
         /// (as `taskset -c` takes them: 0, 0,2, 0-3). A request from a
         /// program on one of them is then served on its own CPU, with no
         /// wake-up of another: on VMs where that wake-up is expensive this
@@ -453,7 +453,11 @@ fn mount(
         Ok(()) => publish_path(&fs, "monfs/socket", socket_file.path()),
         Err(e) => error!(socket = %socket_path.display(), "control socket unavailable: {e}"),
     }
-    let cuse_sessions = if cuse { start_cuse(&fs) } else { Vec::new() };
+    let cuse_sessions = if cuse {
+        start_cuse(&fs, opts.cpus.as_ref())
+    } else {
+        Vec::new()
+    };
     fs.start();
     if let (Some(f), Some(p)) = (log, log_path.as_deref()) {
         publish_path(&fs, "monfs/log", p);
@@ -516,7 +520,7 @@ fn mount(
 
 /// Create the CUSE character devices. usbmon0 gets a dynamic major, which the
 /// other usbmon devices then share with minor = bus number, as in the kernel.
-fn start_cuse(fs: &Monfs) -> Vec<Arc<Session>> {
+fn start_cuse(fs: &Monfs, cpus: Option<&monfs::fuse::CpuList>) -> Vec<Arc<Session>> {
     let mut sessions = Vec::new();
     let mut usbmon_major = 0;
     for (name, node, minor) in fs.char_devices() {
@@ -535,6 +539,9 @@ fn start_cuse(fs: &Monfs) -> Vec<Arc<Session>> {
                 return sessions;
             }
         };
+        if let Some(cpus) = cpus {
+            s.set_cpus(cpus.set());
+        }
         let runner = Arc::clone(&s);
         std::thread::Builder::new()
             .name(format!("cuse-{name}"))
