@@ -97,10 +97,10 @@ enum Cmd {
         /// does not allow it, monfs says so and uses /dev/fuse.
         #[arg(long)]
         io_uring: bool,
-        /// Keep the threads that take requests from /dev/fuse (and /dev/cuse) on these CPUs
-        /// (as `taskset -c` takes them: 0, 0,2, 0-3). A request from a
-        /// program on one of them is then served on its own CPU, with no
-        /// wake-up of another: on VMs where that wake-up is expensive this
+        /// Keep the threads that take requests from /dev/fuse (and /dev/cuse)
+        /// on these CPUs (as `taskset -c` takes them: 0, 0,2, 0-3). A request
+        /// from a program on one of them is then served on its own CPU, with
+        /// no wake-up of another: on VMs where that wake-up is expensive this
         /// makes each request several times cheaper. Run the busy client
         /// there too, e.g. `taskset -c 0 tcpdump ...` with --cpus 0. Not
         /// needed with --io-uring, which serves each CPU on that CPU.
