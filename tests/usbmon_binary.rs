@@ -417,20 +417,43 @@ fn cpus_keeps_the_request_threads_where_asked() {
             .unwrap_or_default()
     };
     let all = cpus_of(std::path::Path::new(&format!("/proc/{pid}")));
-    let mut pinned = Vec::new();
-    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
-        let t = t.unwrap().path();
-        let comm = std::fs::read_to_string(t.join("comm")).unwrap_or_default();
-        let comm = comm.trim().to_string();
-        if comm == "fuse-wake" || (comm.starts_with("fuse-") && comm[5..].parse::<u32>().is_ok()) {
-            assert_eq!(cpus_of(&t), "0", "{comm}");
-            pinned.push(comm);
-        } else if comm.starts_with("usb-bus") {
-            assert_eq!(cpus_of(&t), all, "{comm} is not a request thread");
+    // (comm, CPUs) of the request threads and the bus thread. A thread names
+    // itself and then sets its CPUs as it starts, so on a loaded machine the
+    // last ones may not have yet: wait for all three (up to the hang bound).
+    let threads = || {
+        let mut v: Vec<(String, String)> = Vec::new();
+        for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+            let t = t.unwrap().path();
+            let comm = std::fs::read_to_string(t.join("comm")).unwrap_or_default();
+            v.push((comm.trim().to_string(), cpus_of(&t)));
         }
-    }
-    pinned.sort();
+        v.sort();
+        v
+    };
+    let is_request =
+        |c: &str| c == "fuse-wake" || (c.starts_with("fuse-") && c[5..].parse::<u32>().is_ok());
+    let deadline = std::time::Instant::now() + common::HANG;
+    let seen = loop {
+        let v = threads();
+        let pinned: Vec<&(String, String)> = v.iter().filter(|(c, _)| is_request(c)).collect();
+        if pinned.len() == 3 && pinned.iter().all(|(_, cpus)| cpus == "0") {
+            break v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "request threads: {v:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let pinned: Vec<&str> = seen
+        .iter()
+        .filter(|(c, _)| is_request(c))
+        .map(|(c, _)| c.as_str())
+        .collect();
     assert_eq!(pinned, ["fuse-0", "fuse-1", "fuse-wake"]);
+    for (comm, cpus) in seen.iter().filter(|(c, _)| c.starts_with("usb-bus")) {
+        assert_eq!(cpus, &all, "{comm} is not a request thread");
+    }
     let out = m.dir.path().join("pinned.pcap");
     common::tcpdump(&m, "usbmon1", 3, &out);
     check_capture(&out, 220, 64);
