@@ -722,10 +722,7 @@ fn proto_errors_and_hid_stall() {
 
 #[test]
 fn unplug_fails_urbs_and_removes_device() {
-    let cfg = default_cfg();
-    let sink = Arc::new(Collect::default());
-    let sim = UsbSim::run_for_test(&cfg, 5, 2500, Arc::new(TestClock), sink.clone());
-    sink.take();
+    let (sim, _, sink) = run(&default_cfg(), 5, 2500);
     assert!(sim.devices_text().contains("QEMU USB Keyboard"));
     sim.unplug(1, &[1]).unwrap();
     sim.unplug(1, &[4]).unwrap(); // the hub with the audio device
@@ -1057,10 +1054,7 @@ fn unread_buses_nap_for_a_bounded_number_of_steps() {
 
 #[test]
 fn killed_iso_in_urbs_show_their_buffer() {
-    let cfg = default_cfg();
-    let sink = Arc::new(Collect::default());
-    let sim = UsbSim::run_for_test(&cfg, 5, 2500, Arc::new(TestClock), sink.clone());
-    sink.take();
+    let (sim, _, sink) = run(&default_cfg(), 5, 2500);
     sim.unplug(2, &[1]).unwrap(); // the webcam
     sim.run_until(3_500_000_000);
     let l: Vec<String> = sink
