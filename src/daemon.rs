@@ -30,6 +30,8 @@ pub struct Monfs {
     pub zvm: Arc<crate::sim::zvm::Monitor>,
     /// Live control of the simulators (`monfs/ctl`, `monfs ctl`).
     pub control: Arc<crate::control::Control>,
+    /// What the frontends served, by request type (`monfs/requests`).
+    pub requests: Arc<crate::reqstats::RequestStats>,
 }
 
 impl Monfs {
@@ -93,6 +95,14 @@ impl Monfs {
             NodeKind::File(Arc::new(crate::nullfile::NullNode)),
             0o600,
         );
+        let requests = Arc::new(crate::reqstats::RequestStats::default());
+        tree.add(
+            "monfs/requests",
+            NodeKind::File(Arc::new(crate::reqstats::RequestStatsNode(
+                requests.clone(),
+            ))),
+            0o644,
+        );
         crate::tracefs::add_files(&tracing, &tree);
         // Napping buses are caught up before, and woken after, requests.
         tree.add_request_hooks(usb.clone());
@@ -127,6 +137,7 @@ impl Monfs {
             monreader,
             zvm,
             control,
+            requests,
         }
     }
 

@@ -17,6 +17,7 @@ pub mod monreader;
 pub mod nullfile;
 pub mod proc_events;
 pub mod procmem;
+pub mod reqstats;
 pub mod sim;
 pub mod sync;
 pub mod tracefs;

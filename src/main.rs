@@ -504,6 +504,7 @@ fn mount(
     if let Some(cpus) = &opts.cpus {
         s.set_cpus(cpus.set());
     }
+    s.set_request_stats(fs.requests.clone());
     s.run(opts.threads);
     socket_file.remove();
     for c in &cuse_sessions {
@@ -542,6 +543,7 @@ fn start_cuse(fs: &Monfs, cpus: Option<&monfs::fuse::CpuList>) -> Vec<Arc<Sessio
         if let Some(cpus) = cpus {
             s.set_cpus(cpus.set());
         }
+        s.set_request_stats(fs.requests.clone());
         let runner = Arc::clone(&s);
         std::thread::Builder::new()
             .name(format!("cuse-{name}"))

@@ -389,6 +389,48 @@ fn tcpdump_captures_in_mmap_mode_linktype_220() {
     }
 }
 
+/// `monfs/requests` counts what a real client asked for, by request type and
+/// ioctl command, with times in order; `> monfs/requests` starts it again.
+#[test]
+fn requests_table_counts_what_tcpdump_asked_for() {
+    let m = Mount::default_config();
+    let table = || std::fs::read_to_string(m.path("monfs/requests")).unwrap();
+    // (count, waited, p50, max) of one type.
+    let row = |t: &str, ty: &str| -> Option<(u64, u64, f64, f64)> {
+        let l = t
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(ty))?;
+        let f: Vec<&str> = l.split_whitespace().collect();
+        Some((
+            f[1].parse().ok()?,
+            f[2].parse().ok()?,
+            f[4].parse().ok()?,
+            f[7].parse().ok()?,
+        ))
+    };
+    let out = m.dir.path().join("req.pcap");
+    common::tcpdump(&m, "usbmon1", 2, &out);
+    let t = table();
+    assert!(t.starts_with("# Requests served"), "{t}");
+    // struct mon_bin_mfetch: a pointer and two u32.
+    let mfetch = format!("IOCTL:_IOWR(0x92,7,{})", std::mem::size_of::<usize>() + 8);
+    let (n, waited, p50, max) = row(&t, &mfetch).unwrap_or_else(|| panic!("{mfetch}:\n{t}"));
+    assert!(n >= 1 && waited <= n && p50 <= max, "{t}");
+    // libpcap flushes what each MFETCH returned, and reads the stats at exit.
+    let (flush, ..) = row(&t, "IOCTL:_IO(0x92,8)").unwrap_or_else(|| panic!("MFLUSH:\n{t}"));
+    assert!(flush >= 1, "{t}");
+    assert!(
+        row(&t, "IOCTL:_IOR(0x92,3,8)").is_some(),
+        "MON_IOCG_STATS:\n{t}"
+    );
+    assert!(row(&t, "OPEN").is_some_and(|r| r.0 >= 1), "{t}");
+    // Starting again: the open that truncates is the first thing counted.
+    std::fs::write(m.path("monfs/requests"), "").unwrap();
+    let t = table();
+    assert!(row(&t, &mfetch).is_none(), "{t}");
+    assert!(row(&t, "OPEN").is_some(), "{t}");
+}
+
 #[test]
 fn tcpdump_falls_back_to_read_mode_linktype_189_without_mmap() {
     let m = Mount::start(Some(include_str!("../config/default.yaml")), &["--no-mmap"]);

@@ -47,6 +47,87 @@ pub mod op {
     pub const CUSE_INIT: u32 = 4096;
 }
 
+/// The request type `monfs/requests` counts a request under: its opcode,
+/// and for an ioctl also its command.
+pub fn request_key(opcode: u32, body: &[u8]) -> u64 {
+    if opcode != op::IOCTL {
+        return opcode as u64;
+    }
+    // struct fuse_ioctl_in: fh (8), flags (4), cmd (4), ...
+    let cmd = body
+        .get(12..16)
+        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    (1 << 32) | cmd as u64
+}
+
+/// The name of a [`request_key`]: the opcode's name as in the kernel's
+/// `enum fuse_opcode`, an ioctl by its command's `_IOC` parts
+/// (`IOCTL:_IOWR(0x92,7,16)`: direction, type, number, size).
+pub fn request_label(key: u64) -> String {
+    if key >> 32 == 1 {
+        let cmd = key as u32;
+        let (ty, nr, size) = ((cmd >> 8) & 0xff, cmd & 0xff, (cmd >> 16) & 0x3fff);
+        return match cmd >> 30 {
+            0 => format!("IOCTL:_IO({ty:#x},{nr})"),
+            1 => format!("IOCTL:_IOW({ty:#x},{nr},{size})"),
+            2 => format!("IOCTL:_IOR({ty:#x},{nr},{size})"),
+            _ => format!("IOCTL:_IOWR({ty:#x},{nr},{size})"),
+        };
+    }
+    let name = match key {
+        1 => "LOOKUP",
+        2 => "FORGET",
+        3 => "GETATTR",
+        4 => "SETATTR",
+        5 => "READLINK",
+        6 => "SYMLINK",
+        8 => "MKNOD",
+        9 => "MKDIR",
+        10 => "UNLINK",
+        11 => "RMDIR",
+        12 => "RENAME",
+        13 => "LINK",
+        14 => "OPEN",
+        15 => "READ",
+        16 => "WRITE",
+        17 => "STATFS",
+        18 => "RELEASE",
+        20 => "FSYNC",
+        21 => "SETXATTR",
+        22 => "GETXATTR",
+        23 => "LISTXATTR",
+        24 => "REMOVEXATTR",
+        25 => "FLUSH",
+        26 => "INIT",
+        27 => "OPENDIR",
+        28 => "READDIR",
+        29 => "RELEASEDIR",
+        30 => "FSYNCDIR",
+        31 => "GETLK",
+        32 => "SETLK",
+        33 => "SETLKW",
+        34 => "ACCESS",
+        35 => "CREATE",
+        36 => "INTERRUPT",
+        37 => "BMAP",
+        38 => "DESTROY",
+        40 => "POLL",
+        41 => "NOTIFY_REPLY",
+        42 => "BATCH_FORGET",
+        43 => "FALLOCATE",
+        44 => "READDIRPLUS",
+        45 => "RENAME2",
+        46 => "LSEEK",
+        47 => "COPY_FILE_RANGE",
+        50 => "SYNCFS",
+        51 => "TMPFILE",
+        52 => "STATX",
+        4096 => "CUSE_INIT",
+        n => return format!("OPCODE_{n}"),
+    };
+    name.to_string()
+}
+
 /// INIT flags.
 #[allow(missing_docs)]
 pub mod init {
@@ -297,6 +378,26 @@ pub fn push_dirent(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_types_name_opcodes_and_ioctl_commands() {
+        let mut ioctl_in = vec![0u8; 32];
+        // MON_IOCX_MFETCH on a 64-bit caller, then MON_IOCH_MFLUSH.
+        ioctl_in[12..16].copy_from_slice(&0xc010_9207u32.to_le_bytes());
+        let k = request_key(op::IOCTL, &ioctl_in);
+        assert_eq!(request_label(k), "IOCTL:_IOWR(0x92,7,16)");
+        ioctl_in[12..16].copy_from_slice(&0x0000_9208u32.to_le_bytes());
+        let k2 = request_key(op::IOCTL, &ioctl_in);
+        assert_ne!(k, k2);
+        assert_eq!(request_label(k2), "IOCTL:_IO(0x92,8)");
+        assert_eq!(
+            request_label(request_key(op::IOCTL, &[0; 4])),
+            "IOCTL:_IO(0x0,0)"
+        );
+        assert_eq!(request_label(request_key(op::READ, &ioctl_in)), "READ");
+        assert_eq!(request_label(request_key(4096, &[])), "CUSE_INIT");
+        assert_eq!(request_label(request_key(999, &[])), "OPCODE_999");
+    }
 
     #[test]
     fn struct_sizes() {

@@ -16,6 +16,7 @@ impl Session {
     /// Write a reply (`error` 0 with `parts` as body, or a negative errno).
     pub(super) fn send(&self, unique: u64, error: i32, parts: &[&[u8]]) {
         if unique != 0 {
+            self.answering(unique);
             if let Some(r) = self.uring.get() {
                 if r.reply(unique, error, parts) {
                     return;

@@ -2,6 +2,7 @@
 //! each opcode to the tree, and the watchdog's view of the serving
 //! threads.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -26,6 +27,16 @@ use super::watchdog;
 const BUF_LEN: usize = MAX_WRITE as usize + 4096;
 /// How long the kernel may cache entries and attributes, seconds.
 const ENTRY_VALID_SECS: u64 = 1;
+
+thread_local! {
+    /// The request this thread serves and has not answered yet: its unique,
+    /// when it was taken (monotonic ns) and its `monfs/requests` slot.
+    static SERVING: Cell<Option<(u64, u64, usize)>> = const { Cell::new(None) };
+}
+
+fn now_ns() -> u64 {
+    crate::clock::clock_ns(libc::CLOCK_MONOTONIC)
+}
 
 /// A request thread's wait for the device to have a request: its own epoll
 /// instance with the device registered exclusively, so that a request wakes
@@ -66,6 +77,12 @@ impl Session {
     /// [`MountOptions::cpus`](super::MountOptions::cpus)); before [`Session::run`].
     pub fn set_cpus(&self, cpus: nix::sched::CpuSet) {
         let _ = self.cpus.set(cpus);
+    }
+
+    /// Record the requests served in `stats` (shown by `monfs/requests`);
+    /// before [`Session::run`].
+    pub fn set_request_stats(&self, stats: Arc<crate::reqstats::RequestStats>) {
+        let _ = self.requests.set(stats);
     }
 
     /// Serve requests on `threads` threads plus the service thread; returns when
@@ -298,6 +315,12 @@ impl Session {
     /// RELEASE counted by [`Session::count_release`]): after the RELEASEs
     /// taken before it, watched by `slot`, a panic answered EIO.
     pub(super) fn serve(&self, h: &InHeader, body: &[u8], slot: &watchdog::Slot, release: bool) {
+        let stats = self.requests.get();
+        if let Some(stats) = stats {
+            let key = proto::request_key(h.opcode, body);
+            let kind = stats.slot(key, || proto::request_label(key));
+            SERVING.set(Some((h.unique, now_ns(), kind)));
+        }
         if !release {
             self.wait_releases();
         }
@@ -321,6 +344,24 @@ impl Session {
             // answer (ENOENT: no such request) and nothing happens.
             if !matches!(h.opcode, op::FORGET | op::BATCH_FORGET) {
                 self.err(h.unique, Errno::EIO);
+            }
+        }
+        // Not answered while served: parked to wait, or takes no answer.
+        if let (Some((_, t0, kind)), Some(stats)) = (SERVING.take(), stats) {
+            stats.record(kind, now_ns().saturating_sub(t0), false);
+        }
+    }
+
+    /// Count the answer to `unique` in `monfs/requests` if it is the
+    /// request this thread serves (an answer to a parked request, sent
+    /// later, is not).
+    pub(super) fn answering(&self, unique: u64) {
+        if let Some((u, t0, kind)) = SERVING.get() {
+            if u == unique {
+                SERVING.set(None);
+                if let Some(stats) = self.requests.get() {
+                    stats.record(kind, now_ns().saturating_sub(t0), true);
+                }
             }
         }
     }

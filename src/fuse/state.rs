@@ -62,6 +62,8 @@ pub struct Session {
     /// The CPUs its /dev/fuse request threads and service thread run on
     /// (`--cpus`); any CPU if unset.
     pub(super) cpus: OnceLock<nix::sched::CpuSet>,
+    /// Where it records the requests it serves (`monfs/requests`), if set.
+    pub(super) requests: OnceLock<Arc<crate::reqstats::RequestStats>>,
 }
 
 /// A CUSE character device served by a session.
@@ -130,6 +132,7 @@ impl Session {
             uring_wanted,
             uring: OnceLock::new(),
             cpus: OnceLock::new(),
+            requests: OnceLock::new(),
             me: OnceLock::new(),
         }
     }
