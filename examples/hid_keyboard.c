@@ -7,6 +7,11 @@
  *   cc -O2 -o hid_keyboard examples/hid_keyboard.c
  *   command: [./hid_keyboard, "typed by c\n"]
  *
+ * Or started on its own, serving the one connection monfs makes to a Unix
+ * socket (`socket: /tmp/kbd.sock` in the device's entry, no `command:`):
+ *
+ *   ./hid_keyboard --socket /tmp/kbd.sock "typed by c\n"
+ *
  * The protocol is in docs/external-devices.md ("Simulate your own device
  * in five minutes"): monfs writes `hello`, `submit` and `unlink` lines, the device
  * answers `complete ID STATUS ACTUAL [HEXDATA]` lines.
@@ -15,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,8 +70,43 @@ static void answer(unsigned long long id, int status, unsigned len,
 	fflush(stdout);
 }
 
+/* Listen on the Unix socket `path`, take the one connection monfs makes and
+ * make it standard input and output. */
+static int serve_socket(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int l, c;
+
+	if (strlen(path) >= sizeof(a.sun_path)) {
+		fprintf(stderr, "hid_keyboard: socket path too long: %s\n", path);
+		return -1;
+	}
+	strcpy(a.sun_path, path);
+	l = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    listen(l, 1) < 0) {
+		perror(path);
+		return -1;
+	}
+	fprintf(stderr, "hid_keyboard: listening on %s\n", path);
+	c = accept(l, NULL, NULL);
+	close(l);
+	if (c < 0 || dup2(c, 0) < 0 || dup2(c, 1) < 0) {
+		perror("hid_keyboard: accept");
+		return -1;
+	}
+	close(c);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 2 && strcmp(argv[1], "--socket") == 0) {
+		if (serve_socket(argv[2]) < 0)
+			return 1;
+		argc -= 2;
+		argv += 2;
+	}
 	const char *text = argc > 1 ? argv[1] : "typed by c\n";
 	size_t ntext = strlen(text), next = 0; /* next report: 2*char + up */
 	unsigned long long pending[16];

@@ -565,13 +565,37 @@ fn a_peer_that_ignores_get_descriptor_is_unlinked_and_the_hub_gives_up() {
 
 #[test]
 fn a_peer_on_a_unix_socket_types_and_its_disconnect_unplugs() {
-    let py = root("examples/hid_keyboard.py");
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("kbd.sock");
-    let mut peer = Command::new("python3")
-        .args([&py, "--socket", sock.to_str().unwrap(), "hi\n"])
+    let peer = Command::new("python3")
+        .args([
+            &root("examples/hid_keyboard.py"),
+            "--socket",
+            sock.to_str().unwrap(),
+            "hi\n",
+        ])
         .spawn()
         .unwrap();
+    socket_peer_types_and_its_disconnect_unplugs(peer, &sock);
+}
+
+/// The C keyboard example serves a socket the same way.
+#[test]
+fn the_c_keyboard_on_a_unix_socket_types_and_its_disconnect_unplugs() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = common::compile_c("hid_keyboard", dir.path());
+    let sock = dir.path().join("kbd.sock");
+    let peer = Command::new(bin)
+        .args(["--socket", sock.to_str().unwrap(), "hi\n"])
+        .spawn()
+        .unwrap();
+    socket_peer_types_and_its_disconnect_unplugs(peer, &sock);
+}
+
+/// A keyboard peer listening on `sock` and typing "hi\n": the device
+/// configured with `socket:` types it into 1u, and is unplugged when the
+/// peer is killed.
+fn socket_peer_types_and_its_disconnect_unplugs(mut peer: Child, sock: &Path) {
     wait_for("the peer to listen", || sock.exists().then_some(()));
     let extra = format!("          socket: {}\n", sock.display());
     let m = Mount::with_config(&kbd_config(&extra, None));
