@@ -95,12 +95,18 @@ impl Monfs {
             NodeKind::File(Arc::new(crate::nullfile::NullNode)),
             0o600,
         );
+        // Writes are taken and ignored; an open with O_TRUNC starts the
+        // counts again, as tracefs's `trace` is cleared.
         let requests = Arc::new(crate::reqstats::RequestStats::default());
+        let (shown, cleared) = (requests.clone(), requests.clone());
         tree.add(
             "monfs/requests",
-            NodeKind::File(Arc::new(crate::reqstats::RequestStatsNode(
-                requests.clone(),
-            ))),
+            NodeKind::File(Arc::new(
+                crate::tracefs::Ctl::new(0o644)
+                    .rs(move || shown.text())
+                    .w(|data, _| Ok(data.len() as u32))
+                    .t(move || cleared.reset()),
+            )),
             0o644,
         );
         crate::tracefs::add_files(&tracing, &tree);

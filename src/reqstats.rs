@@ -11,14 +11,13 @@
 //! always on: it costs a null ioctl about 1%.
 //!
 //! Types are kept in a fixed table: a caller cannot grow it (ioctl numbers
-//! past the table's size are counted together as `other`).
+//! past the table's size are counted together as `other`). The daemon makes
+//! the file a control file showing [`RequestStats::text`], whose `O_TRUNC`
+//! calls [`RequestStats::reset`].
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
-
-use crate::errno::SysResult;
-use crate::vfs::{Caller, FileNode, OpenFile, OpenFlags, OpenText};
+use std::sync::OnceLock;
 
 /// Request types kept apart; the last slot counts the rest.
 const SLOTS: usize = 64;
@@ -197,55 +196,6 @@ impl RequestStats {
             out.push_str(&l);
         }
         out
-    }
-}
-
-/// The `monfs/requests` file.
-pub struct RequestStatsNode(pub Arc<RequestStats>);
-
-struct StatsFile {
-    stats: Arc<RequestStats>,
-    text: OpenText,
-}
-
-impl OpenFile for StatsFile {
-    fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
-        self.text
-            .read(offset, size, || self.stats.text().into_bytes())
-    }
-    /// Anything written is taken and ignored (the counts start again on an
-    /// open with O_TRUNC, as tracefs's `trace` is cleared).
-    fn write(&self, _offset: u64, data: &[u8], _caller: &Caller) -> SysResult<u32> {
-        self.text.written();
-        Ok(data.len() as u32)
-    }
-    fn truncate(&self) -> SysResult<()> {
-        self.stats.reset();
-        self.text.written();
-        Ok(())
-    }
-    fn content(&self) -> Option<&[u8]> {
-        Some(self.text.at_open())
-    }
-}
-
-impl FileNode for RequestStatsNode {
-    fn mode(&self) -> u32 {
-        0o644
-    }
-    fn open(&self, flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
-        if flags.truncate() {
-            self.0.reset();
-        }
-        let text = if flags.readable() {
-            OpenText::new(self.0.text().into_bytes())?
-        } else {
-            OpenText::lazy()
-        };
-        Ok(Arc::new(StatsFile {
-            stats: self.0.clone(),
-            text,
-        }))
     }
 }
 

@@ -42,6 +42,8 @@ use crate::clock::Clock;
 use crate::vfs::Tree;
 
 pub use config::{EventConfig, TracingConfig, EVENT_ID_BASE};
+/// The control-file type, for the daemon's own files of the same kind.
+pub(crate) use ctl::Ctl;
 pub use event::{EventDef, FieldSpec, FieldValue};
 pub use facility::{EnableHook, EventId, Tracing};
 pub use instance::{TraceArray, OPTIONS};
