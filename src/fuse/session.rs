@@ -259,13 +259,23 @@ impl Session {
                 return;
             }
         };
+        // The device had no request at the last look.
+        let mut idle = false;
         loop {
-            // Wait for a request without taking it: the kernel wakes one
-            // waiting thread per request. Then one thread at a time takes
-            // one (the device is non-blocking), so that a RELEASE read
-            // before a request is counted before that request is read (see
-            // `wait_releases`); the turn is never held while idle.
-            ep.wait();
+            // Take the next request if there is one; only when there is
+            // none, wait for one without taking it (the kernel wakes one
+            // waiting thread per request). Looking first saves the
+            // epoll_wait when the caller sent its next request while this
+            // thread answered the last, as a busy client such as tcpdump
+            // does (5% more null ioctls per second with --cpus). One thread
+            // at a time takes one (the device is non-blocking), so that a
+            // RELEASE read before a request is counted before that request
+            // is read (see `wait_releases`); the turn is never held while
+            // idle.
+            if idle {
+                ep.wait();
+            }
+            idle = false;
             let turn = self.read_turn.lock_ok();
             // SAFETY: reading into our own buffer.
             let n = unsafe {
@@ -278,7 +288,11 @@ impl Session {
             if n < 0 {
                 let err = std::io::Error::last_os_error();
                 match err.raw_os_error() {
-                    Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::ENOENT) => continue,
+                    Some(libc::EAGAIN) => {
+                        idle = true;
+                        continue;
+                    }
+                    Some(libc::EINTR) | Some(libc::ENOENT) => continue,
                     Some(libc::ENODEV) => return, // unmounted
                     _ => {
                         warn!("reading /dev/fuse: {err}");
