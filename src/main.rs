@@ -102,7 +102,8 @@ enum Cmd {
         /// from a program on one of them is then served on its own CPU, with
         /// no wake-up of another: on VMs where that wake-up is expensive this
         /// makes each request several times cheaper. Run the busy client
-        /// there too, e.g. `taskset -c 0 tcpdump ...` with --cpus 0. Not
+        /// there too, e.g. `taskset -c 0 tcpdump ...` with --cpus 0. The
+        /// simulators then run on the other CPUs, where there are any. Not
         /// needed with --io-uring, which serves each CPU on that CPU.
         #[arg(long, value_parser = monfs::fuse::parse_cpu_list)]
         cpus: Option<monfs::fuse::CpuList>,
@@ -458,6 +459,9 @@ fn mount(
     } else {
         Vec::new()
     };
+    if let Some(cpus) = &opts.cpus {
+        keep_off(cpus);
+    }
     fs.start();
     if let (Some(f), Some(p)) = (log, log_path.as_deref()) {
         publish_path(&fs, "monfs/log", p);
@@ -521,6 +525,22 @@ fn mount(
 
 /// Create the CUSE character devices. usbmon0 gets a dynamic major, which the
 /// other usbmon devices then share with minor = bus number, as in the kernel.
+/// With `--cpus`, move this thread, and so every thread it starts from now
+/// on (the simulators above all), to the other CPUs, where there are any.
+/// The request threads set their own CPUs. A bus thread woken by a request
+/// thread would otherwise be moved to the waker's CPU by the scheduler and
+/// stay there for tens of milliseconds, taking a third of the CPU that
+/// tcpdump and the request threads need.
+fn keep_off(cpus: &monfs::fuse::CpuList) {
+    let me = nix::unistd::Pid::from_raw(0);
+    let rest = nix::sched::sched_getaffinity(me).map(|a| cpus.others(&a));
+    if let Ok(Some(rest)) = rest {
+        if let Err(e) = nix::sched::sched_setaffinity(me, &rest) {
+            warn!("--cpus: cannot keep the simulators off the CPUs asked for: {e}");
+        }
+    }
+}
+
 fn start_cuse(fs: &Monfs, cpus: Option<&monfs::fuse::CpuList>) -> Vec<Arc<Session>> {
     let mut sessions = Vec::new();
     let mut usbmon_major = 0;

@@ -82,6 +82,21 @@ impl CpuList {
         }
         set
     }
+
+    /// The CPUs of `allowed` not in this list, if there are any: where the
+    /// rest of the daemon runs, so that the listed CPUs are left to the
+    /// request threads and their client.
+    pub fn others(&self, allowed: &nix::sched::CpuSet) -> Option<nix::sched::CpuSet> {
+        let mut rest = nix::sched::CpuSet::new();
+        let mut any = false;
+        for c in 0..nix::sched::CpuSet::count() {
+            if allowed.is_set(c).unwrap_or(false) && !self.0.contains(&c) {
+                let _ = rest.set(c);
+                any = true;
+            }
+        }
+        any.then_some(rest)
+    }
 }
 
 impl Default for MountOptions {
@@ -309,6 +324,19 @@ mod tests {
         assert!(parse_cpu_list(&n.to_string())
             .unwrap_err()
             .contains("may run on"));
+    }
+
+    #[test]
+    fn the_rest_of_the_daemon_runs_on_the_cpus_not_listed() {
+        let mut allowed = nix::sched::CpuSet::new();
+        for c in [0, 1, 3] {
+            allowed.set(c).unwrap();
+        }
+        let rest = CpuList(vec![0]).others(&allowed).unwrap();
+        let on: Vec<usize> = (0..8).filter(|&c| rest.is_set(c).unwrap()).collect();
+        assert_eq!(on, [1, 3]);
+        // Every allowed CPU listed: nowhere else to go.
+        assert!(CpuList(vec![0, 1, 3]).others(&allowed).is_none());
     }
 
     #[test]
