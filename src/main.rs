@@ -523,8 +523,6 @@ fn mount(
     ExitCode::SUCCESS
 }
 
-/// Create the CUSE character devices. usbmon0 gets a dynamic major, which the
-/// other usbmon devices then share with minor = bus number, as in the kernel.
 /// With `--cpus`, move this thread, and so every thread it starts from now
 /// on (the simulators above all), to the other CPUs, where there are any.
 /// The request threads set their own CPUs. A bus thread woken by a request
@@ -541,6 +539,8 @@ fn keep_off(cpus: &monfs::fuse::CpuList) {
     }
 }
 
+/// Create the CUSE character devices. usbmon0 gets a dynamic major, which the
+/// other usbmon devices then share with minor = bus number, as in the kernel.
 fn start_cuse(fs: &Monfs, cpus: Option<&monfs::fuse::CpuList>) -> Vec<Arc<Session>> {
     let mut sessions = Vec::new();
     let mut usbmon_major = 0;

@@ -441,8 +441,9 @@ fn tcpdump_falls_back_to_read_mode_linktype_189_without_mmap() {
 
 /// `--cpus`: the threads that take requests from /dev/fuse (fuse-N and the
 /// service thread fuse-wake) stay on the CPUs named, the simulators' bus
-/// threads on the others, and tcpdump captures through the mount as usual. A list that names a CPU
-/// monfs may not run on is a usage error (exit 2) naming the option.
+/// threads on the others, and tcpdump captures through the mount as usual.
+/// A list that names a CPU monfs may not run on is a usage error (exit 2)
+/// naming the option.
 #[test]
 fn cpus_keeps_the_request_threads_where_asked() {
     let m = Mount::start(
