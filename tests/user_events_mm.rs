@@ -366,17 +366,21 @@ fn a_parked_request_stuck_in_the_callers_memory_does_not_stop_wakeups() {
     m.sh_ok("echo 'plug 1 1 hid-mouse' > monfs/ctl");
     let l = t.line("getx=");
     assert!(l.starts_with("getx=EFAULT"), "{l}");
-    // A new blocked reader is woken by the next device's traffic.
-    let head = Command::new("head")
-        .args(["-c", "1"])
+    // A new blocked reader is woken by the next device's traffic: the
+    // keyboard's (address 3, after the root hub and the mouse). The mouse
+    // may still send a line or two meanwhile; the reader takes them and
+    // blocks again.
+    let grep = Command::new("grep")
+        .args(["-m", "1", "-F", ":1:003:"])
         .arg(m.path("usb/usbmon/1u"))
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    common::wait_blocked(head.id());
+    common::wait_blocked(grep.id());
     m.sh_ok("echo 'plug 1 2 hid-keyboard' > monfs/ctl");
-    let out = head.wait_with_output().unwrap();
-    assert_eq!(out.stdout.len(), 1);
+    let out = grep.wait_with_output().unwrap();
+    let line = String::from_utf8_lossy(&out.stdout);
+    assert!(line.contains(" S Ci:1:003:0 s 80 06 0100 "), "{line}");
     drop(t);
     still_serving(&m);
     assert!(m.log_text().contains("thread is stuck"), "{}", m.log_text());
