@@ -463,13 +463,19 @@ fn kbd_config(extra: &str, command: Option<&[&str]>) -> String {
 }
 
 /// The data of the completions of GET_DESCRIPTOR requests with this
-/// wValue and wLength (`0100 0000 0012`), in order.
+/// wValue and wLength (`0100 0000 0012`), in order. The root hub's own
+/// (address 1) are left out: on a loaded machine `cat` may attach before
+/// the root hub's enumeration is over.
 fn descriptor_completions(text: &str, value_len: &str) -> Vec<String> {
     let mut tags = vec![];
     let mut out = vec![];
     for l in text.lines() {
         let w: Vec<&str> = l.split(' ').collect();
-        if w.len() > 4 && w[2] == "S" && l.contains(&format!("s 80 06 {value_len}")) {
+        if w.len() > 4
+            && w[2] == "S"
+            && !w[3].starts_with("Ci:1:001:")
+            && l.contains(&format!("s 80 06 {value_len}"))
+        {
             tags.push(w[0].to_string());
         } else if w.len() > 4 && w[2] == "C" && w[3].starts_with("Ci:1:") {
             if let Some(i) = tags.iter().position(|t| t == w[0]) {
