@@ -495,15 +495,9 @@ fn cpus_keeps_the_request_threads_where_asked() {
         .collect();
     assert_eq!(pinned, ["fuse-0", "fuse-1", "fuse-wake"]);
     // The simulators run on the other CPUs (on all of them if CPU 0 is the
-    // only one), so that none crowds the client's CPU.
-    let expand = |list: &str| -> Vec<usize> {
-        let mut v = Vec::new();
-        for part in list.split(',').filter(|p| !p.is_empty()) {
-            let (a, b) = part.split_once('-').unwrap_or((part, part));
-            v.extend(a.parse::<usize>().unwrap()..=b.parse::<usize>().unwrap());
-        }
-        v
-    };
+    // only one), so that none crowds the client's CPU. Cpus_allowed_list is
+    // in the form `--cpus` takes.
+    let expand = |list: &str| monfs::fuse::parse_cpu_list(list).unwrap().0;
     let mut others: Vec<usize> = expand(&all).into_iter().filter(|&c| c != 0).collect();
     if others.is_empty() {
         others = expand(&all);
