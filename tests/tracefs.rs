@@ -2,9 +2,10 @@
 //! paths, differential checks against this machine's real tracefs (mounted in
 //! a private mount namespace), trace-cmd through scripts/trace-ns and perf.
 //!
-//! The real tracefs is global state: every differential step restores it
-//! (`echo > set_event`, filters `0`, `tracing_on` 1), and all steps that touch
-//! it run inside one test so they never race each other.
+//! The real tracefs is the machine's, and others may be using it: the
+//! differential test works in an instance of its own (`instances/NAME` of
+//! both trees), and the few files that exist only at the top level are read,
+//! or written under [`HostTracefs`]'s lock and put back afterwards.
 
 mod common;
 
@@ -46,12 +47,13 @@ fn io_bin(m: &Mount) -> PathBuf {
     compile_c("tracefs_io", m.dir.path())
 }
 
-/// Run `script` with the real tracefs as the working directory, in a private
-/// mount namespace; `$IO` is the C helper.
-fn real_sh(io: &Path, script: &str) -> String {
+/// Run `script` with `sub` of the real tracefs (`.` or `instances/NAME`) as
+/// the working directory, in a private mount namespace; `$IO` is the C
+/// helper.
+fn real_sh(io: &Path, sub: &str, script: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let full = format!(
-        "set -e; mount -t tracefs nodev {d}; cd {d}; IO={io}; set +e\n{script}",
+        "set -e; mount -t tracefs nodev {d}; cd {d}/{sub}; IO={io}; set +e\n{script}",
         d = dir.path().display(),
         io = io.display()
     );
@@ -67,9 +69,79 @@ fn real_sh(io: &Path, script: &str) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
-/// The same script in monfs's `tracing/`.
-fn monfs_sh(m: &Mount, io: &Path, script: &str) -> String {
-    m.sh_ok(&format!("cd tracing; IO={}\n{script}", io.display()))
+/// The same script in `sub` of monfs's `tracing/`.
+fn monfs_sh(m: &Mount, io: &Path, sub: &str, script: &str) -> String {
+    m.sh_ok(&format!("cd tracing/{sub}; IO={}\n{script}", io.display()))
+}
+
+/// The machine's real tracefs, for the differential test: an instance of
+/// this test's own (made at [`HostTracefs::new`], removed at drop, also
+/// after a failure) and a lock, held as long as this lives, that keeps other
+/// runs of this suite off the top-level files this test writes (they are put
+/// back by the test itself).
+struct HostTracefs {
+    _lock: std::fs::File,
+    instance: String,
+}
+
+impl HostTracefs {
+    fn new() -> Self {
+        use std::os::fd::AsRawFd;
+        let dir = if Path::new("/run/lock").is_dir() {
+            "/run/lock"
+        } else {
+            "/tmp"
+        };
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(format!("{dir}/monfs-tests-tracefs.lock"))
+            .unwrap();
+        // SAFETY: flock on a descriptor this function owns.
+        assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+        let instance = format!("monfs-diff-{}", std::process::id());
+        Self::in_ns(&format!("mkdir instances/{instance}"));
+        HostTracefs {
+            _lock: lock,
+            instance,
+        }
+    }
+
+    /// `instances/NAME`, for [`real_sh`] and [`monfs_sh`].
+    fn sub(&self) -> String {
+        format!("instances/{}", self.instance)
+    }
+
+    fn in_ns(script: &str) {
+        let dir = tempfile::tempdir().unwrap();
+        let o = Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c"])
+            .arg(format!(
+                "mount -t tracefs nodev {d} && cd {d} && {script}",
+                d = dir.path().display()
+            ))
+            .output()
+            .expect("unshare");
+        assert!(
+            o.status.success(),
+            "real tracefs: {script}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+impl Drop for HostTracefs {
+    fn drop(&mut self) {
+        let dir = tempfile::tempdir().unwrap();
+        let _ = Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c"])
+            .arg(format!(
+                "mount -t tracefs nodev {d} && rmdir {d}/instances/{i}",
+                d = dir.path().display(),
+                i = self.instance
+            ))
+            .status();
+    }
 }
 
 fn diff(what: &str, real: &str, ours: &str) {
@@ -99,21 +171,39 @@ fn differential_against_real_tracefs() {
     }
     let m = Mount::with_config(REPLICA);
     let io = io_bin(&m);
-    // Start both from a known state.
-    let reset =
-        "echo > set_event; echo 1 > tracing_on; echo 0 > events/sched/sched_switch/filter; \
-                 echo 0 > events/sched/sched_process_exec/filter; echo > trace\n";
-    real_sh(&io, reset);
-    monfs_sh(&m, &io, reset);
+    // Both trees get an instance of the same name, fresh: the steps below
+    // run in it unless they say otherwise, so that whatever others do with
+    // the machine's top-level tracing changes no answer here.
+    let host = HostTracefs::new();
+    let inst = host.sub();
+    m.sh_ok(&format!("mkdir tracing/{inst}"));
+    let both = |what: &str, script: &str| {
+        diff(
+            what,
+            &real_sh(&io, &inst, script),
+            &monfs_sh(&m, &io, &inst, script),
+        )
+    };
+    let top = |what: &str, script: &str| {
+        diff(
+            what,
+            &real_sh(&io, ".", script),
+            &monfs_sh(&m, &io, ".", script),
+        )
+    };
 
-    // 1. File modes.
-    let modes = "stat -c '%a %n' README available_events available_tracers buffer_size_kb buffer_total_size_kb \
+    // 1. File modes, of an instance's files and of the top level's own.
+    let modes = "stat -c '%a %n' available_tracers buffer_size_kb buffer_total_size_kb \
                  current_tracer set_event set_event_pid set_ftrace_pid trace trace_options trace_pipe tracing_on \
                  events events/enable events/header_page events/header_event options options/irq-info \
                  events/sched events/sched/enable events/sched/filter events/sched/sched_switch \
                  events/sched/sched_switch/enable events/sched/sched_switch/filter events/sched/sched_switch/format \
                  events/sched/sched_switch/id; stat -c '%a' .\n";
-    diff("modes", &real_sh(&io, modes), &monfs_sh(&m, &io, modes));
+    both("modes", modes);
+    top(
+        "top-level modes",
+        "stat -c '%a %n' README available_events saved_cmdlines_size instances; stat -c '%a' .\n",
+    );
 
     // 2. set_event grammar: one token per write, byte counts, errnos, and
     // the enable read-backs. (available_events differs on purpose: the real
@@ -133,11 +223,7 @@ cat set_event | wc -l; cat events/irq/enable events/enable
 echo sched:sched_switch >> set_event; echo irq:softirq_entry >> set_event; cat set_event
 echo > set_event; cat set_event | wc -l
 "#;
-    diff(
-        "set_event grammar",
-        &real_sh(&io, grammar),
-        &monfs_sh(&m, &io, grammar),
-    );
+    both("set_event grammar", grammar);
 
     // 3. enable files: kstrtoul rules, 0/1/X read-backs. (events/enable is
     // only written with 0 and bad values: 1 would turn on every real event.
@@ -166,18 +252,14 @@ $IO trace_options w noirq-info bogus "irq-info\n"
 $IO options/irq-info w 2 1
 echo > set_event
 "#;
-    diff(
-        "enable files",
-        &real_sh(&io, enable),
-        &monfs_sh(&m, &io, enable),
-    );
+    both("enable files", enable);
 
     // 4. format layout: byte-exact except the ID (monfs ids start at 40000
     // on purpose) and sched_switch's print fmt (the kernel's uses
     // __print_flags, which monfs's print-format interpreter does not have).
     let fmt = "cat events/sched/sched_process_exec/format | grep -v '^ID: '; \
                cat events/sched/sched_switch/format | grep -v -e '^ID: ' -e '^print fmt: '; cat events/header_page\n";
-    diff("format", &real_sh(&io, fmt), &monfs_sh(&m, &io, fmt));
+    both("format", fmt);
 
     // 5. filters: errnos and what reading the filter shows afterwards.
     let exprs = [
@@ -223,33 +305,24 @@ echo > set_event
     }
     script.push_str("$IO events/sched/filter w 'prev_pid == 1'; cat events/sched/filter events/sched/sched_switch/filter events/sched/sched_process_exec/filter\n");
     script.push_str("$IO events/sched/filter w 0; cat events/sched/sched_switch/filter events/sched/sched_process_exec/filter\n");
-    diff(
-        "filters",
-        &real_sh(&io, &script),
-        &monfs_sh(&m, &io, &script),
-    );
+    both("filters", &script);
 
     // 6. The trace header of an empty buffer, and O_NONBLOCK trace_pipe.
     let hdr = "echo > trace; cat trace; $IO trace_pipe n\n";
-    diff("trace header", &real_sh(&io, hdr), &monfs_sh(&m, &io, hdr));
+    both("trace header", hdr);
 
     // 7. buffer_size_kb rounding to 4080-byte pages (the real one is left
     // at the size it had; its "expanded" state is machine history, so only
     // values after a write are compared).
     let buf = "$IO buffer_size_kb w 1 0 x; cat buffer_size_kb; \
                $IO buffer_size_kb w '100\\n'; cat buffer_size_kb; echo 1408 > buffer_size_kb; cat buffer_size_kb\n";
-    diff(
-        "buffer_size_kb",
-        &real_sh(&io, buf),
-        &monfs_sh(&m, &io, buf),
-    );
+    both("buffer_size_kb", buf);
 
     // 8. The files trace-cmd reads and writes besides the events: clocks,
     // per-CPU sizes, cmdline and cpumask files, marker errors, and the
     // raw pipe of an empty CPU. Values are put back as they were.
     let files = "cat trace_clock; $IO trace_clock w global bogus 'mono\n' local; cat trace_clock; \
-                 cat saved_cmdlines_size; $IO saved_cmdlines_size w 0 99999 x 256; cat saved_cmdlines_size; \
-                 echo 128 > saved_cmdlines_size; cat timestamp_mode buffer_subbuf_size_kb; \
+                 cat timestamp_mode buffer_subbuf_size_kb; \
                  cat buffer_percent; $IO buffer_percent w 101 -1 30; cat buffer_percent; echo 50 > buffer_percent; \
                  $IO tracing_cpumask w zz; cat tracing_cpumask; \
                  $IO trace_marker_raw w ab abc; \
@@ -260,13 +333,20 @@ echo > set_event
                  $IO buffer_subbuf_size_kb w 0 1 5 9 17 512 513 x 4; grep data events/header_page; \
                  echo 8 > buffer_subbuf_size_kb; grep data events/header_page; cat buffer_subbuf_size_kb buffer_size_kb; \
                  $IO trace_marker w \"$(printf 'X%.0s' $(seq 5000))\"; echo 4 > buffer_subbuf_size_kb\n";
-    let real = real_sh(&io, files);
+    let real = real_sh(&io, &inst, files);
     // monfs serves the `hist` files of a kernel with hist triggers (this
     // machine's has none).
     let real = real
         .replace("format\nid\ntrigger\n", "format\nhist\nid\ntrigger\n")
         .replace("raw_data:\nformat\n", "raw_data:\nformat\nhist\n");
-    diff("buffer files", &real, &monfs_sh(&m, &io, files));
+    diff("buffer files", &real, &monfs_sh(&m, &io, &inst, files));
+    // saved_cmdlines_size exists only at the top level: only what it reads
+    // after a write is compared, and it is put back as it was.
+    top(
+        "saved_cmdlines_size",
+        "S=$(cat saved_cmdlines_size); $IO saved_cmdlines_size w 0 99999 x 256; cat saved_cmdlines_size; \
+         echo \"$S\" > saved_cmdlines_size\n",
+    );
 
     // 9. Triggers: grammar, errnos, read-back order and format, removal,
     // soft mode. Counts of 0 never fire, so the real machine is left alone.
@@ -278,21 +358,28 @@ echo > set_event
                 cat $T; cat events/sched/sched_process_exec/enable events/sched/sched_switch/enable; \
                 $IO $T a '!traceoff:5' '!stacktrace' '!enable_event:sched:sched_process_exec' '!traceon' '!nosuch'; \
                 cat $T | grep -v '^#'; cat events/sched/sched_process_exec/enable\n";
-    diff("triggers", &real_sh(&io, trig), &monfs_sh(&m, &io, trig));
+    both("triggers", trig);
 
     // 10. trace_printk_dest lives in exactly one array: an instance starts
     // without it, takes it from the top level, gives it back when cleared
     // or removed; the top level cannot clear it itself.
-    let printk = "O=options/trace_printk_dest; I=instances/fuzzdest; mkdir $I; \
-                  cat $O $I/$O; $IO $O w 0; $IO $I/$O w 1; cat $O $I/$O; \
-                  $IO $I/$O w 0; cat $O $I/$O; $IO $I/$O w 1; $IO trace_options w notrace_printk_dest; \
-                  rmdir $I; cat $O\n";
-    diff(
-        "trace_printk_dest",
-        &real_sh(&io, printk),
-        &monfs_sh(&m, &io, printk),
-    );
-    real_sh(&io, reset);
+    // This one is about the top level: it starts from a top level that
+    // holds trace_printk_dest, as a fresh one does, and puts back what it
+    // found.
+    // This one is about the top level, which holds trace_printk_dest
+    // unless an instance took it: where one of the machine's did, the step
+    // would take it away, so it is left out.
+    if real_sh(&io, ".", "cat options/trace_printk_dest") == "1\n" {
+        let printk = format!(
+            "O=options/trace_printk_dest; I={inst}-dest; mkdir $I; \
+             cat $O $I/$O; $IO $O w 0; $IO $I/$O w 1; cat $O $I/$O; \
+             $IO $I/$O w 0; cat $O $I/$O; $IO $I/$O w 1; $IO trace_options w notrace_printk_dest; \
+             rmdir $I; cat $O\n"
+        );
+        top("trace_printk_dest", &printk);
+    } else {
+        eprintln!("trace_printk_dest not compared: an instance of this machine's tracefs holds it");
+    }
 }
 
 #[test]
@@ -342,7 +429,7 @@ fn trace_pipe_consumes_blocks_and_is_ctrl_c_safe() {
     let m = Mount::with_config(REPLICA);
     let io = io_bin(&m);
     // Empty: O_NONBLOCK gives EAGAIN.
-    assert_eq!(monfs_sh(&m, &io, "$IO trace_pipe n").trim(), "-11");
+    assert_eq!(monfs_sh(&m, &io, ".", "$IO trace_pipe n").trim(), "-11");
     // A blocked reader wakes up when an event arrives.
     let mut cat = Command::new("cat")
         .arg(m.path("tracing/trace_pipe"))
@@ -370,7 +457,7 @@ fn trace_pipe_consumes_blocks_and_is_ctrl_c_safe() {
     let st = cat.wait().unwrap();
     assert!(!st.success());
     assert!(
-        t0.elapsed() < Duration::from_secs(10),
+        t0.elapsed() < common::HANG,
         "SIGINT took {:?}",
         t0.elapsed()
     );
@@ -393,6 +480,7 @@ fn control_files_and_errors() {
     let out = monfs_sh(
         &m,
         &io,
+        ".",
         r#"
 cat README | head -1
 cat available_tracers current_tracer
