@@ -167,13 +167,13 @@ fn blocked_cat(m: &Mount, file: &str) -> std::process::Child {
     c
 }
 
-/// Wait for `child` to end; 10 s without it is a hang (how fast it dies is
+/// Wait for `child` to end; common::HANG without it is a hang (how fast it dies is
 /// not asserted: tests do not depend on timing).
 fn wait_gone(child: &mut std::process::Child) {
     let start = Instant::now();
     while child.try_wait().unwrap().is_none() {
         assert!(
-            start.elapsed() < Duration::from_secs(10),
+            start.elapsed() < common::HANG,
             "reader did not die (state {:?})",
             common::proc_state(child.id())
         );
