@@ -250,6 +250,10 @@ $IO set_event_pid w "1 2" "3\n" "x"
 cat set_event_pid; $IO set_event_pid t; cat set_event_pid
 $IO trace_options w noirq-info bogus "irq-info\n"
 $IO options/irq-info w 2 1
+$IO options/test_nop_refuse w 1 0 "0\n"
+$IO options/test_nop_accept w 1 0
+$IO trace_options w test_nop_refuse notest_nop_refuse test_nop_accept notest_nop_accept
+cat options/test_nop_refuse options/test_nop_accept
 echo > set_event
 "#;
     both("enable files", enable);

@@ -378,7 +378,7 @@ class SetEvent:
 
 def ifaces(real_root, monfs_root):
     opts = sorted(os.listdir(os.path.join(real_root, "options")))
-    names = [o for o in opts if o != "test_nop_accept" and o != "test_nop_refuse"]
+    names = opts
     se = SetEvent(real_root, monfs_root)
     out = [
         Iface("filter", "events/sched/sched_switch/filter", gen, b"0"),

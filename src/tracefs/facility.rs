@@ -149,10 +149,12 @@ impl Cmdlines {
 const SAVED_CMDLINES_DEFAULT: usize = 128;
 
 /// The `saved_cmdlines_size` a request of `n` gets. The kernel rounds the
-/// buffer up to a power-of-two allocation (a 131,104-byte pid map, then 20
-/// bytes per comm) and uses all of it: 128 reads back as 6552 on 6.18.
+/// buffer up to a power-of-two allocation (`struct saved_cmdlines_buffer`,
+/// 131,096 bytes with its pid map, then 20 bytes per comm: 16 for the comm
+/// and 4 for its pid) and uses all of it: 128 reads back as 6552 and 20,000
+/// as 45,874 on 6.18.
 pub(crate) fn cmdlines_rounded(n: usize) -> usize {
-    const MAP: usize = 131_104;
+    const MAP: usize = 131_096;
     const PER: usize = 20;
     let alloc = (MAP + n * PER).next_power_of_two();
     (alloc - MAP) / PER

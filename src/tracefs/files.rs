@@ -416,6 +416,11 @@ impl Arr {
         if idx == OPT_PRINTK_DEST {
             return self.set_printk_dest(on);
         }
+        if OPTIONS[idx].0 == "test_nop_refuse" {
+            // The nop tracer's own test option: its set_flag refuses every
+            // change (trace_nop.c, nop_set_flag).
+            return Err(Errno::EINVAL);
+        }
         self.options.lock_ok()[idx] = on;
         match OPTIONS[idx].0 {
             "event-fork" => {
@@ -693,7 +698,11 @@ pub(crate) fn install_array(x: &Arr, tree: &Tree) {
                 .rs(move || bool_line(tr.options.lock_ok()[idx]))
                 .w(move |data, _| {
                     let on = enable_value(data)?;
-                    tw.set_option(idx, on)?;
+                    // As trace_options_write and trace_options_core_write:
+                    // a value the option already has changes nothing.
+                    if tw.options.lock_ok()[idx] != on {
+                        tw.set_option(idx, on)?;
+                    }
                     Ok(data.len() as u32)
                 }),
         );
@@ -1253,6 +1262,9 @@ mod buffer_info_tests {
         assert_eq!(super::super::facility::cmdlines_rounded(128), 6552);
         assert_eq!(super::super::facility::cmdlines_rounded(256), 6552);
         assert_eq!(super::super::facility::cmdlines_rounded(6553), 19659);
+        // 20,000 to 32,768 (measured: 45,874).
+        assert_eq!(super::super::facility::cmdlines_rounded(20_000), 45_874);
+        assert_eq!(super::super::facility::cmdlines_rounded(32_768), 45_874);
     }
 
     #[test]
