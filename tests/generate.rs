@@ -73,6 +73,93 @@ fn man_pages_one_per_command() {
     }
 }
 
+/// The monfs pages a man page refers to: every `NAME(1)` whose NAME starts
+/// with `monfs`, in its SUBCOMMANDS, SEE ALSO or anywhere else.
+fn monfs_pages_named(roff: &str) -> Vec<String> {
+    let text = roff
+        .replace("\\-", "-")
+        .replace("\\fB", "")
+        .replace("\\fI", "")
+        .replace("\\fR", "");
+    let mut names = Vec::new();
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find("(1)") {
+        let before = &rest[..i];
+        let start = before
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .map_or(0, |j| j + 1);
+        let name = &before[start..];
+        if name.starts_with("monfs") && !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+        rest = &rest[i + 3..];
+    }
+    names
+}
+
+#[test]
+fn every_page_monfs_1_names_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = monfs(&["generate", "man", dir.path().to_str().unwrap()]);
+    let listed = String::from_utf8(out.stdout).unwrap();
+    let top = std::fs::read_to_string(dir.path().join("monfs.1")).unwrap();
+    let named = monfs_pages_named(&top);
+    // Its subcommands' pages and the helpers' (the Debian package installs
+    // monfs-usbmon-ns and monfs-trace-ns).
+    for page in [
+        "monfs-mount",
+        "monfs-ctl",
+        "monfs-usbmon-ns",
+        "monfs-trace-ns",
+    ] {
+        assert!(
+            named.iter().any(|n| n == page),
+            "monfs.1 does not name {page}(1): it names {named:?}"
+        );
+    }
+    // Every page monfs.1 names, and every monfs page those name in turn,
+    // was written and listed.
+    let mut todo = named;
+    let mut seen = Vec::new();
+    while let Some(page) = todo.pop() {
+        if seen.contains(&page) {
+            continue;
+        }
+        let path = dir.path().join(format!("{page}.1"));
+        assert!(
+            path.exists(),
+            "a page names {page}(1), but monfs generate man did not write {}",
+            path.display()
+        );
+        assert!(
+            listed.contains(&path.display().to_string()),
+            "{page}.1 not listed: {listed}"
+        );
+        let text = std::fs::read_to_string(&path).unwrap();
+        let th = text.lines().find(|l| l.starts_with(".TH ")).unwrap_or("");
+        assert!(
+            th.contains(&format!("\"monfs {}\"", env!("CARGO_PKG_VERSION"))),
+            "{page}.1's .TH line has no monfs version: {th}"
+        );
+        todo.extend(monfs_pages_named(&text));
+        seen.push(page);
+    }
+    // The helpers' pages are dist/man's, footer aside.
+    for page in ["monfs-usbmon-ns", "monfs-trace-ns"] {
+        let written = std::fs::read_to_string(dir.path().join(format!("{page}.1"))).unwrap();
+        let source = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("dist/man/{page}.1")),
+        )
+        .unwrap();
+        let body = |t: &str| t.split_once('\n').unwrap().1.to_string();
+        assert_eq!(
+            body(&written),
+            body(&source),
+            "{page}.1 differs from dist/man's"
+        );
+    }
+}
+
 #[test]
 fn completions_under_the_names_shells_load() {
     let dir = tempfile::tempdir().unwrap();

@@ -13,9 +13,11 @@ use clap_mangen::Man;
 
 /// Write one man page (section 1) per command into `dir`: `monfs.1` and
 /// `monfs-SUBCOMMAND.1` for each visible subcommand, at every level
-/// (`monfs-generate-man.1`). `monfs.1` also gets FILES, ENVIRONMENT and SEE
-/// ALSO sections, the others a SEE ALSO naming their parent. Returns the
-/// files written.
+/// (`monfs-generate-man.1`), and the pages of the namespace helpers
+/// ([`HELPER_PAGES`]). `monfs.1` also gets FILES, ENVIRONMENT and SEE ALSO
+/// sections (its subcommands' pages and the helpers'), the others a SEE ALSO
+/// naming their parent. So every page `monfs.1` names is written. Returns
+/// the files written.
 pub fn man_pages(cmd: Command, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     let mut cmd = cmd.disable_help_subcommand(true);
@@ -33,10 +35,47 @@ pub fn man_pages(cmd: Command, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         .filter(|s| !s.is_hide_set())
         .map(page_name)
         .collect();
+    for (name, text) in HELPER_PAGES {
+        let path = dir.join(format!("{name}.1"));
+        std::fs::write(&path, helper_page(text, &source))?;
+        written.push(path);
+    }
+    let helpers = HELPER_PAGES.iter().map(|(name, _)| name.to_string());
     let mut extra = top_extra_sections();
-    see_also(&mut extra, &subcommands_and_helpers(subcommands));
+    see_also(
+        &mut extra,
+        &subcommands.into_iter().chain(helpers).collect::<Vec<_>>(),
+    );
     written.push(write_page(cmd, &source, extra, dir)?);
     Ok(written)
+}
+
+/// The pages of the namespace helpers, which are shell scripts
+/// (scripts/usbmon-ns and scripts/trace-ns, installed by the Debian package
+/// as `monfs-usbmon-ns` and `monfs-trace-ns`): written by hand in dist/man
+/// and carried in the binary, so that `monfs generate man` writes every
+/// page `monfs.1` names.
+pub const HELPER_PAGES: [(&str, &str); 2] = [
+    (
+        "monfs-usbmon-ns",
+        include_str!("../../dist/man/monfs-usbmon-ns.1"),
+    ),
+    (
+        "monfs-trace-ns",
+        include_str!("../../dist/man/monfs-trace-ns.1"),
+    ),
+];
+
+/// A helper's page with the footer of the generated ones (`monfs 0.1.0`):
+/// its `.TH` line names the source as plain `"monfs"`.
+fn helper_page(text: &str, source: &str) -> String {
+    match text.split_once('\n') {
+        Some((th, rest)) if th.starts_with(".TH ") => {
+            let th = th.replacen(" \"monfs\" ", &format!(" \"{source}\" "), 1);
+            format!("{th}\n{rest}")
+        }
+        _ => text.to_string(),
+    }
 }
 
 /// The page of `cmd` (a subcommand of the page `parent`) and of its own
@@ -61,12 +100,6 @@ fn sub_pages(
 /// A command's page name: `monfs-mount` for `monfs mount`.
 fn page_name(cmd: &Command) -> String {
     cmd.get_display_name().unwrap_or(cmd.get_name()).to_string()
-}
-
-/// The helpers' pages after the subcommands'.
-fn subcommands_and_helpers(mut pages: Vec<String>) -> Vec<String> {
-    pages.extend(["monfs-usbmon-ns".to_string(), "monfs-trace-ns".to_string()]);
-    pages
 }
 
 /// Render `cmd`'s page, with footer `source` and the sections `extra` after
