@@ -492,6 +492,42 @@ pub fn comm_of(tid: u32) -> String {
         .unwrap_or_else(|_| "<...>".into())
 }
 
+/// `/proc/TID/stat` of one thread, kept open, for the CPU it runs on.
+pub struct TaskStat(std::fs::File);
+
+impl TaskStat {
+    /// Open thread `tid`'s stat file; None if the thread is gone.
+    pub fn open(tid: u32) -> Option<TaskStat> {
+        std::fs::File::open(format!("/proc/{tid}/stat"))
+            .ok()
+            .map(TaskStat)
+    }
+
+    /// The CPU the thread last ran on (`processor`, field 39): for a caller
+    /// blocked in a request, the CPU it made the request on, which is where
+    /// the kernel records what the request writes. None if the thread is gone.
+    pub fn cpu(&self) -> Option<u32> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 1024];
+        let n = self.0.read_at(&mut buf, 0).ok()?;
+        parse_stat_cpu(&buf[..n])
+    }
+}
+
+/// The `processor` field of a `/proc/TID/stat` line. The name in
+/// parentheses may hold any byte, so fields are counted from its last `)`.
+fn parse_stat_cpu(stat: &[u8]) -> Option<u32> {
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
+    // Field 3 (state) is the first after the name; 39 is `processor`.
+    rest.split_ascii_whitespace().nth(39 - 3)?.parse().ok()
+}
+
+/// The CPU thread `tid` last ran on ([`TaskStat::cpu`]).
+pub fn cpu_of(tid: u32) -> Option<u32> {
+    TaskStat::open(tid)?.cpu()
+}
+
 /// The thread group of thread `tid`.
 pub fn tgid_of(tid: u32) -> Option<u32> {
     std::fs::read_to_string(format!("/proc/{tid}/status"))
@@ -904,6 +940,34 @@ pub fn fd_nonblock(pid: u32, dev: u64, ino: u64, hint: &mut Option<FdHint>) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stat_cpu_is_field_39_counted_past_the_name() {
+        let tail = (4..=52)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(" ");
+        // Field 39 holds "39" here; names with spaces and `)` do not shift it.
+        for name in ["cat", "a b) c", ")"] {
+            let line = format!("123 ({name}) S {tail}\n");
+            assert_eq!(parse_stat_cpu(line.as_bytes()), Some(39), "{line}");
+        }
+        assert_eq!(parse_stat_cpu(b"123 (x) S 1 2"), None);
+        assert_eq!(parse_stat_cpu(b""), None);
+    }
+
+    #[test]
+    fn cpu_of_this_thread_is_where_it_runs() {
+        // Pinned, this thread's last CPU is the one it is pinned to.
+        let mut set = nix::sched::CpuSet::new();
+        let cpu = nix::sched::sched_getcpu().unwrap();
+        set.set(cpu).unwrap();
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).unwrap();
+        // SAFETY: gettid cannot fail.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+        assert_eq!(cpu_of(tid), Some(cpu as u32));
+        assert_eq!(cpu_of(u32::MAX), None);
+    }
 
     #[test]
     fn fd_nonblock_follows_fcntl() {

@@ -641,3 +641,57 @@ fn process_events_of_real_processes() {
         "exited child still listed:\n{out}"
     );
 }
+
+/// What a caller writes (a marker, a raw marker, an `inject`) is recorded
+/// on the CPU it wrote on, as the kernel records in the writer's context:
+/// each CPU's buffer gets exactly the writes made there. The daemon's
+/// request threads are kept on CPU 0 (`--cpus 0`), so that the CPU that
+/// serves a write is not the writer's.
+#[test]
+fn writes_are_recorded_on_the_writers_cpu() {
+    let m = Mount::start(Some(REPLICA), &["--cpus", "0"]);
+    let cpus: usize = m.sh_ok("nproc").trim().parse().unwrap();
+    let n = 100;
+    for k in 0..cpus {
+        m.sh_ok(&format!(
+            "cd tracing; taskset -c {k} sh -c 'for i in $(seq {n}); do echo \"cpu{k}-$i\" > trace_marker; \
+             printf \"\\001\\000\\000\\000{k}\" > trace_marker_raw; echo vec={k} > events/irq/softirq_entry/inject; done'"
+        ));
+    }
+    for k in 0..cpus {
+        let trace = m.sh_ok(&format!("cat tracing/per_cpu/cpu{k}/trace"));
+        let lines: Vec<&str> = trace.lines().filter(|l| !l.starts_with('#')).collect();
+        for j in 0..cpus {
+            let markers = lines
+                .iter()
+                .filter(|l| l.contains(&format!(": cpu{j}-")))
+                .count();
+            let injects = lines
+                .iter()
+                .filter(|l| l.ends_with(&format!("softirq_entry: vec={j}")))
+                .count();
+            let want = if j == k { n } else { 0 };
+            assert_eq!(
+                markers, want,
+                "markers of CPU {j} in cpu{k}'s buffer:\n{trace}"
+            );
+            assert_eq!(
+                injects, want,
+                "injects of CPU {j} in cpu{k}'s buffer:\n{trace}"
+            );
+        }
+        // The raw markers (`# 1 buf: 3K 00 00 00`): id 1, then the digit K.
+        let raw: Vec<&&str> = lines.iter().filter(|l| l.contains(": # 1 buf: ")).collect();
+        assert_eq!(raw.len(), n, "raw markers in cpu{k}'s buffer:\n{trace}");
+        let digit = format!("buf: {:02x} ", b'0' + k as u8);
+        assert!(
+            raw.iter().all(|l| l.contains(&digit)),
+            "raw markers of another CPU in cpu{k}'s buffer:\n{trace}"
+        );
+        // Every line says the CPU it is on.
+        assert!(
+            lines.iter().all(|l| l.contains(&format!("[{k:03}]"))),
+            "{trace}"
+        );
+    }
+}

@@ -562,3 +562,48 @@ fn tracepoint_crate_through_trace_ns() {
     let line = trace.lines().find(|l| l.contains("tp_rust:")).unwrap();
     assert!(line.contains(": tp_rust: count=0x"), "{line}");
 }
+
+/// A producer's writes are recorded on the CPU it wrote on, as the kernel
+/// records them in the writer's context, though the daemon's request
+/// threads are kept on CPU 0 (`--cpus 0`).
+#[test]
+fn writes_are_recorded_on_the_producers_cpu() {
+    let m = Mount::start(None, &["--cpus", "0"]);
+    let cpus: usize = m.sh_ok("nproc").trim().parse().unwrap();
+    let k = cpus - 1;
+    let bin = compile_c("user_events_producer", m.dir.path());
+    let mut child = Command::new("taskset")
+        .args(["-c", &k.to_string()])
+        .arg(&bin)
+        .arg(m.path("tracing"))
+        .args(["0", "2"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let enable = m.path("tracing/events/user_events/example_counter/enable");
+    wait_for("example_counter", || enable.exists());
+    std::fs::write(&enable, "1").unwrap();
+    wait_for("ten events", || {
+        std::fs::read_to_string(m.path("tracing/trace"))
+            .unwrap()
+            .matches(": example_counter: count=")
+            .count()
+            >= 10
+    });
+    std::fs::write(&enable, "0").unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    for c in 0..cpus {
+        let trace =
+            std::fs::read_to_string(m.path(&format!("tracing/per_cpu/cpu{c}/trace"))).unwrap();
+        let n = trace.matches(": example_counter: count=").count();
+        if c == k {
+            assert!(n >= 10, "cpu{c}:\n{trace}");
+        } else {
+            assert_eq!(
+                n, 0,
+                "events of the producer on CPU {k} in cpu{c}'s buffer:\n{trace}"
+            );
+        }
+    }
+}

@@ -488,8 +488,9 @@ impl Tracing {
 
     /// Store a `trace_marker` entry (`ftrace:print`, `entry`) in `arr`
     /// through the marker's triggers there, as the kernel's
-    /// `tracing_mark_write`: the triggers see `hit_entry` (the text ended
-    /// by a NUL, without the newline the entry gets) after the entry was
+    /// `tracing_mark_write`, on CPU `cpu` (the writer's): the triggers see
+    /// `hit_entry` (the text ended by a NUL, without the newline the entry
+    /// gets) after the entry was
     /// reserved in the live buffer, which it is committed to whatever they
     /// do (after a `snapshot` trigger swapped the buffers, the entry ends
     /// in the snapshot); the post triggers run after the commit. Returns
@@ -500,9 +501,9 @@ impl Tracing {
         hit_entry: &[u8],
         entry: Vec<u8>,
         comm: &str,
+        cpu: u32,
         mono: u64,
     ) -> bool {
-        let cpu = arr.cpu_now();
         let def = self.ftrace.print.clone();
         let trig = self.marker.0.trig(arr.slot);
         if trig.is_empty() {

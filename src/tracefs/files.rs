@@ -227,7 +227,11 @@ pub(crate) fn inject_text(x: &Arr, e: &EventId, data: &[u8], pid: u32) -> SysRes
         &x.file(e),
         data_bytes,
         &comm,
-        super::instance::At { mono, cpu: None },
+        // On the writer's CPU, as the kernel records in the writer's context.
+        super::instance::At {
+            mono,
+            cpu: crate::procmem::cpu_of(pid),
+        },
     );
     Ok(())
 }

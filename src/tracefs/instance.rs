@@ -335,6 +335,13 @@ impl TraceArray {
         current_cpu() % self.bufs.len() as u32
     }
 
+    /// The CPU whose buffer gets what thread `tid` writes in a request: the
+    /// one it made the request on, as the kernel records on the writer's
+    /// CPU (or [`TraceArray::cpu_now`] if the thread is gone).
+    pub(super) fn cpu_of_writer(&self, tid: u32) -> u32 {
+        self.cpu_or_now(crate::procmem::cpu_of(tid))
+    }
+
     /// `cpu` folded into the buffers there are, or [`TraceArray::cpu_now`].
     pub(super) fn cpu_or_now(&self, cpu: Option<u32>) -> u32 {
         match cpu {

@@ -67,7 +67,8 @@ pub(crate) fn write_marker(
     e.push(0);
     e.resize(16 + text.len() + 2, 0);
     let comm = crate::procmem::comm_of(caller.pid);
-    if t.record_marker(a, &hit, e, &comm, t.now_mono()) {
+    let cpu = a.cpu_of_writer(caller.pid);
+    if t.record_marker(a, &hit, e, &comm, cpu, t.now_mono()) {
         t.save_cmdline(caller.pid, &comm);
     }
     Ok(text.len() as u32)
@@ -99,7 +100,7 @@ pub(crate) fn write_marker_raw(
 /// on the writer's CPU, and save the writer's name.
 fn store(t: &Tracing, a: &TraceArray, def: &Arc<EventDef>, e: Vec<u8>, pid: u32) {
     let comm = crate::procmem::comm_of(pid);
-    if a.store(def.clone(), e, &comm, a.cpu_now(), t.now_mono()) {
+    if a.store(def.clone(), e, &comm, a.cpu_of_writer(pid), t.now_mono()) {
         t.save_cmdline(pid, &comm);
     }
 }

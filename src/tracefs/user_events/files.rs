@@ -66,6 +66,7 @@ impl FileNode for DataNode {
             writer: Mutex::new(Writer {
                 pid: caller.pid,
                 comm: crate::procmem::comm_of(caller.pid),
+                stat: crate::procmem::TaskStat::open(caller.pid),
             }),
         }))
     }
@@ -94,7 +95,7 @@ pub(super) fn validate(fields: &[Field], entry: &[u8]) -> SysResult<()> {
 
 impl DataFile {
     /// Record one write(2) of `data` by thread `pid`: the trace shows the
-    /// writer, as the kernel shows `current`.
+    /// writer, as the kernel shows `current`, on the CPU it wrote on.
     pub(super) fn record(&self, data: &[u8], pid: u32) -> SysResult<u32> {
         if data.len() < 4 {
             return Err(Errno::EFAULT);
@@ -119,15 +120,16 @@ impl DataFile {
                 Err(Errno::EBADF)
             };
         }
-        let comm = {
+        let (comm, cpu) = {
             let mut w = self.writer.lock_ok();
             if w.pid != pid {
                 *w = Writer {
                     pid,
                     comm: crate::procmem::comm_of(pid),
+                    stat: crate::procmem::TaskStat::open(pid),
                 };
             }
-            w.comm.clone()
+            (w.comm.clone(), w.stat.as_ref().and_then(|s| s.cpu()))
         };
         let mut entry = Vec::with_capacity(COMMON_SIZE + payload.len());
         entry.extend_from_slice(&ev.id.id().to_le_bytes());
@@ -136,7 +138,7 @@ impl DataFile {
         entry.extend_from_slice(payload);
         validate(&ev.id.def().fields, &entry)?;
         if let Some(t) = self.ue.t.upgrade() {
-            t.record(&ev.id, entry, &comm, None);
+            t.record_on(&ev.id, entry, &comm, None, cpu);
         }
         Ok(data.len() as u32)
     }

@@ -1134,11 +1134,12 @@ pub(super) struct Slot {
     pub(super) old: bool,
 }
 
-/// The last thread that wrote on an fd and its name (read from /proc when
-/// another thread writes).
+/// The last thread that wrote on an fd, its name and its stat file, for
+/// the CPU it writes on (opened when another thread writes).
 pub(super) struct Writer {
     pub(super) pid: u32,
     pub(super) comm: String,
+    pub(super) stat: Option<crate::procmem::TaskStat>,
 }
 
 pub(super) struct DataFile {
