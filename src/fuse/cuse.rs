@@ -93,6 +93,35 @@ impl crate::vfs::CallerMemory for IovMemory<'_> {
 /// what fits loses nothing unless the ring was enlarged past 640 KiB.
 pub(super) const CUSE_IOCTL_MAX: u64 = 32 * 4096;
 
+/// The kernel's CUSE device.
+pub const DEVICE: &str = "/dev/cuse";
+
+/// Whether CUSE devices can be created through `path` (the kernel's is
+/// [`DEVICE`]): it opens the device, read and write, as [`Session::cuse`]
+/// does, and closes it again (the kernel drops the connection that open
+/// made). The error says why not, and what to do, for a person to read.
+pub fn check_device(path: &std::path::Path) -> Result<(), String> {
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+            "{} does not exist: the kernel has no CUSE loaded (as root: modprobe cuse)",
+            path.display()
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(format!(
+            "cannot open {}: {e} (CUSE devices need root)",
+            path.display()
+        )),
+        Err(e) => Err(format!(
+            "cannot open {}: {e} (is CUSE loaded? as root: modprobe cuse)",
+            path.display()
+        )),
+    }
+}
+
 /// Shorten `ranges` (the last ones first) to `max` bytes in all.
 pub(super) fn clip_ranges(ranges: &mut [(u64, u64)], max: u64) {
     let mut left = max;
@@ -114,7 +143,7 @@ impl Session {
         let dev = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
-            .open("/dev/cuse")
+            .open(DEVICE)
             .context("cannot open /dev/cuse (the kernel needs CUSE: modprobe cuse)")?;
         Ok(Arc::new(Session::new(
             dev,
@@ -207,6 +236,27 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cuse_check_says_why_a_device_cannot_be_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("cuse");
+        let e = check_device(&missing).unwrap_err();
+        assert!(e.contains(&missing.display().to_string()), "{e}");
+        assert!(
+            e.contains("does not exist") && e.contains("modprobe cuse"),
+            "{e}"
+        );
+        // A directory cannot be opened for writing.
+        let e = check_device(dir.path()).unwrap_err();
+        assert!(
+            e.starts_with("cannot open") && e.contains("modprobe cuse"),
+            "{e}"
+        );
+        // Anything that opens read-write passes.
+        std::fs::write(&missing, "").unwrap();
+        assert_eq!(check_device(&missing), Ok(()));
+    }
 
     /// A CUSE GETX: the kernel copied the 24-byte argument in; the handler's
     /// header and data writes come back laid out over the output ranges, the

@@ -18,15 +18,15 @@
 //!
 //! The parts, each depending only on those listed before it: [`proto`]
 //! (the wire format), [`watchdog`] (stuck threads), `uring.rs` (FUSE over
-//! io_uring's per-CPU rings and their entries, for `--io-uring`),
+//! io_uring's per-CPU rings and their entries, used where the kernel allows),
 //! `handle.rs` (an open file and its parked requests), `state.rs` (the
 //! [`Session`] and what it holds), `reply.rs` (replies and notifications),
 //! `cuse.rs` (CUSE devices and their ioctl retry protocol), `parked.rs`
 //! (parking, retrying and interrupting requests), `fusermount.rs` (mounting
 //! through fusermount3 without root), `mount.rs` (mount(2) or fusermount3,
 //! unmount, stale mounts), `session.rs` (the request loop and dispatch) and
-//! `uring_loop.rs` (the threads serving the rings). This file only declares
-//! them.
+//! `uring_loop.rs` (the threads serving the rings, and which transport
+//! serves). This file only declares them.
 
 pub mod proto;
 pub mod watchdog;
@@ -42,8 +42,11 @@ mod state;
 mod uring;
 mod uring_loop;
 
+pub use cuse::{check_device as check_cuse, DEVICE as CUSE_DEVICE};
 pub use mount::{
     mounts_as_root, parse_cpu_list, recover_stale_mount, unmount, CpuList, MountOptions,
 };
-pub use state::Session;
+pub use state::{Session, Transport};
 pub use uring::kernel_enabled as io_uring_enabled;
+pub use uring::ENABLE_PARAM as IO_URING_PARAM;
+pub use uring::{availability as io_uring_availability, Availability as IoUringAvailability};

@@ -28,8 +28,9 @@ pub struct MountOptions {
     /// Allow shared mappings of streaming files (usbmon's ring). Without it
     /// `mmap` fails with ENODEV, as on a CUSE device.
     pub mmap: bool,
-    /// Serve requests through FUSE over io_uring where the kernel allows it
-    /// (see `uring.rs`); /dev/fuse otherwise.
+    /// Try FUSE over io_uring (see `uring.rs`): requests come through it if
+    /// INIT negotiates it and the rings' registration is taken, through
+    /// /dev/fuse otherwise; [`Session::transport`] tells which.
     pub io_uring: bool,
     /// Keep the threads that read /dev/fuse (and the service thread) on
     /// these CPUs. A request whose caller runs on one of them is then served

@@ -19,7 +19,7 @@ use crate::vfs::{Caller, NodeKind, OpenFlags, Waker};
 use super::cuse::{clip_ranges, CUSE_IOCTL_MAX};
 use super::handle::{Handle, IoctlCall, Parked};
 use super::proto::{self, op, InHeader, Reader};
-use super::state::{Session, Wake, ALIAS_BASE, MAX_WRITE};
+use super::state::{Session, Transport, Wake, ALIAS_BASE, MAX_WRITE};
 use super::watchdog;
 
 /// Room for the largest request: a write of [`MAX_WRITE`] bytes and its
@@ -88,6 +88,14 @@ impl Session {
     /// Serve requests on `threads` threads plus the service thread; returns when
     /// the filesystem is unmounted.
     pub fn run(self: &Arc<Self>, threads: usize) {
+        self.start(threads);
+        self.wait();
+    }
+
+    /// Start serving requests on `threads` threads plus the service thread
+    /// (and, where INIT negotiates it, one thread per io_uring queue); then
+    /// [`Session::wait`].
+    pub fn start(self: &Arc<Self>, threads: usize) {
         // Request threads wait in epoll and read without blocking (see
         // `request_loop`).
         // SAFETY: fcntl on our own descriptor.
@@ -96,23 +104,21 @@ impl Session {
             libc::fcntl(self.dev.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
         }
         let _ = self.me.set(Arc::downgrade(self));
-        if self.uring_wanted && self.cuse.is_none() {
-            if !super::uring::kernel_enabled() {
-                warn!(
-                    "--io-uring: the kernel does not let FUSE use io_uring (as root: echo Y > \
-                     /sys/module/fuse/parameters/enable_uring, Linux 6.14 or later with \
-                     CONFIG_FUSE_IO_URING); serving requests through /dev/fuse"
-                );
-            } else {
-                match super::uring::Rings::new(self.dev.as_raw_fd()) {
-                    Ok(r) => {
-                        let _ = self.uring.set(r);
-                    }
-                    Err(e) => warn!(
-                        "--io-uring: cannot set up the rings ({e}); serving requests through \
-                         /dev/fuse"
-                    ),
+        if self.cuse.is_some() || !self.uring_wanted {
+            self.settle_transport(Transport::DevFuse(None));
+        } else if !super::uring::kernel_enabled() {
+            self.settle_transport(Transport::DevFuse(Some(format!(
+                "the kernel does not let FUSE use io_uring ({} is not Y)",
+                super::uring::ENABLE_PARAM
+            ))));
+        } else {
+            match super::uring::Rings::new(self.dev.as_raw_fd()) {
+                Ok(r) => {
+                    let _ = self.uring.set(r);
                 }
+                Err(e) => self.settle_transport(Transport::DevFuse(Some(format!(
+                    "cannot set up the rings: {e}"
+                )))),
             }
         }
         self.spawn_server(true, "fuse-wake".into());
@@ -125,6 +131,10 @@ impl Session {
                 .name("fuse-watchdog".into())
                 .spawn(move || s.watchdog_loop());
         }
+    }
+
+    /// Until the filesystem is unmounted (after [`Session::start`]).
+    pub fn wait(&self) {
         let mut live = self.live.0.lock_ok();
         while *live > 0 {
             live = self.live.1.wait_ok(live);
@@ -630,6 +640,9 @@ impl Session {
         if major != proto::KERNEL_VERSION {
             warn!(major, minor, "unsupported FUSE protocol");
             self.err(u, Errno::EPROTO);
+            self.settle_transport(Transport::DevFuse(Some(format!(
+                "unsupported FUSE protocol {major}.{minor}"
+            ))));
             return;
         }
         let mut want = proto::init::ATOMIC_O_TRUNC
@@ -664,7 +677,9 @@ impl Session {
                 me.start_rings();
             }
         } else if self.uring.get().is_some() {
-            warn!("--io-uring: the kernel did not offer FUSE over io_uring at INIT; serving /dev/fuse");
+            self.settle_transport(Transport::DevFuse(Some(
+                "the kernel did not offer FUSE over io_uring at INIT".into(),
+            )));
         }
     }
 

@@ -53,8 +53,10 @@ pub struct Session {
     pub(super) read_turn: Mutex<()>,
     /// RELEASEs read and not yet done.
     pub(super) releasing: (Mutex<usize>, std::sync::Condvar),
-    /// Serve requests through io_uring if the kernel lets us (`--io-uring`).
+    /// Serve requests through io_uring if the kernel lets us.
     pub(super) uring_wanted: bool,
+    /// Which way requests come, once INIT (and the rings) settled it.
+    pub(super) transport: (Mutex<TransportState>, std::sync::Condvar),
     /// The rings, once set up (see `uring.rs`).
     pub(super) uring: OnceLock<super::uring::Rings>,
     /// The session itself, for starting threads from a request.
@@ -64,6 +66,38 @@ pub struct Session {
     pub(super) cpus: OnceLock<nix::sched::CpuSet>,
     /// Where it records the requests it serves (`monfs/requests`), if set.
     pub(super) requests: OnceLock<Arc<crate::reqstats::RequestStats>>,
+}
+
+/// How the kernel's requests reach a session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// Not known yet: INIT has not been answered, or the rings are being
+    /// registered.
+    Pending,
+    /// read(2) and write(2) of /dev/fuse; if io_uring was wanted, why it is
+    /// not used.
+    DevFuse(Option<String>),
+    /// FUSE over io_uring (INTERRUPT, FORGET and notifications still use
+    /// /dev/fuse).
+    IoUring,
+}
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Transport::Pending => "not settled yet",
+            Transport::DevFuse(_) => "/dev/fuse",
+            Transport::IoUring => "FUSE over io_uring",
+        })
+    }
+}
+
+/// What [`Session::transport`] has learnt so far.
+pub(super) struct TransportState {
+    pub(super) now: Transport,
+    /// Queues whose first registration was submitted (while
+    /// [`Transport::Pending`] with rings).
+    pub(super) registered: Vec<bool>,
 }
 
 /// A CUSE character device served by a session.
@@ -130,6 +164,13 @@ impl Session {
             read_turn: Mutex::new(()),
             releasing: Default::default(),
             uring_wanted,
+            transport: (
+                Mutex::new(TransportState {
+                    now: Transport::Pending,
+                    registered: Vec::new(),
+                }),
+                Default::default(),
+            ),
             uring: OnceLock::new(),
             cpus: OnceLock::new(),
             requests: OnceLock::new(),

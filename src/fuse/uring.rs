@@ -127,11 +127,64 @@ fn possible_cpus() -> usize {
     n.max(1)
 }
 
+/// The fuse module's switch for FUSE over io_uring (root may write `Y`).
+pub const ENABLE_PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
+
 /// Whether the kernel lets FUSE use io_uring (`fuse.enable_uring`).
 pub fn kernel_enabled() -> bool {
-    std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring")
+    std::fs::read_to_string(ENABLE_PARAM)
         .map(|s| s.trim() == "Y")
         .unwrap_or(false)
+}
+
+/// What this kernel, and this process, allow of FUSE over io_uring before
+/// anything is mounted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Availability {
+    /// No `enable_uring` parameter: a kernel before 6.14, or one built
+    /// without `CONFIG_FUSE_IO_URING`.
+    NotBuilt,
+    /// The parameter is there but not `Y`.
+    Off,
+    /// The kernel allows it, but this process may not create an io_uring
+    /// instance (`kernel.io_uring_disabled`, a seccomp filter): why.
+    Denied(String),
+    /// Worth trying: INIT and the rings' registration decide.
+    Available,
+}
+
+/// [`Availability`] on this machine: [`ENABLE_PARAM`], then a small ring of
+/// the kind the queues use, created and dropped.
+pub fn availability() -> Availability {
+    availability_from(std::fs::read_to_string(ENABLE_PARAM), || {
+        IoUring::<Entry128>::builder().build(1).map(drop)
+    })
+}
+
+/// [`availability`] from the parameter's text (or the error reading it) and
+/// a probe that creates a ring.
+pub(super) fn availability_from(
+    param: std::io::Result<String>,
+    probe: impl FnOnce() -> std::io::Result<()>,
+) -> Availability {
+    match param {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Availability::NotBuilt,
+        Err(e) => return Availability::Denied(format!("cannot read {ENABLE_PARAM}: {e}")),
+        Ok(s) if s.trim() != "Y" => return Availability::Off,
+        Ok(_) => {}
+    }
+    match probe() {
+        Ok(()) => Availability::Available,
+        Err(e) => {
+            let sysctl = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
+                .ok()
+                .map(|v| v.trim().to_string())
+                .filter(|v| v != "0")
+                .map(|v| format!(", kernel.io_uring_disabled = {v}"))
+                .unwrap_or_default();
+            Availability::Denied(format!("io_uring_setup: {e}{sysctl}"))
+        }
+    }
 }
 
 fn cmd(commit_id: u64, qid: u16) -> [u8; 80] {
@@ -244,13 +297,15 @@ impl Rings {
         QUEUE.with(|c| c.set(Some(qid)));
     }
 
-    /// Submit queue `qid`'s pending commands and wait for completions: the
-    /// entries that now hold a request, with the command's result (negative:
-    /// an errno, the entry is gone).
-    pub(super) fn wait(&self, qid: u16) -> std::io::Result<Vec<(u32, i32)>> {
+    /// Submit queue `qid`'s pending commands and, if `block`, wait for
+    /// completions: the entries that now hold a request, with the command's
+    /// result (negative: an errno, the entry is gone). Without `block` it
+    /// returns what completed during the submission, which includes every
+    /// registration the kernel refused (it refuses as it takes the command).
+    pub(super) fn wait(&self, qid: u16, block: bool) -> std::io::Result<Vec<(u32, i32)>> {
         let q = &self.queues[qid as usize];
         let mut out = Vec::new();
-        for (ud, res) in q.turn()? {
+        for (ud, res) in q.turn(block)? {
             if ud == WAKE {
                 q.arm_wake();
             } else {
@@ -399,9 +454,9 @@ impl Queue {
         };
     }
 
-    /// Submit what is pending and wait for at least one completion; returns
-    /// the completions (user_data, result).
-    fn turn(&self) -> std::io::Result<Vec<(u64, i32)>> {
+    /// Submit what is pending and, if `block`, wait for at least one
+    /// completion; returns the completions (user_data, result).
+    fn turn(&self, block: bool) -> std::io::Result<Vec<(u64, i32)>> {
         let _g = self.cq.lock_ok();
         let mut pend = std::mem::take(&mut *self.pending.lock_ok());
         let mut next = 0;
@@ -436,7 +491,7 @@ impl Queue {
                 Err(e) => return Err(e),
             }
         }
-        match self.uring.submit_and_wait(1) {
+        match self.uring.submit_and_wait(block as usize) {
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
             Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
@@ -462,5 +517,35 @@ mod tests {
         );
         assert_eq!(u16::from_ne_bytes(c[16..18].try_into().unwrap()), 3);
         assert!(possible_cpus() >= 1);
+    }
+
+    #[test]
+    fn availability_follows_the_parameter_then_the_probe() {
+        use std::io::{Error, ErrorKind};
+        let missing = || Err(Error::from(ErrorKind::NotFound));
+        let never = || -> std::io::Result<()> { panic!("probed") };
+        assert_eq!(availability_from(missing(), never), Availability::NotBuilt);
+        assert_eq!(
+            availability_from(Ok("N\n".into()), never),
+            Availability::Off
+        );
+        assert_eq!(
+            availability_from(Ok("Y\n".into()), || Ok(())),
+            Availability::Available
+        );
+        let denied = availability_from(Ok("Y\n".into()), || {
+            Err(Error::from_raw_os_error(libc::EPERM))
+        });
+        let Availability::Denied(why) = denied else {
+            panic!("{denied:?}");
+        };
+        assert!(
+            why.starts_with("io_uring_setup: Operation not permitted"),
+            "{why}"
+        );
+        assert!(matches!(
+            availability_from(Err(Error::from(ErrorKind::PermissionDenied)), never),
+            Availability::Denied(_)
+        ));
     }
 }

@@ -2,25 +2,84 @@
 //! to the queue's CPU, takes the requests the kernel puts in the queue's
 //! entries and dispatches them as the request threads do those of
 //! /dev/fuse; replies find their way back through [`Session::send`].
+//!
+//! Also which transport a session ended up with ([`Session::transport`]):
+//! /dev/fuse unless INIT negotiated io_uring and every queue's first
+//! registration was taken. The kernel holds requests back until every queue
+//! has an entry, and turns io_uring off for the connection when it refuses
+//! a registration, so requests then come through /dev/fuse.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::errno::Errno;
+use crate::sync::{CondvarExt, LockExt};
 
-use super::state::Session;
+use super::state::{Session, Transport};
 use super::watchdog;
 
 impl Session {
+    /// Which way requests come: /dev/fuse or io_uring, once known; waits up
+    /// to `timeout` for INIT and the rings' registration to settle it (both
+    /// follow the mount at once), else [`Transport::Pending`].
+    pub fn transport(&self, timeout: Duration) -> Transport {
+        let deadline = Instant::now() + timeout;
+        let (lock, cv) = &self.transport;
+        let mut t = lock.lock_ok();
+        while t.now == Transport::Pending {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            t = cv.wait_timeout_ok(t, left);
+        }
+        t.now.clone()
+    }
+
+    /// The transport is known (the first word stays).
+    pub(super) fn settle_transport(&self, to: Transport) {
+        let (lock, cv) = &self.transport;
+        let mut t = lock.lock_ok();
+        if t.now == Transport::Pending {
+            if let Transport::DevFuse(Some(why)) = &to {
+                info!("FUSE over io_uring not used: {why}; serving requests through /dev/fuse");
+            }
+            t.now = to;
+            cv.notify_all();
+        }
+    }
+
+    /// Queue `qid`'s first registration was submitted: `refused` if the
+    /// kernel refused it (or it could not be submitted). io_uring serves
+    /// once every queue's was taken.
+    fn ring_registered(&self, qid: u16, refused: Option<String>) {
+        if let Some(why) = refused {
+            return self.settle_transport(Transport::DevFuse(Some(why)));
+        }
+        let all = {
+            let mut t = self.transport.0.lock_ok();
+            if let Some(r) = t.registered.get_mut(qid as usize) {
+                *r = true;
+            }
+            t.registered.iter().all(|&r| r)
+        };
+        if all {
+            self.settle_transport(Transport::IoUring);
+        }
+    }
+
     /// Register the rings' entries and start one thread per queue, pinned to
     /// its CPU (called once INIT negotiated io_uring).
     pub(super) fn start_rings(self: &Arc<Self>) {
         let Some(rings) = self.uring.get() else {
             return;
         };
-        info!(
+        self.transport.0.lock_ok().registered = vec![false; rings.len()];
+        // Debug: the mount's own message says which transport serves.
+        debug!(
             queues = rings.len(),
             "serving FUSE requests through io_uring"
         );
@@ -38,6 +97,7 @@ impl Session {
             .spawn(move || s.ring_loop(qid));
         if let Err(e) = spawned {
             error!("cannot start a FUSE ring thread: {e}");
+            self.ring_registered(qid, Some(format!("cannot start a ring thread: {e}")));
         }
     }
 
@@ -58,14 +118,26 @@ impl Session {
         rings.enter(qid);
         let mut slot = self.ring_slot(qid);
         let mut body = Vec::with_capacity(super::uring::PAYLOAD_LEN + 256);
+        // The first turn only submits (the queue's registrations, which the
+        // kernel takes or refuses as they are submitted), to learn which.
+        let mut first = true;
         loop {
-            let done = match rings.wait(qid) {
+            let done = match rings.wait(qid, !first) {
                 Ok(d) => d,
                 Err(e) => {
                     warn!(qid, "io_uring_enter: {e}");
+                    if first {
+                        self.ring_registered(qid, Some(format!("io_uring_enter: {e}")));
+                    }
                     return;
                 }
             };
+            if std::mem::take(&mut first) {
+                let refused = done.iter().find(|(_, res)| *res < 0).map(|(_, res)| {
+                    format!("the kernel refused the ring entries: {}", Errno(-res))
+                });
+                self.ring_registered(qid, refused);
+            }
             for (idx, res) in done {
                 if res < 0 {
                     // ENOTCONN, ECANCELED: the connection is going away.
