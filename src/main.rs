@@ -713,9 +713,12 @@ fn main() -> ExitCode {
                 }
                 None => None,
             };
-            match monfs::cli::record::record_from_device(&dev, &output, duration, format) {
-                Ok(n) => {
-                    info!(packets = n, output = %output.display(), "recorded");
+            match monfs::cli::record::record(&dev, &output, duration, format) {
+                // The reader of the pipe went away (`| head`): a normal end,
+                // quiet as tcpdump's.
+                Ok(r) if r.reader_gone => ExitCode::SUCCESS,
+                Ok(r) => {
+                    info!(packets = r.packets, output = %output.display(), "recorded");
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
