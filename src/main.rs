@@ -14,7 +14,7 @@ use tracing::{error, info, warn};
 
 use monfs::config::{Config, ConfigError};
 use monfs::daemon::Monfs;
-use monfs::fuse::{MountOptions, Session};
+use monfs::fuse::{IoUringAvailability, MountOptions, Session, Transport, IO_URING_PARAM};
 
 /// monfs mounts a userspace replica of Linux's usbmon (text and binary),
 /// tracefs event tracing, user_events and the z/VM monitor reader, fed by
@@ -65,8 +65,9 @@ enum Cmd {
         #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(2..=64))]
         threads: u16,
         /// Also create real character devices /dev/usbmonN and /dev/monreader
-        /// through CUSE (needs /dev/cuse). Without CUSE in the kernel, monfs
-        /// says so and serves the files in the mount only.
+        /// through CUSE (needs root and /dev/cuse: `modprobe cuse`). Where
+        /// /dev/cuse is missing or cannot be opened, monfs says so and exits
+        /// 1 without mounting.
         #[arg(long)]
         cuse: bool,
         /// Control socket path (default NAME.sock, NAME the mountpoint's
@@ -90,13 +91,20 @@ enum Cmd {
         /// CUSE device), so that libpcap uses its read path (linktype 189).
         #[arg(long)]
         no_mmap: bool,
-        /// Take requests through FUSE over io_uring (Linux 6.14+, as root
-        /// first `echo Y > /sys/module/fuse/parameters/enable_uring`): one
+        /// Require FUSE over io_uring: where it cannot be had, monfs says why
+        /// and exits 1, leaving nothing mounted. Without this option monfs
+        /// uses io_uring wherever the kernel allows it (Linux 6.14+ built
+        /// with CONFIG_FUSE_IO_URING, after `echo Y >
+        /// /sys/module/fuse/parameters/enable_uring` as root) and /dev/fuse
+        /// otherwise, and says at mount which one serves. io_uring has one
         /// queue per CPU, served by a thread on that CPU, which makes each
-        /// request cheaper (tcpdump's ioctls above all). Where the kernel
-        /// does not allow it, monfs says so and uses /dev/fuse.
-        #[arg(long)]
+        /// request several times cheaper (tcpdump's ioctls above all).
+        #[arg(long, conflicts_with = "no_io_uring")]
         io_uring: bool,
+        /// Take requests through /dev/fuse even where FUSE over io_uring is
+        /// available.
+        #[arg(long)]
+        no_io_uring: bool,
         /// Keep the threads that take requests from /dev/fuse (and /dev/cuse)
         /// on these CPUs (as `taskset -c` takes them: 0, 0,2, 0-3). A request
         /// from a program on one of them is then served on its own CPU, with
@@ -104,7 +112,8 @@ enum Cmd {
         /// makes each request several times cheaper. Run the busy client
         /// there too, e.g. `taskset -c 0 tcpdump ...` with --cpus 0. The
         /// simulators then run on the other CPUs, where there are any. Not
-        /// needed with --io-uring, which serves each CPU on that CPU.
+        /// needed where requests come through io_uring, which serves each CPU
+        /// on that CPU.
         #[arg(long, value_parser = monfs::fuse::parse_cpu_list)]
         cpus: Option<monfs::fuse::CpuList>,
     },
@@ -371,12 +380,66 @@ fn publish_path(fs: &Monfs, name: &str, path: &std::path::Path) {
     );
 }
 
+/// Whether requests are to come through FUSE over io_uring.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum UringMode {
+    /// Where the kernel allows it (the default).
+    Auto,
+    /// Or fail (`--io-uring`).
+    Require,
+    /// Never (`--no-io-uring`).
+    Off,
+}
+
+/// How long a mount waits for INIT and the rings to settle the transport
+/// (both come at once; this only bounds a kernel that never sends INIT).
+const TRANSPORT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Why FUSE over io_uring cannot be had, for the terminal; None if it may.
+fn io_uring_unavailable(a: &IoUringAvailability) -> Option<String> {
+    match a {
+        IoUringAvailability::NotBuilt => Some(
+            "this kernel has no FUSE over io_uring (it needs Linux 6.14 or later built with \
+             CONFIG_FUSE_IO_URING)"
+                .into(),
+        ),
+        IoUringAvailability::Off => Some(format!(
+            "FUSE over io_uring is off in this kernel (as root: echo Y > {IO_URING_PARAM})"
+        )),
+        IoUringAvailability::Denied(why) => {
+            Some(format!("this process may not use io_uring ({why})"))
+        }
+        IoUringAvailability::Available => None,
+    }
+}
+
+/// The line under the mount's own when auto chose /dev/fuse and io_uring
+/// would have been worth having: how to turn it on, or why it was not used.
+/// `why`: what went wrong after the mount, where the kernel offered it.
+fn io_uring_note(a: &IoUringAvailability, why: Option<&str>) -> Option<String> {
+    match a {
+        IoUringAvailability::NotBuilt => None,
+        IoUringAvailability::Off => Some(format!(
+            "monfs: FUSE over io_uring is off; `echo Y > {IO_URING_PARAM}` (as root) before \
+             mounting makes tcpdump-class clients several times faster"
+        )),
+        IoUringAvailability::Denied(why) => Some(format!(
+            "monfs: not using FUSE over io_uring, which this process may not use ({why})"
+        )),
+        IoUringAvailability::Available => Some(format!(
+            "monfs: warning: FUSE over io_uring failed ({}); serving /dev/fuse instead",
+            why.unwrap_or("no reason given")
+        )),
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn mount(
     mountpoint: PathBuf,
     config: Option<PathBuf>,
     foreground: bool,
-    opts: MountOptions,
+    mut opts: MountOptions,
+    uring: UringMode,
     seed: Option<u64>,
     cuse: bool,
     ctl_socket: Option<PathBuf>,
@@ -391,6 +454,25 @@ fn mount(
     };
     if seed.is_some() {
         cfg.seed = seed;
+    }
+    // What was asked for and the kernel cannot give fails here, on the
+    // terminal and before anything is mounted.
+    let avail = match uring {
+        UringMode::Off => None,
+        UringMode::Auto | UringMode::Require => Some(monfs::fuse::io_uring_availability()),
+    };
+    if uring == UringMode::Require {
+        if let Some(why) = avail.as_ref().and_then(io_uring_unavailable) {
+            eprintln!("monfs: --io-uring: {why}; nothing mounted");
+            return ExitCode::from(1);
+        }
+    }
+    opts.io_uring = avail == Some(IoUringAvailability::Available);
+    if cuse {
+        if let Err(e) = monfs::fuse::check_cuse(std::path::Path::new(monfs::fuse::CUSE_DEVICE)) {
+            eprintln!("monfs: --cuse: {e}; nothing mounted");
+            return ExitCode::from(1);
+        }
     }
     let socket_path = ctl_socket.unwrap_or_else(|| monfs::control::default_socket(&mountpoint));
     let mut report = if foreground { None } else { Some(daemonize()) };
@@ -445,7 +527,6 @@ fn mount(
             return fail(&mut report, 1);
         }
     };
-    info!(mountpoint = %mountpoint.display(), buses = ?fs.usbmon.bus_numbers(), "mounted");
     if let Some(why) = monfs::procmem::ptrace_restriction() {
         warn!("{why}");
     }
@@ -454,8 +535,25 @@ fn mount(
         Ok(()) => publish_path(&fs, "monfs/socket", socket_file.path()),
         Err(e) => error!(socket = %socket_path.display(), "control socket unavailable: {e}"),
     }
+    // Give up after the mount: say why on the terminal, and leave nothing
+    // mounted.
+    let give_up = |why: String, cuse_sessions: &[Arc<Session>], report: &mut Option<_>| {
+        eprintln!("monfs: {why}; {} unmounted", mountpoint.display());
+        socket_file.remove();
+        for c in cuse_sessions {
+            c.shutdown();
+        }
+        fs.stop();
+        if let Err(e) = monfs::fuse::unmount(&mountpoint) {
+            eprintln!("monfs: cannot unmount {}: {e}", mountpoint.display());
+        }
+        fail(report, 1)
+    };
     let cuse_sessions = if cuse {
-        start_cuse(&fs, opts.cpus.as_ref())
+        match start_cuse(&fs, opts.cpus.as_ref()) {
+            Ok(s) => s,
+            Err(e) => return give_up(format!("--cuse: {e}"), &[], &mut report),
+        }
     } else {
         Vec::new()
     };
@@ -463,18 +561,80 @@ fn mount(
         keep_off(cpus);
     }
     fs.start();
-    if let (Some(f), Some(p)) = (log, log_path.as_deref()) {
-        publish_path(&fs, "monfs/log", p);
-        info!(log = %p.display(), "logging to file from now on");
-        redirect(&f, 2);
-    } else if let Some(j) = journal {
-        publish_path(
-            &fs,
-            "monfs/log",
-            std::path::Path::new("journal (journalctl -t monfs)"),
+    // Where stderr goes once the terminal has heard how the mount went: the
+    // log file (None) or the journal.
+    let log_sink: Option<(OwnedFd, Option<&std::path::Path>)> =
+        if let (Some(f), Some(p)) = (log, log_path.as_deref()) {
+            publish_path(&fs, "monfs/log", p);
+            Some((f.into(), Some(p)))
+        } else if let Some(j) = journal {
+            publish_path(
+                &fs,
+                "monfs/log",
+                std::path::Path::new("journal (journalctl -t monfs)"),
+            );
+            Some((j.into(), None))
+        } else {
+            None
+        };
+    if let Some(cpus) = &opts.cpus {
+        session.set_cpus(cpus.set());
+    }
+    session.set_request_stats(fs.requests.clone());
+    session.start(opts.threads);
+    // Which transport serves, on the terminal (stderr is still the caller's).
+    let transport = session.transport(TRANSPORT_WAIT);
+    let reason = match &transport {
+        Transport::DevFuse(why) => why.clone(),
+        Transport::Pending => Some(format!(
+            "the kernel did not settle it within {} s",
+            TRANSPORT_WAIT.as_secs()
+        )),
+        Transport::IoUring => None,
+    };
+    if uring == UringMode::Require && transport != Transport::IoUring {
+        let why = reason.unwrap_or_default();
+        return give_up(
+            format!("--io-uring: FUSE over io_uring could not be used ({why})"),
+            &cuse_sessions,
+            &mut report,
         );
-        info!("logging to the journal from now on (journalctl -t monfs)");
-        redirect(&j, 2);
+    }
+    match &transport {
+        Transport::Pending => eprintln!(
+            "monfs: {} mounted (which transport serves is not known yet)",
+            mountpoint.display()
+        ),
+        t => eprintln!(
+            "monfs: {} mounted, requests through {t}",
+            mountpoint.display()
+        ),
+    }
+    if transport != Transport::IoUring {
+        if let Some(note) = avail
+            .as_ref()
+            .and_then(|a| io_uring_note(a, reason.as_deref()))
+        {
+            eprintln!("{note}");
+        }
+    }
+    match log_sink {
+        Some((f, Some(p))) => {
+            info!(log = %p.display(), "logging to file from now on");
+            redirect(&f, 2);
+        }
+        Some((j, None)) => {
+            info!("logging to the journal from now on (journalctl -t monfs)");
+            redirect(&j, 2);
+        }
+        None => {}
+    }
+    let buses = fs.usbmon.bus_numbers();
+    match reason.as_deref() {
+        Some(why) if avail.is_some() => {
+            info!(mountpoint = %mountpoint.display(), ?buses, %transport, why, "mounted")
+        }
+        _ => info!(mountpoint = %mountpoint.display(), ?buses, %transport, "mounted"),
     }
     if let Some(mut r) = report.take() {
         let _ = r.write_all(&[0]);
@@ -504,12 +664,7 @@ fn mount(
             })
             .expect("spawn signal thread");
     }
-    let s = Arc::clone(&session);
-    if let Some(cpus) = &opts.cpus {
-        s.set_cpus(cpus.set());
-    }
-    s.set_request_stats(fs.requests.clone());
-    s.run(opts.threads);
+    session.wait();
     socket_file.remove();
     for c in &cuse_sessions {
         c.shutdown();
@@ -541,8 +696,13 @@ fn keep_off(cpus: &monfs::fuse::CpuList) {
 
 /// Create the CUSE character devices. usbmon0 gets a dynamic major, which the
 /// other usbmon devices then share with minor = bus number, as in the kernel.
-fn start_cuse(fs: &Monfs, cpus: Option<&monfs::fuse::CpuList>) -> Vec<Arc<Session>> {
-    let mut sessions = Vec::new();
+/// If one cannot be created, those that were are shut down and the error
+/// says why.
+fn start_cuse(
+    fs: &Monfs,
+    cpus: Option<&monfs::fuse::CpuList>,
+) -> Result<Vec<Arc<Session>>, String> {
+    let mut sessions: Vec<Arc<Session>> = Vec::new();
     let mut usbmon_major = 0;
     for (name, node, minor) in fs.char_devices() {
         let major = if name.starts_with("usbmon") {
@@ -553,11 +713,10 @@ fn start_cuse(fs: &Monfs, cpus: Option<&monfs::fuse::CpuList>) -> Vec<Arc<Sessio
         let s = match Session::cuse(node, &name, major, minor) {
             Ok(s) => s,
             Err(e) => {
-                error!(
-                    "{e:#}; no CUSE devices: use the files in the mount instead \
-                     (scripts/usbmon-ns binds them at /dev)"
-                );
-                return sessions;
+                for s in &sessions {
+                    s.shutdown();
+                }
+                return Err(format!("/dev/{name}: {e:#}"));
             }
         };
         if let Some(cpus) = cpus {
@@ -594,7 +753,7 @@ fn start_cuse(fs: &Monfs, cpus: Option<&monfs::fuse::CpuList>) -> Vec<Arc<Sessio
         }
         sessions.push(s);
     }
-    sessions
+    Ok(sessions)
 }
 
 fn main() -> ExitCode {
@@ -614,6 +773,7 @@ fn main() -> ExitCode {
             threads,
             no_mmap,
             io_uring,
+            no_io_uring,
             cpus,
             cuse,
             ctl_socket,
@@ -626,8 +786,13 @@ fn main() -> ExitCode {
                 allow_other: !private,
                 threads: threads as usize,
                 mmap: !no_mmap,
-                io_uring,
+                io_uring: false,
                 cpus,
+            },
+            match (io_uring, no_io_uring) {
+                (true, _) => UringMode::Require,
+                (_, true) => UringMode::Off,
+                _ => UringMode::Auto,
             },
             seed,
             cuse,
