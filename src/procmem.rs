@@ -863,6 +863,21 @@ pub fn has_shared_mapping(pid: u32, dev: u64, ino: u64) -> bool {
     })
 }
 
+/// Whether any process has a shared mapping of the file with device `dev`
+/// and inode `ino` (every `/proc/<pid>/maps` is read: for rare questions,
+/// such as whether a resize of a mapped trace buffer must be refused).
+pub fn any_shared_mapping(dev: u64, ino: u64) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    dir.flatten().any(|d| {
+        d.file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+            .is_some_and(|pid| has_shared_mapping(pid, dev, ino))
+    })
+}
+
 /// Where [`fd_nonblock`] found a file last time: the process, the
 /// descriptor and the mounts of the device, so that the next question reads
 /// one `fdinfo` file instead of the process's mount table and every

@@ -140,6 +140,11 @@ pub trait OpenFile: Send + Sync {
     fn read_mapped(&self, _offset: u64, _size: u32) -> SysResult<Vec<u8>> {
         Err(Errno::ENODEV)
     }
+    /// The device and inode number under which the caller's mapping of
+    /// this open file appears in `/proc/<pid>/maps`, told before each
+    /// [`OpenFile::read_mapped`] (a file whose mapping is a state, as
+    /// tracefs's mapped ring, finds with it whether it is still mapped).
+    fn mapped_as(&self, _file_id: (u64, u64)) {}
     /// The whole content, for files whose bytes are fixed at open (snapshots).
     /// The FUSE layer puts it in the page cache, because sendfile and splice
     /// (busybox `cat`) read through the page cache up to the inode's size and

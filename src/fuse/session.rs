@@ -535,7 +535,11 @@ impl Session {
                     // Not a read(2) (those carry a lock owner on direct-I/O files):
                     // the page cache filling in pages for a mapping.
                     match self.handle(fh) {
-                        Some(hd) => self.finish(u, hd.file.read_mapped(offset, size)),
+                        Some(hd) => {
+                            hd.file
+                                .mapped_as((self.dev_id.load(Ordering::Relaxed), hd.nodeid));
+                            self.finish(u, hd.file.read_mapped(offset, size))
+                        }
                         None => self.err(u, Errno::EBADF),
                     }
                 } else {

@@ -150,6 +150,17 @@ pub struct TraceArray {
     pub(super) error_log: ErrorLog,
     /// Histograms shared by `name=` hist triggers.
     pub(super) named_hists: NamedHists,
+    /// Open `trace_pipe_raw` files whose buffer they mapped (see
+    /// `per_cpu.rs`).
+    pub(super) maps: Mutex<Vec<MapRef>>,
+}
+
+/// An open `per_cpu/cpuN/trace_pipe_raw` that mapped CPU `cpu`'s buffer,
+/// and where its mapping shows in `/proc/<pid>/maps` (device, inode).
+pub(super) struct MapRef {
+    pub(super) open: u64,
+    pub(super) cpu: usize,
+    pub(super) file: Option<(u64, u64)>,
 }
 
 /// Pages of a per-CPU buffer of `bytes` (at least 2, as the kernel's).
@@ -234,6 +245,7 @@ impl TraceArray {
             next_waker: AtomicU64::new(1),
             error_log: ErrorLog::new(),
             named_hists: NamedHists::new(),
+            maps: Mutex::new(Vec::new()),
         })
     }
 
@@ -465,6 +477,11 @@ impl TraceArray {
         let order =
             subbuf_order_for(super::parse::kstrtoul(data)?).ok_or(crate::errno::Errno::EINVAL)?;
         let cap = ring::subbuf_capacity(order);
+        // ring_buffer_subbuf_order_set: the same order is no change; another
+        // is refused while a CPU's buffer is mapped.
+        if self.subbuf_order.load(Ordering::SeqCst) != order && self.any_mapped() {
+            return Err(crate::errno::Errno::EBUSY);
+        }
         let mut guards = self.lock_all();
         if self.subbuf_order.swap(order, Ordering::SeqCst) != order {
             for b in guards.iter_mut() {

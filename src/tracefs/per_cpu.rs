@@ -3,6 +3,17 @@
 //! `trace`, `trace_pipe`, `trace_pipe_raw` (binary pages), `stats` and
 //! `buffer_size_kb`, as in the kernel's `kernel/trace/trace.c`.
 //!
+//! `trace_pipe_raw` can be memory mapped, as trace.c's
+//! `tracing_buffers_mmap` and `tracing_buffers_ioctl` allow since 6.10:
+//! the mapping shows the meta page and the sub-buffers (`ring.rs`,
+//! [`CpuBuffer::map_read`]) and `TRACE_MMAP_IOCTL_GET_READER` swaps the
+//! reader sub-buffer. FUSE tells the daemon of no mmap or munmap: a buffer
+//! counts as mapped from the first page-cache fill of a mapping of it (or a
+//! GET_READER from a process that maps it) until the open file is released
+//! or, asked when it matters (a resize, a snapshot), no process maps it any
+//! more. The mapping is a copy in the page cache: each GET_READER stores the
+//! meta page and the reader sub-buffer there before it answers.
+//!
 //! Every read that finds nothing answers EAGAIN; the frontend then parks a
 //! blocking reader until [`Tracing::store`] wakes it, or returns EAGAIN to an
 //! `O_NONBLOCK` one, as the kernel's `wait_on_pipe` and `O_NONBLOCK` do.
@@ -12,12 +23,16 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use super::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
+use super::instance::MapRef;
 use super::instance::TraceArray;
 use super::parse::kstrtoul;
-use super::ring::CpuBuffer;
+use super::ring::{CpuBuffer, GET_READER};
 use crate::errno::{Errno, SysResult};
 use crate::sync::LockExt;
-use crate::vfs::{Caller, FileNode, NodeKind, OpenFile, OpenFlags, Tree, Waker, POLL_READABLE};
+use crate::vfs::{
+    Caller, FileNode, IoctlReply, IoctlRequest, NodeKind, OpenFile, OpenFlags, Tree, Waker,
+    POLL_READABLE,
+};
 
 /// At most one page of text per `trace_pipe` read.
 const PIPE_CHUNK: usize = 4096;
@@ -59,6 +74,8 @@ struct PipeOpen {
     form: Form,
     id: u64,
     st: Mutex<PipeState>,
+    /// Where the caller's mapping of this open shows in `/proc/PID/maps`.
+    file_id: Mutex<Option<(u64, u64)>>,
 }
 
 impl FileNode for PipeNode {
@@ -77,7 +94,22 @@ impl FileNode for PipeNode {
                 pos: 0,
                 read_any: false,
             }),
+            file_id: Mutex::new(None),
         }))
+    }
+    /// `trace_pipe_raw` is mapped per open, as usbmon's ring: every open
+    /// has a page cache of its own, which the GET_READER of that open
+    /// brings up to date.
+    fn private_inode(&self) -> bool {
+        matches!((self.form, self.cpus), (Form::Raw, Cpus::One(_)))
+    }
+    /// `trace_pipe_raw`: the size of a whole mapping (a mapping faults
+    /// pages in only below it). The kernel's file has size 0.
+    fn size(&self) -> u64 {
+        match (self.form, self.cpus) {
+            (Form::Raw, Cpus::One(c)) => self.t.bufs[c].lock_ok().map_len(),
+            _ => 0,
+        }
     }
 }
 
@@ -199,9 +231,72 @@ impl OpenFile for PipeOpen {
     fn is_stream(&self) -> bool {
         true
     }
+    fn mapped_as(&self, file_id: (u64, u64)) {
+        *self.file_id.lock_ok() = Some(file_id);
+    }
+    fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
+        let (Form::Raw, Cpus::One(c)) = (self.form, self.cpus) else {
+            return Err(Errno::ENODEV);
+        };
+        self.t.note_mapped(c, self.id, *self.file_id.lock_ok());
+        let mut b = self.t.bufs[c].lock_ok();
+        b.map_start();
+        Ok(b.map_read(offset, size))
+    }
+    fn ioctl(&self, req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
+        let Cpus::One(c) = self.cpus else {
+            return Err(Errno::ENOTTY);
+        };
+        if !matches!(self.form, Form::Raw) {
+            return Err(Errno::ENOTTY);
+        }
+        match req.cmd {
+            // tracing_buffers_ioctl: command 0 wakes the waiters.
+            0 => {
+                self.t.wake();
+                Ok(IoctlReply::default())
+            }
+            GET_READER => self.get_reader(c, req),
+            _ => Err(Errno::ENOTTY),
+        }
+    }
     fn release(&self) {
+        self.t.unmapped(self.id);
         self.t.wakers.lock_ok().retain(|w| w.0 != self.id);
         self.t.pipe_readers.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl PipeOpen {
+    /// `TRACE_MMAP_IOCTL_GET_READER` on CPU `c`'s `trace_pipe_raw`:
+    /// ENODEV unless the buffer is mapped; a blocking file first waits for
+    /// data (the kernel's `ring_buffer_wait`). The meta page and the reader
+    /// sub-buffer go to the page cache before the answer.
+    fn get_reader(&self, c: usize, req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
+        if !self.t.bufs[c].lock_ok().is_mapped() {
+            // Mapped but never touched: the caller's maps tell.
+            if !crate::procmem::has_shared_mapping(req.caller.pid, req.file_id.0, req.file_id.1) {
+                return Err(Errno::ENODEV);
+            }
+            *self.file_id.lock_ok() = Some(req.file_id);
+            self.t.note_mapped(c, self.id, Some(req.file_id));
+        }
+        let mut b = self.t.bufs[c].lock_ok();
+        b.map_start();
+        if !req.nonblock && b.is_empty() {
+            return Err(Errno::EAGAIN);
+        }
+        b.map_get_reader();
+        let (id, page) = b.reader_page();
+        let at = b.page_size() as u64 * (1 + id as u64);
+        // The whole sub-buffer: the page cache may hold another sub-buffer's
+        // bytes at that id from an earlier turn.
+        let cache_updates = vec![(0, b.meta_page()), (at, page.to_vec())];
+        Ok(IoctlReply {
+            result: 0,
+            output: Vec::new(),
+            cache_updates,
+        })
     }
 }
 
@@ -230,6 +325,65 @@ impl TraceArray {
         s
     }
 
+    /// Count CPU `cpu`'s buffer as mapped by the open file `open`.
+    pub(super) fn note_mapped(&self, cpu: usize, open: u64, file: Option<(u64, u64)>) {
+        let mut maps = self.maps.lock_ok();
+        match maps.iter_mut().find(|m| m.open == open) {
+            Some(m) => {
+                if file.is_some() {
+                    m.file = file;
+                }
+            }
+            None => maps.push(MapRef { open, cpu, file }),
+        }
+    }
+
+    /// The open file `open` is released: its mapping is gone. The last
+    /// mapping of a buffer gone, the buffer is no longer mapped
+    /// (`ring_buffer_unmap`).
+    pub(super) fn unmapped(&self, open: u64) {
+        let cpu = {
+            let mut maps = self.maps.lock_ok();
+            let Some(i) = maps.iter().position(|m| m.open == open) else {
+                return;
+            };
+            let cpu = maps.remove(i).cpu;
+            if maps.iter().any(|m| m.cpu == cpu) {
+                return;
+            }
+            cpu
+        };
+        self.bufs[cpu].lock_ok().map_end();
+    }
+
+    /// Whether CPU `cpu`'s buffer (every CPU's for `None`) is mapped.
+    /// Mappings no process holds any more (munmap, which FUSE does not
+    /// report) are forgotten first.
+    pub(super) fn cpu_mapped(&self, cpu: Option<usize>) -> bool {
+        let candidates: Vec<(u64, Option<(u64, u64)>)> = self
+            .maps
+            .lock_ok()
+            .iter()
+            .filter(|m| cpu.is_none_or(|c| c == m.cpu))
+            .map(|m| (m.open, m.file))
+            .collect();
+        let mut busy = false;
+        for (open, file) in candidates {
+            match file {
+                Some((dev, ino)) if !crate::procmem::any_shared_mapping(dev, ino) => {
+                    self.unmapped(open)
+                }
+                _ => busy = true,
+            }
+        }
+        busy
+    }
+
+    /// Whether any CPU's buffer is mapped (the kernel's `tr->mapped`).
+    pub(super) fn any_mapped(&self) -> bool {
+        self.cpu_mapped(None)
+    }
+
     /// A buffer's size in KiB as `buffer_size_kb` shows it.
     pub(super) fn kb_of(b: &CpuBuffer) -> usize {
         b.size_bytes() / 1024
@@ -247,6 +401,18 @@ impl TraceArray {
         // its pages only as entries come, but answers the same.
         // `val <<= 10` in tracing_entries_write, which wraps.
         let bytes = (kb as u64).wrapping_shl(10) as usize;
+        // ring_buffer_resize refuses a mapped buffer (EBUSY): every CPU's
+        // when all are resized, the one's only when its size changes.
+        let busy = match cpu {
+            None => self.any_mapped(),
+            Some(c) => {
+                let b = self.bufs[c].lock_ok();
+                bytes.div_ceil(b.capacity()).max(2) != b.nr_pages()
+            }
+        };
+        if busy && (cpu.is_none() || self.cpu_mapped(cpu)) {
+            return Err(Errno::EBUSY);
+        }
         let mut avail = mem_available_pages();
         for (i, b) in self.bufs.iter().enumerate() {
             if cpu.is_some_and(|c| c != i) {

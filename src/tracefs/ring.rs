@@ -12,6 +12,13 @@
 //! `events/header_event` describe: `u64 timestamp` (the first event's time),
 //! `local_t commit` (bytes of events, with the missed-events flags in bits 31
 //! and 30), then the events, each a `type_len:5, time_delta:27` word.
+//!
+//! A buffer can also be memory mapped (`mmap` of `trace_pipe_raw`, Linux
+//! 6.10 on, `ring_buffer_map` and `ring_buffer_map_get_reader` in
+//! ring_buffer.c, `struct trace_buffer_meta` in
+//! include/uapi/linux/trace_mmap.h): a meta page, then every sub-buffer by
+//! id, the reader sub-buffer among them. [`Mapped`] keeps what a mapping
+//! shows: the sub-buffer ids in ring order and the reader sub-buffer's bytes.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -151,6 +158,8 @@ fn flags(f: u8, pc: u8) -> String {
 /// One sub-buffer page.
 #[derive(Default)]
 struct Page {
+    /// Which page this is (a number no other page of the buffer had).
+    seq: u64,
     /// Entries not yet consumed, oldest first.
     entries: VecDeque<Entry>,
     /// Bytes written to the page, consumed entries and time extends included.
@@ -213,6 +222,38 @@ pub struct CpuBuffer {
     dropped: u64,
     read: u64,
     last_ts: u64,
+    /// The number the next new page gets.
+    next_seq: u64,
+    /// The mapping's state while the buffer is mapped.
+    map: Option<Mapped>,
+}
+
+/// `sizeof(struct trace_buffer_meta)`: the meta page's `meta_struct_len`.
+pub const META_STRUCT_LEN: usize = 80;
+
+/// `TRACE_MMAP_IOCTL_GET_READER`, `_IO('R', 0x20)`.
+pub const GET_READER: u32 = 0x5220;
+
+/// What a mapping of a buffer shows beyond the counters: the kernel's
+/// sub-buffer ids (the reader's, and the ring's from the head page on) and
+/// the reader sub-buffer. While mapped, `pages[i]` of the buffer is the
+/// ring's sub-buffer `ring[i]`, but when the reader sub-buffer is the page
+/// the writer is still on (`attached`): then `pages[0]` is the reader and
+/// `pages[i]` is `ring[i - 1]`.
+pub struct Mapped {
+    reader_id: u32,
+    ring: VecDeque<u32>,
+    /// The reader sub-buffer's bytes, header included.
+    page: Vec<u8>,
+    /// Bytes of events on it, and the flags of its `commit`.
+    commit: usize,
+    flags: u64,
+    /// `reader.read`: bytes of it consumed.
+    read: usize,
+    /// Time of the newest event on it.
+    last_ts: u64,
+    /// The page of the buffer it is while the writer still writes on it.
+    attached: Option<u64>,
 }
 
 impl CpuBuffer {
@@ -237,6 +278,8 @@ impl CpuBuffer {
             dropped: 0,
             read: 0,
             last_ts: 0,
+            next_seq: 0,
+            map: None,
         }
     }
 
@@ -268,6 +311,9 @@ impl CpuBuffer {
         if capacity == self.capacity {
             return;
         }
+        // Refused while mapped (EBUSY, see `TraceArray::any_mapped`); a
+        // mapping made later starts afresh.
+        self.map = None;
         let nr = (self.capacity * self.nr_pages).div_ceil(capacity).max(2);
         self.stale += self.entries;
         self.stale_bytes += self.iter().map(Entry::cost).sum::<usize>();
@@ -303,7 +349,12 @@ impl CpuBuffer {
                 }
                 self.drop_oldest_page();
             }
-            self.pages.push_back(Page::default());
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            self.pages.push_back(Page {
+                seq,
+                ..Page::default()
+            });
         }
         let p = self.pages.back_mut().expect("a writer page");
         p.used += p.need(cost, e.ts);
@@ -314,8 +365,23 @@ impl CpuBuffer {
         true
     }
 
+    /// Take the oldest page out of the list. While mapped, the ring's ids
+    /// follow: the head page's id goes to the ring's end (it is where the
+    /// writer will come back to), unless the page was the reader's.
+    fn remove_front(&mut self) -> Option<Page> {
+        let p = self.pages.pop_front()?;
+        if let Some(m) = self.map.as_mut() {
+            if m.attached == Some(p.seq) {
+                m.attached = None;
+            } else {
+                m.ring.rotate_left(1);
+            }
+        }
+        Some(p)
+    }
+
     fn drop_oldest_page(&mut self) {
-        if let Some(old) = self.pages.pop_front() {
+        if let Some(old) = self.remove_front() {
             let n = old.entries.len() as u64;
             self.entries -= old.entries.len();
             self.overrun += n;
@@ -388,7 +454,7 @@ impl CpuBuffer {
             let p = self.pages.front_mut()?;
             if let Some(e) = p.entries.pop_front() {
                 if p.entries.is_empty() && !writer {
-                    self.pages.pop_front();
+                    self.remove_front();
                 }
                 self.entries -= 1;
                 self.read += 1;
@@ -397,7 +463,7 @@ impl CpuBuffer {
             if writer {
                 return None;
             }
-            self.pages.pop_front();
+            self.remove_front();
         }
     }
 
@@ -418,7 +484,7 @@ impl CpuBuffer {
             .front()
             .is_some_and(|p| p.entries.is_empty() && self.pages.len() > 1)
         {
-            self.pages.pop_front();
+            self.remove_front();
         }
         let writer = self.pages.len() == 1;
         let p = self.pages.front_mut()?;
@@ -438,18 +504,7 @@ impl CpuBuffer {
                 break;
             }
             let e = p.entries.pop_front().expect("peeked");
-            let mut delta = delta;
-            if extend > 0 {
-                put_u32(
-                    &mut out,
-                    off,
-                    TYPE_TIME_EXTEND | ((delta as u32 & 0x7ff_ffff) << 5),
-                );
-                put_u32(&mut out, off + 4, (delta >> 27) as u32);
-                off += TIME_EXTEND_LEN;
-                delta = 0;
-            }
-            off = encode_event(&mut out, off, &e.data, delta as u32);
+            off = put_entry(&mut out, off, delta, &e.data);
             prev = e.ts;
             taken += 1;
         }
@@ -457,7 +512,7 @@ impl CpuBuffer {
             return None;
         }
         if p.entries.is_empty() && !writer {
-            self.pages.pop_front();
+            self.remove_front();
         }
         self.entries -= taken;
         self.read += taken as u64;
@@ -487,12 +542,297 @@ impl CpuBuffer {
         }
     }
 
-    /// Drop everything and reset the counters (`echo > trace`).
+    /// Drop everything and reset the counters (`echo > trace`). A mapping
+    /// stays, with an empty reader sub-buffer (the kernel's `rb_reset_cpu`
+    /// resets the reader page and keeps the ids).
     pub fn clear(&mut self) {
         let (nr, cap, size) = (self.nr_pages, self.capacity, self.size);
+        let map = self.map.take();
         *self = CpuBuffer::with_capacity(nr, cap);
         self.size = size;
+        if let Some(mut m) = map {
+            m.page.fill(0);
+            (m.commit, m.flags, m.read, m.last_ts, m.attached) = (0, 0, 0, 0, None);
+            // The pages the ids stood for are gone: the ring's ids stand
+            // for the pages to come, from the head on.
+            self.map = Some(m);
+        }
     }
+
+    /// Whether the buffer is mapped.
+    pub fn is_mapped(&self) -> bool {
+        self.map.is_some()
+    }
+
+    /// Bytes of a mapping of the whole buffer: the meta page (padded to a
+    /// sub-buffer), then the reader sub-buffer and the ring's.
+    pub fn map_len(&self) -> u64 {
+        ((self.nr_pages + 2) * self.page_size()) as u64
+    }
+
+    /// Start a mapping, as the kernel's first `ring_buffer_map` of a CPU
+    /// buffer (`rb_setup_ids_meta_page`): the reader sub-buffer gets id 0,
+    /// the ring's get 1 to `nr_pages` from the head page on. Nothing
+    /// changes if it is mapped already.
+    pub fn map_start(&mut self) {
+        if self.map.is_some() {
+            return;
+        }
+        self.map = Some(Mapped {
+            reader_id: 0,
+            ring: (1..=self.nr_pages as u32).collect(),
+            page: vec![0; self.page_size()],
+            commit: 0,
+            flags: 0,
+            read: 0,
+            last_ts: 0,
+            attached: None,
+        });
+    }
+
+    /// The last mapping is gone (`ring_buffer_unmap`).
+    pub fn map_end(&mut self) {
+        self.map = None;
+    }
+
+    /// `TRACE_MMAP_IOCTL_GET_READER` (`ring_buffer_map_get_reader`): the
+    /// reader is taken to have read the reader sub-buffer. If the writer
+    /// has added events to it since, they are now read and the reader stays
+    /// on it; else, if there is anything to read, the head page becomes the
+    /// reader sub-buffer (with the missed-events flags and count if events
+    /// were overwritten since the last read, unless the writer is on it)
+    /// and its events are read. The events are consumed: no other reader
+    /// sees them. Returns false if the buffer is not mapped.
+    pub fn map_get_reader(&mut self) -> bool {
+        let Some(mut m) = self.map.take() else {
+            return false;
+        };
+        self.get_reader(&mut m);
+        self.map = Some(m);
+        true
+    }
+
+    fn get_reader(&mut self, m: &mut Mapped) {
+        if let Some(seq) = m.attached {
+            let writer = self.pages.len() == 1;
+            match self.pages.front_mut() {
+                Some(p) if p.seq == seq => {
+                    let mut n = 0;
+                    while let Some(e) = p.entries.front() {
+                        let delta = e.ts - m.last_ts.min(e.ts);
+                        let need = entry_len(delta, e);
+                        if PAGE_HDR + m.commit + need > m.page.len() {
+                            break;
+                        }
+                        let e = p.entries.pop_front().expect("peeked");
+                        m.commit =
+                            put_entry(&mut m.page, PAGE_HDR + m.commit, delta, &e.data) - PAGE_HDR;
+                        m.last_ts = e.ts;
+                        n += 1;
+                    }
+                    let rest = !p.entries.is_empty();
+                    self.entries -= n;
+                    self.read += n as u64;
+                    if n > 0 {
+                        m.read = m.commit;
+                        put_commit(m);
+                        return;
+                    }
+                    if writer && !rest {
+                        return;
+                    }
+                    m.attached = None;
+                    if !rest {
+                        // Read to its end and left by the writer: it was
+                        // the reader's, never the ring's.
+                        self.pages.pop_front();
+                    }
+                    // (Events that no longer fit on it, after others read
+                    // some in between, stay as the head page's.)
+                }
+                _ => m.attached = None,
+            }
+        }
+        while self
+            .pages
+            .front()
+            .is_some_and(|p| p.entries.is_empty() && self.pages.len() > 1)
+        {
+            self.remove_front_of(m);
+        }
+        if self.entries == 0 {
+            return;
+        }
+        let writer = self.pages.len() == 1;
+        let Some(p) = self.pages.front_mut() else {
+            return;
+        };
+        // The head page becomes the reader; the old reader takes its place
+        // in the ring, at its end from the new head's point of view.
+        if let Some(id) = m.ring.pop_front() {
+            m.ring.push_back(m.reader_id);
+            m.reader_id = id;
+        }
+        m.page.fill(0);
+        let first_ts = p.entries.front().map_or(0, |e| e.ts);
+        let mut off = PAGE_HDR;
+        let mut prev = first_ts;
+        let mut n = 0;
+        while let Some(e) = p.entries.front() {
+            let delta = e.ts - prev.min(e.ts);
+            if off + entry_len(delta, e) > m.page.len() {
+                break;
+            }
+            let e = p.entries.pop_front().expect("peeked");
+            off = put_entry(&mut m.page, off, delta, &e.data);
+            prev = e.ts;
+            n += 1;
+        }
+        let seq = p.seq;
+        let drained = p.entries.is_empty();
+        self.entries -= n;
+        self.read += n as u64;
+        m.page[0..8].copy_from_slice(&first_ts.to_le_bytes());
+        m.commit = off - PAGE_HDR;
+        m.read = m.commit;
+        m.last_ts = prev;
+        m.flags = 0;
+        let lost = self.take_lost();
+        if writer {
+            // The writer goes on writing on it (the kernel's reader page is
+            // then its commit page: no missed-events flags).
+            m.attached = Some(seq);
+        } else {
+            if drained {
+                self.pages.pop_front();
+            }
+            if lost > 0 {
+                m.flags |= MISSED_EVENTS;
+                if m.page.len() - off >= 8 {
+                    m.page[off..off + 8].copy_from_slice(&lost.to_le_bytes());
+                    m.flags |= MISSED_STORED;
+                }
+            }
+        }
+        put_commit(m);
+    }
+
+    /// [`CpuBuffer::remove_front`] with the mapping's state taken out.
+    fn remove_front_of(&mut self, m: &mut Mapped) {
+        if let Some(p) = self.pages.pop_front() {
+            if m.attached == Some(p.seq) {
+                m.attached = None;
+            } else {
+                m.ring.rotate_left(1);
+            }
+        }
+    }
+
+    /// The meta page (`struct trace_buffer_meta`, zeros to the end of a
+    /// sub-buffer) as `rb_update_meta_page` fills it. Empty if not mapped.
+    pub fn meta_page(&self) -> Vec<u8> {
+        let Some(m) = &self.map else {
+            return Vec::new();
+        };
+        let size = self.page_size();
+        let mut out = vec![0u8; size];
+        let mut w = 0;
+        let mut put = |b: &[u8]| {
+            out[w..w + b.len()].copy_from_slice(b);
+            w += b.len();
+        };
+        put(&(size as u32).to_le_bytes()); // meta_page_size
+        put(&(META_STRUCT_LEN as u32).to_le_bytes());
+        put(&(size as u32).to_le_bytes()); // subbuf_size
+        put(&(self.nr_pages as u32 + 1).to_le_bytes()); // nr_subbufs
+        put(&0u64.to_le_bytes()); // reader.lost_events
+        put(&m.reader_id.to_le_bytes());
+        put(&(m.read as u32).to_le_bytes());
+        put(&0u64.to_le_bytes()); // flags
+                                  // `entries` counts every entry written since the last reset, read
+                                  // and overwritten ones included.
+        put(&(self.len() as u64 + self.overrun + self.read).to_le_bytes());
+        put(&self.overrun.to_le_bytes());
+        put(&self.read.to_le_bytes());
+        out
+    }
+
+    /// The reader sub-buffer's id and bytes (empty if not mapped).
+    pub fn reader_page(&self) -> (u32, &[u8]) {
+        match &self.map {
+            Some(m) => (m.reader_id, &m.page),
+            None => (0, &[]),
+        }
+    }
+
+    /// `size` bytes of the mapping at `offset`: the meta page, the reader
+    /// sub-buffer where its id puts it, zeros for the ring's sub-buffers
+    /// (a reader reads only the reader sub-buffer). Empty past the end.
+    pub fn map_read(&self, offset: u64, size: u32) -> Vec<u8> {
+        let Some(m) = &self.map else {
+            return Vec::new();
+        };
+        let len = self.map_len();
+        let end = (offset.saturating_add(size as u64)).min(len);
+        if offset >= end {
+            return Vec::new();
+        }
+        let ps = self.page_size() as u64;
+        let mut out = Vec::with_capacity((end - offset) as usize);
+        let meta = self.meta_page();
+        let reader_at = ps * (1 + m.reader_id as u64);
+        let mut at = offset;
+        while at < end {
+            let (base, src): (u64, Option<&[u8]>) = if at < ps {
+                (0, Some(&meta))
+            } else if at >= reader_at && at < reader_at + ps {
+                (reader_at, Some(&m.page))
+            } else {
+                ((at / ps) * ps, None)
+            };
+            let stop = (base + ps).min(end);
+            match src {
+                Some(b) => out.extend_from_slice(&b[(at - base) as usize..(stop - base) as usize]),
+                None => out.resize(out.len() + (stop - at) as usize, 0),
+            }
+            at = stop;
+        }
+        out
+    }
+}
+
+/// Write the reader sub-buffer's `commit` word: its bytes and flags.
+fn put_commit(m: &mut Mapped) {
+    let c = m.commit as u64 | m.flags;
+    m.page[8..16].copy_from_slice(&c.to_le_bytes());
+}
+
+/// Bytes an entry takes on a page `delta` clock units after the previous
+/// one (a time extend first when the delta needs one).
+fn entry_len(delta: u64, e: &Entry) -> usize {
+    let extend = if delta >= TS_LIMIT {
+        TIME_EXTEND_LEN
+    } else {
+        0
+    };
+    extend + e.cost()
+}
+
+/// Write an entry `delta` units after the previous one at `off`, with a
+/// time extend before it when the delta does not fit its 27 bits; returns
+/// the offset after it.
+fn put_entry(out: &mut [u8], mut off: usize, mut delta: u64, data: &[u8]) -> usize {
+    if delta >= TS_LIMIT {
+        put_u32(
+            out,
+            off,
+            TYPE_TIME_EXTEND | ((delta as u32 & 0x7ff_ffff) << 5),
+        );
+        put_u32(out, off + 4, (delta >> 27) as u32);
+        off += TIME_EXTEND_LEN;
+        delta = 0;
+    }
+    encode_event(out, off, data, delta as u32)
 }
 
 fn put_u32(out: &mut [u8], off: usize, v: u32) {

@@ -95,7 +95,8 @@ impl TraceArray {
     }
 
     fn arm_locked(&self, armed: &mut u32) -> SysResult<()> {
-        if *armed == u32::MAX {
+        // tracing_arm_snapshot_locked: not while a buffer is mapped.
+        if *armed == u32::MAX || self.any_mapped() {
             return Err(Errno::EBUSY);
         }
         *armed += 1;
