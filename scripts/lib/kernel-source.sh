@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # kernel-source.sh: Debian 12's linux-source-6.12 package, fetched at run time
 # and cached, for the runners of the kernel's own selftests
-# (scripts/selftests, scripts/ftrace-selftests). Nothing from the kernel is
+# (scripts/selftests, scripts/ftrace-selftests, scripts/ring-buffer-selftests).
+# Nothing from the kernel is
 # ever copied into the repository.
 #
 # The .deb is downloaded once with `apt-get download` (from the machine's apt
@@ -18,8 +19,9 @@
 #   KSRC_PKG  the package (linux-source-6.12)
 #   KSRC_DEB  the cached .deb
 #   KSRC_VER  its version (6.12.117-1~deb12u1, ...)
-#   KSRC_DIR  the extracted tree: tools/testing/selftests/{user_events,ftrace},
-#             kselftest.h, kselftest_harness.h, include/uapi/linux/user_events.h
+#   KSRC_DIR  the extracted tree: tools/testing/selftests/{user_events,ftrace,
+#             ring-buffer}, kselftest.h, kselftest_harness.h,
+#             include/uapi/linux/{user_events,trace_mmap}.h
 
 KSRC_CACHE=${MONFS_SELFTESTS_CACHE:-/var/tmp/monfs-selftests}
 KSRC_PKG=linux-source-6.12
@@ -29,9 +31,11 @@ KSRC_PKG=linux-source-6.12
 KSRC_MEMBERS=(
 	'tools/testing/selftests/user_events/*'
 	'tools/testing/selftests/ftrace/*'
+	'tools/testing/selftests/ring-buffer/*'
 	tools/testing/selftests/kselftest.h
 	tools/testing/selftests/kselftest_harness.h
 	include/uapi/linux/user_events.h
+	include/uapi/linux/trace_mmap.h
 )
 
 # A private apt state with bookworm-backports, /etc/apt untouched.
@@ -95,7 +99,7 @@ kernel_source() {
 	KSRC_DIR=$KSRC_CACHE/src/$KSRC_VER
 	want=$(printf '%s\n' "${KSRC_MEMBERS[@]}")
 	if [ ! -e "$KSRC_DIR/.extracted" ] || [ "$(cat "$KSRC_DIR/.extracted")" != "$want" ]; then
-		log "extracting the user_events and ftrace selftests from $(basename "$KSRC_DEB")"
+		log "extracting the user_events, ftrace and ring-buffer selftests from $(basename "$KSRC_DEB")"
 		rm -rf "$KSRC_DIR"; mkdir -p "$KSRC_DIR"
 		tarball=./usr/src/$KSRC_PKG.tar.xz
 		dpkg-deb --fsys-tarfile "$KSRC_DEB" | tar -xO "$tarball" \
@@ -105,7 +109,8 @@ kernel_source() {
 		printf '%s\n' "$want" > "$KSRC_DIR/.extracted"
 	fi
 	for f in tools/testing/selftests/user_events/ftrace_test.c tools/testing/selftests/kselftest_harness.h \
-		include/uapi/linux/user_events.h tools/testing/selftests/ftrace/ftracetest; do
+		include/uapi/linux/user_events.h tools/testing/selftests/ftrace/ftracetest \
+		tools/testing/selftests/ring-buffer/map_test.c include/uapi/linux/trace_mmap.h; do
 		[ -s "$KSRC_DIR/$f" ] || die "$KSRC_DIR/$f is missing after extraction (remove $KSRC_DIR to extract again)"
 	done
 }
