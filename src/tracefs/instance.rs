@@ -1,5 +1,6 @@
-//! A trace array (the kernel's `struct trace_array`): the top level
-//! `tracing/` or an instance under `tracing/instances/`. Each has its own
+//! A trace array (the kernel's `struct trace_array`, kernel/trace/trace.h and
+//! trace.c): the top level `tracing/` or an instance under
+//! `tracing/instances/`. Each has its own
 //! per-CPU buffers, `tracing_on`, options, trace clock, CPU mask and pid
 //! lists; events are enabled and filtered per array (`EventFile`).
 
