@@ -191,6 +191,11 @@ impl Mount {
         cmd.args(extra).envs(env.iter().copied());
         if io_uring_leg() {
             cmd.arg("--io-uring");
+        } else if !extra.iter().any(|a| a.ends_with("io-uring")) {
+            // The transport is the leg's, never the host's: a host that
+            // has fuse.enable_uring on would otherwise serve the default
+            // leg through io_uring.
+            cmd.arg("--no-io-uring");
         }
         cmd.stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap());
@@ -200,7 +205,7 @@ impl Mount {
         while !m.path("monfs/null").exists() {
             assert!(
                 Instant::now() < deadline,
-                "monfs did not mount within 10 s; log:\n{}",
+                "monfs did not mount within {HANG:?}; log:\n{}",
                 m.log_text()
             );
             std::thread::sleep(Duration::from_millis(20));
