@@ -21,8 +21,10 @@
 #                               patches (dpkg-source -x, which checks every
 #                               file against the .dsc) into a fresh
 #                               $TX_CACHE/build/PKG-UPSTREAM; sets TX_SRCDIR
-#   trixie_debs PKG=VERSION...  the binary packages in $TX_CACHE/debs
-#                               (apt-get download); sets TX_DEBS (their paths)
+#   trixie_debs PKG[=VERSION]...  the binary packages in $TX_CACHE/debs
+#                               (apt-get download; without a version, the
+#                               first one cached, else trixie's current one);
+#                               sets TX_DEBS (their paths)
 
 TX_CACHE=${MONFS_LIBTRACEFS_CACHE:-/var/tmp/monfs-libtracefs}
 TX_SUITE=trixie
@@ -40,7 +42,11 @@ _tx_apt() {
 	printf 'deb %s %s main\ndeb-src %s %s main\n' "$mirror" "$TX_SUITE" "$mirror" "$TX_SUITE" > "$A/sources.list"
 	_TX_APT=(-o Dir::Etc::SourceList="$A/sources.list" -o Dir::Etc::SourceParts=/dev/null
 		-o Dir::State::Lists="$A/lists" -o Dir::Cache="$A/cache" -o Dir::State::Status=/dev/null
-		-o APT::Sandbox::User=root -o Acquire::Retries=2)
+		-o APT::Sandbox::User=root -o Acquire::Retries=2
+		-o Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false
+		-o Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false
+		-o Acquire::IndexTargets::deb::DEP-11-icons-small::DefaultEnabled=false
+		-o Acquire::IndexTargets::deb::CNF::DefaultEnabled=false)
 	log "apt-get update of $TX_SUITE (private apt state in $A)"
 	apt-get "${_TX_APT[@]}" update -qq || die "apt-get update of $TX_SUITE (deb and deb-src, $mirror) failed"
 }
@@ -80,11 +86,15 @@ trixie_source() {
 	TX_SRCDIR=$d
 }
 
-# The cached .deb of PKG at VERSION (apt names an epoch's colon %3a).
+# The cached .deb of PKG at VERSION, or at any version if VERSION is empty
+# (apt names an epoch's colon %3a).
 _tx_cached_deb() {
 	local f
 	for f in "$TX_CACHE/debs/$1"_*.deb; do
-		[ -f "$f" ] && [ "$(dpkg-deb -f "$f" Version 2>/dev/null)" = "$2" ] && { echo "$f"; return; }
+		[ -f "$f" ] || continue
+		if [ -z "$2" ] || [ "$(dpkg-deb -f "$f" Version 2>/dev/null)" = "$2" ]; then
+			echo "$f"; return
+		fi
 	done
 	return 0
 }
@@ -94,16 +104,17 @@ trixie_debs() {
 	TX_DEBS=()
 	mkdir -p "$TX_CACHE/debs"
 	for spec in "$@"; do
-		pkg=${spec%%=*} ver=${spec#*=}
+		pkg=${spec%%=*} ver=
+		[ "$pkg" = "$spec" ] || ver=${spec#*=}
 		f=$(_tx_cached_deb "$pkg" "$ver")
 		if [ -z "$f" ]; then
 			_tx_apt
-			log "downloading $pkg $ver from $TX_SUITE (once; cached in $TX_CACHE/debs)"
+			log "downloading $pkg ${ver:-(current)} from $TX_SUITE (once; cached in $TX_CACHE/debs)"
 			rm -rf "$TX_CACHE/debs/partial"; mkdir -p "$TX_CACHE/debs/partial"
-			(cd "$TX_CACHE/debs/partial" && apt-get "${_TX_APT[@]}" download "$pkg=$ver") \
-				|| die "apt-get download $pkg=$ver from $TX_SUITE failed"
+			(cd "$TX_CACHE/debs/partial" && apt-get "${_TX_APT[@]}" download "$spec") \
+				|| die "apt-get download $spec from $TX_SUITE failed"
 			f=$(find "$TX_CACHE/debs/partial" -maxdepth 1 -name "${pkg}_*.deb" | head -1)
-			[ -n "$f" ] || die "apt-get download $pkg=$ver left no .deb"
+			[ -n "$f" ] || die "apt-get download $spec left no .deb"
 			dpkg-deb --info "$f" >/dev/null || die "the downloaded $f is not a valid .deb"
 			mv "$f" "$TX_CACHE/debs/"
 			rm -rf "$TX_CACHE/debs/partial"
