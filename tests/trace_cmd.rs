@@ -77,6 +77,46 @@ fn inject_in(m: &Mount, dir: &str, from: u32, to: u32, pause: &str) {
     ));
 }
 
+/// Run tests/c/trace_raw on `file` of every CPU: the events it decoded,
+/// by `count` (the u32 at offset 8), with their times in microseconds.
+fn raw_ticks(m: &Mount, raw: &std::path::Path, file: &str) -> BTreeMap<u32, u64> {
+    let o = Command::new(raw)
+        .arg(m.path("tracing"))
+        .arg(cpus().to_string())
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8(o.stdout).unwrap();
+    out.lines()
+        .filter(|l| !l.starts_with("pages="))
+        .map(|l| {
+            let f: Vec<u64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
+            (f[4] as u32, (f[1] + 500) / 1000)
+        })
+        .collect()
+}
+
+/// `per_cpu/cpuN/snapshot_raw` gives the snapshot buffer's pages as
+/// `trace_pipe_raw` gives the live buffer's, and consumes them.
+#[test]
+fn snapshot_raw_pages_are_the_snapshots() {
+    let m = Mount::with_config(TICK);
+    let raw = compile_c("trace_raw", m.dir.path());
+    m.sh_ok("echo 1 > tracing/events/myapp/tick/enable");
+    inject(&m, 1, 200, "0");
+    let want = tick_times(&m.sh_ok("cat tracing/trace"));
+    assert_eq!(want.len(), 200);
+    m.sh_ok("echo 1 > tracing/snapshot");
+    // The snapshot holds the 200 entries; the live buffer has none.
+    assert_eq!(tick_times(&m.sh_ok("cat tracing/snapshot")), want);
+    assert!(raw_ticks(&m, &raw, "trace_pipe_raw").is_empty());
+    assert_eq!(raw_ticks(&m, &raw, "snapshot_raw"), want);
+    // Read once, they are gone.
+    assert!(raw_ticks(&m, &raw, "snapshot_raw").is_empty());
+    assert!(tick_times(&m.sh_ok("cat tracing/snapshot")).is_empty());
+}
+
 #[test]
 fn trace_pipe_raw_pages_decode_to_what_trace_shows() {
     let m = Mount::with_config(TICK);

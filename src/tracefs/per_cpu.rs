@@ -1,7 +1,8 @@
 //! The consuming readers and the per-CPU view of the buffers:
 //! `trace_pipe` (all CPUs merged in time order), and `per_cpu/cpuN/` with
-//! `trace`, `trace_pipe`, `trace_pipe_raw` (binary pages), `stats` and
-//! `buffer_size_kb`, as in the kernel's `kernel/trace/trace.c`.
+//! `trace`, `trace_pipe`, `trace_pipe_raw` (binary pages), `snapshot_raw`
+//! (the snapshot buffer's pages), `stats` and `buffer_size_kb`, as in the
+//! kernel's `kernel/trace/trace.c`.
 //!
 //! `trace_pipe_raw` can be memory mapped, as trace.c's
 //! `tracing_buffers_mmap` and `tracing_buffers_ioctl` allow since 6.10:
@@ -51,6 +52,9 @@ enum Form {
     Text,
     /// Binary pages (`trace_pipe_raw`).
     Raw,
+    /// Binary pages of the snapshot buffer (`snapshot_raw`, trace.c's
+    /// `snapshot_raw_fops`: `trace_pipe_raw`'s reads on the max buffer).
+    SnapshotRaw,
 }
 
 /// `trace_pipe` or `trace_pipe_raw`.
@@ -116,9 +120,10 @@ impl FileNode for PipeNode {
 impl PipeOpen {
     /// The buffers this reader reads, locked in CPU order.
     fn lock(&self) -> Vec<std::sync::MutexGuard<'_, CpuBuffer>> {
-        match self.cpus {
-            Cpus::All => self.t.lock_all(),
-            Cpus::One(c) => vec![self.t.bufs[c].lock_ok()],
+        match (self.cpus, self.form) {
+            (Cpus::One(c), Form::SnapshotRaw) => vec![self.t.spare[c].lock_ok()],
+            (Cpus::All, _) => self.t.lock_all(),
+            (Cpus::One(c), _) => vec![self.t.bufs[c].lock_ok()],
         }
     }
 
@@ -161,13 +166,16 @@ impl PipeOpen {
         out
     }
 
-    /// Take one sub-buffer page of CPU `c`'s buffer (`len` bytes at most
-    /// of it).
+    /// Take one sub-buffer page of CPU `c`'s buffer, or of its snapshot
+    /// buffer (`len` bytes at most of it).
     fn take_page(&self, len: usize) -> Option<Vec<u8>> {
         let Cpus::One(c) = self.cpus else {
             return None;
         };
-        let mut b = self.t.bufs[c].lock_ok();
+        let mut b = match self.form {
+            Form::SnapshotRaw => self.t.spare[c].lock_ok(),
+            _ => self.t.bufs[c].lock_ok(),
+        };
         let len = len.min(b.page_size());
         b.read_page(len)
     }
@@ -191,7 +199,7 @@ impl OpenFile for PipeOpen {
             Form::Text => Some(crate::bytestr::into_bytes(
                 self.take_text(size.min(PIPE_CHUNK)),
             )),
-            Form::Raw => self.take_page(size),
+            Form::Raw | Form::SnapshotRaw => self.take_page(size),
         };
         let out = match taken {
             Some(o) if !o.is_empty() => o,
@@ -487,6 +495,11 @@ pub(crate) fn install(t: &Arc<TraceArray>, tree: &Tree) {
         tree.add(
             &format!("{dir}/trace_pipe_raw"),
             pipe(Cpus::One(cpu), Form::Raw),
+            MODE_READ,
+        );
+        tree.add(
+            &format!("{dir}/snapshot_raw"),
+            pipe(Cpus::One(cpu), Form::SnapshotRaw),
             MODE_READ,
         );
         let tr = t.clone();

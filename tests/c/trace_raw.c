@@ -12,7 +12,10 @@
  * Prints one line per event: "cpu ts common_type common_pid u32@8", then
  * "pages=N events=N extends=N missed=N".
  *
- *   trace_raw TRACING_DIR NCPUS
+ *   trace_raw TRACING_DIR NCPUS [FILE]
+ *
+ * FILE is the per-CPU file read (default trace_pipe_raw; snapshot_raw
+ * reads the snapshot buffer's pages).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,15 +36,16 @@ static void fail(const char *what, int cpu, long page)
 
 int main(int argc, char **argv)
 {
-	if (argc != 3) {
-		fprintf(stderr, "usage: trace_raw TRACING_DIR NCPUS\n");
+	if (argc != 3 && argc != 4) {
+		fprintf(stderr, "usage: trace_raw TRACING_DIR NCPUS [FILE]\n");
 		return 2;
 	}
+	const char *file = argc == 4 ? argv[3] : "trace_pipe_raw";
 	int ncpus = atoi(argv[2]);
 	long pages = 0, events = 0, extends = 0, missed = 0;
 	for (int cpu = 0; cpu < ncpus; cpu++) {
 		char path[4096];
-		snprintf(path, sizeof(path), "%s/per_cpu/cpu%d/trace_pipe_raw", argv[1], cpu);
+		snprintf(path, sizeof(path), "%s/per_cpu/cpu%d/%s", argv[1], cpu, file);
 		int fd = open(path, O_RDONLY | O_NONBLOCK);
 		if (fd < 0) {
 			perror(path);
