@@ -340,9 +340,15 @@ echo > set_event
     let real = real_sh(&io, &inst, files);
     // monfs serves the `hist` files of a kernel with hist triggers (this
     // machine's has none).
+    // And per_cpu/cpuN/snapshot_raw of a kernel with the snapshot buffer
+    // (CONFIG_TRACER_SNAPSHOT, which this machine's also lacks).
     let real = real
         .replace("format\nid\ntrigger\n", "format\nhist\nid\ntrigger\n")
-        .replace("raw_data:\nformat\n", "raw_data:\nformat\nhist\n");
+        .replace("raw_data:\nformat\n", "raw_data:\nformat\nhist\n")
+        .replace(
+            "buffer_size_kb\nstats\ntrace\n",
+            "buffer_size_kb\nsnapshot_raw\nstats\ntrace\n",
+        );
     diff("buffer files", &real, &monfs_sh(&m, &io, &inst, files));
     // saved_cmdlines_size exists only at the top level: only what it reads
     // after a write is compared, and it is put back as it was.
@@ -694,4 +700,40 @@ fn writes_are_recorded_on_the_writers_cpu() {
             "{trace}"
         );
     }
+}
+
+/// The function tracer's filter files and `tracing_max_latency`, at the top
+/// level and in an instance, as a kernel with nothing to trace answers:
+/// no word written to a filter names a function (EINVAL), white space and
+/// truncation are taken, and the maximum latency reads in microseconds.
+#[test]
+fn function_filter_files_and_max_latency() {
+    let m = Mount::with_config(REPLICA);
+    let io = io_bin(&m);
+    let script = r#"
+stat -c '%a %n' set_ftrace_filter set_ftrace_notrace tracing_max_latency
+cat set_ftrace_filter; cat set_ftrace_notrace | wc -c
+$IO set_ftrace_filter w "schedule\n" "*" "  " "!x " "sched" "\n"
+$IO set_ftrace_notrace a "foo\n" " "
+: > set_ftrace_filter; cat set_ftrace_filter
+cat tracing_max_latency; $IO tracing_max_latency w 250 x "" " 1"; cat tracing_max_latency
+"#;
+    // One line per write: bytes taken or -errno (the empty write is
+    // answered by FUSE itself).
+    let want = "640 set_ftrace_filter\n640 set_ftrace_notrace\n640 tracing_max_latency\n\
+                #### all functions enabled ####\n0\n\
+                -22\n1\n2\n-22\n5\n1\n\
+                -22\n1\n\
+                #### all functions enabled ####\n\
+                0\n3\n-22\n0\n-22\n250\n";
+    for sub in [".", "instances/fn"] {
+        if sub != "." {
+            m.sh_ok("mkdir tracing/instances/fn");
+        }
+        assert_eq!(monfs_sh(&m, &io, sub, script), want, "{sub}");
+    }
+    assert_eq!(m.sh_ok("cat tracing/available_filter_functions"), "");
+    assert!(!m
+        .path("tracing/instances/fn/available_filter_functions")
+        .exists());
 }

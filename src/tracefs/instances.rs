@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::facility::Tracing;
 use super::files::{self, Arr};
-use super::{marker, per_cpu};
+use super::{function, marker, per_cpu};
 use crate::errno::{Errno, SysResult};
 use crate::vfs::{Caller, DirOps, NodeKind, Tree};
 
@@ -49,6 +49,7 @@ impl DirOps for Instances {
         files::install_array(&Arr::new(&self.t, a.clone()), tree);
         per_cpu::install(&a, tree);
         marker::install(&self.t, &a, tree);
+        function::install(&a, tree);
         Ok(())
     }
 

@@ -20,6 +20,7 @@ mod facility;
 mod files;
 pub mod filter;
 pub mod ftrace_events;
+mod function;
 pub mod hist;
 pub mod instance;
 mod instances;
@@ -64,6 +65,8 @@ pub fn add_files(t: &Arc<Tracing>, tree: &Arc<Tree>) {
     files::install(t, tree);
     per_cpu::install(t.top(), tree);
     marker::install(t, t.top(), tree);
+    function::install(t.top(), tree);
+    function::install_global(tree);
     instances::Instances::install(t, tree);
     synth_files::install(t, tree);
     user_events::UserEvents::new(t).add_files(tree);
