@@ -11,20 +11,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{compile_c, Mount, HANG};
-
-/// A configured event with a number and a string, for injecting known
-/// values.
-const TICK: &str = r#"
-tracing:
-  events:
-    - system: myapp
-      name: tick
-      fields:
-        - {name: count, type: u32}
-        - {name: msg, type: "__data_loc char[]"}
-      format: '"count=%u msg=%s", REC->count, __get_str(msg)'
-"#;
+use common::{compile_c, cpus, Mount, HANG, TICK};
 
 /// The default simulators plus [`TICK`].
 fn default_with_tick() -> String {
@@ -32,10 +19,6 @@ fn default_with_tick() -> String {
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/default.yaml"))
             .unwrap();
     format!("{base}\n{TICK}")
-}
-
-fn cpus() -> usize {
-    std::thread::available_parallelism().unwrap().get()
 }
 
 /// `trace-cmd report` of `dat`, asserting success.
@@ -77,9 +60,11 @@ fn inject_in(m: &Mount, dir: &str, from: u32, to: u32, pause: &str) {
     ));
 }
 
-/// Run tests/c/trace_raw on `file` of every CPU: the events it decoded,
-/// by `count` (the u32 at offset 8), with their times in microseconds.
-fn raw_ticks(m: &Mount, raw: &std::path::Path, file: &str) -> BTreeMap<u32, u64> {
+/// Run tests/c/trace_raw on `file` of every CPU: the `myapp:tick` events it
+/// decoded, by `count` (the u32 at offset 8), with their times rounded to
+/// microseconds as `trace` shows them, and its summary line. Every event
+/// must be a tick.
+fn raw_ticks(m: &Mount, raw: &Path, file: &str) -> (BTreeMap<u32, u64>, String) {
     let o = Command::new(raw)
         .arg(m.path("tracing"))
         .arg(cpus().to_string())
@@ -88,13 +73,18 @@ fn raw_ticks(m: &Mount, raw: &std::path::Path, file: &str) -> BTreeMap<u32, u64>
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8(o.stdout).unwrap();
-    out.lines()
-        .filter(|l| !l.starts_with("pages="))
-        .map(|l| {
-            let f: Vec<u64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
-            (f[4] as u32, (f[1] + 500) / 1000)
-        })
-        .collect()
+    let id: u64 = m
+        .sh_ok("cat tracing/events/myapp/tick/id")
+        .trim()
+        .parse()
+        .unwrap();
+    let mut got = BTreeMap::new();
+    for l in out.lines().filter(|l| !l.starts_with("pages=")) {
+        let f: Vec<u64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
+        assert_eq!(f[2], id, "{l}");
+        got.insert(f[4] as u32, (f[1] + 500) / 1000);
+    }
+    (got, out.lines().last().unwrap_or_default().to_string())
 }
 
 /// `per_cpu/cpuN/snapshot_raw` gives the snapshot buffer's pages as
@@ -110,10 +100,10 @@ fn snapshot_raw_pages_are_the_snapshots() {
     m.sh_ok("echo 1 > tracing/snapshot");
     // The snapshot holds the 200 entries; the live buffer has none.
     assert_eq!(tick_times(&m.sh_ok("cat tracing/snapshot")), want);
-    assert!(raw_ticks(&m, &raw, "trace_pipe_raw").is_empty());
-    assert_eq!(raw_ticks(&m, &raw, "snapshot_raw"), want);
+    assert!(raw_ticks(&m, &raw, "trace_pipe_raw").0.is_empty());
+    assert_eq!(raw_ticks(&m, &raw, "snapshot_raw").0, want);
     // Read once, they are gone.
-    assert!(raw_ticks(&m, &raw, "snapshot_raw").is_empty());
+    assert!(raw_ticks(&m, &raw, "snapshot_raw").0.is_empty());
     assert!(tick_times(&m.sh_ok("cat tracing/snapshot")).is_empty());
 }
 
@@ -127,26 +117,7 @@ fn trace_pipe_raw_pages_decode_to_what_trace_shows() {
     let trace = m.sh_ok("cat tracing/trace");
     let want = tick_times(&trace);
     assert_eq!(want.len(), 300, "{trace}");
-    let o = Command::new(&raw)
-        .arg(m.path("tracing"))
-        .arg(cpus().to_string())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let out = String::from_utf8(o.stdout).unwrap();
-    let summary = out.lines().last().unwrap();
-    let id: u32 = m
-        .sh_ok("cat tracing/events/myapp/tick/id")
-        .trim()
-        .parse()
-        .unwrap();
-    let mut got = BTreeMap::new();
-    for l in out.lines().filter(|l| !l.starts_with("pages=")) {
-        let f: Vec<u64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
-        assert_eq!(f[2], id as u64, "{l}");
-        // The trace file rounds to the nearest microsecond.
-        got.insert(f[4] as u32, (f[1] + 500) / 1000);
-    }
+    let (got, summary) = raw_ticks(&m, &raw, "trace_pipe_raw");
     assert_eq!(got, want, "{summary}");
     assert!(summary.contains("events=300 "), "{summary}");
     assert!(summary.ends_with("missed=0"), "{summary}");

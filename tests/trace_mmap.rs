@@ -7,22 +7,7 @@
 
 mod common;
 
-use common::{compile_c, Mount};
-
-const TICK: &str = r#"
-tracing:
-  events:
-    - system: myapp
-      name: tick
-      fields:
-        - {name: count, type: u32}
-        - {name: msg, type: "__data_loc char[]"}
-      format: '"count=%u msg=%s", REC->count, __get_str(msg)'
-"#;
-
-fn cpus() -> usize {
-    std::thread::available_parallelism().unwrap().get()
-}
+use common::{compile_c, cpus, Mount, TICK};
 
 fn run(m: &Mount, bin: &std::path::Path, dir: &str, n: u32) -> String {
     let o = std::process::Command::new(bin)

@@ -24,6 +24,25 @@ pub struct Mount {
 /// failure, with room for a loaded machine.
 pub const HANG: Duration = Duration::from_secs(30);
 
+/// A configured event with a number and a string (`myapp:tick`), for
+/// injecting known values through its `inject` file.
+pub const TICK: &str = r#"
+tracing:
+  events:
+    - system: myapp
+      name: tick
+      fields:
+        - {name: count, type: u32}
+        - {name: msg, type: "__data_loc char[]"}
+      format: '"count=%u msg=%s", REC->count, __get_str(msg)'
+"#;
+
+/// The CPUs the tests may use (the per-CPU files a mount has, on a test
+/// host that runs them on every CPU).
+pub fn cpus() -> usize {
+    std::thread::available_parallelism().unwrap().get()
+}
+
 pub fn monfs_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_monfs"))
 }
