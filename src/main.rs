@@ -188,7 +188,8 @@ enum Cmd {
 
 #[derive(Subcommand)]
 enum Generate {
-    /// Write monfs.1 and a monfs-SUBCOMMAND.1 for each subcommand into DIR.
+    /// Write monfs.1, a monfs-SUBCOMMAND.1 for each subcommand and the
+    /// helpers' pages (monfs-usbmon-ns.1, monfs-trace-ns.1) into DIR.
     Man {
         /// Directory to write the pages into (created if missing).
         dir: PathBuf,
