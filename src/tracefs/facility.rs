@@ -490,10 +490,10 @@ impl Tracing {
     /// through the marker's triggers there, as the kernel's
     /// `tracing_mark_write`, on CPU `cpu` (the writer's): the triggers see
     /// `hit_entry` (the text ended by a NUL, without the newline the entry
-    /// gets) after the entry was
-    /// reserved in the live buffer, which it is committed to whatever they
-    /// do (after a `snapshot` trigger swapped the buffers, the entry ends
-    /// in the snapshot); the post triggers run after the commit. Returns
+    /// gets) after the entry was reserved in the live buffer, which it is
+    /// committed to whatever they do (after a `snapshot` trigger swapped the
+    /// buffers, the entry ends in the snapshot); the post triggers run after
+    /// the commit. Returns
     /// whether it was stored.
     pub(super) fn record_marker(
         &self,

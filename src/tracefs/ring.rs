@@ -371,11 +371,7 @@ impl CpuBuffer {
     fn remove_front(&mut self) -> Option<Page> {
         let p = self.pages.pop_front()?;
         if let Some(m) = self.map.as_mut() {
-            if m.attached == Some(p.seq) {
-                m.attached = None;
-            } else {
-                m.ring.rotate_left(1);
-            }
+            m.page_removed(p.seq);
         }
         Some(p)
     }
@@ -490,24 +486,13 @@ impl CpuBuffer {
         let p = self.pages.front_mut()?;
         let first_ts = p.entries.front()?.ts;
         let mut out = vec![0u8; page_size];
-        let mut off = PAGE_HDR;
-        let mut prev = first_ts;
-        let mut taken = 0;
-        while let Some(e) = p.entries.front() {
-            let delta = e.ts - prev;
-            let extend = if delta >= TS_LIMIT {
-                TIME_EXTEND_LEN
-            } else {
-                0
-            };
-            if off - PAGE_HDR + extend + e.cost() > room {
-                break;
-            }
-            let e = p.entries.pop_front().expect("peeked");
-            off = put_entry(&mut out, off, delta, &e.data);
-            prev = e.ts;
-            taken += 1;
-        }
+        let (off, _, taken) = fill(
+            &mut out,
+            PAGE_HDR,
+            first_ts,
+            PAGE_HDR + room,
+            &mut p.entries,
+        );
         if taken == 0 {
             return None;
         }
@@ -617,19 +602,15 @@ impl CpuBuffer {
             let writer = self.pages.len() == 1;
             match self.pages.front_mut() {
                 Some(p) if p.seq == seq => {
-                    let mut n = 0;
-                    while let Some(e) = p.entries.front() {
-                        let delta = e.ts - m.last_ts.min(e.ts);
-                        let need = entry_len(delta, e);
-                        if PAGE_HDR + m.commit + need > m.page.len() {
-                            break;
-                        }
-                        let e = p.entries.pop_front().expect("peeked");
-                        m.commit =
-                            put_entry(&mut m.page, PAGE_HDR + m.commit, delta, &e.data) - PAGE_HDR;
-                        m.last_ts = e.ts;
-                        n += 1;
-                    }
+                    let limit = m.page.len();
+                    let (off, last, n) = fill(
+                        &mut m.page,
+                        PAGE_HDR + m.commit,
+                        m.last_ts,
+                        limit,
+                        &mut p.entries,
+                    );
+                    (m.commit, m.last_ts) = (off - PAGE_HDR, last);
                     let rest = !p.entries.is_empty();
                     self.entries -= n;
                     self.read += n as u64;
@@ -675,19 +656,8 @@ impl CpuBuffer {
         }
         m.page.fill(0);
         let first_ts = p.entries.front().map_or(0, |e| e.ts);
-        let mut off = PAGE_HDR;
-        let mut prev = first_ts;
-        let mut n = 0;
-        while let Some(e) = p.entries.front() {
-            let delta = e.ts - prev.min(e.ts);
-            if off + entry_len(delta, e) > m.page.len() {
-                break;
-            }
-            let e = p.entries.pop_front().expect("peeked");
-            off = put_entry(&mut m.page, off, delta, &e.data);
-            prev = e.ts;
-            n += 1;
-        }
+        let limit = m.page.len();
+        let (off, prev, n) = fill(&mut m.page, PAGE_HDR, first_ts, limit, &mut p.entries);
         let seq = p.seq;
         let drained = p.entries.is_empty();
         self.entries -= n;
@@ -720,11 +690,7 @@ impl CpuBuffer {
     /// [`CpuBuffer::remove_front`] with the mapping's state taken out.
     fn remove_front_of(&mut self, m: &mut Mapped) {
         if let Some(p) = self.pages.pop_front() {
-            if m.attached == Some(p.seq) {
-                m.attached = None;
-            } else {
-                m.ring.rotate_left(1);
-            }
+            m.page_removed(p.seq);
         }
     }
 
@@ -748,9 +714,10 @@ impl CpuBuffer {
         put(&0u64.to_le_bytes()); // reader.lost_events
         put(&m.reader_id.to_le_bytes());
         put(&(m.read as u32).to_le_bytes());
-        put(&0u64.to_le_bytes()); // flags
-                                  // `entries` counts every entry written since the last reset, read
-                                  // and overwritten ones included.
+        // flags (none defined yet)
+        put(&0u64.to_le_bytes());
+        // `entries` counts every entry written since the last reset, read
+        // and overwritten ones included.
         put(&(self.len() as u64 + self.overrun + self.read).to_le_bytes());
         put(&self.overrun.to_le_bytes());
         put(&self.read.to_le_bytes());
@@ -801,21 +768,54 @@ impl CpuBuffer {
     }
 }
 
+impl Mapped {
+    /// The buffer's page `seq` left the front of the list: the ring's ids
+    /// follow (the head page's id goes to the ring's end, where the writer
+    /// will come back to), unless the page was the reader sub-buffer.
+    fn page_removed(&mut self, seq: u64) {
+        if self.attached == Some(seq) {
+            self.attached = None;
+        } else {
+            self.ring.rotate_left(1);
+        }
+    }
+}
+
 /// Write the reader sub-buffer's `commit` word: its bytes and flags.
 fn put_commit(m: &mut Mapped) {
     let c = m.commit as u64 | m.flags;
     m.page[8..16].copy_from_slice(&c.to_le_bytes());
 }
 
-/// Bytes an entry takes on a page `delta` clock units after the previous
-/// one (a time extend first when the delta needs one).
-fn entry_len(delta: u64, e: &Entry) -> usize {
-    let extend = if delta >= TS_LIMIT {
-        TIME_EXTEND_LEN
-    } else {
-        0
-    };
-    extend + e.cost()
+/// Move entries from the front of `entries` onto `page` from offset `off`,
+/// each with its delta from the one before (the first from `prev`, a time
+/// extend first where the delta needs one), while they end within `limit`
+/// bytes of the page. Returns the offset after them, the time of the last
+/// one moved (`prev` if none) and how many were moved.
+fn fill(
+    page: &mut [u8],
+    mut off: usize,
+    mut prev: u64,
+    limit: usize,
+    entries: &mut VecDeque<Entry>,
+) -> (usize, u64, usize) {
+    let mut n = 0;
+    while let Some(e) = entries.front() {
+        let delta = e.ts.saturating_sub(prev);
+        let extend = if delta >= TS_LIMIT {
+            TIME_EXTEND_LEN
+        } else {
+            0
+        };
+        if off + extend + e.cost() > limit {
+            break;
+        }
+        let e = entries.pop_front().expect("peeked");
+        off = put_entry(page, off, delta, &e.data);
+        prev = e.ts;
+        n += 1;
+    }
+    (off, prev, n)
 }
 
 /// Write an entry `delta` units after the previous one at `off`, with a
