@@ -47,20 +47,27 @@ fn io_bin(m: &Mount) -> PathBuf {
     compile_c("tracefs_io", m.dir.path())
 }
 
-/// Run `script` with `sub` of the real tracefs (`.` or `instances/NAME`) as
-/// the working directory, in a private mount namespace; `$IO` is the C
-/// helper.
-fn real_sh(io: &Path, sub: &str, script: &str) -> String {
+/// Run `script` (bash) with the machine's real tracefs, mounted in a
+/// private mount namespace, as the working directory.
+fn in_real_tracefs(script: &str) -> std::process::Output {
     let dir = tempfile::tempdir().unwrap();
     let full = format!(
-        "set -e; mount -t tracefs nodev {d}; cd {d}/{sub}; IO={io}; set +e\n{script}",
-        d = dir.path().display(),
-        io = io.display()
+        "set -e; mount -t tracefs nodev {d}; cd {d}; set +e\n{script}",
+        d = dir.path().display()
     );
-    let o = Command::new("unshare")
+    Command::new("unshare")
         .args(["-m", "--propagation", "private", "bash", "-c", &full])
         .output()
-        .expect("unshare");
+        .expect("unshare")
+}
+
+/// Run `script` with `sub` of the real tracefs (`.` or `instances/NAME`) as
+/// the working directory; `$IO` is the C helper.
+fn real_sh(io: &Path, sub: &str, script: &str) -> String {
+    let o = in_real_tracefs(&format!(
+        "cd {sub} || exit 1; IO={io}\n{script}",
+        io = io.display()
+    ));
     assert!(
         o.status.success(),
         "real tracefs script failed: {}",
@@ -100,7 +107,12 @@ impl HostTracefs {
         // SAFETY: flock on a descriptor this function owns.
         assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
         let instance = format!("monfs-diff-{}", std::process::id());
-        Self::in_ns(&format!("mkdir instances/{instance}"));
+        let o = in_real_tracefs(&format!("mkdir instances/{instance}"));
+        assert!(
+            o.status.success(),
+            "real tracefs: mkdir instances/{instance}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         HostTracefs {
             _lock: lock,
             instance,
@@ -111,36 +123,11 @@ impl HostTracefs {
     fn sub(&self) -> String {
         format!("instances/{}", self.instance)
     }
-
-    fn in_ns(script: &str) {
-        let dir = tempfile::tempdir().unwrap();
-        let o = Command::new("unshare")
-            .args(["-m", "--propagation", "private", "sh", "-c"])
-            .arg(format!(
-                "mount -t tracefs nodev {d} && cd {d} && {script}",
-                d = dir.path().display()
-            ))
-            .output()
-            .expect("unshare");
-        assert!(
-            o.status.success(),
-            "real tracefs: {script}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
 }
 
 impl Drop for HostTracefs {
     fn drop(&mut self) {
-        let dir = tempfile::tempdir().unwrap();
-        let _ = Command::new("unshare")
-            .args(["-m", "--propagation", "private", "sh", "-c"])
-            .arg(format!(
-                "mount -t tracefs nodev {d} && rmdir {d}/instances/{i}",
-                d = dir.path().display(),
-                i = self.instance
-            ))
-            .status();
+        in_real_tracefs(&format!("rmdir instances/{}", self.instance));
     }
 }
 
