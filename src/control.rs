@@ -42,15 +42,15 @@ use nix::sys::socket::{
 use nix::sys::stat::{umask, Mode};
 use tracing::{info, warn};
 
+use crate::base::errno::{Errno, SysResult};
+use crate::base::sync::LockExt;
+use crate::base::vfs::{Caller, FileNode, OpenFile, OpenFlags};
 use crate::config::recorded::RecordedDevice;
 use crate::config::{CaptureFile, DeviceConfig, DeviceKind, ErrorConfig, PortNumber};
-use crate::errno::{Errno, SysResult};
 use crate::sim::usb::{replay, Fault, UsbSim};
 use crate::sim::zvm::{Fault as ZvmFault, Monitor};
 use crate::sim::SimError;
-use crate::sync::LockExt;
 use crate::tracefs::Tracing;
-use crate::vfs::{Caller, FileNode, OpenFile, OpenFlags};
 
 /// Usage text, also what reading `monfs/ctl` shows.
 pub const HELP: &str = "\
@@ -451,7 +451,7 @@ struct CtlFile(Arc<Control>);
 
 impl OpenFile for CtlFile {
     fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
-        Ok(crate::vfs::slice_at(HELP.as_bytes(), offset, size))
+        Ok(crate::base::vfs::slice_at(HELP.as_bytes(), offset, size))
     }
     fn write(&self, _offset: u64, data: &[u8], _caller: &Caller) -> SysResult<u32> {
         let text = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;

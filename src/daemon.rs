@@ -3,14 +3,14 @@
 
 use std::sync::Arc;
 
-use crate::clock::{Clock, RealClock, VirtualClock};
+use crate::base::clock::{Clock, RealClock, VirtualClock};
+use crate::base::vfs::{NodeKind, SnapshotFile, Tree};
 use crate::config::{ClockKind, Config};
 use crate::sim::usb::UsbSim;
 use crate::usbmon::binary::BinNode;
 use crate::usbmon::stat::StatNode;
 use crate::usbmon::text::{TextFormat, TextNode};
 use crate::usbmon::UsbMon;
-use crate::vfs::{NodeKind, SnapshotFile, Tree};
 
 /// Everything a mount serves.
 pub struct Monfs {
@@ -31,7 +31,7 @@ pub struct Monfs {
     /// Live control of the simulators (`monfs/ctl`, `monfs ctl`).
     pub control: Arc<crate::control::Control>,
     /// What the frontends served, by request type (`monfs/requests`).
-    pub requests: Arc<crate::reqstats::RequestStats>,
+    pub requests: Arc<crate::base::reqstats::RequestStats>,
 }
 
 impl Monfs {
@@ -92,12 +92,12 @@ impl Monfs {
         tree.add("usbmon", NodeKind::Symlink("usb/usbmon".into()), 0o777);
         tree.add(
             "monfs/null",
-            NodeKind::File(Arc::new(crate::nullfile::NullNode)),
+            NodeKind::File(Arc::new(crate::base::nullfile::NullNode)),
             0o600,
         );
         // Writes are taken and ignored; an open with O_TRUNC starts the
         // counts again, as tracefs's `trace` is cleared.
-        let requests = Arc::new(crate::reqstats::RequestStats::default());
+        let requests = Arc::new(crate::base::reqstats::RequestStats::default());
         let (shown, cleared) = (requests.clone(), requests.clone());
         tree.add(
             "monfs/requests",
@@ -150,13 +150,13 @@ impl Monfs {
     /// The character devices under `dev/` (name, node, minor), for CUSE.
     /// usbmon devices come first, bus 0 first, so that `usbmon0` can take a
     /// major the others then share, as in the kernel.
-    pub fn char_devices(&self) -> Vec<(String, Arc<dyn crate::vfs::FileNode>, u32)> {
+    pub fn char_devices(&self) -> Vec<(String, Arc<dyn crate::base::vfs::FileNode>, u32)> {
         let mut out = Vec::new();
         let Ok(dev) = self.tree.resolve("dev") else {
             return out;
         };
         for (name, ino) in &dev.children {
-            if let Ok(crate::vfs::Node {
+            if let Ok(crate::base::vfs::Node {
                 kind: NodeKind::File(f),
                 ..
             }) = self.tree.get(*ino)

@@ -374,9 +374,10 @@ fn publish_path(fs: &Monfs, name: &str, path: &std::path::Path) {
     let text = format!("{}\n", path.display()).into_bytes();
     fs.tree.add(
         name,
-        monfs::vfs::NodeKind::File(Arc::new(monfs::vfs::SnapshotFile::new(0o444, move || {
-            text.clone()
-        }))),
+        monfs::base::vfs::NodeKind::File(Arc::new(monfs::base::vfs::SnapshotFile::new(
+            0o444,
+            move || text.clone(),
+        ))),
         0o444,
     );
 }
@@ -528,7 +529,7 @@ fn mount(
             return fail(&mut report, 1);
         }
     };
-    if let Some(why) = monfs::procmem::ptrace_restriction() {
+    if let Some(why) = monfs::base::procmem::ptrace_restriction() {
         warn!("{why}");
     }
     // The files' owner (and root) may use the socket.
@@ -659,7 +660,7 @@ fn mount(
                     // connection, so nothing hangs.
                     std::thread::sleep(std::time::Duration::from_millis(300));
                     info!("files still open: failing blocked readers and exiting");
-                    session.abort_parked(monfs::errno::Errno::EIO);
+                    session.abort_parked(monfs::base::errno::Errno::EIO);
                     std::process::exit(0);
                 }
             })

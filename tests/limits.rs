@@ -1,7 +1,7 @@
 //! Limits hit on purpose through the real mount (issue 14): past each, the
 //! caller gets the kernel's errno for a failed allocation (ENOMEM), the
 //! daemon logs which limit, changes nothing else and keeps serving in
-//! bounded memory. The limits are in src/budget.rs and docs/threat-model.md.
+//! bounded memory. The limits are in src/base/budget.rs and docs/threat-model.md.
 
 mod common;
 
@@ -9,7 +9,7 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 
 use common::Mount;
-use monfs::budget::{USBMON_READERS, USBMON_RINGS};
+use monfs::base::budget::{USBMON_READERS, USBMON_RINGS};
 
 const QUIET: &str = "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n";
 

@@ -4,7 +4,9 @@ use libfuzzer_sys::fuzz_target;
 use monfs::config::{Config, ConfigError};
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     match Config::parse(text, "fuzz.yaml") {
         Ok(_) => {}
         Err(ConfigError::Invalid { line, column, .. }) => {

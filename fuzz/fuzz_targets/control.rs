@@ -9,7 +9,9 @@ use monfs::daemon::Monfs;
 static FS: LazyLock<Monfs> = LazyLock::new(|| Monfs::new(&Config::builtin(), 0, 0));
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     // `replay start` reads files named in the command: not what this target tests.
     if text.contains("replay") {
         return;

@@ -3,7 +3,7 @@
 use std::sync::{Arc, LazyLock};
 
 use libfuzzer_sys::fuzz_target;
-use monfs::clock::VirtualClock;
+use monfs::base::clock::VirtualClock;
 use monfs::tracefs::{filter, Tracing, TracingConfig};
 
 static TRACING: LazyLock<Arc<Tracing>> =
@@ -12,7 +12,9 @@ static TRACING: LazyLock<Arc<Tracing>> =
 fuzz_target!(|data: &[u8]| {
     // Any bytes, as a write to `filter` gives them.
     let text = filter::clean(data);
-    let id = TRACING.event_id("usb", "usb_urb_complete").expect("built-in event");
+    let id = TRACING
+        .event_id("usb", "usb_urb_complete")
+        .expect("built-in event");
     let lookup = filter::event_lookup(id.def());
     match filter::parse(text, &lookup) {
         Ok(_) => {}

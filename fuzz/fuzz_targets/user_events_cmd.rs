@@ -5,7 +5,7 @@ use monfs::tracefs::user_events::{parse_command, parse_fields};
 
 fuzz_target!(|data: &[u8]| {
     // Any bytes, as the kernel takes them, in monfs's lossless text.
-    let text = monfs::bytestr::text(data);
+    let text = monfs::base::bytestr::text(data);
     let _ = parse_command(&text);
     let _ = parse_fields(&text);
 });

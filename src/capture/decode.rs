@@ -169,7 +169,7 @@ impl Decoder {
             devnum: h[11],
             epnum: h[10] & 0x7f,
             dir_in: h[10] & 0x80 != 0,
-            ts: crate::clock::Timestamp {
+            ts: crate::base::clock::Timestamp {
                 mono_ns: 0,
                 wall_ns: ts_ns,
             },

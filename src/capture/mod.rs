@@ -30,7 +30,7 @@ mod tests;
 /// monotonic 0). For tests that make their own captures.
 #[doc(hidden)]
 pub fn sample_events(bus: u16) -> Vec<UrbEvent> {
-    use crate::clock::Timestamp;
+    use crate::base::clock::Timestamp;
     use crate::usbmon::event::{EINPROGRESS, URB_DIR_IN, URB_ISO_ASAP};
     let mut t = 1_704_067_200_000_000_000u64;
     let mut out = Vec::new();

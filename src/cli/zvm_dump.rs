@@ -432,7 +432,7 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::{Clock, VirtualClock};
+    use crate::base::clock::{Clock, VirtualClock};
     use crate::config::zvm::{Pace, ZvmConfig};
     use crate::monreader::{MonReaderDev, PathConfig};
     use crate::sim::rng::Rng;
@@ -444,7 +444,7 @@ mod tests {
         let mon = Monitor::new(cfg.clone(), seed, clock, dev.clone());
         (dev, mon)
     }
-    use crate::vfs::{Caller, OpenFlags};
+    use crate::base::vfs::{Caller, OpenFlags};
     use std::sync::Arc;
 
     /// Property: whatever the simulator produces comes back out of the device
@@ -508,7 +508,7 @@ mod tests {
                     got += 1;
                 }
             }
-            assert_eq!(f.read(0, 100), Err(crate::errno::Errno::EAGAIN));
+            assert_eq!(f.read(0, 100), Err(crate::base::errno::Errno::EAGAIN));
             f.release();
         }
     }

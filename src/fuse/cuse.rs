@@ -7,8 +7,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use tracing::debug;
 
-use crate::errno::Errno;
-use crate::vfs::{CallerMemory, IoctlLayout, IoctlRequest, Tree};
+use crate::base::errno::Errno;
+use crate::base::vfs::{CallerMemory, IoctlLayout, IoctlRequest, Tree};
 
 use super::handle::{Handle, IoctlCall};
 use super::proto::{self, Reader};
@@ -54,7 +54,7 @@ impl<'a> IovMemory<'a> {
     }
 }
 
-impl crate::vfs::CallerMemory for IovMemory<'_> {
+impl crate::base::vfs::CallerMemory for IovMemory<'_> {
     fn read(&self, addr: u64, len: usize) -> Result<Vec<u8>, Errno> {
         let mut at = 0usize;
         for (base, l) in &self.layout.input {
@@ -135,7 +135,7 @@ impl Session {
     /// Create a character device `/dev/NAME` served by `node` through CUSE
     /// (`/dev/cuse`). `major` 0 lets the kernel pick one.
     pub fn cuse(
-        node: Arc<dyn crate::vfs::FileNode>,
+        node: Arc<dyn crate::base::vfs::FileNode>,
         name: &str,
         major: u32,
         minor: u32,

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-use crate::vfs::{Caller, IoctlLayout, OpenFile};
+use crate::base::vfs::{Caller, IoctlLayout, OpenFile};
 
 use super::proto::op;
 
@@ -25,8 +25,8 @@ pub(super) struct Handle {
     /// Someone asked for a retry meanwhile: look again.
     pub(super) again: AtomicBool,
     /// Where the caller's descriptor was found last time its `O_NONBLOCK`
-    /// was asked for (see [`crate::procmem::fd_nonblock`]).
-    pub(super) fd_hint: Mutex<Option<crate::procmem::FdHint>>,
+    /// was asked for (see [`crate::base::procmem::fd_nonblock`]).
+    pub(super) fd_hint: Mutex<Option<crate::base::procmem::FdHint>>,
 }
 
 /// What a parked request was.

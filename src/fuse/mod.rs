@@ -1,11 +1,11 @@
-//! A thin FUSE adapter over [`crate::vfs`].
+//! A thin FUSE adapter over [`crate::base::vfs`].
 //!
 //! monfs speaks the FUSE protocol itself (see [`proto`]) instead of using
 //! fuser, because it needs three things fuser 0.18 does not give: FUSE_INTERRUPT
 //! (so that a `cat` parked in a blocking read dies on Ctrl-C), the raw `arg` of
 //! `_IO` ioctls (usbmon's ring size and flush count), and CUSE_INIT (real
-//! character devices). The layer only translates requests into [`Tree`](crate::vfs::Tree) and
-//! [`OpenFile`](crate::vfs::OpenFile) calls and keeps the parked (blocked) requests.
+//! character devices). The layer only translates requests into [`Tree`](crate::base::vfs::Tree) and
+//! [`OpenFile`](crate::base::vfs::OpenFile) calls and keeps the parked (blocked) requests.
 //!
 //! Blocking: a read or ioctl whose file answers EAGAIN is parked on its handle
 //! unless the caller is O_NONBLOCK. The file's waker sends the handle to the
@@ -14,7 +14,7 @@
 //!
 //! Panics: a handler that panics fails that one request with EIO (and a log
 //! line); the threads keep serving, and the locks it held stay usable (see
-//! [`crate::sync`]).
+//! [`crate::base::sync`]).
 //!
 //! The parts, each depending only on those listed before it: [`proto`]
 //! (the wire format), [`watchdog`] (stuck threads), `uring.rs` (FUSE over

@@ -13,7 +13,7 @@ use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sys::statfs::statfs;
 use tracing::{info, warn};
 
-use crate::vfs::Tree;
+use crate::base::vfs::Tree;
 
 use super::fusermount;
 use super::state::{CacheQueue, Session, Wake};

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use tracing::{debug, error};
 
-use crate::errno::Errno;
-use crate::sync::{panic_message, LockExt};
-use crate::vfs::IoctlRequest;
+use crate::base::errno::Errno;
+use crate::base::sync::{panic_message, LockExt};
+use crate::base::vfs::IoctlRequest;
 
 use super::handle::{Handle, Parked, Pending};
 use super::proto;
@@ -88,7 +88,7 @@ impl Session {
             return None;
         }
         let dev = self.dev_id.load(Ordering::Relaxed);
-        crate::procmem::fd_nonblock(c.caller.pid, dev, hd.nodeid, &mut hd.fd_hint.lock_ok())
+        crate::base::procmem::fd_nonblock(c.caller.pid, dev, hd.nodeid, &mut hd.fd_hint.lock_ok())
     }
 
     /// Run a request once.
@@ -105,7 +105,7 @@ impl Session {
                 if let Some((layout, data)) = &c.cuse {
                     return self.cuse_ioctl(hd, c, layout, data, nonblock, retry);
                 }
-                let mem = crate::procmem::ProcessMemory(c.caller.pid);
+                let mem = crate::base::procmem::ProcessMemory(c.caller.pid);
                 let req = IoctlRequest {
                     cmd: c.cmd,
                     arg: c.arg,
@@ -269,7 +269,7 @@ mod tests {
     use std::sync::Mutex as StdMutex;
 
     use super::*;
-    use crate::vfs::{Caller, FileNode, NodeKind, OpenFile, OpenFlags, Tree, Waker};
+    use crate::base::vfs::{Caller, FileNode, NodeKind, OpenFile, OpenFlags, Tree, Waker};
 
     /// A stream file: EAGAIN until data is put in, and the waker to call then.
     #[derive(Default)]

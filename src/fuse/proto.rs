@@ -230,12 +230,12 @@ impl<'a> Reader<'a> {
         self.pos = self.buf.len();
         s
     }
-    /// A NUL-terminated name, its bytes as [`crate::bytestr`] text.
+    /// A NUL-terminated name, its bytes as [`crate::base::bytestr`] text.
     pub fn cstr(&mut self) -> Option<std::borrow::Cow<'a, str>> {
         let rest = &self.buf[self.pos..];
         let end = rest.iter().position(|&b| b == 0)?;
         self.pos += end + 1;
-        Some(crate::bytestr::text(&rest[..end]))
+        Some(crate::base::bytestr::text(&rest[..end]))
     }
 }
 
@@ -361,7 +361,7 @@ pub fn push_dirent(
     typ: u32,
     name: &str,
 ) -> bool {
-    let name = crate::bytestr::bytes(name);
+    let name = crate::base::bytestr::bytes(name);
     let len = 24 + name.len();
     let padded = len.div_ceil(8) * 8;
     if buf.len() + padded > max {

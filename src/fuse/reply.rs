@@ -7,7 +7,7 @@ use std::os::fd::AsRawFd;
 
 use tracing::debug;
 
-use crate::errno::Errno;
+use crate::base::errno::Errno;
 
 use super::proto;
 use super::state::{Session, MAX_WRITE};
@@ -68,7 +68,7 @@ impl Session {
     /// FUSE_NOTIFY_INVAL_ENTRY: the kernel drops its cached entry `name` of
     /// directory `parent` (ENOENT if it had none: nothing to do).
     pub(super) fn inval_entry(&self, parent: u64, name: &str) {
-        let name = crate::bytestr::bytes(name);
+        let name = crate::base::bytestr::bytes(name);
         let mut w = proto::Writer::default();
         w.u64(parent).u32(name.len() as u32).u32(0);
         w.0.extend_from_slice(&name);

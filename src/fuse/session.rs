@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 
 use tracing::{debug, error, warn};
 
-use crate::errno::Errno;
-use crate::sync::{panic_message, CondvarExt, LockExt, RwLockExt};
-use crate::vfs::{Caller, NodeKind, OpenFlags, Waker};
+use crate::base::errno::Errno;
+use crate::base::sync::{panic_message, CondvarExt, LockExt, RwLockExt};
+use crate::base::vfs::{Caller, NodeKind, OpenFlags, Waker};
 
 use super::cuse::{clip_ranges, CUSE_IOCTL_MAX};
 use super::handle::{Handle, IoctlCall, Parked};
@@ -35,7 +35,7 @@ thread_local! {
 }
 
 fn now_ns() -> u64 {
-    crate::clock::clock_ns(libc::CLOCK_MONOTONIC)
+    crate::base::clock::clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// A request thread's wait for the device to have a request: its own epoll
@@ -81,7 +81,7 @@ impl Session {
 
     /// Record the requests served in `stats` (shown by `monfs/requests`);
     /// before [`Session::run`].
-    pub fn set_request_stats(&self, stats: Arc<crate::reqstats::RequestStats>) {
+    pub fn set_request_stats(&self, stats: Arc<crate::base::reqstats::RequestStats>) {
         let _ = self.requests.set(stats);
     }
 
@@ -190,7 +190,7 @@ impl Session {
     pub(super) fn watchdog_loop(self: &Arc<Self>) {
         while !self.destroyed.load(Ordering::SeqCst) {
             std::thread::sleep(std::time::Duration::from_millis(100));
-            crate::procmem::expire_idle();
+            crate::base::procmem::expire_idle();
             for (slot, verdict) in self.watch.check() {
                 let what = if slot.service { "service" } else { "request" };
                 match verdict {
@@ -244,7 +244,7 @@ impl Session {
         }
     }
 
-    pub(super) fn node(&self, nodeid: u64) -> Result<crate::vfs::Node, Errno> {
+    pub(super) fn node(&self, nodeid: u64) -> Result<crate::base::vfs::Node, Errno> {
         self.tree.get(self.real_ino(nodeid))
     }
 
@@ -421,7 +421,7 @@ impl Session {
             .map(|(_, len)| len)
     }
 
-    pub(super) fn attr(&self, node: &crate::vfs::Node) -> proto::Attr {
+    pub(super) fn attr(&self, node: &crate::base::vfs::Node) -> proto::Attr {
         proto::Attr {
             ino: node.ino,
             size: match &node.kind {
@@ -510,7 +510,7 @@ impl Session {
             }
             op::GETATTR | op::SETATTR => self.getattr(h, &mut r),
             op::READLINK => match self.tree.get(h.nodeid) {
-                Ok(crate::vfs::Node {
+                Ok(crate::base::vfs::Node {
                     kind: NodeKind::Symlink(t),
                     ..
                 }) => self.ok(u, t.as_bytes()),

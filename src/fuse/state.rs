@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::sync::RwLockExt;
-use crate::vfs::Tree;
+use crate::base::sync::RwLockExt;
+use crate::base::vfs::Tree;
 
 use super::handle::Handle;
 use super::watchdog;
@@ -65,7 +65,7 @@ pub struct Session {
     /// (`--cpus`); any CPU if unset.
     pub(super) cpus: OnceLock<nix::sched::CpuSet>,
     /// Where it records the requests it serves (`monfs/requests`), if set.
-    pub(super) requests: OnceLock<Arc<crate::reqstats::RequestStats>>,
+    pub(super) requests: OnceLock<Arc<crate::base::reqstats::RequestStats>>,
 }
 
 /// How the kernel's requests reach a session.
@@ -102,7 +102,7 @@ pub(super) struct TransportState {
 
 /// A CUSE character device served by a session.
 pub(super) struct CuseDev {
-    pub(super) node: Arc<dyn crate::vfs::FileNode>,
+    pub(super) node: Arc<dyn crate::base::vfs::FileNode>,
     pub(super) name: String,
     pub(super) major: u32,
     pub(super) minor: u32,
@@ -123,7 +123,7 @@ pub(super) enum Wake {
 /// Queues kernel cache updates for the service thread.
 pub(super) struct CacheQueue(pub(super) Sender<Wake>);
 
-impl crate::vfs::KernelCache for CacheQueue {
+impl crate::base::vfs::KernelCache for CacheQueue {
     fn store(&self, ino: u64, offset: u64, bytes: Vec<u8>) {
         let _ = self.0.send(Wake::Store(ino, offset, bytes));
     }

@@ -32,7 +32,7 @@ use std::sync::RwLock;
 use io_uring::{opcode, squeue::Entry128, types, IoUring};
 use tracing::{error, warn};
 
-use crate::sync::{LockExt, RwLockExt};
+use crate::base::sync::{LockExt, RwLockExt};
 
 use super::proto::{self, InHeader};
 

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, error, info, warn};
 
-use crate::errno::Errno;
-use crate::sync::{CondvarExt, LockExt};
+use crate::base::errno::Errno;
+use crate::base::sync::{CondvarExt, LockExt};
 
 use super::state::{Session, Transport};
 use super::watchdog;

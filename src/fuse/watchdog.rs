@@ -3,7 +3,7 @@
 //! Every thread that serves requests (the request threads and the service
 //! thread) has a [`Slot`] that shows the request it is on, since when, and
 //! whether it is inside an access to the caller's memory
-//! ([`crate::procmem::watch_this_thread`]). Every 100 ms the watchdog looks:
+//! ([`crate::base::procmem::watch_this_thread`]). Every 100 ms the watchdog looks:
 //!
 //! * A caller-memory access older than [`REMOTE_LIMIT_MS`]: the caller's page
 //!   is one that nobody serves (a userfaultfd page, or a mapping of a
@@ -22,8 +22,8 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::procmem::now_ms;
-use crate::sync::LockExt;
+use crate::base::procmem::now_ms;
+use crate::base::sync::LockExt;
 
 /// How long a caller-memory access may take before its request is failed.
 pub const REMOTE_LIMIT_MS: u64 = 800;
@@ -121,7 +121,7 @@ impl Watchdog {
             ring: AtomicU32::new(u32::MAX),
             counted: AtomicBool::new(true),
         });
-        crate::procmem::watch_this_thread(slot.remote.clone());
+        crate::base::procmem::watch_this_thread(slot.remote.clone());
         CURRENT.with(|c| *c.borrow_mut() = Some(slot.clone()));
         self.slots.lock_ok().push(slot.clone());
         slot

@@ -27,10 +27,12 @@ pub mod records;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::clock::Clock;
-use crate::errno::{Errno, SysResult};
-use crate::sync::LockExt;
-use crate::vfs::{Caller, FileNode, NodeKind, OpenFile, OpenFlags, Tree, Waker, POLL_READABLE};
+use crate::base::clock::Clock;
+use crate::base::errno::{Errno, SysResult};
+use crate::base::sync::LockExt;
+use crate::base::vfs::{
+    Caller, FileNode, NodeKind, OpenFile, OpenFlags, Tree, Waker, POLL_READABLE,
+};
 use dcss::Dcss;
 pub use dcss::Spoil;
 use records::Message;

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use crate::errno::{Errno, SysResult};
-use crate::vfs::{Caller, FileNode, NodeKind, OpenFile, OpenFlags, OpenText, Tree};
+use crate::base::errno::{Errno, SysResult};
+use crate::base::vfs::{Caller, FileNode, NodeKind, OpenFile, OpenFlags, OpenText, Tree};
 
 /// Writable tracefs files.
 pub const MODE_WRITE: u32 = 0o640;
@@ -38,7 +38,7 @@ impl Ctl {
         self
     }
     pub(crate) fn rs(self, f: impl Fn() -> String + Send + Sync + 'static) -> Ctl {
-        self.r(move || crate::bytestr::into_bytes(f()))
+        self.r(move || crate::base::bytestr::into_bytes(f()))
     }
     pub(crate) fn w(
         mut self,
@@ -91,7 +91,7 @@ impl OpenFile for CtlOpen {
     fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
         match (&self.ctl.read, &self.text) {
             (Some(r), Some(t)) => t.read(offset, size, || r()),
-            (Some(r), None) => Ok(crate::vfs::slice_at(&r(), offset, size)),
+            (Some(r), None) => Ok(crate::base::vfs::slice_at(&r(), offset, size)),
             (None, _) => Err(Errno::EINVAL),
         }
     }
@@ -110,7 +110,7 @@ impl OpenFile for CtlOpen {
     }
     fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
         let t = self.text.as_ref().ok_or(Errno::EIO)?;
-        Ok(crate::vfs::slice_at(t.at_open(), offset, size))
+        Ok(crate::base::vfs::slice_at(t.at_open(), offset, size))
     }
     fn truncate(&self) -> SysResult<()> {
         if self.writable {

@@ -482,7 +482,7 @@ impl PrintFmt {
                         // The precision counts bytes, as in C.
                         let raw = f.str_value(entry);
                         let raw = spec.prec.map_or(raw, |p| &raw[..p.min(raw.len())]);
-                        crate::bytestr::text(raw).into_owned()
+                        crate::base::bytestr::text(raw).into_owned()
                     } else {
                         int_conv(spec, f.int_value(entry))
                     };
@@ -699,7 +699,7 @@ impl EventDef {
                 out.push_str("tracing_mark_write: ");
                 let buf = entry.get(16..).unwrap_or(&[]);
                 let end = buf.iter().position(|&c| c == 0).unwrap_or(buf.len());
-                out.push_str(&crate::bytestr::text(&buf[..end]));
+                out.push_str(&crate::base::bytestr::text(&buf[..end]));
                 if !out.ends_with('\n') {
                     out.push('\n');
                 }
@@ -901,7 +901,7 @@ pub fn render_synth(fields: &[Field], entry: &[u8], out: &mut String) {
 /// `%.*s`: the bytes up to the first NUL.
 fn push_cstr(out: &mut String, b: &[u8]) {
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-    out.push_str(&crate::bytestr::text(&b[..end]));
+    out.push_str(&crate::base::bytestr::text(&b[..end]));
 }
 
 /// The 6.4+ generic field printer (`print_fields()` in trace_output.c, as

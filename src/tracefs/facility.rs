@@ -18,10 +18,10 @@ use super::synth::SynthDef;
 use super::trigger::{
     ErrorLog, FireContext, Hit, TriggerAction, TriggerEvent, TriggerHost, Triggers,
 };
-use crate::clock::{Clock, Timestamp};
-use crate::errno::SysResult;
-use crate::sync::{LockExt, RwLockExt};
-use crate::vfs::Tree;
+use crate::base::clock::{Clock, Timestamp};
+use crate::base::errno::SysResult;
+use crate::base::sync::{LockExt, RwLockExt};
+use crate::base::vfs::Tree;
 
 /// Called after an event's enabled state changed (user_events updates its
 /// status bits and the producers' enable bits).
@@ -140,7 +140,7 @@ impl Cmdlines {
         if self.tgids.len() >= SAVED_CMDLINES_MAX {
             self.tgids.clear();
         }
-        let tgid = crate::procmem::tgid_of(pid).unwrap_or(pid);
+        let tgid = crate::base::procmem::tgid_of(pid).unwrap_or(pid);
         self.tgids.insert(pid, tgid);
     }
 }
@@ -268,12 +268,12 @@ impl Tracing {
         &self,
         make: impl FnOnce(u16) -> EventDef,
         hook: EnableHook,
-    ) -> Result<EventId, crate::errno::Errno> {
+    ) -> Result<EventId, crate::base::errno::Errno> {
         let base = *self.next_id.lock_ok();
         let mut evs = self.events.write_ok();
         let used: BTreeSet<u16> = evs.iter().map(|e| e.0.def.id).collect();
         let Some(n) = (base..u16::MAX).find(|n| !used.contains(n)) else {
-            return Err(crate::errno::Errno::ENODEV);
+            return Err(crate::base::errno::Errno::ENODEV);
         };
         let id = EventId::new(make(n));
         let _ = id.0.hook.set(hook);
@@ -714,14 +714,17 @@ impl Tracing {
     }
 
     /// Make an instance's array (EEXIST when the name is taken).
-    pub(super) fn new_instance(&self, name: &str) -> Result<Arc<TraceArray>, crate::errno::Errno> {
+    pub(super) fn new_instance(
+        &self,
+        name: &str,
+    ) -> Result<Arc<TraceArray>, crate::base::errno::Errno> {
         let mut arrays = self.arrays.write_ok();
         if arrays
             .iter()
             .flatten()
             .any(|a| a.name.as_deref() == Some(name))
         {
-            return Err(crate::errno::Errno::EEXIST);
+            return Err(crate::base::errno::Errno::EEXIST);
         }
         let slot = arrays
             .iter()
@@ -746,8 +749,10 @@ impl Tracing {
     pub(super) fn remove_instance(
         &self,
         name: &str,
-    ) -> Result<Arc<TraceArray>, crate::errno::Errno> {
-        let arr = self.instance(name).ok_or(crate::errno::Errno::ENOENT)?;
+    ) -> Result<Arc<TraceArray>, crate::base::errno::Errno> {
+        let arr = self
+            .instance(name)
+            .ok_or(crate::base::errno::Errno::ENOENT)?;
         let host = Host { t: self, a: &arr };
         // The marker's triggers too: the slot goes to the next instance.
         let all: Vec<EventId> = self

@@ -16,9 +16,9 @@ use super::instance::{
 use super::parse::{is_space, kstrtoul, next_token, parse_match};
 use super::ring::DEFAULT_BUF_BYTES;
 use super::trigger::AVAILABLE_TRIGGERS;
-use crate::errno::{Errno, SysResult};
-use crate::sync::{LockExt, RwLockExt};
-use crate::vfs::{NodeKind, Tree};
+use crate::base::errno::{Errno, SysResult};
+use crate::base::sync::{LockExt, RwLockExt};
+use crate::base::vfs::{NodeKind, Tree};
 
 /// A trace array and the facility it belongs to, for the closures of its
 /// files: its own state through `Deref`, events through the facility.
@@ -219,7 +219,7 @@ pub(crate) fn inject_text(x: &Arr, e: &EventId, data: &[u8], pid: u32) -> SysRes
         })
         .collect();
     let data_bytes = def.encode(pid, &values);
-    let comm = crate::procmem::comm_of(pid);
+    let comm = crate::base::procmem::comm_of(pid);
     let mono = x.t.now_mono();
     x.t.record_in(
         &x.a,
@@ -230,7 +230,7 @@ pub(crate) fn inject_text(x: &Arr, e: &EventId, data: &[u8], pid: u32) -> SysRes
         // On the writer's CPU, as the kernel records in the writer's context.
         super::instance::At {
             mono,
-            cpu: crate::procmem::cpu_of(pid),
+            cpu: crate::base::procmem::cpu_of(pid),
         },
     );
     Ok(())
@@ -329,7 +329,7 @@ fn write_event_filter(x: &Arr, e: &EventId, ev: &EventFile, data: &[u8]) -> SysR
         *ev.filter.write_ok() = FilterState::None;
         return Ok(data.len() as u32);
     }
-    let text = crate::bytestr::text(raw).into_owned();
+    let text = crate::base::bytestr::text(raw).into_owned();
     match filter::parse(raw, &filter::event_lookup(&e.0.def)) {
         Ok(f) => {
             *ev.filter.write_ok() = FilterState::Active(text, f);
@@ -362,7 +362,7 @@ fn write_system_filter(x: &Arr, sys: &str, data: &[u8]) -> SysResult<u32> {
     }
     let raw = filter::clean(data);
     let clear = filter::is_clear(raw);
-    let text = crate::bytestr::text(raw);
+    let text = crate::base::bytestr::text(raw);
     for e in x.events().iter().filter(|e| e.0.def.system == sys) {
         let ev = &*x.file(e);
         if clear {
@@ -546,7 +546,7 @@ pub(crate) fn install_array(x: &Arr, tree: &Tree) {
                 let Some(tok) = tok else {
                     return Ok(consumed as u32);
                 };
-                let tok = crate::bytestr::text(tok);
+                let tok = crate::base::bytestr::text(tok);
                 let m = parse_match(&tok).ok_or(Errno::EINVAL)?;
                 let hits: Vec<EventId> = tw
                     .events()

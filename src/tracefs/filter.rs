@@ -10,7 +10,7 @@
 //! give EPERM/ENOENT/ESRCH, not EINVAL) and the caret column of the message
 //! that reading the filter shows afterwards.
 
-use crate::errno::Errno;
+use crate::base::errno::Errno;
 
 use super::event::Field;
 use super::parse::{is_alnum, is_space};
@@ -583,7 +583,7 @@ pub fn event_lookup(def: &super::event::EventDef) -> impl Fn(&str) -> Option<Tar
 /// What reading `filter` shows after a failed write of `text` (bytes).
 pub fn error_text(text: &(impl AsRef<[u8]> + ?Sized), err: &FilterError) -> String {
     let raw = text.as_ref();
-    let text = crate::bytestr::text(raw);
+    let text = crate::base::bytestr::text(raw);
     let s = match err.detail {
         Some((col, msg)) => format!("{text}\n{}^\nparse_error: {msg}\n\n", " ".repeat(col)),
         None => format!("{text}\nError: (0)\n\n"),

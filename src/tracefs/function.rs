@@ -21,8 +21,8 @@ use std::sync::Arc;
 use super::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
 use super::instance::TraceArray;
 use super::parse::kstrtoul;
-use crate::errno::{Errno, SysResult};
-use crate::vfs::Tree;
+use crate::base::errno::{Errno, SysResult};
+use crate::base::vfs::Tree;
 
 /// What `set_ftrace_filter` reads while no function is filtered.
 const ALL_ENABLED: &str = "#### all functions enabled ####\n";

@@ -35,8 +35,8 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
-use crate::errno::Errno;
-use crate::sync::LockExt;
+use crate::base::errno::Errno;
+use crate::base::sync::LockExt;
 
 use super::event::{common_fields, EventDef, Field, FieldKind};
 use super::parse::is_space_char as is_space;
@@ -2393,7 +2393,7 @@ fn cmp_key(kind: CmpKind, a: &KeyPart, b: &KeyPart) -> std::cmp::Ordering {
 /// `%-Ns` of a string up to its NUL.
 fn pad_str(out: &mut String, b: &[u8], width: usize) {
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-    let t = crate::bytestr::text(&b[..end]);
+    let t = crate::base::bytestr::text(&b[..end]);
     let _ = write!(out, "{t:<width$}");
 }
 

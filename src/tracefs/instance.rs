@@ -14,8 +14,8 @@ use super::hist::NamedHists;
 use super::ring::{self, CpuBuffer, Entry, BUF_PAGE_SIZE, DEFAULT_BUF_BYTES};
 use super::trace_clock::TraceClock;
 use super::trigger::ErrorLog;
-use crate::sync::{LockExt, RwLockExt};
-use crate::vfs::Waker;
+use crate::base::sync::{LockExt, RwLockExt};
+use crate::base::vfs::Waker;
 
 /// An event's filter state.
 #[derive(Clone, Debug, Default)]
@@ -352,7 +352,7 @@ impl TraceArray {
     /// one it made the request on, as the kernel records on the writer's
     /// CPU (or [`TraceArray::cpu_now`] if the thread is gone).
     pub(super) fn cpu_of_writer(&self, tid: u32) -> u32 {
-        self.cpu_or_now(crate::procmem::cpu_of(tid))
+        self.cpu_or_now(crate::base::procmem::cpu_of(tid))
     }
 
     /// `cpu` folded into the buffers there are, or [`TraceArray::cpu_now`].
@@ -474,14 +474,14 @@ impl TraceArray {
     /// power-of-two number of pages, 1 to 128 of them (EINVAL otherwise,
     /// `0` included), as the kernel's `buffer_subbuf_size_write`. A new
     /// size replaces every CPU's pages (see [`CpuBuffer::set_capacity`]).
-    pub(super) fn set_subbuf_kb(&self, data: &[u8]) -> crate::errno::SysResult<u32> {
-        let order =
-            subbuf_order_for(super::parse::kstrtoul(data)?).ok_or(crate::errno::Errno::EINVAL)?;
+    pub(super) fn set_subbuf_kb(&self, data: &[u8]) -> crate::base::errno::SysResult<u32> {
+        let order = subbuf_order_for(super::parse::kstrtoul(data)?)
+            .ok_or(crate::base::errno::Errno::EINVAL)?;
         let cap = ring::subbuf_capacity(order);
         // ring_buffer_subbuf_order_set: the same order is no change; another
         // is refused while a CPU's buffer is mapped.
         if self.subbuf_order.load(Ordering::SeqCst) != order && self.any_mapped() {
-            return Err(crate::errno::Errno::EBUSY);
+            return Err(crate::base::errno::Errno::EBUSY);
         }
         let mut guards = self.lock_all();
         if self.subbuf_order.swap(order, Ordering::SeqCst) != order {

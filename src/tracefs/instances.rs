@@ -7,8 +7,8 @@ use std::sync::Arc;
 use super::facility::Tracing;
 use super::files::{self, Arr};
 use super::{function, marker, per_cpu};
-use crate::errno::{Errno, SysResult};
-use crate::vfs::{Caller, DirOps, NodeKind, Tree};
+use crate::base::errno::{Errno, SysResult};
+use crate::base::vfs::{Caller, DirOps, NodeKind, Tree};
 
 /// The most instances at once (each can hold a full set of buffers); past
 /// it `mkdir` is ENOMEM, as the kernel's is when memory runs out.

@@ -10,9 +10,9 @@ use super::event::{EventDef, COMMON_SIZE};
 use super::facility::Tracing;
 use super::ftrace_events::{MARKER_MAX, MARKER_RAW_MAX};
 use super::instance::{TraceArray, OPT_MARKERS};
-use crate::errno::{Errno, SysResult};
-use crate::sync::LockExt;
-use crate::vfs::{Caller, NodeKind, Tree};
+use crate::base::errno::{Errno, SysResult};
+use crate::base::sync::LockExt;
+use crate::base::vfs::{Caller, NodeKind, Tree};
 
 /// The common header of a marker entry: the writer's pid, preemption
 /// disabled once (the kernel writes markers with preemption off, so its
@@ -66,7 +66,7 @@ pub(crate) fn write_marker(
     }
     e.push(0);
     e.resize(16 + text.len() + 2, 0);
-    let comm = crate::procmem::comm_of(caller.pid);
+    let comm = crate::base::procmem::comm_of(caller.pid);
     let cpu = a.cpu_of_writer(caller.pid);
     if t.record_marker(a, &hit, e, &comm, cpu, t.now_mono()) {
         t.save_cmdline(caller.pid, &comm);
@@ -99,7 +99,7 @@ pub(crate) fn write_marker_raw(
 /// Store a `trace_marker_raw` entry of `def` written by `pid` in `a`, now,
 /// on the writer's CPU, and save the writer's name.
 fn store(t: &Tracing, a: &TraceArray, def: &Arc<EventDef>, e: Vec<u8>, pid: u32) {
-    let comm = crate::procmem::comm_of(pid);
+    let comm = crate::base::procmem::comm_of(pid);
     if a.store(def.clone(), e, &comm, a.cpu_of_writer(pid), t.now_mono()) {
         t.save_cmdline(pid, &comm);
     }

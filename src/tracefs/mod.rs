@@ -39,8 +39,8 @@ pub mod user_events;
 
 use std::sync::Arc;
 
-use crate::clock::Clock;
-use crate::vfs::Tree;
+use crate::base::clock::Clock;
+use crate::base::vfs::Tree;
 
 pub use config::{EventConfig, TracingConfig, EVENT_ID_BASE};
 /// The control-file type, for the daemon's own files of the same kind.

@@ -1,17 +1,17 @@
 //! Small parsers shared by the control files: `kstrtoul_from_user` and the
 //! one-token-per-write `set_event` grammar.
 
-use crate::errno::{Errno, SysResult};
+use crate::base::errno::{Errno, SysResult};
 
 /// The kernel's `isspace` (lib/ctype.c), which counts 0xA0 a space.
 pub fn is_space(c: u8) -> bool {
     matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0xa0)
 }
 
-/// [`is_space`] on [`crate::bytestr`] text, where 0xA0 is
-/// [`crate::bytestr::BYTE_A0`].
+/// [`is_space`] on [`crate::base::bytestr`] text, where 0xA0 is
+/// [`crate::base::bytestr::BYTE_A0`].
 pub fn is_space_char(c: char) -> bool {
-    c == crate::bytestr::BYTE_A0 || (c.is_ascii() && is_space(c as u8))
+    c == crate::base::bytestr::BYTE_A0 || (c.is_ascii() && is_space(c as u8))
 }
 
 /// The kernel's `isalnum` (lib/ctype.c): ASCII letters and digits, and the

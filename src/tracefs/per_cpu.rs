@@ -28,9 +28,9 @@ use super::instance::MapRef;
 use super::instance::TraceArray;
 use super::parse::kstrtoul;
 use super::ring::{CpuBuffer, GET_READER};
-use crate::errno::{Errno, SysResult};
-use crate::sync::LockExt;
-use crate::vfs::{
+use crate::base::errno::{Errno, SysResult};
+use crate::base::sync::LockExt;
+use crate::base::vfs::{
     Caller, FileNode, IoctlReply, IoctlRequest, NodeKind, OpenFile, OpenFlags, Tree, Waker,
     POLL_READABLE,
 };
@@ -196,7 +196,7 @@ impl OpenFile for PipeOpen {
             return Ok(out);
         }
         let taken = match self.form {
-            Form::Text => Some(crate::bytestr::into_bytes(
+            Form::Text => Some(crate::base::bytestr::into_bytes(
                 self.take_text(size.min(PIPE_CHUNK)),
             )),
             Form::Raw | Form::SnapshotRaw => self.take_page(size),
@@ -283,7 +283,11 @@ impl PipeOpen {
     fn get_reader(&self, c: usize, req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
         if !self.t.bufs[c].lock_ok().is_mapped() {
             // Mapped but never touched: the caller's maps tell.
-            if !crate::procmem::has_shared_mapping(req.caller.pid, req.file_id.0, req.file_id.1) {
+            if !crate::base::procmem::has_shared_mapping(
+                req.caller.pid,
+                req.file_id.0,
+                req.file_id.1,
+            ) {
                 return Err(Errno::ENODEV);
             }
             *self.file_id.lock_ok() = Some(req.file_id);
@@ -378,7 +382,7 @@ impl TraceArray {
         let mut busy = false;
         for (open, file) in candidates {
             match file {
-                Some((dev, ino)) if !crate::procmem::any_shared_mapping(dev, ino) => {
+                Some((dev, ino)) if !crate::base::procmem::any_shared_mapping(dev, ino) => {
                     self.unmapped(open)
                 }
                 _ => busy = true,

@@ -43,9 +43,9 @@ use tracing::warn;
 
 use super::event::FieldValue;
 use super::facility::{EventId, Tracing};
-use crate::proc_events::{ProcEvent, ProcEvents};
-use crate::sync::{LockExt, RwLockExt};
-use crate::vfs::{RequestHooks, Tree};
+use crate::base::proc_events::{ProcEvent, ProcEvents};
+use crate::base::sync::{LockExt, RwLockExt};
+use crate::base::vfs::{RequestHooks, Tree};
 
 /// Comms remembered for exit events, at most (a fork bomb must not grow
 /// the daemon without bound; past it the table starts over).
@@ -158,7 +158,7 @@ impl Sched {
                 }
             }
             ProcEvent::Exec { pid, cpu, .. } => {
-                let comm = crate::procmem::comm_of(pid);
+                let comm = crate::base::procmem::comm_of(pid);
                 self.remember(pid, &comm);
                 if exec.is_enabled() {
                     let file = std::fs::read_link(format!("/proc/{pid}/exe"))
@@ -176,7 +176,7 @@ impl Sched {
                 let comm = self.comms.lock_ok().remove(&pid);
                 t.follow_exit(pid);
                 if exit.is_enabled() {
-                    let comm = comm.unwrap_or_else(|| crate::procmem::comm_of(pid));
+                    let comm = comm.unwrap_or_else(|| crate::base::procmem::comm_of(pid));
                     let v = [
                         FieldValue::Str(&comm),
                         FieldValue::Int(pid as i64),
@@ -193,7 +193,7 @@ impl Sched {
         if let Some(c) = self.comms.lock_ok().get(&pid) {
             return c.clone();
         }
-        let c = crate::procmem::comm_of(pid);
+        let c = crate::base::procmem::comm_of(pid);
         self.remember(pid, &c);
         c
     }

@@ -26,9 +26,9 @@ use super::ctl::{add_ctl, Ctl, MODE_WRITE};
 use super::instance::TraceArray;
 use super::parse::kstrtoul;
 use super::ring::{CpuBuffer, BUF_PAGE_SIZE};
-use crate::errno::{Errno, SysResult};
-use crate::sync::LockExt;
-use crate::vfs::Tree;
+use crate::base::errno::{Errno, SysResult};
+use crate::base::sync::LockExt;
+use crate::base::vfs::Tree;
 
 /// The help the `snapshot` file shows after its header while the snapshot
 /// buffer is empty (the kernel's `print_snapshot_help` for the main file).

@@ -78,14 +78,14 @@ impl SynthErr {
 #[derive(Debug, PartialEq, Eq)]
 pub struct CmdError {
     /// The errno the write fails with.
-    pub errno: crate::errno::Errno,
+    pub errno: crate::base::errno::Errno,
     /// What `error_log` gets.
     pub log: Option<(SynthErr, usize)>,
 }
 
 fn err(e: SynthErr, pos: usize) -> CmdError {
     CmdError {
-        errno: crate::errno::Errno::EINVAL,
+        errno: crate::base::errno::Errno::EINVAL,
         log: Some((e, pos)),
     }
 }

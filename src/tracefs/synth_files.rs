@@ -8,9 +8,9 @@ use std::sync::Arc;
 use super::ctl::{add_ctl, Ctl, MODE_WRITE};
 use super::facility::{SynthEntry, Tracing};
 use super::synth::{self, CmdError, Command, SynthDef, SynthErr};
-use crate::errno::{Errno, SysResult};
-use crate::sync::LockExt;
-use crate::vfs::Tree;
+use crate::base::errno::{Errno, SysResult};
+use crate::base::sync::LockExt;
+use crate::base::vfs::Tree;
 
 /// The longest line `trace_parse_run_command()` takes (`WRITE_BUFSIZE`
 /// less the newline and the NUL).
@@ -40,7 +40,7 @@ pub(crate) fn run_lines(data: &[u8], mut f: impl FnMut(&str) -> SysResult<()>) -
         if raw.len() > LINE_MAX {
             return Err(Errno::EINVAL);
         }
-        let line = crate::bytestr::text(raw);
+        let line = crate::base::bytestr::text(raw);
         let line = line.split('#').next().unwrap_or("");
         f(line)?;
     }

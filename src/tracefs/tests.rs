@@ -1,9 +1,9 @@
 //! Facility tests through the file tree, without FUSE.
 
 use super::*;
-use crate::clock::VirtualClock;
-use crate::errno::Errno;
-use crate::vfs::{Caller, NodeKind, OpenFile, OpenFlags};
+use crate::base::clock::VirtualClock;
+use crate::base::errno::Errno;
+use crate::base::vfs::{Caller, NodeKind, OpenFile, OpenFlags};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn setup(yaml: &str) -> (Arc<Tree>, Arc<Tracing>) {
@@ -417,7 +417,7 @@ fn urb_sink_adapter() {
         devnum: 3,
         epnum: 1,
         dir_in: true,
-        ts: crate::clock::Timestamp {
+        ts: crate::base::clock::Timestamp {
             mono_ns: 5_874_400_217_123,
             wall_ns: 0,
         },

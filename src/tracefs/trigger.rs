@@ -45,8 +45,8 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use crate::errno::{Errno, SysResult};
-use crate::sync::{LockExt, RwLockExt};
+use crate::base::errno::{Errno, SysResult};
+use crate::base::sync::{LockExt, RwLockExt};
 
 use super::event::EventDef;
 use super::filter::{self, Filter, FilterError};
@@ -485,7 +485,7 @@ impl<E: TriggerEvent> Triggers<E> {
             return Err(Errno::EINVAL);
         }
         let end = data.iter().position(|&c| c == 0).unwrap_or(data.len());
-        let text = crate::bytestr::text(&data[..end]);
+        let text = crate::base::bytestr::text(&data[..end]);
         self.command(text.trim_matches(is_space), def, host)?;
         Ok(data.len() as u32)
     }
@@ -526,7 +526,10 @@ impl<E: TriggerEvent> Triggers<E> {
         let Some(rest) = rest.filter(|_| word == "if") else {
             return Err(Errno::EINVAL);
         };
-        match filter::parse(&*crate::bytestr::bytes(rest), &filter::event_lookup(def)) {
+        match filter::parse(
+            &*crate::base::bytestr::bytes(rest),
+            &filter::event_lookup(def),
+        ) {
             Ok(flt) => Ok(Some((rest.to_string(), flt))),
             Err(e) => {
                 host.error_log().log_filter(host.now_ns(), rest, &e);

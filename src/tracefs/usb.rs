@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::event::FieldValue;
 use super::facility::{EventId, Tracing};
-use crate::clock::Timestamp;
+use crate::base::clock::Timestamp;
 use crate::usbmon::event::{EventKind, UrbEvent, UrbSink};
 
 /// The task monfs's own events are attributed to.

@@ -8,11 +8,11 @@ use super::event::{EventKind, UrbEvent};
 use super::header::{capture_plan, encode_header, payload_parts, PKT_SZ_API0, PKT_SZ_API1};
 use super::ring::{pkt_align, Ring, BUFF_DFL, BUFF_MAX, BUFF_MIN, CHUNK_SIZE, PKT_SIZE};
 use super::{MonReader, Registration, UsbMon};
-use crate::budget;
-use crate::errno::{Errno, SysResult};
-use crate::procmem;
-use crate::sync::LockExt;
-use crate::vfs::{
+use crate::base::budget;
+use crate::base::errno::{Errno, SysResult};
+use crate::base::procmem;
+use crate::base::sync::LockExt;
+use crate::base::vfs::{
     Caller, FileNode, IoctlLayout, IoctlReply, IoctlRequest, OpenFile, OpenFlags, Waker,
     POLL_READABLE,
 };
@@ -618,7 +618,7 @@ impl BinReader {
     pub fn read_mapped(&self, offset: u64, size: u32) -> Vec<u8> {
         let mut st = self.state.lock_ok();
         st.mapped = true;
-        crate::vfs::slice_at(st.ring.bytes(), offset, size)
+        crate::base::vfs::slice_at(st.ring.bytes(), offset, size)
     }
 }
 
@@ -697,7 +697,7 @@ impl FileNode for BinNode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::Timestamp;
+    use crate::base::clock::Timestamp;
     use crate::usbmon::event::{IsoDesc, UrbSink, XferType};
 
     fn ev(kind: EventKind, xfer: XferType, dir_in: bool, len: u32) -> UrbEvent {

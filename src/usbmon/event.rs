@@ -4,8 +4,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::clock::Timestamp;
-use crate::sync::LockExt;
+use crate::base::clock::Timestamp;
+use crate::base::sync::LockExt;
 
 /// USB transfer type, numbered as in the binary header's `xfer_type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

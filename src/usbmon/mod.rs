@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use crate::sync::RwLockExt;
+use crate::base::sync::RwLockExt;
 use event::{UrbEvent, UrbSink};
 
 /// A reader attached to a bus: a text or binary open file.

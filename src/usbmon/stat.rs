@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use super::UsbMon;
-use crate::errno::SysResult;
-use crate::vfs::{Caller, FileNode, OpenFile, OpenFlags, SnapshotFile};
+use crate::base::errno::SysResult;
+use crate::base::vfs::{Caller, FileNode, OpenFile, OpenFlags, SnapshotFile};
 
 /// The `Ns` line for a bus.
 pub fn stat_line(nreaders: usize, events: u32, text_lost: u32) -> String {

@@ -11,9 +11,9 @@ use crossbeam_channel::{Receiver, Sender, TrySendError};
 
 use super::event::{DataCapture, EventKind, UrbEvent, XferType};
 use super::{MonReader, Registration, UsbMon};
-use crate::errno::{Errno, SysResult};
-use crate::sync::LockExt;
-use crate::vfs::{Caller, FileNode, OpenFile, OpenFlags, Waker, POLL_READABLE};
+use crate::base::errno::{Errno, SysResult};
+use crate::base::sync::LockExt;
+use crate::base::vfs::{Caller, FileNode, OpenFile, OpenFlags, Waker, POLL_READABLE};
 
 /// Queue limit per text reader: `4 * PAGE_SIZE / sizeof(struct mon_event_text)`
 /// with 4 KiB pages and the 176-byte x86_64 struct.
@@ -240,8 +240,8 @@ impl TextReader {
 struct TextFile {
     reader: Arc<TextReader>,
     _reg: Registration,
-    /// Its place among [`crate::budget::USBMON_READERS`].
-    _slot: crate::budget::Grant,
+    /// Its place among [`crate::base::budget::USBMON_READERS`].
+    _slot: crate::base::budget::Grant,
 }
 
 impl OpenFile for TextFile {
@@ -284,7 +284,7 @@ impl FileNode for TextNode {
             return Err(Errno::EACCES);
         }
         let bus = self.mon.bus(self.bus).ok_or(Errno::ENODEV)?;
-        let slot = crate::budget::USBMON_READERS.take(1)?;
+        let slot = crate::base::budget::USBMON_READERS.take(1)?;
         let (tx, rx) = crossbeam_channel::bounded(EVENT_MAX);
         let reader = Arc::new(TextReader {
             fmt: self.fmt,
@@ -312,7 +312,7 @@ impl FileNode for TextNode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::Timestamp;
+    use crate::base::clock::Timestamp;
     use crate::usbmon::event::{IsoDesc, UrbSink, EINPROGRESS};
 
     fn ts(usec: u64) -> Timestamp {
@@ -511,7 +511,7 @@ mod tests {
     /// the order given, none stamped earlier than the one before.
     #[test]
     fn ordered_sink_never_stamps_back() {
-        struct Collect(std::sync::Mutex<Vec<crate::clock::Timestamp>>);
+        struct Collect(std::sync::Mutex<Vec<crate::base::clock::Timestamp>>);
         impl UrbSink for Collect {
             fn urb_event(&self, ev: UrbEvent) {
                 self.0.lock().unwrap().push(ev.ts);

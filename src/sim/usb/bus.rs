@@ -11,7 +11,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
-use crate::clock::Clock;
+use crate::base::clock::Clock;
 use crate::config::{BusConfig, DeviceConfig, ErrorConfig};
 use crate::usbmon::event::UrbSink;
 

@@ -6,7 +6,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
-use crate::clock::Clock;
+use crate::base::clock::Clock;
 use crate::config::{Controller, DeviceConfig, DeviceKind, ErrorConfig};
 use crate::usbmon::event::{
     DataCapture, EventKind, IsoDesc, UrbEvent, UrbSink, XferType, EINPROGRESS, URB_DIR_IN,

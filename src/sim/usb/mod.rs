@@ -50,10 +50,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::clock::Clock;
+use crate::base::clock::Clock;
+use crate::base::sync::LockExt;
 use crate::config::{DeviceConfig, ReplayConfig, UsbConfig};
 use crate::sim::SimError;
-use crate::sync::LockExt;
 use crate::usbmon::event::UrbSink;
 
 use bus::Bus;
@@ -476,7 +476,7 @@ fn bus_thread(b: &BusShared, clock: &dyn Clock, stop: &AtomicBool) {
     }
 }
 
-impl crate::vfs::RequestHooks for UsbSim {
+impl crate::base::vfs::RequestHooks for UsbSim {
     /// Bring napping buses up to the clock: `usb/devices` is current, and
     /// a reader about to attach gets no event from before its open.
     fn before(&self) {

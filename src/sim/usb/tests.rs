@@ -4,9 +4,9 @@ use std::fmt::Write;
 use std::sync::{Arc, Mutex};
 
 use super::UsbSim;
-use crate::clock::{Clock, Timestamp, VirtualClock};
+use crate::base::clock::{Clock, Timestamp, VirtualClock};
+use crate::base::sync::LockExt;
 use crate::config::{Config, DeviceConfig, UsbConfig};
-use crate::sync::LockExt;
 use crate::usbmon::event::{EventKind, UrbEvent, UrbSink, XferType};
 
 #[derive(Default)]
@@ -879,7 +879,7 @@ fn flood_throughput() {
     let sim = UsbSim::new(
         &cfg,
         1,
-        Arc::new(crate::clock::RealClock::new()),
+        Arc::new(crate::base::clock::RealClock::new()),
         sink.clone(),
     );
     sim.start();

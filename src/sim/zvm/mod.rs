@@ -23,7 +23,7 @@ pub mod monitor;
 
 use std::sync::Arc;
 
-use crate::clock::Clock;
+use crate::base::clock::Clock;
 use crate::config::zvm::ZvmConfig;
 use crate::monreader::records::{
     domain, tod_from_unix_ns, Message, Record, RecordSet, MCE_EVENT, MCE_SAMPLE,
@@ -714,7 +714,7 @@ impl Generator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::VirtualClock;
+    use crate::base::clock::VirtualClock;
     use crate::config::Config;
     use crate::monreader::records::{domain_bit, from_ebcdic};
     use catalog::describe_payload;

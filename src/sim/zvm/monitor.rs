@@ -11,11 +11,11 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::Generator;
-use crate::clock::Clock;
+use crate::base::clock::Clock;
+use crate::base::sync::{CondvarExt, LockExt};
 use crate::config::zvm::{Pace, ZvmConfig};
 use crate::monreader::records::Message;
 use crate::monreader::{Connection, MonitorPort, Path, Spoil};
-use crate::sync::{CondvarExt, LockExt};
 
 /// A fault to inject into the open connection (`monfs ctl zvm ...`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -294,12 +294,12 @@ mod tests {
     //! message limit, replies, faults and pacing.
 
     use super::*;
-    use crate::clock::VirtualClock;
+    use crate::base::clock::VirtualClock;
+    use crate::base::errno::{Errno, SysResult};
+    use crate::base::sync::LockExt;
+    use crate::base::vfs::{Caller, FileNode, OpenFile, OpenFlags, POLL_READABLE};
     use crate::config::zvm::ZvmFaults;
-    use crate::errno::{Errno, SysResult};
     use crate::monreader::{MonReaderDev, PathConfig, Stats};
-    use crate::sync::LockExt;
-    use crate::vfs::{Caller, FileNode, OpenFile, OpenFlags, POLL_READABLE};
 
     const NB: OpenFlags = OpenFlags {
         flags: libc::O_RDONLY | libc::O_NONBLOCK,

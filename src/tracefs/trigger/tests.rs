@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::*;
-use crate::sync::LockExt;
+use crate::base::sync::LockExt;
 use crate::tracefs::event::{EventDef, FieldSpec, FieldValue};
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -65,8 +65,8 @@ impl FileNode for DataNode {
             slots: Mutex::new(Vec::new()),
             writer: Mutex::new(Writer {
                 pid: caller.pid,
-                comm: crate::procmem::comm_of(caller.pid),
-                stat: crate::procmem::TaskStat::open(caller.pid),
+                comm: crate::base::procmem::comm_of(caller.pid),
+                stat: crate::base::procmem::TaskStat::open(caller.pid),
             }),
         }))
     }
@@ -125,8 +125,8 @@ impl DataFile {
             if w.pid != pid {
                 *w = Writer {
                     pid,
-                    comm: crate::procmem::comm_of(pid),
-                    stat: crate::procmem::TaskStat::open(pid),
+                    comm: crate::base::procmem::comm_of(pid),
+                    stat: crate::base::procmem::TaskStat::open(pid),
                 };
             }
             (w.comm.clone(), w.stat.as_ref().and_then(|s| s.cpu()))
@@ -214,7 +214,7 @@ impl FileNode for StatusNode {
 impl OpenFile for StatusFile {
     fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
         self.text.read(offset, size, || {
-            crate::bytestr::into_bytes(self.ue.status_text())
+            crate::base::bytestr::into_bytes(self.ue.status_text())
         })
     }
     fn write(&self, _offset: u64, _data: &[u8], _caller: &Caller) -> SysResult<u32> {
@@ -222,7 +222,7 @@ impl OpenFile for StatusFile {
     }
     fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
         let page = self.ue.page.lock_ok();
-        Ok(crate::vfs::slice_at(&page[..PAGE_SIZE], offset, size))
+        Ok(crate::base::vfs::slice_at(&page[..PAGE_SIZE], offset, size))
     }
 }
 
@@ -249,7 +249,7 @@ impl FileNode for DynNode {
             caller: *caller,
             text: flags
                 .readable()
-                .then(|| OpenText::new(crate::bytestr::into_bytes(self.0.dynamic_text())))
+                .then(|| OpenText::new(crate::base::bytestr::into_bytes(self.0.dynamic_text())))
                 .transpose()?,
             writable: flags.writable(),
         }))
@@ -258,10 +258,10 @@ impl FileNode for DynNode {
 
 impl OpenFile for DynFile {
     fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
-        let generate = || crate::bytestr::into_bytes(self.ue.dynamic_text());
+        let generate = || crate::base::bytestr::into_bytes(self.ue.dynamic_text());
         match &self.text {
             Some(t) => t.read(offset, size, generate),
-            None => Ok(crate::vfs::slice_at(&generate(), offset, size)),
+            None => Ok(crate::base::vfs::slice_at(&generate(), offset, size)),
         }
     }
     fn content(&self) -> Option<&[u8]> {
@@ -269,7 +269,7 @@ impl OpenFile for DynFile {
     }
     fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
         let t = self.text.as_ref().ok_or(Errno::EIO)?;
-        Ok(crate::vfs::slice_at(t.at_open(), offset, size))
+        Ok(crate::base::vfs::slice_at(t.at_open(), offset, size))
     }
     fn write(&self, _offset: u64, data: &[u8], _caller: &Caller) -> SysResult<u32> {
         if let Some(t) = &self.text {

@@ -276,7 +276,7 @@ pub fn parse_command(s: &str) -> SysResult<Command> {
 /// start, and is EINVAL when it already starts the copy (longer than 4094
 /// bytes before a newline; the last line may be 4095) or when a NUL cut
 /// it. Lines before the failing one have run. `run` gets each line as
-/// [`crate::bytestr`] text.
+/// [`crate::base::bytestr`] text.
 pub(super) fn run_commands(
     data: &[u8],
     mut run: impl FnMut(&str) -> SysResult<()>,
@@ -306,7 +306,7 @@ pub(super) fn run_commands(
                 Some(i) => &line[..i],
                 None => line,
             };
-            run(&crate::bytestr::text(line))?;
+            run(&crate::base::bytestr::text(line))?;
             buf += used;
             if done >= count {
                 break;

@@ -110,11 +110,11 @@ use tracing::{debug, warn};
 
 use super::event::{EventDef, Field, FieldKind, COMMON_SIZE};
 use super::{EventId, Tracing};
-use crate::errno::{Errno, SysResult};
-use crate::proc_events::{ProcEvent, ProcEvents};
-use crate::procmem::{self, Mm, MmError};
-use crate::sync::LockExt;
-use crate::vfs::{
+use crate::base::errno::{Errno, SysResult};
+use crate::base::proc_events::{ProcEvent, ProcEvents};
+use crate::base::procmem::{self, Mm, MmError};
+use crate::base::sync::LockExt;
+use crate::base::vfs::{
     Caller, CallerMemory, FileNode, IoctlReply, IoctlRequest, NodeKind, OpenFile, OpenFlags,
     OpenText, Tree,
 };

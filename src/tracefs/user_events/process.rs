@@ -33,10 +33,10 @@ pub(super) fn has_perfmon(pid: u32) -> bool {
 }
 
 /// Read a NUL-terminated string of at most `MAX_EVENT_DESC - 1` bytes, any
-/// bytes, as [`crate::bytestr`] text: EINVAL when longer, EFAULT when
+/// bytes, as [`crate::base::bytestr`] text: EINVAL when longer, EFAULT when
 /// unreadable.
 pub(super) fn read_desc(mem: &dyn CallerMemory, addr: u64) -> SysResult<String> {
-    read_desc_bytes(mem, addr).map(|b| crate::bytestr::text(&b).into_owned())
+    read_desc_bytes(mem, addr).map(|b| crate::base::bytestr::text(&b).into_owned())
 }
 
 /// [`read_desc`]'s bytes.

@@ -644,7 +644,8 @@ impl UserEvents {
         self.drop_enablers(&mut st, &failed);
         drop(st);
         // Process event timestamps are CLOCK_MONOTONIC.
-        let lag_us = crate::clock::clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(ts_ns) / 1000;
+        let lag_us =
+            crate::base::clock::clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(ts_ns) / 1000;
         debug!(
             parent,
             child,
@@ -1008,7 +1009,7 @@ impl UserEvents {
         s
     }
 
-    /// Run one `dynamic_events` line ([`crate::bytestr`] text).
+    /// Run one `dynamic_events` line ([`crate::base::bytestr`] text).
     pub(super) fn dynamic_line(&self, line: &str, caller: &Caller) -> SysResult<()> {
         if line.chars().all(is_c_space) {
             return Ok(());
@@ -1139,7 +1140,7 @@ pub(super) struct Slot {
 pub(super) struct Writer {
     pub(super) pid: u32,
     pub(super) comm: String,
-    pub(super) stat: Option<crate::procmem::TaskStat>,
+    pub(super) stat: Option<crate::base::procmem::TaskStat>,
 }
 
 pub(super) struct DataFile {

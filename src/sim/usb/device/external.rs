@@ -27,8 +27,8 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 
+use crate::base::sync::LockExt;
 use crate::config::{DeviceConfig, DeviceKind, EndpointConfig, Ep0Owner};
-use crate::sync::LockExt;
 use crate::usbmon::event::{IsoDesc, XferType, URB_ISO_ASAP};
 
 use super::super::ctx::*;

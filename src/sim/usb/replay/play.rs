@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::base::sync::LockExt;
 use crate::capture::decode::Capture;
 use crate::config::ReplayConfig;
 use crate::sim::usb::ctx::{Ctx, Task};
-use crate::sync::LockExt;
 use crate::usbmon::event::UrbEvent;
 
 /// Spacing after the last packet of a pass when the capture has one packet.

@@ -5,12 +5,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use super::*;
+use crate::base::sync::LockExt;
 use crate::capture::decode::Capture;
 use crate::capture::sample_events;
 use crate::capture::write::{write_events, Format, LinkType, RECORD_RING};
 use crate::config::ReplayConfig;
 use crate::sim::usb::UsbSim;
-use crate::sync::LockExt;
 use crate::usbmon::event::UrbEvent;
 use crate::usbmon::header::encode_event;
 
@@ -48,7 +48,7 @@ impl crate::usbmon::event::UrbSink for Collect {
 fn sim(yaml: &str) -> (UsbSim, Arc<Collect>) {
     let cfg = crate::config::Config::parse(yaml, "t.yaml").unwrap();
     let sink = Arc::new(Collect(Mutex::new(Vec::new())));
-    let clock = Arc::new(crate::clock::VirtualClock::new());
+    let clock = Arc::new(crate::base::clock::VirtualClock::new());
     let sim = UsbSim::new(&cfg.usb, 1, clock, sink.clone());
     (sim, sink)
 }

@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
-use crate::errno::{Errno, SysResult};
-use crate::sync::{LockExt, RwLockExt};
+use crate::base::errno::{Errno, SysResult};
+use crate::base::sync::{LockExt, RwLockExt};
 
 /// Called by a facility when an open file may have become readable (or its
 /// blocked ioctl may now complete). Must be cheap and must not block.
@@ -642,8 +642,8 @@ pub struct OpenText {
 struct TextState {
     /// Text made after open; reads use `at_open` until there is one.
     fresh: Option<Vec<u8>>,
-    /// What `at_open` and `fresh` hold of [`crate::budget::OPEN_TEXT`].
-    grant: Option<crate::budget::Grant>,
+    /// What `at_open` and `fresh` hold of [`crate::base::budget::OPEN_TEXT`].
+    grant: Option<crate::base::budget::Grant>,
     /// A read has happened.
     read: bool,
     /// A write happened: the next read makes the text again, even where it
@@ -653,9 +653,9 @@ struct TextState {
 
 impl OpenText {
     /// Text for an open; `initial` is the file's text now. ENOMEM when the
-    /// text held by all open files would pass [`crate::budget::OPEN_TEXT`].
+    /// text held by all open files would pass [`crate::base::budget::OPEN_TEXT`].
     pub fn new(initial: Vec<u8>) -> SysResult<OpenText> {
-        let grant = crate::budget::OPEN_TEXT.take(initial.len())?;
+        let grant = crate::base::budget::OPEN_TEXT.take(initial.len())?;
         Ok(OpenText {
             at_open: initial,
             state: Mutex::new(TextState {
@@ -695,7 +695,7 @@ impl OpenText {
             let held = self.at_open.len() + text.len();
             match st.grant.as_mut() {
                 Some(g) => g.resize(held)?,
-                None => st.grant = Some(crate::budget::OPEN_TEXT.take(held)?),
+                None => st.grant = Some(crate::base::budget::OPEN_TEXT.take(held)?),
             }
             st.fresh = Some(text);
         }
@@ -721,8 +721,8 @@ impl OpenText {
 
 struct Snapshot {
     text: Vec<u8>,
-    /// Its share of [`crate::budget::OPEN_TEXT`].
-    _grant: crate::budget::Grant,
+    /// Its share of [`crate::base::budget::OPEN_TEXT`].
+    _grant: crate::base::budget::Grant,
 }
 
 impl OpenFile for Snapshot {
@@ -746,7 +746,7 @@ impl FileNode for SnapshotFile {
             return Err(Errno::EACCES);
         }
         let text = (self.make)();
-        let grant = crate::budget::OPEN_TEXT.take(text.len())?;
+        let grant = crate::base::budget::OPEN_TEXT.take(text.len())?;
         Ok(Arc::new(Snapshot {
             text,
             _grant: grant,

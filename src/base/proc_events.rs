@@ -21,7 +21,7 @@ use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{bind, recv, send, setsockopt, sockopt, MsgFlags, NetlinkAddr};
 
-use crate::sync::LockExt;
+use crate::base::sync::LockExt;
 
 /// One process event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use tracing::warn;
 
-use crate::errno::{Errno, SysResult};
+use crate::base::errno::{Errno, SysResult};
 
 /// A global allowance of some quantity (bytes, or readers).
 pub struct Budget {

@@ -44,8 +44,8 @@ use nix::sys::uio::{process_vm_readv, process_vm_writev, RemoteIoVec};
 use nix::unistd::Pid;
 use tracing::warn;
 
-use crate::errno::{Errno, SysResult};
-use crate::sync::LockExt;
+use crate::base::errno::{Errno, SysResult};
+use crate::base::sync::LockExt;
 
 // ---------------------------------------------------------------------------
 // Watching accesses.
@@ -164,7 +164,7 @@ pub fn write(pid: u32, addr: u64, data: &[u8]) -> SysResult<()> {
 /// request, which is blocked in it).
 pub struct ProcessMemory(pub u32);
 
-impl crate::vfs::CallerMemory for ProcessMemory {
+impl crate::base::vfs::CallerMemory for ProcessMemory {
     fn read(&self, addr: u64, len: usize) -> SysResult<Vec<u8>> {
         read(self.0, addr, len)
     }

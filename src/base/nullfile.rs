@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use crate::errno::SysResult;
-use crate::vfs::{Caller, FileNode, IoctlReply, IoctlRequest, OpenFile, OpenFlags};
+use crate::base::errno::SysResult;
+use crate::base::vfs::{Caller, FileNode, IoctlReply, IoctlRequest, OpenFile, OpenFlags};
 
 /// The line each read returns (80 bytes, newline included).
 pub const NULL_LINE: &[u8; 80] =
