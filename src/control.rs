@@ -463,9 +463,6 @@ impl OpenFile for CtlFile {
 }
 
 impl FileNode for CtlNode {
-    fn mode(&self) -> u32 {
-        0o600
-    }
     fn open(&self, _flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
         Ok(Arc::new(CtlFile(self.0.clone())))
     }

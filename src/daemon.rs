@@ -84,7 +84,7 @@ impl Monfs {
         let sim = usb.clone();
         tree.add(
             "usb/devices",
-            NodeKind::File(Arc::new(SnapshotFile::new(0o444, move || {
+            NodeKind::File(Arc::new(SnapshotFile::new(move || {
                 sim.devices_text().into_bytes()
             }))),
             0o444,

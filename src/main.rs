@@ -375,7 +375,6 @@ fn publish_path(fs: &Monfs, name: &str, path: &std::path::Path) {
     fs.tree.add(
         name,
         monfs::base::vfs::NodeKind::File(Arc::new(monfs::base::vfs::SnapshotFile::new(
-            0o444,
             move || text.clone(),
         ))),
         0o444,

@@ -475,10 +475,6 @@ struct MonReaderNode {
 }
 
 impl FileNode for MonReaderNode {
-    fn mode(&self) -> u32 {
-        0o600
-    }
-
     fn open(&self, flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
         let sh = &self.shared;
         let mut st = sh.lock();

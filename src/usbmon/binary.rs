@@ -670,9 +670,6 @@ impl BinNode {
 }
 
 impl FileNode for BinNode {
-    fn mode(&self) -> u32 {
-        0o600
-    }
     fn open(&self, _flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
         let slot = budget::USBMON_READERS.take(1)?;
         let reader = Arc::new(BinReader::new()?);
