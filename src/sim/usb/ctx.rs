@@ -13,6 +13,7 @@ use crate::usbmon::event::{
 };
 
 use super::descriptors::{Descriptors, Speed};
+use super::peer::PeerError;
 use crate::sim::rng::Rng;
 
 /// Something the bus schedules: a device model's data stream, the hub
@@ -31,11 +32,11 @@ pub(crate) type CtrlResult = (i32, u32, Option<Arc<[u8]>>);
 /// for the answer, polled at the driver's steps, and never block.
 pub(crate) trait Ep0Link: Send {
     /// Hand the request over; Err: the other side is gone (why).
-    fn submit(&mut self, urb: &Urb, out: Option<&[u8]>) -> Result<u64, String>;
+    fn submit(&mut self, urb: &Urb, out: Option<&[u8]>) -> Result<u64, PeerError>;
     /// Its answer if it came (checked against the URB); Err: gone or garbage.
-    fn poll(&mut self, id: u64, urb: &Urb) -> Result<Option<CtrlResult>, String>;
+    fn poll(&mut self, id: u64, urb: &Urb) -> Result<Option<CtrlResult>, PeerError>;
     /// The host gave up on the request (usb_kill_urb).
-    fn unlink(&mut self, id: u64, status: i32) -> Result<(), String>;
+    fn unlink(&mut self, id: u64, status: i32) -> Result<(), PeerError>;
     /// usb_control_msg's timeout for this device, ns.
     fn timeout(&self) -> u64;
     /// For the class driver, which takes the link over once configured.
@@ -436,7 +437,7 @@ impl Runner {
                 let mut link = ctx.dev_mut(p.target).and_then(|d| d.ep0.take());
                 let r = match link.as_mut() {
                     Some(l) => l.poll(id, &urb),
-                    None => Err("is gone".into()),
+                    None => Err(PeerError::Gone),
                 };
                 let put = |ctx: &mut Ctx, link| {
                     if let Some(d) = ctx.dev_mut(p.target) {

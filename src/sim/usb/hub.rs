@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::ctx::*;
 use super::descriptors::{self, Speed};
+use super::peer::PeerError;
 use crate::config::{Controller, DeviceConfig, DeviceKind};
 use crate::sim::SimError;
 use crate::usbmon::event::{IsoDesc, XferType, URB_DIR_IN};
@@ -479,7 +480,7 @@ impl Ctx {
 
     /// An external device's peer is gone or misbehaved: the device
     /// unplugs (its requests in flight end with -71), with a log line.
-    pub(crate) fn peer_gone(&mut self, d: DevId, why: &str, now: u64) {
+    pub(crate) fn peer_gone(&mut self, d: DevId, why: &PeerError, now: u64) {
         if !self.alive(d) {
             return;
         }
