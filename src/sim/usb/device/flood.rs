@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use super::super::ctx::*;
-use super::recovery::{clear_halt, run_recovery};
+use super::int_in::end_by_fault;
+use super::recovery::run_recovery;
 
 /// Back-to-back bulk OUT/IN transfers (usbtest-like), for benchmarks.
 pub(crate) struct FloodTask {
@@ -94,26 +95,15 @@ impl Task for FloodTask {
                 self.phase += 1;
             }
         } else {
-            match self.outcome {
-                Outcome::Ok | Outcome::SubmitError => {
-                    let data = if is_in {
-                        self.in_data.clone()
-                    } else {
-                        self.out_data.clone()
-                    };
-                    ctx.complete(d, urb.tag, now, 0, urb.len, Some(data), Vec::new(), 0, 0);
-                }
-                Outcome::Stall => {
-                    ctx.complete(d, urb.tag, now, EPIPE, 0, None, Vec::new(), 0, 0);
-                    let ep = if is_in { 0x81 } else { 0x02 };
-                    self.runner.q.push_back(clear_halt(d, ep, self.class_tag));
-                }
-                Outcome::Unlink => {
-                    ctx.complete(d, urb.tag, now, ENOENT, 0, None, Vec::new(), 0, 0);
-                }
-                o @ Outcome::Proto(_) => {
-                    ctx.complete(d, urb.tag, now, o.status(), 0, None, Vec::new(), 0, 0);
-                }
+            let ep = if is_in { 0x81 } else { 0x02 };
+            let (o, tag) = (self.outcome, self.class_tag);
+            if !end_by_fault(ctx, (d, ep, urb.tag), now, o, &mut self.runner, tag) {
+                let data = if is_in {
+                    self.in_data.clone()
+                } else {
+                    self.out_data.clone()
+                };
+                ctx.complete(d, urb.tag, now, 0, urb.len, Some(data), Vec::new(), 0, 0);
             }
             self.phase = (self.phase + 1) % 4;
         }

@@ -5,8 +5,7 @@ use std::sync::Arc;
 use crate::config::DeviceKind;
 
 use super::super::ctx::*;
-use super::super::descriptors;
-use super::recovery::{clear_halt, run_recovery};
+use super::int_in::{poll_unit, InLoop, InSource};
 
 const TEXT: &[u8] = b"hello from monfs usbmon\n";
 
@@ -24,60 +23,46 @@ fn hid_usage(c: u8) -> u8 {
 
 /// usbhid's interrupt IN polling: the URB stays submitted and completes when
 /// there is input.
-pub(crate) struct HidTask {
-    dev: DevId,
+pub(crate) type HidTask = InLoop<Hid>;
+
+/// The input of a HID keyboard (typing a text), mouse or tablet (moving
+/// about, clicking now and then).
+pub(crate) struct Hid {
     kbd: bool,
     /// The absolute pointer: its position (0..=0x7fff each way).
     tablet: Option<(u16, u16)>,
-    urb: Urb,
+    /// The endpoint's polling period.
     unit: u64,
-    submitted_at: u64,
-    waiting: bool,
-    outcome: Outcome,
     next_input: u64,
     pressed: bool,
     pos: usize,
     burst: u32,
     click: u8,
-    runner: Runner,
-    class_tag: u64,
 }
 
-impl HidTask {
-    pub(crate) fn new(ctx: &mut Ctx, d: DevId, at: u64) -> Option<HidTask> {
-        let dev = ctx.dev(d)?;
-        let kbd = dev.kind == Kind::Dev(DeviceKind::HidKeyboard);
-        let tablet = (dev.kind == Kind::Dev(DeviceKind::HidTablet)).then_some((0x4000, 0x4000));
-        let ep = dev.desc.cfg.endpoint(0x81)?.clone();
-        let speed = dev.speed();
-        let class_tag = dev.class_tag;
-        let tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
-        // usbhid's URB is as long as the longest input report (usbhid_start):
-        // the tablet's 6 bytes in an 8-byte packet, the others fill theirs.
-        let len = if tablet.is_some() { 6 } else { ep.mps as u32 };
-        let urb = ctx.data_urb(d, 0x81, len, URB_NO_TRANSFER_DMA_MAP, tag);
-        let unit = descriptors::urb_interval(speed, &ep).max(1) as u64
-            * descriptors::interval_unit_ns(speed);
-        let first = at + ctx.rng.range(100 * MS, 300 * MS);
-        Some(HidTask {
-            dev: d,
-            kbd,
-            tablet,
-            urb,
-            unit,
-            submitted_at: at,
-            waiting: false,
-            outcome: Outcome::Ok,
-            next_input: first,
-            pressed: false,
-            pos: 0,
-            burst: 0,
-            click: 0,
-            runner: Runner::default(),
-            class_tag,
-        })
-    }
+/// usbhid's polling of device `d`'s interrupt IN endpoint, from `at`.
+pub(crate) fn hid_task(ctx: &mut Ctx, d: DevId, at: u64) -> Option<HidTask> {
+    let dev = ctx.dev(d)?;
+    let kbd = dev.kind == Kind::Dev(DeviceKind::HidKeyboard);
+    let tablet = (dev.kind == Kind::Dev(DeviceKind::HidTablet)).then_some((0x4000, 0x4000));
+    let ep = dev.desc.cfg.endpoint(0x81)?.clone();
+    let unit = poll_unit(dev.speed(), &ep);
+    // usbhid's URB is as long as the longest input report (usbhid_start):
+    // the tablet's 6 bytes in an 8-byte packet, the others fill theirs.
+    let len = if tablet.is_some() { 6 } else { ep.mps as u32 };
+    Some(InLoop::new(ctx, d, 0x81, len, |ctx| Hid {
+        kbd,
+        tablet,
+        unit,
+        next_input: at + ctx.rng.range(100 * MS, 300 * MS),
+        pressed: false,
+        pos: 0,
+        burst: 0,
+        click: 0,
+    }))
+}
 
+impl Hid {
     fn report(&mut self, ctx: &mut Ctx, now: u64) -> Vec<u8> {
         if self.kbd {
             if !self.pressed {
@@ -128,53 +113,19 @@ impl HidTask {
     }
 }
 
-impl Task for HidTask {
-    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
-        if !ctx.alive(self.dev) {
-            return None;
-        }
-        if let Some(t) = run_recovery(&mut self.runner, ctx, self.class_tag, now) {
-            return Some(t);
-        }
-        if !self.waiting {
-            self.outcome = match ctx.submit_in(self.dev, self.urb, now) {
-                Ok(o) => o,
-                Err(retry) => return Some(retry),
-            };
-            self.waiting = true;
-            self.submitted_at = now;
-            let target = if self.outcome != Outcome::Ok {
-                now + self.unit * ctx.rng.range(1, 4)
-            } else {
-                self.next_input.max(now + self.unit)
-            };
-            let k = (target - now).div_ceil(self.unit);
-            return Some(now + k * self.unit + ctx.rng.range(0, 30 * US));
-        }
-        self.waiting = false;
-        let (dev, tag) = (self.dev, self.urb.tag);
-        match self.outcome {
-            Outcome::Stall => {
-                ctx.complete(dev, tag, now, EPIPE, 0, None, Vec::new(), 0, 0);
-                self.runner
-                    .q
-                    .push_back(clear_halt(dev, 0x81, self.class_tag));
-                Some(now + ctx.rng.range(MS, 3 * MS))
-            }
-            Outcome::Unlink => {
-                ctx.complete(dev, tag, now, ENOENT, 0, None, Vec::new(), 0, 0);
-                Some(now + ctx.rng.range(50 * US, 300 * US))
-            }
-            o @ Outcome::Proto(_) => {
-                ctx.complete(dev, tag, now, o.status(), 0, None, Vec::new(), 0, 0);
-                Some(now + ctx.rng.range(10 * MS, 20 * MS))
-            }
-            Outcome::Ok | Outcome::SubmitError => {
-                let r = self.report(ctx, now);
-                let n = r.len() as u32;
-                ctx.complete(dev, tag, now, 0, n, Some(Arc::from(r)), Vec::new(), 0, 0);
-                Some(now + ctx.rng.range(8 * US, 40 * US))
-            }
-        }
+impl InSource for Hid {
+    fn due(&mut self, ctx: &mut Ctx, now: u64, outcome: Outcome) -> Option<u64> {
+        let target = if outcome != Outcome::Ok {
+            now + self.unit * ctx.rng.range(1, 4)
+        } else {
+            self.next_input.max(now + self.unit)
+        };
+        let k = (target - now).div_ceil(self.unit);
+        Some(now + k * self.unit + ctx.rng.range(0, 30 * US))
+    }
+
+    fn data(&mut self, ctx: &mut Ctx, now: u64) -> (u32, Arc<[u8]>) {
+        let r = self.report(ctx, now);
+        (r.len() as u32, Arc::from(r))
     }
 }

@@ -13,15 +13,16 @@ use crate::config::DeviceKind;
 use super::ctx::*;
 use external::ExternalTask;
 use flood::FloodTask;
-use hid::HidTask;
+use hid::hid_task;
 use iso::IsoTask;
-use recorded::RecordedTask;
+use recorded::recorded_tasks;
 use storage::StorageTask;
 
 mod control;
 mod external;
 mod flood;
 mod hid;
+mod int_in;
 mod iso;
 mod recorded;
 mod recovery;
@@ -46,7 +47,7 @@ pub(crate) fn start_class_driver(ctx: &mut Ctx, d: DevId, now: u64) {
     let at = now + ctx.rng.range(MS, 8 * MS);
     match kind {
         DeviceKind::HidKeyboard | DeviceKind::HidMouse | DeviceKind::HidTablet => {
-            if let Some(t) = HidTask::new(ctx, d, at) {
+            if let Some(t) = hid_task(ctx, d, at) {
                 ctx.spawn(at, Box::new(t));
             }
         }
@@ -70,7 +71,7 @@ pub(crate) fn start_class_driver(ctx: &mut Ctx, d: DevId, now: u64) {
             ctx.spawn(at, Box::new(t));
         }
         DeviceKind::FromCapture => {
-            for t in RecordedTask::for_device(ctx, d) {
+            for t in recorded_tasks(ctx, d) {
                 ctx.spawn(at, Box::new(t));
             }
         }
