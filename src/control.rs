@@ -52,8 +52,8 @@ use crate::sim::zvm::{Fault as ZvmFault, Monitor};
 use crate::sim::SimError;
 use crate::tracefs::Tracing;
 
-/// Usage text, also what reading `monfs/ctl` shows.
-pub const HELP: &str = "\
+/// Usage text, also what reading `monfs/ctl` shows (the kinds follow).
+const USAGE: &str = "\
 plug BUS PORTS from-capture FILE DEVADDR [interval_ms=N ...]   (monfs ctl only: it opens FILE)
 plug BUS PORTS KIND [vendor_id=N product_id=N manufacturer=S product=S serial=S interval_ms=N transfer_size=N descriptors=FILE]
 unplug BUS PORTS
@@ -66,9 +66,24 @@ replay start BUS FILE [speed=F] [loop] [after_ms=N]   (monfs ctl only: it opens 
 replay stop BUS
 replay status BUS
 help
-(PORTS: a root port, or a path through hubs such as 4.1; KIND: hub, hid-keyboard,
-hid-mouse, hid-tablet, mass-storage, audio, webcam, flood, descriptors, from-capture)
+(PORTS: a root port, or a path through hubs such as 4.1)
 ";
+
+/// The kinds `plug` takes: every kind but `external` (ctl starts no
+/// programs), comma-separated.
+fn plug_kinds() -> String {
+    let kinds: Vec<&str> = DeviceKind::ALL
+        .iter()
+        .filter(|k| **k != DeviceKind::External)
+        .map(|k| k.name())
+        .collect();
+    kinds.join(", ")
+}
+
+/// Usage text, also what reading `monfs/ctl` shows.
+pub fn help() -> String {
+    format!("{USAGE}(KIND: {})\n", plug_kinds())
+}
 
 /// What the commands act on.
 pub struct Control {
@@ -100,9 +115,8 @@ fn parse_ports(s: Option<&str>) -> Result<Vec<u8>, String> {
 
 fn parse_kind(s: Option<&str>) -> Result<DeviceKind, String> {
     let s = s.ok_or("missing device kind")?;
-    serde_yaml_ng::from_str::<DeviceKind>(s).map_err(|_| {
-        format!("unknown device kind {s:?} (hub, hid-keyboard, hid-mouse, hid-tablet, mass-storage, audio, webcam, flood)")
-    })
+    serde_yaml_ng::from_str::<DeviceKind>(s)
+        .map_err(|_| format!("unknown device kind {s:?} ({})", plug_kinds()))
 }
 
 fn parse_num(v: &str) -> Result<u64, String> {
@@ -228,7 +242,7 @@ impl Control {
             return Err("empty command; try help".into());
         };
         match cmd {
-            "help" => Ok(HELP.to_string()),
+            "help" => Ok(help()),
             "plug" => {
                 let bus = parse_bus(w.next())?;
                 let ports = parse_ports(w.next())?;
@@ -451,7 +465,7 @@ struct CtlFile(Arc<Control>);
 
 impl OpenFile for CtlFile {
     fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
-        Ok(crate::base::vfs::slice_at(HELP.as_bytes(), offset, size))
+        Ok(crate::base::vfs::slice_at(help().as_bytes(), offset, size))
     }
     fn write(&self, _offset: u64, data: &[u8], _caller: &Caller) -> SysResult<u32> {
         let text = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;

@@ -152,39 +152,61 @@ fn default_hub_poll() -> u32 {
     1000
 }
 
-/// What a simulated device is.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum DeviceKind {
+/// Defines [`DeviceKind`] from one line per kind (`Variant = "name"`,
+/// after its doc comment): the enum, its names in the configuration and
+/// `monfs ctl`, and the list of all kinds.
+macro_rules! device_kinds {
+    ($($(#[doc = $doc:literal])* $kind:ident = $name:literal,)*) => {
+        /// What a simulated device is.
+        #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+        pub enum DeviceKind {
+            $($(#[doc = $doc])* #[serde(rename = $name)] $kind,)*
+        }
+
+        impl DeviceKind {
+            /// Every kind, in the order the docs list them.
+            pub const ALL: &[DeviceKind] = &[$(DeviceKind::$kind),*];
+
+            /// The kind's name in the configuration and in `monfs ctl plug`.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(DeviceKind::$kind => $name,)*
+                }
+            }
+        }
+    };
+}
+
+device_kinds! {
     /// External hub with its own ports (`devices:` below it).
-    Hub,
+    Hub = "hub",
     /// HID boot keyboard, interrupt IN polling.
-    HidKeyboard,
+    HidKeyboard = "hid-keyboard",
     /// HID boot mouse, interrupt IN polling.
-    HidMouse,
+    HidMouse = "hid-mouse",
     /// qemu's usb-tablet: HID absolute pointer, interrupt IN polling.
-    HidTablet,
+    HidTablet = "hid-tablet",
     /// Bulk-only mass storage doing SCSI READ(10)/WRITE(10).
-    MassStorage,
+    MassStorage = "mass-storage",
     /// USB audio with an isochronous OUT stream.
-    Audio,
+    Audio = "audio",
     /// Video class webcam with an isochronous IN stream.
-    Webcam,
+    Webcam = "webcam",
     /// Vendor device doing back-to-back bulk transfers as fast as possible
     /// (for benchmarks).
-    Flood,
+    Flood = "flood",
     /// A device whose descriptors come from a file (`descriptors:`, a copy
     /// of a real device's sysfs `descriptors`): it enumerates with exactly
     /// those bytes and is quiet afterwards (no class driver binds).
-    Descriptors,
+    Descriptors = "descriptors",
     /// A device with descriptors from a file (as `descriptors`) whose
     /// transfers are answered by another process (`command:`), over the
     /// line protocol described in docs/external-devices.md.
-    External,
+    External = "external",
     /// A device taken from a usbmon capture (`capture:` and `devaddr:`):
     /// its descriptors and strings from the capture's GET_DESCRIPTOR
     /// completions, and each IN endpoint's recorded data, in order, looping.
-    FromCapture,
+    FromCapture = "from-capture",
 }
 
 /// One device on a port.

@@ -100,6 +100,7 @@ impl Bus {
             events: 0,
             bind_driver: super::device::start_class_driver,
             plugged: super::device::plugged,
+            describe: super::device::describe,
         };
         let mut bus = Bus {
             ctx,

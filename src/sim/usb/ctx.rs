@@ -17,7 +17,8 @@ use super::peer::PeerError;
 use crate::sim::rng::Rng;
 
 /// Something the bus schedules: a device model's data stream, the hub
-/// driver's work, a replay. Adding a device model means adding a `Task`.
+/// driver's work, a replay. A device class (`device/`) starts its `Task`s
+/// when its driver binds.
 pub(crate) trait Task: Send {
     /// Run at bus local time `now`: emit what is due now, and say when to
     /// run next (None: done).
@@ -677,6 +678,10 @@ pub(crate) struct Ctx {
     /// Called when a device is plugged in (before the hub notices): an
     /// external device with `ep0: peer` gets its [`Ep0Link`].
     pub plugged: fn(&mut Ctx, DevId),
+    /// The descriptors of a device being plugged (its configuration, the
+    /// port's speed, the bus, its port path, a salt for serial numbers),
+    /// from its class.
+    pub describe: fn(&DeviceConfig, Speed, u16, &[u8], u64) -> Descriptors,
 }
 
 impl Ctx {

@@ -731,9 +731,8 @@ impl Ctx {
             (p.speed(), p.level + 1, path)
         };
         path.push(port);
-        let speed = descriptors::natural_speed_of(cfg).min(pspeed);
         let salt = self.rng.next_u64();
-        let desc = descriptors::device(cfg, speed, self.bus, &path, salt);
+        let desc = (self.describe)(cfg, pspeed, self.bus, &path, salt);
         let hub = if cfg.kind == DeviceKind::Hub {
             Some(HubState {
                 ports: vec![Port::default(); desc.nports as usize],

@@ -1,13 +1,69 @@
-//! Back-to-back bulk transfers, for benchmarks.
+//! A vendor device doing back-to-back bulk transfers (a Linux gadget zero
+//! as usbtest drives it), for benchmarks.
 
 use std::sync::Arc;
 
+use crate::config::DeviceKind;
+
 use super::super::ctx::*;
+use super::super::descriptors::{AltDesc, ClassDesc, EpDesc, Where};
+use super::class::DeviceClass;
 use super::int_in::end_by_fault;
 use super::recovery::run_recovery;
 
+/// `kind: flood`.
+pub(super) struct Flood;
+
+impl DeviceClass for Flood {
+    fn kinds(&self) -> &'static [DeviceKind] {
+        &[DeviceKind::Flood]
+    }
+
+    fn descriptors(&self, at: &Where<'_>) -> Option<ClassDesc> {
+        let mps = if at.hs() { 512 } else { 64 };
+        Some(ClassDesc {
+            ids: (0x0525, 0xa4a0, 0x0612),
+            class: (0, 0, 0),
+            mps0: 64,
+            attr: 0x80,
+            power: 1,
+            mfr: Some("monfs".to_string()),
+            prod: Some("Flood Gadget".to_string()),
+            ser: Some(format!("monfs-flood-{}", at.path_s())),
+            strings: None,
+            driver: "usbtest",
+            iads: vec![],
+            alts: vec![AltDesc {
+                num: 0,
+                alt: 0,
+                class: 0xff,
+                sub: 0,
+                proto: 0,
+                extra: vec![],
+                eps: vec![
+                    EpDesc::new(0x81, 0x02, mps, 0),
+                    EpDesc::new(0x02, 0x02, mps, 0),
+                ],
+            }],
+            report: vec![],
+            hub_desc: vec![],
+            nports: 0,
+            usb2: false,
+        })
+    }
+
+    fn class_ops(&self, _dev: &Device, d: DevId) -> Vec<Op> {
+        vec![Op::StartStreams(d)]
+    }
+
+    fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
+        let t = FloodTask::new(ctx, d);
+        ctx.spawn(at, Box::new(t));
+    }
+}
+
 /// Back-to-back bulk OUT/IN transfers (usbtest-like), for benchmarks.
-pub(crate) struct FloodTask {
+struct FloodTask {
     dev: DevId,
     out: Urb,
     inn: Urb,
@@ -33,7 +89,7 @@ const FLOOD_SPACING: u64 = 250;
 const FLOOD_MAX_LAG: u64 = 1_000_000;
 
 impl FloodTask {
-    pub(crate) fn new(ctx: &mut Ctx, d: DevId) -> FloodTask {
+    fn new(ctx: &mut Ctx, d: DevId) -> FloodTask {
         let size = ctx
             .dev(d)
             .and_then(|x| x.cfg.as_ref())

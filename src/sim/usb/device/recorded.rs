@@ -5,19 +5,43 @@
 use std::sync::Arc;
 
 use crate::config::recorded::RecordedEndpoint;
+use crate::config::DeviceKind;
 use crate::usbmon::event::XferType;
 
 use super::super::ctx::*;
+use super::super::descriptors::{ClassDesc, Where};
+use super::class::DeviceClass;
 use super::int_in::{poll_unit, InLoop, InSource};
+
+/// `kind: from-capture` (its descriptors: the capture's, as a dump's).
+pub(super) struct FromCapture;
+
+impl DeviceClass for FromCapture {
+    fn kinds(&self) -> &'static [DeviceKind] {
+        &[DeviceKind::FromCapture]
+    }
+    fn descriptors(&self, _at: &Where<'_>) -> Option<ClassDesc> {
+        None
+    }
+    // The recorded IN data starts once it is configured.
+    fn class_ops(&self, _dev: &Device, d: DevId) -> Vec<Op> {
+        vec![Op::StartStreams(d)]
+    }
+    fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
+        for t in recorded_tasks(ctx, d) {
+            ctx.spawn(at, Box::new(t));
+        }
+    }
+}
 
 /// The shortest time between a bulk IN submission and its completion.
 const MIN_BULK_NS: u64 = 50 * US;
 
 /// One IN endpoint replaying its recorded completions.
-pub(crate) type RecordedTask = InLoop<Recorded>;
+type RecordedTask = InLoop<Recorded>;
 
 /// The recorded completions of one IN endpoint.
-pub(crate) struct Recorded {
+pub(super) struct Recorded {
     ep: Arc<RecordedEndpoint>,
     /// Interrupt endpoints: the polling period (completions land on it).
     unit: u64,
@@ -26,7 +50,7 @@ pub(crate) struct Recorded {
 
 /// A task for each recorded IN endpoint of device `d` that its active
 /// configuration has.
-pub(crate) fn recorded_tasks(ctx: &mut Ctx, d: DevId) -> Vec<RecordedTask> {
+fn recorded_tasks(ctx: &mut Ctx, d: DevId) -> Vec<RecordedTask> {
     let Some(dev) = ctx.dev(d) else {
         return vec![];
     };

@@ -20,16 +20,41 @@ mod link;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::config::EndpointConfig;
+use crate::config::{DeviceKind, EndpointConfig};
 
 use super::super::ctx::*;
 use super::super::descriptors;
+use super::super::descriptors::{ClassDesc, Where};
 use super::super::peer::protocol::{check_answer, submit_line, Answer};
 use super::super::peer::{AnswerError, PeerError};
+use super::class::DeviceClass;
 use super::recovery::{clear_halt, run_recovery};
 use iso::IsoEps;
-pub(crate) use link::link;
 use link::{ctrl_timeout, hello, Link, CTRL_TIMEOUT};
+
+/// `kind: external` (its descriptors: its file's, as a dump's).
+pub(crate) struct External;
+
+impl DeviceClass for External {
+    fn kinds(&self) -> &'static [DeviceKind] {
+        &[DeviceKind::External]
+    }
+    fn descriptors(&self, _at: &Where<'_>) -> Option<ClassDesc> {
+        None
+    }
+    // The external device's driver runs its own requests (their answers
+    // come from the peer).
+    fn class_ops(&self, _dev: &Device, d: DevId) -> Vec<Op> {
+        vec![Op::StartStreams(d)]
+    }
+    fn plugged(&self, ctx: &mut Ctx, d: DevId) {
+        link::link(ctx, d);
+    }
+    fn start(&self, ctx: &mut Ctx, d: DevId, now: u64, at: u64) {
+        let t = ExternalTask::new(ctx, d, now);
+        ctx.spawn(at, Box::new(t));
+    }
+}
 
 /// Largest transfer the generic driver submits on a data endpoint, bytes.
 const MAX_DATA: u32 = 16384;
@@ -89,7 +114,7 @@ struct CtrlCur {
 }
 
 /// The generic driver of an external device and its peer.
-pub(crate) struct ExternalTask {
+struct ExternalTask {
     dev: DevId,
     name: String,
     /// The peer, and the URB ids it knows.
@@ -161,7 +186,7 @@ fn resolve(dev: &Device, e: &EndpointConfig) -> Option<(u8, u8, descriptors::EpD
 }
 
 impl ExternalTask {
-    pub(crate) fn new(ctx: &mut Ctx, d: DevId, now: u64) -> ExternalTask {
+    fn new(ctx: &mut Ctx, d: DevId, now: u64) -> ExternalTask {
         let class_tag = ctx.dev(d).map(|x| x.class_tag).unwrap_or(0);
         let mut t = ExternalTask {
             dev: d,
