@@ -124,6 +124,8 @@ impl Monfs {
             clock.clone(),
             monreader.clone(),
         ));
+        // Its records also go to tracefs (zvm:zvm_sample, zvm:zvm_event).
+        zvm.set_tap(tracing.clone());
         let control = Arc::new(crate::control::Control::new(
             usb.clone(),
             zvm.clone(),

@@ -82,6 +82,7 @@ impl Bus {
             remote_ep0: false,
             given_up: false,
             enum_try: 0,
+            announced: false,
         };
         let ctx = Ctx {
             bus: busnum,

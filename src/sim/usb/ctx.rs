@@ -9,7 +9,8 @@ use std::sync::Arc;
 use crate::base::clock::Clock;
 use crate::config::{Controller, DeviceConfig, DeviceKind, ErrorConfig};
 use crate::usbmon::event::{
-    DataCapture, EventKind, IsoDesc, UrbEvent, UrbSink, XferType, EINPROGRESS, URB_DIR_IN,
+    DataCapture, DeviceEvent, EventKind, IsoDesc, UrbEvent, UrbSink, XferType, EINPROGRESS,
+    URB_DIR_IN,
 };
 
 use super::descriptors::{Descriptors, Speed};
@@ -177,6 +178,9 @@ pub(crate) struct Device {
     pub given_up: bool,
     /// The hub driver's enumeration attempt (hub_port_connect's loop).
     pub enum_try: u8,
+    /// Announced as added to the bus (`usb:usb_device_plug`): its removal
+    /// is announced too.
+    pub announced: bool,
 }
 
 impl Device {
@@ -618,6 +622,8 @@ impl Runner {
                     self.push_front(ops);
                 }
                 Op::ClassSetup(d) => {
+                    // usb_new_device is done: the device is on the bus.
+                    ctx.announce(d, now, true);
                     let ops = ctx.class_ops(d);
                     self.push_front(ops);
                 }
@@ -707,6 +713,32 @@ impl Ctx {
         } else {
             self.rng.range(20 * US, 600 * US)
         }
+    }
+
+    /// Tell the sink that device `d` was added to the bus (`plugged`) or
+    /// is being removed, once each way.
+    pub(crate) fn announce(&mut self, d: DevId, t: u64, plugged: bool) {
+        let bus = self.bus;
+        let ts = self.clock.at(t + self.offset);
+        let Some(dev) = self.dev_mut(d) else {
+            return;
+        };
+        if dev.announced == plugged || dev.kind == Kind::Root {
+            return;
+        }
+        dev.announced = plugged;
+        let path: Vec<String> = dev.path.iter().map(|p| p.to_string()).collect();
+        let ev = DeviceEvent {
+            ts,
+            plugged,
+            bus,
+            devnum: dev.devnum,
+            devpath: format!("{bus}-{}", path.join(".")),
+            vendor: dev.desc.dev.vid,
+            product: dev.desc.dev.pid,
+            name: dev.desc.product.clone().unwrap_or_default(),
+        };
+        self.sink.device_event(&ev);
     }
 
     pub(crate) fn event(&self, t: u64, kind: EventKind, devnum: u8, urb: &Urb) -> UrbEvent {

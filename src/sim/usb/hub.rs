@@ -770,6 +770,7 @@ impl Ctx {
             remote_ep0: false,
             given_up: false,
             enum_try: 0,
+            announced: false,
         }));
         (self.plugged)(self, id);
         let powered = {
@@ -919,6 +920,7 @@ impl Ctx {
                     .collect();
                 self.complete(d, u.tag, now, ESHUTDOWN, 0, None, iso, 0, 0);
             }
+            self.announce(d, now, false);
             if let Some(dev) = self.devs[d].take() {
                 if dev.reserved != 0 {
                     self.used[dev.reserved as usize] = false;
