@@ -247,10 +247,28 @@ pub enum ZvmConfigError {
         /// The field.
         field: &'static str,
         /// Its range.
-        range: &'static str,
+        range: String,
         /// What was given.
         value: String,
     },
+}
+
+/// `value` of `field` is in `lo..=hi`.
+fn range<T: PartialOrd + Copy + std::fmt::Display>(
+    field: &'static str,
+    value: T,
+    lo: T,
+    hi: T,
+) -> Result<(), ZvmConfigError> {
+    if (lo..=hi).contains(&value) {
+        Ok(())
+    } else {
+        Err(ZvmConfigError::Range {
+            field,
+            range: format!("{lo}..={hi}"),
+            value: value.to_string(),
+        })
+    }
 }
 
 impl TryFrom<RawZvmConfig> for ZvmConfig {
@@ -270,55 +288,19 @@ impl TryFrom<RawZvmConfig> for ZvmConfig {
                 end: r.dcss_end,
             });
         }
-        if !(10..=86_400_000).contains(&r.sample_interval_ms) {
-            return Err(ZvmConfigError::Range {
-                field: "sample_interval_ms",
-                range: "10..=86400000",
-                value: r.sample_interval_ms.to_string(),
-            });
-        }
+        range("sample_interval_ms", r.sample_interval_ms, 10, 86_400_000)?;
         if !(r.event_rate.is_finite() && (0.0..=100_000.0).contains(&r.event_rate)) {
             return Err(ZvmConfigError::Range {
                 field: "event_rate",
-                range: "0..=100000",
+                range: "0..=100000".into(),
                 value: r.event_rate.to_string(),
             });
         }
-        if !(1..=254).contains(&r.flood_window) {
-            return Err(ZvmConfigError::Range {
-                field: "flood_window",
-                range: "1..=254",
-                value: r.flood_window.to_string(),
-            });
-        }
-        if !(1..=64).contains(&r.cpus) {
-            return Err(ZvmConfigError::Range {
-                field: "cpus",
-                range: "1..=64",
-                value: r.cpus.to_string(),
-            });
-        }
-        if !(1..=500).contains(&r.users) {
-            return Err(ZvmConfigError::Range {
-                field: "users",
-                range: "1..=500",
-                value: r.users.to_string(),
-            });
-        }
-        if !(1..=256).contains(&r.devices) {
-            return Err(ZvmConfigError::Range {
-                field: "devices",
-                range: "1..=256",
-                value: r.devices.to_string(),
-            });
-        }
-        if !(64..=1_048_576).contains(&r.storage_mb) {
-            return Err(ZvmConfigError::Range {
-                field: "storage_mb",
-                range: "64..=1048576",
-                value: r.storage_mb.to_string(),
-            });
-        }
+        range("flood_window", r.flood_window, 1, 254)?;
+        range("cpus", r.cpus, 1, 64)?;
+        range("users", r.users, 1, 500)?;
+        range("devices", r.devices, 1, 256)?;
+        range("storage_mb", r.storage_mb, 64, 1_048_576)?;
         let mut domains = r.domains;
         domains.sort();
         domains.dedup();

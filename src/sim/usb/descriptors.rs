@@ -74,6 +74,25 @@ pub(crate) struct AltDesc {
     pub eps: Vec<EpDesc>,
 }
 
+impl AltDesc {
+    /// Interface 0, setting 0, of `class` (class, subclass, protocol) with
+    /// a bulk IN endpoint 0x81 and a bulk OUT endpoint 0x02 of `mps` bytes.
+    pub(crate) fn bulk_pair(class: (u8, u8, u8), mps: u16) -> AltDesc {
+        AltDesc {
+            num: 0,
+            alt: 0,
+            class: class.0,
+            sub: class.1,
+            proto: class.2,
+            extra: vec![],
+            eps: vec![
+                EpDesc::new(0x81, 0x02, mps, 0),
+                EpDesc::new(0x02, 0x02, mps, 0),
+            ],
+        }
+    }
+}
+
 /// Interface association descriptor.
 #[derive(Clone, Debug)]
 pub(crate) struct IadDesc {
@@ -500,6 +519,7 @@ impl Where<'_> {
 
 /// What a device class says about its device's descriptors; [`assemble`]
 /// adds the configuration's overrides and numbers the strings.
+#[derive(Default)]
 pub(crate) struct ClassDesc {
     /// idVendor, idProduct, bcdDevice.
     pub ids: (u16, u16, u16),
@@ -511,7 +531,7 @@ pub(crate) struct ClassDesc {
     pub attr: u8,
     /// bMaxPower (2 mA units).
     pub power: u8,
-    /// Manufacturer, product and serial strings.
+    /// The manufacturer string.
     pub mfr: Option<String>,
     /// The product string.
     pub prod: Option<String>,

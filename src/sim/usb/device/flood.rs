@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::config::DeviceKind;
 
 use super::super::ctx::*;
-use super::super::descriptors::{AltDesc, ClassDesc, EpDesc, Where};
+use super::super::descriptors::{AltDesc, ClassDesc, Where};
 use super::class::DeviceClass;
 use super::int_in::end_by_fault;
 use super::recovery::run_recovery;
@@ -23,32 +23,15 @@ impl DeviceClass for Flood {
         let mps = if at.hs() { 512 } else { 64 };
         Some(ClassDesc {
             ids: (0x0525, 0xa4a0, 0x0612),
-            class: (0, 0, 0),
             mps0: 64,
             attr: 0x80,
             power: 1,
             mfr: Some("monfs".to_string()),
             prod: Some("Flood Gadget".to_string()),
             ser: Some(format!("monfs-flood-{}", at.path_s())),
-            strings: None,
             driver: "usbtest",
-            iads: vec![],
-            alts: vec![AltDesc {
-                num: 0,
-                alt: 0,
-                class: 0xff,
-                sub: 0,
-                proto: 0,
-                extra: vec![],
-                eps: vec![
-                    EpDesc::new(0x81, 0x02, mps, 0),
-                    EpDesc::new(0x02, 0x02, mps, 0),
-                ],
-            }],
-            report: vec![],
-            hub_desc: vec![],
-            nports: 0,
-            usb2: false,
+            alts: vec![AltDesc::bulk_pair((0xff, 0, 0), mps)],
+            ..ClassDesc::default()
         })
     }
 

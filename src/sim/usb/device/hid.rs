@@ -98,7 +98,6 @@ impl DeviceClass for Hid {
         }];
         Some(ClassDesc {
             ids: (0x0627, 0x0001, 0x0000),
-            class: (0, 0, 0),
             // ep0 packets: 64 bytes at high speed (as qemu's keyboard and
             // tablet show on xHCI), 8 at full speed.
             mps0: if hs { 64 } else { 8 },
@@ -116,12 +115,9 @@ impl DeviceClass for Hid {
                 _ => (1, 2, 0x09, 6, "HID Mouse"),
             }),
             driver: "usbhid",
-            iads: vec![],
             alts,
             report,
-            hub_desc: vec![],
-            nports: 0,
-            usb2: false,
+            ..ClassDesc::default()
         })
     }
 

@@ -34,12 +34,8 @@ impl DeviceClass for Hub {
             mps0: 64,
             attr: 0xe0,
             power: 50,
-            mfr: None,
             prod: Some("USB2.0 Hub".to_string()),
-            ser: None,
-            strings: None,
             driver: "hub",
-            iads: vec![],
             alts: vec![AltDesc {
                 num: 0,
                 alt: 0,
@@ -49,10 +45,9 @@ impl DeviceClass for Hub {
                 extra: vec![],
                 eps: vec![EpDesc::new(0x81, 0x03, bytes, if hs { 0x0c } else { 0xff })],
             }],
-            report: vec![],
             hub_desc: hub_descriptor(nports, 0x00e0, 0x32, 0x64, 0),
             nports,
-            usb2: false,
+            ..ClassDesc::default()
         })
     }
 

@@ -78,21 +78,15 @@ impl DeviceClass for Audio {
         ];
         Some(ClassDesc {
             ids: (0x46f4, 0x0002, 0x0000),
-            class: (0, 0, 0),
             mps0: 64,
             attr: 0xc0,
             power: 50,
             mfr: Some("QEMU".to_string()),
             prod: Some("QEMU USB Audio".to_string()),
             ser: Some(format!("1-{}-{}", at.pci(), at.path_s())),
-            strings: None,
             driver: "snd-usb-audio",
-            iads: vec![],
             alts,
-            report: vec![],
-            hub_desc: vec![],
-            nports: 0,
-            usb2: false,
+            ..ClassDesc::default()
         })
     }
 
@@ -188,10 +182,8 @@ impl DeviceClass for Webcam {
             mps0: 64,
             attr: 0x80,
             power: 250,
-            mfr: None,
             prod: Some("C270 HD WEBCAM".to_string()),
             ser: Some(format!("{:08X}", at.salt as u32)),
-            strings: None,
             driver: "uvcvideo",
             iads: vec![IadDesc {
                 first: 0,
@@ -201,11 +193,9 @@ impl DeviceClass for Webcam {
                 proto: 0,
             }],
             alts,
-            report: vec![],
-            hub_desc: vec![],
-            nports: 0,
             // A USB 2.0 device even on a full-speed port.
             usb2: true,
+            ..ClassDesc::default()
         })
     }
 

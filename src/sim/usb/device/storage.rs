@@ -9,7 +9,7 @@ use crate::config::DeviceKind;
 use crate::usbmon::event::URB_SHORT_NOT_OK;
 
 use super::super::ctx::*;
-use super::super::descriptors::{AltDesc, ClassDesc, EpDesc, Where};
+use super::super::descriptors::{AltDesc, ClassDesc, Where};
 use super::class::DeviceClass;
 use super::recovery::{clear_halt, run_recovery};
 
@@ -33,7 +33,6 @@ impl DeviceClass for Storage {
         let mps = if hs { 512 } else { 64 };
         Some(ClassDesc {
             ids: (0x46f4, 0x0001, 0x0000),
-            class: (0, 0, 0),
             mps0: 64,
             // Self-powered, 0 mA, as qemu's usb-storage.
             attr: 0xc0,
@@ -49,23 +48,8 @@ impl DeviceClass for Storage {
                 (1, 2, 3, 4, "Full speed config (usb 1.1)")
             }),
             driver: "usb-storage",
-            iads: vec![],
-            alts: vec![AltDesc {
-                num: 0,
-                alt: 0,
-                class: 8,
-                sub: 6,
-                proto: 0x50,
-                extra: vec![],
-                eps: vec![
-                    EpDesc::new(0x81, 0x02, mps, 0),
-                    EpDesc::new(0x02, 0x02, mps, 0),
-                ],
-            }],
-            report: vec![],
-            hub_desc: vec![],
-            nports: 0,
-            usb2: false,
+            alts: vec![AltDesc::bulk_pair((8, 6, 0x50), mps)],
+            ..ClassDesc::default()
         })
     }
 
