@@ -230,7 +230,7 @@ fn init_logging(level: &str, ansi: bool) {
 
 fn load_config(path: &Option<PathBuf>) -> Result<Config, ConfigError> {
     match path {
-        Some(p) => Config::load(p),
+        Some(p) => monfs::sim::usb::load::load_config(p),
         None => Ok(Config::builtin()),
     }
 }
@@ -894,9 +894,9 @@ fn main() -> ExitCode {
             }
         }
         Cmd::CheckConfig { file } => {
-            match Config::load(&file)
+            match monfs::sim::usb::load::load_config(&file)
                 .map_err(|e| e.to_string())
-                .and_then(|c| match c.check_files() {
+                .and_then(|c| match monfs::sim::usb::load::check_replay_files(&c) {
                     Ok(()) => Ok(c),
                     Err(e) => Err(format!("{}: {e}", file.display())),
                 }) {

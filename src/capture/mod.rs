@@ -18,6 +18,8 @@ use crate::usbmon::event::{DataCapture, EventKind, IsoDesc, UrbEvent, XferType};
 
 pub mod decode;
 pub mod read;
+pub mod recorded;
+pub mod usbdesc;
 pub mod write;
 
 #[cfg(test)]

@@ -12,9 +12,10 @@ use std::path::Path;
 use serde::{Deserialize, Deserializer};
 
 mod error;
-pub mod recorded;
-pub mod usbdesc;
 pub mod zvm;
+
+use crate::capture::recorded;
+use crate::capture::usbdesc;
 
 pub use error::{ConfigError, DeviceError, EndpointError, ReplayFileError, ValueError};
 
@@ -303,15 +304,18 @@ pub struct DeviceConfig {
     pub devices: Vec<DeviceConfig>,
 }
 
-/// A descriptor dump named in the configuration, read and checked while the
-/// configuration is parsed (so `check-config` reports a missing file or bad
-/// bytes, with the file and the byte offset).
+/// A descriptor dump named in the configuration. Parsing only names it;
+/// the loader step (`sim::usb::load`, which `check-config` and the mount
+/// run) reads and checks it, reporting a missing file or bad bytes with
+/// the file and the byte offset.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DescriptorFile {
     /// The path as written in the configuration.
     pub path: std::path::PathBuf,
-    /// The checked bytes.
-    pub dump: std::sync::Arc<usbdesc::DescriptorDump>,
+    /// The path to read: relative ones from the configuration's directory.
+    pub full: std::path::PathBuf,
+    /// The checked bytes, once loaded.
+    pub dump: Option<std::sync::Arc<usbdesc::DescriptorDump>>,
 }
 
 /// Most arguments of a peer command.
@@ -514,21 +518,20 @@ fn check_speed(dev: &DeviceConfig) -> Result<(), DeviceError> {
     let Some(file) = &dev.descriptors else {
         return Err(DeviceError::SpeedWithoutFile);
     };
-    let mps0 = file.dump.device()[7];
+    let Some(dump) = &file.dump else {
+        return Ok(());
+    };
+    let mps0 = dump.device()[7];
     let name = || file.path.display().to_string();
     match speed {
-        DeviceSpeed::High if file.dump.bcd_usb() < 0x0200 => Err(DeviceError::HighSpeedOldUsb {
+        DeviceSpeed::High if dump.bcd_usb() < 0x0200 => Err(DeviceError::HighSpeedOldUsb {
             file: name(),
-            bcd_usb: format!(
-                "{:x}.{:02x}",
-                file.dump.bcd_usb() >> 8,
-                file.dump.bcd_usb() & 0xff
-            ),
+            bcd_usb: format!("{:x}.{:02x}", dump.bcd_usb() >> 8, dump.bcd_usb() & 0xff),
         }),
         DeviceSpeed::High if mps0 != 64 => Err(DeviceError::HighSpeedEp0 { file: name(), mps0 }),
         DeviceSpeed::Low if mps0 != 8 => Err(DeviceError::LowSpeedEp0 { file: name(), mps0 }),
         DeviceSpeed::Low => {
-            let eps = file.dump.configs.iter().flat_map(|c| c.interfaces.iter());
+            let eps = dump.configs.iter().flat_map(|c| c.interfaces.iter());
             match eps
                 .flat_map(|i| i.eps.iter())
                 .find(|e| e.attr & 3 != 3 || e.mps > 8)
@@ -556,10 +559,14 @@ fn check_endpoints(dev: &DeviceConfig) -> Result<(), DeviceError> {
     if dev.endpoints.len() > MAX_ENDPOINTS {
         return Err(DeviceError::TooManyEndpoints(dev.endpoints.len()));
     }
-    let Some(file) = &dev.descriptors else {
+    let Some((file, dump)) = dev
+        .descriptors
+        .as_ref()
+        .and_then(|f| Some((f, f.dump.as_ref()?)))
+    else {
         return Ok(());
     };
-    let hs = file.dump.bcd_usb() >= 0x0200;
+    let hs = dump.bcd_usb() >= 0x0200;
     let mut seen: Vec<(u8, u8, u8)> = vec![];
     for (j, e) in dev.endpoints.iter().enumerate() {
         let at = |error: EndpointError| DeviceError::Endpoint { index: j, error };
@@ -568,8 +575,7 @@ fn check_endpoints(dev: &DeviceConfig) -> Result<(), DeviceError> {
             return Err(at(EndpointError::Twice(addr)));
         }
         // The setting that holds it, in any configuration of the dump.
-        let found = file
-            .dump
+        let found = dump
             .configs
             .iter()
             .flat_map(|c| c.interfaces.iter())
@@ -670,30 +676,24 @@ impl<'de> Deserialize<'de> for DescriptorFile {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let path = std::path::PathBuf::deserialize(d)?;
         let full = BASE_DIR.with(|b| b.borrow().join(&path));
-        let bytes = std::fs::read(&full).map_err(|e| {
-            serde::de::Error::custom(format!("descriptors: {}: {e}", full.display()))
-        })?;
-        let dump = usbdesc::DescriptorDump::parse(bytes).map_err(|e| {
-            serde::de::Error::custom(format!("descriptors: {}: {e}", full.display()))
-        })?;
         Ok(DescriptorFile {
             path,
-            dump: std::sync::Arc::new(dump),
+            full,
+            dump: None,
         })
     }
 }
 
-/// A capture named in the configuration, read and decoded while the
-/// configuration is parsed; the device is taken from it by `devaddr` once
-/// the whole device entry is read.
+/// A capture named in the configuration (`kind: from-capture`). Parsing
+/// only names it; the loader step (`sim::usb::load`) opens it (safely: a
+/// regular file, never blocking) and takes the device by `devaddr`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CaptureFile {
     /// The path as written in the configuration.
     pub path: std::path::PathBuf,
-    /// The decoded packets (None once the device is taken, or when it came
-    /// from `monfs ctl`).
-    pub packets: Option<std::sync::Arc<recorded::CapturePackets>>,
-    /// The device taken from it.
+    /// The path to open: relative ones from the configuration's directory.
+    pub full: std::path::PathBuf,
+    /// The device taken from it, once loaded.
     pub device: Option<std::sync::Arc<recorded::RecordedDevice>>,
 }
 
@@ -702,7 +702,7 @@ impl CaptureFile {
     pub fn taken(device: recorded::RecordedDevice) -> CaptureFile {
         CaptureFile {
             path: device.path.clone(),
-            packets: None,
+            full: device.path.clone(),
             device: Some(std::sync::Arc::new(device)),
         }
     }
@@ -710,19 +710,11 @@ impl CaptureFile {
 
 impl<'de> Deserialize<'de> for CaptureFile {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use std::os::unix::fs::OpenOptionsExt;
         let path = std::path::PathBuf::deserialize(d)?;
         let full = BASE_DIR.with(|b| b.borrow().join(&path));
-        let e = |m: String| serde::de::Error::custom(format!("capture: {m}"));
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(&full)
-            .map_err(|x| e(format!("{}: {x}", full.display())))?;
-        let packets = recorded::CapturePackets::load(&file, &full).map_err(|x| e(x.to_string()))?;
         Ok(CaptureFile {
             path,
-            packets: Some(std::sync::Arc::new(packets)),
+            full,
             device: None,
         })
     }
@@ -862,15 +854,14 @@ fn unique_ports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<DeviceConfig>, D:
                 "devices[{i}]: only a hub can have devices below it"
             )));
         }
-        take_recorded(dev).map_err(|m| serde::de::Error::custom(format!("devices[{i}]{m}")))?;
+        check_recorded(dev).map_err(|m| serde::de::Error::custom(format!("devices[{i}]{m}")))?;
     }
     Ok(devs)
 }
 
-/// For `kind: from-capture`: check its fields and take the device from the
-/// capture (its descriptors become the entry's `descriptors`). Errors start
-/// with the field (`.capture: ...`).
-fn take_recorded(dev: &mut DeviceConfig) -> Result<(), DeviceError> {
+/// For `kind: from-capture`: check its fields (the loader step takes the
+/// device from the capture). Errors start with the field.
+fn check_recorded(dev: &DeviceConfig) -> Result<(), DeviceError> {
     let recorded = dev.kind == DeviceKind::FromCapture;
     if !recorded {
         return match (&dev.capture, &dev.devaddr) {
@@ -878,31 +869,30 @@ fn take_recorded(dev: &mut DeviceConfig) -> Result<(), DeviceError> {
             _ => Err(DeviceError::CaptureNotFromCapture),
         };
     }
-    let Some(cap) = &mut dev.capture else {
+    if dev.capture.is_none() {
         return Err(DeviceError::NoCapture);
-    };
-    let Some(addr) = dev.devaddr else {
+    }
+    if dev.devaddr.is_none() {
         return Err(DeviceError::NoDevaddr);
-    };
+    }
     if dev.descriptors.is_some() || dev.vendor_id.is_some() || dev.product_id.is_some() {
         return Err(DeviceError::FromCaptureFields);
     }
-    if let Some(p) = cap.packets.take() {
-        cap.device = Some(std::sync::Arc::new(p.device(addr.0)?));
-    }
-    let Some(rec) = &cap.device else {
-        return Err(DeviceError::NotLoaded);
-    };
-    dev.descriptors = Some(DescriptorFile {
-        path: cap.path.clone(),
-        dump: rec.dump.clone(),
-    });
     Ok(())
+}
+
+/// The checks of a device entry against its loaded files (the loader step
+/// runs them once the descriptors are read): its `endpoints:` and `speed:`.
+/// Errors start with the field (`.speed: ...`).
+pub fn check_loaded(dev: &DeviceConfig) -> Result<(), DeviceError> {
+    check_endpoints(dev)?;
+    check_speed(dev)
 }
 
 impl Config {
     /// Parse a configuration; `origin` names it in errors, and relative
-    /// `descriptors:` paths start from its directory.
+    /// `descriptors:` and `capture:` paths start from its directory. Files
+    /// are only named: `sim::usb::load` reads them (the loader step).
     pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         let base = Path::new(origin)
             .parent()
@@ -931,33 +921,133 @@ impl Config {
         })
     }
 
-    /// Read and parse a configuration file.
-    pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Config::parse(&text, &path.display().to_string())
-    }
-
-    /// Check what the configuration names but loading it does not read:
-    /// every replay file (`usb.buses[i].replay.file`) must be a readable
-    /// capture that decodes, as the bus would load it at mount. A mount
-    /// still starts with a bad one (that bus logs why and replays nothing;
-    /// the others run); `monfs check-config` reports it instead.
-    pub fn check_files(&self) -> Result<(), ReplayFileError> {
-        for (i, b) in self.usb.buses.iter().enumerate() {
-            if let Some(r) = &b.replay {
-                crate::capture::decode::Capture::load(&r.file)
-                    .map_err(|source| ReplayFileError { bus: i, source })?;
-            }
-        }
-        Ok(())
-    }
-
     /// The built-in default (identical to `config/default.yaml`).
     pub fn builtin() -> Config {
         Config::parse(DEFAULT_YAML, "<built-in default>").expect("built-in config is valid")
+    }
+}
+
+/// One step of a path into the configuration's YAML: a mapping key or a
+/// list index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seg {
+    /// A key of a mapping.
+    Key(&'static str),
+    /// An index of a list.
+    Index(usize),
+}
+
+/// The 1-based line and column of the node at `path` in the YAML `text`
+/// (1, 1 if there is none), for errors found after parsing (the loader
+/// step's).
+pub fn locate(text: &str, path: &[Seg]) -> (usize, usize) {
+    let de = serde_yaml_ng::Deserializer::from_str(text);
+    match serde::de::DeserializeSeed::deserialize(locate::Probe(path), de) {
+        Err(e) if e.to_string().contains(locate::MARK) => e
+            .location()
+            .map(|l| (l.line(), l.column()))
+            .unwrap_or((1, 1)),
+        _ => (1, 1),
+    }
+}
+
+mod locate {
+    //! The walk of [`super::locate`]: it follows the path through the
+    //! document and fails on purpose at its node, so that the parser says
+    //! where that is.
+
+    use serde::de::{DeserializeSeed, Error, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+    use super::Seg;
+
+    /// The error the walk raises at the node.
+    pub(super) const MARK: &str = "monfs-locate-mark";
+
+    /// Follows the rest of the path.
+    pub(super) struct Probe<'a>(pub &'a [Seg]);
+
+    impl<'de> DeserializeSeed<'de> for Probe<'_> {
+        type Value = ();
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            if self.0.is_empty() {
+                return d.deserialize_any(Here);
+            }
+            d.deserialize_any(self)
+        }
+    }
+
+    /// The node itself: fails once its content starts (a mapping at its
+    /// first key, as the parser's own errors in a device entry point).
+    struct Here;
+
+    impl<'de> Visitor<'de> for Here {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("any YAML node")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<(), A::Error> {
+            Err(A::Error::custom(MARK))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<(), A::Error> {
+            Err(A::Error::custom(MARK))
+        }
+        fn visit_str<E: Error>(self, _: &str) -> Result<(), E> {
+            Err(E::custom(MARK))
+        }
+    }
+
+    impl<'de> Visitor<'de> for Probe<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("any YAML node")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
+            while let Some(key) = m.next_key::<String>()? {
+                match self.0.first() {
+                    Some(Seg::Key(k)) if *k == key => m.next_value_seed(Probe(&self.0[1..]))?,
+                    _ => {
+                        m.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut q: A) -> Result<(), A::Error> {
+            let mut i = 0;
+            loop {
+                let more = match self.0.first() {
+                    Some(Seg::Index(n)) if *n == i => {
+                        q.next_element_seed(Probe(&self.0[1..]))?.is_some()
+                    }
+                    _ => q.next_element::<IgnoredAny>()?.is_some(),
+                };
+                if !more {
+                    return Ok(());
+                }
+                i += 1;
+            }
+        }
+        fn visit_bool<E: Error>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E: Error>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E: Error>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E: Error>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E: Error>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E: Error>(self) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_none<E: Error>(self) -> Result<(), E> {
+            Ok(())
+        }
     }
 }
 

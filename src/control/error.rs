@@ -73,7 +73,7 @@ pub enum CtlError {
     NoCaptureFile,
     /// The device is not in the capture.
     #[error("from-capture: {0}")]
-    Recorded(#[from] crate::config::recorded::RecordedError),
+    Recorded(#[from] crate::capture::recorded::RecordedError),
     /// A descriptors file that cannot be read.
     #[error("descriptors: {path}: {source}")]
     DescriptorsIo {
@@ -88,7 +88,7 @@ pub enum CtlError {
         /// The file.
         path: String,
         /// Why.
-        source: crate::config::usbdesc::DumpError,
+        source: crate::capture::usbdesc::DumpError,
     },
     /// `descriptors=FILE` with another kind, or kind descriptors without it.
     #[error("descriptors=FILE goes with kind descriptors, and only with it")]

@@ -45,7 +45,7 @@ use tracing::{info, warn};
 use crate::base::errno::{Errno, SysResult};
 use crate::base::sync::LockExt;
 use crate::base::vfs::{Caller, FileNode, OpenFile, OpenFlags};
-use crate::config::recorded::RecordedDevice;
+use crate::capture::recorded::RecordedDevice;
 use crate::config::{CaptureFile, DeviceConfig, DeviceKind, ErrorConfig, PortNumber};
 use crate::sim::usb::{replay, Fault, UsbSim};
 use crate::sim::zvm::{Fault as ZvmFault, Monitor};
@@ -293,7 +293,8 @@ impl Control {
                     dev.devaddr = addr.map(crate::config::DevAddr);
                     dev.descriptors = c.device.as_ref().map(|r| crate::config::DescriptorFile {
                         path: c.path.clone(),
-                        dump: r.dump.clone(),
+                        full: c.path.clone(),
+                        dump: Some(r.dump.clone()),
                     });
                     dev.capture = Some(c);
                 }
@@ -313,14 +314,15 @@ impl Control {
                                     path: v.to_string(),
                                     source,
                                 })?;
-                            let dump = crate::config::usbdesc::DescriptorDump::parse(bytes)
+                            let dump = crate::capture::usbdesc::DescriptorDump::parse(bytes)
                                 .map_err(|source| CtlError::DescriptorsBad {
                                     path: v.to_string(),
                                     source,
                                 })?;
                             dev.descriptors = Some(crate::config::DescriptorFile {
                                 path: v.into(),
-                                dump: std::sync::Arc::new(dump),
+                                full: v.into(),
+                                dump: Some(std::sync::Arc::new(dump)),
                             });
                         }
                         "vendor_id" => dev.vendor_id = Some(parse_in(k, v, 0, 0xffff)?),

@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
-use crate::config::recorded::RecordedDevice;
-use crate::config::usbdesc::DescriptorDump;
+use crate::capture::recorded::RecordedDevice;
+use crate::capture::usbdesc::DescriptorDump;
 use crate::config::{Controller, DeviceConfig};
 
 /// Signalling speed of a device.

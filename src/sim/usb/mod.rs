@@ -41,6 +41,7 @@ mod descriptors;
 mod device;
 mod devices_text;
 mod hub;
+pub mod load;
 mod peer;
 pub mod replay;
 #[cfg(test)]

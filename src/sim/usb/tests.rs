@@ -969,7 +969,9 @@ fn devices_block(text: &str, product: &str) -> Vec<String> {
 fn device_from_kernel_descriptor_dump() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/sysfs");
     let yaml = "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: descriptors, descriptors: qemu-usb-kbd/descriptors, manufacturer: QEMU, product: QEMU USB Keyboard, serial: 68284-0000:00:03.0-1}\n        - {port: 2, kind: descriptors, descriptors: qemu-usb-audio/descriptors, manufacturer: QEMU, product: QEMU USB Audio, serial: 1-0000:00:03.0-4.1}\n";
-    let cfg = Config::parse(yaml, &format!("{dir}/t.yaml")).unwrap().usb;
+    let cfg = super::load::parse_config(yaml, &format!("{dir}/t.yaml"))
+        .unwrap()
+        .usb;
     let (sim, evs, _) = run(&cfg, 1, 3000);
     let kernel = std::fs::read_to_string(format!("{dir}/debugfs_usb_devices.txt")).unwrap();
     let ours = sim.devices_text();

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::config::usbdesc::DescriptorDump;
+use crate::capture::usbdesc::DescriptorDump;
 use crate::config::{DeviceConfig, DeviceKind};
 
 use super::super::ctx::*;
@@ -80,7 +80,7 @@ fn choose_config(dump: &DescriptorDump) -> usize {
         .unwrap_or(0)
 }
 
-fn dump_config(c: &crate::config::usbdesc::DumpConfig, speed: Speed) -> ConfigDesc {
+fn dump_config(c: &crate::capture::usbdesc::DumpConfig, speed: Speed) -> ConfigDesc {
     // Interfaces in the order their numbers first appear, each with its
     // settings in descriptor order (the kernel's interface cache).
     let mut order: Vec<u8> = vec![];

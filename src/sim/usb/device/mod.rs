@@ -73,8 +73,8 @@ fn natural_speed_of(cfg: &DeviceConfig) -> Speed {
         Some(DeviceSpeed::High) => return Speed::High,
         None => {}
     }
-    match &cfg.descriptors {
-        Some(f) if f.dump.bcd_usb() < 0x0200 => Speed::Full,
+    match cfg.descriptors.as_ref().and_then(|f| f.dump.as_ref()) {
+        Some(d) if d.bcd_usb() < 0x0200 => Speed::Full,
         Some(_) => Speed::High,
         None => class(cfg.kind).natural_speed(cfg.kind),
     }
@@ -90,8 +90,8 @@ pub(crate) fn describe(
     salt: u64,
 ) -> Descriptors {
     let speed = natural_speed_of(cfg).min(port);
-    if let Some(f) = &cfg.descriptors {
-        return dump::from_dump(cfg, &f.dump, speed);
+    if let Some(d) = cfg.descriptors.as_ref().and_then(|f| f.dump.as_ref()) {
+        return dump::from_dump(cfg, d, speed);
     }
     let at = Where {
         cfg,
@@ -101,7 +101,7 @@ pub(crate) fn describe(
         salt,
     };
     let c = class(cfg.kind).descriptors(&at).unwrap_or_else(|| {
-        unreachable!("kinds descriptors, external and from-capture always have descriptors (checked by the config and ctl)")
+        unreachable!("kinds descriptors, external and from-capture always have descriptors (loaded by sim::usb::load and ctl)")
     });
     descriptors::assemble(&at, c)
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::config::recorded::RecordedEndpoint;
+use crate::capture::recorded::RecordedEndpoint;
 use crate::config::DeviceKind;
 use crate::usbmon::event::XferType;
 
