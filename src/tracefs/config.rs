@@ -44,8 +44,8 @@ struct RawEventConfig {
 }
 
 impl TryFrom<RawEventConfig> for EventConfig {
-    type Error = String;
-    fn try_from(r: RawEventConfig) -> Result<Self, String> {
+    type Error = super::event::EventError;
+    fn try_from(r: RawEventConfig) -> Result<Self, Self::Error> {
         EventDef::new(&r.system, &r.name, 0, &r.fields, r.format.as_deref())?;
         Ok(EventConfig {
             system: r.system,

@@ -177,20 +177,106 @@ fn is_ident(s: &str) -> bool {
         && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
 }
 
+/// What is wrong with an event definition (its fields or print format).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DefError {
+    /// The system or event name is not a C identifier.
+    #[error("system and event names must be C identifiers")]
+    EventName,
+    /// A field name is not a C identifier.
+    #[error("field name {0:?} is not a C identifier")]
+    FieldName(String),
+    /// A field name is one of the common fields' (or starts `common_`).
+    #[error("field name {0:?} is reserved")]
+    ReservedField(String),
+    /// Two fields have the same name.
+    #[error("duplicate field {0:?}")]
+    DuplicateField(String),
+    /// `char[N]` with N not in 1..=4096.
+    #[error("bad array length in {0:?}")]
+    ArrayLength(String),
+    /// A field type monfs does not lay out.
+    #[error("unsupported field type {0:?} (use u8..u64, s8..s64, int, long, char[N] or __data_loc char[])")]
+    FieldType(String),
+    /// The fields end beyond 64 KiB.
+    #[error("event too large")]
+    TooLarge,
+    /// The print format does not start with a quoted string.
+    #[error("the print format must start with a quoted string")]
+    NoFormatString,
+    /// A backslash escape the print format interpreter does not know.
+    #[error("unsupported escape \\{0}")]
+    Escape(char),
+    /// A `%` conversion the interpreter does not know.
+    #[error("unsupported conversion %{0}")]
+    Conversion(char),
+    /// A print argument names no field.
+    #[error("unknown field {0:?} in print format")]
+    UnknownField(String),
+    /// `__get_str()` of a field that is not a `__data_loc char[]`.
+    #[error("__get_str({0}) needs a __data_loc char[] field")]
+    GetStrField(String),
+    /// A print argument of another shape than `REC->f` or `__get_str(f)`.
+    #[error("unsupported print argument {0:?} (use REC->field or __get_str(field))")]
+    PrintArg(String),
+    /// Conversions and arguments do not pair up.
+    #[error("print format has {convs} conversions but {args} arguments")]
+    ArgCount {
+        /// `%` conversions in the format.
+        convs: usize,
+        /// Arguments after it.
+        args: usize,
+    },
+    /// `%s` for a number or a number conversion for a string.
+    #[error("conversion %{conv} does not fit field {field}")]
+    ConversionField {
+        /// The conversion character.
+        conv: char,
+        /// The field's name.
+        field: String,
+    },
+}
+
+/// Why an event could not be defined.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventError {
+    /// Its definition is wrong.
+    #[error("{system}:{name}: {err}")]
+    Def {
+        /// The event's system.
+        system: String,
+        /// The event's name.
+        name: String,
+        /// What is wrong.
+        err: DefError,
+    },
+    /// An event of that name exists.
+    #[error("duplicate event {system}:{name}")]
+    Duplicate {
+        /// The event's system.
+        system: String,
+        /// The event's name.
+        name: String,
+    },
+    /// Every event id is taken.
+    #[error("out of event ids")]
+    OutOfIds,
+}
+
 /// Lay out fields after the common header, each naturally aligned, as the
 /// compiler lays out the `TP_STRUCT__entry` struct.
-pub fn layout(specs: &[FieldSpec]) -> Result<Vec<Field>, String> {
+pub fn layout(specs: &[FieldSpec]) -> Result<Vec<Field>, DefError> {
     let mut off = COMMON_SIZE;
     let mut out: Vec<Field> = Vec::new();
     for s in specs {
         if !is_ident(&s.name) {
-            return Err(format!("field name {:?} is not a C identifier", s.name));
+            return Err(DefError::FieldName(s.name.clone()));
         }
         if s.name.starts_with("common_") || common_fields().iter().any(|c| c.name == s.name) {
-            return Err(format!("field name {:?} is reserved", s.name));
+            return Err(DefError::ReservedField(s.name.clone()));
         }
         if out.iter().any(|f| f.name == s.name) {
-            return Err(format!("duplicate field {:?}", s.name));
+            return Err(DefError::DuplicateField(s.name.clone()));
         }
         let t = s.ctype.split_whitespace().collect::<Vec<_>>().join(" ");
         let (size, align, signed, kind) = if t == "__data_loc char[]" {
@@ -201,15 +287,12 @@ pub fn layout(specs: &[FieldSpec]) -> Result<Vec<Field>, String> {
                 .parse()
                 .ok()
                 .filter(|n| (1..=4096).contains(n))
-                .ok_or_else(|| format!("bad array length in {:?}", s.ctype))?;
+                .ok_or_else(|| DefError::ArrayLength(s.ctype.clone()))?;
             (n, 1, false, FieldKind::CharArray)
         } else if let Some((size, signed)) = scalar(&t) {
             (size, size, signed, FieldKind::Int { signed })
         } else {
-            return Err(format!(
-                "unsupported field type {:?} (use u8..u64, s8..s64, int, long, char[N] or __data_loc char[])",
-                s.ctype
-            ));
+            return Err(DefError::FieldType(s.ctype.clone()));
         };
         off = off.div_ceil(align) * align;
         out.push(Field {
@@ -223,7 +306,7 @@ pub fn layout(specs: &[FieldSpec]) -> Result<Vec<Field>, String> {
         off += size;
     }
     if off > 0xffff {
-        return Err("event too large".into());
+        return Err(DefError::TooLarge);
     }
     Ok(out)
 }
@@ -293,7 +376,7 @@ fn split_args(s: &str) -> Vec<&str> {
     out
 }
 
-fn unescape(lit: &str) -> Result<String, String> {
+fn unescape(lit: &str) -> Result<String, DefError> {
     let mut out = String::new();
     let mut it = lit.chars();
     while let Some(c) = it.next() {
@@ -306,7 +389,7 @@ fn unescape(lit: &str) -> Result<String, String> {
             Some('t') => out.push('\t'),
             Some('"') => out.push('"'),
             Some('\\') => out.push('\\'),
-            other => return Err(format!("unsupported escape \\{}", other.unwrap_or(' '))),
+            other => return Err(DefError::Escape(other.unwrap_or(' '))),
         }
     }
     Ok(out)
@@ -314,13 +397,13 @@ fn unescape(lit: &str) -> Result<String, String> {
 
 impl PrintFmt {
     /// Parse `"fmt", REC->a, __get_str(b)` against `fields`.
-    pub fn parse(text: &str, fields: &[Field]) -> Result<PrintFmt, String> {
+    pub fn parse(text: &str, fields: &[Field]) -> Result<PrintFmt, DefError> {
         let parts = split_args(text.trim());
         let lit = parts[0].trim();
         let inner = lit
             .strip_prefix('"')
             .and_then(|l| l.strip_suffix('"'))
-            .ok_or("the print format must start with a quoted string")?;
+            .ok_or(DefError::NoFormatString)?;
         let s = unescape(inner)?;
         let mut pieces = Vec::new();
         let mut cur = String::new();
@@ -371,7 +454,7 @@ impl PrintFmt {
             }
             match b.get(i) {
                 Some(&c) if "diuxXocs".contains(c) => spec.conv = c,
-                other => return Err(format!("unsupported conversion %{}", other.unwrap_or(&' '))),
+                other => return Err(DefError::Conversion(*other.unwrap_or(&' '))),
             }
             i += 1;
             if !cur.is_empty() {
@@ -386,7 +469,7 @@ impl PrintFmt {
             fields
                 .iter()
                 .position(|f| f.name == n)
-                .ok_or_else(|| format!("unknown field {n:?} in print format"))
+                .ok_or_else(|| DefError::UnknownField(n.to_string()))
         };
         let mut args = Vec::new();
         for a in &parts[1..] {
@@ -399,13 +482,11 @@ impl PrintFmt {
             {
                 let i = find(n.trim())?;
                 if fields[i].kind != FieldKind::DynString {
-                    return Err(format!("__get_str({n}) needs a __data_loc char[] field"));
+                    return Err(DefError::GetStrField(n.to_string()));
                 }
                 args.push(Arg::GetStr(i));
             } else {
-                return Err(format!(
-                    "unsupported print argument {a:?} (use REC->field or __get_str(field))"
-                ));
+                return Err(DefError::PrintArg(a.to_string()));
             }
         }
         let convs: Vec<&Spec> = pieces
@@ -416,21 +497,20 @@ impl PrintFmt {
             })
             .collect();
         if convs.len() != args.len() {
-            return Err(format!(
-                "print format has {} conversions but {} arguments",
-                convs.len(),
-                args.len()
-            ));
+            return Err(DefError::ArgCount {
+                convs: convs.len(),
+                args: args.len(),
+            });
         }
         for (s, a) in convs.iter().zip(&args) {
             let f = match a {
                 Arg::Rec(i) | Arg::GetStr(i) => &fields[*i],
             };
             if (s.conv == 's') != f.is_string() {
-                return Err(format!(
-                    "conversion %{} does not fit field {}",
-                    s.conv, f.name
-                ));
+                return Err(DefError::ConversionField {
+                    conv: s.conv,
+                    field: f.name.clone(),
+                });
             }
         }
         Ok(PrintFmt {
@@ -626,18 +706,21 @@ impl EventDef {
         id: u16,
         specs: &[FieldSpec],
         print: Option<&str>,
-    ) -> Result<EventDef, String> {
+    ) -> Result<EventDef, EventError> {
+        let in_event = |err| EventError::Def {
+            system: system.to_string(),
+            name: name.to_string(),
+            err,
+        };
         if !is_ident(system) || !is_ident(name) {
-            return Err(format!(
-                "{system}:{name}: system and event names must be C identifiers"
-            ));
+            return Err(in_event(DefError::EventName));
         }
-        let fields = layout(specs).map_err(|e| format!("{system}:{name}: {e}"))?;
+        let fields = layout(specs).map_err(in_event)?;
         let text = match print {
             Some(p) => p.to_string(),
             None => PrintFmt::generated(&fields),
         };
-        let print = PrintFmt::parse(&text, &fields).map_err(|e| format!("{system}:{name}: {e}"))?;
+        let print = PrintFmt::parse(&text, &fields).map_err(in_event)?;
         let fixed_size = fields.last().map_or(COMMON_SIZE, |f| f.offset + f.size);
         Ok(EventDef {
             system: system.into(),

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use super::builtin;
 use super::config::{TracingConfig, EVENT_ID_BASE};
-use super::event::{EventDef, FieldSpec, FieldValue};
+use super::event::{EventDef, EventError, FieldSpec, FieldValue};
 use super::ftrace_events::FtraceEvents;
 use super::hist::{Hist, NamedHists};
 use super::instance::{At, EventFile, TraceArray, OPT_PRINTK_DEST};
@@ -293,13 +293,16 @@ impl Tracing {
         name: &str,
         fields: &[FieldSpec],
         fmt: Option<&str>,
-    ) -> Result<EventId, String> {
+    ) -> Result<EventId, EventError> {
         let mut next = self.next_id.lock_ok();
         if self.event_id(system, name).is_some() {
-            return Err(format!("duplicate event {system}:{name}"));
+            return Err(EventError::Duplicate {
+                system: system.to_string(),
+                name: name.to_string(),
+            });
         }
         if *next == u16::MAX {
-            return Err("out of event ids".into());
+            return Err(EventError::OutOfIds);
         }
         let id = EventId::new(EventDef::new(system, name, *next, fields, fmt)?);
         *next += 1;

@@ -13,7 +13,7 @@ use super::filter;
 use super::instance::{
     EventFile, FilterState, TraceArray, OPTIONS, OPT_PRINTK_DEST, TOP_ONLY_OPTIONS,
 };
-use super::parse::{is_space, kstrtoul, next_token, parse_match};
+use super::parse::{is_space, kstrtoul_from_user, next_token, parse_match};
 use super::ring::DEFAULT_BUF_BYTES;
 use super::trigger::AVAILABLE_TRIGGERS;
 use crate::base::errno::{Errno, SysResult};
@@ -78,7 +78,7 @@ fn enable_state(x: &Arr, evs: &[EventId]) -> String {
 }
 
 fn enable_value(data: &[u8]) -> SysResult<bool> {
-    match kstrtoul(data)? {
+    match kstrtoul_from_user(data)? {
         0 => Ok(false),
         1 => Ok(true),
         _ => Err(Errno::EINVAL),
@@ -404,7 +404,7 @@ fn write_pids(set: &Mutex<std::collections::BTreeSet<u32>>, data: &[u8]) -> SysR
         // As trace_pid_write: kstrtoul base 0 (EINVAL), the value taken
         // as a pid_t, and a pid the list cannot hold (2^30 and up, or
         // negative) is -1 (EPERM).
-        let v = super::hist::kstrtoul(tok).map_err(|_| Errno::EINVAL)?;
+        let v = super::parse::kstrtoul_base0(tok).map_err(|_| Errno::EINVAL)?;
         let pid = v as i32;
         if !(0..PID_LIST_MAX).contains(&pid) {
             return Err(Errno::EPERM);
@@ -585,7 +585,7 @@ pub(crate) fn install_array(x: &Arr, tree: &Tree) {
         Ctl::new(MODE_WRITE)
             .rs(move || bool_line(tr.tracing_on()))
             .w(move |data, _| {
-                let v = kstrtoul(data)?;
+                let v = kstrtoul_from_user(data)?;
                 tw.on.store(v != 0, Ordering::Relaxed);
                 if v != 0 {
                     // Parked trace_pipe readers recheck.
@@ -1041,7 +1041,7 @@ fn parse_cpumask(data: &[u8], cpus: usize) -> SysResult<Vec<bool>> {
 
 /// A number in `min..=max` from a write, or EINVAL.
 fn ranged(data: &[u8], min: u64, max: u64) -> SysResult<u64> {
-    let v = kstrtoul(data)?;
+    let v = kstrtoul_from_user(data)?;
     if v < min || v > max {
         return Err(Errno::EINVAL);
     }
@@ -1199,7 +1199,7 @@ fn install_global_info(t: &Arc<Tracing>, tree: &Tree) {
         Ctl::new(MODE_WRITE)
             .rs(move || format!("{}\n", hr.load(Ordering::Relaxed)))
             .w(move |data, _| {
-                hw.store(kstrtoul(data)?, Ordering::Relaxed);
+                hw.store(kstrtoul_from_user(data)?, Ordering::Relaxed);
                 Ok(data.len() as u32)
             }),
     );

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use super::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
 use super::instance::TraceArray;
-use super::parse::kstrtoul;
+use super::parse::kstrtoul_from_user;
 use crate::base::errno::{Errno, SysResult};
 use crate::base::vfs::Tree;
 
@@ -76,7 +76,7 @@ pub(crate) fn install(a: &Arc<TraceArray>, tree: &Tree) {
                 ns => format!("{}\n", ns / 1000),
             })
             .w(move |data, _| {
-                let us = kstrtoul(data)?;
+                let us = kstrtoul_from_user(data)?;
                 mw.store(us.wrapping_mul(1000), Ordering::Relaxed);
                 Ok(data.len() as u32)
             }),

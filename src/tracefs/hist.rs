@@ -40,6 +40,7 @@ use crate::base::sync::LockExt;
 
 use super::event::{common_fields, EventDef, Field, FieldKind};
 use super::parse::is_space_char as is_space;
+use super::parse::kstrtoul_base0;
 use super::synth::{SynthDef, SynthVal};
 
 /// `TRACING_MAP_BITS_DEFAULT`: `size=2048`.
@@ -624,50 +625,6 @@ pub(crate) struct HistDef {
     n_slots: usize,
 }
 
-/// `kstrtoul`/`kstrtoull` with base 0: `Err(EINVAL)` for no digits or
-/// trailing junk (one trailing newline allowed), `Err(ERANGE)` on overflow.
-pub(crate) fn kstrtoul(s: &str) -> Result<u64, Errno> {
-    let s = s.strip_prefix('+').unwrap_or(s);
-    let b = s.as_bytes();
-    let (radix, mut i) = if b.first() == Some(&b'0') {
-        if b.get(1).map(|c| c.to_ascii_lowercase()) == Some(b'x')
-            && b.get(2).is_some_and(|c| c.is_ascii_hexdigit())
-        {
-            (16, 2)
-        } else {
-            (8, 0)
-        }
-    } else {
-        (10, 0)
-    };
-    let start = i;
-    let mut v: u64 = 0;
-    let mut overflow = false;
-    while let Some(d) = b.get(i).and_then(|&c| (c as char).to_digit(radix)) {
-        match v
-            .checked_mul(radix as u64)
-            .and_then(|x| x.checked_add(d as u64))
-        {
-            Some(x) => v = x,
-            None => overflow = true,
-        }
-        i += 1;
-    }
-    if i == start {
-        return Err(Errno::EINVAL);
-    }
-    if overflow {
-        return Err(Errno::ERANGE);
-    }
-    if b.get(i) == Some(&b'\n') {
-        i += 1;
-    }
-    if i != b.len() {
-        return Err(Errno::EINVAL);
-    }
-    Ok(v)
-}
-
 /// The clocks `trace_clock` offers (`clock=` must name one when the
 /// trigger uses timestamps).
 const CLOCKS: &[&str] = &[
@@ -714,7 +671,7 @@ fn parse_attrs(param: &str, errs: &mut Errs<'_>) -> Result<Attrs, Errno> {
             } else if let Some(c) = rest("clock=") {
                 a.clock = Some(c.trim().to_string());
             } else if let Some(sz) = rest("size=") {
-                let size = kstrtoul(&sz)?;
+                let size = kstrtoul_base0(&sz)?;
                 let bits = log2_roundup(size) as u32;
                 if !(MAP_BITS_MIN..=MAP_BITS_MAX).contains(&bits) {
                     return Err(Errno::EINVAL);
@@ -991,7 +948,7 @@ impl Parser<'_, '_> {
                     // The kernel's error position is where its modifier
                     // pointer stopped: at the `=`'s absence, or past it.
                     bad_at = r.strip_prefix('=').unwrap_or(r);
-                    match r.strip_prefix('=').map(kstrtoul) {
+                    match r.strip_prefix('=').map(kstrtoul_base0) {
                         Some(Ok(n)) if n != 0 => {
                             *buckets = n;
                             *flags |= FL_BUCKET;
@@ -1112,7 +1069,7 @@ impl Parser<'_, '_> {
     fn atom(&mut self, s: &str, flags: u32) -> Result<HField, Errno> {
         let mut flags = flags;
         if s.as_bytes().first().is_some_and(u8::is_ascii_digit) {
-            let Ok(c) = kstrtoul(s) else {
+            let Ok(c) = kstrtoul_base0(s) else {
                 self.errs.at(E_EXPECT_NUMBER, s);
                 return Err(Errno::EINVAL);
             };

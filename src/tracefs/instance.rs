@@ -475,7 +475,7 @@ impl TraceArray {
     /// `0` included), as the kernel's `buffer_subbuf_size_write`. A new
     /// size replaces every CPU's pages (see [`CpuBuffer::set_capacity`]).
     pub(super) fn set_subbuf_kb(&self, data: &[u8]) -> crate::base::errno::SysResult<u32> {
-        let order = subbuf_order_for(super::parse::kstrtoul(data)?)
+        let order = subbuf_order_for(super::parse::kstrtoul_from_user(data)?)
             .ok_or(crate::base::errno::Errno::EINVAL)?;
         let cap = ring::subbuf_capacity(order);
         // ring_buffer_subbuf_order_set: the same order is no change; another

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use super::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
 use super::instance::MapRef;
 use super::instance::TraceArray;
-use super::parse::kstrtoul;
+use super::parse::kstrtoul_from_user;
 use super::ring::{CpuBuffer, GET_READER};
 use crate::base::errno::{Errno, SysResult};
 use crate::base::sync::LockExt;
@@ -403,7 +403,7 @@ impl TraceArray {
 
     /// Resize one CPU's buffer (or every one) to hold `kb` KiB.
     pub(super) fn set_buffer_kb(&self, cpu: Option<usize>, data: &[u8]) -> SysResult<u32> {
-        let kb = kstrtoul(data)? as usize;
+        let kb = kstrtoul_from_user(data)? as usize;
         if kb == 0 {
             return Err(Errno::EINVAL);
         }

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use super::ctl::{add_ctl, Ctl, MODE_WRITE};
 use super::instance::TraceArray;
-use super::parse::kstrtoul;
+use super::parse::kstrtoul_from_user;
 use super::ring::{CpuBuffer, BUF_PAGE_SIZE};
 use crate::base::errno::{Errno, SysResult};
 use crate::base::sync::LockExt;
@@ -134,7 +134,7 @@ impl TraceArray {
     /// up first, as any tracing write does.
     pub(super) fn write_snapshot(&self, data: &[u8]) -> SysResult<u32> {
         self.expand();
-        let v = kstrtoul(data)?;
+        let v = kstrtoul_from_user(data)?;
         let mut armed = self.snap_armed.lock_ok();
         match v {
             0 => {

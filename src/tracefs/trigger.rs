@@ -419,7 +419,7 @@ fn parse_count(param: Option<&str>) -> SysResult<u64> {
     if number.is_empty() {
         return Err(Errno::EINVAL);
     }
-    hist::kstrtoul(number)
+    super::parse::kstrtoul_base0(number)
 }
 
 /// The triggers of one event.
