@@ -7,21 +7,21 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use super::builtin;
-use super::config::{TracingConfig, EVENT_ID_BASE};
-use super::event::{EventDef, EventError, FieldSpec, FieldValue};
-use super::ftrace_events::FtraceEvents;
-use super::hist::{Hist, NamedHists};
-use super::instance::{At, EventFile, TraceArray, OPT_PRINTK_DEST};
-use super::snapshot::Taken;
-use super::synth::SynthDef;
-use super::trigger::{
-    ErrorLog, FireContext, Hit, TriggerAction, TriggerEvent, TriggerHost, Triggers,
-};
 use crate::base::clock::{Clock, Timestamp};
 use crate::base::errno::SysResult;
 use crate::base::sync::{LockExt, RwLockExt};
 use crate::base::vfs::Tree;
+use crate::tracefs::config::{TracingConfig, EVENT_ID_BASE};
+use crate::tracefs::events::builtin;
+use crate::tracefs::events::ftrace::FtraceEvents;
+use crate::tracefs::events::{EventDef, EventError, FieldSpec, FieldValue};
+use crate::tracefs::hist::{Hist, NamedHists};
+use crate::tracefs::instances::array::{At, EventFile, TraceArray, OPT_PRINTK_DEST};
+use crate::tracefs::ring::snapshot::Taken;
+use crate::tracefs::synth::SynthDef;
+use crate::tracefs::trigger::{
+    ErrorLog, FireContext, Hit, TriggerAction, TriggerEvent, TriggerHost, Triggers,
+};
 
 /// Called after an event's enabled state changed (user_events updates its
 /// status bits and the producers' enable bits).
@@ -211,7 +211,7 @@ pub(super) struct SynthEntry {
 
 impl Tracing {
     /// The facility with the built-in events and those of `cfg`, not yet in
-    /// a tree (see [`super::install`]).
+    /// a tree (see [`crate::tracefs::install`]).
     pub fn new(clock: Arc<dyn Clock>, cfg: &TracingConfig) -> Arc<Tracing> {
         let top = TraceArray::new(0, None, false);
         let ftrace = FtraceEvents::new();
@@ -813,7 +813,7 @@ impl<'a> Ctx<'a> {
 
 /// An entry from raw field bytes.
 fn raw_entry(def: &EventDef, pid: u32, payload: &[u8]) -> Vec<u8> {
-    let mut data = Vec::with_capacity(super::event::COMMON_SIZE + payload.len());
+    let mut data = Vec::with_capacity(crate::tracefs::events::COMMON_SIZE + payload.len());
     data.extend_from_slice(&def.id.to_le_bytes());
     data.extend_from_slice(&[0, 0]);
     data.extend_from_slice(&pid.to_le_bytes());

@@ -6,19 +6,19 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use super::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
-use super::event::{FieldKind, FieldValue};
-use super::facility::{EventId, Tracing};
-use super::filter;
-use super::instance::{
-    EventFile, FilterState, TraceArray, OPTIONS, OPT_PRINTK_DEST, TOP_ONLY_OPTIONS,
-};
-use super::parse::{is_space, kstrtoul_from_user, next_token, parse_match};
-use super::ring::DEFAULT_BUF_BYTES;
-use super::trigger::AVAILABLE_TRIGGERS;
 use crate::base::errno::{Errno, SysResult};
 use crate::base::sync::{LockExt, RwLockExt};
 use crate::base::vfs::{NodeKind, Tree};
+use crate::tracefs::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
+use crate::tracefs::events::{FieldKind, FieldValue};
+use crate::tracefs::facility::{EventId, Tracing};
+use crate::tracefs::filter;
+use crate::tracefs::instances::array::{
+    EventFile, FilterState, TraceArray, OPTIONS, OPT_PRINTK_DEST, TOP_ONLY_OPTIONS,
+};
+use crate::tracefs::parse::{is_space, kstrtoul_from_user, next_token, parse_match};
+use crate::tracefs::ring::DEFAULT_BUF_BYTES;
+use crate::tracefs::trigger::AVAILABLE_TRIGGERS;
 
 /// A trace array and the facility it belongs to, for the closures of its
 /// files: its own state through `Deref`, events through the facility.
@@ -228,7 +228,7 @@ pub(crate) fn inject_text(x: &Arr, e: &EventId, data: &[u8], pid: u32) -> SysRes
         data_bytes,
         &comm,
         // On the writer's CPU, as the kernel records in the writer's context.
-        super::instance::At {
+        crate::tracefs::instances::array::At {
             mono,
             cpu: crate::base::procmem::cpu_of(pid),
         },
@@ -236,7 +236,7 @@ pub(crate) fn inject_text(x: &Arr, e: &EventId, data: &[u8], pid: u32) -> SysRes
     Ok(())
 }
 
-fn parse_inject(def: &super::EventDef, data: &[u8]) -> SysResult<Vec<(usize, InjectVal)>> {
+fn parse_inject(def: &crate::tracefs::EventDef, data: &[u8]) -> SysResult<Vec<(usize, InjectVal)>> {
     let s = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
     let s = s.trim_end_matches('\0');
     let b = s.as_bytes();
@@ -404,7 +404,7 @@ fn write_pids(set: &Mutex<std::collections::BTreeSet<u32>>, data: &[u8]) -> SysR
         // As trace_pid_write: kstrtoul base 0 (EINVAL), the value taken
         // as a pid_t, and a pid the list cannot hold (2^30 and up, or
         // negative) is -1 (EPERM).
-        let v = super::parse::kstrtoul_base0(tok).map_err(|_| Errno::EINVAL)?;
+        let v = crate::tracefs::parse::kstrtoul_base0(tok).map_err(|_| Errno::EINVAL)?;
         let pid = v as i32;
         if !(0..PID_LIST_MAX).contains(&pid) {
             return Err(Errno::EPERM);
@@ -577,7 +577,7 @@ pub(crate) fn install_array(x: &Arr, tree: &Tree) {
             .t(move || tc.clear_all()),
     );
     install_buffer_info(x, tree);
-    super::snapshot::install(&x.a, tree);
+    crate::tracefs::ring::snapshot::install(&x.a, tree);
     let (tr, tw) = (x.clone(), x.clone());
     add_ctl(
         tree,
@@ -1166,9 +1166,9 @@ fn install_global_info(t: &Arc<Tracing>, tree: &Tree) {
         Ctl::new(MODE_WRITE)
             .rs(move || format!("{}\n", tr.cmdlines.lock_ok().size))
             .w(move |data, _| {
-                let n = ranged(data, 1, super::facility::SAVED_CMDLINES_MAX as u64)?;
+                let n = ranged(data, 1, crate::tracefs::facility::SAVED_CMDLINES_MAX as u64)?;
                 let mut c = tw.cmdlines.lock_ok();
-                c.size = super::facility::cmdlines_rounded(n as usize);
+                c.size = crate::tracefs::facility::cmdlines_rounded(n as usize);
                 c.comms.clear();
                 c.order.clear();
                 Ok(data.len() as u32)
@@ -1211,8 +1211,8 @@ impl Tracing {
     /// `events/<system>/<name>/` (enable, filter, format, id) appears.
     pub(crate) fn add_dynamic(
         self: &Arc<Self>,
-        make: impl FnOnce(u16) -> super::EventDef,
-        hook: super::EnableHook,
+        make: impl FnOnce(u16) -> crate::tracefs::EventDef,
+        hook: crate::tracefs::EnableHook,
     ) -> Result<EventId, Errno> {
         let id = self.register_dynamic(make, hook)?;
         if let Some(tree) = self.tree.get() {
@@ -1263,12 +1263,12 @@ mod buffer_info_tests {
     #[test]
     fn saved_cmdlines_size_rounds_as_the_kernels() {
         // Measured on 6.18: 128 and 256 both read back as 6552.
-        assert_eq!(super::super::facility::cmdlines_rounded(128), 6552);
-        assert_eq!(super::super::facility::cmdlines_rounded(256), 6552);
-        assert_eq!(super::super::facility::cmdlines_rounded(6553), 19659);
+        assert_eq!(crate::tracefs::facility::cmdlines_rounded(128), 6552);
+        assert_eq!(crate::tracefs::facility::cmdlines_rounded(256), 6552);
+        assert_eq!(crate::tracefs::facility::cmdlines_rounded(6553), 19659);
         // 20,000 to 32,768 (measured: 45,874).
-        assert_eq!(super::super::facility::cmdlines_rounded(20_000), 45_874);
-        assert_eq!(super::super::facility::cmdlines_rounded(32_768), 45_874);
+        assert_eq!(crate::tracefs::facility::cmdlines_rounded(20_000), 45_874);
+        assert_eq!(crate::tracefs::facility::cmdlines_rounded(32_768), 45_874);
     }
 
     #[test]

@@ -18,11 +18,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
-use super::instance::TraceArray;
-use super::parse::kstrtoul_from_user;
 use crate::base::errno::{Errno, SysResult};
 use crate::base::vfs::Tree;
+use crate::tracefs::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
+use crate::tracefs::instances::array::TraceArray;
+use crate::tracefs::parse::kstrtoul_from_user;
 
 /// What `set_ftrace_filter` reads while no function is filtered.
 const ALL_ENABLED: &str = "#### all functions enabled ####\n";

@@ -12,29 +12,20 @@
 //! `per_cpu.rs`, `marker.rs`, `user_events/`) build on it, and this module
 //! only wires them into a tree.
 
-pub mod builtin;
 pub mod config;
 mod ctl;
-pub mod event;
+pub mod events;
 mod facility;
 mod files;
 pub mod filter;
-pub mod ftrace_events;
 mod function;
 pub mod hist;
-pub mod instance;
-mod instances;
+pub mod instances;
 mod marker;
 pub mod parse;
-mod per_cpu;
 pub mod ring;
-mod sched;
-pub mod snapshot;
 pub mod synth;
-mod synth_files;
-pub mod trace_clock;
 pub mod trigger;
-pub mod usb;
 pub mod user_events;
 
 use std::sync::Arc;
@@ -45,10 +36,10 @@ use crate::base::vfs::Tree;
 pub use config::{EventConfig, TracingConfig, EVENT_ID_BASE};
 /// The control-file type, for the daemon's own files of the same kind.
 pub(crate) use ctl::Ctl;
-pub use event::{EventDef, FieldSpec, FieldValue};
+pub use events::usb::UrbTraceSink;
+pub use events::{EventDef, FieldSpec, FieldValue};
 pub use facility::{EnableHook, EventId, Tracing};
-pub use instance::{TraceArray, OPTIONS};
-pub use usb::UrbTraceSink;
+pub use instances::array::{TraceArray, OPTIONS};
 
 /// Build the facility and add its files under `tracing/` in `tree`.
 pub fn install(tree: &Arc<Tree>, clock: Arc<dyn Clock>, cfg: &TracingConfig) -> Arc<Tracing> {
@@ -61,14 +52,14 @@ pub fn install(tree: &Arc<Tree>, clock: Arc<dyn Clock>, cfg: &TracingConfig) -> 
 /// [`Tracing::new`], so producers can hold it before the tree exists).
 pub fn add_files(t: &Arc<Tracing>, tree: &Arc<Tree>) {
     t.set_tree(tree);
-    sched::Sched::install(t, tree);
+    events::sched::Sched::install(t, tree);
     files::install(t, tree);
-    per_cpu::install(t.top(), tree);
+    ring::per_cpu::install(t.top(), tree);
     marker::install(t, t.top(), tree);
     function::install(t.top(), tree);
     function::install_global(tree);
     instances::Instances::install(t, tree);
-    synth_files::install(t, tree);
+    synth::files::install(t, tree);
     user_events::UserEvents::new(t).add_files(tree);
 }
 

@@ -8,7 +8,7 @@ use super::{
     FL_STRING, FL_SYM, FL_SYM_OFFSET, FL_TIMESTAMP, FL_TIMESTAMP_USECS, FL_VAR_REF,
     MAX_FILTER_STR_VAL,
 };
-use crate::tracefs::event::FieldKind;
+use crate::tracefs::events::FieldKind;
 
 impl HField {
     pub(super) fn bare(flags: u32) -> HField {

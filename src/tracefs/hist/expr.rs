@@ -11,10 +11,10 @@ use super::{
     FL_TIMESTAMP, FL_TIMESTAMP_USECS, FL_VAR, FL_VAR_REF, MAX_FILTER_STR_VAL,
 };
 use crate::base::errno::Errno;
-use crate::tracefs::event::common_fields;
-use crate::tracefs::event::EventDef;
-use crate::tracefs::event::Field;
-use crate::tracefs::event::FieldKind;
+use crate::tracefs::events::common_fields;
+use crate::tracefs::events::EventDef;
+use crate::tracefs::events::Field;
+use crate::tracefs::events::FieldKind;
 use crate::tracefs::parse::kstrtoul_base0;
 use std::sync::Arc;
 

@@ -51,7 +51,7 @@ pub(crate) use parse::{parse, split_filter};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::tracefs::event::Field;
+use crate::tracefs::events::Field;
 use crate::tracefs::synth::SynthVal;
 
 /// `TRACING_MAP_BITS_DEFAULT`: `size=2048`.

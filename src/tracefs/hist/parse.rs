@@ -15,7 +15,7 @@ use super::{
     VARS_MAX,
 };
 use crate::base::errno::Errno;
-use crate::tracefs::event::EventDef;
+use crate::tracefs::events::EventDef;
 use crate::tracefs::parse::is_space_char as is_space;
 use crate::tracefs::parse::kstrtoul_base0;
 

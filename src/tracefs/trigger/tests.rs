@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use super::*;
 use crate::base::sync::LockExt;
-use crate::tracefs::event::{EventDef, FieldSpec, FieldValue};
+use crate::tracefs::events::{EventDef, FieldSpec, FieldValue};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Ev(&'static str, &'static str);

@@ -22,13 +22,13 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::ctl::{add_ctl, Ctl, MODE_WRITE};
-use super::instance::TraceArray;
-use super::parse::kstrtoul_from_user;
-use super::ring::{CpuBuffer, BUF_PAGE_SIZE};
 use crate::base::errno::{Errno, SysResult};
 use crate::base::sync::LockExt;
 use crate::base::vfs::Tree;
+use crate::tracefs::ctl::{add_ctl, Ctl, MODE_WRITE};
+use crate::tracefs::instances::array::TraceArray;
+use crate::tracefs::parse::kstrtoul_from_user;
+use crate::tracefs::ring::{CpuBuffer, BUF_PAGE_SIZE};
 
 /// The help the `snapshot` file shows after its header while the snapshot
 /// buffer is empty (the kernel's `print_snapshot_help` for the main file).
@@ -89,7 +89,7 @@ impl TraceArray {
 
     /// Hold the snapshot buffer armed, allocating it (the kernel's
     /// `tracing_arm_snapshot`); EBUSY past `u32::MAX` holders.
-    pub(super) fn arm_snapshot(&self) -> SysResult<()> {
+    pub(crate) fn arm_snapshot(&self) -> SysResult<()> {
         let mut armed = self.snap_armed.lock_ok();
         self.arm_locked(&mut armed)
     }
@@ -106,14 +106,14 @@ impl TraceArray {
 
     /// Release one hold taken with [`TraceArray::arm_snapshot`]; the
     /// buffer stays allocated.
-    pub(super) fn disarm_snapshot(&self) {
+    pub(crate) fn disarm_snapshot(&self) {
         let mut armed = self.snap_armed.lock_ok();
         *armed = armed.saturating_sub(1);
     }
 
     /// Take a snapshot: swap every CPU's live buffer with its spare (the
     /// kernel's `update_max_tr`), when the spare is allocated.
-    pub(super) fn take_snapshot(&self) -> Taken {
+    pub(crate) fn take_snapshot(&self) -> Taken {
         let mut live = self.lock_all();
         let mut spare = self.lock_spare();
         if !self.snapshot_allocated() {
@@ -132,7 +132,7 @@ impl TraceArray {
     /// A write to `snapshot` (see the module's table). The value is
     /// decimal (`kstrtoul` base 10: EINVAL otherwise); the buffers are set
     /// up first, as any tracing write does.
-    pub(super) fn write_snapshot(&self, data: &[u8]) -> SysResult<u32> {
+    pub(crate) fn write_snapshot(&self, data: &[u8]) -> SysResult<u32> {
         self.expand();
         let v = kstrtoul_from_user(data)?;
         let mut armed = self.snap_armed.lock_ok();
@@ -190,7 +190,7 @@ pub(crate) fn install(a: &Arc<TraceArray>, tree: &Tree) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tracefs::event::{EventDef, FieldValue};
+    use crate::tracefs::events::{EventDef, FieldValue};
 
     fn put(a: &TraceArray, def: &Arc<EventDef>, n: i64) {
         let data = def.encode(1, &[FieldValue::Int(n)]);

@@ -23,17 +23,17 @@ use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use super::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
-use super::instance::MapRef;
-use super::instance::TraceArray;
-use super::parse::kstrtoul_from_user;
-use super::ring::{CpuBuffer, GET_READER};
 use crate::base::errno::{Errno, SysResult};
 use crate::base::sync::LockExt;
 use crate::base::vfs::{
     Caller, FileNode, IoctlReply, IoctlRequest, NodeKind, OpenFile, OpenFlags, Tree, Waker,
     POLL_READABLE,
 };
+use crate::tracefs::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
+use crate::tracefs::instances::array::MapRef;
+use crate::tracefs::instances::array::TraceArray;
+use crate::tracefs::parse::kstrtoul_from_user;
+use crate::tracefs::ring::{CpuBuffer, GET_READER};
 
 /// At most one page of text per `trace_pipe` read.
 const PIPE_CHUNK: usize = 4096;
@@ -338,7 +338,7 @@ impl TraceArray {
     }
 
     /// Count CPU `cpu`'s buffer as mapped by the open file `open`.
-    pub(super) fn note_mapped(&self, cpu: usize, open: u64, file: Option<(u64, u64)>) {
+    pub(crate) fn note_mapped(&self, cpu: usize, open: u64, file: Option<(u64, u64)>) {
         let mut maps = self.maps.lock_ok();
         match maps.iter_mut().find(|m| m.open == open) {
             Some(m) => {
@@ -353,7 +353,7 @@ impl TraceArray {
     /// The open file `open` is released: its mapping is gone. The last
     /// mapping of a buffer gone, the buffer is no longer mapped
     /// (`ring_buffer_unmap`).
-    pub(super) fn unmapped(&self, open: u64) {
+    pub(crate) fn unmapped(&self, open: u64) {
         let cpu = {
             let mut maps = self.maps.lock_ok();
             let Some(i) = maps.iter().position(|m| m.open == open) else {
@@ -371,7 +371,7 @@ impl TraceArray {
     /// Whether CPU `cpu`'s buffer (every CPU's for `None`) is mapped.
     /// Mappings no process holds any more (munmap, which FUSE does not
     /// report) are forgotten first.
-    pub(super) fn cpu_mapped(&self, cpu: Option<usize>) -> bool {
+    pub(crate) fn cpu_mapped(&self, cpu: Option<usize>) -> bool {
         let candidates: Vec<(u64, Option<(u64, u64)>)> = self
             .maps
             .lock_ok()
@@ -392,17 +392,17 @@ impl TraceArray {
     }
 
     /// Whether any CPU's buffer is mapped (the kernel's `tr->mapped`).
-    pub(super) fn any_mapped(&self) -> bool {
+    pub(crate) fn any_mapped(&self) -> bool {
         self.cpu_mapped(None)
     }
 
     /// A buffer's size in KiB as `buffer_size_kb` shows it.
-    pub(super) fn kb_of(b: &CpuBuffer) -> usize {
+    pub(crate) fn kb_of(b: &CpuBuffer) -> usize {
         b.size_bytes() / 1024
     }
 
     /// Resize one CPU's buffer (or every one) to hold `kb` KiB.
-    pub(super) fn set_buffer_kb(&self, cpu: Option<usize>, data: &[u8]) -> SysResult<u32> {
+    pub(crate) fn set_buffer_kb(&self, cpu: Option<usize>, data: &[u8]) -> SysResult<u32> {
         let kb = kstrtoul_from_user(data)? as usize;
         if kb == 0 {
             return Err(Errno::EINVAL);

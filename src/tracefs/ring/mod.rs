@@ -20,11 +20,15 @@
 //! id, the reader sub-buffer among them. [`Mapped`] keeps what a mapping
 //! shows: the sub-buffer ids in ring order and the reader sub-buffer's bytes.
 
+pub(crate) mod per_cpu;
+pub mod snapshot;
+pub mod trace_clock;
+
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use super::event::EventDef;
+use crate::tracefs::events::EventDef;
 
 /// Bytes of a system page: the smallest sub-buffer.
 pub const PAGE_SIZE: usize = 4096;
@@ -902,7 +906,7 @@ pub fn merged<'a>(bufs: &'a [&'a CpuBuffer]) -> impl Iterator<Item = &'a Entry> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tracefs::event::{EventDef, FieldSpec, FieldValue};
+    use crate::tracefs::events::{EventDef, FieldSpec, FieldValue};
 
     #[test]
     fn header_is_the_kernels() {

@@ -12,8 +12,8 @@
 
 use crate::base::errno::Errno;
 
-use super::event::Field;
-use super::parse::{is_alnum, is_space};
+use crate::tracefs::events::Field;
+use crate::tracefs::parse::{is_alnum, is_space};
 
 /// A parse failure.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -571,7 +571,9 @@ pub fn parse(
 
 /// The lookup for an event: its fields, the common fields and the generic
 /// `CPU`/`COMM` names.
-pub fn event_lookup(def: &super::event::EventDef) -> impl Fn(&str) -> Option<Target> + '_ {
+pub fn event_lookup(
+    def: &crate::tracefs::events::EventDef,
+) -> impl Fn(&str) -> Option<Target> + '_ {
     move |name| match name {
         "CPU" | "cpu" | "common_cpu" => Some(Target::Cpu),
         "COMM" | "comm" => Some(Target::Comm),
@@ -786,8 +788,8 @@ pub fn is_clear(text: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::event::{EventDef, FieldSpec};
     use super::*;
+    use crate::tracefs::events::{EventDef, FieldSpec};
 
     fn sched_switch() -> EventDef {
         let f = |t: &str, n: &str| FieldSpec {
@@ -1054,7 +1056,7 @@ mod tests {
     fn evaluation() {
         let ev = sched_switch();
         let look = event_lookup(&ev);
-        use super::super::event::FieldValue::*;
+        use crate::tracefs::events::FieldValue::*;
         let e = ev.encode(
             42,
             &[

@@ -41,18 +41,18 @@ use std::time::Duration;
 
 use tracing::warn;
 
-use super::event::FieldValue;
-use super::facility::{EventId, Tracing};
 use crate::base::proc_events::{ProcEvent, ProcEvents};
 use crate::base::sync::{LockExt, RwLockExt};
 use crate::base::vfs::{RequestHooks, Tree};
+use crate::tracefs::events::FieldValue;
+use crate::tracefs::facility::{EventId, Tracing};
 
 /// Comms remembered for exit events, at most (a fork bomb must not grow
 /// the daemon without bound; past it the table starts over).
 const COMMS_MAX: usize = 65536;
 
 /// The process events' producer.
-pub(super) struct Sched {
+pub(crate) struct Sched {
     t: Weak<Tracing>,
     /// `sched_process_fork`, `sched_process_exec`, `sched_process_exit`.
     ids: [EventId; 3],
@@ -66,7 +66,7 @@ impl Sched {
     /// Produce `t`'s process events: subscribe when one of them is first
     /// enabled or `event-fork` first set, and take events in before every
     /// request on `tree`.
-    pub(super) fn install(t: &Arc<Tracing>, tree: &Tree) {
+    pub(crate) fn install(t: &Arc<Tracing>, tree: &Tree) {
         let id = |n| t.event_id("sched", n).expect("built-in sched event");
         let s = Arc::new(Sched {
             t: Arc::downgrade(t),
@@ -79,7 +79,7 @@ impl Sched {
             comms: Mutex::new(HashMap::new()),
         });
         let w = Arc::downgrade(&s);
-        let activate: super::EnableHook = Arc::new(move || {
+        let activate: crate::tracefs::EnableHook = Arc::new(move || {
             if let Some(s) = w.upgrade() {
                 s.activate();
             }

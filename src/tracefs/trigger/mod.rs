@@ -10,7 +10,7 @@
 //! <cmd>[:<count>] [if <filter>]         cmd: traceon traceoff snapshot stacktrace
 //! <cmd>:<sys>:<event>[:<count>] [if <filter>]
 //!                                       cmd: enable_event disable_event enable_hist disable_hist
-//! hist:<attrs> [if <filter>]            see super::hist
+//! hist:<attrs> [if <filter>]            see crate::tracefs::hist
 //! !<any of those>                       removes
 //! ```
 //!
@@ -48,12 +48,12 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::base::errno::{Errno, SysResult};
 use crate::base::sync::{LockExt, RwLockExt};
 
-use super::event::EventDef;
-use super::filter::{self, Filter, FilterError};
-pub use super::hist::Hit;
-use super::hist::{self, Hist, HistAction, HistDef, HistEnv, NamedHists};
-use super::parse::is_space_char as is_space;
-use super::synth::{SynthDef, SynthVal};
+use crate::tracefs::events::EventDef;
+use crate::tracefs::filter::{self, Filter, FilterError};
+pub use crate::tracefs::hist::Hit;
+use crate::tracefs::hist::{self, Hist, HistAction, HistDef, HistEnv, NamedHists};
+use crate::tracefs::parse::is_space_char as is_space;
+use crate::tracefs::synth::{SynthDef, SynthVal};
 
 /// What `trigger` shows when the event has no trigger: the commands of a
 /// kernel built with snapshots and hist triggers. (The machine this was
@@ -419,7 +419,7 @@ fn parse_count(param: Option<&str>) -> SysResult<u64> {
     if number.is_empty() {
         return Err(Errno::EINVAL);
     }
-    super::parse::kstrtoul_base0(number)
+    crate::tracefs::parse::kstrtoul_base0(number)
 }
 
 /// The triggers of one event.
@@ -755,7 +755,7 @@ impl<E: TriggerEvent> Triggers<E> {
             self.unregister(host, |t| {
                 Self::hist_match(&hd, fstr, named.as_ref(), t, false)
             });
-            if def.system == super::synth::SYSTEM {
+            if def.system == crate::tracefs::synth::SYSTEM {
                 host.synth_ref(&def.name, -1);
             }
             return Ok(());
@@ -826,7 +826,7 @@ impl<E: TriggerEvent> Triggers<E> {
             host.named_hists().get(n, &hist);
         }
         Self::hist_refs(&hist, host, 1);
-        if def.system == super::synth::SYSTEM {
+        if def.system == crate::tracefs::synth::SYSTEM {
             host.synth_ref(&def.name, 1);
         }
         list.push(Trigger {

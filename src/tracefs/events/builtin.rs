@@ -3,7 +3,7 @@
 //! `sched:sched_process_{fork,exec,exit}`, as definitions (fields and print
 //! formats); the producers are in `usb.rs` and `sched.rs`.
 
-use super::event::FieldSpec;
+use crate::tracefs::events::FieldSpec;
 
 fn f(ctype: &str, name: &str) -> FieldSpec {
     FieldSpec {

@@ -5,19 +5,19 @@
 
 use std::sync::Arc;
 
-use super::ctl::{add_ctl, Ctl, MODE_WRITE};
-use super::facility::{SynthEntry, Tracing};
-use super::synth::{self, CmdError, Command, SynthDef, SynthErr};
 use crate::base::errno::{Errno, SysResult};
 use crate::base::sync::LockExt;
 use crate::base::vfs::Tree;
+use crate::tracefs::ctl::{add_ctl, Ctl, MODE_WRITE};
+use crate::tracefs::facility::{SynthEntry, Tracing};
+use crate::tracefs::synth::{self, CmdError, Command, SynthDef, SynthErr};
 
 /// The longest line `trace_parse_run_command()` takes (`WRITE_BUFSIZE`
 /// less the newline and the NUL).
 const LINE_MAX: usize = 4096 - 2;
 
 /// Add `synthetic_events`.
-pub(super) fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
+pub(crate) fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
     let (tr, tw, tc) = (t.clone(), t.clone(), t.clone());
     add_ctl(
         tree,

@@ -2,13 +2,16 @@
 //! state and files (the same set a kernel instance has); `rmdir` removes
 //! it, EBUSY while any of its files is open, as the kernel's does.
 
+pub mod array;
+
 use std::sync::Arc;
 
-use super::facility::Tracing;
-use super::files::{self, Arr};
-use super::{function, marker, per_cpu};
 use crate::base::errno::{Errno, SysResult};
 use crate::base::vfs::{Caller, DirOps, NodeKind, Tree};
+use crate::tracefs::facility::Tracing;
+use crate::tracefs::files::{self, Arr};
+use crate::tracefs::ring::per_cpu;
+use crate::tracefs::{function, marker};
 
 /// The most instances at once (each can hold a full set of buffers); past
 /// it `mkdir` is ENOMEM, as the kernel's is when memory runs out.

@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use super::event::FieldValue;
-use super::facility::{EventId, Tracing};
 use crate::base::clock::Timestamp;
+use crate::tracefs::events::FieldValue;
+use crate::tracefs::facility::{EventId, Tracing};
 use crate::usbmon::event::{EventKind, UrbEvent, UrbSink};
 
 /// The task monfs's own events are attributed to.

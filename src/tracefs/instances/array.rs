@@ -8,18 +8,18 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use super::event::EventDef;
-use super::filter;
-use super::hist::NamedHists;
-use super::ring::{self, CpuBuffer, Entry, BUF_PAGE_SIZE, DEFAULT_BUF_BYTES};
-use super::trace_clock::TraceClock;
-use super::trigger::ErrorLog;
 use crate::base::sync::{LockExt, RwLockExt};
 use crate::base::vfs::Waker;
+use crate::tracefs::events::EventDef;
+use crate::tracefs::filter;
+use crate::tracefs::hist::NamedHists;
+use crate::tracefs::ring::trace_clock::TraceClock;
+use crate::tracefs::ring::{self, CpuBuffer, Entry, BUF_PAGE_SIZE, DEFAULT_BUF_BYTES};
+use crate::tracefs::trigger::ErrorLog;
 
 /// An event's filter state.
 #[derive(Clone, Debug, Default)]
-pub(super) enum FilterState {
+pub(crate) enum FilterState {
     /// No filter (`none`).
     #[default]
     None,
@@ -33,15 +33,15 @@ pub(super) enum FilterState {
 /// whether it is enabled there and its filter.
 #[derive(Default)]
 pub struct EventFile {
-    pub(super) enabled: AtomicBool,
-    pub(super) filtered: AtomicBool,
-    pub(super) filter: RwLock<FilterState>,
+    pub(crate) enabled: AtomicBool,
+    pub(crate) filtered: AtomicBool,
+    pub(crate) filter: RwLock<FilterState>,
     /// Triggers of other events that name this one (`enable_event` and
     /// the like): while there are any the event is in soft mode.
-    pub(super) soft: AtomicUsize,
+    pub(crate) soft: AtomicUsize,
     /// Whether the event must fire here although not enabled: it has
     /// triggers or is in soft mode.
-    pub(super) armed: AtomicBool,
+    pub(crate) armed: AtomicBool,
 }
 
 /// The global options (`options/`, `trace_options`), in the kernel's
@@ -82,9 +82,9 @@ pub const OPTIONS: &[(&str, bool)] = &[
 ];
 
 /// Index of the `markers` option in [`OPTIONS`].
-pub(super) const OPT_MARKERS: usize = 21;
+pub(crate) const OPT_MARKERS: usize = 21;
 /// Index of the `trace_printk_dest` option in [`OPTIONS`].
-pub(super) const OPT_PRINTK_DEST: usize = 23;
+pub(crate) const OPT_PRINTK_DEST: usize = 23;
 
 /// Options only the top level has (`options/` of an instance lacks them,
 /// as measured).
@@ -93,75 +93,75 @@ pub const TOP_ONLY_OPTIONS: &[&str] = &["printk-msg-only", "record-cmd", "trace_
 /// When and where an entry happened: its CLOCK_MONOTONIC time and the CPU
 /// (None: the one the recording thread runs on).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct At {
-    pub(super) mono: u64,
-    pub(super) cpu: Option<u32>,
+pub(crate) struct At {
+    pub(crate) mono: u64,
+    pub(crate) cpu: Option<u32>,
 }
 
 /// One trace array.
 pub struct TraceArray {
     /// Index into each event's per-array state.
-    pub(super) slot: usize,
+    pub(crate) slot: usize,
     /// The instance's name; `None` for the top level.
-    pub(super) name: Option<String>,
+    pub(crate) name: Option<String>,
     /// One buffer per CPU (`per_cpu/cpuN`).
-    pub(super) bufs: Vec<Mutex<CpuBuffer>>,
+    pub(crate) bufs: Vec<Mutex<CpuBuffer>>,
     /// The snapshot buffer (the kernel's `max_buffer`), one per CPU, locked
     /// after `bufs` when both are: a snapshot swaps each CPU's pair.
     /// Minimal (2 pages) while not allocated.
-    pub(super) spare: Vec<Mutex<CpuBuffer>>,
+    pub(crate) spare: Vec<Mutex<CpuBuffer>>,
     /// Whether the snapshot buffer is allocated (`tr->allocated_snapshot`);
     /// changed with every `spare` lock held.
-    pub(super) snap_allocated: AtomicBool,
+    pub(crate) snap_allocated: AtomicBool,
     /// How many users hold the snapshot buffer armed (`tr->snapshot`:
     /// snapshot triggers, a `snapshot` write while it swaps); the lock
     /// also serialises allocating and freeing it.
-    pub(super) snap_armed: Mutex<u32>,
+    pub(crate) snap_armed: Mutex<u32>,
     /// `trace_clock`.
-    pub(super) trace_clock: TraceClock,
+    pub(crate) trace_clock: TraceClock,
     /// The newest time stamp given to an entry (see [`TraceArray::store`]).
-    pub(super) newest_ts: AtomicU64,
+    pub(crate) newest_ts: AtomicU64,
     /// `tracing_cpumask`: CPUs whose events are recorded.
-    pub(super) cpumask: RwLock<Vec<bool>>,
-    pub(super) all_cpus: AtomicBool,
-    pub(super) event_pids: RwLock<BTreeSet<u32>>,
-    pub(super) has_event_pids: AtomicBool,
-    pub(super) notrace_pids: RwLock<BTreeSet<u32>>,
-    pub(super) has_notrace_pids: AtomicBool,
-    pub(super) ftrace_pids: Mutex<BTreeSet<u32>>,
-    pub(super) on: AtomicBool,
+    pub(crate) cpumask: RwLock<Vec<bool>>,
+    pub(crate) all_cpus: AtomicBool,
+    pub(crate) event_pids: RwLock<BTreeSet<u32>>,
+    pub(crate) has_event_pids: AtomicBool,
+    pub(crate) notrace_pids: RwLock<BTreeSet<u32>>,
+    pub(crate) has_notrace_pids: AtomicBool,
+    pub(crate) ftrace_pids: Mutex<BTreeSet<u32>>,
+    pub(crate) on: AtomicBool,
     /// Whether the buffers were grown from their boot-time size.
-    pub(super) expanded: AtomicBool,
+    pub(crate) expanded: AtomicBool,
     /// The sub-buffer order: pages are 4 KiB << order
     /// (`buffer_subbuf_size_kb`).
-    pub(super) subbuf_order: AtomicU32,
-    pub(super) options: Mutex<Vec<bool>>,
-    pub(super) irq_info: AtomicBool,
+    pub(crate) subbuf_order: AtomicU32,
+    pub(crate) options: Mutex<Vec<bool>>,
+    pub(crate) irq_info: AtomicBool,
     /// The `stacktrace` option: a stack entry after every event.
-    pub(super) stacktrace: AtomicBool,
-    pub(super) overwrite: AtomicBool,
-    pub(super) record_cmd: AtomicBool,
-    pub(super) record_tgid: AtomicBool,
+    pub(crate) stacktrace: AtomicBool,
+    pub(crate) overwrite: AtomicBool,
+    pub(crate) record_cmd: AtomicBool,
+    pub(crate) record_tgid: AtomicBool,
     /// The `event-fork` option (see `sched.rs`).
-    pub(super) event_fork: AtomicBool,
-    pub(super) pipe_readers: AtomicUsize,
-    pub(super) wakers: Mutex<Vec<(u64, Waker)>>,
-    pub(super) next_waker: AtomicU64,
+    pub(crate) event_fork: AtomicBool,
+    pub(crate) pipe_readers: AtomicUsize,
+    pub(crate) wakers: Mutex<Vec<(u64, Waker)>>,
+    pub(crate) next_waker: AtomicU64,
     /// `error_log`.
-    pub(super) error_log: ErrorLog,
+    pub(crate) error_log: ErrorLog,
     /// Histograms shared by `name=` hist triggers.
-    pub(super) named_hists: NamedHists,
+    pub(crate) named_hists: NamedHists,
     /// Open `trace_pipe_raw` files whose buffer they mapped (see
     /// `per_cpu.rs`).
-    pub(super) maps: Mutex<Vec<MapRef>>,
+    pub(crate) maps: Mutex<Vec<MapRef>>,
 }
 
 /// An open `per_cpu/cpuN/trace_pipe_raw` that mapped CPU `cpu`'s buffer,
 /// and where its mapping shows in `/proc/<pid>/maps` (device, inode).
-pub(super) struct MapRef {
-    pub(super) open: u64,
-    pub(super) cpu: usize,
-    pub(super) file: Option<(u64, u64)>,
+pub(crate) struct MapRef {
+    pub(crate) open: u64,
+    pub(crate) cpu: usize,
+    pub(crate) file: Option<(u64, u64)>,
 }
 
 /// Pages of a per-CPU buffer of `bytes` (at least 2, as the kernel's).
@@ -174,7 +174,7 @@ fn pages_for(bytes: usize) -> usize {
 /// in its `unsigned long`), the order of the next power of two (`fls` of
 /// pages less one, so 0 KiB asks for order 32). `None` past
 /// [`ring::MAX_SUBBUF_ORDER`].
-pub(super) fn subbuf_order_for(kb: u64) -> Option<u32> {
+pub(crate) fn subbuf_order_for(kb: u64) -> Option<u32> {
     let bytes = kb.wrapping_mul(1024);
     let pages = (bytes.wrapping_add(ring::PAGE_SIZE as u64 - 1) / ring::PAGE_SIZE as u64) as i32;
     let order = 32 - (pages.wrapping_sub(1) as u32).leading_zeros();
@@ -199,7 +199,7 @@ impl TraceArray {
     /// A new array in `slot`. The top level starts with the kernel's boot
     /// size (two pages a CPU) and grows when tracing is first set up; an
     /// instance starts at the full default size, as measured.
-    pub(super) fn new(slot: usize, name: Option<String>, expanded: bool) -> Arc<TraceArray> {
+    pub(crate) fn new(slot: usize, name: Option<String>, expanded: bool) -> Arc<TraceArray> {
         let cpus = online_cpus();
         let pages = if expanded {
             pages_for(DEFAULT_BUF_BYTES)
@@ -254,7 +254,7 @@ impl TraceArray {
     /// the top level's, but for those it starts cleared: event-fork,
     /// function-fork and trace_printk_dest (trace.c's ZEROED_TRACE_FLAGS),
     /// and copy_trace_marker, which 6.17 added to them.
-    pub(super) fn inherit_options(&self, top: &TraceArray) {
+    pub(crate) fn inherit_options(&self, top: &TraceArray) {
         const ZEROED: [&str; 4] = [
             "event-fork",
             "function-fork",
@@ -277,7 +277,7 @@ impl TraceArray {
 
     /// `set_event_pid` and `set_event_notrace_pid`, each with its
     /// "not empty" flag.
-    pub(super) fn pid_lists(&self) -> [(&RwLock<BTreeSet<u32>>, &AtomicBool); 2] {
+    pub(crate) fn pid_lists(&self) -> [(&RwLock<BTreeSet<u32>>, &AtomicBool); 2] {
         [
             (&self.event_pids, &self.has_event_pids),
             (&self.notrace_pids, &self.has_notrace_pids),
@@ -301,7 +301,7 @@ impl TraceArray {
     /// `file`) as the kernel's event recording does: `tracing_on`, the pid
     /// lists, the CPU mask, then the event's filter.
     /// Returns whether it was stored.
-    pub(super) fn record(
+    pub(crate) fn record(
         &self,
         def: &Arc<EventDef>,
         file: &EventFile,
@@ -344,19 +344,19 @@ impl TraceArray {
     /// The CPU an entry recorded now goes to: the one this thread runs on
     /// (for a request, the CPU the kernel woke the daemon's thread on, which
     /// is the caller's as a rule), folded into the buffers there are.
-    pub(super) fn cpu_now(&self) -> u32 {
+    pub(crate) fn cpu_now(&self) -> u32 {
         current_cpu() % self.bufs.len() as u32
     }
 
     /// The CPU whose buffer gets what thread `tid` writes in a request: the
     /// one it made the request on, as the kernel records on the writer's
     /// CPU (or [`TraceArray::cpu_now`] if the thread is gone).
-    pub(super) fn cpu_of_writer(&self, tid: u32) -> u32 {
+    pub(crate) fn cpu_of_writer(&self, tid: u32) -> u32 {
         self.cpu_or_now(crate::base::procmem::cpu_of(tid))
     }
 
     /// `cpu` folded into the buffers there are, or [`TraceArray::cpu_now`].
-    pub(super) fn cpu_or_now(&self, cpu: Option<u32>) -> u32 {
+    pub(crate) fn cpu_or_now(&self, cpu: Option<u32>) -> u32 {
         match cpu {
             Some(c) => c % self.bufs.len() as u32,
             None => self.cpu_now(),
@@ -366,7 +366,7 @@ impl TraceArray {
     /// Put an entry in CPU `cpu`'s buffer, stamped on the trace clock from
     /// its CLOCK_MONOTONIC time `mono`, and wake the readers.
     /// Returns whether it was stored.
-    pub(super) fn store(
+    pub(crate) fn store(
         &self,
         def: Arc<EventDef>,
         data: Vec<u8>,
@@ -401,7 +401,7 @@ impl TraceArray {
     }
 
     /// Wake the blocked readers (they recheck).
-    pub(super) fn wake(&self) {
+    pub(crate) fn wake(&self) {
         if self.pipe_readers.load(Ordering::Relaxed) > 0 {
             let ws: Vec<Waker> = self.wakers.lock_ok().iter().map(|w| w.1.clone()).collect();
             for w in ws {
@@ -412,7 +412,7 @@ impl TraceArray {
 
     /// The buffer grows to its full default size the first time tracing is
     /// set up (the kernel's `tracing_update_buffers`).
-    pub(super) fn expand(&self) {
+    pub(crate) fn expand(&self) {
         if !self.expanded.swap(true, Ordering::SeqCst) {
             for buf in &self.bufs {
                 buf.lock_ok().resize_bytes(DEFAULT_BUF_BYTES);
@@ -421,13 +421,13 @@ impl TraceArray {
     }
 
     /// Lock every CPU's buffer, in CPU order.
-    pub(super) fn lock_all(&self) -> Vec<MutexGuard<'_, CpuBuffer>> {
+    pub(crate) fn lock_all(&self) -> Vec<MutexGuard<'_, CpuBuffer>> {
         self.bufs.iter().map(|b| b.lock_ok()).collect()
     }
 
     /// Lock every CPU's snapshot buffer, in CPU order (after the live
     /// ones, when both are locked).
-    pub(super) fn lock_spare(&self) -> Vec<MutexGuard<'_, CpuBuffer>> {
+    pub(crate) fn lock_spare(&self) -> Vec<MutexGuard<'_, CpuBuffer>> {
         self.spare.iter().map(|b| b.lock_ok()).collect()
     }
 
@@ -439,7 +439,7 @@ impl TraceArray {
     /// Resize the snapshot buffer of `cpu` (or every CPU) to `bytes` when
     /// it is allocated: it follows the live buffer's size, as the
     /// kernel's `__tracing_resize_ring_buffer` resizes both.
-    pub(super) fn resize_spare(&self, cpu: Option<usize>, bytes: usize) {
+    pub(crate) fn resize_spare(&self, cpu: Option<usize>, bytes: usize) {
         let mut spare = self.lock_spare();
         if !self.snapshot_allocated() {
             return;
@@ -452,7 +452,7 @@ impl TraceArray {
     }
 
     /// Empty every buffer (`echo > trace`, a new trace clock).
-    pub(super) fn clear_all(&self) {
+    pub(crate) fn clear_all(&self) {
         for mut b in self.lock_all() {
             b.clear();
         }
@@ -474,8 +474,8 @@ impl TraceArray {
     /// power-of-two number of pages, 1 to 128 of them (EINVAL otherwise,
     /// `0` included), as the kernel's `buffer_subbuf_size_write`. A new
     /// size replaces every CPU's pages (see [`CpuBuffer::set_capacity`]).
-    pub(super) fn set_subbuf_kb(&self, data: &[u8]) -> crate::base::errno::SysResult<u32> {
-        let order = subbuf_order_for(super::parse::kstrtoul_from_user(data)?)
+    pub(crate) fn set_subbuf_kb(&self, data: &[u8]) -> crate::base::errno::SysResult<u32> {
+        let order = subbuf_order_for(crate::tracefs::parse::kstrtoul_from_user(data)?)
             .ok_or(crate::base::errno::Errno::EINVAL)?;
         let cap = ring::subbuf_capacity(order);
         // ring_buffer_subbuf_order_set: the same order is no change; another
@@ -523,7 +523,7 @@ impl TraceArray {
     /// snapshot), for all CPUs or `cpu`. When the chosen buffers hold no
     /// entry and `empty_help` is given, the header is `# tracer: nop` and
     /// that help instead of the column header (the `snapshot` file's).
-    pub(super) fn text_of(
+    pub(crate) fn text_of(
         &self,
         guards: &[MutexGuard<'_, CpuBuffer>],
         cpu: Option<usize>,

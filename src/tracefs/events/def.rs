@@ -642,7 +642,7 @@ fn pad(out: &mut String, spec: &Spec, body: &str) {
     }
 }
 
-/// A field value handed to [`super::Tracing::emit`], in field order.
+/// A field value handed to [`crate::tracefs::Tracing::emit`], in field order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FieldValue<'a> {
     /// An integer (stored truncated to the field size).

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use super::event::{EventDef, Field, FieldKind, Render, COMMON_SIZE};
-use super::ring::MAX_ENTRY;
+use crate::tracefs::events::{EventDef, Field, FieldKind, Render, COMMON_SIZE};
+use crate::tracefs::ring::MAX_ENTRY;
 
 /// The `ftrace` events whose formats monfs serves.
 pub struct FtraceEvents {

@@ -16,9 +16,11 @@
 //! at the slot's start, dynamic fields as a `__data_loc` word), except
 //! fixed strings, which take 256 bytes; dynamic data follows the slots.
 
+pub(crate) mod files;
+
 use std::fmt::Write as _;
 
-use super::event::{EventDef, Field, FieldKind, COMMON_SIZE};
+use crate::tracefs::events::{EventDef, Field, FieldKind, COMMON_SIZE};
 
 /// The system synthetic events are in.
 pub const SYSTEM: &str = "synthetic";
@@ -119,7 +121,7 @@ impl SynthField {
 
     /// The printf conversion of the field (`synth_field_fmt()`).
     pub fn fmt(&self) -> &'static str {
-        super::event::synth_field_fmt(&self.ty)
+        crate::tracefs::events::synth_field_fmt(&self.ty)
     }
 }
 
@@ -431,7 +433,7 @@ impl SynthDef {
         let (fields, fixed) = self.layout();
         let mut d = EventDef::with_fields(SYSTEM, &self.name, id, fields, self.print_fmt());
         d.fixed_size = fixed;
-        d.render = super::event::Render::Synth;
+        d.render = crate::tracefs::events::Render::Synth;
         d
     }
 
