@@ -16,7 +16,8 @@ use crate::tracefs::events::builtin;
 use crate::tracefs::events::ftrace::FtraceEvents;
 use crate::tracefs::events::{EventDef, EventError, FieldSpec, FieldValue};
 use crate::tracefs::hist::{Hist, NamedHists};
-use crate::tracefs::instances::array::{At, EventFile, TraceArray, OPT_PRINTK_DEST};
+use crate::tracefs::instances::array::{At, EventFile, TraceArray};
+use crate::tracefs::options::OPT_PRINTK_DEST;
 use crate::tracefs::ring::snapshot::Taken;
 use crate::tracefs::synth::SynthDef;
 use crate::tracefs::trigger::{
@@ -920,5 +921,43 @@ impl FireContext<EventId> for Host<'_> {
     }
     fn event_enabled(&self, e: &EventId) -> bool {
         e.0.file(self.a.slot).enabled.load(Ordering::Relaxed)
+    }
+}
+
+/// A trace array and the facility it belongs to, for the closures of its
+/// files: its own state through `Deref`, events through the facility.
+#[derive(Clone)]
+pub(crate) struct Arr {
+    pub(crate) t: Arc<Tracing>,
+    pub(crate) a: Arc<TraceArray>,
+}
+
+impl std::ops::Deref for Arr {
+    type Target = TraceArray;
+    fn deref(&self) -> &TraceArray {
+        &self.a
+    }
+}
+
+impl Arr {
+    /// Array `a` of `t`.
+    pub(crate) fn new(t: &Arc<Tracing>, a: Arc<TraceArray>) -> Arr {
+        Arr { t: t.clone(), a }
+    }
+    /// Every event, in `available_events` order.
+    pub(crate) fn events(&self) -> Vec<EventId> {
+        self.t.events()
+    }
+    /// Whether `e` is enabled in this array.
+    pub(crate) fn enabled(&self, e: &EventId) -> bool {
+        self.file(e).enabled.load(Ordering::Relaxed)
+    }
+    /// `e`'s state in this array.
+    pub(crate) fn file(&self, e: &EventId) -> Arc<EventFile> {
+        e.0.file(self.a.slot)
+    }
+    /// Enable or disable `e` in this array.
+    pub(crate) fn set_enabled(&self, e: &EventId, on: bool) {
+        self.t.set_enabled_in(&self.a, e, on);
     }
 }

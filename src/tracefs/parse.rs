@@ -170,6 +170,25 @@ pub fn parse_match(tok: &str) -> Option<EventMatch<'_>> {
     })
 }
 
+/// A `0` or `1` written to an `enable` file or an option, as
+/// [`kstrtoul_from_user`] reads it (EINVAL for any other number).
+pub fn enable_value(data: &[u8]) -> SysResult<bool> {
+    match kstrtoul_from_user(data)? {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+/// A number in `min..=max` from a write, or EINVAL.
+pub fn ranged(data: &[u8], min: u64, max: u64) -> SysResult<u64> {
+    let v = kstrtoul_from_user(data)?;
+    if v < min || v > max {
+        return Err(Errno::EINVAL);
+    }
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,9 @@
 
 pub mod builtin;
 pub mod def;
+pub(crate) mod files;
 pub mod ftrace;
+pub(crate) mod inject;
 pub mod sched;
 pub mod usb;
 

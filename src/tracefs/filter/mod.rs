@@ -10,6 +10,8 @@
 //! give EPERM/ENOENT/ESRCH, not EINVAL) and the caret column of the message
 //! that reading the filter shows afterwards.
 
+pub(crate) mod files;
+
 use crate::base::errno::Errno;
 
 use crate::tracefs::events::Field;

@@ -38,6 +38,8 @@
 //! hit; `map.rs` is the map (`tracing_map.c`) and the recording of a hit
 //! into it; `print.rs` prints the trigger and the `hist` file.
 
+pub(crate) mod files;
+
 mod actions;
 mod eval;
 mod expr;

@@ -2,16 +2,16 @@
 //! state and files (the same set a kernel instance has); `rmdir` removes
 //! it, EBUSY while any of its files is open, as the kernel's does.
 
+pub(crate) mod files;
+
 pub mod array;
 
 use std::sync::Arc;
 
 use crate::base::errno::{Errno, SysResult};
 use crate::base::vfs::{Caller, DirOps, NodeKind, Tree};
+use crate::tracefs::facility::Arr;
 use crate::tracefs::facility::Tracing;
-use crate::tracefs::files::{self, Arr};
-use crate::tracefs::ring::per_cpu;
-use crate::tracefs::{function, marker};
 
 /// The most instances at once (each can hold a full set of buffers); past
 /// it `mkdir` is ENOMEM, as the kernel's is when memory runs out.
@@ -49,10 +49,7 @@ impl DirOps for Instances {
         let a = self.t.new_instance(name)?;
         let tree = &self.tree;
         tree.add(&a.base(), NodeKind::Dir, 0o750);
-        files::install_array(&Arr::new(&self.t, a.clone()), tree);
-        per_cpu::install(&a, tree);
-        marker::install(&self.t, &a, tree);
-        function::install(&a, tree);
+        files::install_array(&Arr::new(&self.t, a), tree);
         Ok(())
     }
 

@@ -20,6 +20,8 @@
 //! id, the reader sub-buffer among them. [`Mapped`] keeps what a mapping
 //! shows: the sub-buffer ids in ring order and the reader sub-buffer's bytes.
 
+pub(crate) mod files;
+
 pub(crate) mod per_cpu;
 pub mod snapshot;
 pub mod trace_clock;

@@ -40,6 +40,8 @@
 //! - A filter that does not parse fails the write with the filter's errno
 //!   and logs `event filter parse error` to `error_log`.
 
+pub(crate) mod files;
+
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
