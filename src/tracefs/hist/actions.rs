@@ -3,6 +3,7 @@
 //! `snapshot()`, parsed and checked against the synthetic event's fields
 //! as `parse_action()`, `onmatch_create()` and `trace_action_create()` in
 //! `kernel/trace/trace_events_hist.c` do.
+
 use super::{
     ActKind, Action, Errs, HField, Handler, HistEnv, E_ACTION_MISMATCH, E_ACTION_NOT_FOUND,
     E_HIST_NOT_FOUND, E_INVALID_PARAM, E_INVALID_SUBSYS_EVENT, E_NO_CLOSING_PAREN,

@@ -2,6 +2,7 @@
 //! bytes the kernel's `hist_field_*()` functions compute in
 //! `kernel/trace/trace_events_hist.c` (signed fields sign-extended,
 //! `.log2` and `.buckets` applied, expressions evaluated).
+
 use super::{
     log2_roundup, CmpKind, DivFn, HField, Hit, Op, Src, Val, DIV_SHIFT, FL_ALIAS, FL_BUCKET,
     FL_COMM, FL_CONST, FL_CPU, FL_EXECNAME, FL_GRAPH, FL_HEX, FL_HITCOUNT, FL_LOG2, FL_PERCENT,

@@ -2,6 +2,7 @@
 //! variable reference (`$x`, `sys.event.$x`), a constant, or `+ - * /`
 //! expressions of them, as `parse_expr()`, `parse_atom()` and
 //! `create_field_var()` in `kernel/trace/trace_events_hist.c` build them.
+
 use super::{
     DivFn, Errs, HField, Hist, HistEnv, Hit, Op, Src, VarRef, DIV_SHIFT, E_BAD_FIELD_MODIFIER,
     E_DIVISION_BY_ZERO, E_EXPECT_NUMBER, E_FIELD_NOT_FOUND, E_FIELD_VAR_PARSE_FAIL,

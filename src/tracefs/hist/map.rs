@@ -3,6 +3,7 @@
 //! beyond it counted as drops), and the named histograms that several
 //! events share; [`Hist::record`] is `event_hist_trigger()` of
 //! `kernel/trace/trace_events_hist.c`, which feeds it.
+
 use super::{ActKind, Elt, Handler, Hist, HistAction, HistDef, Hit, KeyPart, MapState, Val};
 use crate::base::sync::LockExt;
 use crate::tracefs::synth::SynthVal;

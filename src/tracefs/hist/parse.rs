@@ -3,6 +3,7 @@
 //! in the order and with the errors of `kernel/trace/trace_events_hist.c`
 //! (`parse_hist_trigger_attrs()`, `hist_trigger_elt_data_alloc()`,
 //! `create_hist_fields()`, `create_sort_keys()`).
+
 use super::{
     log2_roundup, ActKind, Errs, HField, Handler, HistDef, HistEnv, SortKey, ACTIONS_MAX,
     E_BAD_FIELD_MODIFIER, E_DUPLICATE_VAR, E_EMPTY_ASSIGNMENT, E_EMPTY_SORT_FIELD,

@@ -3,6 +3,7 @@
 //! file's entries, sorted, with their totals (`hist_show()`,
 //! `hist_trigger_entry_print()`), as `kernel/trace/trace_events_hist.c`
 //! prints them.
+
 use std::fmt::Write as _;
 
 use crate::base::sync::LockExt;
