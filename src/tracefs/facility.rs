@@ -12,6 +12,7 @@ use crate::base::errno::SysResult;
 use crate::base::sync::{LockExt, RwLockExt};
 use crate::base::vfs::Tree;
 use crate::tracefs::config::{TracingConfig, EVENT_ID_BASE};
+use crate::tracefs::error_log::ErrorLog;
 use crate::tracefs::events::builtin;
 use crate::tracefs::events::ftrace::FtraceEvents;
 use crate::tracefs::events::{EventDef, EventError, FieldSpec, FieldValue};
@@ -21,7 +22,7 @@ use crate::tracefs::options::OPT_PRINTK_DEST;
 use crate::tracefs::ring::snapshot::Taken;
 use crate::tracefs::synth::SynthDef;
 use crate::tracefs::trigger::{
-    ErrorLog, FireContext, Hit, TriggerAction, TriggerEvent, TriggerHost, Triggers,
+    FireContext, Hit, TriggerAction, TriggerEvent, TriggerHost, Triggers,
 };
 
 /// Called after an event's enabled state changed (user_events updates its

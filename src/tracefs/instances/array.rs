@@ -10,13 +10,13 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use crate::base::sync::{LockExt, RwLockExt};
 use crate::base::vfs::Waker;
+use crate::tracefs::error_log::ErrorLog;
 use crate::tracefs::events::EventDef;
 use crate::tracefs::filter;
 use crate::tracefs::hist::NamedHists;
 use crate::tracefs::options::{OPTIONS, OPT_PRINTK_DEST};
 use crate::tracefs::ring::trace_clock::TraceClock;
 use crate::tracefs::ring::{self, CpuBuffer, Entry, BUF_PAGE_SIZE, DEFAULT_BUF_BYTES};
-use crate::tracefs::trigger::ErrorLog;
 
 /// An event's filter state.
 #[derive(Clone, Debug, Default)]

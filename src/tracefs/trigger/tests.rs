@@ -11,6 +11,7 @@ use std::sync::Mutex;
 
 use super::*;
 use crate::base::sync::LockExt;
+use crate::tracefs::error_log::ERROR_LOG_MAX;
 use crate::tracefs::events::{EventDef, FieldSpec, FieldValue};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
