@@ -36,6 +36,7 @@ mod marker;
 pub mod options;
 pub mod parse;
 mod pid_list;
+mod record;
 pub mod ring;
 pub mod synth;
 mod trace;
