@@ -338,6 +338,16 @@ fn grammar_errnos_and_read_back_match_the_real_tracefs() {
     }
 }
 
+/// A hist trigger `cmd` written on `sched_switch` and read back as
+/// `shows`.
+fn switch_hist(cmd: &str, shows: &str) -> (EventDef, Triggers<Ev>) {
+    let def = sched_switch();
+    let t: Triggers<Ev> = Triggers::new();
+    run(&t, &def, &Host::default(), &[(cmd, "ok")]);
+    assert_eq!(t.read_text(), shows);
+    (def, t)
+}
+
 fn run(t: &Triggers<Ev>, def: &EventDef, host: &Host, cmds: &[(&str, &str)]) {
     for (cmd, want) in cmds {
         let r = t.write(cmd.as_bytes(), def, host);
@@ -675,21 +685,9 @@ fn hist_numeric_key() {
 
 #[test]
 fn hist_string_key_value_and_sort() {
-    let def = sched_switch();
-    let host = Host::default();
-    let t: Triggers<Ev> = Triggers::new();
-    run(
-        &t,
-        &def,
-        &host,
-        &[(
-            "hist:keys=next_comm:vals=prev_prio:sort=prev_prio.descending",
-            "ok",
-        )],
-    );
-    assert_eq!(
-        t.read_text(),
-        "hist:keys=next_comm:vals=hitcount,prev_prio:sort=prev_prio.descending:size=2048 [active]\n"
+    let (def, t) = switch_hist(
+        "hist:keys=next_comm:vals=prev_prio:sort=prev_prio.descending",
+        "hist:keys=next_comm:vals=hitcount,prev_prio:sort=prev_prio.descending:size=2048 [active]\n",
     );
     let cx = ON;
     t.fire(&hit(&switch_entry(&def, 1, 7, 120)), &cx);
@@ -1076,21 +1074,9 @@ fn event_id_is_a_trigger_event() {
 /// the kernel's hist_trigger_print_val prints them.
 #[test]
 fn hist_percent_and_graph_values() {
-    let def = sched_switch();
-    let host = Host::default();
-    let t: Triggers<Ev> = Triggers::new();
-    run(
-        &t,
-        &def,
-        &host,
-        &[(
-            "hist:keys=prev_pid:vals=prev_prio.percent,next_pid.graph:sort=prev_pid",
-            "ok",
-        )],
-    );
-    assert_eq!(
-        t.read_text(),
-        "hist:keys=prev_pid:vals=hitcount,prev_prio.percent,next_pid.graph:sort=prev_pid:size=2048 [active]\n"
+    let (def, t) = switch_hist(
+        "hist:keys=prev_pid:vals=prev_prio.percent,next_pid.graph:sort=prev_pid",
+        "hist:keys=prev_pid:vals=hitcount,prev_prio.percent,next_pid.graph:sort=prev_pid:size=2048 [active]\n",
     );
     let cx = ON;
     t.fire(&hit(&switch_entry(&def, 1, 10, 100)), &cx);
@@ -1110,7 +1096,7 @@ fn hist_percent_and_graph_values() {
     run(
         &t2,
         &def,
-        &host,
+        &Host::default(),
         &[("hist:keys=prev_pid.percent", "EINVAL")],
     );
 }
