@@ -1,8 +1,11 @@
 //! Trace events (`kernel/trace/trace_events.c`): the event definitions
-//! (`def.rs`, the kernel's `TRACE_EVENT`, and `print.rs`, how a record
-//! prints), the built-in systems and their
-//! producers (`builtin.rs`, `usb.rs`, `sched.rs`), and the `ftrace`
-//! system's formats (`ftrace.rs`, the kernel's `trace_entries.h`).
+//! (`def.rs`, the kernel's `TRACE_EVENT`, with their fields in `field.rs`,
+//! what can be wrong with them in `error.rs`, and how a record prints in
+//! `print.rs`), the event files (`files.rs`: `available_events`,
+//! `set_event`, the `events/` tree) and `inject` (`inject.rs`), the
+//! built-in systems and their producers (`builtin.rs`, `usb.rs`,
+//! `sched.rs`), and the `ftrace` system's formats (`ftrace.rs`, the
+//! kernel's `trace_entries.h`).
 
 pub mod builtin;
 pub mod def;

@@ -15,7 +15,7 @@
 //!
 //! Variables (`x=expr`), references to them across events (`$x`) and the
 //! `onmatch()`, `onmax()` and `onchange()` actions with `trace`, `save` and
-//! `snapshot` are supported, with synthetic events (see `synth.rs`).
+//! `snapshot` are supported, with synthetic events (see `synth/`).
 //!
 //! Not supported (they fail with the error the kernel gives when the thing
 //! they name cannot be found, logged to `error_log`): stack-trace keys

@@ -6,7 +6,7 @@
 //!
 //! `trace_pipe_raw` can be memory mapped, as trace.c's
 //! `tracing_buffers_mmap` and `tracing_buffers_ioctl` allow since 6.10:
-//! the mapping shows the meta page and the sub-buffers (`ring.rs`,
+//! the mapping shows the meta page and the sub-buffers (`mmap.rs`,
 //! [`CpuBuffer::map_read`]) and `TRACE_MMAP_IOCTL_GET_READER` swaps the
 //! reader sub-buffer. FUSE tells the daemon of no mmap or munmap: a buffer
 //! counts as mapped from the first page-cache fill of a mapping of it (or a
