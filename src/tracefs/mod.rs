@@ -15,6 +15,7 @@
 pub mod builtin;
 pub mod config;
 mod ctl;
+pub mod eprobe;
 pub mod event;
 mod facility;
 mod files;
