@@ -40,6 +40,8 @@ pub struct Event {
     /// How many trace arrays have it armed (triggers or soft mode).
     pub(super) armed: AtomicUsize,
     pub(super) hook: OnceLock<EnableHook>,
+    /// The event probes attached to it.
+    pub(super) probes: RwLock<Vec<Arc<dyn AttachedProbe>>>,
 }
 
 impl Event {
@@ -52,6 +54,25 @@ impl Event {
     pub(super) fn trig(&self, slot: usize) -> Arc<Triggers<EventId>> {
         per_slot(&self.triggers, slot)
     }
+}
+
+/// An event probe attached to an event, as the event list and recording
+/// see it (the kernel's `dyn_event_operations` for `e:` lines; made in
+/// [`super::eprobe`]).
+pub(super) trait AttachedProbe: Send + Sync {
+    /// The probe's own event.
+    fn event(&self) -> &EventId;
+    /// The event it is attached to.
+    fn target(&self) -> &EventId;
+    /// Its `dynamic_events` line.
+    fn show(&self) -> String;
+    /// Whether a `-:` line's `[GROUP/]NAME` and words name it.
+    fn matches(&self, system: Option<&str>, event: &str, argv: &[&str]) -> bool;
+    /// The array slots it is active in.
+    fn slots(&self) -> &Mutex<Vec<usize>>;
+    /// Its entry for one record of the attached event; None when its
+    /// filter drops the record.
+    fn entry(&self, rec: &[u8], comm: &str, cpu: u32) -> Option<Vec<u8>>;
 }
 
 /// The entry of `slot` in a per-array list, the list grown with defaults
@@ -85,6 +106,7 @@ impl EventId {
             triggers: RwLock::new(Vec::new()),
             armed: AtomicUsize::new(0),
             hook: OnceLock::new(),
+            probes: RwLock::new(Vec::new()),
         }))
     }
     /// Whether the event fires: enabled in a trace array, or armed there
@@ -198,6 +220,8 @@ pub struct Tracing {
     pub(super) printk_dest: Mutex<usize>,
     /// The synthetic events, in creation order.
     pub(super) synth: Mutex<Vec<SynthEntry>>,
+    /// The event probes, in creation order.
+    pub(super) eprobes: Mutex<Vec<Arc<dyn AttachedProbe>>>,
 }
 
 /// A synthetic event: its definition, its event and how many hist
@@ -236,6 +260,7 @@ impl Tracing {
             on_event_fork: OnceLock::new(),
             printk_dest: Mutex::new(0),
             synth: Mutex::new(Vec::new()),
+            eprobes: Mutex::new(Vec::new()),
         });
         let builtin = builtin::builtin_defs()
             .into_iter()
@@ -353,6 +378,7 @@ impl Tracing {
         }
         let file = id.0.file(arr.slot);
         self.flip(id, &file.enabled, &id.0.enabled, on);
+        self.eprobe_sync(id, arr.slot);
     }
 
     /// Set one array's `flag` for `id` to `on`, keep `count` (how many
@@ -381,6 +407,7 @@ impl Tracing {
         let file = id.0.file(slot);
         let want = !id.0.trig(slot).is_empty() || file.soft.load(Ordering::SeqCst) > 0;
         self.flip(id, &file.armed, &id.0.armed, want);
+        self.eprobe_sync(id, slot);
     }
 
     /// A write to `id`'s `trigger` file in `arr`.

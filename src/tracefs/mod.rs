@@ -25,6 +25,7 @@
 
 pub mod config;
 mod ctl;
+pub mod eprobe;
 pub mod error_log;
 pub mod events;
 mod facility;

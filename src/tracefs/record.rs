@@ -109,6 +109,14 @@ impl Tracing {
         at: At,
     ) -> bool {
         let pid = u32::from_le_bytes(data[4..8].try_into().unwrap());
+        // Event probes take their values from the record before it is
+        // committed, and are recorded after it.
+        let probed = if file.armed.load(Ordering::Relaxed) && !id.0.probes.read_ok().is_empty() {
+            let cpu = arr.cpu_or_now(at.cpu);
+            self.eprobe_entries(arr, id, &data, comm, cpu)
+        } else {
+            Vec::new()
+        };
         // Armed: the event has triggers here (they decide) or is in soft
         // mode (recorded only if also enabled). Not armed: record_on found
         // it enabled, or inject records it whatever its state.
@@ -125,6 +133,10 @@ impl Tracing {
         };
         if stored {
             self.save_cmdline(pid, comm);
+        }
+        for (pid_event, entry) in probed {
+            let pfile = pid_event.0.file(arr.slot);
+            self.record_in(arr, &pid_event, &pfile, entry, comm, at);
         }
         stored
     }

@@ -23,7 +23,7 @@ pub enum FieldValue<'a> {
 }
 
 /// How a trace line shows an event's fields.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Render {
     /// `name: ` and the print format's output (TRACE_EVENT events).
     PrintFmt,
@@ -44,6 +44,9 @@ pub enum Render {
     /// prints up to the end of the entry or an all-ones word). monfs has
     /// no kernel symbols to name them by: an address shows in hex.
     KernelStack,
+    /// An event probe: ` (SYSTEM.EVENT)` and its arguments
+    /// (`print_eprobe_event`).
+    Probe(std::sync::Arc<crate::tracefs::eprobe::ProbePrint>),
 }
 
 /// A complete event definition.
@@ -125,13 +128,14 @@ impl EventDef {
     /// The text after `name:` in a trace line (a leading space included
     /// when there is any).
     pub fn render_line(&self, entry: &[u8], out: &mut String) {
-        match self.render {
+        match &self.render {
             Render::PrintFmt => {
                 out.push(' ');
                 self.print.render(&self.fields, entry, out);
             }
             Render::Fields => render_fields(&self.fields, entry, out),
             Render::Synth => render_synth(&self.fields, entry, out),
+            Render::Probe(p) => p.render(entry, out),
             Render::FtracePrint | Render::FtraceRaw | Render::KernelStack => {}
         }
     }

@@ -117,7 +117,7 @@ impl Tracing {
             .iter()
             .position(|e| e.def.name == name)
             .ok_or(Errno::ENOENT)?;
-        if Self::synth_busy(&list[i]) {
+        if Self::synth_busy(&list[i]) || self.eprobe_attached(&list[i].id) {
             return Err(Errno::EBUSY);
         }
         let e = list.remove(i);
@@ -142,7 +142,10 @@ impl Tracing {
     /// (`synthetic_events` opened with `O_TRUNC`).
     pub(crate) fn synth_clear(&self) -> SysResult<()> {
         let mut list = self.synth.lock_ok();
-        if list.iter().any(Self::synth_busy) {
+        if list
+            .iter()
+            .any(|e| Self::synth_busy(e) || self.eprobe_attached(&e.id))
+        {
             return Err(Errno::EBUSY);
         }
         let gone = std::mem::take(&mut *list);

@@ -1,9 +1,12 @@
 # shellcheck shell=bash
-# fresh-mount.sh: a fresh monfs for the runners of outside test suites
-# (scripts/selftests, ftrace-selftests, ring-buffer-selftests,
-# libtracefs-utest, trace-cmd-3.3). Sourced by a bash script that defines
-#   die MESSAGE   print an error and exit non-zero
-# Then
+# common.sh: what the project's scripts share, sourced by a bash script.
+#
+#   script_init NAME
+#       defines, for a script that calls itself NAME:
+#         die MESSAGE...   "NAME: error: MESSAGE" on stderr, exit 1
+#         log MESSAGE...   "[NAME  12.3s] MESSAGE" (seconds since script_init)
+#         usage [CODE]     the script's header comment (from line 2 to the
+#                          line before `set -euo`), then exit CODE (0)
 #   fresh_mount MONFS MNT LOG LEVEL [OPTION...]
 #       starts `MONFS --log-level LEVEL mount MNT --foreground OPTION...` in
 #       the background, its output in LOG, and waits (10 s at most) until it
@@ -13,6 +16,17 @@
 #       stops that daemon (SIGTERM, SIGKILL after 5 s) and unmounts MNT if
 #       it is still mounted; for the caller's EXIT trap, safe to call when
 #       nothing was mounted.
+
+script_init() {
+	SCRIPT_NAME=$1
+	SCRIPT_T0=$EPOCHREALTIME
+}
+
+die() { echo "$SCRIPT_NAME: error: $*" >&2; exit 1; }
+
+log() { printf '[%s %6.1fs] %s\n' "$SCRIPT_NAME" "$(awk "BEGIN{print $EPOCHREALTIME - $SCRIPT_T0}")" "$*"; }
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
 
 FRESH_DAEMON=
 FRESH_MNT=
