@@ -4,7 +4,7 @@
 //! and trigger state. Entries are recorded into it by `record.rs`; the
 //! files that show and change it are each mechanism's (through [`Arr`]).
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
@@ -12,6 +12,7 @@ use crate::base::clock::Clock;
 use crate::base::errno::SysResult;
 use crate::base::sync::{LockExt, RwLockExt};
 use crate::base::vfs::Tree;
+use crate::tracefs::cmdlines::Cmdlines;
 use crate::tracefs::config::{TracingConfig, EVENT_ID_BASE};
 use crate::tracefs::error_log::ErrorLog;
 use crate::tracefs::events::builtin;
@@ -125,65 +126,6 @@ impl EventId {
     }
 }
 
-/// `saved_cmdlines` and `saved_tgids`: the comms and tgids of recent
-/// tasks, at most `size` of them (the oldest goes first).
-pub(super) struct Cmdlines {
-    pub(super) size: usize,
-    pub(super) comms: HashMap<u32, Box<str>>,
-    pub(super) order: VecDeque<u32>,
-    pub(super) tgids: HashMap<u32, u32>,
-}
-
-impl Cmdlines {
-    pub(super) fn save(&mut self, pid: u32, comm: &str) {
-        if pid == 0 || self.size == 0 {
-            return;
-        }
-        match self.comms.get_mut(&pid) {
-            Some(c) if &**c == comm => {}
-            Some(c) => *c = comm.into(),
-            None => {
-                if self.order.len() >= self.size {
-                    if let Some(old) = self.order.pop_front() {
-                        self.comms.remove(&old);
-                    }
-                }
-                self.order.push_back(pid);
-                self.comms.insert(pid, comm.into());
-            }
-        }
-    }
-
-    /// Remember `pid`'s thread group (`record-tgid`), looked up once.
-    pub(super) fn save_tgid(&mut self, pid: u32) {
-        if pid == 0 || self.tgids.contains_key(&pid) {
-            return;
-        }
-        if self.tgids.len() >= SAVED_CMDLINES_MAX {
-            self.tgids.clear();
-        }
-        let tgid = crate::base::procmem::tgid_of(pid).unwrap_or(pid);
-        self.tgids.insert(pid, tgid);
-    }
-}
-
-/// The kernel's default `saved_cmdlines_size` request.
-const SAVED_CMDLINES_DEFAULT: usize = 128;
-
-/// The `saved_cmdlines_size` a request of `n` gets. The kernel rounds the
-/// buffer up to a power-of-two allocation (`struct saved_cmdlines_buffer`,
-/// 131,096 bytes with its pid map, then 20 bytes per comm: 16 for the comm
-/// and 4 for its pid) and uses all of it: 128 reads back as 6552 and 20,000
-/// as 45,874 on 6.18.
-pub(crate) fn cmdlines_rounded(n: usize) -> usize {
-    const MAP: usize = 131_096;
-    const PER: usize = 20;
-    let alloc = (MAP + n * PER).next_power_of_two();
-    (alloc - MAP) / PER
-}
-/// The largest `saved_cmdlines_size` the kernel takes (`PID_MAX_DEFAULT`).
-pub(super) const SAVED_CMDLINES_MAX: usize = 32768;
-
 /// The tracing facility: the events and the trace arrays (the top level
 /// and the instances) they are recorded into.
 pub struct Tracing {
@@ -245,12 +187,7 @@ impl Tracing {
             events: RwLock::new(Vec::new()),
             arrays: RwLock::new(vec![Some(top.clone())]),
             top,
-            cmdlines: Mutex::new(Cmdlines {
-                size: cmdlines_rounded(SAVED_CMDLINES_DEFAULT),
-                comms: HashMap::new(),
-                order: VecDeque::new(),
-                tgids: HashMap::new(),
-            }),
+            cmdlines: Mutex::new(Cmdlines::new()),
             ftrace,
             marker,
             next_id: Mutex::new(EVENT_ID_BASE),

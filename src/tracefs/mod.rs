@@ -23,6 +23,7 @@
 //! `instances/files.rs` adds one trace array's files, and this module only
 //! wires the global ones and the top level's into a tree.
 
+mod cmdlines;
 pub mod config;
 mod ctl;
 pub mod eprobe;

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use crate::base::errno::{Errno, SysResult};
 use crate::base::sync::{LockExt, RwLockExt};
 use crate::base::vfs::Tree;
+use crate::tracefs::cmdlines::{cmdlines_rounded, SAVED_CMDLINES_MAX};
 use crate::tracefs::ctl::{add_ctl, bool_line, Ctl, MODE_READ, MODE_WRITE};
-use crate::tracefs::facility::{cmdlines_rounded, Arr, Tracing, SAVED_CMDLINES_MAX};
+use crate::tracefs::facility::{Arr, Tracing};
 use crate::tracefs::parse::{kstrtoul_from_user, ranged};
 
 const README: &str = "tracing mini-HOWTO (monfs):\n\
