@@ -18,7 +18,7 @@ use super::expr::{FoundVar, Parser};
 
 /// `parse_action_params()`: comma-separated, blanks stripped, each at
 /// least two characters; with `keyword` the first is the synthetic event.
-pub(super) fn action_params(
+fn action_params(
     errs: &mut Errs<'_>,
     params: &str,
     keyword: bool,
@@ -48,11 +48,7 @@ pub(super) fn action_params(
 }
 
 /// `action_parse()`: `.name(params)` after a handler.
-pub(super) fn parse_action(
-    errs: &mut Errs<'_>,
-    s: &str,
-    handler: Handler,
-) -> Result<Action, Errno> {
+fn parse_action(errs: &mut Errs<'_>, s: &str, handler: Handler) -> Result<Action, Errno> {
     let Some((_, after)) = s.split_once('.') else {
         errs.at0(E_ACTION_NOT_FOUND);
         return Err(Errno::EINVAL);
@@ -148,7 +144,7 @@ pub(super) fn parse_actions(
 }
 
 /// `check_synth_field()`: whether a variable of type `v` fits field `f`.
-pub(super) fn synth_field_ok(f: &crate::tracefs::synth::SynthField, v: &HField) -> bool {
+fn synth_field_ok(f: &crate::tracefs::synth::SynthField, v: &HField) -> bool {
     if v.type_name.contains("char[") && f.is_string && f.is_dynamic {
         return true;
     }

@@ -21,13 +21,13 @@ use std::sync::Arc;
 
 /// Where a field comes from, by name: the event's own fields first, then
 /// the generic `cpu`/`comm` fields, then the common fields.
-pub(super) enum Found {
+enum Found {
     Event(Field),
     Cpu(String),
     Comm(String),
 }
 
-pub(super) fn find_field(def: &EventDef, name: &str) -> Option<Found> {
+fn find_field(def: &EventDef, name: &str) -> Option<Found> {
     if let Some(f) = def.fields.iter().find(|f| f.name == name) {
         return Some(Found::Event(f.clone()));
     }
@@ -44,7 +44,7 @@ pub(super) fn find_field(def: &EventDef, name: &str) -> Option<Found> {
 
 /// What an event field looks like to the hist code: its type name as the
 /// kernel's `ftrace_event_field` records it.
-pub(super) fn type_of(f: &Field) -> String {
+fn type_of(f: &Field) -> String {
     f.ctype.clone()
 }
 
@@ -76,7 +76,7 @@ pub(super) struct FoundVar {
 impl Parser<'_, '_> {
     /// `local_field_var_ref()`: `$x` where this trigger defines `x=field`
     /// stands for the field.
-    pub(super) fn local_field_var_ref(
+    fn local_field_var_ref(
         &self,
         sys: Option<&str>,
         ev: Option<&str>,
@@ -96,7 +96,7 @@ impl Parser<'_, '_> {
     }
 
     /// The variable `name` of a registered histogram on `sys:ev`.
-    pub(super) fn file_var(&self, sys: &str, ev: &str, name: &str) -> Option<FoundVar> {
+    fn file_var(&self, sys: &str, ev: &str, name: &str) -> Option<FoundVar> {
         self.env
             .hists()
             .into_iter()
@@ -189,7 +189,7 @@ impl Parser<'_, '_> {
     }
 
     /// Expression operands that are references read their variable once.
-    pub(super) fn mark_read_once(&mut self, f: &HField) {
+    fn mark_read_once(&mut self, f: &HField) {
         if f.flags & FL_VAR_REF != 0 {
             if let Some(r) = self.refs.get_mut(f.ref_idx) {
                 r.read_once = true;
@@ -382,7 +382,7 @@ impl Parser<'_, '_> {
     }
 
     /// `parse_atom()`: a constant, a variable reference or a field.
-    pub(super) fn atom(&mut self, s: &str, flags: u32) -> Result<HField, Errno> {
+    fn atom(&mut self, s: &str, flags: u32) -> Result<HField, Errno> {
         let mut flags = flags;
         if s.as_bytes().first().is_some_and(u8::is_ascii_digit) {
             let Ok(c) = kstrtoul_base0(s) else {
@@ -512,7 +512,7 @@ impl Parser<'_, '_> {
         Ok(e)
     }
 
-    pub(super) fn unary(&mut self, s: &str, flags: u32, n_sub: &mut u32) -> Result<HField, Errno> {
+    fn unary(&mut self, s: &str, flags: u32, n_sub: &mut u32) -> Result<HField, Errno> {
         *n_sub += 1;
         if *n_sub > 3 {
             self.errs.at(E_TOO_MANY_SUBEXPR, s);
@@ -551,7 +551,7 @@ impl Parser<'_, '_> {
 /// The root operator of an expression and where it is: the last `-` or
 /// `+` (a `-` at the very start is a unary minus), else the last `*` or
 /// `/`.
-pub(super) fn contains_operator(s: &str) -> (Op, usize) {
+fn contains_operator(s: &str) -> (Op, usize) {
     let minus = s.rfind('-');
     let plus = s.rfind('+');
     if minus == Some(0) {
@@ -574,7 +574,7 @@ pub(super) fn contains_operator(s: &str) -> (Op, usize) {
 }
 
 /// `expr_str()`: the text of an expression, `None` past two levels.
-pub(super) fn expr_text(e: &HField, level: u32) -> Option<String> {
+fn expr_text(e: &HField, level: u32) -> Option<String> {
     if level > 1 {
         return None;
     }

@@ -23,12 +23,7 @@ impl Hist {
     /// `resolve_var_refs()`: the references' values for `key`, from the
     /// other histograms (`own` is `None`) or from this one's entry `own`.
     /// `None` when a variable is not set.
-    pub(super) fn resolve(
-        &self,
-        key: &[KeyPart],
-        vals: &mut [Val],
-        own: Option<&mut Elt>,
-    ) -> Option<()> {
+    fn resolve(&self, key: &[KeyPart], vals: &mut [Val], own: Option<&mut Elt>) -> Option<()> {
         let d = &self.def;
         match own {
             None => {

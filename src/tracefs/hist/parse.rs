@@ -25,7 +25,7 @@ use super::expr::{FoundVar, Parser};
 
 /// Attributes before the fields are built.
 #[derive(Default)]
-pub(super) struct Attrs {
+struct Attrs {
     keys: Option<String>,
     vals: Option<String>,
     sort: Option<String>,
@@ -40,7 +40,7 @@ pub(super) struct Attrs {
     actions: Vec<String>,
 }
 
-pub(super) fn parse_attrs(param: &str, errs: &mut Errs<'_>) -> Result<Attrs, Errno> {
+fn parse_attrs(param: &str, errs: &mut Errs<'_>) -> Result<Attrs, Errno> {
     let mut a = Attrs::default();
     for tok in param.split(':') {
         if let Some(eq) = tok.find('=') {
@@ -373,11 +373,7 @@ pub(crate) fn parse(
 }
 
 /// `create_sort_keys()`.
-pub(super) fn parse_sort(
-    ss: &str,
-    d: &HistDef,
-    errs: &mut Errs<'_>,
-) -> Result<Vec<SortKey>, Errno> {
+fn parse_sort(ss: &str, d: &HistDef, errs: &mut Errs<'_>) -> Result<Vec<SortKey>, Errno> {
     let mut out = Vec::new();
     let mut rest: Option<&str> = Some(ss);
     let fields: Vec<&HField> = d.vals.iter().chain(d.keys.iter()).collect();

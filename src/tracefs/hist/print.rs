@@ -64,7 +64,7 @@ impl HField {
 impl Action {
     /// The action as the trigger file shows it (`print_actions_spec()`);
     /// `saves` are the histogram's `save()` variable names.
-    pub(super) fn spec(&self, saves: &[String], out: &mut String) {
+    fn spec(&self, saves: &[String], out: &mut String) {
         match &self.handler {
             Handler::Match { system, event } => {
                 let _ = write!(out, ":onmatch({system}.{event}).{}(", self.name);
@@ -185,7 +185,7 @@ impl HistDef {
 impl Hist {
     /// `print_actions()`: the tracked value and the saved fields of an
     /// entry, for `onmax()`/`onchange()` actions other than `snapshot()`.
-    pub(super) fn print_actions(&self, s: &mut String, e: &Elt) {
+    fn print_actions(&self, s: &mut String, e: &Elt) {
         let d = &self.def;
         for a in &d.actions {
             if a.kind == ActKind::Snapshot {
@@ -313,7 +313,7 @@ impl Hist {
     }
 }
 
-pub(super) fn cmp_key(kind: CmpKind, a: &KeyPart, b: &KeyPart) -> std::cmp::Ordering {
+fn cmp_key(kind: CmpKind, a: &KeyPart, b: &KeyPart) -> std::cmp::Ordering {
     use std::cmp::Ordering;
     match (kind, a, b) {
         (CmpKind::Num(size, signed), KeyPart::Num(x), KeyPart::Num(y)) => {
@@ -340,7 +340,7 @@ pub(super) fn cmp_key(kind: CmpKind, a: &KeyPart, b: &KeyPart) -> std::cmp::Orde
 }
 
 /// `%-Ns` of a string up to its NUL.
-pub(super) fn pad_str(out: &mut String, b: &[u8], width: usize) {
+fn pad_str(out: &mut String, b: &[u8], width: usize) {
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
     let t = crate::base::bytestr::text(&b[..end]);
     let _ = write!(out, "{t:<width$}");
@@ -349,7 +349,7 @@ pub(super) fn pad_str(out: &mut String, b: &[u8], width: usize) {
 /// `{ key: value, ... }` (`hist_trigger_print_key()`). Numbers print as
 /// the unsigned 64-bit values the kernel stores; `.sym` of a number that is
 /// no kernel symbol prints as the kernel prints an unknown address.
-pub(super) fn print_key(s: &mut String, d: &HistDef, e: &Elt) {
+fn print_key(s: &mut String, d: &HistDef, e: &Elt) {
     s.push_str("{ ");
     for (i, (k, part)) in d.keys.iter().zip(&e.key).enumerate() {
         if i > 0 {
@@ -393,7 +393,7 @@ pub(super) fn print_key(s: &mut String, d: &HistDef, e: &Elt) {
 /// 100 times the percentage `val` is of `total`, as the kernel's
 /// `__get_percentage` computes it; `u32::MAX` where it cannot (a value of
 /// a zero total).
-pub(super) fn percentage(val: u64, total: u64) -> u32 {
+fn percentage(val: u64, total: u64) -> u32 {
     if total == 0 {
         return if val != 0 { u32::MAX } else { 0 };
     }
