@@ -8,9 +8,9 @@
 //! event is enabled or armed; [`Tracing::record_in`] records it in one
 //! array: through the event's triggers there ([`Tracing::fire`]: actions
 //! before, the entry, actions after) or straight to
-//! [`Tracing::commit`], which filters and stores it
-//! ([`TraceArray::record`]) and adds a stack entry when the `stacktrace`
-//! option asks for one. `trace_marker` writes come in through
+//! [`Tracing::commit`], which stores it if the array takes it
+//! ([`admits`]: `tracing_on`, pid lists, CPU mask, filter) and adds a
+//! stack entry when the `stacktrace` option asks for one. `trace_marker` writes come in through
 //! [`Tracing::record_marker`].
 
 use std::sync::atomic::Ordering;
@@ -19,7 +19,8 @@ use crate::base::clock::Timestamp;
 use crate::base::sync::{LockExt, RwLockExt};
 use crate::tracefs::events::{EventDef, FieldValue};
 use crate::tracefs::facility::{EventId, Host, Tracing};
-use crate::tracefs::instances::array::{At, EventFile, TraceArray};
+use crate::tracefs::filter;
+use crate::tracefs::instances::array::{At, EventFile, FilterState, TraceArray};
 use crate::tracefs::ring::snapshot::Taken;
 use crate::tracefs::trigger::{Hit, TriggerAction, Triggers};
 
@@ -190,10 +191,10 @@ impl Tracing {
         stored
     }
 
-    /// Store an event entry in `arr` through its checks
-    /// ([`TraceArray::record`]: `tracing_on`, pid lists, CPU mask, filter),
-    /// followed by a stack entry when the array's `stacktrace` option is set
-    /// (as the kernel's event commit does). Returns whether it was stored.
+    /// Store an event entry in `arr` if the array takes it ([`admits`]:
+    /// `tracing_on`, pid lists, CPU mask, filter), followed by a stack entry
+    /// when the array's `stacktrace` option is set (as the kernel's event
+    /// commit does). Returns whether it was stored.
     fn commit(
         &self,
         arr: &TraceArray,
@@ -203,8 +204,12 @@ impl Tracing {
         comm: &str,
         at: At,
     ) -> bool {
+        let cpu = arr.cpu_or_now(at.cpu);
+        if !admits(arr, file, &data, comm, cpu) {
+            return false;
+        }
         let ctx = Ctx::of(&data, comm);
-        let stored = arr.record(&id.0.def, file, data, comm, at);
+        let stored = arr.store(id.0.def.clone(), data, comm, cpu, at.mono);
         if stored && arr.stacktrace.load(Ordering::Relaxed) {
             self.record_stack(arr, &ctx, at);
         }
@@ -323,6 +328,39 @@ impl Tracing {
             self.cmdlines.lock_ok().save_tgid(pid);
         }
     }
+}
+
+/// Whether `arr` takes an entry (whose event's state there is `file`) on
+/// CPU `cpu`, as the kernel's event recording decides: `tracing_on`, the
+/// pid lists (`trace_event_ignore_this_pid()`), the CPU mask, then the
+/// event's filter.
+fn admits(arr: &TraceArray, file: &EventFile, data: &[u8], comm: &str, cpu: u32) -> bool {
+    if !arr.on.load(Ordering::Relaxed) {
+        return false;
+    }
+    let pid = u32::from_le_bytes(data[4..8].try_into().unwrap());
+    if arr.has_event_pids.load(Ordering::Relaxed) && !arr.event_pids.read_ok().contains(&pid) {
+        return false;
+    }
+    if arr.has_notrace_pids.load(Ordering::Relaxed) && arr.notrace_pids.read_ok().contains(&pid) {
+        return false;
+    }
+    if !arr.all_cpus.load(Ordering::Relaxed) && !arr.cpumask.read_ok()[cpu as usize] {
+        return false;
+    }
+    if file.filtered.load(Ordering::Relaxed) {
+        if let FilterState::Active(_, f) = &*file.filter.read_ok() {
+            let r = filter::Record {
+                entry: data,
+                cpu,
+                comm,
+            };
+            if !f.matches(&r) {
+                return false;
+            }
+        }
+    }
+    true
 }
 
 /// Who an entry was recorded for: what a stack entry recorded after it

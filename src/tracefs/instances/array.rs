@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use crate::base::sync::{LockExt, RwLockExt};
+use crate::base::sync::LockExt;
 use crate::base::vfs::Waker;
 use crate::tracefs::error_log::ErrorLog;
 use crate::tracefs::events::EventDef;
@@ -250,50 +250,6 @@ impl TraceArray {
             None => "tracing".into(),
             Some(n) => format!("tracing/instances/{n}"),
         }
-    }
-
-    /// Filter and store an entry of event `def` (whose state here is
-    /// `file`) as the kernel's event recording does: `tracing_on`, the pid
-    /// lists, the CPU mask, then the event's filter.
-    /// Returns whether it was stored.
-    pub(crate) fn record(
-        &self,
-        def: &Arc<EventDef>,
-        file: &EventFile,
-        data: Vec<u8>,
-        comm: &str,
-        at: At,
-    ) -> bool {
-        if !self.on.load(Ordering::Relaxed) {
-            return false;
-        }
-        let pid = u32::from_le_bytes(data[4..8].try_into().unwrap());
-        if self.has_event_pids.load(Ordering::Relaxed) && !self.event_pids.read_ok().contains(&pid)
-        {
-            return false;
-        }
-        if self.has_notrace_pids.load(Ordering::Relaxed)
-            && self.notrace_pids.read_ok().contains(&pid)
-        {
-            return false;
-        }
-        let cpu = self.cpu_or_now(at.cpu);
-        if !self.all_cpus.load(Ordering::Relaxed) && !self.cpumask.read_ok()[cpu as usize] {
-            return false;
-        }
-        if file.filtered.load(Ordering::Relaxed) {
-            if let FilterState::Active(_, f) = &*file.filter.read_ok() {
-                let r = filter::Record {
-                    entry: &data,
-                    cpu,
-                    comm,
-                };
-                if !f.matches(&r) {
-                    return false;
-                }
-            }
-        }
-        self.store(def.clone(), data, comm, cpu, at.mono)
     }
 
     /// The CPU an entry recorded now goes to: the one this thread runs on
