@@ -1,5 +1,5 @@
 //! The options' files: `trace_options` (every option, `no` before those
-//! that are off; a write sets one) and one file a option under
+//! that are off; a write sets one) and one file an option under
 //! `options/`, with what setting an option does beyond its flag, as
 //! `kernel/trace/trace.c` has them (`tracing_trace_options_write()`,
 //! `trace_options_core_write()`, `set_tracer_flag()`).
