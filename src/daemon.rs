@@ -55,7 +55,7 @@ impl Monfs {
         let sim = usb.clone();
         tree.add(
             "usb/devices",
-            NodeKind::File(Arc::new(SnapshotFile::new(0o444, move || {
+            NodeKind::File(Arc::new(SnapshotFile::new(move || {
                 sim.devices_text().into_bytes()
             }))),
             0o444,
@@ -94,6 +94,8 @@ impl Monfs {
             clock.clone(),
             monreader.clone(),
         ));
+        // Its records also go to tracefs (zvm:zvm_sample, zvm:zvm_event).
+        zvm.set_tap(tracing.clone());
         let control = Arc::new(crate::control::Control::new(
             usb.clone(),
             zvm.clone(),

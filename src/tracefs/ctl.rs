@@ -70,9 +70,6 @@ struct CtlOpen {
 }
 
 impl FileNode for Ctl {
-    fn mode(&self) -> u32 {
-        self.mode
-    }
     fn open(&self, flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
         let text = match &self.read {
             Some(r) if flags.readable() => Some(OpenText::new(r())?),

@@ -82,6 +82,7 @@ impl Bus {
             remote_ep0: false,
             given_up: false,
             enum_try: 0,
+            announced: false,
         };
         let ctx = Ctx {
             bus: busnum,
@@ -100,6 +101,7 @@ impl Bus {
             events: 0,
             bind_driver: super::device::start_class_driver,
             plugged: super::device::plugged,
+            describe: super::device::describe,
         };
         let mut bus = Bus {
             ctx,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::base::clock::Timestamp;
 use crate::tracefs::events::FieldValue;
 use crate::tracefs::facility::{EventId, Tracing};
-use crate::usbmon::event::{EventKind, UrbEvent, UrbSink};
+use crate::usbmon::event::{DeviceEvent, EventKind, UrbEvent, UrbSink};
 
 /// The task monfs's own events are attributed to.
 fn self_task() -> (u32, String) {
@@ -73,6 +73,24 @@ impl UrbSink for UrbTraceSink {
         }
         if let Some(n) = &self.next {
             n.urb_event(ev);
+        }
+    }
+    fn device_event(&self, ev: &DeviceEvent) {
+        let d = UsbDeviceInfo {
+            bus: ev.bus,
+            dev: ev.devnum,
+            devpath: &ev.devpath,
+            vendor: ev.vendor,
+            product: ev.product,
+            name: &ev.name,
+        };
+        if ev.plugged {
+            self.tracing.usb_plug(&d, Some(ev.ts));
+        } else {
+            self.tracing.usb_unplug(&d, Some(ev.ts));
+        }
+        if let Some(n) = &self.next {
+            n.device_event(ev);
         }
     }
     fn wanted(&self, bus: u16) -> bool {
@@ -159,5 +177,15 @@ impl Tracing {
             Some(ts) => self.emit_at(id, ts, pid, &comm, &v),
             None => self.emit(id, pid, &comm, &v),
         }
+    }
+}
+
+impl crate::monreader::RecordTap for Tracing {
+    fn wanted(&self) -> bool {
+        self.builtin(5).is_enabled() || self.builtin(6).is_enabled()
+    }
+    fn record_sent(&self, event: bool, r: &crate::monreader::records::Record, userid: &str) {
+        let len = u16::try_from(r.len()).unwrap_or(u16::MAX);
+        self.zvm_record(event, r.domain, r.number as u8, len, userid, r.tod, None);
     }
 }

@@ -83,9 +83,6 @@ struct PipeOpen {
 }
 
 impl FileNode for PipeNode {
-    fn mode(&self) -> u32 {
-        MODE_READ
-    }
     fn open(&self, _flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
         self.t.pipe_readers.fetch_add(1, Ordering::SeqCst);
         Ok(Arc::new(PipeOpen {

@@ -51,9 +51,13 @@ use crate::sim::usb::{replay, Fault, UsbSim};
 use crate::sim::zvm::{Fault as ZvmFault, Monitor};
 use crate::sim::SimError;
 use crate::tracefs::Tracing;
+use error::io_err;
+pub use error::{CtlError, SocketError};
 
-/// Usage text, also what reading `monfs/ctl` shows.
-pub const HELP: &str = "\
+mod error;
+
+/// Usage text, also what reading `monfs/ctl` shows (the kinds follow).
+const USAGE: &str = "\
 plug BUS PORTS from-capture FILE DEVADDR [interval_ms=N ...]   (monfs ctl only: it opens FILE)
 plug BUS PORTS KIND [vendor_id=N product_id=N manufacturer=S product=S serial=S interval_ms=N transfer_size=N descriptors=FILE]
 unplug BUS PORTS
@@ -66,9 +70,24 @@ replay start BUS FILE [speed=F] [loop] [after_ms=N]   (monfs ctl only: it opens 
 replay stop BUS
 replay status BUS
 help
-(PORTS: a root port, or a path through hubs such as 4.1; KIND: hub, hid-keyboard,
-hid-mouse, hid-tablet, mass-storage, audio, webcam, flood, descriptors, from-capture)
+(PORTS: a root port, or a path through hubs such as 4.1)
 ";
+
+/// The kinds `plug` takes: every kind but `external` (ctl starts no
+/// programs), comma-separated.
+fn plug_kinds() -> String {
+    let kinds: Vec<&str> = DeviceKind::ALL
+        .iter()
+        .filter(|k| **k != DeviceKind::External)
+        .map(|k| k.name())
+        .collect();
+    kinds.join(", ")
+}
+
+/// Usage text, also what reading `monfs/ctl` shows.
+pub fn help() -> String {
+    format!("{USAGE}(KIND: {})\n", plug_kinds())
+}
 
 /// What the commands act on.
 pub struct Control {
@@ -81,45 +100,56 @@ pub struct Control {
     fault_inject: AtomicBool,
 }
 
-fn parse_bus(s: Option<&str>) -> Result<u16, String> {
-    let s = s.ok_or("missing bus number")?;
-    s.parse().map_err(|_| format!("bad bus number {s:?}"))
+fn parse_bus(s: Option<&str>) -> Result<u16, CtlError> {
+    let s = s.ok_or(CtlError::Missing("bus number"))?;
+    s.parse().map_err(|_| CtlError::BadBus(s.to_string()))
 }
 
-fn parse_ports(s: Option<&str>) -> Result<Vec<u8>, String> {
-    let s = s.ok_or("missing port path (e.g. 3 or 4.1)")?;
+fn parse_ports(s: Option<&str>) -> Result<Vec<u8>, CtlError> {
+    let s = s.ok_or(CtlError::Missing("port path (e.g. 3 or 4.1)"))?;
     s.split('.')
         .map(|p| match p.parse::<u8>() {
             Ok(n) if (1..=15).contains(&n) => Ok(n),
-            _ => Err(format!(
-                "bad port path {s:?}: ports are 1..15 joined by dots"
-            )),
+            _ => Err(CtlError::BadPorts(s.to_string())),
         })
         .collect()
 }
 
-fn parse_kind(s: Option<&str>) -> Result<DeviceKind, String> {
-    let s = s.ok_or("missing device kind")?;
-    serde_yaml_ng::from_str::<DeviceKind>(s).map_err(|_| {
-        format!("unknown device kind {s:?} (hub, hid-keyboard, hid-mouse, hid-tablet, mass-storage, audio, webcam, flood)")
-    })
+fn parse_kind(s: Option<&str>) -> Result<DeviceKind, CtlError> {
+    let s = s.ok_or(CtlError::Missing("device kind"))?;
+    DeviceKind::ALL
+        .iter()
+        .copied()
+        .find(|k| k.name() == s)
+        .ok_or_else(|| CtlError::UnknownKind {
+            kind: s.to_string(),
+            known: plug_kinds(),
+        })
 }
 
-fn parse_num(v: &str) -> Result<u64, String> {
+fn parse_num(v: &str) -> Result<u64, CtlError> {
     let r = match v.strip_prefix("0x") {
         Some(h) => u64::from_str_radix(h, 16),
         None => v.parse(),
     };
-    r.map_err(|_| format!("bad number {v:?}"))
+    r.map_err(|_| CtlError::BadNumber(v.to_string()))
 }
 
 /// A number for `key` within `lo..=hi` (never truncated to fit).
-fn parse_in<T: TryFrom<u64>>(key: &str, v: &str, lo: u64, hi: u64) -> Result<T, String> {
+fn parse_in<T: TryFrom<u64>>(key: &str, v: &str, lo: u64, hi: u64) -> Result<T, CtlError> {
     let n = parse_num(v)?;
     if !(lo..=hi).contains(&n) {
-        return Err(format!("{key} must be {lo}..={hi}, got {v}"));
+        return Err(CtlError::OutOfRange {
+            key: key.to_string(),
+            lo,
+            hi,
+            value: v.to_string(),
+        });
     }
-    T::try_from(n).map_err(|_| format!("{key}: {v} is out of range"))
+    T::try_from(n).map_err(|_| CtlError::DoesNotFit {
+        key: key.to_string(),
+        value: v.to_string(),
+    })
 }
 
 impl Control {
@@ -144,7 +174,7 @@ impl Control {
 
     /// Run one command line that came without a file (`monfs/ctl`); `Ok`
     /// carries a short answer.
-    pub fn execute(&self, line: &str) -> Result<String, SimError> {
+    pub fn execute(&self, line: &str) -> Result<String, CtlError> {
         self.execute_with(line, &mut VecDeque::new())
     }
 
@@ -155,7 +185,7 @@ impl Control {
         &self,
         line: &str,
         files: &mut VecDeque<OwnedFd>,
-    ) -> Result<String, SimError> {
+    ) -> Result<String, CtlError> {
         let line = line.trim();
         let r = self.prepare(line, files).and_then(|replay| {
             let recorded = self.prepare_recorded(line, files)?;
@@ -175,7 +205,7 @@ impl Control {
         &self,
         line: &str,
         files: &mut VecDeque<OwnedFd>,
-    ) -> Result<Option<replay::Prepared>, SimError> {
+    ) -> Result<Option<replay::Prepared>, CtlError> {
         let words = split_words(line)?;
         if words.first().map(String::as_str) != Some("replay") {
             return Ok(None);
@@ -185,7 +215,7 @@ impl Control {
             Some(&"start") => files.pop_front().map(std::fs::File::from),
             _ => None,
         };
-        replay::prepare(&rest, file).map(Some)
+        Ok(Some(replay::prepare(&rest, file)?))
     }
 
     /// The slow part of `plug BUS PORTS from-capture FILE DEVADDR`, done
@@ -194,7 +224,7 @@ impl Control {
         &self,
         line: &str,
         files: &mut VecDeque<OwnedFd>,
-    ) -> Result<Option<CaptureFile>, SimError> {
+    ) -> Result<Option<CaptureFile>, CtlError> {
         let words = split_words(line)?;
         if words.first().map(String::as_str) != Some("plug")
             || words.get(3).map(String::as_str) != Some("from-capture")
@@ -202,17 +232,13 @@ impl Control {
             return Ok(None);
         }
         let (Some(name), Some(addr)) = (words.get(4), words.get(5)) else {
-            return Err("usage: plug BUS PORTS from-capture FILE DEVADDR".into());
+            return Err(CtlError::FromCaptureUsage);
         };
         let addr: u8 = parse_in("devaddr", addr, 1, 127)?;
         let Some(file) = files.pop_front().map(std::fs::File::from) else {
-            return Err(
-                "plug from-capture: no capture came with the command (use monfs ctl, which opens FILE)"
-                    .into(),
-            );
+            return Err(CtlError::NoCaptureFile);
         };
-        let dev = RecordedDevice::load(&file, Path::new(name), addr)
-            .map_err(|e| format!("from-capture: {e}"))?;
+        let dev = RecordedDevice::load(&file, Path::new(name), addr)?;
         Ok(Some(CaptureFile::taken(dev)))
     }
 
@@ -221,23 +247,20 @@ impl Control {
         line: &str,
         replay: Option<replay::Prepared>,
         recorded: Option<CaptureFile>,
-    ) -> Result<String, SimError> {
+    ) -> Result<String, CtlError> {
         let words = split_words(line)?;
         let mut w = words.iter().map(String::as_str);
         let Some(cmd) = w.next() else {
-            return Err("empty command; try help".into());
+            return Err(CtlError::Empty);
         };
         match cmd {
-            "help" => Ok(HELP.to_string()),
+            "help" => Ok(help()),
             "plug" => {
                 let bus = parse_bus(w.next())?;
                 let ports = parse_ports(w.next())?;
                 let kind = parse_kind(w.next())?;
                 if kind == DeviceKind::External {
-                    return Err(
-                        "kind external is for the configuration file only: ctl starts no programs"
-                            .into(),
-                    );
+                    return Err(CtlError::ExternalKind);
                 }
                 let mut dev = DeviceConfig {
                     port: PortNumber(*ports.last().unwrap()),
@@ -277,18 +300,24 @@ impl Control {
                 for kv in w {
                     let (k, v) = kv
                         .split_once('=')
-                        .ok_or_else(|| format!("expected key=value, got {kv:?}"))?;
+                        .ok_or_else(|| CtlError::NotKeyValue(kv.to_string()))?;
                     if kind == DeviceKind::FromCapture
                         && matches!(k, "descriptors" | "vendor_id" | "product_id")
                     {
-                        return Err(format!("{k} comes from the capture").into());
+                        return Err(CtlError::FromCapture(k.to_string()));
                     }
                     match k {
                         "descriptors" => {
                             let bytes =
-                                std::fs::read(v).map_err(|e| format!("descriptors: {v}: {e}"))?;
+                                std::fs::read(v).map_err(|source| CtlError::DescriptorsIo {
+                                    path: v.to_string(),
+                                    source,
+                                })?;
                             let dump = crate::config::usbdesc::DescriptorDump::parse(bytes)
-                                .map_err(|e| format!("descriptors: {v}: {e}"))?;
+                                .map_err(|source| CtlError::DescriptorsBad {
+                                    path: v.to_string(),
+                                    source,
+                                })?;
                             dev.descriptors = Some(crate::config::DescriptorFile {
                                 path: v.into(),
                                 dump: std::sync::Arc::new(dump),
@@ -310,17 +339,15 @@ impl Control {
                         "manufacturer" => dev.manufacturer = Some(v.to_string()),
                         "product" => dev.product = Some(v.to_string()),
                         "serial" => dev.serial = Some(v.to_string()),
-                        _ => return Err(format!("unknown device setting {k:?}").into()),
+                        _ => return Err(CtlError::UnknownSetting(k.to_string())),
                     }
                 }
                 if kind == DeviceKind::FromCapture && dev.capture.is_none() {
-                    return Err("usage: plug BUS PORTS from-capture FILE DEVADDR".into());
+                    return Err(CtlError::FromCaptureUsage);
                 }
                 let from_file = matches!(kind, DeviceKind::Descriptors | DeviceKind::FromCapture);
                 if from_file != dev.descriptors.is_some() {
-                    return Err(
-                        "descriptors=FILE goes with kind descriptors, and only with it".into(),
-                    );
+                    return Err(CtlError::DescriptorsKind);
                 }
                 self.usb.plug(bus, &ports, &dev)?;
                 Ok(format!(
@@ -337,7 +364,7 @@ impl Control {
             "fault" => {
                 let bus = parse_bus(w.next())?;
                 let ports = parse_ports(w.next())?;
-                let what = w.next().ok_or("missing fault kind")?;
+                let what = w.next().ok_or(CtlError::Missing("fault kind"))?;
                 let fault = match what {
                     "stall" => Fault::Stall,
                     "babble" => Fault::Babble,
@@ -348,7 +375,7 @@ impl Control {
                         self.usb.unplug(bus, &ports)?;
                         return Ok(format!("disconnected bus {bus} port {}", fmt_ports(&ports)));
                     }
-                    _ => return Err(format!("unknown USB fault {what:?}").into()),
+                    _ => return Err(CtlError::UnknownFault(what.to_string())),
                 };
                 self.usb.inject(bus, &ports, fault)?;
                 Ok(format!(
@@ -362,51 +389,54 @@ impl Control {
                 Ok(format!("bus {bus} {cmd}d"))
             }
             "zvm" => {
-                let what = w
-                    .next()
-                    .ok_or("missing z/VM fault (sever, reply-fail, overflow)")?;
+                let what = w.next().ok_or(CtlError::Missing(
+                    "z/VM fault (sever, reply-fail, overflow)",
+                ))?;
                 let f = match what {
                     "sever" => ZvmFault::Sever,
                     "reply-fail" => ZvmFault::ReplyFail,
                     "overflow" => ZvmFault::Overflow,
-                    _ => return Err(format!("unknown z/VM fault {what:?}").into()),
+                    _ => return Err(CtlError::UnknownZvmFault(what.to_string())),
                 };
                 if self.zvm.inject(f) {
                     Ok(format!("z/VM {what} injected"))
                 } else {
-                    Err(SimError::NotOpen)
+                    Err(SimError::NotOpen.into())
                 }
             }
             "trace" => {
-                let name = w.next().ok_or("missing SYSTEM:EVENT")?;
+                let name = w.next().ok_or(CtlError::Missing("SYSTEM:EVENT"))?;
                 let (sys, ev) = name
                     .split_once(':')
-                    .ok_or_else(|| format!("expected SYSTEM:EVENT, got {name:?}"))?;
+                    .ok_or_else(|| CtlError::NotEventName(name.to_string()))?;
                 let id = self
                     .tracing
                     .event_id(sys, ev)
-                    .ok_or_else(|| format!("no trace event {name}"))?;
+                    .ok_or_else(|| CtlError::NoEvent(name.to_string()))?;
                 let rest = line.splitn(3, char::is_whitespace).nth(2).unwrap_or("");
                 self.tracing
                     .inject(&id, rest.as_bytes(), std::process::id())
-                    .map_err(|e| format!("bad fields for {name}: {e}"))?;
+                    .map_err(|e| CtlError::BadFields {
+                        name: name.to_string(),
+                        reason: e.to_string(),
+                    })?;
                 Ok(format!("recorded {name}"))
             }
             "replay" => match replay {
-                Some(p) => replay::run_prepared(&self.usb, p),
-                None => Err("replay: not prepared".into()),
+                Some(p) => Ok(replay::run_prepared(&self.usb, p)?),
+                None => Err(CtlError::NotPrepared),
             },
             "panic" if self.fault_inject.load(Ordering::Relaxed) => {
                 panic!("injected fault: the panic command (MONFS_FAULT_INJECT=1)")
             }
-            _ => Err(format!("unknown command {cmd:?}; try help").into()),
+            _ => Err(CtlError::UnknownCommand(cmd.to_string())),
         }
     }
 }
 
 /// Split a command line into words; double quotes group words (and are
 /// removed), so `product="Hot Stick"` is one word.
-pub fn split_words(line: &str) -> Result<Vec<String>, String> {
+pub fn split_words(line: &str) -> Result<Vec<String>, CtlError> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let (mut in_word, mut quoted) = (false, false);
@@ -429,7 +459,7 @@ pub fn split_words(line: &str) -> Result<Vec<String>, String> {
         }
     }
     if quoted {
-        return Err("unbalanced double quote".into());
+        return Err(CtlError::UnbalancedQuote);
     }
     if in_word {
         out.push(cur);
@@ -451,7 +481,7 @@ struct CtlFile(Arc<Control>);
 
 impl OpenFile for CtlFile {
     fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
-        Ok(crate::base::vfs::slice_at(HELP.as_bytes(), offset, size))
+        Ok(crate::base::vfs::slice_at(help().as_bytes(), offset, size))
     }
     fn write(&self, _offset: u64, data: &[u8], _caller: &Caller) -> SysResult<u32> {
         let text = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
@@ -463,9 +493,6 @@ impl OpenFile for CtlFile {
 }
 
 impl FileNode for CtlNode {
-    fn mode(&self) -> u32 {
-        0o600
-    }
     fn open(&self, _flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
         Ok(Arc::new(CtlFile(self.0.clone())))
     }
@@ -521,7 +548,7 @@ const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 /// Make `dir` a private directory: create it with mode 0700, or fix the mode
 /// of an existing one; refuse a symlink, a non-directory, or a directory
 /// owned by someone else.
-pub fn ensure_private_dir(dir: &Path) -> Result<(), String> {
+pub fn ensure_private_dir(dir: &Path) -> Result<(), SocketError> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
     let d = dir.display();
     let meta = match std::fs::symlink_metadata(dir) {
@@ -529,7 +556,7 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), String> {
             // A minimal system (an initramfs) may lack /run itself.
             if let Some(parent) = dir.parent().filter(|p| !p.exists()) {
                 std::fs::create_dir_all(parent)
-                    .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+                    .map_err(io_err("cannot create ", parent.display()))?;
             }
             match std::fs::DirBuilder::new().mode(0o700).create(dir) {
                 Ok(()) => std::fs::symlink_metadata(dir),
@@ -538,28 +565,26 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), String> {
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     std::fs::symlink_metadata(dir)
                 }
-                Err(e) => return Err(format!("cannot create {d}: {e}")),
+                Err(e) => return Err(io_err("cannot create ", d)(e)),
             }
         }
         m => m,
     };
     match meta {
-        Err(e) => return Err(format!("{d}: {e}")),
-        Ok(m) if m.file_type().is_symlink() => {
-            return Err(format!("{d} is a symlink; refusing to use it"))
-        }
-        Ok(m) if !m.is_dir() => return Err(format!("{d} is not a directory")),
+        Err(e) => return Err(io_err("", d)(e)),
+        Ok(m) if m.file_type().is_symlink() => return Err(SocketError::Symlink(d.to_string())),
+        Ok(m) if !m.is_dir() => return Err(SocketError::NotDir(d.to_string())),
         Ok(m) if m.uid() != nix::unistd::geteuid().as_raw() => {
-            return Err(format!(
-                "{d} is owned by uid {}, not by us; refusing to use it",
-                m.uid()
-            ))
+            return Err(SocketError::Owner {
+                path: d.to_string(),
+                uid: m.uid(),
+            })
         }
         Ok(_) => {}
     }
     // Explicitly, whatever the umask was or the mode an old version left.
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| format!("cannot chmod 0700 {d}: {e}"))
+        .map_err(io_err("cannot chmod 0700 ", d))
 }
 
 /// A bound control socket, not yet served.
@@ -592,26 +617,27 @@ impl SocketFile {
 
 /// Make room for a socket at `path`: nothing there, or a stale socket (one
 /// nobody listens on), which is removed. Anything else is refused.
-fn clear_stale_socket(path: &Path) -> Result<(), String> {
+fn clear_stale_socket(path: &Path) -> Result<(), SocketError> {
     use std::os::unix::fs::FileTypeExt;
     let p = path.display();
     let m = match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(format!("{p}: {e}")),
+        Err(e) => return Err(io_err("", p)(e)),
         Ok(m) => m,
     };
     if !m.file_type().is_socket() {
-        return Err(format!(
-            "{p} exists and is not a socket; refusing to replace it"
-        ));
+        return Err(SocketError::NotSocket(p.to_string()));
     }
     match UnixStream::connect(path) {
-        Ok(_) => Err(format!("{p}: another daemon is listening on this socket")),
+        Ok(_) => Err(SocketError::Listening(p.to_string())),
         Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
             info!(socket = %p, "removing a stale control socket");
-            std::fs::remove_file(path).map_err(|e| format!("cannot remove stale {p}: {e}"))
+            std::fs::remove_file(path).map_err(io_err("cannot remove stale ", p))
         }
-        Err(e) => Err(format!("{p}: exists and cannot be probed: {e}")),
+        Err(source) => Err(SocketError::Probe {
+            path: p.to_string(),
+            source,
+        }),
     }
 }
 
@@ -619,7 +645,7 @@ impl ControlSocket {
     /// Bind the control socket at `path` (mode 0600). The default directory
     /// ([`run_dir`]) is made private (0700); a missing parent of another path
     /// is created 0700. Only a stale socket is replaced.
-    pub fn bind(path: &Path) -> Result<ControlSocket, String> {
+    pub fn bind(path: &Path) -> Result<ControlSocket, SocketError> {
         use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
         let p = path.display();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -630,7 +656,7 @@ impl ControlSocket {
                     .recursive(true)
                     .mode(0o700)
                     .create(dir)
-                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                    .map_err(io_err("cannot create ", dir.display()))?;
             }
         }
         clear_stale_socket(path)?;
@@ -638,10 +664,10 @@ impl ControlSocket {
         let old = umask(Mode::from_bits_truncate(0o077));
         let bound = UnixListener::bind(path);
         umask(old);
-        let listener = bound.map_err(|e| format!("cannot bind {p}: {e}"))?;
-        let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{p}: {e}"))?;
+        let listener = bound.map_err(io_err("cannot bind ", &p))?;
+        let meta = std::fs::symlink_metadata(path).map_err(io_err("", &p))?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| format!("cannot chmod {p}: {e}"))?;
+            .map_err(io_err("cannot chmod ", &p))?;
         Ok(ControlSocket {
             listener,
             file: SocketFile {
