@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from ._stream import HANG
 from .control import Control, Ports
-from .errors import DaemonDied, MonfsError, MountError, PeerError, log_tail
+from .errors import DaemonDied, ExpectationFailed, MonfsError, MountError, PeerError, log_tail
 from .tracing import TracePipe
 from .usbmon import BinaryReader, MmapReader, TextReader
 
@@ -350,6 +350,20 @@ class Mount:
         """Write ``text`` to a file in the mount, as ``echo TEXT > FILE``."""
         with open(self.path(rel), "w") as f:
             f.write(text)
+
+    def wait_for_text(self, rel: str, text: str, timeout: float = HANG) -> str:
+        """Read the file ``rel`` until it contains ``text`` (a device that
+        shows up in ``usb/devices`` once enumerated, say); its content. Raises
+        :class:`ExpectationFailed` with the last content after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            content = self.read(rel)
+            if text in content:
+                return content
+            self.check()
+            if time.monotonic() >= deadline:
+                raise ExpectationFailed("%r in %s" % (text, rel), timeout, [content])
+            time.sleep(0.02)
 
     def log(self) -> str:
         """The daemon's log so far."""

@@ -69,12 +69,31 @@ class Stream(Generic[T]):
     def poll(self) -> Optional[T]:
         """The next item if one is ready now, else None (never blocks)."""
         if not self._ready:
-            self._ready.extend(self._read_some())
+            try:
+                self._ready.extend(self._read_some())
+            except OSError as e:
+                self._explain(e)
+                raise
         if self._ready:
             item = self._ready.pop(0)
             self.seen.append(item)
             return item
         return None
+
+    def _explain(self, err: OSError) -> None:
+        """A read failed (ENOTCONN, ECONNABORTED once the daemon is gone):
+        raise the mount's own error instead, if it has one within a moment."""
+        if self._check is None:
+            return
+        deadline = time.monotonic() + 2.0
+        while True:
+            try:
+                self._check()
+            except Exception as e:
+                raise e from err
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.02)
 
     def next(self, timeout: float = HANG) -> T:
         """The next item; waits up to ``timeout`` seconds for it, then raises
