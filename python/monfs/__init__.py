@@ -37,7 +37,7 @@ from .errors import (
     MountError,
     PeerError,
 )
-from .run import run
+from ._run import run
 from .tracing import TracePipe, TraceRecord, parse_trace_line
 from .usbmon import (
     BinaryEvent,

@@ -18,12 +18,12 @@ from .usbmon import BinaryReader, MmapReader, TextReader
 
 __all__ = ["Mount", "Config", "find_binary", "find_helper", "is_mounted", "write_config"]
 
-PathLike = Union[str, "os.PathLike[str]"]
+PathLike = Union[str, os.PathLike]
 
 #: A configuration: None (the built-in default), a mapping (sent to monfs
 #: as JSON, which YAML reads; ``bytes`` values become files and their paths),
 #: YAML text (a ``str``), or the path of a YAML file (a ``pathlib.Path``).
-Config = Union[None, Mapping[str, Any], str, "os.PathLike[str]"]
+Config = Union[None, Mapping[str, Any], str, os.PathLike]
 
 #: The prefix of every directory a Mount makes (mountpoint, socket, log).
 WORKDIR_PREFIX = "monfs-py-"

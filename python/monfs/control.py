@@ -28,7 +28,7 @@ ZVM_FAULTS = ("sever", "reply-fail", "overflow")
 #: ``(4, 1)``).
 Ports = Union[int, str, Sequence[int]]
 
-PathLike = Union[str, "os.PathLike[str]"]
+PathLike = Union[str, os.PathLike]
 
 
 def format_ports(ports: Ports) -> str:

@@ -88,7 +88,7 @@ def parse_trace_line(line: str) -> Optional[TraceRecord]:
 class TracePipe(Stream[TraceRecord]):
     """Records of a ``trace_pipe`` (consumed as read, as in the kernel)."""
 
-    def __init__(self, path: Union[str, "os.PathLike[str]"], check: Optional[Callable[[], None]] = None) -> None:
+    def __init__(self, path: Union[str, os.PathLike], check: Optional[Callable[[], None]] = None) -> None:
         super().__init__(check)
         self.path = os.fspath(path)
         self._fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)

@@ -59,7 +59,7 @@ MON_IOCX_GETX = 0x4018920A
 #: Binary ``xfer_type`` to the text files' letter.
 XFER_TYPES = {0: "Z", 1: "I", 2: "C", 3: "B"}
 
-PathLike = Union[str, "os.PathLike[str]"]
+PathLike = Union[str, os.PathLike]
 
 
 @dataclass(frozen=True)

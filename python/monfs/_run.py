@@ -10,7 +10,7 @@ from ._mount import WORKDIR_PREFIX, Config, find_binary, write_config
 
 __all__ = ["run", "run_argv"]
 
-PathLike = Union[str, "os.PathLike[str]"]
+PathLike = Union[str, os.PathLike]
 
 
 def run_argv(cmd: Sequence[str], config_path: Optional[str] = None, *, args: Sequence[str] = (),
