@@ -33,6 +33,11 @@ TICK = {
 }
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "needs_monfs_run: uses `monfs run` (issue 36); deselected until it is merged")
+
+
 @pytest.fixture
 def repo() -> Path:
     """The checkout's top directory."""
