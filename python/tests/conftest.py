@@ -19,20 +19,6 @@ pytest_plugins = ["pytester"]
 if not os.environ.get("MONFS_BIN") and (REPO / "target/debug/monfs").exists():
     os.environ["MONFS_BIN"] = str(REPO / "target/debug/monfs")
 
-#: A keyboard on bus 1, port 1, seeded; the hub polls nothing, so bus 1
-#: carries only the keyboard's traffic.
-KEYBOARD = {
-    "seed": 7,
-    "usb": {"buses": [{"bus": 1, "hub_poll_ms": 0, "devices": [{"port": 1, "kind": "hid-keyboard"}]}]},
-}
-
-#: A configured trace event with a number and a string.
-TICK = {
-    "tracing": {"events": [{"system": "myapp", "name": "tick", "fields": [
-        {"name": "count", "type": "u32"}, {"name": "msg", "type": "__data_loc char[]"}]}]},
-}
-
-
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "needs_monfs_run: uses `monfs run` (issue 36); deselected until it is merged")

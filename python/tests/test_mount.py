@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import monfs
-from conftest import KEYBOARD
+from configs import KEYBOARD
 from leftovers import children_of, mounts_left, process_alive
 
 

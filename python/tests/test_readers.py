@@ -4,7 +4,7 @@ waits report what arrived."""
 import pytest
 
 import monfs
-from conftest import KEYBOARD, TICK
+from configs import KEYBOARD, TICK
 
 
 def test_text_binary_and_mmap_see_the_same_keyboard():

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import monfs
-from conftest import KEYBOARD
+from configs import KEYBOARD
 
 pytestmark = pytest.mark.needs_monfs_run
 
