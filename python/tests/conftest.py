@@ -16,7 +16,9 @@ sys.path.insert(0, str(REPO / "python"))
 
 pytest_plugins = ["pytester"]
 
-if not os.environ.get("MONFS_BIN") and (REPO / "target/debug/monfs").exists():
+if os.environ.get("MONFS_BIN"):
+    os.environ["MONFS_BIN"] = os.path.abspath(os.environ["MONFS_BIN"])  # the docs test changes directory
+elif (REPO / "target/debug/monfs").exists():
     os.environ["MONFS_BIN"] = str(REPO / "target/debug/monfs")
 
 def pytest_configure(config):
