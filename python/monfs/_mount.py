@@ -245,7 +245,7 @@ class Mount:
         assert self.process is not None
         deadline = time.monotonic() + self.timeout
         while not (self.path("monfs/null").exists() and self.socket.exists()):
-            rc = self.process.poll()
+            rc = self._status()
             if rc is not None:
                 raise MountError("monfs did not mount: the daemon exited with status %d" % rc, self.log(), rc)
             if time.monotonic() > deadline:
@@ -268,18 +268,20 @@ class Mount:
                 pass
         self._readers.clear()
         p = self.process
-        if p is not None:
-            if p.poll() is None:
+        if p is not None and p.returncode is None:
+            asked = False
+            if not self._exited():
+                asked = True
                 p.send_signal(signal.SIGTERM)
-                try:
-                    rc = p.wait(self.timeout)
-                    if rc != 0:
-                        problem = DaemonDied("monfs exited with status %d when stopped" % rc, self.log(), rc)
-                except subprocess.TimeoutExpired:
-                    self._kill_group()
+                if not self._exited(self.timeout):
+                    os.kill(p.pid, signal.SIGKILL)
+                    self._exited(self.timeout)
                     problem = DaemonDied("monfs did not stop within %g s of SIGTERM; killed" % self.timeout,
                                          self.log())
             self._kill_group()
+            rc = p.wait()
+            if asked and rc != 0 and problem is None:
+                problem = DaemonDied("monfs exited with status %d when stopped" % rc, self.log(), rc)
         if self.workdir is not None and is_mounted(self.root):
             if os.geteuid() == 0:
                 subprocess.run(["umount", "-l", str(self.root)], stderr=subprocess.DEVNULL)
@@ -295,19 +297,47 @@ class Mount:
         if problem is not None:
             raise problem
 
+    def _status(self) -> Optional[int]:
+        """The exited daemon's status as ``returncode`` would give it (a
+        signal as its negative number), without reaping it; None while it
+        runs."""
+        assert self.process is not None
+        if self.process.returncode is not None:
+            return self.process.returncode
+        try:
+            info = os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return self.process.poll()
+        if info is None:
+            return None
+        return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+    def _exited(self, timeout: float = 0.0) -> bool:
+        """Whether the daemon has exited, waiting up to ``timeout`` seconds,
+        without reaping it: its pid, and so its process group's id, stay
+        taken until :meth:`_kill_group` has run."""
+        assert self.process is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                    return True
+            except ChildProcessError:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
     def _kill_group(self) -> None:
-        """Kill what is left of the daemon's process group (its guard, the
-        ``command:`` peers it started) and reap the daemon."""
+        """Kill what is left of the exited daemon's process group (the
+        ``command:`` peers it started). Called before the daemon is reaped,
+        so the group's id cannot belong to anyone else yet."""
         p = self.process
         if p is None:
             return
         try:
             os.killpg(p.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            p.wait(self.timeout)
-        except subprocess.TimeoutExpired:
             pass
 
     # --- state ----------------------------------------------------------
@@ -374,7 +404,7 @@ class Mount:
 
     def alive(self) -> bool:
         """Whether the daemon is running."""
-        return self.process is not None and self.process.poll() is None
+        return self.process is not None and not self._stopped and self._status() is None
 
     def check(self) -> None:
         """Raise :class:`DaemonDied` if the daemon exited, :class:`PeerError`
@@ -387,7 +417,7 @@ class Mount:
             if err is not None:
                 raise PeerError("peer %s failed: %s" % (getattr(peer, "name", peer), err), self.log(),
                                 str(err))
-        rc = self.process.poll()
+        rc = self._status()
         if rc is not None:
             raise DaemonDied("monfs (pid %d) exited with status %d while mounted" % (self.process.pid, rc),
                              self.log(), rc)
@@ -493,3 +523,6 @@ class Mount:
         return "<monfs.Mount %s at %s>" % (state, self.workdir / "mnt" if self.workdir else "-")
 
 
+
+
+Mount.__module__ = "monfs"

@@ -3,6 +3,7 @@ nothing left behind."""
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,22 @@ def test_stop_is_idempotent_and_pid_is_reaped():
     m.stop()
     assert not process_alive(pid)
     assert_clean(m)
+
+
+def test_a_killed_daemon_leaves_no_peer_behind():
+    from monfs import descriptors as d
+    dump = d.descriptors_file(d.device(0x1209, 0x0003), d.configuration(d.interface(0, [d.endpoint(0x81, "bulk", 64)])))
+    # A peer that never reads its input, so it would outlive its daemon.
+    cfg = {"usb": {"buses": [{"bus": 1, "devices": [{"port": 1, "kind": "external", "descriptors": dump,
+                                                     "command": ["sh", "-c", "exec sleep 600 </dev/null"]}]}]}}
+    m = monfs.Mount(cfg)
+    with pytest.raises(monfs.DaemonDied):
+        with m:
+            deadline = time.monotonic() + 30
+            while not children_of(m.pid):
+                assert time.monotonic() < deadline, "the peer was never started:\n" + m.log()
+                time.sleep(0.02)
+            peers = children_of(m.pid)
+            os.kill(m.pid, signal.SIGKILL)
+    assert_clean(m)
+    assert not [p for p in peers if process_alive(p)], "the peer outlived the mount"
