@@ -47,14 +47,17 @@ def device(vendor_id: int, product_id: int, *, bcd_usb: int = 0x0200, device_cla
                        num_configurations)
 
 
-def endpoint(address: int, transfer: str = "bulk", max_packet_size: int = 64, interval: int = 0) -> bytes:
+def endpoint(address: int, transfer: str = "bulk", max_packet_size: int = 64, interval: int = 0,
+             attributes: int = 0) -> bytes:
     """An endpoint descriptor (7 bytes): ``address`` with bit 7 for IN
-    (``0x81``), ``transfer`` one of :data:`TRANSFER_TYPES`."""
+    (``0x81``), ``transfer`` one of :data:`TRANSFER_TYPES`; ``attributes``
+    are more ``bmAttributes`` bits (an isochronous endpoint's
+    synchronization and usage: ``0x04`` asynchronous)."""
     try:
         attr = TRANSFER_TYPES[transfer]
     except KeyError:
         raise ValueError("transfer must be one of %s" % ", ".join(TRANSFER_TYPES)) from None
-    return struct.pack("<BBBBHB", 7, 5, address, attr, max_packet_size, interval)
+    return struct.pack("<BBBBHB", 7, 5, address, attr | attributes, max_packet_size, interval)
 
 
 def hid(report_length: int, *, bcd_hid: int = 0x0111, country: int = 0) -> bytes:

@@ -167,3 +167,39 @@ def test_peer_errors_can_be_provoked_on_purpose(tmp_path):
         with m.usbmon_text(1) as r:
             e = r.expect(kind="C", xfer="I", device=lambda n: n != 1)
             assert e.status == -71  # the device is gone with its URB
+
+
+class IsoLoop(peer.Device):
+    """Isochronous IN 0x83 answers 5 bytes a packet; OUT 0x04 keeps what came."""
+
+    def __init__(self):
+        super().__init__()
+        self.out_packets = []
+
+    @peer.endpoint(0x83)
+    def iso_in(self, lengths):
+        return [bytes([k + 1]) * 5 for k in range(len(lengths))]
+
+    @peer.endpoint(0x04)
+    def iso_out(self, packets):
+        self.out_packets.append(packets)
+
+
+def test_isochronous_endpoints():
+    dump = d.descriptors_file(
+        d.device(0x1209, 0x0004),
+        d.configuration(
+            d.interface(0, []),
+            d.interface(0, [d.endpoint(0x83, "iso", 256, interval=1, attributes=0x04),
+                            d.endpoint(0x04, "iso", 64, interval=1, attributes=0x04)], alt=1),
+        ),
+    )
+    loop = peer.SocketPeer(IsoLoop)
+    endpoints = [{"ep": 0x83, "packets": 4, "urbs": 2}, {"ep": 0x04, "packets": 4, "data": "aa55"}]
+    with monfs.Mount(external(dump, "socket", loop.path, endpoints=endpoints), peers=[loop]) as m:
+        with m.usbmon_text(1) as r:
+            e = r.expect(kind="C", xfer="Z", direction="i", error_count=0)
+            assert e.iso_count == 4 and [(x.status, x.length) for x in e.iso] == [(0, 5)] * 4
+            assert e.data[:5] == b"\x01" * 5
+            r.expect(kind="C", xfer="Z", direction="o", status=0)
+        assert loop.device.out_packets and loop.device.out_packets[0] == [b"\xaa\x55" * 32] * 4
