@@ -124,8 +124,9 @@ class Control:
         ``product="Hot Stick"``, ``interval_ms=8``, ``transfer_size=512``,
         ``descriptors="/abs/dump"`` for kind ``descriptors``; the daemon
         reads that file itself, so give an absolute path)."""
-        if "descriptors" in settings and settings["descriptors"] is not None:
-            settings["descriptors"] = os.path.abspath(os.fspath(settings["descriptors"]))  # type: ignore[arg-type]
+        desc = settings.get("descriptors")
+        if isinstance(desc, (str, os.PathLike)):
+            settings["descriptors"] = os.path.abspath(os.fspath(desc))
         words = ["plug", str(int(bus)), format_ports(ports), _word(kind)] + _settings(settings)
         return self.command(" ".join(words))
 

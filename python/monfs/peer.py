@@ -39,6 +39,7 @@ import tempfile
 import threading
 import traceback
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import descriptors as _d
@@ -73,8 +74,10 @@ class Stall(UrbError):
         super().__init__(STALL)
 
 
-class Setup(NamedTuple):
-    """A control request's setup packet."""
+@dataclass(frozen=True)
+class Setup:
+    """A control request's setup packet: ``bmRequestType``, ``bRequest``,
+    ``wValue``, ``wIndex``, ``wLength``."""
 
     request_type: int
     request: int

@@ -23,7 +23,7 @@ import re
 import selectors
 import subprocess
 import time
-from typing import Any, Dict, Generator, List, Optional, Pattern, Union
+from typing import Any, Dict, Generator, List, Pattern, Union
 
 import pytest
 

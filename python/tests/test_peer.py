@@ -2,7 +2,6 @@
 descriptor builders, and a failing handler as a clear error."""
 
 import sys
-import textwrap
 
 import pytest
 
