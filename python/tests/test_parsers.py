@@ -83,3 +83,13 @@ def test_descriptor_builders(repo):
     # The sysfs dump of QEMU's keyboard has the same layout.
     real = (repo / "tests/data/sysfs/qemu-usb-kbd/descriptors").read_bytes()
     assert real[:2] == b"\x12\x01" and real[18 + 1] == 2
+
+
+def test_run_builds_the_monfs_run_command_line():
+    import os
+
+    from monfs._run import run_argv
+    binary = os.environ["MONFS_BIN"]
+    assert run_argv(["ls", "-l"], "/c.yaml", args=["--seed", "1"], binary=binary) == [
+        binary, "run", "--config", "/c.yaml", "--seed", "1", "--", "ls", "-l"]
+    assert run_argv(["true"], None, binary=binary) == [binary, "run", "--", "true"]
