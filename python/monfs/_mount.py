@@ -395,6 +395,20 @@ class Mount:
                 raise ExpectationFailed("%r in %s" % (text, rel), timeout, [content])
             time.sleep(0.02)
 
+    def wait_for_log(self, text: str, timeout: float = HANG) -> str:
+        """Wait until the daemon's log holds ``text``; the line that does.
+        Raises :class:`ExpectationFailed` with the log's last lines after
+        ``timeout``. (Does not check the daemon's health: a test may wait for
+        the log line of a failure it provoked.)"""
+        deadline = time.monotonic() + timeout
+        while True:
+            for line in self.log().splitlines():
+                if text in line:
+                    return line
+            if time.monotonic() >= deadline:
+                raise ExpectationFailed("%r in the daemon's log" % text, timeout, self.log().splitlines()[-20:])
+            time.sleep(0.02)
+
     def log(self) -> str:
         """The daemon's log so far."""
         try:
