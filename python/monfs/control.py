@@ -79,6 +79,15 @@ class Control:
         self.socket_path = os.fspath(socket_path)
         self.timeout = timeout
 
+    @classmethod
+    def from_env(cls) -> "Control":
+        """The control of the mount a command runs in under ``monfs run``
+        (``$MONFS_SOCKET``)."""
+        path = os.environ.get("MONFS_SOCKET")
+        if not path:
+            raise MonfsError("MONFS_SOCKET is not set: not running under `monfs run`")
+        return cls(path)
+
     def command(self, line: str, file: Optional[PathLike] = None) -> str:
         """Send one raw command line (``file``, if given, is opened for
         reading and passed with it); the answer after ``ok``."""

@@ -100,3 +100,12 @@ def test_help_lists_the_commands():
         text = m.ctl.help()
         for word in ("plug BUS PORTS", "unplug", "fault", "pause", "resume", "replay start", "trace"):
             assert word in text
+
+
+def test_control_from_the_environment(monkeypatch):
+    with monfs.Mount(KEYBOARD) as m:
+        monkeypatch.setenv("MONFS_SOCKET", str(m.socket))
+        assert monfs.Control.from_env().pause(1) == "bus 1 paused"
+    monkeypatch.delenv("MONFS_SOCKET")
+    with pytest.raises(monfs.MonfsError, match="MONFS_SOCKET"):
+        monfs.Control.from_env()

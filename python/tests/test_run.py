@@ -27,7 +27,7 @@ def test_exit_status_and_environment():
 
 
 def test_the_command_steers_its_mount_through_the_socket():
-    script = ("import os, monfs; c = monfs.Control(os.environ['MONFS_SOCKET']); print(c.pause(1))")
+    script = "import monfs; print(monfs.Control.from_env().pause(1))"
     out = monfs.run([sys.executable, "-c", script], KEYBOARD, timeout=120,
                     env={"PYTHONPATH": monfs.__path__[0].rsplit("/", 1)[0]})
     assert out.returncode == 0 and out.stdout.strip() == "bus 1 paused", out.stderr
