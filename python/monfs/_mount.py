@@ -228,9 +228,11 @@ class Mount:
                 cmd += ["--seed", str(self.seed)]
             cmd += self.args
             env = dict(os.environ)
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_parent(), env.get("PYTHONPATH")]))
             env.pop("MONFS_LOG", None)
             env.update(self.env)
+            # The command: peers it starts import this package, whatever
+            # else the caller put on PYTHONPATH.
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), _package_parent()]))
             with open(self.log_path, "wb") as log:
                 self.process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
                                                 stderr=subprocess.STDOUT, env=env,

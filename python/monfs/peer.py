@@ -26,7 +26,8 @@ raises :class:`Stall`::
             return b"\\x01\\x02"
 
 Serve it as a ``command:`` peer with :func:`main` at the end of a script
-(``command: [python3, echo_peer.py]``), or from the test itself with
+(``command: [python3, echo_peer.py]``), or name the class
+(``command: [python3, -m, monfs.peer, "echo_peer:Echo"]``), or from the test itself with
 :class:`SocketPeer` (``socket: PATH``), which reports a handler's exception
 to the test (:class:`monfs.PeerError`, with the daemon's log).
 """
@@ -478,3 +479,21 @@ class SocketPeer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _cli(argv: Sequence[str]) -> None:
+    """``python3 -m monfs.peer MODULE:CLASS [--socket PATH]``: serve a Device
+    class from an importable module (the current directory is searched)."""
+    import importlib
+
+    from monfs import peer as this  # the module's one copy, not __main__
+    if not argv or ":" not in argv[0]:
+        sys.exit("usage: python3 -m monfs.peer MODULE:CLASS [--socket PATH]")
+    module, _, name = argv[0].partition(":")
+    sys.path.insert(0, os.getcwd())
+    cls = getattr(importlib.import_module(module), name)
+    this.main(cls, list(argv[1:]))
+
+
+if __name__ == "__main__":
+    _cli(sys.argv[1:])

@@ -216,3 +216,12 @@ def test_isochronous_endpoints():
             assert e.data[:5] == b"\x01" * 5
             r.expect(kind="C", xfer="Z", direction="o", status=0)
         assert loop.device.out_packets and loop.device.out_packets[0] == [b"\xaa\x55" * 32] * 4
+
+
+def test_command_peer_named_by_module_and_class(tmp_path):
+    (tmp_path / "kbd_module.py").write_text(PEER_SCRIPT.replace("peer.main(Kbd)", "") % {"fail": False})
+    cfg = external(keyboard_dump(), "command", [sys.executable, "-m", "monfs.peer", "kbd_module:Kbd"])
+    with monfs.Mount(cfg, env={"PYTHONPATH": str(tmp_path)}) as m:  # the package is added to it
+        with m.usbmon_text(1) as r:
+            e = r.expect(kind="C", xfer="I", status=0, device=lambda n: n != 1)
+            assert e.data[2] == 0x04
