@@ -186,6 +186,7 @@ class Mount:
         self._readers: List[Any] = []
         self._ctl: Optional[Control] = None
         self._stopped = False
+        self._final_log: Optional[str] = None
 
     # --- life cycle ---------------------------------------------------
 
@@ -204,7 +205,7 @@ class Mount:
             self.stop()
         except MonfsError as e:
             pending = pending or e
-        if exc is not None and hasattr(exc, "add_note") and not isinstance(exc, MonfsError):
+        if exc is not None and hasattr(exc, "add_note") and not isinstance(exc, (MountError, DaemonDied, PeerError)):
             exc.add_note("--- monfs daemon log (last lines) ---\n" + log_tail(self.log()))
         if pending is not None:
             raise pending
@@ -295,6 +296,7 @@ class Mount:
             except Exception:  # a peer's own failure is reported by check()
                 pass
         if self.workdir is not None and not is_mounted(self.root):
+            self._final_log = self.log()  # log() goes on answering with it
             shutil.rmtree(self.workdir, ignore_errors=True)
         if problem is not None:
             raise problem
@@ -412,7 +414,9 @@ class Mount:
             time.sleep(0.02)
 
     def log(self) -> str:
-        """The daemon's log so far."""
+        """The daemon's log so far (after :meth:`stop`, all of it)."""
+        if self._final_log is not None:
+            return self._final_log
         try:
             return self.log_path.read_text(errors="replace")
         except (OSError, MonfsError):

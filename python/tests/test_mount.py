@@ -100,7 +100,20 @@ def test_an_exception_in_the_block_cleans_up_and_carries_the_log():
             1 / 0
     assert_clean(m)
     if hasattr(e.value, "__notes__"):
-        assert "monfs daemon log" in e.value.__notes__[0]
+        assert "monfs daemon log" in e.value.__notes__[0] and "mounted" in e.value.__notes__[0]
+    assert "unmounted" in m.log()  # the log outlives the directory
+
+
+def test_an_expectation_that_fails_outside_pytest_carries_the_log():
+    m = monfs.Mount(KEYBOARD)
+    with pytest.raises(monfs.ExpectationFailed) as e:
+        with m:
+            m.pause(1)
+            with m.usbmon_text(1) as r:
+                r.expect(kind="C", timeout=0.2)  # the bus is paused: nothing comes
+    assert_clean(m)
+    if hasattr(e.value, "__notes__"):
+        assert 'control command="pause 1"' in e.value.__notes__[0]
 
 
 def test_a_busy_mount_is_still_unmounted():
