@@ -48,7 +48,7 @@ def test_hot_unplug_is_reported_once_and_the_other_device_goes_on(monfs, urbstat
     with monfs.usbmon_text(1) as usbmon:
         monfs.unplug(1, 1)  # the keyboard: its pending interrupt URB ends with -71
         gone = usbmon.expect(kind="C", status=-71)
-        usbmon.expect(kind="C", status=0, device=lambda d: d != gone.device)  # the mouse goes on
+        usbmon.expect(kind="C", status=0, device=lambda d: d not in (1, gone.device))  # the mouse goes on
     assert expect_line(urbstat, r"^gone (\S+)").group(1) == "%d:%03d" % (gone.bus, gone.device)
     urbstat.send_signal(signal.SIGINT)
     m = expect_line(urbstat, r"^total (\d+) completions, (\d+) errors")

@@ -20,11 +20,22 @@ Matcher = Union[Callable[[Any], bool], None]
 def matches(item: object, match: Matcher, fields: dict) -> bool:
     """Whether ``item`` passes ``match`` (a predicate, or None) and has every
     attribute of ``fields`` equal to the value given. A value that is a
-    callable is called with the attribute and must return true."""
+    callable is called with the attribute and must return true. A name that
+    is not an attribute of a trace record names one of its ``fields`` (its
+    text)."""
     if match is not None and not match(item):
         return False
     for k, want in fields.items():
-        got = getattr(item, k)
+        if hasattr(item, k):
+            got = getattr(item, k)
+        else:
+            # A trace record's own fields: a record without it does not match.
+            extra = getattr(item, "fields", None)
+            if not isinstance(extra, dict):
+                raise AttributeError("%s has no attribute %r" % (type(item).__name__, k))
+            if k not in extra:
+                return False
+            got = extra[k]
         if callable(want) and not isinstance(want, (bytes, str, int)):
             if not want(got):
                 return False
@@ -118,6 +129,8 @@ class Stream(Generic[T]):
         status=-32)``. Items that do not match are skipped (and kept in
         :attr:`seen`). After ``timeout`` seconds without a match this raises
         :class:`ExpectationFailed`, whose message lists what arrived instead.
+        On a trace record a keyword may also name one of its fields
+        (``expect(event="tick", msg="hi")``, compared as text).
         """
         deadline = time.monotonic() + timeout
         skipped: List[T] = []

@@ -126,7 +126,7 @@ def test_a_socket_peer_that_raises_is_a_peer_error_with_its_traceback():
     with pytest.raises(monfs.PeerError) as e:
         with m:
             with m.usbmon_text(1) as r:
-                r.expect(kind="C", xfer="I", status=0)
+                r.expect(kind="C", xfer="I", status=0, device=lambda n: n != 1)  # not the root hub
     assert "the handler broke on purpose" in str(e.value)
     assert "monfs daemon log" in str(e.value)
     assert not m.alive() and not monfs.is_mounted(m.root)
@@ -154,7 +154,7 @@ def test_command_peer_from_a_script(tmp_path):
     script.write_text(PEER_SCRIPT % {"fail": False})
     with monfs.Mount(external(keyboard_dump(), "command", [sys.executable, str(script)])) as m:
         with m.usbmon_text(1) as r:
-            e = r.expect(kind="C", xfer="I", status=0)
+            e = r.expect(kind="C", xfer="I", status=0, device=lambda n: n != 1)  # not the root hub
             assert e.data[2] == 0x04
 
 
@@ -165,7 +165,7 @@ def test_a_command_peer_that_raises_is_a_peer_error_with_the_log(tmp_path):
     with pytest.raises(monfs.PeerError) as e:
         with m:
             with m.usbmon_text(1) as r:
-                r.expect(kind="C", xfer="I", status=0)
+                r.expect(kind="C", xfer="I", status=0, device=lambda n: n != 1)  # not the root hub
     assert "command peer failed on purpose" in e.value.log  # its traceback went to the log
     assert "unplugging the device" in e.value.reason
     assert not m.alive() and not monfs.is_mounted(m.root)

@@ -45,20 +45,24 @@ def test_ring_size_is_set_and_read_back():
 
 
 def test_expect_failure_lists_what_arrived():
-    with monfs.Mount(KEYBOARD) as m:
-        with m.usbmon_text(1) as r:
+    with monfs.Mount(TICK) as m:
+        m.enable_event("myapp:tick")
+        with m.trace_pipe() as tp:
+            for k in range(3):  # recorded before the wait starts: they are there to read
+                m.trace("myapp:tick", count=k, msg="m%d" % k)
             with pytest.raises(monfs.ExpectationFailed) as e:
-                r.expect(kind="C", status=-999, timeout=1)
+                tp.expect(event="tick", msg="never", timeout=1)
         msg = str(e.value)
-        assert "status=-999" in msg and "Ii:1:002:1" in msg and len(e.value.arrived) > 0
+        assert "msg='never'" in msg and "3 other item(s) arrived" in msg
+        assert "count=2 msg=m2" in msg and [r["msg"] for r in e.value.arrived] == ["m0", "m1", "m2"]
         assert isinstance(e.value, AssertionError)
 
 
 def test_expect_takes_predicates_for_fields():
     with monfs.Mount(KEYBOARD) as m:
         with m.usbmon_text(1) as r:
-            e = r.expect(kind="C", data=lambda d: d is not None and d[2] != 0)
-            assert e.data[2] != 0
+            e = r.expect(kind="C", data=lambda d: d is not None and len(d) == 8 and d[2] != 0)  # a key down
+            assert e.device != 1 and e.data[2] != 0
 
 
 def test_trace_pipe_records_usb_events():
