@@ -85,6 +85,11 @@ pub const ROOT_ONLY: &[(&str, &str, &str)] = &[
         "runs a client as another user (setpriv needs root)",
     ),
     (
+        "limits",
+        "one_user_cannot_drain_what_others_need",
+        "runs clients as other users (setpriv needs root)",
+    ),
+    (
         "tracefs",
         "differential_against_real_tracefs",
         "compares with the machine's real tracefs, which only root may use",
