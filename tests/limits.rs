@@ -274,3 +274,52 @@ fn one_user_cannot_drain_what_others_need() {
     println!("RSS {before} KiB before, {flooded} KiB with {n} snapshots of {size} bytes open, {now} KiB after closing");
     assert!(m.alive());
 }
+
+/// Issue 37, finding 10: `monfs/requests` (every user's request counts and
+/// times) is the owner's alone, and a refusal a caller can repeat at will
+/// (a `mkdir` past the 64 instances) is logged at most once a second.
+#[test]
+fn request_stats_are_private_and_refusals_log_at_a_limited_rate() {
+    if common::root_only() {
+        return;
+    }
+    let m = Mount::with_config(QUIET);
+    std::fs::set_permissions(
+        m.root().parent().unwrap(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(m.path("monfs/requests"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7777, 0o600);
+    let o = std::process::Command::new("setpriv")
+        .args([
+            &format!("--reuid={OTHER}"),
+            &format!("--regid={OTHER}"),
+            "--clear-groups",
+        ])
+        .arg("cat")
+        .arg(m.path("monfs/requests"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Permission denied"));
+    m.sh_ok("cat monfs/requests >/dev/null");
+
+    let t0 = std::time::Instant::now();
+    m.sh_ok(
+        "cd tracing/instances && for i in $(seq 64); do mkdir i$i; done; \
+         n=0; for i in $(seq 500); do mkdir x 2>/dev/null || n=$((n+1)); done; \
+         test $n = 500; for i in $(seq 64); do rmdir i$i; done",
+    );
+    let secs = t0.elapsed().as_secs() + 1;
+    let lines = m.log_text().matches("instances exist").count() as u64;
+    assert!(
+        (1..=secs + 1).contains(&lines),
+        "{lines} log lines for 500 refused mkdirs in {secs} s"
+    );
+    println!("500 refused mkdirs: {lines} log lines");
+}

@@ -86,8 +86,53 @@ pub struct Budget {
     /// Held by ordinary users: in all, and by uid (an entry goes when its
     /// user holds nothing).
     by_users: Mutex<(usize, Option<HashMap<u32, usize>>)>,
-    /// When a refusal was last logged (ms since the epoch).
-    logged_ms: AtomicU64,
+    /// Refusals are logged at most once a second.
+    log: LogLimit,
+}
+
+/// At most one log line a second for one kind of message (a refusal a
+/// caller can repeat at will), counting the lines left out.
+pub struct LogLimit {
+    /// When a line was last let through (ms since the epoch).
+    last_ms: AtomicU64,
+    /// Lines left out since.
+    suppressed: AtomicU64,
+}
+
+impl LogLimit {
+    /// A limit that lets the first line through.
+    pub const fn new() -> LogLimit {
+        LogLimit {
+            last_ms: AtomicU64::new(0),
+            suppressed: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether a line may be logged now; if so, how many were left out
+    /// since the last one.
+    pub fn allow(&self) -> Option<u64> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let last = self.last_ms.load(Ordering::Relaxed);
+        if now.saturating_sub(last) >= 1000
+            && self
+                .last_ms
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            return Some(self.suppressed.swap(0, Ordering::Relaxed));
+        }
+        self.suppressed.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+}
+
+impl Default for LogLimit {
+    fn default() -> Self {
+        LogLimit::new()
+    }
 }
 
 /// A share of a [`Budget`], given back on drop to the account it came from.
@@ -110,7 +155,7 @@ impl Budget {
             per_user,
             used: AtomicUsize::new(0),
             by_users: Mutex::new((0, None)),
-            logged_ms: AtomicU64::new(0),
+            log: LogLimit::new(),
         }
     }
 
@@ -221,17 +266,7 @@ impl Budget {
     }
 
     fn refused(&self, payer: Payer, n: usize, which: &str) {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        let last = self.logged_ms.load(Ordering::Relaxed);
-        if now.saturating_sub(last) >= 1000
-            && self
-                .logged_ms
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
+        if let Some(suppressed) = self.log.allow() {
             let (limit, uid) = match (payer, which) {
                 (Payer::User(uid), "one user's share") => (self.per_user, Some(uid)),
                 (Payer::User(uid), "all users' share") => (self.users, Some(uid)),
@@ -243,6 +278,7 @@ impl Budget {
                 in_use = self.used(),
                 asked = n,
                 uid,
+                suppressed,
                 "limit of {} reached ({which}): {:?}",
                 self.what,
                 self.errno
