@@ -860,6 +860,10 @@ pub fn has_mapping(pid: u32, dev: u64, ino: u64) -> bool {
 }
 
 fn has_mapping_where(pid: u32, dev: u64, ino: u64, shared_only: bool) -> bool {
+    // Inode 0 names no file: anonymous mappings show it.
+    if ino == 0 {
+        return false;
+    }
     let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
         return false;
     };
