@@ -159,8 +159,9 @@ impl Control {
         let line = line.trim();
         let r = self.prepare(line, files).and_then(|replay| {
             let recorded = self.prepare_recorded(line, files)?;
+            let descriptors = self.prepare_descriptors(line, files)?;
             let _g = self.lock.lock_ok();
-            self.run(line, replay, recorded)
+            self.run(line, replay, recorded, descriptors)
         });
         match &r {
             Ok(_) => info!(command = line, "control"),
@@ -216,11 +217,50 @@ impl Control {
         Ok(Some(CaptureFile::taken(dev)))
     }
 
+    /// The slow part of `plug ... descriptors=FILE`, done without locks:
+    /// the dump read from the descriptor passed with the command (`monfs
+    /// ctl` opens FILE with the caller's rights), else from FILE, by the
+    /// rules for every file read on a caller's behalf
+    /// ([`crate::capture::read::read_regular`]: a regular file of at most
+    /// 1 MiB, no FIFO, no symlink).
+    fn prepare_descriptors(
+        &self,
+        line: &str,
+        files: &mut VecDeque<OwnedFd>,
+    ) -> Result<Option<crate::config::DescriptorFile>, SimError> {
+        let words = split_words(line)?;
+        if words.first().map(String::as_str) != Some("plug")
+            || words.get(3).map(String::as_str) == Some("from-capture")
+        {
+            return Ok(None);
+        }
+        let Some(v) = words
+            .iter()
+            .skip(4)
+            .find_map(|w| w.strip_prefix("descriptors="))
+        else {
+            return Ok(None);
+        };
+        let cap = crate::config::usbdesc::MAX_DUMP_BYTES;
+        let bytes = match files.pop_front().map(std::fs::File::from) {
+            Some(f) => crate::capture::read::read_regular(&f, cap),
+            None => crate::capture::read::read_regular_path(Path::new(v), cap),
+        }
+        .map_err(|e| format!("descriptors: {v}: {e}"))?;
+        let dump = crate::config::usbdesc::DescriptorDump::parse(bytes)
+            .map_err(|e| format!("descriptors: {v}: {e}"))?;
+        Ok(Some(crate::config::DescriptorFile {
+            path: v.into(),
+            dump: std::sync::Arc::new(dump),
+        }))
+    }
+
     fn run(
         &self,
         line: &str,
         replay: Option<replay::Prepared>,
         recorded: Option<CaptureFile>,
+        mut descriptors: Option<crate::config::DescriptorFile>,
     ) -> Result<String, SimError> {
         let words = split_words(line)?;
         let mut w = words.iter().map(String::as_str);
@@ -284,15 +324,10 @@ impl Control {
                         return Err(format!("{k} comes from the capture").into());
                     }
                     match k {
+                        // Read by `prepare_descriptors`, without the lock.
                         "descriptors" => {
-                            let bytes =
-                                std::fs::read(v).map_err(|e| format!("descriptors: {v}: {e}"))?;
-                            let dump = crate::config::usbdesc::DescriptorDump::parse(bytes)
-                                .map_err(|e| format!("descriptors: {v}: {e}"))?;
-                            dev.descriptors = Some(crate::config::DescriptorFile {
-                                path: v.into(),
-                                dump: std::sync::Arc::new(dump),
-                            });
+                            dev.descriptors =
+                                Some(descriptors.take().ok_or("descriptors=FILE given twice")?)
                         }
                         "vendor_id" => dev.vendor_id = Some(parse_in(k, v, 0, 0xffff)?),
                         "product_id" => dev.product_id = Some(parse_in(k, v, 0, 0xffff)?),
