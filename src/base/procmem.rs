@@ -453,13 +453,28 @@ pub enum MmError {
     Stuck,
 }
 
-/// An address space's layout, from `/proc/<pid>/stat`: start_code,
-/// end_code, start_stack, start_data, end_data, start_brk, arg_start,
-/// arg_end, env_start, env_end. fork() copies it; exec() makes a new one
-/// (with address space randomization, different with near certainty).
-type Layout = [u64; 10];
+/// An address space's identity: its layout, from `/proc/<pid>/stat`
+/// (start_code, end_code, start_stack, start_data, end_data, start_brk,
+/// arg_start, arg_end, env_start, env_end), and the 16 bytes at its
+/// `AT_RANDOM`, which exec fills with fresh random bytes. fork() copies
+/// both; exec() makes a new layout, the same one for the same binary when
+/// address space randomization is off (`setarch -R`, gdb), but never the
+/// same random bytes (issue 37).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Layout {
+    stat: [u64; 10],
+    random: [u8; 16],
+}
 
-fn layout_of(pid: u32) -> Option<Layout> {
+/// `AT_RANDOM` in an auxiliary vector.
+const AT_RANDOM: u64 = 25;
+
+/// The identity of the address space `mem` pins (`/proc/<pid>/mem` of
+/// process `pid`, opened before): None if it cannot be read, or if the
+/// process exec'd since `mem` was opened (the random bytes are read through
+/// `mem`, at the address the current image's auxiliary vector names; a
+/// dead address space reads nothing).
+fn layout_of(pid: u32, mem: &File) -> Option<Layout> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name, numbered from 3 (state).
     let w: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
@@ -468,7 +483,18 @@ fn layout_of(pid: u32) -> Option<Layout> {
     for (o, n) in out.iter_mut().zip([26, 27, 28, 45, 46, 47, 48, 49, 50, 51]) {
         *o = field(n)?;
     }
-    Some(out)
+    let auxv = std::fs::read(format!("/proc/{pid}/auxv")).ok()?;
+    let at = auxv.chunks_exact(16).find_map(|e| {
+        let k = u64::from_ne_bytes(e[..8].try_into().unwrap());
+        (k == AT_RANDOM).then(|| u64::from_ne_bytes(e[8..].try_into().unwrap()))
+    })?;
+    let mut random = [0u8; 16];
+    let off = i64::try_from(at).ok()? as u64;
+    match mem.read_at(&mut random, off) {
+        Ok(16) => {}
+        _ => return None,
+    }
+    Some(Layout { stat: out, random })
 }
 
 /// Raise the daemon's open-file limit to its hard limit, once: every pinned
@@ -644,7 +670,7 @@ impl Mm {
     pub fn pin(tid: u32) -> SysResult<Arc<Mm>> {
         let file = open_mem(tid)?;
         let tgid = tgid_of(tid).ok_or(Errno::EFAULT)?;
-        let layout = layout_of(tid).ok_or(Errno::EFAULT)?;
+        let layout = layout_of(tid, &file).ok_or(Errno::EFAULT)?;
         Ok(Arc::new(Mm {
             file,
             tgid,
@@ -656,15 +682,16 @@ impl Mm {
     /// The address space of process `child`, just forked from the process
     /// this pins, while it is still the copy fork made. None if the child
     /// shares this address space (`vfork`, `CLONE_VM`), is gone, or has
-    /// exec'd already (its layout differs). The layout is read after the
-    /// descriptor is opened, so a descriptor opened after an exec is
-    /// always caught.
+    /// exec'd already (its layout differs, and always its `AT_RANDOM`
+    /// bytes, with address space randomization off too). The identity is
+    /// read after the descriptor is opened, so a descriptor opened after
+    /// an exec is always caught.
     pub fn pin_child(&self, child: u32) -> Option<Arc<Mm>> {
         if same_vm(self.tgid, child) != Some(false) {
             return None;
         }
         let file = open_mem(child).ok()?;
-        let layout = layout_of(child)?;
+        let layout = layout_of(child, &file)?;
         (layout == self.layout).then(|| {
             Arc::new(Mm {
                 file,

@@ -20,6 +20,13 @@
  *        register NAME on a global word, then fork N children one after the
  *        other, each living 20 ms (for scripts/bench-user-events: the
  *        daemon logs how long after each fork the child's copy existed)
+ *   ue_lifecycle fork-exec TRACING NAME N
+ *        register NAME on a global word, print "registered=ERR", wait for a
+ *        line on stdin, then fork N children that at once exec this
+ *        program again with the same arguments and environment (with ASLR
+ *        off, the same layout), marked by descriptor 100; such a child
+ *        prints "child pid=N addr=A" (A: its own global word, never
+ *        registered) and waits to be killed
  *   ue_lifecycle reg-many TRACING NAME N
  *        register NAME N times, on N different bits of a global array,
  *        print "registered=N", wait to be killed
@@ -223,6 +230,29 @@ int main(int argc, char **argv)
 		pid_t c = fork();
 		if (c == 0)
 			printf("child pid=%d\n", getpid());
+		wait_signals(NULL);
+	}
+	if (!strcmp(cmd, "fork-exec") && argc == 5 && fcntl(100, F_GETFD) >= 0) {
+		printf("child pid=%d addr=%#lx\n", getpid(), (unsigned long)&word);
+		wait_signals(NULL);
+	}
+	if (!strcmp(cmd, "fork-exec") && argc == 5) {
+		int fd = data_fd(t, O_CLOEXEC), n = atoi(argv[4]);
+		long r = reg(fd, argv[3], (void *)&word);
+		printf("registered=%s\n", err(r));
+		if (r < 0)
+			return 1;
+		char line[16];
+		if (!fgets(line, sizeof line, stdin))
+			return 1;
+		for (int i = 0; i < n; i++) {
+			if (fork() == 0) {
+				dup2(1, 100);
+				execv(argv[0], argv);
+				_exit(127);
+			}
+		}
+		printf("done\n");
 		wait_signals(NULL);
 	}
 	if (!strcmp(cmd, "reg-many") && argc == 5) {
