@@ -539,3 +539,57 @@ impl Drop for KillChildren {
         }
     }
 }
+
+/// Issue 37, finding 7: one producer registering 20,000 enable bits (on
+/// plain anonymous memory, for 500 events) while two CPU hogs run and
+/// another producer's registration fails on a userfaultfd page gets every
+/// one: none is EFAULT, and its address space is never judged stuck. The
+/// rate is printed.
+#[test]
+fn a_busy_producer_is_never_judged_stuck_for_anothers_stall() {
+    let m = Mount::default_config();
+    let tmp = tempfile::tempdir().unwrap();
+    let tool = compile_c("ue_lifecycle", tmp.path());
+    let tr = m.path("tracing");
+    let mut stuck = Tool::spawn(&tool, &["reg-uffd", tr.to_str().unwrap(), "ue_stall"]);
+    stuck.line("mapped");
+    stuck.go();
+    let hogs: Vec<Child> = (0..2)
+        .map(|_| {
+            Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut busy = Tool::spawn(
+        &tool,
+        &["reg-lots", tr.to_str().unwrap(), "ue_lots", "20000", "500"],
+    );
+    let l = busy.line("registered=");
+    for mut h in hogs {
+        let _ = h.kill();
+        let _ = h.wait();
+    }
+    println!("{l}");
+    assert_eq!(field(&l, "registered"), "20000", "{l}");
+    assert_eq!(field(&l, "efault"), "0", "{l}");
+    let l = stuck.line("reg=");
+    assert!(l.contains("=EFAULT"), "{l}");
+    let stuck_pid = stuck.child.id();
+    let busy_pid = busy.child.id();
+    let log = m.log_text();
+    let judged: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("did not finish in time"))
+        .collect();
+    assert!(
+        judged
+            .iter()
+            .all(|l| l.contains(&format!("process {stuck_pid}'s"))),
+        "busy producer {busy_pid} judged stuck: {judged:?}"
+    );
+    busy.signal(libc::SIGTERM);
+    drop(stuck);
+    still_serving(&m);
+}

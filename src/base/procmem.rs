@@ -844,13 +844,35 @@ pub enum Unfinished {
     TimedOut,
     /// Every worker is stuck: the job did not run.
     NoWorker,
+    /// No worker took the job in time (a machine starved of CPU): it may
+    /// still run; nobody is to blame.
+    NotStarted,
 }
 
-/// Run `job` on a worker thread and wait for it until `timeout` has passed.
+/// Run `job` on a worker thread and wait for it until `timeout` has passed
+/// since it started (the time it waits for a worker to take it, on a busy
+/// machine, is not its fault).
 pub fn run_bounded<T: Send + 'static>(
     job: impl FnOnce() -> T + Send + 'static,
     timeout: Duration,
 ) -> Result<T, Unfinished> {
+    run_watched(job, timeout, &Arc::new(AtomicUsize::new(0)))
+}
+
+/// Run `job`, a series of accesses that advances `progress` as it goes, on
+/// a worker thread, and wait for it until one access has taken longer than
+/// `timeout`: the clock starts when the job starts and again whenever
+/// `progress` changes, so that a long series of quick accesses is never
+/// taken for a stuck one, and the one that stalls is the one blamed
+/// (issue 37).
+pub fn run_watched<T: Send + 'static>(
+    job: impl FnOnce() -> T + Send + 'static,
+    timeout: Duration,
+    progress: &Arc<AtomicUsize>,
+) -> Result<T, Unfinished> {
+    /// How long a job may wait for the worker promised to it: only a
+    /// machine starved of CPU makes it wait at all.
+    const START_WAIT: Duration = Duration::from_secs(30);
     let pool = POOL.get_or_init(|| {
         let (tx, rx) = crossbeam_channel::unbounded();
         Pool {
@@ -864,11 +886,51 @@ pub fn run_bounded<T: Send + 'static>(
         warn!("every procmem worker is stuck on a page nobody serves; access refused");
         return Err(Unfinished::NoWorker);
     }
+    /// How many deadlines in a row a worker that is running (runnable, not
+    /// asleep in a page fault) may take: it is slow for want of CPU.
+    const RUNNING_GRACE: u32 = 20;
+    let (stx, srx) = crossbeam_channel::bounded::<i32>(1);
     let (rtx, rrx) = crossbeam_channel::bounded(1);
     let _ = pool.tx.send(Box::new(move || {
+        // SAFETY: gettid has no arguments and cannot fail.
+        let _ = stx.send(unsafe { libc::gettid() });
         let _ = rtx.send(job());
     }));
-    rrx.recv_timeout(timeout).map_err(|_| Unfinished::TimedOut)
+    let Ok(worker) = srx.recv_timeout(START_WAIT) else {
+        return Err(Unfinished::NotStarted);
+    };
+    let mut seen = progress.load(Ordering::SeqCst);
+    let mut running = 0;
+    loop {
+        match rrx.recv_timeout(timeout) {
+            Ok(v) => return Ok(v),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                return Err(Unfinished::TimedOut)
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                let now = progress.load(Ordering::SeqCst);
+                if now != seen {
+                    seen = now;
+                    running = 0;
+                    continue;
+                }
+                // A page nobody serves leaves the worker asleep (S or D);
+                // a runnable one only waits for a CPU.
+                if worker_state(worker) == Some('R') && running < RUNNING_GRACE {
+                    running += 1;
+                    continue;
+                }
+                return Err(Unfinished::TimedOut);
+            }
+        }
+    }
+}
+
+/// The state letter of this process's thread `tid` (`R` running or
+/// runnable, `S`, `D`, ...).
+fn worker_state(tid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
 // ---------------------------------------------------------------------------

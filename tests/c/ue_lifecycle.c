@@ -27,6 +27,10 @@
  *        off, the same layout), marked by descriptor 100; such a child
  *        prints "child pid=N addr=A" (A: its own global word, never
  *        registered) and waits to be killed
+ *   ue_lifecycle reg-lots TRACING NAME N EVENTS
+ *        register N enable bits, each on its own bit of an anonymous
+ *        mapping, for EVENTS events (NAME_0 ... NAME_<EVENTS-1>, in turn);
+ *        print "registered=K efault=E other=O ms=T" and wait to be killed
  *   ue_lifecycle reg-many TRACING NAME N
  *        register NAME N times, on N different bits of a global array,
  *        print "registered=N", wait to be killed
@@ -253,6 +257,32 @@ int main(int argc, char **argv)
 			}
 		}
 		printf("done\n");
+		wait_signals(NULL);
+	}
+	if (!strcmp(cmd, "reg-lots") && argc == 6) {
+		int fd = data_fd(t, O_CLOEXEC), n = atoi(argv[4]), events = atoi(argv[5]);
+		size_t len = ((size_t)n / 32 + 1) * 4;
+		uint32_t *words = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				       -1, 0);
+		int ok = 0, efault = 0, other = 0;
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (int i = 0; i < n; i++) {
+			static char args[600];
+			snprintf(args, sizeof args, "%s_%d u32 x", argv[3], events > 0 ? i % events : 0);
+			struct user_reg r = { .size = sizeof r, .enable_bit = i % 32, .enable_size = 4,
+					     .enable_addr = (uintptr_t)&words[i / 32],
+					     .name_args = (uintptr_t)args };
+			if (ioctl(fd, DIAG_IOCSREG, &r) == 0)
+				ok++;
+			else if (errno == EFAULT)
+				efault++;
+			else
+				other++;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		printf("registered=%d efault=%d other=%d ms=%ld\n", ok, efault, other,
+		       (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
 		wait_signals(NULL);
 	}
 	if (!strcmp(cmd, "reg-many") && argc == 5) {
