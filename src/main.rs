@@ -516,6 +516,7 @@ fn mount(
         }
     };
     let (uid, gid) = (getuid().as_raw(), getgid().as_raw());
+    monfs::base::budget::bound_allocator();
     let fs = Monfs::new(&cfg, uid, gid);
     if std::env::var_os("MONFS_FAULT_INJECT").is_some_and(|v| v == "1") {
         info!("MONFS_FAULT_INJECT=1: the test-only `panic` control command is enabled");

@@ -332,6 +332,28 @@ fn trim_after_release(n: usize) {
     }
 }
 
+/// Bound the allocator's memory for a long-running daemon (issue 37): at
+/// most 2 malloc arenas (glibc makes up to 8 per CPU, one per thread that
+/// allocates while another holds an arena, and each keeps its own freed
+/// memory: with request threads, replacements and workers coming and
+/// going, RSS crept without end), and a thread that gives free memory back
+/// to the system every 30 s. Called once by the daemon at mount.
+pub fn bound_allocator() {
+    #[cfg(target_env = "gnu")]
+    {
+        // SAFETY: mallopt only sets an allocator parameter.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 2);
+        }
+        let _ = std::thread::Builder::new()
+            .name("trim".into())
+            .spawn(|| loop {
+                std::thread::sleep(std::time::Duration::from_secs(30));
+                trim();
+            });
+    }
+}
+
 /// Give the allocator's free memory back to the system.
 pub fn trim() {
     // SAFETY: malloc_trim only releases free memory of glibc's heaps.
