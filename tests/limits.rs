@@ -210,6 +210,10 @@ fn one_user_cannot_drain_what_others_need() {
     assert!(m
         .log_text()
         .contains("limit of open files reached (one user's share)"));
+    println!(
+        "RSS {before} KiB before, {} KiB with {n} files open by uid {OTHER}",
+        common::vm_rss_kib(pid).unwrap()
+    );
     // Another user has a share of their own; root is served.
     let mut other = python_as(NOBODY, &hold_opens(&m.path("monfs/socket"), 100));
     assert_eq!(count_and_errno(&mut other), (100, 0));
