@@ -1211,4 +1211,49 @@ mod tests {
         // Another worker serves the next job meanwhile.
         assert_eq!(run_bounded(|| 3, Duration::from_secs(5)), Ok(3));
     }
+
+    /// Issue 37: the deadline is each step's, not the whole series's, and
+    /// a worker that only waits for a CPU (runnable) is not stuck; one
+    /// asleep without progress is.
+    #[test]
+    fn watched_jobs_are_judged_by_their_stalls_alone() {
+        let step = Duration::from_millis(100);
+        let timeout = Duration::from_millis(300);
+        let progress = Arc::new(AtomicUsize::new(0));
+        let p = progress.clone();
+        // Ten quick steps, a second in all.
+        let series = run_watched(
+            move || {
+                for k in 1..=10 {
+                    std::thread::sleep(step);
+                    p.store(k, Ordering::SeqCst);
+                }
+                10
+            },
+            timeout,
+            &progress,
+        );
+        assert_eq!(series, Ok(10));
+        // Busy for a second without progress, but running all along.
+        let busy = run_watched(
+            || {
+                let t = Instant::now();
+                let mut x = 0u64;
+                while t.elapsed() < Duration::from_secs(1) {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+                7
+            },
+            timeout,
+            &Arc::new(AtomicUsize::new(0)),
+        );
+        assert_eq!(busy, Ok(7));
+        // Asleep without progress: stuck.
+        let asleep = run_watched(
+            || std::thread::sleep(Duration::from_secs(2)),
+            timeout,
+            &Arc::new(AtomicUsize::new(0)),
+        );
+        assert_eq!(asleep, Err(Unfinished::TimedOut));
+    }
 }
