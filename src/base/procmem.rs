@@ -916,7 +916,7 @@ pub fn run_watched<T: Send + 'static>(
                 }
                 // A page nobody serves leaves the worker asleep (S or D);
                 // a runnable one only waits for a CPU.
-                if worker_state(worker) == Some('R') && running < RUNNING_GRACE {
+                if thread_state(worker) == Some('R') && running < RUNNING_GRACE {
                     running += 1;
                     continue;
                 }
@@ -928,7 +928,7 @@ pub fn run_watched<T: Send + 'static>(
 
 /// The state letter of this process's thread `tid` (`R` running or
 /// runnable, `S`, `D`, ...).
-fn worker_state(tid: i32) -> Option<char> {
+pub fn thread_state(tid: i32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
     stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
