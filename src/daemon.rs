@@ -7,9 +7,6 @@ use crate::base::clock::{Clock, RealClock, VirtualClock};
 use crate::base::vfs::{NodeKind, SnapshotFile, Tree};
 use crate::config::{ClockKind, Config};
 use crate::sim::usb::UsbSim;
-use crate::usbmon::binary::BinNode;
-use crate::usbmon::stat::StatNode;
-use crate::usbmon::text::{TextFormat, TextNode};
 use crate::usbmon::UsbMon;
 
 /// Everything a mount serves.
@@ -54,33 +51,7 @@ impl Monfs {
         let usb = Arc::new(UsbSim::new(&cfg.usb, seed, clock.clone(), sink));
         let tree = Arc::new(Tree::new(uid, gid));
 
-        for bus in usbmon.bus_numbers() {
-            let dir = "usb/usbmon";
-            tree.add(
-                &format!("{dir}/{bus}s"),
-                NodeKind::File(Arc::new(StatNode::new(usbmon.clone(), bus))),
-                0o600,
-            );
-            if bus != 0 {
-                tree.add(
-                    &format!("{dir}/{bus}t"),
-                    NodeKind::File(Arc::new(TextNode::new(usbmon.clone(), bus, TextFormat::T))),
-                    0o600,
-                );
-            }
-            tree.add(
-                &format!("{dir}/{bus}u"),
-                NodeKind::File(Arc::new(TextNode::new(usbmon.clone(), bus, TextFormat::U))),
-                0o600,
-            );
-        }
-        for bus in usbmon.bus_numbers() {
-            tree.add(
-                &format!("dev/usbmon{bus}"),
-                NodeKind::File(Arc::new(BinNode::new(usbmon.clone(), bus))),
-                0o600,
-            );
-        }
+        crate::usbmon::files::install(&usbmon, &tree);
         let sim = usb.clone();
         tree.add(
             "usb/devices",
@@ -89,25 +60,26 @@ impl Monfs {
             }))),
             0o444,
         );
-        tree.add("usbmon", NodeKind::Symlink("usb/usbmon".into()), 0o777);
         tree.add(
             "monfs/null",
             NodeKind::File(Arc::new(crate::base::nullfile::NullNode)),
             0o600,
         );
         // Writes are taken and ignored; an open with O_TRUNC starts the
-        // counts again, as tracefs's `trace` is cleared.
+        // counts again, as tracefs's `trace` is cleared. Mode 0600: the
+        // counts and times of every user's requests are the owner's to
+        // read (issue 37), as debugfs keeps such statistics to root.
         let requests = Arc::new(crate::base::reqstats::RequestStats::default());
         let (shown, cleared) = (requests.clone(), requests.clone());
         tree.add(
             "monfs/requests",
             NodeKind::File(Arc::new(
-                crate::tracefs::Ctl::new(0o644)
+                crate::tracefs::Ctl::new(0o600)
                     .rs(move || shown.text())
                     .w(|data, _| Ok(data.len() as u32))
                     .t(move || cleared.reset()),
             )),
-            0o644,
+            0o600,
         );
         crate::tracefs::add_files(&tracing, &tree);
         // Napping buses are caught up before, and woken after, requests.

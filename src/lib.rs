@@ -12,5 +12,6 @@ pub mod daemon;
 pub mod fuse;
 pub mod monreader;
 pub mod sim;
+pub mod testing;
 pub mod tracefs;
 pub mod usbmon;

@@ -461,3 +461,135 @@ fn a_producer_pins_its_address_space_once() {
     t.signal(libc::SIGTERM);
     still_serving(&m);
 }
+
+/// Issue 37, finding 6: with address space randomization off (`setarch
+/// -R`, as under gdb), fork+exec'd children of a producer run the same
+/// binary at the same layout; the fresh image's memory is never written,
+/// because exec also gives it new `AT_RANDOM` bytes. Each child's own
+/// global word (at the address of the parent's enable word) stays 0 while
+/// the event is enabled and disabled.
+#[test]
+fn children_exec_d_without_aslr_are_never_written() {
+    let m = Mount::default_config();
+    let tmp = tempfile::tempdir().unwrap();
+    let tool = compile_c("ue_lifecycle", tmp.path());
+    let tr = m.path("tracing");
+    const N: usize = 50;
+    let n = N.to_string();
+    let mut t = Tool::spawn(
+        Path::new("setarch"),
+        &[
+            "-R",
+            tool.to_str().unwrap(),
+            "fork-exec",
+            tr.to_str().unwrap(),
+            "ue_noaslr",
+            &n,
+        ],
+    );
+    assert_eq!(t.line("registered="), "registered=OK");
+    // setarch execs the tool in place: the pid is the tool's. Its children
+    // are killed however the test ends.
+    let kids = KillChildren(t.child.id());
+    enable(&m, "ue_noaslr", true);
+    t.go();
+    let mut children = Vec::new();
+    for _ in 0..N {
+        let l = t.line("child");
+        let pid: u32 = field(&l, "pid").parse().unwrap();
+        let addr = u64::from_str_radix(field(&l, "addr").trim_start_matches("0x"), 16).unwrap();
+        children.push((pid, addr));
+    }
+    let written = |when: &str| {
+        let bad: Vec<u32> = children
+            .iter()
+            .filter(|(pid, addr)| word(*pid, *addr) != 0)
+            .map(|(pid, _)| *pid)
+            .collect();
+        assert!(
+            bad.is_empty(),
+            "{} of {N} exec'd children had their word written ({when}): {bad:?}",
+            bad.len()
+        );
+    };
+    written("enabled at the fork");
+    for on in [false, true, false, true] {
+        enable(&m, "ue_noaslr", on);
+        written(if on { "enabled" } else { "disabled" });
+    }
+    drop(kids);
+    t.signal(libc::SIGTERM);
+    still_serving(&m);
+}
+
+/// Kills the children of process `.0` on drop.
+struct KillChildren(u32);
+
+impl Drop for KillChildren {
+    fn drop(&mut self) {
+        let p = self.0;
+        let kids =
+            std::fs::read_to_string(format!("/proc/{p}/task/{p}/children")).unwrap_or_default();
+        for pid in kids
+            .split_whitespace()
+            .filter_map(|w| w.parse::<i32>().ok())
+        {
+            // SAFETY: kill(2) on the tool's children.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+/// Issue 37, finding 7: one producer registering 20,000 enable bits (on
+/// plain anonymous memory, for 500 events) while two CPU hogs run and
+/// another producer's registration fails on a userfaultfd page gets every
+/// one: none is EFAULT, and its address space is never judged stuck. The
+/// rate is printed.
+#[test]
+fn a_busy_producer_is_never_judged_stuck_for_anothers_stall() {
+    let m = Mount::default_config();
+    let tmp = tempfile::tempdir().unwrap();
+    let tool = compile_c("ue_lifecycle", tmp.path());
+    let tr = m.path("tracing");
+    let mut stuck = Tool::spawn(&tool, &["reg-uffd", tr.to_str().unwrap(), "ue_stall"]);
+    stuck.line("mapped");
+    stuck.go();
+    let hogs: Vec<Child> = (0..2)
+        .map(|_| {
+            Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut busy = Tool::spawn(
+        &tool,
+        &["reg-lots", tr.to_str().unwrap(), "ue_lots", "20000", "500"],
+    );
+    let l = busy.line("registered=");
+    for mut h in hogs {
+        let _ = h.kill();
+        let _ = h.wait();
+    }
+    println!("{l}");
+    assert_eq!(field(&l, "registered"), "20000", "{l}");
+    assert_eq!(field(&l, "efault"), "0", "{l}");
+    let l = stuck.line("reg=");
+    assert!(l.contains("=EFAULT"), "{l}");
+    let stuck_pid = stuck.child.id();
+    let busy_pid = busy.child.id();
+    let log = m.log_text();
+    let judged: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("did not finish in time"))
+        .collect();
+    assert!(
+        judged
+            .iter()
+            .all(|l| l.contains(&format!("process {stuck_pid}'s"))),
+        "busy producer {busy_pid} judged stuck: {judged:?}"
+    );
+    busy.signal(libc::SIGTERM);
+    drop(stuck);
+    still_serving(&m);
+}

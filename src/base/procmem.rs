@@ -453,13 +453,28 @@ pub enum MmError {
     Stuck,
 }
 
-/// An address space's layout, from `/proc/<pid>/stat`: start_code,
-/// end_code, start_stack, start_data, end_data, start_brk, arg_start,
-/// arg_end, env_start, env_end. fork() copies it; exec() makes a new one
-/// (with address space randomization, different with near certainty).
-type Layout = [u64; 10];
+/// An address space's identity: its layout, from `/proc/<pid>/stat`
+/// (start_code, end_code, start_stack, start_data, end_data, start_brk,
+/// arg_start, arg_end, env_start, env_end), and the 16 bytes at its
+/// `AT_RANDOM`, which exec fills with fresh random bytes. fork() copies
+/// both; exec() makes a new layout, the same one for the same binary when
+/// address space randomization is off (`setarch -R`, gdb), but never the
+/// same random bytes (issue 37).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Layout {
+    stat: [u64; 10],
+    random: [u8; 16],
+}
 
-fn layout_of(pid: u32) -> Option<Layout> {
+/// `AT_RANDOM` in an auxiliary vector.
+const AT_RANDOM: u64 = 25;
+
+/// The identity of the address space `mem` pins (`/proc/<pid>/mem` of
+/// process `pid`, opened before): None if it cannot be read, or if the
+/// process exec'd since `mem` was opened (the random bytes are read through
+/// `mem`, at the address the current image's auxiliary vector names; a
+/// dead address space reads nothing).
+fn layout_of(pid: u32, mem: &File) -> Option<Layout> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name, numbered from 3 (state).
     let w: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
@@ -468,7 +483,18 @@ fn layout_of(pid: u32) -> Option<Layout> {
     for (o, n) in out.iter_mut().zip([26, 27, 28, 45, 46, 47, 48, 49, 50, 51]) {
         *o = field(n)?;
     }
-    Some(out)
+    let auxv = std::fs::read(format!("/proc/{pid}/auxv")).ok()?;
+    let at = auxv.chunks_exact(16).find_map(|e| {
+        let k = u64::from_ne_bytes(e[..8].try_into().unwrap());
+        (k == AT_RANDOM).then(|| u64::from_ne_bytes(e[8..].try_into().unwrap()))
+    })?;
+    let mut random = [0u8; 16];
+    let off = i64::try_from(at).ok()? as u64;
+    match mem.read_at(&mut random, off) {
+        Ok(16) => {}
+        _ => return None,
+    }
+    Some(Layout { stat: out, random })
 }
 
 /// Raise the daemon's open-file limit to its hard limit, once: every pinned
@@ -644,7 +670,7 @@ impl Mm {
     pub fn pin(tid: u32) -> SysResult<Arc<Mm>> {
         let file = open_mem(tid)?;
         let tgid = tgid_of(tid).ok_or(Errno::EFAULT)?;
-        let layout = layout_of(tid).ok_or(Errno::EFAULT)?;
+        let layout = layout_of(tid, &file).ok_or(Errno::EFAULT)?;
         Ok(Arc::new(Mm {
             file,
             tgid,
@@ -656,15 +682,16 @@ impl Mm {
     /// The address space of process `child`, just forked from the process
     /// this pins, while it is still the copy fork made. None if the child
     /// shares this address space (`vfork`, `CLONE_VM`), is gone, or has
-    /// exec'd already (its layout differs). The layout is read after the
-    /// descriptor is opened, so a descriptor opened after an exec is
-    /// always caught.
+    /// exec'd already (its layout differs, and always its `AT_RANDOM`
+    /// bytes, with address space randomization off too). The identity is
+    /// read after the descriptor is opened, so a descriptor opened after
+    /// an exec is always caught.
     pub fn pin_child(&self, child: u32) -> Option<Arc<Mm>> {
         if same_vm(self.tgid, child) != Some(false) {
             return None;
         }
         let file = open_mem(child).ok()?;
-        let layout = layout_of(child)?;
+        let layout = layout_of(child, &file)?;
         (layout == self.layout).then(|| {
             Arc::new(Mm {
                 file,
@@ -817,13 +844,35 @@ pub enum Unfinished {
     TimedOut,
     /// Every worker is stuck: the job did not run.
     NoWorker,
+    /// No worker took the job in time (a machine starved of CPU): it may
+    /// still run; nobody is to blame.
+    NotStarted,
 }
 
-/// Run `job` on a worker thread and wait for it until `timeout` has passed.
+/// Run `job` on a worker thread and wait for it until `timeout` has passed
+/// since it started (the time it waits for a worker to take it, on a busy
+/// machine, is not its fault).
 pub fn run_bounded<T: Send + 'static>(
     job: impl FnOnce() -> T + Send + 'static,
     timeout: Duration,
 ) -> Result<T, Unfinished> {
+    run_watched(job, timeout, &Arc::new(AtomicUsize::new(0)))
+}
+
+/// Run `job`, a series of accesses that advances `progress` as it goes, on
+/// a worker thread, and wait for it until one access has taken longer than
+/// `timeout`: the clock starts when the job starts and again whenever
+/// `progress` changes, so that a long series of quick accesses is never
+/// taken for a stuck one, and the one that stalls is the one blamed
+/// (issue 37).
+pub fn run_watched<T: Send + 'static>(
+    job: impl FnOnce() -> T + Send + 'static,
+    timeout: Duration,
+    progress: &Arc<AtomicUsize>,
+) -> Result<T, Unfinished> {
+    /// How long a job may wait for the worker promised to it: only a
+    /// machine starved of CPU makes it wait at all.
+    const START_WAIT: Duration = Duration::from_secs(30);
     let pool = POOL.get_or_init(|| {
         let (tx, rx) = crossbeam_channel::unbounded();
         Pool {
@@ -837,11 +886,51 @@ pub fn run_bounded<T: Send + 'static>(
         warn!("every procmem worker is stuck on a page nobody serves; access refused");
         return Err(Unfinished::NoWorker);
     }
+    /// How many deadlines in a row a worker that is running (runnable, not
+    /// asleep in a page fault) may take: it is slow for want of CPU.
+    const RUNNING_GRACE: u32 = 20;
+    let (stx, srx) = crossbeam_channel::bounded::<i32>(1);
     let (rtx, rrx) = crossbeam_channel::bounded(1);
     let _ = pool.tx.send(Box::new(move || {
+        // SAFETY: gettid has no arguments and cannot fail.
+        let _ = stx.send(unsafe { libc::gettid() });
         let _ = rtx.send(job());
     }));
-    rrx.recv_timeout(timeout).map_err(|_| Unfinished::TimedOut)
+    let Ok(worker) = srx.recv_timeout(START_WAIT) else {
+        return Err(Unfinished::NotStarted);
+    };
+    let mut seen = progress.load(Ordering::SeqCst);
+    let mut running = 0;
+    loop {
+        match rrx.recv_timeout(timeout) {
+            Ok(v) => return Ok(v),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                return Err(Unfinished::TimedOut)
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                let now = progress.load(Ordering::SeqCst);
+                if now != seen {
+                    seen = now;
+                    running = 0;
+                    continue;
+                }
+                // A page nobody serves leaves the worker asleep (S or D);
+                // a runnable one only waits for a CPU.
+                if thread_state(worker) == Some('R') && running < RUNNING_GRACE {
+                    running += 1;
+                    continue;
+                }
+                return Err(Unfinished::TimedOut);
+            }
+        }
+    }
+}
+
+/// The state letter of this process's thread `tid` (`R` running or
+/// runnable, `S`, `D`, ...).
+pub fn thread_state(tid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
 // ---------------------------------------------------------------------------
@@ -850,6 +939,20 @@ pub fn run_bounded<T: Send + 'static>(
 /// Whether process `pid` has a shared mapping of the file with device `dev`
 /// and inode `ino` (read from `/proc/<pid>/maps`).
 pub fn has_shared_mapping(pid: u32, dev: u64, ino: u64) -> bool {
+    has_mapping_where(pid, dev, ino, true)
+}
+
+/// Whether process `pid` has any mapping, shared or private, of the file
+/// with device `dev` and inode `ino`.
+pub fn has_mapping(pid: u32, dev: u64, ino: u64) -> bool {
+    has_mapping_where(pid, dev, ino, false)
+}
+
+fn has_mapping_where(pid: u32, dev: u64, ino: u64, shared_only: bool) -> bool {
+    // Inode 0 names no file: anonymous mappings show it.
+    if ino == 0 {
+        return false;
+    }
     let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
         return false;
     };
@@ -857,7 +960,7 @@ pub fn has_shared_mapping(pid: u32, dev: u64, ino: u64) -> bool {
     maps.lines().any(|l| {
         let mut w = l.split_whitespace();
         let (_range, perms, _off, d, i) = (w.next(), w.next(), w.next(), w.next(), w.next());
-        perms.is_some_and(|p| p.ends_with('s'))
+        perms.is_some_and(|p| !shared_only || p.ends_with('s'))
             && d == Some(want_dev.as_str())
             && i.and_then(|i| i.parse::<u64>().ok()) == Some(ino)
     })
@@ -867,6 +970,16 @@ pub fn has_shared_mapping(pid: u32, dev: u64, ino: u64) -> bool {
 /// and inode `ino` (every `/proc/<pid>/maps` is read: for rare questions,
 /// such as whether a resize of a mapped trace buffer must be refused).
 pub fn any_shared_mapping(dev: u64, ino: u64) -> bool {
+    any_process(|pid| has_shared_mapping(pid, dev, ino))
+}
+
+/// Whether any process has any mapping, shared or private, of the file
+/// with device `dev` and inode `ino` (every `/proc/<pid>/maps` is read).
+pub fn any_mapping(dev: u64, ino: u64) -> bool {
+    any_process(|pid| has_mapping(pid, dev, ino))
+}
+
+fn any_process(f: impl Fn(u32) -> bool) -> bool {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return false;
     };
@@ -874,7 +987,7 @@ pub fn any_shared_mapping(dev: u64, ino: u64) -> bool {
         d.file_name()
             .to_str()
             .and_then(|n| n.parse::<u32>().ok())
-            .is_some_and(|pid| has_shared_mapping(pid, dev, ino))
+            .is_some_and(&f)
     })
 }
 
@@ -1097,5 +1210,50 @@ mod tests {
         assert!(t.elapsed() < Duration::from_secs(2));
         // Another worker serves the next job meanwhile.
         assert_eq!(run_bounded(|| 3, Duration::from_secs(5)), Ok(3));
+    }
+
+    /// Issue 37: the deadline is each step's, not the whole series's, and
+    /// a worker that only waits for a CPU (runnable) is not stuck; one
+    /// asleep without progress is.
+    #[test]
+    fn watched_jobs_are_judged_by_their_stalls_alone() {
+        let step = Duration::from_millis(100);
+        let timeout = Duration::from_millis(300);
+        let progress = Arc::new(AtomicUsize::new(0));
+        let p = progress.clone();
+        // Ten quick steps, a second in all.
+        let series = run_watched(
+            move || {
+                for k in 1..=10 {
+                    std::thread::sleep(step);
+                    p.store(k, Ordering::SeqCst);
+                }
+                10
+            },
+            timeout,
+            &progress,
+        );
+        assert_eq!(series, Ok(10));
+        // Busy for a second without progress, but running all along.
+        let busy = run_watched(
+            || {
+                let t = Instant::now();
+                let mut x = 0u64;
+                while t.elapsed() < Duration::from_secs(1) {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+                7
+            },
+            timeout,
+            &Arc::new(AtomicUsize::new(0)),
+        );
+        assert_eq!(busy, Ok(7));
+        // Asleep without progress: stuck.
+        let asleep = run_watched(
+            || std::thread::sleep(Duration::from_secs(2)),
+            timeout,
+            &Arc::new(AtomicUsize::new(0)),
+        );
+        assert_eq!(asleep, Err(Unfinished::TimedOut));
     }
 }

@@ -90,6 +90,9 @@ pub enum CtlError {
         /// Why.
         source: crate::capture::usbdesc::DumpError,
     },
+    /// `descriptors=FILE` twice in one command.
+    #[error("descriptors=FILE given twice")]
+    DescriptorsTwice,
     /// `descriptors=FILE` with another kind, or kind descriptors without it.
     #[error("descriptors=FILE goes with kind descriptors, and only with it")]
     DescriptorsKind,

@@ -27,6 +27,9 @@ use crate::base::sync::LockExt;
 
 /// How long a caller-memory access may take before its request is failed.
 pub const REMOTE_LIMIT_MS: u64 = 800;
+/// How many times [`REMOTE_LIMIT_MS`] a caller-memory access may take while
+/// its thread is runnable (it only waits for a CPU).
+pub const RUNNABLE_GRACE: u64 = 10;
 /// How long any request may take before another thread takes its place.
 pub const SLOW_LIMIT_MS: u64 = 10_000;
 /// Threads the watchdog may start over a session's life.
@@ -48,6 +51,9 @@ pub struct Slot {
     pub ring: AtomicU32,
     /// Still counted among the session's live request threads.
     counted: AtomicBool,
+    /// The thread's id, to tell one asleep in a page from one waiting for
+    /// a CPU.
+    tid: std::sync::atomic::AtomicI32,
 }
 
 impl Slot {
@@ -120,6 +126,8 @@ impl Watchdog {
             service,
             ring: AtomicU32::new(u32::MAX),
             counted: AtomicBool::new(true),
+            // SAFETY: gettid has no arguments and cannot fail.
+            tid: std::sync::atomic::AtomicI32::new(unsafe { libc::gettid() }),
         });
         crate::base::procmem::watch_this_thread(slot.remote.clone());
         CURRENT.with(|c| *c.borrow_mut() = Some(slot.clone()));
@@ -146,7 +154,16 @@ impl Watchdog {
             }
             let remote = s.remote.load(Ordering::SeqCst);
             let since = s.since.load(Ordering::SeqCst);
-            let verdict = if remote != 0 && now.saturating_sub(remote) > REMOTE_LIMIT_MS {
+            let in_remote = now.saturating_sub(remote);
+            // A thread still runnable (waiting for a CPU on a busy machine,
+            // not asleep in a page nobody serves) is given up to ten times
+            // the limit (issue 37).
+            let waits_for_cpu = || {
+                in_remote <= REMOTE_LIMIT_MS * RUNNABLE_GRACE
+                    && crate::base::procmem::thread_state(s.tid.load(Ordering::Relaxed))
+                        == Some('R')
+            };
+            let verdict = if remote != 0 && in_remote > REMOTE_LIMIT_MS && !waits_for_cpu() {
                 Verdict::Fail(s.unique())
             } else if since != 0 && now.saturating_sub(since) > SLOW_LIMIT_MS {
                 Verdict::Replace

@@ -124,3 +124,8 @@ pub(crate) fn add_ctl(tree: &Tree, path: &str, ctl: Ctl) {
     let mode = ctl.mode;
     tree.add(path, NodeKind::File(Arc::new(ctl)), mode);
 }
+
+/// `1` or `0` and a newline, as the kernel shows a flag.
+pub(crate) fn bool_line(b: bool) -> String {
+    if b { "1\n" } else { "0\n" }.to_string()
+}

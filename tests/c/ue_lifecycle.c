@@ -20,6 +20,17 @@
  *        register NAME on a global word, then fork N children one after the
  *        other, each living 20 ms (for scripts/bench-user-events: the
  *        daemon logs how long after each fork the child's copy existed)
+ *   ue_lifecycle fork-exec TRACING NAME N
+ *        register NAME on a global word, print "registered=ERR", wait for a
+ *        line on stdin, then fork N children that at once exec this
+ *        program again with the same arguments and environment (with ASLR
+ *        off, the same layout), marked by descriptor 100; such a child
+ *        prints "child pid=N addr=A" (A: its own global word, never
+ *        registered) and waits to be killed
+ *   ue_lifecycle reg-lots TRACING NAME N EVENTS
+ *        register N enable bits, each on its own bit of an anonymous
+ *        mapping, for EVENTS events (NAME_0 ... NAME_<EVENTS-1>, in turn);
+ *        print "registered=K efault=E other=O ms=T" and wait to be killed
  *   ue_lifecycle reg-many TRACING NAME N
  *        register NAME N times, on N different bits of a global array,
  *        print "registered=N", wait to be killed
@@ -223,6 +234,55 @@ int main(int argc, char **argv)
 		pid_t c = fork();
 		if (c == 0)
 			printf("child pid=%d\n", getpid());
+		wait_signals(NULL);
+	}
+	if (!strcmp(cmd, "fork-exec") && argc == 5 && fcntl(100, F_GETFD) >= 0) {
+		printf("child pid=%d addr=%#lx\n", getpid(), (unsigned long)&word);
+		wait_signals(NULL);
+	}
+	if (!strcmp(cmd, "fork-exec") && argc == 5) {
+		int fd = data_fd(t, O_CLOEXEC), n = atoi(argv[4]);
+		long r = reg(fd, argv[3], (void *)&word);
+		printf("registered=%s\n", err(r));
+		if (r < 0)
+			return 1;
+		char line[16];
+		if (!fgets(line, sizeof line, stdin))
+			return 1;
+		for (int i = 0; i < n; i++) {
+			if (fork() == 0) {
+				dup2(1, 100);
+				execv(argv[0], argv);
+				_exit(127);
+			}
+		}
+		printf("done\n");
+		wait_signals(NULL);
+	}
+	if (!strcmp(cmd, "reg-lots") && argc == 6) {
+		int fd = data_fd(t, O_CLOEXEC), n = atoi(argv[4]), events = atoi(argv[5]);
+		size_t len = ((size_t)n / 32 + 1) * 4;
+		uint32_t *words = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				       -1, 0);
+		int ok = 0, efault = 0, other = 0;
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (int i = 0; i < n; i++) {
+			static char args[600];
+			snprintf(args, sizeof args, "%s_%d u32 x", argv[3], events > 0 ? i % events : 0);
+			struct user_reg r = { .size = sizeof r, .enable_bit = i % 32, .enable_size = 4,
+					     .enable_addr = (uintptr_t)&words[i / 32],
+					     .name_args = (uintptr_t)args };
+			if (ioctl(fd, DIAG_IOCSREG, &r) == 0)
+				ok++;
+			else if (errno == EFAULT)
+				efault++;
+			else
+				other++;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		printf("registered=%d efault=%d other=%d ms=%ld\n", ok, efault, other,
+		       (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
 		wait_signals(NULL);
 	}
 	if (!strcmp(cmd, "reg-many") && argc == 5) {

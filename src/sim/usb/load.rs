@@ -4,17 +4,16 @@
 //! after parsing; its errors name the field and give the line and column
 //! of the device entry, as parsing errors do (exit code 2).
 //!
-//! Captures are opened as `replay` opens them: a regular file only, never
-//! blocking on a FIFO or device (O_NONBLOCK), and bounded by the capture
-//! reader's limits.
+//! Files are opened as `replay` opens its captures: a regular file only,
+//! not through a symbolic link, never blocking on a FIFO or device, and
+//! bounded by the readers' limits (a descriptor dump's `MAX_DUMP_BYTES`).
 
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::capture::read::CaptureError;
+use crate::capture::read::{open_nofollow, read_regular_path, CaptureError};
 use crate::capture::recorded::CapturePackets;
-use crate::capture::usbdesc::{DescriptorDump, DumpError};
+use crate::capture::usbdesc::{DescriptorDump, DumpError, MAX_DUMP_BYTES};
 use crate::config::{
     check_loaded, locate, Config, ConfigError, DescriptorFile, DeviceConfig, DeviceError,
     ReplayFileError, Seg,
@@ -147,9 +146,11 @@ fn load_devices(
 fn load_device(dev: &mut DeviceConfig) -> Result<(), FileError> {
     if let Some(f) = dev.descriptors.as_mut().filter(|f| f.dump.is_none()) {
         let path = f.full.display().to_string();
-        let bytes = std::fs::read(&f.full).map_err(|source| FileError::DescriptorsIo {
-            path: path.clone(),
-            source,
+        let bytes = read_regular_path(&f.full, MAX_DUMP_BYTES).map_err(|source| {
+            FileError::DescriptorsIo {
+                path: path.clone(),
+                source,
+            }
         })?;
         let dump = DescriptorDump::parse(bytes)
             .map_err(|source| FileError::DescriptorsBad { path, source })?;
@@ -157,14 +158,10 @@ fn load_device(dev: &mut DeviceConfig) -> Result<(), FileError> {
     }
     if let (Some(cap), Some(addr)) = (dev.capture.as_mut(), dev.devaddr) {
         if cap.device.is_none() {
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-                .open(&cap.full)
-                .map_err(|source| FileError::CaptureOpen {
-                    path: cap.full.display().to_string(),
-                    source,
-                })?;
+            let file = open_nofollow(&cap.full).map_err(|source| FileError::CaptureOpen {
+                path: cap.full.display().to_string(),
+                source,
+            })?;
             let packets = CapturePackets::load(&file, &cap.full)?;
             let rec = packets.device(addr.0).map_err(DeviceError::from)?;
             cap.device = Some(Arc::new(rec));

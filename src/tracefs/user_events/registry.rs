@@ -2,6 +2,7 @@
 //! and the process events that keep those in step with fork, exec and exit.
 
 use super::*;
+use std::collections::HashMap;
 
 /// One user event.
 pub(super) struct UEvent {
@@ -114,6 +115,9 @@ pub(super) fn sync_bits(ens: &[Arc<Enabler>]) -> Vec<Arc<Enabler>> {
     let mut start = 0;
     while start < ens.len() {
         let batch: Vec<Arc<Enabler>> = ens[start..].to_vec();
+        // The index of the bit being written: the deadline is each write's
+        // (see procmem::run_watched), and a stall is blamed on that bit's
+        // address space alone.
         let at = Arc::new(AtomicUsize::new(0));
         let at2 = at.clone();
         let job = move || {
@@ -126,7 +130,7 @@ pub(super) fn sync_bits(ens: &[Arc<Enabler>]) -> Vec<Arc<Enabler>> {
             }
             bad
         };
-        match procmem::run_bounded(job, procmem::DEADLINE) {
+        match procmem::run_watched(job, procmem::DEADLINE, &at) {
             Ok(bad) => {
                 failed.extend(bad.into_iter().map(|k| ens[start + k].clone()));
                 break;
@@ -137,7 +141,7 @@ pub(super) fn sync_bits(ens: &[Arc<Enabler>]) -> Vec<Arc<Enabler>> {
                 failed.push(ens[k].clone());
                 start = k + 1;
             }
-            Err(procmem::Unfinished::NoWorker) => {
+            Err(procmem::Unfinished::NoWorker | procmem::Unfinished::NotStarted) => {
                 failed.extend(ens[start..].iter().cloned());
                 break;
             }
@@ -146,12 +150,115 @@ pub(super) fn sync_bits(ens: &[Arc<Enabler>]) -> Vec<Arc<Enabler>> {
     failed
 }
 
+/// The refusal of an enable bit past [`MAX_ENABLERS`] is logged once a second.
+static ENABLERS_FULL_LOG: crate::base::budget::LogLimit = crate::base::budget::LogLimit::new();
+
+/// The enablers, indexed so that a registration costs the same however
+/// many bits other producers (or this one) hold: by (process, address,
+/// bit) for the EADDRINUSE check, by process for its pinned address
+/// spaces, and by identity for removal (issue 37).
+#[derive(Default)]
+pub(super) struct Enablers {
+    list: Vec<Arc<Enabler>>,
+    /// Place in `list`, by the enabler's address.
+    pos: HashMap<usize, usize>,
+    by_key: HashMap<(u32, u64, u8), Vec<Arc<Enabler>>>,
+    /// The address spaces enablers of each process pin, with how many pin each.
+    mms: HashMap<u32, Vec<(Arc<Mm>, usize)>>,
+}
+
+impl Enablers {
+    fn id(en: &Arc<Enabler>) -> usize {
+        Arc::as_ptr(en) as usize
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    pub(super) fn iter(&self) -> std::slice::Iter<'_, Arc<Enabler>> {
+        self.list.iter()
+    }
+
+    pub(super) fn push(&mut self, en: Arc<Enabler>) {
+        self.pos.insert(Self::id(&en), self.list.len());
+        self.by_key
+            .entry((en.mm.tgid(), en.addr, en.bit))
+            .or_default()
+            .push(en.clone());
+        let mms = self.mms.entry(en.mm.tgid()).or_default();
+        match mms.iter_mut().find(|(m, _)| Arc::ptr_eq(m, &en.mm)) {
+            Some((_, n)) => *n += 1,
+            None => mms.push((en.mm.clone(), 1)),
+        }
+        self.list.push(en);
+    }
+
+    /// Remove `en`; whether it was there.
+    pub(super) fn remove(&mut self, en: &Arc<Enabler>) -> bool {
+        let Some(k) = self.pos.remove(&Self::id(en)) else {
+            return false;
+        };
+        self.list.swap_remove(k);
+        if let Some(moved) = self.list.get(k) {
+            self.pos.insert(Self::id(moved), k);
+        }
+        let key = (en.mm.tgid(), en.addr, en.bit);
+        if let Some(v) = self.by_key.get_mut(&key) {
+            v.retain(|e| !Arc::ptr_eq(e, en));
+            if v.is_empty() {
+                self.by_key.remove(&key);
+            }
+        }
+        if let Some(mms) = self.mms.get_mut(&en.mm.tgid()) {
+            if let Some(i) = mms.iter().position(|(m, _)| Arc::ptr_eq(m, &en.mm)) {
+                mms[i].1 -= 1;
+                if mms[i].1 == 0 {
+                    mms.swap_remove(i);
+                }
+            }
+            if mms.is_empty() {
+                self.mms.remove(&en.mm.tgid());
+            }
+        }
+        true
+    }
+
+    /// The enablers of process `tgid` at (`addr`, `bit`).
+    pub(super) fn at(&self, tgid: u32, addr: u64, bit: u8) -> &[Arc<Enabler>] {
+        self.by_key
+            .get(&(tgid, addr, bit))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// The address spaces the enablers of process `tgid` pin.
+    pub(super) fn mms_of(&self, tgid: u32) -> impl Iterator<Item = &Arc<Mm>> {
+        self.mms.get(&tgid).into_iter().flatten().map(|(m, _)| m)
+    }
+
+    /// The enablers of process `tgid`.
+    pub(super) fn of(&self, tgid: u32) -> Vec<Arc<Enabler>> {
+        if !self.mms.contains_key(&tgid) {
+            return Vec::new();
+        }
+        self.list
+            .iter()
+            .filter(|e| e.mm.tgid() == tgid)
+            .cloned()
+            .collect()
+    }
+}
+
 pub(super) struct State {
     /// Creation order.
     pub(super) events: Vec<EvState>,
     /// Status page bits in use (bit 0 always).
     pub(super) used_bits: Vec<bool>,
-    pub(super) enablers: Vec<Arc<Enabler>>,
+    pub(super) enablers: Enablers,
     /// Next multi-format id.
     pub(super) multi_next: u64,
 }
@@ -221,7 +328,7 @@ impl UserEvents {
             state: Mutex::new(State {
                 events: Vec::new(),
                 used_bits,
-                enablers: Vec::new(),
+                enablers: Enablers::default(),
                 multi_next: 0,
             }),
             page: Mutex::new(vec![0; PAGE_SIZE]),
@@ -457,10 +564,9 @@ impl UserEvents {
         }
         for en in gone {
             en.removed.store(true, Ordering::SeqCst);
-            let Some(k) = st.enablers.iter().position(|e| Arc::ptr_eq(e, en)) else {
+            if !st.enablers.remove(en) {
                 continue;
-            };
-            st.enablers.swap_remove(k);
+            }
             if let Some(i) = st.index_of(&en.ev) {
                 st.events[i].enablers -= 1;
             }
@@ -474,11 +580,12 @@ impl UserEvents {
     pub(super) fn reap(&self, tgid: Option<u32>, exec: bool) {
         let cand: Vec<Arc<Enabler>> = {
             let st = self.state.lock_ok();
-            st.enablers
-                .iter()
-                .filter(|en| tgid.is_none_or(|t| en.mm.tgid() == t))
-                .cloned()
-                .collect()
+            match tgid {
+                // Every process's exit comes here: one without enablers
+                // costs a lookup.
+                Some(t) => st.enablers.of(t),
+                None => st.enablers.iter().cloned().collect(),
+            }
         };
         if cand.is_empty() {
             return;
@@ -584,9 +691,9 @@ impl UserEvents {
         let parents: Vec<Arc<Enabler>> = {
             let st = self.state.lock_ok();
             st.enablers
-                .iter()
-                .filter(|en| en.mm.tgid() == parent && !en.mm.is_stuck())
-                .cloned()
+                .of(parent)
+                .into_iter()
+                .filter(|en| !en.mm.is_stuck())
                 .collect()
         };
         // One live address space of the parent (a dead one, from before an
@@ -705,13 +812,11 @@ impl UserEvents {
     pub(super) fn share_mm(&self, fresh: Arc<Mm>) -> Arc<Mm> {
         let cands: Vec<Arc<Mm>> = {
             let st = self.state.lock_ok();
-            let mut v: Vec<Arc<Mm>> = Vec::new();
-            for en in st.enablers.iter().filter(|e| e.mm.tgid() == fresh.tgid()) {
-                if !en.mm.is_stuck() && !v.iter().any(|m| Arc::ptr_eq(m, &en.mm)) {
-                    v.push(en.mm.clone());
-                }
-            }
-            v
+            st.enablers
+                .mms_of(fresh.tgid())
+                .filter(|m| !m.is_stuck())
+                .cloned()
+                .collect()
         };
         cands
             .into_iter()
@@ -725,11 +830,7 @@ impl UserEvents {
     pub(super) fn has_enabler(&self, tgid: u32, addr: u64, bit: u8) -> Vec<Arc<Enabler>> {
         let hits: Vec<Arc<Enabler>> = {
             let st = self.state.lock_ok();
-            st.enablers
-                .iter()
-                .filter(|e| e.mm.tgid() == tgid && e.addr == addr && e.bit == bit)
-                .cloned()
-                .collect()
+            st.enablers.at(tgid, addr, bit).to_vec()
         };
         let (live, dead): (Vec<_>, Vec<_>) = hits.into_iter().partition(|e| e.mm.alive());
         if !dead.is_empty() {
@@ -792,7 +893,12 @@ impl UserEvents {
         let mut slots = f.slots.lock_ok();
         let mut st = self.state.lock_ok();
         if st.enablers.len() >= MAX_ENABLERS {
-            warn!("user_events: {MAX_ENABLERS} enable bits registered; refusing more (ENOMEM)");
+            if let Some(suppressed) = ENABLERS_FULL_LOG.allow() {
+                warn!(
+                    suppressed,
+                    "user_events: {MAX_ENABLERS} enable bits registered; refusing more (ENOMEM)"
+                );
+            }
             return Err(Errno::ENOMEM);
         }
         let (i, new) = self.find_or_create(&mut st, &raw, multi)?;
@@ -801,7 +907,12 @@ impl UserEvents {
             st.events[i].persistent = true;
         }
         if st.enablers.len() >= MAX_ENABLERS {
-            warn!("user_events: {MAX_ENABLERS} enable bits registered; refusing more (ENOMEM)");
+            if let Some(suppressed) = ENABLERS_FULL_LOG.allow() {
+                warn!(
+                    suppressed,
+                    "user_events: {MAX_ENABLERS} enable bits registered; refusing more (ENOMEM)"
+                );
+            }
             return Err(Errno::ENOMEM);
         }
         let ev = st.events[i].ev.clone();
@@ -1005,6 +1116,7 @@ impl UserEvents {
         drop(st);
         if let Some(t) = self.t.upgrade() {
             s.push_str(&t.synth_dyn_text());
+            s.push_str(&t.eprobe_text());
         }
         s
     }
@@ -1019,6 +1131,9 @@ impl UserEvents {
         }
         if let Some(t) = self.t.upgrade() {
             if let Some(r) = t.synth_dyn_command(line) {
+                return r;
+            }
+            if let Some(r) = t.eprobe_command(line) {
                 return r;
             }
         }
@@ -1061,6 +1176,9 @@ impl UserEvents {
             return Err(Errno::EINVAL);
         }
         if let Some(t) = self.t.upgrade() {
+            if let Some(r) = t.eprobe_release(system, event, &argv[1.min(argv.len())..]) {
+                return r;
+            }
             if let Some(r) = t.synth_release(system, event) {
                 return r;
             }
@@ -1102,7 +1220,10 @@ impl UserEvents {
     pub(super) fn dynamic_clear(&self, caller: &Caller) -> SysResult<()> {
         let t = self.t.upgrade();
         let mut st = self.state.lock_ok();
-        if st.events.iter().any(|e| e.busy()) || t.as_ref().is_some_and(|t| t.synth_any_busy()) {
+        if st.events.iter().any(|e| e.busy())
+            || t.as_ref()
+                .is_some_and(|t| t.synth_any_busy() || t.eprobe_any_busy())
+        {
             return Err(Errno::EBUSY);
         }
         if st.events.iter().any(|e| e.persistent) && !has_perfmon(caller.pid) {
@@ -1114,7 +1235,10 @@ impl UserEvents {
         }
         drop(st);
         match t {
-            Some(t) => t.synth_clear(),
+            Some(t) => {
+                t.eprobe_clear();
+                t.synth_clear()
+            }
             None => Ok(()),
         }
     }
