@@ -6,7 +6,12 @@
 //!   devices, be told of plugs and unplugs, submit and cancel a program's
 //!   URBs, run the standard requests the core handles itself.
 //!
+//! * [`devio`]: usbfs, `dev/bus/usb/BBB/DDD` ([`abi`]: its ioctl numbers
+//!   and struct layouts).
+//!
 //! Like the usbmon facility, nothing here imports the simulator: it pushes
 //! into this facility through the port only.
 
+pub mod abi;
 pub mod device;
+pub mod devio;

@@ -590,6 +590,8 @@ pub(crate) struct ExternalTask {
     remote: bool,
     /// usb_control_msg's timeout, ns.
     ctrl_timeout: u64,
+    /// Answers to programs' URBs (usbfs), which the core sends the peer.
+    program: Arc<Mutex<PeerAnswers>>,
 }
 
 /// The device's control request timeout (`ctrl_timeout_ms`), ns.
@@ -801,6 +803,7 @@ impl ExternalTask {
             class_tag,
             remote: false,
             ctrl_timeout: CTRL_TIMEOUT,
+            program: Arc::default(),
         };
         let (hello_line, name) = hello(ctx, d);
         t.name = name;
@@ -878,6 +881,15 @@ impl ExternalTask {
                     t.peer = Some(p);
                 }
                 Err(e) => t.start_error = Some(e),
+            }
+        }
+        // Programs' URBs (usbfs) reach the same peer.
+        if let Some(tx) = t.peer.as_ref().and_then(|p| p.tx.clone()) {
+            if let Some(x) = ctx.dev_mut(d) {
+                x.core.peer = Some(ProgramPeer {
+                    tx,
+                    answers: t.program.clone(),
+                });
             }
         }
         let _ = now;
@@ -1084,6 +1096,13 @@ impl ExternalTask {
         }
         if self.unlinked.contains(&a.id) {
             return Ok(());
+        }
+        {
+            let mut g = self.program.lock_ok();
+            if g.pending.remove(&a.id) {
+                g.done.insert(a.id, (a.status, a.actual, a.data, a.pkts));
+                return Ok(());
+            }
         }
         Err(format!("completed URB {}, which is not in flight", a.id))
     }
@@ -1454,10 +1473,14 @@ impl ExternalTask {
             None
         };
         let e = self.step_eps(ctx, now)?;
-        let next = match (c, e) {
+        let mut next = match (c, e) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        if !self.program.lock_ok().pending.is_empty() {
+            // A program's URB waits for the peer: look for its answer soon.
+            next = Some(next.map_or(now + POLL, |n| n.min(now + POLL)));
+        }
         // Nothing to poll: look for a peer that ends now and then.
         Ok(Some(next.unwrap_or(now + 100 * MS)))
     }
