@@ -253,6 +253,8 @@ struct PeerWait {
     urb: Urb,
     /// Packet lengths of an isochronous URB.
     pkts: Vec<u32>,
+    /// When it was submitted.
+    since: u64,
 }
 
 impl Task for PeerWait {
@@ -262,6 +264,7 @@ impl Task for PeerWait {
         }
         let answer = {
             let p = ctx.dev(self.dev).and_then(|d| d.core.peer.as_ref())?;
+            (p.poll)();
             let mut g = match p.answers.lock() {
                 Ok(g) => g,
                 Err(e) => e.into_inner(),
@@ -269,7 +272,14 @@ impl Task for PeerWait {
             g.done.remove(&self.id)
         };
         let Some((status, actual, data, pkts)) = answer else {
-            return Some(now + MS);
+            // Look often at first, then each millisecond (a URB the
+            // peer leaves pending costs little).
+            let soon = if now < self.since + 5 * MS {
+                50 * US
+            } else {
+                MS
+            };
+            return Some(now + soon);
         };
         let (status, actual) = if actual > self.urb.len {
             tracing::warn!(
@@ -463,7 +473,15 @@ fn peer_answers(dev: &Device, urb: &Urb) -> bool {
         return true;
     }
     let s = urb.setup.unwrap_or_default();
-    dev.remote_ep0 || s[0] & 0x60 != 0 || s[0] & 0x1f != 0
+    if dev.remote_ep0 {
+        return true;
+    }
+    // CLEAR_FEATURE(ENDPOINT_HALT) is monfs's, as after a stall of the
+    // model's own URBs.
+    if (s[0], s[1]) == (0x02, 0x01) && s[2] == 0 && s[3] == 0 {
+        return false;
+    }
+    s[0] & 0x60 != 0 || s[0] & 0x1f != 0
 }
 
 /// Arrange the answer to a program's URB just submitted.
@@ -504,6 +522,7 @@ fn answer(ctx: &mut Ctx, d: DevId, urb: Urb, out: Option<Arc<[u8]>>, pkts: Vec<u
                 id,
                 urb,
                 pkts,
+                since: now,
             }),
         );
         return;

@@ -207,6 +207,9 @@ pub(crate) struct CoreDev {
 pub(crate) struct ProgramPeer {
     pub tx: crossbeam_channel::Sender<String>,
     pub answers: Arc<std::sync::Mutex<PeerAnswers>>,
+    /// Move the answers to programs' URBs that the peer sent meanwhile
+    /// into `answers` (the model takes its own at its steps).
+    pub poll: Box<dyn Fn() + Send>,
 }
 
 /// Answers of a peer to programs' URBs.

@@ -594,6 +594,24 @@ pub(crate) struct ExternalTask {
     program: Arc<Mutex<PeerAnswers>>,
 }
 
+/// Move the peer's answers to programs' URBs out of its inbox.
+fn take_program_answers(inbox: &Mutex<Inbox>, program: &Mutex<PeerAnswers>) {
+    let mut g = program.lock_ok();
+    if g.pending.is_empty() {
+        return;
+    }
+    let mut ib = inbox.lock_ok();
+    let mut keep = VecDeque::with_capacity(ib.q.len());
+    for a in ib.q.drain(..) {
+        if g.pending.remove(&a.id) {
+            g.done.insert(a.id, (a.status, a.actual, a.data, a.pkts));
+        } else {
+            keep.push_back(a);
+        }
+    }
+    ib.q = keep;
+}
+
 /// The device's control request timeout (`ctrl_timeout_ms`), ns.
 fn ctrl_timeout(cfg: Option<&DeviceConfig>) -> u64 {
     cfg.and_then(|c| c.ctrl_timeout_ms)
@@ -884,11 +902,13 @@ impl ExternalTask {
             }
         }
         // Programs' URBs (usbfs) reach the same peer.
-        if let Some(tx) = t.peer.as_ref().and_then(|p| p.tx.clone()) {
-            if let Some(x) = ctx.dev_mut(d) {
+        if let Some(p) = t.peer.as_ref() {
+            if let (Some(tx), Some(x)) = (p.tx.clone(), ctx.dev_mut(d)) {
+                let (inbox, program) = (p.inbox.clone(), t.program.clone());
                 x.core.peer = Some(ProgramPeer {
                     tx,
                     answers: t.program.clone(),
+                    poll: Box::new(move || take_program_answers(&inbox, &program)),
                 });
             }
         }
