@@ -310,6 +310,44 @@ fn detaching_usbhid_kills_its_urb_and_the_program_reads_the_keyboard() {
     );
     let log = m.log_text();
     assert!(log.contains("disconnect by usbfs"), "{log}");
+    // usb/devices names the interface's driver: usbfs while a program
+    // holds it, none once it let go without attaching usbhid again.
+    let drv = |m: &Mount| -> String {
+        let t = m.sh_ok("cat usb/devices");
+        let b = t
+            .split("\n\n")
+            .find(|b| b.contains("S:  Product=QEMU USB Keyboard\n"))
+            .unwrap()
+            .to_string();
+        b.split("Driver=")
+            .nth(1)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(drv(&m), "usbhid");
+    let mut p = Command::new(&tool)
+        .arg(&node)
+        .args(["detach:0", "claim:0", "ready", "sleep:60000"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(p.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("ready") {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "no ready line");
+    }
+    assert_eq!(drv(&m), "usbfs");
+    p.kill().unwrap();
+    p.wait().unwrap();
+    let deadline = Instant::now() + common::HANG;
+    while drv(&m) != "(none)" {
+        assert!(Instant::now() < deadline, "{}", drv(&m));
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]
