@@ -631,5 +631,48 @@ for side in SIDES:
 # ------------------------------------------------------------------ hist triggers
 hist_grammar()
 
+
+# ------------------------------------------------------------------ usbfs
+# tests/c/usbfs_kbd.c's session with the keyboard through /dev/bus/usb:
+# the program's answers must be the same, and so must the usbmon lines of
+# the session (from the program's first request to its discarded URB):
+# its control requests, the kill of usbhid's URB at the detach, its own
+# interrupt URB and the kill of that one. Tags and time stamps aside.
+def usbfs_window(side):
+    dev = (read(side, "usbfs_devnum.txt") or "").strip()
+    if not dev:
+        return None
+    mark = ":1:%03d:" % int(dev)
+    ls = [ln.split(" ", 2)[2] for ln in lines(side, "usbfs_1u.txt") or [] if mark in ln]
+    ls = [ln.replace(mark, ":1:DEV:") for ln in ls]
+    start = next((i for i, ln in enumerate(ls) if ln.startswith("S Ci:1:DEV:0 s 80 06 0100")), None)
+    if start is None:
+        return []
+    out, kills = [], 0
+    for ln in ls[start:]:
+        if ln.startswith(("S Ii", "C Ii")) and kills == 0 and " -2:" not in ln:
+            continue  # usbhid's own polling before the detach
+        out.append(ln)
+        if ln.startswith("C Ii") and " -2:" in ln:
+            kills += 1
+            if kills == 2:
+                break
+    return out
+
+
+kp, mp = lines("kernel", "usbfs_kbd.txt"), lines("fuse", "usbfs_kbd.txt")
+check(kp is not None and kp == mp and rc("kernel", "usbfs_kbd.txt.rc") == 0,
+      "usbfs: the keyboard session answers the same (tests/c/usbfs_kbd.c)",
+      "kernel: %s || monfs: %s" % (" | ".join(kp or []), " | ".join(mp or [])))
+kw, mw = usbfs_window("kernel"), usbfs_window("fuse")
+if kw == mw and kw:
+    res("PASS", "usbfs: the session's usbmon lines are the kernel's (%d lines)" % len(kw), " | ".join(kw))
+else:
+    import difflib
+    d = [x for x in difflib.unified_diff(kw or [], mw or [], "kernel", "monfs", n=0, lineterm="")
+         if not x.startswith(("---", "+++"))]
+    res("FAIL", "usbfs: the session's usbmon lines differ",
+        "kernel: %s || monfs: %s || diff: %s" % (" | ".join(kw or []), " | ".join(mw or []), " ".join(d)))
+
 # ------------------------------------------------------------------ report
 write_report_and_exit()
