@@ -2,7 +2,8 @@
 //! libusb (tests/c/usbfs_libusb.c, wrapping the node's descriptor) does
 //! control, bulk, interrupt and isochronous transfers to an external Python
 //! peer (tests/data/usbfs_peer.py) and to the built-in keyboard, while
-//! `cat 1u` shows each URB in the kernel's format; stalls, `monfs ctl`
+//! `cat 1u` shows each URB in the kernel's format (the keyboard session
+//! as the kernel oracle, scripts/kernel-vm, showed it); stalls, `monfs ctl`
 //! faults and unplugs reach the program; raw ioctls with bad arguments
 //! (tests/c/usbfs_hostile.c) get devio.c's errnos; a device from a capture
 //! answers a program from the capture (replay for programs).
@@ -305,13 +306,20 @@ fn detaching_usbhid_kills_its_urb_and_the_program_reads_the_keyboard() {
     let _ = cat.wait();
     let got = lines_of(&cap, dev);
     let d = format!("1:{dev:03}");
-    // usbhid's URB killed by its disconnect, then the program's own.
+    // usbhid's URB flushed as its interface is disabled (-108, as the
+    // kernel oracle shows), then the program's own URB; after the
+    // program's CONNECT, usbhid's probe again and its URB.
     in_order(
         &got,
         &[
-            &format!("C Ii:{d}:1 -2:64 0"),
+            &format!("C Ii:{d}:1 -108:64 0"),
             &format!("S Ii:{d}:1 -115:64 8 <"),
             &format!("C Ii:{d}:1 0:64 8 = {} {}", &report[..8], &report[8..]),
+            &format!("S Co:{d}:0 s 21 0a 0000 0000 0000 0"),
+            &format!("S Ci:{d}:0 s 81 06 2200 0000 003f 63 <"),
+            &format!("S Co:{d}:0 s 21 09 0200 0000 0001 1 = 00"),
+            &format!("C Co:{d}:0 0 1 >"),
+            &format!("S Ii:{d}:1 -115:64 8 <"),
         ],
     );
     let log = m.log_text();

@@ -917,22 +917,52 @@ pub(crate) fn request(
             return Ok(id);
         }
         CoreRequest::AttachDriver(intf) => {
-            let mut bound = 0;
-            if let Some(x) = ctx.dev_mut(d) {
-                x.core.detached.retain(|i| *i != intf);
-                x.core.quiet_eps.clear();
-                x.core.quiet_class = false;
-                x.core.suppressed.clear();
-                let det = x.core.detached.clone();
-                for i in det {
-                    quiet(x, i);
-                }
+            // device_attach: the driver the interface's class binds, if
+            // any (1), probing it as at enumeration; none: 0.
+            let Some(x) = ctx.dev_mut(d) else {
+                return Err(CoreError::NoDevice);
+            };
+            x.core.detached.retain(|i| *i != intf);
+            let bound = usb_device(ctx, d)
+                .and_then(|u| u.interface(intf).map(|i| i.driver.is_some()))
+                .unwrap_or(false);
+            let x = ctx.dev_mut(d).unwrap();
+            if !bound {
+                x.core.detached.push(intf);
+                later(ctx, 0);
+                return Ok(id);
             }
-            // device_attach: 1 if a driver bound, 0 if none would.
-            if let Some(u) = usb_device(ctx, d) {
-                bound = i32::from(u.interface(intf).is_some_and(|i| i.driver.is_some()));
+            // usbhid's URB for SET_REPORT may go out again.
+            x.core.quiet_class = false;
+            let hid = matches!(
+                x.kind,
+                Kind::Dev(DeviceKind::HidKeyboard)
+                    | Kind::Dev(DeviceKind::HidMouse)
+                    | Kind::Dev(DeviceKind::HidTablet)
+            );
+            if !hid {
+                unquiet(x);
+                later(ctx, 1);
+                return Ok(id);
             }
-            later(ctx, bound);
+            // usbhid_probe's requests (the serial number, SET_IDLE, the
+            // report descriptor, a keyboard's LEDs), then its URB again.
+            let mut ops = ctx.class_ops(d);
+            ops.retain(|o| !matches!(o, Op::StartStreams(_)));
+            let mut runner = Runner::default();
+            runner.q.extend(ops);
+            let tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
+            let at = now + ctx.rng.range(20 * US, 200 * US);
+            ctx.spawn(
+                at,
+                Box::new(Reprobe {
+                    dev: d,
+                    runner,
+                    tag,
+                    done: done.clone(),
+                    id,
+                }),
+            );
             return Ok(id);
         }
     };
@@ -966,6 +996,53 @@ pub(crate) fn request(
     Ok(id)
 }
 
+/// The drivers of the interfaces not detached submit again.
+fn unquiet(x: &mut Device) {
+    x.core.quiet_eps.clear();
+    x.core.quiet_class = false;
+    x.core.suppressed.clear();
+    let det = x.core.detached.clone();
+    for i in det {
+        quiet(x, i);
+    }
+}
+
+/// A HID driver bound again (USBDEVFS_CONNECT): its probe's requests on
+/// the bus, then its model submits again.
+struct Reprobe {
+    dev: DevId,
+    runner: Runner,
+    tag: u64,
+    done: Arc<dyn UrbDone>,
+    id: u64,
+}
+
+impl Task for Reprobe {
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        if ctx.alive(self.dev) {
+            if let Some(t) = self.runner.step(ctx, None, &mut self.tag, now) {
+                return Some(t);
+            }
+        }
+        ctx.tags.free(self.tag, URB_SIZE);
+        let status = match ctx.dev_mut(self.dev) {
+            Some(x) if !x.gone => {
+                unquiet(x);
+                1
+            }
+            _ => ENODEV,
+        };
+        self.done.done(
+            self.id,
+            UrbResult {
+                status,
+                ..Default::default()
+            },
+        );
+        None
+    }
+}
+
 /// Mark interface `intf`'s endpoints quiet for the class driver.
 fn quiet(x: &mut Device, intf: u8) {
     let eps: Vec<u8> = x
@@ -981,11 +1058,19 @@ fn quiet(x: &mut Device, intf: u8) {
 }
 
 /// usb_driver_release_interface of the kernel driver of `intf`: the
-/// driver's URBs there are killed (-ENOENT, usb_kill_urb in its disconnect)
-/// and it submits no more.
+/// driver's URBs there end and it submits no more. usb_unbind_interface
+/// disables the interface's endpoints before the driver's disconnect, so
+/// the host controller flushes them (-108, ESHUTDOWN; the kernel oracle
+/// shows it for usbhid), except for a driver with soft_unbind
+/// (usb-storage), whose disconnect kills them (usb_kill_urb, -2).
 fn detach(ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
     let Some(x) = ctx.dev_mut(d) else {
         return;
+    };
+    let status = if x.kind == Kind::Dev(DeviceKind::MassStorage) {
+        ENOENT
+    } else {
+        ESHUTDOWN
     };
     if !x.core.detached.contains(&intf) {
         x.core.detached.push(intf);
@@ -1014,7 +1099,7 @@ fn detach(ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
                 length: 0,
             })
             .collect();
-        ctx.complete(d, u.tag, now, ENOENT, 0, None, iso, 0, 0);
+        ctx.complete(d, u.tag, now, status, 0, None, iso, 0, 0);
     }
 }
 

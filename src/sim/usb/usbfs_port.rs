@@ -160,9 +160,9 @@ mod tests {
         sink.0.lock_ok().clear();
         sim.request(kbd.dev, CoreRequest::DetachDriver(0), done.clone())
             .unwrap();
-        // usbhid's URB is killed at once (usb_kill_urb).
+        // usbhid's URB is flushed at once (usb_disable_interface: -108).
         let killed = sink.0.lock_ok().iter().any(|e| {
-            e.kind == EventKind::Complete && e.xfer == XferType::Interrupt && e.status == -2
+            e.kind == EventKind::Complete && e.xfer == XferType::Interrupt && e.status == -108
         });
         assert!(killed);
         sim.run_until(3100 * MS);
