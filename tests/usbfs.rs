@@ -633,7 +633,7 @@ fn a_device_from_a_capture_answers_a_program_from_the_capture() {
 /// runs under `monfs run` (branch `sysfs`, issue 36), where `/dev/bus/usb`
 /// and the USB part of `/sys` are the mount's.
 #[test]
-#[ignore = "needs `monfs run` and the USB part of sys/ (issue 36, branch sysfs)"]
+#[ignore = "needs `monfs run` and the USB part of sys/ (issue 36, branch sysfs): passes on a merge of both branches"]
 fn pyusb_finds_and_drives_the_peer_under_monfs_run() {
     let td = tempfile::tempdir().unwrap();
     let cfg = td.path().join("config.yaml");
@@ -642,7 +642,8 @@ fn pyusb_finds_and_drives_the_peer_under_monfs_run() {
         .arg("run")
         .arg("--config")
         .arg(&cfg)
-        .args(["--", "python3", &root("tests/data/usbfs_pyusb.py")])
+        // Debian's python3, whose python3-usb scripts/setup installs.
+        .args(["--", "/usr/bin/python3", &root("tests/data/usbfs_pyusb.py")])
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);

@@ -4,10 +4,19 @@ device of tests/usbfs.rs, found by enumeration as on a real machine: run
 under `monfs run`, where /dev/bus/usb and the USB part of /sys are the
 mount's. Prints one line per step for the test to compare.
 """
+import time
+
 import usb.core
 import usb.util
 
-dev = usb.core.find(idVendor=0x1234, idProduct=0x5679)
+# The device enumerates in the mount's first second or so: enumerate
+# again until it is there, as a program waiting for a device would.
+dev = None
+for _ in range(300):
+    dev = usb.core.find(idVendor=0x1234, idProduct=0x5679)
+    if dev is not None:
+        break
+    time.sleep(0.1)
 if dev is None:
     print("not found")
     raise SystemExit(1)
