@@ -274,12 +274,15 @@ impl Task for PeerWait {
             g.done.remove(&self.id)
         };
         let Some((status, actual, data, pkts)) = answer else {
-            // Look often at first, then each millisecond (a URB the
-            // peer leaves pending costs little).
-            let soon = if now < self.since + 5 * MS {
-                50 * US
-            } else {
-                MS
+            // Look often at first, then less and less (a URB the peer
+            // leaves pending, an interrupt URB waiting for a key, costs
+            // little; the answer comes at the next look).
+            let age = now.saturating_sub(self.since);
+            let soon = match age {
+                a if a < 5 * MS => 50 * US,
+                a if a < 100 * MS => MS,
+                a if a < 1000 * MS => 10 * MS,
+                _ => 50 * MS,
             };
             return Some(now + soon);
         };
@@ -331,6 +334,11 @@ impl Task for PeerWait {
     }
 }
 
+/// Most programs' URBs in flight on one bus (usbfs_memory_mb allows
+/// about 55,000 of the smallest; each one waiting for a peer is looked at
+/// now and then, so monfs bounds them).
+pub(crate) const MAX_PROGRAM_URBS: usize = 4096;
+
 /// `usb_submit_urb` of a program's URB on device `dev` at `now`.
 pub(crate) fn submit(
     ctx: &mut Ctx,
@@ -340,6 +348,14 @@ pub(crate) fn submit(
     now: u64,
 ) -> Result<u64, CoreError> {
     let d = live(ctx, dev)?;
+    if ctx.core.urbs.len() >= MAX_PROGRAM_URBS {
+        tracing::warn!(
+            "usb bus {}: {} programs' URBs in flight already: ENOMEM",
+            ctx.bus,
+            MAX_PROGRAM_URBS
+        );
+        return Err(CoreError::NoMem);
+    }
     let npk = r.iso_lengths.len() as u32;
     let size = if r.xfer == TransferType::Iso {
         iso_urb_size(npk)
