@@ -7,9 +7,6 @@ use crate::base::clock::{Clock, RealClock, VirtualClock};
 use crate::base::vfs::{NodeKind, SnapshotFile, Tree};
 use crate::config::{ClockKind, Config};
 use crate::sim::usb::UsbSim;
-use crate::usbmon::binary::BinNode;
-use crate::usbmon::stat::StatNode;
-use crate::usbmon::text::{TextFormat, TextNode};
 use crate::usbmon::UsbMon;
 
 /// Everything a mount serves.
@@ -56,42 +53,15 @@ impl Monfs {
         let usb = Arc::new(UsbSim::new(&cfg.usb, seed, clock.clone(), sink));
         let tree = Arc::new(Tree::new(uid, gid));
 
-        for bus in usbmon.bus_numbers() {
-            let dir = "usb/usbmon";
-            tree.add(
-                &format!("{dir}/{bus}s"),
-                NodeKind::File(Arc::new(StatNode::new(usbmon.clone(), bus))),
-                0o600,
-            );
-            if bus != 0 {
-                tree.add(
-                    &format!("{dir}/{bus}t"),
-                    NodeKind::File(Arc::new(TextNode::new(usbmon.clone(), bus, TextFormat::T))),
-                    0o600,
-                );
-            }
-            tree.add(
-                &format!("{dir}/{bus}u"),
-                NodeKind::File(Arc::new(TextNode::new(usbmon.clone(), bus, TextFormat::U))),
-                0o600,
-            );
-        }
-        for bus in usbmon.bus_numbers() {
-            tree.add(
-                &format!("dev/usbmon{bus}"),
-                NodeKind::File(Arc::new(BinNode::new(usbmon.clone(), bus))),
-                0o600,
-            );
-        }
+        crate::usbmon::files::install(&usbmon, &tree);
         let sim = usb.clone();
         tree.add(
             "usb/devices",
-            NodeKind::File(Arc::new(SnapshotFile::new(0o444, move || {
+            NodeKind::File(Arc::new(SnapshotFile::new(move || {
                 sim.devices_text().into_bytes()
             }))),
             0o444,
         );
-        tree.add("usbmon", NodeKind::Symlink("usb/usbmon".into()), 0o777);
         tree.add(
             "monfs/null",
             NodeKind::File(Arc::new(crate::base::nullfile::NullNode)),
@@ -128,6 +98,8 @@ impl Monfs {
             clock.clone(),
             monreader.clone(),
         ));
+        // Its records also go to tracefs (zvm:zvm_sample, zvm:zvm_event).
+        zvm.set_tap(tracing.clone());
         let control = Arc::new(crate::control::Control::new(
             usb.clone(),
             zvm.clone(),

@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod fuse;
 pub mod monreader;
 pub mod sim;
+pub mod testing;
 pub mod tracefs;
 pub mod usbcore;
 pub mod usbmon;

@@ -338,7 +338,7 @@ fn redirect(to: &impl AsFd, target: i32) {
 fn open_log(path: &std::path::Path) -> Result<std::fs::File, String> {
     use std::os::unix::fs::OpenOptionsExt;
     if path.parent() == Some(monfs::control::run_dir().as_path()) {
-        monfs::control::ensure_private_dir(path.parent().unwrap())?;
+        monfs::control::ensure_private_dir(path.parent().unwrap()).map_err(|e| e.to_string())?;
     }
     std::fs::OpenOptions::new()
         .append(true)
@@ -375,7 +375,6 @@ fn publish_path(fs: &Monfs, name: &str, path: &std::path::Path) {
     fs.tree.add(
         name,
         monfs::base::vfs::NodeKind::File(Arc::new(monfs::base::vfs::SnapshotFile::new(
-            0o444,
             move || text.clone(),
         ))),
         0o444,
@@ -956,7 +955,7 @@ fn generate(what: Generate) -> ExitCode {
 /// a label. Other commands are returned as they are.
 fn replay_file(line: &str) -> Result<(String, Option<std::fs::File>), String> {
     use std::os::unix::fs::OpenOptionsExt;
-    let mut words = monfs::control::split_words(line)?;
+    let mut words = monfs::control::split_words(line).map_err(|e| e.to_string())?;
     // Which word is FILE: `replay start BUS FILE`, `plug BUS PORTS
     // from-capture FILE DEVADDR`.
     let at = match words.iter().map(String::as_str).collect::<Vec<_>>()[..] {

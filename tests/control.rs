@@ -331,3 +331,60 @@ fn a_closed_control_connection_leaves_the_daemon_serving() {
         .sh_ok("timeout 30 head -n 1 usb/usbmon/1u")
         .ends_with('\n'));
 }
+
+/// `usb:usb_device_plug` fires when a hot-plugged device is on the bus
+/// (enumerated and configured), `usb:usb_device_unplug` when it leaves it,
+/// both in tracefs's `trace` with the device's address, path and ids.
+#[test]
+fn plug_and_unplug_fire_their_trace_events() {
+    let m = Mount::with_config(ONE_BUS);
+    m.sh_ok("echo 'usb:usb_device_plug usb:usb_device_unplug' > tracing/set_event");
+    let (ok, out) = m.ctl(&["plug", "1", "3", "hid-mouse", "product=Traced Mouse"]);
+    assert!(ok, "{out}");
+    let mouse = |t: &str, ev: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| l.contains(&format!("{ev}:")) && l.contains("devpath=1-3 "))
+            .map(str::to_string)
+            .collect()
+    };
+    let plug = wait_for(&m, "cat tracing/trace", "product=Traced Mouse");
+    let lines = mouse(&plug, "usb_device_plug");
+    assert_eq!(lines.len(), 1, "{plug}");
+    let line = &lines[0];
+    assert!(
+        line.contains("devpath=1-3 id=0627:0001 product=Traced Mouse"),
+        "{line}"
+    );
+    let dev = line
+        .split(' ')
+        .find_map(|w| w.strip_prefix("dev="))
+        .unwrap_or_else(|| panic!("no dev= in {line}"));
+    assert!(dev.parse::<u8>().is_ok_and(|d| d > 1), "{line}");
+    assert!(mouse(&plug, "usb_device_unplug").is_empty(), "{plug}");
+    let (ok, out) = m.ctl(&["unplug", "1", "3"]);
+    assert!(ok, "{out}");
+    let all = wait_for(&m, "cat tracing/trace", "usb_device_unplug:");
+    let lines = mouse(&all, "usb_device_unplug");
+    assert_eq!(lines.len(), 1, "{all}");
+    assert!(
+        lines[0].contains(&format!(
+            "bus=1 dev={dev} devpath=1-3 id=0627:0001 product=Traced Mouse"
+        )),
+        "{all}"
+    );
+    // A disabled event records nothing.
+    m.sh_ok("echo 0 > tracing/events/usb/usb_device_plug/enable");
+    let (ok, out) = m.ctl(&["plug", "1", "3", "hid-mouse"]);
+    assert!(ok, "{out}");
+    // Configured, its driver bound (the keyboard's and the mouse's).
+    let deadline = Instant::now() + common::HANG;
+    while m.sh_ok("cat usb/devices").matches("Driver=usbhid").count() < 2 {
+        assert!(Instant::now() < deadline, "the mouse is not configured");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (ok, out) = m.ctl(&["unplug", "1", "3"]);
+    assert!(ok, "{out}");
+    let all = wait_for(&m, "cat tracing/trace", "product=QEMU USB Mouse");
+    assert_eq!(mouse(&all, "usb_device_plug").len(), 1, "{all}");
+    assert_eq!(mouse(&all, "usb_device_unplug").len(), 2, "{all}");
+}

@@ -580,3 +580,54 @@ fn zvm_dump_stops_cleanly_on_sigint() {
         "{rest:?}"
     );
 }
+
+/// `zvm:zvm_sample` and `zvm:zvm_event` record each monitor record
+/// *MONITOR sends, as the reader gets it: its domain, number, length and
+/// TOD, and the z/VM user it is about.
+#[test]
+fn sent_records_fire_zvm_trace_events() {
+    let m = Mount::with_config(&format!(
+        "{HEAD}zvm:\n  sample_interval_ms: 150\n  event_rate: 20\n"
+    ));
+    m.sh_ok("echo 'zvm:*' > tracing/set_event");
+    let bin = tool(&m);
+    let r = run_retry(&bin, &m, &["-t", "-n", "6"]);
+    assert_eq!(r.code, Some(0), "{}", r.err);
+    let mut read = vec![];
+    for s in check_trace(&r.out, 65536) {
+        for sec in decode_set(&s) {
+            for (_, rec) in sec.records {
+                read.push((sec.mce.type_byte, rec));
+            }
+        }
+    }
+    let trace = m.sh_ok("cat tracing/trace");
+    let lines: Vec<&str> = trace.lines().filter(|l| l.contains(": zvm_")).collect();
+    // Every record read is in the trace, in order (more may have been sent
+    // since).
+    assert!(lines.len() >= read.len(), "{trace}");
+    for ((ty, rec), line) in read.iter().zip(&lines) {
+        let name = if *ty == 0x40 {
+            "zvm_event"
+        } else {
+            "zvm_sample"
+        };
+        let want = format!(
+            "{name}: domain={} record={} length={} userid=",
+            rec.domain,
+            rec.number,
+            rec.len()
+        );
+        assert!(line.contains(&want), "{want} in {line}");
+        assert!(line.ends_with(&format!(" tod={:x}", rec.tod)), "{line}");
+    }
+    assert!(lines.iter().any(|l| l.contains("zvm_event:")), "{trace}");
+    assert!(lines.iter().any(|l| l.contains("zvm_sample:")), "{trace}");
+    // A user record names its user.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("domain=4 ") && !l.contains("userid= ")),
+        "{trace}"
+    );
+}

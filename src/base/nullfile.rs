@@ -32,9 +32,6 @@ impl OpenFile for NullFile {
 }
 
 impl FileNode for NullNode {
-    fn mode(&self) -> u32 {
-        0o600
-    }
     fn open(&self, _flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
         Ok(Arc::new(NullFile))
     }

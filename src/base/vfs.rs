@@ -184,8 +184,6 @@ impl OpenFlags {
 
 /// A file in the tree: knows its mode and how to open it.
 pub trait FileNode: Send + Sync {
-    /// Permission bits (e.g. 0o600).
-    fn mode(&self) -> u32;
     /// Open the file.
     fn open(&self, flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>>;
     /// Whether every open needs an inode (and so a page cache) of its own, for
@@ -604,15 +602,13 @@ impl TreeInner {
 /// A file whose content is produced at open time and then read by offset, like
 /// the kernel's `single_open` files (`Ns`, `usb/devices`).
 pub struct SnapshotFile {
-    perm: u32,
     make: Box<dyn Fn() -> Vec<u8> + Send + Sync>,
 }
 
 impl SnapshotFile {
     /// A read-only snapshot file.
-    pub fn new(perm: u32, make: impl Fn() -> Vec<u8> + Send + Sync + 'static) -> Self {
+    pub fn new(make: impl Fn() -> Vec<u8> + Send + Sync + 'static) -> Self {
         SnapshotFile {
-            perm,
             make: Box::new(make),
         }
     }
@@ -738,9 +734,6 @@ impl OpenFile for Snapshot {
 }
 
 impl FileNode for SnapshotFile {
-    fn mode(&self) -> u32 {
-        self.perm
-    }
     fn open(&self, flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
         if flags.writable() {
             return Err(Errno::EACCES);
@@ -799,7 +792,7 @@ mod tests {
     #[test]
     fn add_resolve_remove() {
         let t = Tree::new(0, 0);
-        let f = Arc::new(SnapshotFile::new(0o600, || b"hello".to_vec()));
+        let f = Arc::new(SnapshotFile::new(|| b"hello".to_vec()));
         t.add("usb/usbmon/1u", NodeKind::File(f), 0o600);
         t.add("usbmon", NodeKind::Symlink("usb/usbmon".into()), 0o777);
         let n = t.resolve("usb/usbmon/1u").unwrap();
@@ -813,7 +806,7 @@ mod tests {
 
     #[test]
     fn snapshot_reads_by_offset_and_refuses_writes() {
-        let f = SnapshotFile::new(0o444, || b"abcdef".to_vec());
+        let f = SnapshotFile::new(|| b"abcdef".to_vec());
         let c = Caller::default();
         let o = f
             .open(

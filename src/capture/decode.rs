@@ -100,6 +100,74 @@ pub struct Decoder {
     tbl: HashMap<u64, u32>,
 }
 
+/// Why a packet is not a usbmon record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PacketError {
+    /// Another link type.
+    #[error("link type {0} is not usbmon")]
+    LinkType(u32),
+    /// Shorter than the header.
+    #[error("{len} bytes, shorter than the {header}-byte usbmon header")]
+    Short {
+        /// The packet's length.
+        len: usize,
+        /// The header's.
+        header: usize,
+    },
+    /// A bad event type.
+    #[error("event type {0} is not S, C or E")]
+    EventType(String),
+    /// A bad transfer type.
+    #[error("transfer type {0} is not 0..=3")]
+    XferType(u8),
+    /// Too many ISO descriptors.
+    #[error("ndesc {0} is more than {ISODESC_MAX}")]
+    Ndesc(usize),
+    /// len_cap short of the ISO descriptors.
+    #[error("len_cap {len_cap} is less than its {ndesc} ISO descriptors ({lendesc} bytes)")]
+    LenCapDescs {
+        /// The header's len_cap.
+        len_cap: usize,
+        /// Its ndesc.
+        ndesc: usize,
+        /// Their bytes.
+        lendesc: usize,
+    },
+    /// More bytes than len_cap.
+    #[error("{follow} bytes follow the header but len_cap is {len_cap}")]
+    LenCap {
+        /// Bytes after the header.
+        follow: usize,
+        /// The header's len_cap.
+        len_cap: usize,
+    },
+    /// An implausible ISO packet count.
+    #[error("ISO packet count {0} is not plausible")]
+    Numdesc(i32),
+    /// A header byte usbmon would not write.
+    #[error("header byte {byte} ({field}) is {got} where usbmon would write {want} for this event: not a usbmon record")]
+    Header {
+        /// Its offset.
+        byte: usize,
+        /// Its field.
+        field: &'static str,
+        /// What it is.
+        got: String,
+        /// What usbmon writes.
+        want: String,
+    },
+    /// A payload usbmon would not capture.
+    #[error("payload differs from what usbmon would capture at byte {byte} (len_cap {len_cap}, usbmon would capture {want})")]
+    Payload {
+        /// The first differing byte.
+        byte: usize,
+        /// The bytes present.
+        len_cap: usize,
+        /// The bytes usbmon captures.
+        want: usize,
+    },
+}
+
 /// A decoded packet.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decoded {
@@ -127,17 +195,17 @@ impl Decoder {
         big_endian: bool,
         ts_ns: u64,
         pkt: &[u8],
-    ) -> Result<Decoded, String> {
+    ) -> Result<Decoded, PacketError> {
         let hl = match linktype {
             LINKTYPE_USB_LINUX => 48,
             LINKTYPE_USB_LINUX_MMAPPED => 64,
-            lt => return Err(format!("link type {lt} is not usbmon")),
+            lt => return Err(PacketError::LinkType(lt)),
         };
         if pkt.len() < hl {
-            return Err(format!(
-                "{} bytes, shorter than the {hl}-byte usbmon header",
-                pkt.len()
-            ));
+            return Err(PacketError::Short {
+                len: pkt.len(),
+                header: hl,
+            });
         }
         let mut h = [0u8; 64];
         h[..hl].copy_from_slice(&pkt[..hl]);
@@ -156,10 +224,9 @@ impl Decoder {
             b'S' => EventKind::Submit,
             b'C' => EventKind::Complete,
             b'E' => EventKind::Error,
-            t => return Err(format!("event type {} is not S, C or E", show(t))),
+            t => return Err(PacketError::EventType(show(t))),
         };
-        let xfer = XferType::from_u8(h[9])
-            .ok_or_else(|| format!("transfer type {} is not 0..=3", h[9]))?;
+        let xfer = XferType::from_u8(h[9]).ok_or(PacketError::XferType(h[9]))?;
         let id = u64::from_ne_bytes(h[0..8].try_into().unwrap());
         let mut ev = UrbEvent {
             id,
@@ -198,19 +265,21 @@ impl Decoder {
                 0
             };
             if ndesc > ISODESC_MAX {
-                return Err(format!("ndesc {ndesc} is more than {ISODESC_MAX}"));
+                return Err(PacketError::Ndesc(ndesc));
             }
             let lendesc = ndesc * 16;
             if len_cap < lendesc {
-                return Err(format!(
-                    "len_cap {len_cap} is less than its {ndesc} ISO descriptors ({lendesc} bytes)"
-                ));
+                return Err(PacketError::LenCapDescs {
+                    len_cap,
+                    ndesc,
+                    lendesc,
+                });
             }
             if payload.len() > len_cap {
-                return Err(format!(
-                    "{} bytes follow the header but len_cap is {len_cap}",
-                    payload.len()
-                ));
+                return Err(PacketError::LenCap {
+                    follow: payload.len(),
+                    len_cap,
+                });
             }
             // Only the bytes present are kept: a claimed `len_cap` beyond
             // them (even 4 GiB) costs nothing.
@@ -223,7 +292,7 @@ impl Decoder {
             if xfer == XferType::Iso {
                 ev.error_count = i32_at(40);
                 if !(0..=MAX_NUMDESC).contains(&numdesc) {
-                    return Err(format!("ISO packet count {numdesc} is not plausible"));
+                    return Err(PacketError::Numdesc(numdesc));
                 }
                 ev.iso = descs[..lendesc]
                     .chunks_exact(16)
@@ -296,12 +365,12 @@ impl Decoder {
             again[36..40].copy_from_slice(&want_cap.to_ne_bytes());
         }
         if let Some(i) = (0..hl).find(|&i| again[i] != h[i]) {
-            return Err(format!(
-                "header byte {i} ({}) is {} where usbmon would write {} for this event: not a usbmon record",
-                field_at(i),
-                show(h[i]),
-                show(again[i])
-            ));
+            return Err(PacketError::Header {
+                byte: i,
+                field: field_at(i),
+                got: show(h[i]),
+                want: show(again[i]),
+            });
         }
         // The payload as read (descriptors in native order), and what
         // usbmon would have written of it.
@@ -318,11 +387,11 @@ impl Decoder {
                 .zip(got)
                 .position(|(a, b)| a != b)
                 .unwrap_or(want.len().min(payload.len()));
-            return Err(format!(
-                "payload differs from what usbmon would capture at byte {i} (len_cap {}, usbmon would capture {})",
-                payload.len(),
-                want.len()
-            ));
+            return Err(PacketError::Payload {
+                byte: i,
+                len_cap: payload.len(),
+                want: want.len(),
+            });
         }
         Ok(Decoded { event: ev, snapped })
     }

@@ -382,7 +382,10 @@ fn header_len_cap_beyond_the_data_is_clamped() {
     // A claimed len_cap beyond the URB's length is still corrupt.
     let mut bad = huge_submit(4);
     bad[32..36].copy_from_slice(&100u32.to_ne_bytes());
-    let e = Decoder::new().decode(220, native, 0, &bad).unwrap_err();
+    let e = Decoder::new()
+        .decode(220, native, 0, &bad)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("header byte 36 (len_cap)"), "{e}");
 }
 

@@ -47,13 +47,18 @@ impl Format {
     }
 }
 
+/// A capture format name that is neither `pcapng` nor `pcap`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown capture format {0:?}: pcapng or pcap")]
+pub struct UnknownFormat(pub String);
+
 impl FromStr for Format {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownFormat;
+    fn from_str(s: &str) -> Result<Self, UnknownFormat> {
         match s {
             "pcapng" => Ok(Format::PcapNg),
             "pcap" => Ok(Format::Pcap),
-            _ => Err(format!("unknown capture format {s:?}: pcapng or pcap")),
+            _ => Err(UnknownFormat(s.to_string())),
         }
     }
 }

@@ -11,9 +11,12 @@ use std::path::Path;
 
 use serde::{Deserialize, Deserializer};
 
+mod error;
 pub mod recorded;
 pub mod usbdesc;
 pub mod zvm;
+
+pub use error::{ConfigError, DeviceError, EndpointError, ReplayFileError, ValueError};
 
 /// The default configuration, also shipped as `config/default.yaml`.
 pub const DEFAULT_YAML: &str = include_str!("../../config/default.yaml");
@@ -136,11 +139,11 @@ impl<'de> Deserialize<'de> for ReplaySpeed {
 
 impl ReplaySpeed {
     /// A checked speed factor.
-    pub fn new(v: f64) -> Result<ReplaySpeed, String> {
+    pub fn new(v: f64) -> Result<ReplaySpeed, ValueError> {
         if v.is_finite() && (0.001..=1000.0).contains(&v) {
             Ok(ReplaySpeed(v))
         } else {
-            Err(format!("replay speed must be 0.001..=1000, got {v}"))
+            Err(ValueError::ReplaySpeed(v))
         }
     }
 }
@@ -152,39 +155,61 @@ fn default_hub_poll() -> u32 {
     1000
 }
 
-/// What a simulated device is.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum DeviceKind {
+/// Defines [`DeviceKind`] from one line per kind (`Variant = "name"`,
+/// after its doc comment): the enum, its names in the configuration and
+/// `monfs ctl`, and the list of all kinds.
+macro_rules! device_kinds {
+    ($($(#[doc = $doc:literal])* $kind:ident = $name:literal,)*) => {
+        /// What a simulated device is.
+        #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+        pub enum DeviceKind {
+            $($(#[doc = $doc])* #[serde(rename = $name)] $kind,)*
+        }
+
+        impl DeviceKind {
+            /// Every kind, in the order the docs list them.
+            pub const ALL: &[DeviceKind] = &[$(DeviceKind::$kind),*];
+
+            /// The kind's name in the configuration and in `monfs ctl plug`.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(DeviceKind::$kind => $name,)*
+                }
+            }
+        }
+    };
+}
+
+device_kinds! {
     /// External hub with its own ports (`devices:` below it).
-    Hub,
+    Hub = "hub",
     /// HID boot keyboard, interrupt IN polling.
-    HidKeyboard,
+    HidKeyboard = "hid-keyboard",
     /// HID boot mouse, interrupt IN polling.
-    HidMouse,
+    HidMouse = "hid-mouse",
     /// qemu's usb-tablet: HID absolute pointer, interrupt IN polling.
-    HidTablet,
+    HidTablet = "hid-tablet",
     /// Bulk-only mass storage doing SCSI READ(10)/WRITE(10).
-    MassStorage,
+    MassStorage = "mass-storage",
     /// USB audio with an isochronous OUT stream.
-    Audio,
+    Audio = "audio",
     /// Video class webcam with an isochronous IN stream.
-    Webcam,
+    Webcam = "webcam",
     /// Vendor device doing back-to-back bulk transfers as fast as possible
     /// (for benchmarks).
-    Flood,
+    Flood = "flood",
     /// A device whose descriptors come from a file (`descriptors:`, a copy
     /// of a real device's sysfs `descriptors`): it enumerates with exactly
     /// those bytes and is quiet afterwards (no class driver binds).
-    Descriptors,
+    Descriptors = "descriptors",
     /// A device with descriptors from a file (as `descriptors`) whose
     /// transfers are answered by another process (`command:`), over the
     /// line protocol described in docs/external-devices.md.
-    External,
+    External = "external",
     /// A device taken from a usbmon capture (`capture:` and `devaddr:`):
     /// its descriptors and strings from the capture's GET_DESCRIPTOR
     /// completions, and each IN endpoint's recorded data, in order, looping.
-    FromCapture,
+    FromCapture = "from-capture",
 }
 
 /// One device on a port.
@@ -309,23 +334,18 @@ impl<'de> Deserialize<'de> for PeerCommand {
 
 impl PeerCommand {
     /// A checked command line.
-    pub fn new(v: Vec<String>) -> Result<PeerCommand, String> {
+    pub fn new(v: Vec<String>) -> Result<PeerCommand, ValueError> {
         if v.is_empty() {
-            return Err("command: needs at least the program".into());
+            return Err(ValueError::NoProgram);
         }
         if v.len() > MAX_COMMAND_ARGS {
-            return Err(format!(
-                "command: at most {MAX_COMMAND_ARGS} arguments, got {}",
-                v.len()
-            ));
+            return Err(ValueError::TooManyArgs(v.len()));
         }
         if let Some(i) = v
             .iter()
             .position(|a| a.len() > MAX_COMMAND_ARG || a.contains('\0'))
         {
-            return Err(format!(
-                "command: argument {i} is longer than {MAX_COMMAND_ARG} bytes or has a NUL byte"
-            ));
+            return Err(ValueError::BadArg(i));
         }
         Ok(PeerCommand(v))
     }
@@ -349,14 +369,12 @@ impl<'de> Deserialize<'de> for PeerSocket {
 
 impl PeerSocket {
     /// A checked socket path.
-    pub fn new(v: String) -> Result<PeerSocket, String> {
+    pub fn new(v: String) -> Result<PeerSocket, ValueError> {
         if !v.starts_with('/') {
-            return Err(format!("socket: {v:?} is not an absolute path"));
+            return Err(ValueError::RelativeSocket(v));
         }
         if v.len() > MAX_SOCKET_PATH || v.contains('\0') {
-            return Err(format!(
-                "socket: longer than {MAX_SOCKET_PATH} bytes or has a NUL byte"
-            ));
+            return Err(ValueError::LongSocket);
         }
         Ok(PeerSocket(v.into()))
     }
@@ -489,41 +507,36 @@ pub enum DeviceSpeed {
 /// speed needs bcdUSB 2.00 or later and an ep0 of 64 bytes; low speed an
 /// ep0 of 8 bytes and only interrupt (and control) endpoints of at most 8
 /// bytes.
-fn check_speed(dev: &DeviceConfig) -> Result<(), String> {
+fn check_speed(dev: &DeviceConfig) -> Result<(), DeviceError> {
     let Some(speed) = dev.speed else {
         return Ok(());
     };
     let Some(file) = &dev.descriptors else {
-        return Err(": `speed` is only for kinds descriptors and external".into());
+        return Err(DeviceError::SpeedWithoutFile);
     };
     let mps0 = file.dump.device()[7];
+    let name = || file.path.display().to_string();
     match speed {
-        DeviceSpeed::High if file.dump.bcd_usb() < 0x0200 => Err(format!(
-            ".speed: high speed needs bcdUSB 2.00 or later; {} says {:x}.{:02x}",
-            file.path.display(),
-            file.dump.bcd_usb() >> 8,
-            file.dump.bcd_usb() & 0xff
-        )),
-        DeviceSpeed::High if mps0 != 64 => Err(format!(
-            ".speed: a high-speed device's ep0 is 64 bytes; {} says bMaxPacketSize0 {mps0}",
-            file.path.display()
-        )),
-        DeviceSpeed::Low if mps0 != 8 => Err(format!(
-            ".speed: a low-speed device's ep0 is 8 bytes; {} says bMaxPacketSize0 {mps0}",
-            file.path.display()
-        )),
+        DeviceSpeed::High if file.dump.bcd_usb() < 0x0200 => Err(DeviceError::HighSpeedOldUsb {
+            file: name(),
+            bcd_usb: format!(
+                "{:x}.{:02x}",
+                file.dump.bcd_usb() >> 8,
+                file.dump.bcd_usb() & 0xff
+            ),
+        }),
+        DeviceSpeed::High if mps0 != 64 => Err(DeviceError::HighSpeedEp0 { file: name(), mps0 }),
+        DeviceSpeed::Low if mps0 != 8 => Err(DeviceError::LowSpeedEp0 { file: name(), mps0 }),
         DeviceSpeed::Low => {
             let eps = file.dump.configs.iter().flat_map(|c| c.interfaces.iter());
             match eps
                 .flat_map(|i| i.eps.iter())
                 .find(|e| e.attr & 3 != 3 || e.mps > 8)
             {
-                Some(e) => Err(format!(
-                    ".speed: low speed allows only interrupt endpoints of at most 8 bytes; \
-                     endpoint {:#04x} in {} is not one",
-                    e.addr,
-                    file.path.display()
-                )),
+                Some(e) => Err(DeviceError::LowSpeedEndpoint {
+                    ep: e.addr,
+                    file: name(),
+                }),
                 None => Ok(()),
             }
         }
@@ -533,18 +546,15 @@ fn check_speed(dev: &DeviceConfig) -> Result<(), String> {
 
 /// Check the `endpoints:` entries of an external device against its
 /// descriptors. Errors start with the entry (`.endpoints[1]: ...`).
-fn check_endpoints(dev: &DeviceConfig) -> Result<(), String> {
+fn check_endpoints(dev: &DeviceConfig) -> Result<(), DeviceError> {
     if dev.endpoints.is_empty() {
         return Ok(());
     }
     if dev.kind != DeviceKind::External {
-        return Err(": `endpoints` is only for kind external".into());
+        return Err(DeviceError::EndpointsNotExternal);
     }
     if dev.endpoints.len() > MAX_ENDPOINTS {
-        return Err(format!(
-            ": at most {MAX_ENDPOINTS} `endpoints` entries, got {}",
-            dev.endpoints.len()
-        ));
+        return Err(DeviceError::TooManyEndpoints(dev.endpoints.len()));
     }
     let Some(file) = &dev.descriptors else {
         return Ok(());
@@ -552,10 +562,10 @@ fn check_endpoints(dev: &DeviceConfig) -> Result<(), String> {
     let hs = file.dump.bcd_usb() >= 0x0200;
     let mut seen: Vec<(u8, u8, u8)> = vec![];
     for (j, e) in dev.endpoints.iter().enumerate() {
-        let at = |m: String| format!(".endpoints[{j}]: {m}");
+        let at = |error: EndpointError| DeviceError::Endpoint { index: j, error };
         let addr = e.ep.0;
         if seen.iter().any(|s| s.0 == addr) {
-            return Err(at(format!("endpoint {addr:#04x} is listed twice")));
+            return Err(at(EndpointError::Twice(addr)));
         }
         // The setting that holds it, in any configuration of the dump.
         let found = file
@@ -567,28 +577,33 @@ fn check_endpoints(dev: &DeviceConfig) -> Result<(), String> {
             .filter_map(|i| i.eps.iter().find(|x| x.addr == addr).map(|x| (i, x)))
             .min_by_key(|(i, _)| i.alt);
         let Some((intf, d)) = found else {
+            let file = file.path.display().to_string();
             return Err(at(match e.alt {
-                Some(a) => format!(
-                    "no endpoint {addr:#04x} in alternate setting {a} of {}",
-                    file.path.display()
-                ),
-                None => format!("no endpoint {addr:#04x} in {}", file.path.display()),
+                Some(alt) => EndpointError::NotInSetting {
+                    ep: addr,
+                    alt,
+                    file,
+                },
+                None => EndpointError::NotInFile { ep: addr, file },
             }));
         };
         if let Some(s) = seen.iter().find(|s| s.1 == intf.num && s.2 != intf.alt) {
-            return Err(at(format!(
-                "interface {} cannot be in setting {} for endpoint {addr:#04x} and in setting {} for endpoint {:#04x}",
-                intf.num, intf.alt, s.2, s.0
-            )));
+            return Err(at(EndpointError::TwoSettings {
+                intf: intf.num,
+                alt: intf.alt,
+                ep: addr,
+                other_alt: s.2,
+                other_ep: s.0,
+            }));
         }
         seen.push((addr, intf.num, intf.alt));
         let iso = d.attr & 3 == 1;
         let out = addr & 0x80 == 0;
-        let only = |what: &str, ok: bool| -> Result<(), String> {
+        let only = |what: &'static str, ok: bool| -> Result<(), DeviceError> {
             if ok {
                 Ok(())
             } else {
-                Err(at(format!("`{what}` is not for this endpoint")))
+                Err(at(EndpointError::NotFor(what)))
             }
         };
         only("length", !iso && !out || e.length.is_none())?;
@@ -599,24 +614,21 @@ fn check_endpoints(dev: &DeviceConfig) -> Result<(), String> {
         only("urbs", iso || e.urbs.is_none())?;
         if let Some(l) = e.length {
             if !(1..=MAX_EP_LENGTH).contains(&l) {
-                return Err(at(format!("length must be 1..={MAX_EP_LENGTH}, got {l}")));
+                return Err(at(EndpointError::Length(l)));
             }
         }
         if let Some(t) = e.timeout_ms {
             if t == 0 {
-                return Err(at("timeout_ms must be at least 1".into()));
+                return Err(at(EndpointError::ZeroTimeout));
             }
         }
         if iso {
             let n = e.packets.unwrap_or(8);
             if !(1..=64).contains(&n) {
-                return Err(at(format!("packets must be 1..=64, got {n}")));
+                return Err(at(EndpointError::Packets(n)));
             }
             if !(1..=4).contains(&e.urbs.unwrap_or(2)) {
-                return Err(at(format!(
-                    "urbs must be 1..=4, got {}",
-                    e.urbs.unwrap_or(2)
-                )));
+                return Err(at(EndpointError::Urbs(e.urbs.unwrap_or(2))));
             }
             let mult = if hs {
                 1 + ((d.mps >> 11) & 3) as u32
@@ -625,21 +637,23 @@ fn check_endpoints(dev: &DeviceConfig) -> Result<(), String> {
             };
             let total = n * (d.mps as u32 & 0x7ff) * mult;
             if total == 0 || total > MAX_ISO_BUFFER {
-                return Err(at(format!(
-                    "{n} packets of endpoint {addr:#04x} make {total} bytes; an isochronous URB holds 1..={MAX_ISO_BUFFER}"
-                )));
+                return Err(at(EndpointError::IsoSize {
+                    packets: n,
+                    ep: addr,
+                    total,
+                }));
             }
         } else if out {
             match &e.data {
-                None => return Err(at(format!("OUT endpoint {addr:#04x} needs its `data`"))),
+                None => return Err(at(EndpointError::NoData(addr))),
                 Some(h) if h.0.len() > MAX_EP_LENGTH as usize => {
-                    return Err(at(format!("data is longer than {MAX_EP_LENGTH} bytes")))
+                    return Err(at(EndpointError::LongData))
                 }
                 Some(_) => {}
             }
         }
         if d.attr & 3 == 0 {
-            return Err(at(format!("endpoint {addr:#04x} is a control endpoint")));
+            return Err(at(EndpointError::Control(addr)));
         }
     }
     Ok(())
@@ -856,63 +870,34 @@ fn unique_ports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<DeviceConfig>, D:
 /// For `kind: from-capture`: check its fields and take the device from the
 /// capture (its descriptors become the entry's `descriptors`). Errors start
 /// with the field (`.capture: ...`).
-fn take_recorded(dev: &mut DeviceConfig) -> Result<(), String> {
+fn take_recorded(dev: &mut DeviceConfig) -> Result<(), DeviceError> {
     let recorded = dev.kind == DeviceKind::FromCapture;
     if !recorded {
         return match (&dev.capture, &dev.devaddr) {
             (None, None) => Ok(()),
-            _ => Err(": `capture` and `devaddr` are only for kind from-capture".into()),
+            _ => Err(DeviceError::CaptureNotFromCapture),
         };
     }
     let Some(cap) = &mut dev.capture else {
-        return Err(": kind from-capture needs a `capture` file".into());
+        return Err(DeviceError::NoCapture);
     };
     let Some(addr) = dev.devaddr else {
-        return Err(
-            ": kind from-capture needs `devaddr` (the device's address in the capture)".into(),
-        );
+        return Err(DeviceError::NoDevaddr);
     };
     if dev.descriptors.is_some() || dev.vendor_id.is_some() || dev.product_id.is_some() {
-        return Err(": descriptors, vendor_id and product_id come from the capture".into());
+        return Err(DeviceError::FromCaptureFields);
     }
     if let Some(p) = cap.packets.take() {
-        cap.device = Some(std::sync::Arc::new(
-            p.device(addr.0).map_err(|m| format!(".capture: {m}"))?,
-        ));
+        cap.device = Some(std::sync::Arc::new(p.device(addr.0)?));
     }
     let Some(rec) = &cap.device else {
-        return Err(".capture: not loaded".into());
+        return Err(DeviceError::NotLoaded);
     };
     dev.descriptors = Some(DescriptorFile {
         path: cap.path.clone(),
         dump: rec.dump.clone(),
     });
     Ok(())
-}
-
-/// A configuration error with the position it was found at.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The YAML is malformed or a field is wrong.
-    #[error("{path}:{line}:{column}: {message}")]
-    Invalid {
-        /// The file.
-        path: String,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column.
-        column: usize,
-        /// What is wrong, naming the field.
-        message: String,
-    },
 }
 
 impl Config {
@@ -960,11 +945,11 @@ impl Config {
     /// capture that decodes, as the bus would load it at mount. A mount
     /// still starts with a bad one (that bus logs why and replays nothing;
     /// the others run); `monfs check-config` reports it instead.
-    pub fn check_files(&self) -> Result<(), String> {
+    pub fn check_files(&self) -> Result<(), ReplayFileError> {
         for (i, b) in self.usb.buses.iter().enumerate() {
             if let Some(r) = &b.replay {
                 crate::capture::decode::Capture::load(&r.file)
-                    .map_err(|e| format!("usb.buses[{i}].replay.file: {e}"))?;
+                    .map_err(|source| ReplayFileError { bus: i, source })?;
             }
         }
         Ok(())
@@ -977,234 +962,4 @@ impl Config {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn default_config_parses() {
-        let c = Config::builtin();
-        assert!(!c.usb.buses.is_empty());
-    }
-
-    fn err(text: &str) -> (usize, usize, String) {
-        match Config::parse(text, "t.yaml") {
-            Err(ConfigError::Invalid {
-                line,
-                column,
-                message,
-                ..
-            }) => (line, column, message),
-            other => panic!("expected an error, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn unknown_field_names_field_line_and_column() {
-        let (line, col, msg) = err("usb:\n  buses:\n    - bus: 1\n      portz: 3\n");
-        assert_eq!((line, col), (4, 7), "{msg}");
-        assert!(msg.contains("portz"), "{msg}");
-        assert!(msg.contains("usb.buses[0]"), "{msg}");
-    }
-
-    #[test]
-    fn transfer_size_is_bounded() {
-        let dev = |v: &str| {
-            format!("usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: flood\n          transfer_size: {v}\n")
-        };
-        for bad in ["0", "4294967295", "1048577", "-1"] {
-            // Errors inside a device point at the device's entry (serde's
-            // position through the ports check); the message names the field.
-            let (line, col, msg) = err(&dev(bad));
-            assert_eq!((line, col), (5, 11), "{msg}");
-            assert!(msg.contains("devices[0]"), "{msg}");
-            assert!(msg.contains("transfer_size must be 1..=1048576"), "{msg}");
-        }
-        let c = Config::parse(&dev("1048576"), "t.yaml").unwrap();
-        assert_eq!(
-            c.usb.buses[0].devices[0].transfer_size,
-            Some(TransferSize(MAX_TRANSFER_SIZE))
-        );
-    }
-
-    #[test]
-    fn out_of_range_value_points_at_value() {
-        let (line, col, msg) = err("usb:\n  buses:\n    - bus: 200\n");
-        assert_eq!(line, 3, "{msg}");
-        assert_eq!(col, 7, "{msg}");
-        assert!(msg.contains("bus number must be 1..=127"), "{msg}");
-    }
-
-    #[test]
-    fn bad_enum_value() {
-        let (line, _, msg) = err(
-            "usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: toaster\n",
-        );
-        assert_eq!(line, 6, "{msg}");
-        assert!(msg.contains("toaster"), "{msg}");
-    }
-
-    #[test]
-    fn replay_bus_parses_with_defaults() {
-        let c = Config::parse(
-            "usb:\n  buses:\n    - bus: 3\n      replay:\n        file: /tmp/x.pcapng\n    - bus: 4\n      replay: {file: y.pcap, speed: 2.5, loop: true, after_ms: 10}\n",
-            "t.yaml",
-        )
-        .unwrap();
-        let r = c.usb.buses[0].replay.as_ref().unwrap();
-        assert_eq!(r.file, std::path::Path::new("/tmp/x.pcapng"));
-        assert_eq!((r.speed.0, r.looping, r.after_ms), (1.0, false, 0));
-        let r = c.usb.buses[1].replay.as_ref().unwrap();
-        assert_eq!((r.speed.0, r.looping, r.after_ms), (2.5, true, 10));
-    }
-
-    #[test]
-    fn replay_errors_are_positioned() {
-        let (line, col, msg) =
-            err("usb:\n  buses:\n    - bus: 3\n      replay:\n        file: a\n        speed: 0\n");
-        // serde_yaml_ng places value errors at the mapping that holds them.
-        assert_eq!((line, col), (5, 9), "{msg}");
-        assert!(
-            msg.contains("usb.buses[0].replay: replay speed must be 0.001..=1000, got 0"),
-            "{msg}"
-        );
-        let (line, _, msg) = err(
-            "usb:\n  buses:\n    - bus: 3\n      replay:\n        file: a\n        lop: true\n",
-        );
-        assert_eq!(line, 6, "{msg}");
-        assert!(msg.contains("lop"), "{msg}");
-        let (line, _, msg) = err(
-            "usb:\n  buses:\n    - bus: 1\n    - bus: 3\n      replay: {file: a.pcap}\n      devices:\n        - {port: 1, kind: hid-mouse}\n",
-        );
-        assert!(line >= 2, "{msg}");
-        assert!(
-            msg.contains("buses[1]") && msg.contains("cannot also have devices"),
-            "{msg}"
-        );
-    }
-
-    #[test]
-    fn duplicate_port_is_named() {
-        let (_, _, msg) = err(
-            "usb:\n  buses:\n    - bus: 1\n      devices:\n        - {port: 1, kind: hid-mouse}\n        - {port: 1, kind: hid-keyboard}\n",
-        );
-        assert!(msg.contains("port 1 is used twice"), "{msg}");
-        assert!(msg.contains("devices[1]"), "{msg}");
-    }
-
-    #[test]
-    fn external_needs_descriptors_and_a_command() {
-        let base = "usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n";
-        let msg = Config::parse(&format!("{base}          kind: external\n"), "c.yaml")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            msg.contains("kind external needs a `descriptors` file"),
-            "{msg}"
-        );
-        let msg = Config::parse(
-            &format!("{base}          kind: hid-mouse\n          command: [true]\n"),
-            "c.yaml",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(msg.contains("kind external needs a `command`"), "{msg}");
-        let msg = Config::parse(
-            &format!("{base}          kind: hid-mouse\n          command: []\n"),
-            "c.yaml",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(msg.contains("command: needs at least the program"), "{msg}");
-    }
-
-    #[test]
-    fn external_endpoints_are_checked_against_the_descriptors() {
-        let kbd = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/data/sysfs/qemu-usb-kbd/descriptors"
-        );
-        let dev = |eps: &str| {
-            format!("usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: external\n          descriptors: {kbd}\n          command: [cat]\n          endpoints:\n{eps}")
-        };
-        let c = Config::parse(
-            &dev("            - {ep: 0x81, length: 4, timeout_ms: 5}\n"),
-            "c.yaml",
-        )
-        .unwrap();
-        let e = &c.usb.buses[0].devices[0].endpoints[0];
-        assert_eq!((e.ep.0, e.length, e.timeout_ms), (0x81, Some(4), Some(5)));
-        for (eps, want) in [
-            (
-                "            - {ep: 0x02, data: \"00\"}\n",
-                "devices[0].endpoints[0]: no endpoint 0x02 in",
-            ),
-            (
-                "            - {ep: 0x10}\n",
-                "ep must be an endpoint address",
-            ),
-            (
-                "            - {ep: 0x81, packets: 4}\n",
-                "endpoints[0]: `packets` is not for this endpoint",
-            ),
-            (
-                "            - {ep: 0x81, data: \"0g\"}\n",
-                "data must be hex bytes",
-            ),
-            (
-                "            - {ep: 0x81, length: 0}\n",
-                "length must be 1..=16384",
-            ),
-            (
-                "            - {ep: 0x81}\n            - {ep: 0x81}\n",
-                "endpoints[1]: endpoint 0x81 is listed twice",
-            ),
-            (
-                "            - {ep: 0x81, alt: 1}\n",
-                "no endpoint 0x81 in alternate setting 1",
-            ),
-            (
-                "            - {ep: 0x81, every: 1}\n",
-                "unknown field `every`",
-            ),
-        ] {
-            let (line, _, msg) = err(&dev(eps));
-            assert!(msg.contains(want), "{eps}: {msg}");
-            assert!(line >= 3, "{eps}: {msg}");
-        }
-    }
-
-    #[test]
-    fn descriptors_file_is_read_relative_to_the_config() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/sysfs");
-        let dev = |extra: &str| {
-            format!("usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: descriptors\n{extra}")
-        };
-        let origin = format!("{dir}/t.yaml");
-        let c = Config::parse(
-            &dev("          descriptors: qemu-usb-kbd/descriptors\n"),
-            &origin,
-        )
-        .unwrap();
-        let f = c.usb.buses[0].devices[0].descriptors.as_ref().unwrap();
-        assert_eq!(f.dump.bytes.len(), 52);
-        let e = Config::parse(&dev("          descriptors: nope\n"), &origin).unwrap_err();
-        let msg = e.to_string();
-        assert!(
-            msg.contains("descriptors: ") && msg.contains("/sysfs/nope"),
-            "{msg}"
-        );
-        assert!(msg.starts_with(&format!("{origin}:5:11: ")), "{msg}");
-        let e = Config::parse(
-            &dev("          descriptors: qemu-usb-storage-ss/descriptors\n"),
-            &origin,
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.contains("qemu-usb-storage-ss/descriptors: byte offset 2: bcdUSB 3.00"),
-            "{e}"
-        );
-        let (_, _, msg) = err(&dev(""));
-        assert!(msg.contains("needs a `descriptors` file"), "{msg}");
-    }
-}
+mod tests;

@@ -198,8 +198,8 @@ impl CapturePackets {
     /// The device with address `devaddr`: on the first bus where the
     /// capture has its device descriptor (else where it first appears).
     /// Errors name what is missing, and the packet where bytes are bad.
-    pub fn device(&self, devaddr: u8) -> Result<RecordedDevice, String> {
-        let name = self.path.display();
+    pub fn device(&self, devaddr: u8) -> Result<RecordedDevice, RecordedError> {
+        let name = self.path.display().to_string();
         let ev_of = |p: &&Packet| p.event.devnum == devaddr;
         let mine: Vec<&Packet> = self.packets.iter().filter(ev_of).collect();
         if mine.is_empty() {
@@ -211,14 +211,15 @@ impl CapturePackets {
             seen.sort_unstable();
             seen.dedup();
             let list: Vec<String> = seen.iter().map(|(b, d)| format!("{b}:{d}")).collect();
-            return Err(format!(
-                "{name}: no device with address {devaddr} in the capture (bus:address present: {})",
-                if list.is_empty() {
+            return Err(RecordedError::NoDevice {
+                file: name,
+                devaddr,
+                present: if list.is_empty() {
                     "none".to_string()
                 } else {
                     list.join(" ")
-                }
-            ));
+                },
+            });
         }
         // Control completions on ep0 with the setup of their submission.
         let mut setups: HashMap<(u16, u64), [u8; 8]> = HashMap::new();
@@ -265,11 +266,10 @@ impl CapturePackets {
                 packet: p.index,
             })
             .rfind(|f| f.data.len() >= 18)
-            .ok_or_else(|| {
-                format!(
-                    "{name}: device {bus}:{devaddr} has no complete GET_DESCRIPTOR(DEVICE) \
-                     completion (18 bytes) in the capture"
-                )
+            .ok_or_else(|| RecordedError::NoDeviceDescriptor {
+                file: name.clone(),
+                bus,
+                devaddr,
             })?;
         let nconf = dev.data[17];
         let mut found = vec![Found {
@@ -300,17 +300,25 @@ impl CapturePackets {
             match (best, partial) {
                 (Some(f), _) => found.push(f),
                 (None, Some((got, total, pk))) => {
-                    return Err(format!(
-                        "{name}: device {bus}:{devaddr}: configuration descriptor {i} is only \
-                         partly in the capture ({got} of its {total} bytes, packet {pk})"
-                    ))
+                    return Err(RecordedError::PartConfig {
+                        file: name,
+                        bus,
+                        devaddr,
+                        index: i,
+                        got,
+                        total,
+                        packet: pk,
+                    })
                 }
                 (None, None) => {
-                    return Err(format!(
-                        "{name}: device {bus}:{devaddr} has no GET_DESCRIPTOR(CONFIGURATION, {i}) \
-                         completion in the capture (bNumConfigurations {nconf}, packet {})",
-                        dev.packet
-                    ))
+                    return Err(RecordedError::NoConfig {
+                        file: name,
+                        bus,
+                        devaddr,
+                        index: i,
+                        count: nconf,
+                        packet: dev.packet,
+                    })
                 }
             }
         }
@@ -326,10 +334,14 @@ impl CapturePackets {
                 }
                 at -= f.data.len();
             }
-            format!(
-                "{name}: device {bus}:{devaddr}: packet {pk}: descriptor byte offset {at}: {}",
-                e.message
-            )
+            RecordedError::BadDescriptor {
+                file: name.clone(),
+                bus,
+                devaddr,
+                packet: pk,
+                offset: at,
+                message: e.message,
+            }
         })?;
         // Strings: the longest complete answer for each index.
         let mut strings: Vec<(u8, Vec<u8>)> = Vec::new();
@@ -418,10 +430,12 @@ fn endpoints<'a>(packets: impl Iterator<Item = &'a Packet>) -> Vec<RecordedEndpo
 impl RecordedDevice {
     /// Load the capture open as `file` (named `name`) and take device
     /// `devaddr` from it.
-    pub fn load(file: &std::fs::File, name: &Path, devaddr: u8) -> Result<RecordedDevice, String> {
-        CapturePackets::load(file, name)
-            .map_err(|e| e.to_string())?
-            .device(devaddr)
+    pub fn load(
+        file: &std::fs::File,
+        name: &Path,
+        devaddr: u8,
+    ) -> Result<RecordedDevice, RecordedError> {
+        CapturePackets::load(file, name)?.device(devaddr)
     }
 
     /// The raw string descriptor `idx`, if the capture has it.
@@ -431,6 +445,86 @@ impl RecordedDevice {
             .find(|(i, _)| *i == idx)
             .map(|(_, s)| s.as_slice())
     }
+}
+
+/// Why a device cannot be taken from a capture.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordedError {
+    /// The capture does not load.
+    #[error(transparent)]
+    Capture(#[from] CaptureError),
+    /// No packet of the address.
+    #[error(
+        "{file}: no device with address {devaddr} in the capture (bus:address present: {present})"
+    )]
+    NoDevice {
+        /// The capture.
+        file: String,
+        /// The address asked for.
+        devaddr: u8,
+        /// The bus:address pairs it has.
+        present: String,
+    },
+    /// No device descriptor.
+    #[error("{file}: device {bus}:{devaddr} has no complete GET_DESCRIPTOR(DEVICE) completion (18 bytes) in the capture")]
+    NoDeviceDescriptor {
+        /// The capture.
+        file: String,
+        /// The bus.
+        bus: u16,
+        /// The address.
+        devaddr: u8,
+    },
+    /// A configuration descriptor only in part.
+    #[error("{file}: device {bus}:{devaddr}: configuration descriptor {index} is only partly in the capture ({got} of its {total} bytes, packet {packet})")]
+    PartConfig {
+        /// The capture.
+        file: String,
+        /// The bus.
+        bus: u16,
+        /// The address.
+        devaddr: u8,
+        /// Which configuration.
+        index: u8,
+        /// Bytes there.
+        got: usize,
+        /// wTotalLength.
+        total: usize,
+        /// The packet.
+        packet: usize,
+    },
+    /// A configuration descriptor missing.
+    #[error("{file}: device {bus}:{devaddr} has no GET_DESCRIPTOR(CONFIGURATION, {index}) completion in the capture (bNumConfigurations {count}, packet {packet})")]
+    NoConfig {
+        /// The capture.
+        file: String,
+        /// The bus.
+        bus: u16,
+        /// The address.
+        devaddr: u8,
+        /// Which configuration.
+        index: u8,
+        /// bNumConfigurations.
+        count: u8,
+        /// The device descriptor's packet.
+        packet: usize,
+    },
+    /// Descriptor bytes that do not parse.
+    #[error("{file}: device {bus}:{devaddr}: packet {packet}: descriptor byte offset {offset}: {message}")]
+    BadDescriptor {
+        /// The capture.
+        file: String,
+        /// The bus.
+        bus: u16,
+        /// The address.
+        devaddr: u8,
+        /// The packet with the bad byte.
+        packet: usize,
+        /// Its offset in the descriptors.
+        offset: usize,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 #[cfg(test)]

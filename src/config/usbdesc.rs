@@ -9,23 +9,17 @@
 //! are: a device built from a dump answers GET_DESCRIPTOR with exactly these
 //! bytes. Every error carries the byte offset of the field that is wrong.
 
-use std::fmt;
 use std::ops::Range;
 
 /// An error in a descriptor dump: what is wrong and at which byte.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("byte offset {offset}: {message}")]
 pub struct DumpError {
     /// Byte offset in the file of the offending field (the file's length
     /// when bytes are missing at the end).
     pub offset: usize,
     /// What is wrong.
     pub message: String,
-}
-
-impl fmt::Display for DumpError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "byte offset {}: {}", self.offset, self.message)
-    }
 }
 
 /// One endpoint descriptor, as found in the dump.

@@ -220,59 +220,87 @@ pub const DCSS_MIN: u64 = 96 * 1024;
 /// Largest DCSS the simulator keeps in memory.
 pub const DCSS_MAX: u64 = 512 * 1024 * 1024;
 
+/// A `zvm:` section whose values do not fit together or their ranges.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ZvmConfigError {
+    /// The DCSS does not start or end on a page.
+    #[error(
+        "zvm: dcss_start ({start:#x}) must start a 4 KiB page and dcss_end ({end:#x}) must end one"
+    )]
+    DcssPages {
+        /// dcss_start.
+        start: u32,
+        /// dcss_end.
+        end: u32,
+    },
+    /// The DCSS is at 0, backwards, too small or too big.
+    #[error("zvm: the DCSS {start:#x}-{end:#x} must be above address 0 and {} KiB to {} MiB long", DCSS_MIN / 1024, DCSS_MAX >> 20)]
+    DcssRange {
+        /// dcss_start.
+        start: u32,
+        /// dcss_end.
+        end: u32,
+    },
+    /// A value out of its range.
+    #[error("zvm: {field} must be {range}, got {value}")]
+    Range {
+        /// The field.
+        field: &'static str,
+        /// Its range.
+        range: String,
+        /// What was given.
+        value: String,
+    },
+}
+
+/// `value` of `field` is in `lo..=hi`.
+fn range<T: PartialOrd + Copy + std::fmt::Display>(
+    field: &'static str,
+    value: T,
+    lo: T,
+    hi: T,
+) -> Result<(), ZvmConfigError> {
+    if (lo..=hi).contains(&value) {
+        Ok(())
+    } else {
+        Err(ZvmConfigError::Range {
+            field,
+            range: format!("{lo}..={hi}"),
+            value: value.to_string(),
+        })
+    }
+}
+
 impl TryFrom<RawZvmConfig> for ZvmConfig {
-    type Error = String;
-    fn try_from(r: RawZvmConfig) -> Result<Self, String> {
+    type Error = ZvmConfigError;
+    fn try_from(r: RawZvmConfig) -> Result<Self, ZvmConfigError> {
         let size = (r.dcss_end as u64 + 1).saturating_sub(r.dcss_start as u64);
         if r.dcss_start % 4096 != 0 || (r.dcss_end as u64 + 1) % 4096 != 0 {
-            return Err(format!(
-                "zvm: dcss_start ({:#x}) must start a 4 KiB page and dcss_end ({:#x}) must end one",
-                r.dcss_start, r.dcss_end
-            ));
+            return Err(ZvmConfigError::DcssPages {
+                start: r.dcss_start,
+                end: r.dcss_end,
+            });
         }
         if r.dcss_start == 0 || r.dcss_end <= r.dcss_start || !(DCSS_MIN..=DCSS_MAX).contains(&size)
         {
-            return Err(format!(
-                "zvm: the DCSS {:#x}-{:#x} must be above address 0 and {} KiB to {} MiB long",
-                r.dcss_start,
-                r.dcss_end,
-                DCSS_MIN / 1024,
-                DCSS_MAX >> 20
-            ));
+            return Err(ZvmConfigError::DcssRange {
+                start: r.dcss_start,
+                end: r.dcss_end,
+            });
         }
-        if !(10..=86_400_000).contains(&r.sample_interval_ms) {
-            return Err(format!(
-                "zvm: sample_interval_ms must be 10..=86400000, got {}",
-                r.sample_interval_ms
-            ));
-        }
+        range("sample_interval_ms", r.sample_interval_ms, 10, 86_400_000)?;
         if !(r.event_rate.is_finite() && (0.0..=100_000.0).contains(&r.event_rate)) {
-            return Err(format!(
-                "zvm: event_rate must be 0..=100000, got {}",
-                r.event_rate
-            ));
+            return Err(ZvmConfigError::Range {
+                field: "event_rate",
+                range: "0..=100000".into(),
+                value: r.event_rate.to_string(),
+            });
         }
-        if !(1..=254).contains(&r.flood_window) {
-            return Err(format!(
-                "zvm: flood_window must be 1..=254, got {}",
-                r.flood_window
-            ));
-        }
-        if !(1..=64).contains(&r.cpus) {
-            return Err(format!("zvm: cpus must be 1..=64, got {}", r.cpus));
-        }
-        if !(1..=500).contains(&r.users) {
-            return Err(format!("zvm: users must be 1..=500, got {}", r.users));
-        }
-        if !(1..=256).contains(&r.devices) {
-            return Err(format!("zvm: devices must be 1..=256, got {}", r.devices));
-        }
-        if !(64..=1_048_576).contains(&r.storage_mb) {
-            return Err(format!(
-                "zvm: storage_mb must be 64..=1048576, got {}",
-                r.storage_mb
-            ));
-        }
+        range("flood_window", r.flood_window, 1, 254)?;
+        range("cpus", r.cpus, 1, 64)?;
+        range("users", r.users, 1, 500)?;
+        range("devices", r.devices, 1, 256)?;
+        range("storage_mb", r.storage_mb, 64, 1_048_576)?;
         let mut domains = r.domains;
         domains.sort();
         domains.dedup();

@@ -282,9 +282,6 @@ mod tests {
     struct GateFile(Arc<Gate>);
 
     impl FileNode for GateNode {
-        fn mode(&self) -> u32 {
-            0o600
-        }
         fn open(&self, _f: OpenFlags, _c: &Caller) -> Result<Arc<dyn OpenFile>, Errno> {
             Ok(Arc::new(GateFile(self.0.clone())))
         }

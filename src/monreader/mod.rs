@@ -122,6 +122,18 @@ pub trait MonitorPort: Send + Sync {
     fn on_change(&self, f: Arc<dyn Fn() + Send + Sync>);
 }
 
+/// Where the records *MONITOR sends are also reported as they go out (the
+/// tracing facility's `zvm:zvm_sample` and `zvm:zvm_event`).
+pub trait RecordTap: Send + Sync {
+    /// Whether anything takes the records now (else they are not offered).
+    fn wanted(&self) -> bool {
+        true
+    }
+    /// Record `r` of a sample set (`event` false) or an event set went to
+    /// the reader; `userid` is the z/VM user it is about (empty if none).
+    fn record_sent(&self, event: bool, r: &records::Record, userid: &str);
+}
+
 /// Counters, for logs and a future control interface.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -475,10 +487,6 @@ struct MonReaderNode {
 }
 
 impl FileNode for MonReaderNode {
-    fn mode(&self) -> u32 {
-        0o600
-    }
-
     fn open(&self, flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
         let sh = &self.shared;
         let mut st = sh.lock();

@@ -52,23 +52,14 @@ pub struct Record {
 }
 
 /// Why a record could not be parsed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
     /// Fewer than 20 bytes left.
+    #[error("fewer than {HDR_LEN} bytes left for a record header")]
     ShortHeader,
     /// MRHDRLEN below 20 or beyond the bytes available.
+    #[error("record length {0} is impossible here")]
     BadLength(u16),
-}
-
-impl std::fmt::Display for ParseError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ParseError::ShortHeader => {
-                write!(f, "fewer than {HDR_LEN} bytes left for a record header")
-            }
-            ParseError::BadLength(l) => write!(f, "record length {l} is impossible here"),
-        }
-    }
 }
 
 impl Record {

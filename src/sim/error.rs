@@ -2,8 +2,15 @@
 //! (plug, unplug, fault, pause, replay, a control line) changed nothing.
 //! Its text is what `monfs ctl` prints after `error: ` and the log says.
 
+/// What `replay start` says when no capture came with it: the daemon opens
+/// no path for a caller.
+pub const NEEDS_DESCRIPTOR: &str =
+    "replay start takes the capture as an open file passed with the command \
+(SCM_RIGHTS on the control socket); the daemon opens no path for a caller. \
+Use `monfs ctl MOUNTPOINT replay start BUS FILE`, which opens FILE with your own rights";
+
 /// Why a simulator or control command was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum SimError {
     /// No such USB bus.
     #[error("no USB bus {0}")]
@@ -54,24 +61,32 @@ pub enum SimError {
     NoReplay(u16),
     /// A capture that cannot be replayed (unreadable, not a regular file,
     /// corrupt; the text names the file and the offset).
-    #[error("{0}")]
-    Capture(String),
-    /// A command line that does not parse (the text says what is wrong).
-    #[error("{0}")]
-    Usage(String),
+    #[error(transparent)]
+    Capture(#[from] crate::capture::read::CaptureError),
+    /// A replay command that does not parse.
+    #[error("usage: replay start BUS FILE [speed=F] [loop] [after_ms=N] | replay stop BUS | replay status BUS")]
+    ReplayUsage,
+    /// A replay command's bus number out of range.
+    #[error("bad bus number {0:?}: must be 1..=127")]
+    ReplayBus(String),
+    /// A replay option's value that does not parse.
+    #[error("bad {option} {value:?}")]
+    ReplayValue {
+        /// The option.
+        option: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// A replay option out of range.
+    #[error(transparent)]
+    ReplayRange(#[from] crate::config::ValueError),
+    /// An unknown replay option.
+    #[error("unknown replay option {0:?}; usage: replay start BUS FILE [speed=F] [loop] [after_ms=N] | replay stop BUS | replay status BUS")]
+    ReplayOption(String),
+    /// `replay start` without the capture's descriptor.
+    #[error("{}", NEEDS_DESCRIPTOR)]
+    NeedsDescriptor,
     /// The device is not open: nothing to inject a z/VM fault into.
     #[error("dev/monreader is not open: no IUCV path to fault")]
     NotOpen,
-}
-
-impl From<String> for SimError {
-    fn from(s: String) -> SimError {
-        SimError::Usage(s)
-    }
-}
-
-impl From<&str> for SimError {
-    fn from(s: &str) -> SimError {
-        SimError::Usage(s.to_string())
-    }
 }

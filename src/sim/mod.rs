@@ -4,4 +4,4 @@ pub mod rng;
 pub mod usb;
 pub mod zvm;
 
-pub use error::SimError;
+pub use error::{SimError, NEEDS_DESCRIPTOR};

@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Deserializer};
 
-use super::builtin;
-use super::event::{EventDef, FieldSpec};
+use crate::tracefs::events::builtin;
+use crate::tracefs::events::{EventDef, FieldSpec};
 
 /// The first event id monfs hands out. `common_type` is a u16; the kernel
 /// numbers its built-in events from about 20 up to a few thousand (2325 on
@@ -44,8 +44,8 @@ struct RawEventConfig {
 }
 
 impl TryFrom<RawEventConfig> for EventConfig {
-    type Error = String;
-    fn try_from(r: RawEventConfig) -> Result<Self, String> {
+    type Error = crate::tracefs::events::EventError;
+    fn try_from(r: RawEventConfig) -> Result<Self, Self::Error> {
         EventDef::new(&r.system, &r.name, 0, &r.fields, r.format.as_deref())?;
         Ok(EventConfig {
             system: r.system,

@@ -70,9 +70,6 @@ struct CtlOpen {
 }
 
 impl FileNode for Ctl {
-    fn mode(&self) -> u32 {
-        self.mode
-    }
     fn open(&self, flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
         let text = match &self.read {
             Some(r) if flags.readable() => Some(OpenText::new(r())?),
@@ -126,4 +123,9 @@ impl OpenFile for CtlOpen {
 pub(crate) fn add_ctl(tree: &Tree, path: &str, ctl: Ctl) {
     let mode = ctl.mode;
     tree.add(path, NodeKind::File(Arc::new(ctl)), mode);
+}
+
+/// `1` or `0` and a newline, as the kernel shows a flag.
+pub(crate) fn bool_line(b: bool) -> String {
+    if b { "1\n" } else { "0\n" }.to_string()
 }

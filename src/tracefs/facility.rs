@@ -1,27 +1,28 @@
-//! The tracing facility's state and recording path: the events with their
-//! enable and filter state, the options, and the per-CPU buffers entries
-//! are recorded into. The files that show and change this state are built
-//! on it in `files.rs`, `per_cpu.rs`, `marker.rs` and `user_events/`.
+//! The tracing facility's state: the events with their enable state in
+//! each trace array, the arrays (the top level and the instances), the
+//! saved task names, the synthetic events, and what changes the enable
+//! and trigger state. Entries are recorded into it by `record.rs`; the
+//! files that show and change it are each mechanism's (through [`Arr`]).
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use super::builtin;
-use super::config::{TracingConfig, EVENT_ID_BASE};
-use super::event::{EventDef, FieldSpec, FieldValue};
-use super::ftrace_events::FtraceEvents;
-use super::hist::{Hist, NamedHists};
-use super::instance::{At, EventFile, TraceArray, OPT_PRINTK_DEST};
-use super::snapshot::Taken;
-use super::synth::SynthDef;
-use super::trigger::{
-    ErrorLog, FireContext, Hit, TriggerAction, TriggerEvent, TriggerHost, Triggers,
-};
-use crate::base::clock::{Clock, Timestamp};
+use crate::base::clock::Clock;
 use crate::base::errno::SysResult;
 use crate::base::sync::{LockExt, RwLockExt};
 use crate::base::vfs::Tree;
+use crate::tracefs::cmdlines::Cmdlines;
+use crate::tracefs::config::{TracingConfig, EVENT_ID_BASE};
+use crate::tracefs::error_log::ErrorLog;
+use crate::tracefs::events::builtin;
+use crate::tracefs::events::ftrace::FtraceEvents;
+use crate::tracefs::events::{EventDef, EventError, FieldSpec};
+use crate::tracefs::hist::{Hist, NamedHists};
+use crate::tracefs::instances::array::{EventFile, TraceArray};
+use crate::tracefs::options::OPT_PRINTK_DEST;
+use crate::tracefs::synth::SynthDef;
+use crate::tracefs::trigger::{FireContext, TriggerEvent, TriggerHost, Triggers};
 
 /// Called after an event's enabled state changed (user_events updates its
 /// status bits and the producers' enable bits).
@@ -40,6 +41,8 @@ pub struct Event {
     /// How many trace arrays have it armed (triggers or soft mode).
     pub(super) armed: AtomicUsize,
     pub(super) hook: OnceLock<EnableHook>,
+    /// The event probes attached to it.
+    pub(super) probes: RwLock<Vec<Arc<dyn AttachedProbe>>>,
 }
 
 impl Event {
@@ -52,6 +55,25 @@ impl Event {
     pub(super) fn trig(&self, slot: usize) -> Arc<Triggers<EventId>> {
         per_slot(&self.triggers, slot)
     }
+}
+
+/// An event probe attached to an event, as the event list and recording
+/// see it (the kernel's `dyn_event_operations` for `e:` lines; made in
+/// [`super::eprobe`]).
+pub(super) trait AttachedProbe: Send + Sync {
+    /// The probe's own event.
+    fn event(&self) -> &EventId;
+    /// The event it is attached to.
+    fn target(&self) -> &EventId;
+    /// Its `dynamic_events` line.
+    fn show(&self) -> String;
+    /// Whether a `-:` line's `[GROUP/]NAME` and words name it.
+    fn matches(&self, system: Option<&str>, event: &str, argv: &[&str]) -> bool;
+    /// The array slots it is active in.
+    fn slots(&self) -> &Mutex<Vec<usize>>;
+    /// Its entry for one record of the attached event; None when its
+    /// filter drops the record.
+    fn entry(&self, rec: &[u8], comm: &str, cpu: u32) -> Option<Vec<u8>>;
 }
 
 /// The entry of `slot` in a per-array list, the list grown with defaults
@@ -85,6 +107,7 @@ impl EventId {
             triggers: RwLock::new(Vec::new()),
             armed: AtomicUsize::new(0),
             hook: OnceLock::new(),
+            probes: RwLock::new(Vec::new()),
         }))
     }
     /// Whether the event fires: enabled in a trace array, or armed there
@@ -102,65 +125,6 @@ impl EventId {
         &self.0.def
     }
 }
-
-/// `saved_cmdlines` and `saved_tgids`: the comms and tgids of recent
-/// tasks, at most `size` of them (the oldest goes first).
-pub(super) struct Cmdlines {
-    pub(super) size: usize,
-    pub(super) comms: HashMap<u32, Box<str>>,
-    pub(super) order: VecDeque<u32>,
-    pub(super) tgids: HashMap<u32, u32>,
-}
-
-impl Cmdlines {
-    pub(super) fn save(&mut self, pid: u32, comm: &str) {
-        if pid == 0 || self.size == 0 {
-            return;
-        }
-        match self.comms.get_mut(&pid) {
-            Some(c) if &**c == comm => {}
-            Some(c) => *c = comm.into(),
-            None => {
-                if self.order.len() >= self.size {
-                    if let Some(old) = self.order.pop_front() {
-                        self.comms.remove(&old);
-                    }
-                }
-                self.order.push_back(pid);
-                self.comms.insert(pid, comm.into());
-            }
-        }
-    }
-
-    /// Remember `pid`'s thread group (`record-tgid`), looked up once.
-    pub(super) fn save_tgid(&mut self, pid: u32) {
-        if pid == 0 || self.tgids.contains_key(&pid) {
-            return;
-        }
-        if self.tgids.len() >= SAVED_CMDLINES_MAX {
-            self.tgids.clear();
-        }
-        let tgid = crate::base::procmem::tgid_of(pid).unwrap_or(pid);
-        self.tgids.insert(pid, tgid);
-    }
-}
-
-/// The kernel's default `saved_cmdlines_size` request.
-const SAVED_CMDLINES_DEFAULT: usize = 128;
-
-/// The `saved_cmdlines_size` a request of `n` gets. The kernel rounds the
-/// buffer up to a power-of-two allocation (`struct saved_cmdlines_buffer`,
-/// 131,096 bytes with its pid map, then 20 bytes per comm: 16 for the comm
-/// and 4 for its pid) and uses all of it: 128 reads back as 6552 and 20,000
-/// as 45,874 on 6.18.
-pub(crate) fn cmdlines_rounded(n: usize) -> usize {
-    const MAP: usize = 131_096;
-    const PER: usize = 20;
-    let alloc = (MAP + n * PER).next_power_of_two();
-    (alloc - MAP) / PER
-}
-/// The largest `saved_cmdlines_size` the kernel takes (`PID_MAX_DEFAULT`).
-pub(super) const SAVED_CMDLINES_MAX: usize = 32768;
 
 /// The tracing facility: the events and the trace arrays (the top level
 /// and the instances) they are recorded into.
@@ -198,6 +162,8 @@ pub struct Tracing {
     pub(super) printk_dest: Mutex<usize>,
     /// The synthetic events, in creation order.
     pub(super) synth: Mutex<Vec<SynthEntry>>,
+    /// The event probes, in creation order.
+    pub(super) eprobes: Mutex<Vec<Arc<dyn AttachedProbe>>>,
 }
 
 /// A synthetic event: its definition, its event and how many hist
@@ -211,7 +177,7 @@ pub(super) struct SynthEntry {
 
 impl Tracing {
     /// The facility with the built-in events and those of `cfg`, not yet in
-    /// a tree (see [`super::install`]).
+    /// a tree (see [`crate::tracefs::install`]).
     pub fn new(clock: Arc<dyn Clock>, cfg: &TracingConfig) -> Arc<Tracing> {
         let top = TraceArray::new(0, None, false);
         let ftrace = FtraceEvents::new();
@@ -221,12 +187,7 @@ impl Tracing {
             events: RwLock::new(Vec::new()),
             arrays: RwLock::new(vec![Some(top.clone())]),
             top,
-            cmdlines: Mutex::new(Cmdlines {
-                size: cmdlines_rounded(SAVED_CMDLINES_DEFAULT),
-                comms: HashMap::new(),
-                order: VecDeque::new(),
-                tgids: HashMap::new(),
-            }),
+            cmdlines: Mutex::new(Cmdlines::new()),
             ftrace,
             marker,
             next_id: Mutex::new(EVENT_ID_BASE),
@@ -236,6 +197,7 @@ impl Tracing {
             on_event_fork: OnceLock::new(),
             printk_dest: Mutex::new(0),
             synth: Mutex::new(Vec::new()),
+            eprobes: Mutex::new(Vec::new()),
         });
         let builtin = builtin::builtin_defs()
             .into_iter()
@@ -293,13 +255,16 @@ impl Tracing {
         name: &str,
         fields: &[FieldSpec],
         fmt: Option<&str>,
-    ) -> Result<EventId, String> {
+    ) -> Result<EventId, EventError> {
         let mut next = self.next_id.lock_ok();
         if self.event_id(system, name).is_some() {
-            return Err(format!("duplicate event {system}:{name}"));
+            return Err(EventError::Duplicate {
+                system: system.to_string(),
+                name: name.to_string(),
+            });
         }
         if *next == u16::MAX {
-            return Err("out of event ids".into());
+            return Err(EventError::OutOfIds);
         }
         let id = EventId::new(EventDef::new(system, name, *next, fields, fmt)?);
         *next += 1;
@@ -350,6 +315,7 @@ impl Tracing {
         }
         let file = id.0.file(arr.slot);
         self.flip(id, &file.enabled, &id.0.enabled, on);
+        self.eprobe_sync(id, arr.slot);
     }
 
     /// Set one array's `flag` for `id` to `on`, keep `count` (how many
@@ -378,6 +344,7 @@ impl Tracing {
         let file = id.0.file(slot);
         let want = !id.0.trig(slot).is_empty() || file.soft.load(Ordering::SeqCst) > 0;
         self.flip(id, &file.armed, &id.0.armed, want);
+        self.eprobe_sync(id, slot);
     }
 
     /// A write to `id`'s `trigger` file in `arr`.
@@ -398,294 +365,6 @@ impl Tracing {
         let host = Host { t: self, a: arr };
         id.0.trig(arr.slot).truncate(&host);
         self.rearm(id, arr.slot);
-    }
-
-    /// Fire `ev`'s triggers in `arr` for one hit and record it there as the
-    /// kernel orders it: actions before the event, the event (if enabled,
-    /// and for conditional triggers only if tracing was on before them),
-    /// then the post actions (`traceoff`, `stacktrace`). Conditional
-    /// triggers run after the kernel reserved the event in the live
-    /// buffer: a `snapshot` among them carries the event into the snapshot
-    /// buffer, so here it is taken after the event is recorded.
-    #[allow(clippy::too_many_arguments)]
-    fn fire(
-        &self,
-        arr: &TraceArray,
-        id: &EventId,
-        file: &EventFile,
-        trig: &Triggers<EventId>,
-        data: Vec<u8>,
-        comm: &str,
-        at: At,
-    ) -> bool {
-        let host = Host { t: self, a: arr };
-        let was_on = arr.tracing_on();
-        let cpu = arr.cpu_or_now(at.cpu);
-        let hit = Hit {
-            entry: &data,
-            cpu,
-            comm,
-            ts_ns: at.mono,
-        };
-        let actions = trig.fire(&hit, &host);
-        let ctx = Ctx::of(&data, comm);
-        let cond = trig.is_conditional();
-        let (post, pre): (Vec<_>, Vec<_>) = actions.into_iter().partition(|a| a.is_post());
-        let (late, pre): (Vec<_>, Vec<_>) = pre
-            .into_iter()
-            .partition(|a| cond && matches!(a, TriggerAction::Snapshot));
-        let at = At {
-            cpu: Some(cpu),
-            ..at
-        };
-        for a in pre {
-            self.act(arr, a, &ctx, at);
-        }
-        let record = file.enabled.load(Ordering::Relaxed) && (!trig.is_conditional() || was_on);
-        let stored = record && self.record_event(arr, id, file, data, comm, at);
-        for a in late.into_iter().chain(post) {
-            self.act(arr, a, &ctx, at);
-        }
-        stored
-    }
-
-    /// Store an event entry in `arr` through its checks
-    /// ([`TraceArray::record`]), followed by a stack entry when the array's
-    /// `stacktrace` option is set (as the kernel's event commit does).
-    fn record_event(
-        &self,
-        arr: &TraceArray,
-        id: &EventId,
-        file: &EventFile,
-        data: Vec<u8>,
-        comm: &str,
-        at: At,
-    ) -> bool {
-        let ctx = Ctx::of(&data, comm);
-        let stored = arr.record(&id.0.def, file, data, comm, at);
-        if stored && arr.stacktrace.load(Ordering::Relaxed) {
-            self.record_stack(arr, &ctx, at);
-        }
-        stored
-    }
-
-    /// Record a kernel stack entry (`ftrace:kernel_stack`, shown as
-    /// `<stack trace>`) for the task of `ctx` in `arr`, as the
-    /// `stacktrace` trigger and option do. monfs runs outside the kernel
-    /// and has no kernel stack to walk: the entry holds no frames (`size`
-    /// 0), so `trace` shows the `<stack trace>` line and no ` => ` lines,
-    /// and trace-cmd decodes an empty stack.
-    fn record_stack(&self, arr: &TraceArray, ctx: &Ctx<'_>, at: At) {
-        let mut e = Vec::with_capacity(16);
-        e.extend_from_slice(&self.ftrace.stack.id.to_le_bytes());
-        e.extend_from_slice(&ctx.flags);
-        e.extend_from_slice(&ctx.pid.to_le_bytes());
-        e.extend_from_slice(&0i32.to_le_bytes());
-        e.extend_from_slice(&[0; 4]);
-        let cpu = arr.cpu_or_now(at.cpu);
-        arr.store(self.ftrace.stack.clone(), e, ctx.comm, cpu, at.mono);
-    }
-
-    /// Store a `trace_marker` entry (`ftrace:print`, `entry`) in `arr`
-    /// through the marker's triggers there, as the kernel's
-    /// `tracing_mark_write`, on CPU `cpu` (the writer's): the triggers see
-    /// `hit_entry` (the text ended by a NUL, without the newline the entry
-    /// gets) after the entry was reserved in the live buffer, which it is
-    /// committed to whatever they do (after a `snapshot` trigger swapped the
-    /// buffers, the entry ends in the snapshot); the post triggers run after
-    /// the commit. Returns
-    /// whether it was stored.
-    pub(super) fn record_marker(
-        &self,
-        arr: &TraceArray,
-        hit_entry: &[u8],
-        entry: Vec<u8>,
-        comm: &str,
-        cpu: u32,
-        mono: u64,
-    ) -> bool {
-        let def = self.ftrace.print.clone();
-        let trig = self.marker.0.trig(arr.slot);
-        if trig.is_empty() {
-            return arr.store(def, entry, comm, cpu, mono);
-        }
-        let host = Host { t: self, a: arr };
-        let hit = Hit {
-            entry: hit_entry,
-            cpu,
-            comm,
-            ts_ns: mono,
-        };
-        let actions = trig.fire(&hit, &host);
-        let ctx = Ctx::of(&entry, comm);
-        let stored = arr.store(def, entry, comm, cpu, mono);
-        let (post, pre): (Vec<_>, Vec<_>) = actions.into_iter().partition(|a| a.is_post());
-        let at = At {
-            mono,
-            cpu: Some(cpu),
-        };
-        for a in pre.into_iter().chain(post) {
-            self.act(arr, a, &ctx, at);
-        }
-        stored
-    }
-
-    /// Carry out a trigger's action in `arr`, for the task of `ctx`.
-    fn act(&self, arr: &TraceArray, a: TriggerAction<EventId>, ctx: &Ctx<'_>, at: At) {
-        match a {
-            TriggerAction::TraceOn => {
-                arr.on.store(true, Ordering::Relaxed);
-                arr.wake();
-            }
-            TriggerAction::TraceOff => arr.on.store(false, Ordering::Relaxed),
-            TriggerAction::EnableEvent(e) => self.set_enabled_in(arr, &e, true),
-            TriggerAction::DisableEvent(e) => self.set_enabled_in(arr, &e, false),
-            TriggerAction::EnableHist(e) => e.0.trig(arr.slot).set_hist_paused(false),
-            TriggerAction::DisableHist(e) => e.0.trig(arr.slot).set_hist_paused(true),
-            TriggerAction::Snapshot => {
-                // Without a snapshot buffer (freed under the trigger with
-                // `echo 0 > snapshot`) the kernel stops tracing instead.
-                if arr.take_snapshot() == Taken::NotAllocated {
-                    arr.on.store(false, Ordering::Relaxed);
-                }
-            }
-            TriggerAction::StackTrace => self.record_stack(arr, ctx, at),
-            TriggerAction::Synth { name, vals } => {
-                let ev = self
-                    .synth
-                    .lock_ok()
-                    .iter()
-                    .find(|e| e.def.name == name)
-                    .map(|e| (e.def.clone(), e.id.clone()));
-                if let Some((def, id)) = ev {
-                    if id.is_enabled() {
-                        let data = def.encode(id.id(), ctx.pid, &vals);
-                        let ts = Timestamp {
-                            mono_ns: at.mono,
-                            wall_ns: 0,
-                        };
-                        self.record_on(&id, data, ctx.comm, Some(ts), at.cpu);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Record an event now if it is enabled. `values` follow the event's
-    /// fields; missing trailing values are zero (or "").
-    pub fn emit(&self, id: &EventId, pid: u32, comm: &str, values: &[FieldValue<'_>]) {
-        if id.is_enabled() {
-            let data = id.0.def.encode(pid, values);
-            self.record(id, data, comm, None);
-        }
-    }
-
-    /// [`Tracing::emit`] with the producer's own timestamp.
-    pub fn emit_at(
-        &self,
-        id: &EventId,
-        ts: Timestamp,
-        pid: u32,
-        comm: &str,
-        values: &[FieldValue<'_>],
-    ) {
-        if id.is_enabled() {
-            let data = id.0.def.encode(pid, values);
-            self.record(id, data, comm, Some(ts));
-        }
-    }
-
-    /// Record an event from its raw field bytes: `payload` is the entry after
-    /// the 8-byte common header, laid out as `format` says (dynamic data
-    /// included, `__data_loc` offsets counted from the entry start).
-    pub fn emit_raw(&self, id: &EventId, pid: u32, comm: &str, payload: &[u8]) {
-        if id.is_enabled() {
-            self.record(id, raw_entry(&id.0.def, pid, payload), comm, None);
-        }
-    }
-
-    /// Record an entry of `ev` into every array that has it enabled.
-    pub(super) fn record(&self, id: &EventId, data: Vec<u8>, comm: &str, ts: Option<Timestamp>) {
-        self.record_on(id, data, comm, ts, None);
-    }
-
-    /// [`Tracing::record`] into the buffers of CPU `cpu` (None: the CPU
-    /// this thread runs on).
-    pub(super) fn record_on(
-        &self,
-        id: &EventId,
-        data: Vec<u8>,
-        comm: &str,
-        ts: Option<Timestamp>,
-        cpu: Option<u32>,
-    ) {
-        let ev = &*id.0;
-        let files = ev.files.read_ok();
-        let active =
-            |f: &EventFile| f.enabled.load(Ordering::Relaxed) || f.armed.load(Ordering::Relaxed);
-        // The last array that takes it gets the entry itself, the others a
-        // copy: no allocation beyond the entries on the hot path.
-        let Some(last) = files.iter().rposition(|f| active(f)) else {
-            return;
-        };
-        let mono = ts.unwrap_or_else(|| self.clock.now()).mono_ns;
-        let arrays = self.arrays.read_ok();
-        let mut data = Some(data);
-        for (slot, file) in files.iter().enumerate().take(last + 1) {
-            if !active(file) {
-                continue;
-            }
-            let Some(Some(arr)) = arrays.get(slot) else {
-                continue;
-            };
-            let d = if slot == last {
-                data.take().unwrap_or_default()
-            } else {
-                data.clone().unwrap_or_default()
-            };
-            self.record_in(arr, id, file, d, comm, At { mono, cpu });
-        }
-    }
-
-    /// Record an entry of `id` in `arr` (whose state for it is `file`):
-    /// through its triggers there when it has any, else if it is enabled.
-    /// Returns whether it was stored.
-    pub(super) fn record_in(
-        &self,
-        arr: &TraceArray,
-        id: &EventId,
-        file: &EventFile,
-        data: Vec<u8>,
-        comm: &str,
-        at: At,
-    ) -> bool {
-        let pid = u32::from_le_bytes(data[4..8].try_into().unwrap());
-        let stored = if file.armed.load(Ordering::Relaxed) {
-            let trig = id.0.trig(arr.slot);
-            if trig.is_empty() {
-                file.enabled.load(Ordering::Relaxed)
-                    && self.record_event(arr, id, file, data, comm, at)
-            } else {
-                self.fire(arr, id, file, &trig, data, comm, at)
-            }
-        } else {
-            self.record_event(arr, id, file, data, comm, at)
-        };
-        if stored {
-            self.save_cmdline(pid, comm);
-        }
-        stored
-    }
-
-    /// Save `pid`'s comm (and tgid) as `saved_cmdlines` (`saved_tgids`)
-    /// show them, when the top level's `record-cmd` (`record-tgid`) is on.
-    pub(super) fn save_cmdline(&self, pid: u32, comm: &str) {
-        if self.top.record_cmd.load(Ordering::Relaxed) {
-            self.cmdlines.lock_ok().save(pid, comm);
-        }
-        if self.top.record_tgid.load(Ordering::Relaxed) {
-            self.cmdlines.lock_ok().save_tgid(pid);
-        }
     }
 
     /// CLOCK_MONOTONIC now, on the facility's clock.
@@ -790,37 +469,6 @@ impl Tracing {
     }
 }
 
-/// Who an entry was recorded for: what a stack entry recorded after it
-/// copies (the task and the common flags and preemption count).
-struct Ctx<'a> {
-    pid: u32,
-    flags: [u8; 2],
-    comm: &'a str,
-}
-
-impl<'a> Ctx<'a> {
-    fn of(entry: &[u8], comm: &'a str) -> Ctx<'a> {
-        Ctx {
-            pid: u32::from_le_bytes(entry[4..8].try_into().unwrap()),
-            flags: [entry[2], entry[3]],
-            comm,
-        }
-    }
-}
-
-/// An entry from raw field bytes.
-fn raw_entry(def: &EventDef, pid: u32, payload: &[u8]) -> Vec<u8> {
-    let mut data = Vec::with_capacity(super::event::COMMON_SIZE + payload.len());
-    data.extend_from_slice(&def.id.to_le_bytes());
-    data.extend_from_slice(&[0, 0]);
-    data.extend_from_slice(&pid.to_le_bytes());
-    data.extend_from_slice(payload);
-    if data.len() < def.fixed_size {
-        data.resize(def.fixed_size, 0);
-    }
-    data
-}
-
 impl TriggerEvent for EventId {
     fn system(&self) -> &str {
         &self.def().system
@@ -834,9 +482,9 @@ impl TriggerEvent for EventId {
 }
 
 /// What triggers need of the facility and one array.
-struct Host<'a> {
-    t: &'a Tracing,
-    a: &'a TraceArray,
+pub(super) struct Host<'a> {
+    pub(super) t: &'a Tracing,
+    pub(super) a: &'a TraceArray,
 }
 
 impl TriggerHost<EventId> for Host<'_> {
@@ -917,5 +565,43 @@ impl FireContext<EventId> for Host<'_> {
     }
     fn event_enabled(&self, e: &EventId) -> bool {
         e.0.file(self.a.slot).enabled.load(Ordering::Relaxed)
+    }
+}
+
+/// A trace array and the facility it belongs to, for the closures of its
+/// files: its own state through `Deref`, events through the facility.
+#[derive(Clone)]
+pub(crate) struct Arr {
+    pub(crate) t: Arc<Tracing>,
+    pub(crate) a: Arc<TraceArray>,
+}
+
+impl std::ops::Deref for Arr {
+    type Target = TraceArray;
+    fn deref(&self) -> &TraceArray {
+        &self.a
+    }
+}
+
+impl Arr {
+    /// Array `a` of `t`.
+    pub(crate) fn new(t: &Arc<Tracing>, a: Arc<TraceArray>) -> Arr {
+        Arr { t: t.clone(), a }
+    }
+    /// Every event, in `available_events` order.
+    pub(crate) fn events(&self) -> Vec<EventId> {
+        self.t.events()
+    }
+    /// Whether `e` is enabled in this array.
+    pub(crate) fn enabled(&self, e: &EventId) -> bool {
+        self.file(e).enabled.load(Ordering::Relaxed)
+    }
+    /// `e`'s state in this array.
+    pub(crate) fn file(&self, e: &EventId) -> Arc<EventFile> {
+        e.0.file(self.a.slot)
+    }
+    /// Enable or disable `e` in this array.
+    pub(crate) fn set_enabled(&self, e: &EventId, on: bool) {
+        self.t.set_enabled_in(&self.a, e, on);
     }
 }

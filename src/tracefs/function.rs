@@ -18,11 +18,14 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
-use super::instance::TraceArray;
-use super::parse::kstrtoul;
 use crate::base::errno::{Errno, SysResult};
+use crate::base::sync::LockExt;
 use crate::base::vfs::Tree;
+use crate::tracefs::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
+use crate::tracefs::facility::Arr;
+use crate::tracefs::instances::array::TraceArray;
+use crate::tracefs::parse::kstrtoul_from_user;
+use crate::tracefs::pid_list::write_pids;
 
 /// What `set_ftrace_filter` reads while no function is filtered.
 const ALL_ENABLED: &str = "#### all functions enabled ####\n";
@@ -76,7 +79,7 @@ pub(crate) fn install(a: &Arc<TraceArray>, tree: &Tree) {
                 ns => format!("{}\n", ns / 1000),
             })
             .w(move |data, _| {
-                let us = kstrtoul(data)?;
+                let us = kstrtoul_from_user(data)?;
                 mw.store(us.wrapping_mul(1000), Ordering::Relaxed);
                 Ok(data.len() as u32)
             }),
@@ -89,6 +92,28 @@ pub(crate) fn install_global(tree: &Tree) {
         tree,
         "tracing/available_filter_functions",
         Ctl::new(MODE_READ).rs(String::new),
+    );
+}
+
+/// `set_ftrace_pid` of `x`: the pids the function tracer would trace,
+/// `no pid` while there are none.
+pub(crate) fn set_ftrace_pid(x: &Arr, tree: &Tree) {
+    let b = x.base();
+    let (tr, tw, tc) = (x.clone(), x.clone(), x.clone());
+    add_ctl(
+        tree,
+        &format!("{b}/set_ftrace_pid"),
+        Ctl::new(MODE_WRITE)
+            .rs(move || {
+                let p = tr.ftrace_pids.lock_ok();
+                if p.is_empty() {
+                    "no pid\n".into()
+                } else {
+                    p.iter().map(|p| format!("{p}\n")).collect()
+                }
+            })
+            .w(move |data, _| write_pids(&tw.ftrace_pids, data).map(|_| data.len() as u32))
+            .t(move || tc.ftrace_pids.lock_ok().clear()),
     );
 }
 

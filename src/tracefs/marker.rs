@@ -5,14 +5,15 @@
 
 use std::sync::Arc;
 
-use super::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
-use super::event::{EventDef, COMMON_SIZE};
-use super::facility::Tracing;
-use super::ftrace_events::{MARKER_MAX, MARKER_RAW_MAX};
-use super::instance::{TraceArray, OPT_MARKERS};
 use crate::base::errno::{Errno, SysResult};
 use crate::base::sync::LockExt;
 use crate::base::vfs::{Caller, NodeKind, Tree};
+use crate::tracefs::ctl::{add_ctl, Ctl, MODE_READ, MODE_WRITE};
+use crate::tracefs::events::ftrace::{MARKER_MAX, MARKER_RAW_MAX};
+use crate::tracefs::events::{EventDef, COMMON_SIZE};
+use crate::tracefs::facility::Tracing;
+use crate::tracefs::instances::array::TraceArray;
+use crate::tracefs::options::OPT_MARKERS;
 
 /// The common header of a marker entry: the writer's pid, preemption
 /// disabled once (the kernel writes markers with preemption off, so its

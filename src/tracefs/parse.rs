@@ -1,5 +1,8 @@
-//! Small parsers shared by the control files: `kstrtoul_from_user` and the
-//! one-token-per-write `set_event` grammar.
+//! Small parsers shared by the control files: the kernel's two ways of
+//! reading an unsigned number, `kstrtoul_from_user` (a whole write, base
+//! 10: [`kstrtoul_from_user`]) and `kstrtoul` base 0 (a word already taken
+//! from a command: [`kstrtoul_base0`]), and the one-token-per-write
+//! `set_event` grammar.
 
 use crate::base::errno::{Errno, SysResult};
 
@@ -24,7 +27,7 @@ pub fn is_alnum(c: u8) -> bool {
 /// first NUL, an optional `+`, decimal digits and one optional trailing
 /// newline. Measured: `1`, `1\n`, `01`, `+1`, `1\0x` parse; ` 1`, `1 `,
 /// `1\n\n`, `-0`, `0x1` and the empty write give EINVAL.
-pub fn kstrtoul(data: &[u8]) -> SysResult<u64> {
+pub fn kstrtoul_from_user(data: &[u8]) -> SysResult<u64> {
     if data.len() > 66 {
         return Err(Errno::EINVAL);
     }
@@ -43,6 +46,52 @@ pub fn kstrtoul(data: &[u8]) -> SysResult<u64> {
         .unwrap()
         .parse::<u64>()
         .map_err(|_| Errno::ERANGE)
+}
+
+/// `kstrtoul`/`kstrtoull` with base 0 on a string already taken apart
+/// (a trigger's count, a hist attribute, a word of a pid list): `0x` hex,
+/// a leading `0` octal, else decimal; `Err(EINVAL)` for no digits or
+/// trailing junk (one trailing newline allowed), `Err(ERANGE)` on overflow.
+pub fn kstrtoul_base0(s: &str) -> SysResult<u64> {
+    let s = s.strip_prefix('+').unwrap_or(s);
+    let b = s.as_bytes();
+    let (radix, mut i) = if b.first() == Some(&b'0') {
+        if b.get(1).map(|c| c.to_ascii_lowercase()) == Some(b'x')
+            && b.get(2).is_some_and(|c| c.is_ascii_hexdigit())
+        {
+            (16, 2)
+        } else {
+            (8, 0)
+        }
+    } else {
+        (10, 0)
+    };
+    let start = i;
+    let mut v: u64 = 0;
+    let mut overflow = false;
+    while let Some(d) = b.get(i).and_then(|&c| (c as char).to_digit(radix)) {
+        match v
+            .checked_mul(radix as u64)
+            .and_then(|x| x.checked_add(d as u64))
+        {
+            Some(x) => v = x,
+            None => overflow = true,
+        }
+        i += 1;
+    }
+    if i == start {
+        return Err(Errno::EINVAL);
+    }
+    if overflow {
+        return Err(Errno::ERANGE);
+    }
+    if b.get(i) == Some(&b'\n') {
+        i += 1;
+    }
+    if i != b.len() {
+        return Err(Errno::EINVAL);
+    }
+    Ok(v)
 }
 
 /// The longest `set_event` token (`EVENT_BUF_SIZE`).
@@ -121,12 +170,31 @@ pub fn parse_match(tok: &str) -> Option<EventMatch<'_>> {
     })
 }
 
+/// A `0` or `1` written to an `enable` file or an option, as
+/// [`kstrtoul_from_user`] reads it (EINVAL for any other number).
+pub fn enable_value(data: &[u8]) -> SysResult<bool> {
+    match kstrtoul_from_user(data)? {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+/// A number in `min..=max` from a write, or EINVAL.
+pub fn ranged(data: &[u8], min: u64, max: u64) -> SysResult<u64> {
+    let v = kstrtoul_from_user(data)?;
+    if v < min || v > max {
+        return Err(Errno::EINVAL);
+    }
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn kstrtoul_like_the_kernel() {
+    fn kstrtoul_from_user_like_the_kernel() {
         for (s, v) in [
             (&b"1"[..], 1),
             (b"1\n", 1),
@@ -136,12 +204,15 @@ mod tests {
             (b"1\0junk", 1),
             (b"1408", 1408),
         ] {
-            assert_eq!(kstrtoul(s), Ok(v), "{s:?}");
+            assert_eq!(kstrtoul_from_user(s), Ok(v), "{s:?}");
         }
         for s in [&b" 1"[..], b"1 ", b"1\n\n", b"-0", b"0x1", b"", b"x", b"\n"] {
-            assert_eq!(kstrtoul(s), Err(Errno::EINVAL), "{s:?}");
+            assert_eq!(kstrtoul_from_user(s), Err(Errno::EINVAL), "{s:?}");
         }
-        assert_eq!(kstrtoul(b"99999999999999999999999"), Err(Errno::ERANGE));
+        assert_eq!(
+            kstrtoul_from_user(b"99999999999999999999999"),
+            Err(Errno::ERANGE)
+        );
     }
 
     #[test]

@@ -1,15 +1,15 @@
 //! Facility tests through the file tree, without FUSE.
 
-use super::*;
 use crate::base::clock::VirtualClock;
 use crate::base::errno::Errno;
 use crate::base::vfs::{Caller, NodeKind, OpenFile, OpenFlags};
+use crate::tracefs::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn setup(yaml: &str) -> (Arc<Tree>, Arc<Tracing>) {
     let cfg: TracingConfig = serde_yaml_ng::from_str(yaml).unwrap();
     let tree = Arc::new(Tree::new(0, 0));
-    let t = super::install(&tree, Arc::new(VirtualClock::new()), &cfg);
+    let t = crate::tracefs::install(&tree, Arc::new(VirtualClock::new()), &cfg);
     (tree, t)
 }
 
@@ -451,7 +451,7 @@ fn urb_sink_adapter() {
         "usb_urb_error: urb=ffff888012345678 bus=2 dev=3 ep=81 xfer=3 status=-19 length=0"
     ));
     t.usb_plug(
-        &usb::UsbDeviceInfo {
+        &events::usb::UsbDeviceInfo {
             bus: 1,
             dev: 5,
             devpath: "1-4.1",

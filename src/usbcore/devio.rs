@@ -286,9 +286,6 @@ struct DevNode {
 }
 
 impl FileNode for DevNode {
-    fn mode(&self) -> u32 {
-        0o664
-    }
     fn open(&self, flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
         if self.entry.gone.load(Ordering::SeqCst) {
             return Err(Errno::ENODEV);

@@ -181,6 +181,9 @@ impl UrbEvent {
 pub trait UrbSink: Send + Sync {
     /// Deliver one event. Must not block for long: slow readers drop.
     fn urb_event(&self, ev: UrbEvent);
+    /// A device was added to a bus (enumerated and configured) or removed
+    /// from it. usbmon shows no such event; the tracing sink records it.
+    fn device_event(&self, _ev: &DeviceEvent) {}
     /// Whether anything takes `bus`'s events now (a reader, an enabled
     /// trace event). While nothing does, a producer may run in batches:
     /// events must still be delivered, with their own time stamps, but
@@ -188,6 +191,28 @@ pub trait UrbSink: Send + Sync {
     fn wanted(&self, _bus: u16) -> bool {
         true
     }
+}
+
+/// A device added to or removed from a bus, as `usb:usb_device_plug` and
+/// `usb:usb_device_unplug` describe it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceEvent {
+    /// When.
+    pub ts: Timestamp,
+    /// Added (true) or removed.
+    pub plugged: bool,
+    /// Bus number.
+    pub bus: u16,
+    /// Device address.
+    pub devnum: u8,
+    /// Port path with the bus, e.g. `1-4.1`.
+    pub devpath: String,
+    /// idVendor.
+    pub vendor: u16,
+    /// idProduct.
+    pub product: u16,
+    /// The product string (empty if none).
+    pub name: String,
 }
 
 /// Puts the events of every bus into one order and stamps none of them
@@ -225,6 +250,14 @@ impl UrbSink for Ordered {
         ev.ts.wall_ns = ev.ts.wall_ns.max(last.wall_ns);
         *last = ev.ts;
         self.next.urb_event(ev);
+    }
+    fn device_event(&self, ev: &DeviceEvent) {
+        let mut last = self.last.lock_ok();
+        let mut ev = ev.clone();
+        ev.ts.mono_ns = ev.ts.mono_ns.max(last.mono_ns);
+        ev.ts.wall_ns = ev.ts.wall_ns.max(last.wall_ns);
+        *last = ev.ts;
+        self.next.device_event(&ev);
     }
     fn wanted(&self, bus: u16) -> bool {
         self.next.wanted(bus)

@@ -4,10 +4,11 @@
 //! `/dev/usbmonN` reads, ioctls and mmap), [`stat`] (`mon_stat.c`). Beside
 //! them: [`event`], the URB event the simulators produce; [`header`], the
 //! 48/64-byte binary format (shared with capture files); [`ring`], the
-//! binary reader's ring buffer.
+//! binary reader's ring buffer; [`files`], the files it adds to the tree.
 
 pub mod binary;
 pub mod event;
+pub mod files;
 pub mod header;
 pub mod ring;
 pub mod stat;

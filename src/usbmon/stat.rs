@@ -21,7 +21,7 @@ impl StatNode {
     /// `Ns` for bus `bus` of `mon`.
     pub fn new(mon: Arc<UsbMon>, bus: u16) -> Self {
         StatNode {
-            inner: SnapshotFile::new(0o600, move || {
+            inner: SnapshotFile::new(move || {
                 let b = mon.bus(bus).expect("bus exists");
                 stat_line(b.nreaders(), b.events(), b.text_lost()).into_bytes()
             }),
@@ -30,9 +30,6 @@ impl StatNode {
 }
 
 impl FileNode for StatNode {
-    fn mode(&self) -> u32 {
-        0o600
-    }
     fn open(&self, flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
         self.inner.open(flags, caller)
     }

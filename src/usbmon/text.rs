@@ -275,9 +275,6 @@ impl TextNode {
 }
 
 impl FileNode for TextNode {
-    fn mode(&self) -> u32 {
-        0o600
-    }
     fn open(&self, flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
         if flags.writable() {
             // mon_text has no write method.

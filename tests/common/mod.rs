@@ -9,14 +9,25 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-/// A running monfs mount.
-pub struct Mount {
-    pub dir: tempfile::TempDir,
-    pub child: Child,
-    pub log: PathBuf,
+/// A running monfs mount: the public harness, [`monfs::testing::Mount`]
+/// (its `dir`, `child` and `log`, `root()`, `path()`, `log_text()`...), with
+/// the legs' options (io_uring, rootless) and the helpers of this suite.
+pub struct Mount(monfs::testing::Mount);
+
+impl std::ops::Deref for Mount {
+    type Target = monfs::testing::Mount;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Mount {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
 }
 
 /// How long a test waits for something that must happen before calling it
@@ -192,43 +203,28 @@ impl Mount {
     /// variables for the daemon.
     pub fn start_env(yaml: Option<&str>, extra: &[&str], env: &[(&str, &str)]) -> Mount {
         require_fuse();
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mnt = dir.path().join("mnt");
-        std::fs::create_dir(&mnt).unwrap();
-        let log = dir.path().join("monfs.log");
-        let mut cmd = Command::new(monfs_bin());
-        cmd.arg("--log-level")
-            .arg("debug")
-            .arg("mount")
-            .arg(&mnt)
-            .arg("--foreground");
+        // The suite's own tests of `monfs ctl MOUNTPOINT` find the socket
+        // where monfs puts it by default.
+        let mut opts = monfs::testing::Options::new()
+            .binary(monfs_bin())
+            .default_socket()
+            .timeout(HANG)
+            .args(extra);
         if let Some(y) = yaml {
-            let cfg = dir.path().join("config.yaml");
-            std::fs::write(&cfg, y).unwrap();
-            cmd.arg("--config").arg(&cfg);
+            opts = opts.config(y);
         }
-        cmd.args(extra).envs(env.iter().copied());
+        for (k, v) in env {
+            opts = opts.env(k, v);
+        }
         if io_uring_leg() {
-            cmd.arg("--io-uring");
+            opts = opts.arg("--io-uring");
         } else if !extra.iter().any(|a| a.ends_with("io-uring")) {
             // The transport is the leg's, never the host's: a host that
             // has fuse.enable_uring on would otherwise serve the default
             // leg through io_uring.
-            cmd.arg("--no-io-uring");
+            opts = opts.arg("--no-io-uring");
         }
-        cmd.stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap());
-        let child = cmd.spawn().expect("spawn monfs");
-        let m = Mount { dir, child, log };
-        let deadline = Instant::now() + HANG;
-        while !m.path("monfs/null").exists() {
-            assert!(
-                Instant::now() < deadline,
-                "monfs did not mount within {HANG:?}; log:\n{}",
-                m.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let m = Mount(opts.start().unwrap_or_else(|e| panic!("{e}")));
         if io_uring_leg() {
             // Requests wait for the rings once INIT chose them, so they are
             // up by now, or the kernel refused them (and says why).
@@ -261,14 +257,6 @@ impl Mount {
         )
     }
 
-    pub fn root(&self) -> PathBuf {
-        self.dir.path().join("mnt")
-    }
-
-    pub fn path(&self, rel: &str) -> PathBuf {
-        self.root().join(rel)
-    }
-
     /// Run `args` through scripts/trace-ns on this mount (its `tracing/`
     /// as /sys/kernel/tracing), asserting success; the output.
     pub fn trace_ns(&self, args: &[&str]) -> String {
@@ -286,10 +274,6 @@ impl Mount {
             self.log_text()
         );
         String::from_utf8(o.stdout).unwrap()
-    }
-
-    pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// Run a shell command with the mount root as working directory.
@@ -313,38 +297,6 @@ impl Mount {
             self.log_text()
         );
         String::from_utf8(o.stdout).expect("utf8")
-    }
-
-    /// Whether the daemon is still alive.
-    pub fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + HANG;
-        loop {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        if rootless() {
-            let _ = Command::new("fusermount3")
-                .arg("-uz")
-                .arg(self.root())
-                .output();
-        } else {
-            let _ = Command::new("umount").arg("-l").arg(self.root()).output();
-        }
     }
 }
 

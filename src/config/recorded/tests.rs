@@ -29,7 +29,7 @@ fn get(id: u64, setup: [u8; 8], data: &[u8]) -> Vec<UrbEvent> {
     vec![s, c]
 }
 
-fn load(events: &[UrbEvent]) -> Result<RecordedDevice, String> {
+fn load(events: &[UrbEvent]) -> Result<RecordedDevice, RecordedError> {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("c.pcapng");
     write_events(&p, events, Format::PcapNg, LinkType::Mmapped).unwrap();
@@ -71,29 +71,34 @@ fn descriptors_strings_and_interrupt_data_come_from_the_capture() {
 #[test]
 fn missing_descriptors_are_named() {
     let dump = kbd_dump();
-    let e = load(&get(0x40, [0x80, 6, 0, 2, 0, 0, 9, 0], &dump[18..27])).unwrap_err();
+    let e = load(&get(0x40, [0x80, 6, 0, 2, 0, 0, 9, 0], &dump[18..27]))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("no complete GET_DESCRIPTOR(DEVICE)"), "{e}");
     let mut ev = get(0x40, [0x80, 6, 0, 1, 0, 0, 18, 0], &dump[..18]);
     ev.extend(get(0x80, [0x80, 6, 0, 2, 0, 0, 9, 0], &dump[18..27]));
-    let e = load(&ev).unwrap_err();
+    let e = load(&ev).unwrap_err().to_string();
     assert!(
         e.contains("configuration descriptor 0 is only partly in the capture (9 of its 34 bytes, packet 3)"),
         "{e}"
     );
-    let e = load(&get(0x40, [0x80, 6, 0, 1, 0, 0, 18, 0], &dump[..18])).unwrap_err();
+    let e = load(&get(0x40, [0x80, 6, 0, 1, 0, 0, 18, 0], &dump[..18]))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("no GET_DESCRIPTOR(CONFIGURATION, 0)"), "{e}");
     // Bad bytes: the packet that holds them.
     let mut bad = dump.clone();
     bad[31] = 2;
     let mut ev = get(0x40, [0x80, 6, 0, 1, 0, 0, 18, 0], &bad[..18]);
     ev.extend(get(0xc0, [0x80, 6, 0, 2, 0, 0, 34, 0], &bad[18..]));
-    let e = load(&ev).unwrap_err();
+    let e = load(&ev).unwrap_err().to_string();
     assert!(e.contains("packet 3: descriptor byte offset 13: "), "{e}");
     let e = RecordedDevice::load(
         &std::fs::File::open("/dev/null").unwrap(),
         Path::new("/dev/null"),
         3,
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("not a regular file"), "{e}");
 }

@@ -16,6 +16,19 @@ fn kbd() -> Vec<u8> {
     data("qemu-usb-kbd")
 }
 
+/// The usb-kbd dump with byte `at` set to `v`, which must not parse.
+fn with(at: usize, v: u8) -> DumpError {
+    let mut b = kbd();
+    b[at] = v;
+    bad(b)
+}
+
+/// `e` is at byte `offset` and its message has `has`.
+fn check(e: DumpError, offset: usize, has: &str) {
+    assert_eq!(e.offset, offset, "{e}");
+    assert!(e.message.contains(has), "{e}");
+}
+
 #[test]
 fn real_dumps_parse() {
     let d = DescriptorDump::parse(kbd()).unwrap();
@@ -63,127 +76,63 @@ fn real_dumps_parse() {
 
 #[test]
 fn superspeed_dump_is_refused_at_bcd_usb() {
-    let e = bad(data("qemu-usb-storage-ss"));
-    assert_eq!(e.offset, 2, "{e}");
-    assert!(e.message.contains("bcdUSB 3.00"), "{e}");
+    check(bad(data("qemu-usb-storage-ss")), 2, "bcdUSB 3.00");
 }
 
 #[test]
 fn short_files() {
     let e = bad(vec![]);
     assert_eq!(e.offset, 0, "{e}");
-    let e = bad(kbd()[..17].to_vec());
-    assert_eq!(e.offset, 17, "{e}");
-    assert!(e.message.contains("too short"), "{e}");
+    check(bad(kbd()[..17].to_vec()), 17, "too short");
     // Device descriptor only: the configuration is missing.
-    let e = bad(kbd()[..18].to_vec());
-    assert_eq!(e.offset, 18, "{e}");
-    assert!(e.message.contains("configuration 0"), "{e}");
+    check(bad(kbd()[..18].to_vec()), 18, "configuration 0");
     // The configuration cut short: wTotalLength (offset 20) runs past the end.
-    let e = bad(kbd()[..51].to_vec());
-    assert_eq!(e.offset, 20, "{e}");
-    assert!(e.message.contains("wTotalLength 34"), "{e}");
+    check(bad(kbd()[..51].to_vec()), 20, "wTotalLength 34");
 }
 
 #[test]
 fn device_descriptor_fields() {
-    let with = |at: usize, v: u8| {
-        let mut b = kbd();
-        b[at] = v;
-        bad(b)
-    };
-    let e = with(0, 9);
-    assert_eq!(e.offset, 0, "{e}");
-    assert!(e.message.contains("bLength is 9"), "{e}");
-    let e = with(1, 2);
-    assert_eq!(e.offset, 1, "{e}");
-    assert!(e.message.contains("bDescriptorType"), "{e}");
-    let e = with(7, 9);
-    assert_eq!(e.offset, 7, "{e}");
-    assert!(e.message.contains("bMaxPacketSize0"), "{e}");
-    let e = with(17, 0);
-    assert_eq!(e.offset, 17, "{e}");
+    check(with(0, 9), 0, "bLength is 9");
+    check(with(1, 2), 1, "bDescriptorType");
+    check(with(7, 9), 7, "bMaxPacketSize0");
+    check(with(17, 0), 17, "");
     // Two configurations announced, one present.
-    let e = with(17, 2);
-    assert_eq!(e.offset, 52, "{e}");
-    assert!(e.message.contains("configuration 1"), "{e}");
+    check(with(17, 2), 52, "configuration 1");
 }
 
 #[test]
 fn configuration_fields() {
-    let with = |at: usize, v: u8| {
-        let mut b = kbd();
-        b[at] = v;
-        bad(b)
-    };
-    let e = with(18, 8);
-    assert_eq!(e.offset, 18, "{e}");
-    let e = with(19, 4);
-    assert_eq!(e.offset, 19, "{e}");
+    check(with(18, 8), 18, "");
+    check(with(19, 4), 19, "");
     // wTotalLength too small, too large.
-    let e = with(20, 8);
-    assert_eq!(e.offset, 20, "{e}");
-    let e = with(20, 35);
-    assert_eq!(e.offset, 20, "{e}");
+    check(with(20, 8), 20, "");
+    check(with(20, 35), 20, "");
     // wTotalLength 33: the endpoint descriptor then runs past it.
-    let e = with(20, 33);
-    assert_eq!(e.offset, 45, "{e}");
-    assert!(e.message.contains("runs past"), "{e}");
+    check(with(20, 33), 45, "runs past");
     // A byte after the last configuration.
     let mut b = kbd();
     b.push(0);
-    let e = bad(b);
-    assert_eq!(e.offset, 52, "{e}");
-    assert!(e.message.contains("1 bytes follow"), "{e}");
+    check(bad(b), 52, "1 bytes follow");
     // bNumInterfaces 2, one interface.
-    let e = with(22, 2);
-    assert_eq!(e.offset, 22, "{e}");
-    assert!(e.message.contains("bNumInterfaces is 2"), "{e}");
+    check(with(22, 2), 22, "bNumInterfaces is 2");
 }
 
 #[test]
 fn inner_descriptors() {
-    let with = |at: usize, v: u8| {
-        let mut b = kbd();
-        b[at] = v;
-        bad(b)
-    };
     // Interface descriptor at 27, HID at 36, endpoint at 45.
-    let e = with(27, 1);
-    assert_eq!(e.offset, 27, "{e}");
-    assert!(e.message.contains("less than 2"), "{e}");
-    let e = with(27, 8);
-    assert_eq!(e.offset, 27, "{e}");
-    assert!(
-        e.message.contains("interface descriptor bLength is 8"),
-        "{e}"
-    );
+    check(with(27, 1), 27, "less than 2");
+    check(with(27, 8), 27, "interface descriptor bLength is 8");
     // bNumEndpoints 2, one endpoint follows; 0, one follows.
-    let e = with(31, 2);
-    assert_eq!(e.offset, 31, "{e}");
-    assert!(e.message.contains("bNumEndpoints is 2 but 1"), "{e}");
-    let e = with(31, 0);
-    assert_eq!(e.offset, 31, "{e}");
-    let e = with(45, 6);
-    assert_eq!(e.offset, 45, "{e}");
-    assert!(
-        e.message.contains("endpoint descriptor bLength is 6"),
-        "{e}"
-    );
-    let e = with(47, 0x80);
-    assert_eq!(e.offset, 47, "{e}");
-    assert!(e.message.contains("bEndpointAddress 0x80"), "{e}");
+    check(with(31, 2), 31, "bNumEndpoints is 2 but 1");
+    check(with(31, 0), 31, "");
+    check(with(45, 6), 45, "endpoint descriptor bLength is 6");
+    check(with(47, 0x80), 47, "bEndpointAddress 0x80");
     // A device descriptor type inside the configuration.
-    let e = with(37, 1);
-    assert_eq!(e.offset, 37, "{e}");
+    check(with(37, 1), 37, "");
     // The interface turned into an unknown type: the endpoint has no interface.
-    let e = with(28, 0x42);
-    assert_eq!(e.offset, 45, "{e}");
-    assert!(e.message.contains("before any interface"), "{e}");
+    check(with(28, 0x42), 45, "before any interface");
     // The interface's alternate setting 1 without 0.
-    let e = with(30, 1);
-    assert_eq!(e.offset, 22, "{e}");
-    assert!(e.message.contains("no alternate setting 0"), "{e}");
+    check(with(30, 1), 22, "no alternate setting 0");
 }
 
 #[test]
@@ -193,16 +142,12 @@ fn duplicates_and_odd_tail() {
     let intf = b[27..36].to_vec();
     b.extend_from_slice(&intf);
     b[20] += 9;
-    let e = bad(b);
-    assert_eq!(e.offset, 55, "{e}");
-    assert!(e.message.contains("appears twice"), "{e}");
+    check(bad(b), 55, "appears twice");
     // One stray byte inside wTotalLength.
     let mut b = kbd();
     b.push(7);
     b[20] += 1;
-    let e = bad(b);
-    assert_eq!(e.offset, 52, "{e}");
-    assert!(e.message.contains("1 byte left"), "{e}");
+    check(bad(b), 52, "1 byte left");
 }
 
 #[test]

@@ -83,6 +83,7 @@ impl Bus {
             given_up: false,
             enum_try: 0,
             core: Default::default(),
+            announced: false,
         };
         let ctx = Ctx {
             bus: busnum,
@@ -103,6 +104,7 @@ impl Bus {
             plugged: super::device::plugged,
             core: Default::default(),
             core_event: super::core_view::device_event,
+            describe: super::device::describe,
         };
         let mut bus = Bus {
             ctx,

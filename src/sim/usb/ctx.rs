@@ -9,15 +9,18 @@ use std::sync::Arc;
 use crate::base::clock::Clock;
 use crate::config::{Controller, DeviceConfig, DeviceKind, ErrorConfig};
 use crate::usbmon::event::{
-    DataCapture, EventKind, IsoDesc, UrbEvent, UrbSink, XferType, EINPROGRESS, URB_DIR_IN,
+    DataCapture, DeviceEvent, EventKind, IsoDesc, UrbEvent, UrbSink, XferType, EINPROGRESS,
+    URB_DIR_IN,
 };
 
 use super::descriptors::{Descriptors, Speed};
+use super::peer::PeerError;
 use crate::sim::rng::Rng;
 use crate::usbcore::device::{DeviceWatcher, IsoResult, UrbDone, UrbResult};
 
 /// Something the bus schedules: a device model's data stream, the hub
-/// driver's work, a replay. Adding a device model means adding a `Task`.
+/// driver's work, a replay. A device class (`device/`) starts its `Task`s
+/// when its driver binds.
 pub(crate) trait Task: Send {
     /// Run at bus local time `now`: emit what is due now, and say when to
     /// run next (None: done).
@@ -32,11 +35,11 @@ pub(crate) type CtrlResult = (i32, u32, Option<Arc<[u8]>>);
 /// for the answer, polled at the driver's steps, and never block.
 pub(crate) trait Ep0Link: Send {
     /// Hand the request over; Err: the other side is gone (why).
-    fn submit(&mut self, urb: &Urb, out: Option<&[u8]>) -> Result<u64, String>;
+    fn submit(&mut self, urb: &Urb, out: Option<&[u8]>) -> Result<u64, PeerError>;
     /// Its answer if it came (checked against the URB); Err: gone or garbage.
-    fn poll(&mut self, id: u64, urb: &Urb) -> Result<Option<CtrlResult>, String>;
+    fn poll(&mut self, id: u64, urb: &Urb) -> Result<Option<CtrlResult>, PeerError>;
     /// The host gave up on the request (usb_kill_urb).
-    fn unlink(&mut self, id: u64, status: i32) -> Result<(), String>;
+    fn unlink(&mut self, id: u64, status: i32) -> Result<(), PeerError>;
     /// usb_control_msg's timeout for this device, ns.
     fn timeout(&self) -> u64;
     /// For the class driver, which takes the link over once configured.
@@ -176,6 +179,9 @@ pub(crate) struct Device {
     pub given_up: bool,
     /// The hub driver's enumeration attempt (hub_port_connect's loop).
     pub enum_try: u8,
+    /// Announced as added to the bus (`usb:usb_device_plug`): its removal
+    /// is announced too.
+    pub announced: bool,
     /// What programs did to it through the USB core (usbfs).
     pub core: CoreDev,
 }
@@ -505,7 +511,7 @@ impl Runner {
                 let mut link = ctx.dev_mut(p.target).and_then(|d| d.ep0.take());
                 let r = match link.as_mut() {
                     Some(l) => l.poll(id, &urb),
-                    None => Err("is gone".into()),
+                    None => Err(PeerError::Gone),
                 };
                 let put = |ctx: &mut Ctx, link| {
                     if let Some(d) = ctx.dev_mut(p.target) {
@@ -686,6 +692,8 @@ impl Runner {
                 }
                 Op::ClassSetup(d) => {
                     (ctx.core_event)(ctx, d, true);
+                    // usb_new_device is done: the device is on the bus.
+                    ctx.announce(d, now, true);
                     let ops = ctx.class_ops(d);
                     self.push_front(ops);
                 }
@@ -751,6 +759,10 @@ pub(crate) struct Ctx {
     /// Called when a device is registered with the core (true) or goes
     /// (false); the bus supplies it.
     pub core_event: fn(&mut Ctx, DevId, bool),
+    /// The descriptors of a device being plugged (its configuration, the
+    /// port's speed, the bus, its port path, a salt for serial numbers),
+    /// from its class.
+    pub describe: fn(&DeviceConfig, Speed, u16, &[u8], u64) -> Descriptors,
 }
 
 impl Ctx {
@@ -776,6 +788,32 @@ impl Ctx {
         } else {
             self.rng.range(20 * US, 600 * US)
         }
+    }
+
+    /// Tell the sink that device `d` was added to the bus (`plugged`) or
+    /// is being removed, once each way.
+    pub(crate) fn announce(&mut self, d: DevId, t: u64, plugged: bool) {
+        let bus = self.bus;
+        let ts = self.clock.at(t + self.offset);
+        let Some(dev) = self.dev_mut(d) else {
+            return;
+        };
+        if dev.announced == plugged || dev.kind == Kind::Root {
+            return;
+        }
+        dev.announced = plugged;
+        let path: Vec<String> = dev.path.iter().map(|p| p.to_string()).collect();
+        let ev = DeviceEvent {
+            ts,
+            plugged,
+            bus,
+            devnum: dev.devnum,
+            devpath: format!("{bus}-{}", path.join(".")),
+            vendor: dev.desc.dev.vid,
+            product: dev.desc.dev.pid,
+            name: dev.desc.product.clone().unwrap_or_default(),
+        };
+        self.sink.device_event(&ev);
     }
 
     pub(crate) fn event(&self, t: u64, kind: EventKind, devnum: u8, urb: &Urb) -> UrbEvent {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::ctx::*;
 use super::descriptors::{self, Speed};
+use super::peer::PeerError;
 use crate::config::{Controller, DeviceConfig, DeviceKind};
 use crate::sim::SimError;
 use crate::usbmon::event::{IsoDesc, XferType, URB_DIR_IN};
@@ -479,7 +480,7 @@ impl Ctx {
 
     /// An external device's peer is gone or misbehaved: the device
     /// unplugs (its requests in flight end with -71), with a log line.
-    pub(crate) fn peer_gone(&mut self, d: DevId, why: &str, now: u64) {
+    pub(crate) fn peer_gone(&mut self, d: DevId, why: &PeerError, now: u64) {
         if !self.alive(d) {
             return;
         }
@@ -730,9 +731,8 @@ impl Ctx {
             (p.speed(), p.level + 1, path)
         };
         path.push(port);
-        let speed = descriptors::natural_speed_of(cfg).min(pspeed);
         let salt = self.rng.next_u64();
-        let desc = descriptors::device(cfg, speed, self.bus, &path, salt);
+        let desc = (self.describe)(cfg, pspeed, self.bus, &path, salt);
         let hub = if cfg.kind == DeviceKind::Hub {
             Some(HubState {
                 ports: vec![Port::default(); desc.nports as usize],
@@ -771,6 +771,7 @@ impl Ctx {
             given_up: false,
             enum_try: 0,
             core: Default::default(),
+            announced: false,
         }));
         (self.plugged)(self, id);
         let powered = {
@@ -923,6 +924,7 @@ impl Ctx {
             if self.dev(d).is_some_and(|x| x.core.registered) {
                 (self.core_event)(self, d, false);
             }
+            self.announce(d, now, false);
             if let Some(dev) = self.devs[d].take() {
                 if dev.reserved != 0 {
                     self.used[dev.reserved as usize] = false;

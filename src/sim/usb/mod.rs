@@ -42,6 +42,7 @@ mod descriptors;
 mod device;
 mod devices_text;
 mod hub;
+mod peer;
 pub mod replay;
 mod replay_program;
 #[cfg(test)]
@@ -172,9 +173,7 @@ impl UsbSim {
                 let replay = b.replay.as_ref().map(|r| {
                     let h = replay::ReplayHandle::new(&r.file);
                     // Loaded here, before any thread or lock exists.
-                    let cap = crate::capture::decode::Capture::load(&r.file)
-                        .map(Arc::new)
-                        .map_err(|e| e.to_string());
+                    let cap = crate::capture::decode::Capture::load(&r.file).map(Arc::new);
                     let task = replay::ReplayTask::new(r.clone(), h.clone(), cap);
                     bus.add_task(Box::new(task));
                     h

@@ -336,6 +336,24 @@ pub fn encode_payload(domain: u8, number: u16, values: &[Value]) -> Vec<u8> {
     out
 }
 
+/// The z/VM user a record is about: its `user` field, if its layout has
+/// one and the payload matches the layout.
+pub fn user_of(domain: u8, number: u16, data: &[u8]) -> Option<String> {
+    let t = record_type(domain, number)?;
+    let need: usize = t.fields.iter().map(|(_, k)| k.size()).sum();
+    if need != data.len() {
+        return None;
+    }
+    let mut at = 0;
+    for (name, kind) in t.fields {
+        if *name == "user" && *kind == E8 {
+            return Some(from_ebcdic(&data[at..at + 8]).trim_end().to_string());
+        }
+        at += kind.size();
+    }
+    None
+}
+
 /// Describe a payload field by field (`name=value ...`), or `None` when the
 /// record is unknown or its length does not match the layout.
 pub fn describe_payload(domain: u8, number: u16, data: &[u8]) -> Option<String> {

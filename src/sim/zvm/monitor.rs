@@ -6,7 +6,7 @@
 //! the path, failing replies, piling messages up to the limit, spoiling
 //! MCEs).
 
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -14,8 +14,8 @@ use super::Generator;
 use crate::base::clock::Clock;
 use crate::base::sync::{CondvarExt, LockExt};
 use crate::config::zvm::{Pace, ZvmConfig};
-use crate::monreader::records::Message;
-use crate::monreader::{Connection, MonitorPort, Path, Spoil};
+use crate::monreader::records::{Message, MCE_EVENT};
+use crate::monreader::{Connection, MonitorPort, Path, RecordTap, Spoil};
 
 /// A fault to inject into the open connection (`monfs ctl zvm ...`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +51,8 @@ struct Inner {
     seed: u64,
     clock: Arc<dyn Clock>,
     port: Arc<dyn MonitorPort>,
+    /// Where sent records are also reported.
+    tap: OnceLock<Arc<dyn RecordTap>>,
     session: Mutex<Option<Session>>,
     wake: Mutex<Wake>,
     cond: Condvar,
@@ -75,6 +77,7 @@ impl Monitor {
             seed,
             clock,
             port,
+            tap: OnceLock::new(),
             session: Mutex::new(None),
             wake: Mutex::new(Wake::default()),
             cond: Condvar::new(),
@@ -89,6 +92,12 @@ impl Monitor {
             inner,
             thread: Mutex::new(None),
         }
+    }
+
+    /// Also report every record sent to `tap` (once; later calls are
+    /// ignored).
+    pub fn set_tap(&self, tap: Arc<dyn RecordTap>) {
+        let _ = self.inner.tap.set(tap);
     }
 
     /// Start the thread that sends messages when they are due.
@@ -282,8 +291,22 @@ impl Inner {
         let ok = p.send(m, spoil);
         if ok {
             s.sent += 1;
+            self.report(m);
         }
         ok
+    }
+
+    /// Report the records of message `m`, just sent, to the tap.
+    fn report(&self, m: &Message) {
+        let Some(tap) = self.tap.get().filter(|t| t.wanted()) else {
+            return;
+        };
+        for set in &m.sets {
+            for r in &set.records {
+                let user = super::catalog::user_of(r.domain, r.number, &r.data);
+                tap.record_sent(set.type_byte == MCE_EVENT, r, user.as_deref().unwrap_or(""));
+            }
+        }
     }
 }
 

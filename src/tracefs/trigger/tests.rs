@@ -11,7 +11,8 @@ use std::sync::Mutex;
 
 use super::*;
 use crate::base::sync::LockExt;
-use crate::tracefs::event::{EventDef, FieldSpec, FieldValue};
+use crate::tracefs::error_log::ERROR_LOG_MAX;
+use crate::tracefs::events::{EventDef, FieldSpec, FieldValue};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Ev(&'static str, &'static str);
@@ -335,6 +336,16 @@ fn grammar_errnos_and_read_back_match_the_real_tracefs() {
         let enables = shown.contains("_event:sched:sched_waking") as i32;
         assert_eq!(host.soft("sched_waking"), enables, "{cmd:?}");
     }
+}
+
+/// A hist trigger `cmd` written on `sched_switch` and read back as
+/// `shows`.
+fn switch_hist(cmd: &str, shows: &str) -> (EventDef, Triggers<Ev>) {
+    let def = sched_switch();
+    let t: Triggers<Ev> = Triggers::new();
+    run(&t, &def, &Host::default(), &[(cmd, "ok")]);
+    assert_eq!(t.read_text(), shows);
+    (def, t)
 }
 
 fn run(t: &Triggers<Ev>, def: &EventDef, host: &Host, cmds: &[(&str, &str)]) {
@@ -674,21 +685,9 @@ fn hist_numeric_key() {
 
 #[test]
 fn hist_string_key_value_and_sort() {
-    let def = sched_switch();
-    let host = Host::default();
-    let t: Triggers<Ev> = Triggers::new();
-    run(
-        &t,
-        &def,
-        &host,
-        &[(
-            "hist:keys=next_comm:vals=prev_prio:sort=prev_prio.descending",
-            "ok",
-        )],
-    );
-    assert_eq!(
-        t.read_text(),
-        "hist:keys=next_comm:vals=hitcount,prev_prio:sort=prev_prio.descending:size=2048 [active]\n"
+    let (def, t) = switch_hist(
+        "hist:keys=next_comm:vals=prev_prio:sort=prev_prio.descending",
+        "hist:keys=next_comm:vals=hitcount,prev_prio:sort=prev_prio.descending:size=2048 [active]\n",
     );
     let cx = ON;
     t.fire(&hit(&switch_entry(&def, 1, 7, 120)), &cx);
@@ -1075,21 +1074,9 @@ fn event_id_is_a_trigger_event() {
 /// the kernel's hist_trigger_print_val prints them.
 #[test]
 fn hist_percent_and_graph_values() {
-    let def = sched_switch();
-    let host = Host::default();
-    let t: Triggers<Ev> = Triggers::new();
-    run(
-        &t,
-        &def,
-        &host,
-        &[(
-            "hist:keys=prev_pid:vals=prev_prio.percent,next_pid.graph:sort=prev_pid",
-            "ok",
-        )],
-    );
-    assert_eq!(
-        t.read_text(),
-        "hist:keys=prev_pid:vals=hitcount,prev_prio.percent,next_pid.graph:sort=prev_pid:size=2048 [active]\n"
+    let (def, t) = switch_hist(
+        "hist:keys=prev_pid:vals=prev_prio.percent,next_pid.graph:sort=prev_pid",
+        "hist:keys=prev_pid:vals=hitcount,prev_prio.percent,next_pid.graph:sort=prev_pid:size=2048 [active]\n",
     );
     let cx = ON;
     t.fire(&hit(&switch_entry(&def, 1, 10, 100)), &cx);
@@ -1109,7 +1096,7 @@ fn hist_percent_and_graph_values() {
     run(
         &t2,
         &def,
-        &host,
+        &Host::default(),
         &[("hist:keys=prev_pid.percent", "EINVAL")],
     );
 }

@@ -56,9 +56,6 @@ impl DataFile {
 }
 
 impl FileNode for DataNode {
-    fn mode(&self) -> u32 {
-        0o640
-    }
     fn open(&self, _flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
         Ok(Arc::new(DataFile {
             ue: self.0.clone(),
@@ -196,9 +193,6 @@ pub(super) struct StatusFile {
 }
 
 impl FileNode for StatusNode {
-    fn mode(&self) -> u32 {
-        0o640
-    }
     fn open(&self, _flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
         Ok(Arc::new(StatusFile {
             ue: self.0.clone(),
@@ -240,9 +234,6 @@ pub(super) struct DynFile {
 }
 
 impl FileNode for DynNode {
-    fn mode(&self) -> u32 {
-        0o640
-    }
     fn open(&self, flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
         Ok(Arc::new(DynFile {
             ue: self.0.clone(),

@@ -108,8 +108,6 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, warn};
 
-use super::event::{EventDef, Field, FieldKind, COMMON_SIZE};
-use super::{EventId, Tracing};
 use crate::base::errno::{Errno, SysResult};
 use crate::base::proc_events::{ProcEvent, ProcEvents};
 use crate::base::procmem::{self, Mm, MmError};
@@ -118,6 +116,8 @@ use crate::base::vfs::{
     Caller, CallerMemory, FileNode, IoctlReply, IoctlRequest, NodeKind, OpenFile, OpenFlags,
     OpenText, Tree,
 };
+use crate::tracefs::events::{EventDef, Field, FieldKind, COMMON_SIZE};
+use crate::tracefs::{EventId, Tracing};
 
 /// The system of user events.
 pub const SYSTEM: &str = "user_events";

@@ -1005,6 +1005,7 @@ impl UserEvents {
         drop(st);
         if let Some(t) = self.t.upgrade() {
             s.push_str(&t.synth_dyn_text());
+            s.push_str(&t.eprobe_text());
         }
         s
     }
@@ -1019,6 +1020,9 @@ impl UserEvents {
         }
         if let Some(t) = self.t.upgrade() {
             if let Some(r) = t.synth_dyn_command(line) {
+                return r;
+            }
+            if let Some(r) = t.eprobe_command(line) {
                 return r;
             }
         }
@@ -1061,6 +1065,9 @@ impl UserEvents {
             return Err(Errno::EINVAL);
         }
         if let Some(t) = self.t.upgrade() {
+            if let Some(r) = t.eprobe_release(system, event, &argv[1.min(argv.len())..]) {
+                return r;
+            }
             if let Some(r) = t.synth_release(system, event) {
                 return r;
             }
@@ -1102,7 +1109,10 @@ impl UserEvents {
     pub(super) fn dynamic_clear(&self, caller: &Caller) -> SysResult<()> {
         let t = self.t.upgrade();
         let mut st = self.state.lock_ok();
-        if st.events.iter().any(|e| e.busy()) || t.as_ref().is_some_and(|t| t.synth_any_busy()) {
+        if st.events.iter().any(|e| e.busy())
+            || t.as_ref()
+                .is_some_and(|t| t.synth_any_busy() || t.eprobe_any_busy())
+        {
             return Err(Errno::EBUSY);
         }
         if st.events.iter().any(|e| e.persistent) && !has_perfmon(caller.pid) {
@@ -1114,7 +1124,10 @@ impl UserEvents {
         }
         drop(st);
         match t {
-            Some(t) => t.synth_clear(),
+            Some(t) => {
+                t.eprobe_clear();
+                t.synth_clear()
+            }
             None => Ok(()),
         }
     }

@@ -1,12 +1,52 @@
-//! Back-to-back bulk transfers, for benchmarks.
+//! A vendor device doing back-to-back bulk transfers (a Linux gadget zero
+//! as usbtest drives it), for benchmarks.
 
 use std::sync::Arc;
 
+use crate::config::DeviceKind;
+
 use super::super::ctx::*;
-use super::recovery::{clear_halt, run_recovery};
+use super::super::descriptors::{AltDesc, ClassDesc, Where};
+use super::class::DeviceClass;
+use super::int_in::end_by_fault;
+use super::recovery::run_recovery;
+
+/// `kind: flood`.
+pub(super) struct Flood;
+
+impl DeviceClass for Flood {
+    fn kinds(&self) -> &'static [DeviceKind] {
+        &[DeviceKind::Flood]
+    }
+
+    fn descriptors(&self, at: &Where<'_>) -> Option<ClassDesc> {
+        let mps = if at.hs() { 512 } else { 64 };
+        Some(ClassDesc {
+            ids: (0x0525, 0xa4a0, 0x0612),
+            mps0: 64,
+            attr: 0x80,
+            power: 1,
+            mfr: Some("monfs".to_string()),
+            prod: Some("Flood Gadget".to_string()),
+            ser: Some(format!("monfs-flood-{}", at.path_s())),
+            driver: "usbtest",
+            alts: vec![AltDesc::bulk_pair((0xff, 0, 0), mps)],
+            ..ClassDesc::default()
+        })
+    }
+
+    fn class_ops(&self, _dev: &Device, d: DevId) -> Vec<Op> {
+        vec![Op::StartStreams(d)]
+    }
+
+    fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
+        let t = FloodTask::new(ctx, d);
+        ctx.spawn(at, Box::new(t));
+    }
+}
 
 /// Back-to-back bulk OUT/IN transfers (usbtest-like), for benchmarks.
-pub(crate) struct FloodTask {
+struct FloodTask {
     dev: DevId,
     out: Urb,
     inn: Urb,
@@ -32,7 +72,7 @@ const FLOOD_SPACING: u64 = 250;
 const FLOOD_MAX_LAG: u64 = 1_000_000;
 
 impl FloodTask {
-    pub(crate) fn new(ctx: &mut Ctx, d: DevId) -> FloodTask {
+    fn new(ctx: &mut Ctx, d: DevId) -> FloodTask {
         let size = ctx
             .dev(d)
             .and_then(|x| x.cfg.as_ref())
@@ -94,26 +134,15 @@ impl Task for FloodTask {
                 self.phase += 1;
             }
         } else {
-            match self.outcome {
-                Outcome::Ok | Outcome::SubmitError => {
-                    let data = if is_in {
-                        self.in_data.clone()
-                    } else {
-                        self.out_data.clone()
-                    };
-                    ctx.complete(d, urb.tag, now, 0, urb.len, Some(data), Vec::new(), 0, 0);
-                }
-                Outcome::Stall => {
-                    ctx.complete(d, urb.tag, now, EPIPE, 0, None, Vec::new(), 0, 0);
-                    let ep = if is_in { 0x81 } else { 0x02 };
-                    self.runner.q.push_back(clear_halt(d, ep, self.class_tag));
-                }
-                Outcome::Unlink => {
-                    ctx.complete(d, urb.tag, now, ENOENT, 0, None, Vec::new(), 0, 0);
-                }
-                o @ Outcome::Proto(_) => {
-                    ctx.complete(d, urb.tag, now, o.status(), 0, None, Vec::new(), 0, 0);
-                }
+            let ep = if is_in { 0x81 } else { 0x02 };
+            let (o, tag) = (self.outcome, self.class_tag);
+            if !end_by_fault(ctx, (d, ep, urb.tag), now, o, &mut self.runner, tag) {
+                let data = if is_in {
+                    self.in_data.clone()
+                } else {
+                    self.out_data.clone()
+                };
+                ctx.complete(d, urb.tag, now, 0, urb.len, Some(data), Vec::new(), 0, 0);
             }
             self.phase = (self.phase + 1) % 4;
         }

@@ -1,12 +1,15 @@
-//! HID keyboards, mice and tablets: usbhid's interrupt IN polling.
+//! HID keyboards, mice and tablets as qemu's usb-kbd, usb-mouse and
+//! usb-tablet are: their descriptors, the HID class requests, usbhid's
+//! probe and its interrupt IN polling (drivers/hid/usbhid/hid-core.c).
 
 use std::sync::Arc;
 
 use crate::config::DeviceKind;
 
 use super::super::ctx::*;
-use super::super::descriptors;
-use super::recovery::{clear_halt, run_recovery};
+use super::super::descriptors::{AltDesc, ClassDesc, EpDesc, Speed, Where};
+use super::class::DeviceClass;
+use super::int_in::{poll_unit, InLoop, InSource};
 
 const TEXT: &[u8] = b"hello from monfs usbmon\n";
 
@@ -22,62 +25,235 @@ fn hid_usage(c: u8) -> u8 {
     }
 }
 
+/// `kind: hid-keyboard`, `hid-mouse` and `hid-tablet`.
+pub(super) struct Hid;
+
+impl DeviceClass for Hid {
+    fn kinds(&self) -> &'static [DeviceKind] {
+        &[
+            DeviceKind::HidKeyboard,
+            DeviceKind::HidMouse,
+            DeviceKind::HidTablet,
+        ]
+    }
+
+    // qemu's usb-kbd, usb-mouse and usb-tablet are high speed on xHCI and
+    // EHCI.
+    fn natural_speed(&self, _kind: DeviceKind) -> Speed {
+        Speed::High
+    }
+
+    fn default_interval_ms(&self, kind: DeviceKind) -> u32 {
+        match kind {
+            // qemu's tablet: bInterval 4 at high speed (8 microframes).
+            DeviceKind::HidTablet => 1,
+            _ => 8,
+        }
+    }
+
+    fn descriptors(&self, at: &Where<'_>) -> Option<ClassDesc> {
+        let kind = at.cfg.kind;
+        let hs = at.hs();
+        let interval = at.interval(self.default_interval_ms(kind));
+        let kbd = kind == DeviceKind::HidKeyboard;
+        let tablet = kind == DeviceKind::HidTablet;
+        let report = match kind {
+            DeviceKind::HidKeyboard => KEYBOARD_REPORT.to_vec(),
+            DeviceKind::HidTablet => TABLET_REPORT.to_vec(),
+            _ => MOUSE_REPORT.to_vec(),
+        };
+        let prod = match kind {
+            DeviceKind::HidKeyboard => "QEMU USB Keyboard",
+            DeviceKind::HidTablet => "QEMU USB Tablet",
+            _ => "QEMU USB Mouse",
+        };
+        let serial_base = match kind {
+            DeviceKind::HidKeyboard => 68284,
+            DeviceKind::HidTablet => 28754,
+            _ => 89126,
+        };
+        let hs_int = if hs {
+            (interval as u32 * 8).next_power_of_two().trailing_zeros() as u8 + 1
+        } else {
+            interval
+        };
+        let (sub, proto) = match kind {
+            DeviceKind::HidKeyboard => (1, 1),
+            DeviceKind::HidTablet => (0, 0),
+            _ => (1, 2),
+        };
+        let alts = vec![AltDesc {
+            num: 0,
+            alt: 0,
+            class: 3,
+            sub,
+            proto,
+            extra: hid_class_desc(if tablet { 0x0001 } else { 0x0111 }, report.len()),
+            eps: vec![EpDesc::new(
+                0x81,
+                0x03,
+                if kbd || tablet { 8 } else { 4 },
+                hs_int,
+            )],
+        }];
+        Some(ClassDesc {
+            ids: (0x0627, 0x0001, 0x0000),
+            // ep0 packets: 64 bytes at high speed (as qemu's keyboard and
+            // tablet show on xHCI), 8 at full speed.
+            mps0: if hs { 64 } else { 8 },
+            attr: 0xa0,
+            power: 50,
+            mfr: Some("QEMU".to_string()),
+            prod: Some(prod.to_string()),
+            ser: Some(format!("{serial_base}-{}-{}", at.pci(), at.path_s())),
+            // qemu's HID string table: manufacturer 1, products 2 (mouse),
+            // 3 (tablet), 4 (keyboard), configurations 6, 7, 8, serials 9,
+            // 10, 11 (read from qemu's devices in kernel-vm).
+            strings: Some(match kind {
+                DeviceKind::HidKeyboard => (1, 4, 0x0b, 8, "HID Keyboard"),
+                DeviceKind::HidTablet => (1, 3, 0x0a, 7, "HID Tablet"),
+                _ => (1, 2, 0x09, 6, "HID Mouse"),
+            }),
+            driver: "usbhid",
+            alts,
+            report,
+            ..ClassDesc::default()
+        })
+    }
+
+    // SET_IDLE, SET_REPORT, SET_PROTOCOL, the report descriptor.
+    fn ep0(&self, ctx: &mut Ctx, d: DevId, s: &[u8; 8]) -> Option<(i32, Option<Vec<u8>>)> {
+        let value = u16::from_le_bytes([s[2], s[3]]);
+        let report = &ctx.dev(d)?.desc.report;
+        match (s[0], s[1]) {
+            _ if report.is_empty() => None,
+            (0x21, 0x0a) | (0x21, 0x09) | (0x21, 0x0b) => Some((0, None)),
+            (0x81, 0x06) if value >> 8 == 0x22 => Some((0, Some(report.clone()))),
+            _ => None,
+        }
+    }
+
+    fn class_ops(&self, dev: &Device, d: DevId) -> Vec<Op> {
+        let mut ops = vec![];
+        // usbhid_probe reads the serial number (hid->uniq) first.
+        let i_ser = dev.desc.dev.i_ser;
+        if i_ser != 0 {
+            ops.push(ctrl(
+                d,
+                setup(0x80, 0x06, 0x0300 | i_ser as u16, 0x0409, 255),
+            ));
+        }
+        ops.push(ctrl(d, setup(0x21, 0x0a, 0, 0, 0)));
+        ops.push(ctrl(
+            d,
+            setup(0x81, 0x06, 0x2200, 0, dev.desc.report.len() as u16),
+        ));
+        if dev.kind == Kind::Dev(DeviceKind::HidKeyboard) {
+            // The LED state, through usbhid's own control URB.
+            ops.push(Op::Ctrl {
+                target: d,
+                setup: setup(0x21, 0x09, 0x0200, 0, 1),
+                out: Some(Arc::from(vec![0])),
+                tag: Some(dev.class_tag),
+            });
+        }
+        ops.push(Op::StartStreams(d));
+        ops
+    }
+
+    fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
+        if let Some(t) = hid_task(ctx, d, at) {
+            ctx.spawn(at, Box::new(t));
+        }
+    }
+}
+
+/// A boot-protocol keyboard report descriptor (63 bytes): modifier byte,
+/// reserved byte, five LED outputs, six key array entries.
+pub(super) const KEYBOARD_REPORT: [u8; 63] = [
+    0x05, 0x01, 0x09, 0x06, 0xa1, 0x01, 0x75, 0x01, 0x95, 0x08, 0x05, 0x07, 0x19, 0xe0, 0x29, 0xe7,
+    0x15, 0x00, 0x25, 0x01, 0x81, 0x02, 0x95, 0x01, 0x75, 0x08, 0x81, 0x01, 0x95, 0x05, 0x75, 0x01,
+    0x05, 0x08, 0x19, 0x01, 0x29, 0x05, 0x91, 0x02, 0x95, 0x01, 0x75, 0x03, 0x91, 0x01, 0x95, 0x06,
+    0x75, 0x08, 0x15, 0x00, 0x25, 0xff, 0x05, 0x07, 0x19, 0x00, 0x29, 0xff, 0x81, 0x00, 0xc0,
+];
+
+/// A three-button wheel mouse report descriptor: buttons, X, Y, wheel (4 bytes).
+pub(super) const MOUSE_REPORT: [u8; 52] = [
+    0x05, 0x01, 0x09, 0x02, 0xa1, 0x01, 0x09, 0x01, 0xa1, 0x00, 0x05, 0x09, 0x19, 0x01, 0x29, 0x03,
+    0x15, 0x00, 0x25, 0x01, 0x95, 0x03, 0x75, 0x01, 0x81, 0x02, 0x95, 0x01, 0x75, 0x05, 0x81, 0x01,
+    0x05, 0x01, 0x09, 0x30, 0x09, 0x31, 0x09, 0x38, 0x15, 0x81, 0x25, 0x7f, 0x75, 0x08, 0x95, 0x03,
+    0x81, 0x06, 0xc0, 0xc0,
+];
+
+/// qemu's usb-tablet report descriptor (74 bytes, read from qemu 7.2 in
+/// kernel-vm): three buttons, absolute X and Y (16 bits, 0..=0x7fff), a
+/// relative wheel; a 6-byte report.
+pub(super) const TABLET_REPORT: [u8; 74] = [
+    0x05, 0x01, 0x09, 0x02, 0xa1, 0x01, 0x09, 0x01, 0xa1, 0x00, 0x05, 0x09, 0x19, 0x01, 0x29, 0x03,
+    0x15, 0x00, 0x25, 0x01, 0x95, 0x03, 0x75, 0x01, 0x81, 0x02, 0x95, 0x01, 0x75, 0x05, 0x81, 0x01,
+    0x05, 0x01, 0x09, 0x30, 0x09, 0x31, 0x15, 0x00, 0x26, 0xff, 0x7f, 0x35, 0x00, 0x46, 0xff, 0x7f,
+    0x75, 0x10, 0x95, 0x02, 0x81, 0x02, 0x05, 0x01, 0x09, 0x38, 0x15, 0x81, 0x25, 0x7f, 0x35, 0x00,
+    0x45, 0x00, 0x75, 0x08, 0x95, 0x01, 0x81, 0x06, 0xc0, 0xc0,
+];
+
+/// The HID class descriptor; `bcd_hid` is 0x0111 for qemu's keyboard (and
+/// the mouse), 0x0001 for its tablet (sic).
+fn hid_class_desc(bcd_hid: u16, report_len: usize) -> Vec<u8> {
+    vec![
+        9,
+        0x21,
+        bcd_hid as u8,
+        (bcd_hid >> 8) as u8,
+        0x00,
+        0x01,
+        0x22,
+        report_len as u8,
+        (report_len >> 8) as u8,
+    ]
+}
+
 /// usbhid's interrupt IN polling: the URB stays submitted and completes when
 /// there is input.
-pub(crate) struct HidTask {
-    dev: DevId,
+pub(crate) type HidTask = InLoop<HidInput>;
+
+/// The input of a HID keyboard (typing a text), mouse or tablet (moving
+/// about, clicking now and then).
+pub(crate) struct HidInput {
     kbd: bool,
     /// The absolute pointer: its position (0..=0x7fff each way).
     tablet: Option<(u16, u16)>,
-    urb: Urb,
+    /// The endpoint's polling period.
     unit: u64,
-    submitted_at: u64,
-    waiting: bool,
-    outcome: Outcome,
     next_input: u64,
     pressed: bool,
     pos: usize,
     burst: u32,
     click: u8,
-    runner: Runner,
-    class_tag: u64,
 }
 
-impl HidTask {
-    pub(crate) fn new(ctx: &mut Ctx, d: DevId, at: u64) -> Option<HidTask> {
-        let dev = ctx.dev(d)?;
-        let kbd = dev.kind == Kind::Dev(DeviceKind::HidKeyboard);
-        let tablet = (dev.kind == Kind::Dev(DeviceKind::HidTablet)).then_some((0x4000, 0x4000));
-        let ep = dev.desc.cfg.endpoint(0x81)?.clone();
-        let speed = dev.speed();
-        let class_tag = dev.class_tag;
-        let tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
-        // usbhid's URB is as long as the longest input report (usbhid_start):
-        // the tablet's 6 bytes in an 8-byte packet, the others fill theirs.
-        let len = if tablet.is_some() { 6 } else { ep.mps as u32 };
-        let urb = ctx.data_urb(d, 0x81, len, URB_NO_TRANSFER_DMA_MAP, tag);
-        let unit = descriptors::urb_interval(speed, &ep).max(1) as u64
-            * descriptors::interval_unit_ns(speed);
-        let first = at + ctx.rng.range(100 * MS, 300 * MS);
-        Some(HidTask {
-            dev: d,
-            kbd,
-            tablet,
-            urb,
-            unit,
-            submitted_at: at,
-            waiting: false,
-            outcome: Outcome::Ok,
-            next_input: first,
-            pressed: false,
-            pos: 0,
-            burst: 0,
-            click: 0,
-            runner: Runner::default(),
-            class_tag,
-        })
-    }
+/// usbhid's polling of device `d`'s interrupt IN endpoint, from `at`.
+fn hid_task(ctx: &mut Ctx, d: DevId, at: u64) -> Option<HidTask> {
+    let dev = ctx.dev(d)?;
+    let kbd = dev.kind == Kind::Dev(DeviceKind::HidKeyboard);
+    let tablet = (dev.kind == Kind::Dev(DeviceKind::HidTablet)).then_some((0x4000, 0x4000));
+    let ep = dev.desc.cfg.endpoint(0x81)?.clone();
+    let unit = poll_unit(dev.speed(), &ep);
+    // usbhid's URB is as long as the longest input report (usbhid_start):
+    // the tablet's 6 bytes in an 8-byte packet, the others fill theirs.
+    let len = if tablet.is_some() { 6 } else { ep.mps as u32 };
+    Some(InLoop::new(ctx, d, 0x81, len, |ctx| HidInput {
+        kbd,
+        tablet,
+        unit,
+        next_input: at + ctx.rng.range(100 * MS, 300 * MS),
+        pressed: false,
+        pos: 0,
+        burst: 0,
+        click: 0,
+    }))
+}
 
+impl HidInput {
     fn report(&mut self, ctx: &mut Ctx, now: u64) -> Vec<u8> {
         if self.kbd {
             if !self.pressed {
@@ -128,53 +304,19 @@ impl HidTask {
     }
 }
 
-impl Task for HidTask {
-    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
-        if !ctx.alive(self.dev) {
-            return None;
-        }
-        if let Some(t) = run_recovery(&mut self.runner, ctx, self.class_tag, now) {
-            return Some(t);
-        }
-        if !self.waiting {
-            self.outcome = match ctx.submit_in(self.dev, self.urb, now) {
-                Ok(o) => o,
-                Err(retry) => return Some(retry),
-            };
-            self.waiting = true;
-            self.submitted_at = now;
-            let target = if self.outcome != Outcome::Ok {
-                now + self.unit * ctx.rng.range(1, 4)
-            } else {
-                self.next_input.max(now + self.unit)
-            };
-            let k = (target - now).div_ceil(self.unit);
-            return Some(now + k * self.unit + ctx.rng.range(0, 30 * US));
-        }
-        self.waiting = false;
-        let (dev, tag) = (self.dev, self.urb.tag);
-        match self.outcome {
-            Outcome::Stall => {
-                ctx.complete(dev, tag, now, EPIPE, 0, None, Vec::new(), 0, 0);
-                self.runner
-                    .q
-                    .push_back(clear_halt(dev, 0x81, self.class_tag));
-                Some(now + ctx.rng.range(MS, 3 * MS))
-            }
-            Outcome::Unlink => {
-                ctx.complete(dev, tag, now, ENOENT, 0, None, Vec::new(), 0, 0);
-                Some(now + ctx.rng.range(50 * US, 300 * US))
-            }
-            o @ Outcome::Proto(_) => {
-                ctx.complete(dev, tag, now, o.status(), 0, None, Vec::new(), 0, 0);
-                Some(now + ctx.rng.range(10 * MS, 20 * MS))
-            }
-            Outcome::Ok | Outcome::SubmitError => {
-                let r = self.report(ctx, now);
-                let n = r.len() as u32;
-                ctx.complete(dev, tag, now, 0, n, Some(Arc::from(r)), Vec::new(), 0, 0);
-                Some(now + ctx.rng.range(8 * US, 40 * US))
-            }
-        }
+impl InSource for HidInput {
+    fn due(&mut self, ctx: &mut Ctx, now: u64, outcome: Outcome) -> Option<u64> {
+        let target = if outcome != Outcome::Ok {
+            now + self.unit * ctx.rng.range(1, 4)
+        } else {
+            self.next_input.max(now + self.unit)
+        };
+        let k = (target - now).div_ceil(self.unit);
+        Some(now + k * self.unit + ctx.rng.range(0, 30 * US))
+    }
+
+    fn data(&mut self, ctx: &mut Ctx, now: u64) -> (u32, Arc<[u8]>) {
+        let r = self.report(ctx, now);
+        (r.len() as u32, Arc::from(r))
     }
 }

@@ -1,4 +1,7 @@
-//! Isochronous audio OUT and video IN streams.
+//! Isochronous devices: qemu's usb-audio (a USB audio class 1 speaker,
+//! an OUT stream) and a Logitech C270 webcam (UVC, an IN stream): their
+//! descriptors, class requests and set-up (sound/usb, drivers/media/usb/uvc),
+//! and the stream of isochronous URBs.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -7,7 +10,244 @@ use crate::config::DeviceKind;
 use crate::usbmon::event::{IsoDesc, URB_ISO_ASAP};
 
 use super::super::ctx::*;
-use super::super::descriptors;
+use super::super::descriptors::{self, AltDesc, ClassDesc, EpDesc, IadDesc, Speed, Where};
+use super::class::DeviceClass;
+
+/// `kind: audio`.
+pub(super) struct Audio;
+
+impl DeviceClass for Audio {
+    fn kinds(&self) -> &'static [DeviceKind] {
+        &[DeviceKind::Audio]
+    }
+
+    fn natural_speed(&self, _kind: DeviceKind) -> Speed {
+        Speed::Full
+    }
+
+    fn default_interval_ms(&self, _kind: DeviceKind) -> u32 {
+        1
+    }
+
+    fn descriptors(&self, at: &Where<'_>) -> Option<ClassDesc> {
+        let interval = at.interval(self.default_interval_ms(DeviceKind::Audio));
+        // Audio control: header, input terminal (USB streaming), output
+        // terminal (speaker).
+        let ac = vec![
+            9, 0x24, 0x01, 0x00, 0x01, 30, 0x00, 0x01, 0x01, // header, 1 streaming iface
+            12, 0x24, 0x02, 0x01, 0x01, 0x01, 0x00, 0x02, 0x03, 0x00, 0x00,
+            0x00, // input terminal
+            9, 0x24, 0x03, 0x02, 0x01, 0x03, 0x00, 0x01, 0x00, // output terminal: speaker
+        ];
+        let as_general = vec![
+            7, 0x24, 0x01, 0x01, 0x01, 0x01, 0x00, // AS general: terminal 1, PCM
+            11, 0x24, 0x02, 0x01, 0x02, 0x02, 0x10, 0x01, 0x80, 0xbb,
+            0x00, // type I, 2ch, 16 bit, 48 kHz
+        ];
+        let mut ep = EpDesc::new(0x01, 0x09, 192, interval.min(16));
+        ep.audio = true;
+        ep.extra = vec![7, 0x25, 0x01, 0x01, 0x00, 0x00, 0x00];
+        let alts = vec![
+            AltDesc {
+                num: 0,
+                alt: 0,
+                class: 1,
+                sub: 1,
+                proto: 0,
+                extra: ac,
+                eps: vec![],
+            },
+            AltDesc {
+                num: 1,
+                alt: 0,
+                class: 1,
+                sub: 2,
+                proto: 0,
+                extra: vec![],
+                eps: vec![],
+            },
+            AltDesc {
+                num: 1,
+                alt: 1,
+                class: 1,
+                sub: 2,
+                proto: 0,
+                extra: as_general,
+                eps: vec![ep],
+            },
+        ];
+        Some(ClassDesc {
+            ids: (0x46f4, 0x0002, 0x0000),
+            mps0: 64,
+            attr: 0xc0,
+            power: 50,
+            mfr: Some("QEMU".to_string()),
+            prod: Some("QEMU USB Audio".to_string()),
+            ser: Some(format!("1-{}-{}", at.pci(), at.path_s())),
+            driver: "snd-usb-audio",
+            alts,
+            ..ClassDesc::default()
+        })
+    }
+
+    // UAC1 SET_CUR sampling frequency on the endpoint.
+    fn ep0(&self, _ctx: &mut Ctx, _d: DevId, s: &[u8; 8]) -> Option<(i32, Option<Vec<u8>>)> {
+        ((s[0], s[1]) == (0x22, 0x01)).then_some((0, None))
+    }
+
+    fn class_ops(&self, _dev: &Device, d: DevId) -> Vec<Op> {
+        vec![
+            ctrl(d, setup(0x01, 0x0b, 1, 1, 0)),
+            Op::Ctrl {
+                target: d,
+                setup: setup(0x22, 0x01, 0x0100, 0x0001, 3),
+                out: Some(Arc::from(vec![0x80, 0xbb, 0x00])),
+                tag: None,
+            },
+            Op::StartStreams(d),
+        ]
+    }
+
+    fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
+        start_stream(ctx, d, at);
+    }
+}
+
+/// `kind: webcam`.
+pub(super) struct Webcam;
+
+impl DeviceClass for Webcam {
+    fn kinds(&self) -> &'static [DeviceKind] {
+        &[DeviceKind::Webcam]
+    }
+
+    fn default_interval_ms(&self, _kind: DeviceKind) -> u32 {
+        1
+    }
+
+    fn descriptors(&self, at: &Where<'_>) -> Option<ClassDesc> {
+        let hs = at.hs();
+        let interval = at.interval(self.default_interval_ms(DeviceKind::Webcam));
+        let vc = vec![
+            13, 0x24, 0x01, 0x00, 0x01, 0x26, 0x00, 0x80, 0x8d, 0x5b, 0x00, 0x01,
+            0x01, // VC header
+            18, 0x24, 0x02, 0x01, 0x01, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03,
+            0x00, 0x00, 0x00, // camera terminal
+            9, 0x24, 0x03, 0x02, 0x01, 0x01, 0x00, 0x01, 0x00, // output terminal
+        ];
+        let vs = vec![
+            14, 0x24, 0x01, 0x01, 0x4d, 0x00, 0x81, 0x00, 0x02, 0x00, 0x00, 0x00, 0x01,
+            0x00, // input header
+        ];
+        let (mps, ival) = if hs {
+            (
+                1024,
+                (interval as u32 * 8).next_power_of_two().trailing_zeros() as u8 + 1,
+            )
+        } else {
+            (1023, 1)
+        };
+        let alts = vec![
+            AltDesc {
+                num: 0,
+                alt: 0,
+                class: 0x0e,
+                sub: 1,
+                proto: 0,
+                extra: vc,
+                eps: vec![],
+            },
+            AltDesc {
+                num: 1,
+                alt: 0,
+                class: 0x0e,
+                sub: 2,
+                proto: 0,
+                extra: vs,
+                eps: vec![],
+            },
+            AltDesc {
+                num: 1,
+                alt: 1,
+                class: 0x0e,
+                sub: 2,
+                proto: 0,
+                extra: vec![],
+                eps: vec![EpDesc::new(0x81, 0x05, mps, ival)],
+            },
+        ];
+        Some(ClassDesc {
+            ids: (0x046d, 0x0825, 0x0012),
+            class: (0xef, 2, 1),
+            mps0: 64,
+            attr: 0x80,
+            power: 250,
+            prod: Some("C270 HD WEBCAM".to_string()),
+            ser: Some(format!("{:08X}", at.salt as u32)),
+            driver: "uvcvideo",
+            iads: vec![IadDesc {
+                first: 0,
+                count: 2,
+                class: 0x0e,
+                sub: 3,
+                proto: 0,
+            }],
+            alts,
+            // A USB 2.0 device even on a full-speed port.
+            usb2: true,
+            ..ClassDesc::default()
+        })
+    }
+
+    // UVC SET_CUR / GET_CUR of the probe and commit controls.
+    fn ep0(&self, _ctx: &mut Ctx, _d: DevId, s: &[u8; 8]) -> Option<(i32, Option<Vec<u8>>)> {
+        match (s[0], s[1]) {
+            (0x21, 0x01) => Some((0, None)),
+            (0xa1, 0x81) | (0xa1, 0x82) | (0xa1, 0x83) => Some((0, Some(uvc_probe()))),
+            _ => None,
+        }
+    }
+
+    fn class_ops(&self, _dev: &Device, d: DevId) -> Vec<Op> {
+        let ctrl_out = |s: [u8; 8]| Op::Ctrl {
+            target: d,
+            setup: s,
+            out: Some(Arc::from(uvc_probe())),
+            tag: None,
+        };
+        vec![
+            ctrl_out(setup(0x21, 0x01, 0x0100, 1, 26)),
+            ctrl(d, setup(0xa1, 0x81, 0x0100, 1, 26)),
+            ctrl_out(setup(0x21, 0x01, 0x0200, 1, 26)),
+            ctrl(d, setup(0x01, 0x0b, 1, 1, 0)),
+            Op::StartStreams(d),
+        ]
+    }
+
+    fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
+        start_stream(ctx, d, at);
+    }
+}
+
+/// The UVC probe/commit control block (26 bytes, UVC 1.0): MJPEG format 1,
+/// frame 1 at 30 fps, 1024-byte payloads.
+fn uvc_probe() -> Vec<u8> {
+    let mut b = vec![0u8; 26];
+    b[0] = 0x01; // bmHint: dwFrameInterval
+    b[2] = 1; // bFormatIndex
+    b[3] = 1; // bFrameIndex
+    b[4..8].copy_from_slice(&333_333u32.to_le_bytes());
+    b[18..22].copy_from_slice(&614_400u32.to_le_bytes());
+    b[22..26].copy_from_slice(&1024u32.to_le_bytes());
+    b
+}
+
+/// Start device `d`'s stream at `at`.
+fn start_stream(ctx: &mut Ctx, d: DevId, at: u64) {
+    if let Some(t) = IsoTask::new(ctx, d, at) {
+        ctx.spawn(at, Box::new(t));
+    }
+}
 
 struct Slot {
     tag: u64,
@@ -19,7 +259,7 @@ struct Slot {
 
 /// An isochronous stream: audio OUT or video IN, several URBs queued,
 /// each resubmitted as soon as it completes.
-pub(crate) struct IsoTask {
+struct IsoTask {
     dev: DevId,
     urb: Urb,
     npk: u32,
@@ -40,7 +280,7 @@ pub(crate) struct IsoTask {
 }
 
 impl IsoTask {
-    pub(crate) fn new(ctx: &mut Ctx, d: DevId, at: u64) -> Option<IsoTask> {
+    fn new(ctx: &mut Ctx, d: DevId, at: u64) -> Option<IsoTask> {
         let dev = ctx.dev(d)?;
         let video = dev.kind == Kind::Dev(DeviceKind::Webcam);
         let addr = if video { 0x81 } else { 0x01 };

@@ -1,40 +1,121 @@
-//! Device models: what each device answers on ep0 ([`control`]) and the
-//! class drivers' data streams: HID interrupt polling ([`hid`]), bulk-only
-//! mass storage ([`storage`]), isochronous audio and video ([`iso`]), a
-//! bulk flood for benchmarks ([`flood`]), a device answered by another
-//! process ([`external`]), a capture's recorded IN data ([`recorded`]),
-//! and the clear-halt recovery the
-//! class drivers share ([`recovery`]). A model is a [`Task`] the bus
-//! schedules; [`start_class_driver`] is the one place that maps a device
-//! kind to its model.
+//! Device models, one module per device class: its descriptors, what it
+//! answers on ep0 beyond the standard requests, its class driver's set-up
+//! requests and its data stream. HID keyboards, mice and tablets ([`hid`]),
+//! bulk-only mass storage ([`storage`]), isochronous audio and video
+//! ([`iso`]), a bulk flood for benchmarks ([`flood`]), external hubs
+//! ([`hub`]), devices from a descriptor file ([`dump`]), a device answered
+//! by another process ([`external`]), a capture's recorded IN data
+//! ([`recorded`]). What they share: the standard ep0 requests
+//! ([`control`]), the one interrupt-IN loop ([`int_in`]) and the clear-halt
+//! recovery ([`recovery`]).
+//!
+//! [`CLASSES`] is the registry: adding a device class is a module with a
+//! [`DeviceClass`], one line there, its kind in the configuration's
+//! `DeviceKind`, and the docs.
 
-use crate::config::DeviceKind;
+use crate::config::{DeviceConfig, DeviceKind};
 
 use super::ctx::*;
-use external::ExternalTask;
-use flood::FloodTask;
-use hid::HidTask;
-use iso::IsoTask;
-use recorded::RecordedTask;
-use storage::StorageTask;
+use super::descriptors::{self, Descriptors, Speed, Where};
+use class::DeviceClass;
 
+mod class;
 mod control;
+mod dump;
 mod external;
 mod flood;
 mod hid;
+mod hub;
+mod int_in;
 mod iso;
 mod recorded;
 mod recovery;
 mod storage;
 
+/// The device classes; every `DeviceKind` is in exactly one.
+static CLASSES: &[&dyn DeviceClass] = &[
+    &hub::Hub,
+    &hid::Hid,
+    &storage::Storage,
+    &iso::Audio,
+    &iso::Webcam,
+    &flood::Flood,
+    &dump::Dump,
+    &external::External,
+    &recorded::FromCapture,
+];
+
+/// The class of `kind`.
+fn class(kind: DeviceKind) -> &'static dyn DeviceClass {
+    CLASSES
+        .iter()
+        .copied()
+        .find(|c| c.kinds().contains(&kind))
+        .expect("every device kind has a class")
+}
+
+/// The class of a device on the bus (a root hub is a hub).
+pub(crate) fn class_of(kind: Kind) -> &'static dyn DeviceClass {
+    match kind {
+        Kind::Root => class(DeviceKind::Hub),
+        Kind::Dev(k) => class(k),
+    }
+}
+
+/// The natural speed of a configured device: `speed:` if given, else a
+/// descriptor file's from its bcdUSB (2.00 and up: high speed, below: full
+/// speed), the others per class.
+fn natural_speed_of(cfg: &DeviceConfig) -> Speed {
+    use crate::config::DeviceSpeed;
+    match cfg.speed {
+        Some(DeviceSpeed::Low) => return Speed::Low,
+        Some(DeviceSpeed::Full) => return Speed::Full,
+        Some(DeviceSpeed::High) => return Speed::High,
+        None => {}
+    }
+    match &cfg.descriptors {
+        Some(f) if f.dump.bcd_usb() < 0x0200 => Speed::Full,
+        Some(_) => Speed::High,
+        None => class(cfg.kind).natural_speed(cfg.kind),
+    }
+}
+
+/// The descriptors of a device configured as `cfg`, plugged into a port of
+/// speed `port` at `path` on `bus`; `salt` varies generated serial numbers.
+pub(crate) fn describe(
+    cfg: &DeviceConfig,
+    port: Speed,
+    bus: u16,
+    path: &[u8],
+    salt: u64,
+) -> Descriptors {
+    let speed = natural_speed_of(cfg).min(port);
+    if let Some(f) = &cfg.descriptors {
+        return dump::from_dump(cfg, &f.dump, speed);
+    }
+    let at = Where {
+        cfg,
+        speed,
+        bus,
+        path,
+        salt,
+    };
+    let c = class(cfg.kind).descriptors(&at).unwrap_or_else(|| {
+        unreachable!("kinds descriptors, external and from-capture always have descriptors (checked by the config and ctl)")
+    });
+    descriptors::assemble(&at, c)
+}
+
 /// A device was plugged in: one that answers its own ep0 (`kind:
 /// external` with `ep0: peer`) gets its peer now, for the enumeration.
 pub(crate) fn plugged(ctx: &mut Ctx, d: DevId) {
-    external::link(ctx, d);
+    if let Some(k) = ctx.dev(d).map(|x| x.kind) {
+        class_of(k).plugged(ctx, d);
+    }
 }
 
 /// Bind the class driver of device `d` once it is configured: start the
-/// model of its kind. The one place that maps device kinds to models.
+/// model of its class.
 pub(crate) fn start_class_driver(ctx: &mut Ctx, d: DevId, now: u64) {
     let Some(dev) = ctx.dev_mut(d) else {
         return;
@@ -44,36 +125,67 @@ pub(crate) fn start_class_driver(ctx: &mut Ctx, d: DevId, now: u64) {
         return;
     };
     let at = now + ctx.rng.range(MS, 8 * MS);
-    match kind {
-        DeviceKind::HidKeyboard | DeviceKind::HidMouse | DeviceKind::HidTablet => {
-            if let Some(t) = HidTask::new(ctx, d, at) {
-                ctx.spawn(at, Box::new(t));
+    class(kind).start(ctx, d, now, at);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::usb::descriptors::string_descriptor;
+
+    #[test]
+    fn every_kind_has_one_class() {
+        for k in crate::config::DeviceKind::ALL {
+            let n = CLASSES.iter().filter(|c| c.kinds().contains(k)).count();
+            assert_eq!(n, 1, "{k:?}");
+        }
+    }
+
+    /// qemu's (7.2) usb-kbd, usb-tablet and usb-storage on qemu-xhci, as
+    /// the 6.12 kernel read them in kernel-vm (sysfs `descriptors`).
+    #[test]
+    fn qemu_devices_on_xhci_match_qemu() {
+        let hex = |s: &str| -> Vec<u8> {
+            (0..s.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+                .collect()
+        };
+        let dev = |kind: &str| {
+            let yaml = format!("usb:\n  buses:\n    - bus: 1\n      devices:\n        - {{port: 1, kind: {kind}}}\n");
+            crate::config::Config::parse(&yaml, "t").unwrap().usb.buses[0].devices[0].clone()
+        };
+        for (kind, want, strings) in [
+            (
+                DeviceKind::HidKeyboard,
+                "120100020000004027060100000001040b0109022200010108a032090400000103010100092111010001223f0007058103080007",
+                [(4, "QEMU USB Keyboard"), (0x0b, "68284-0000:00:04.0-1"), (8, "HID Keyboard")],
+            ),
+            (
+                DeviceKind::HidTablet,
+                "120100020000004027060100000001030a0109022200010107a032090400000103000000092101000001224a0007058103080004",
+                [(3, "QEMU USB Tablet"), (0x0a, "28754-0000:00:04.0-1"), (7, "HID Tablet")],
+            ),
+            (
+                DeviceKind::MassStorage,
+                "1201000200000040f446010000000102030109022000010105c0000904000002080650000705810200020007050202000200",
+                [(2, "QEMU USB HARDDRIVE"), (3, "1-0000:00:04.0-1"), (5, "High speed config (usb 2.0)")],
+            ),
+        ] {
+            let cfg = dev(kind.name());
+            let d = describe(&cfg, Speed::High, 1, &[1], 0);
+            assert_eq!(d.speed, Speed::High, "{kind:?}");
+            let mut got = d.dev.bytes().to_vec();
+            got.extend(d.cfg.bytes());
+            assert_eq!(got, hex(want), "{kind:?}");
+            assert_eq!(d.string(1), Some(string_descriptor("QEMU")));
+            for (i, s) in strings {
+                assert_eq!(d.string(i), Some(string_descriptor(s)), "{kind:?} string {i}");
             }
         }
-        DeviceKind::MassStorage => {
-            let t = StorageTask::new(ctx, d);
-            // usb-storage waits `delay_use` before scanning (shortened).
-            let at = now + ctx.rng.range(200 * MS, 300 * MS);
-            ctx.spawn(at, Box::new(t));
-        }
-        DeviceKind::Audio | DeviceKind::Webcam => {
-            if let Some(t) = IsoTask::new(ctx, d, at) {
-                ctx.spawn(at, Box::new(t));
-            }
-        }
-        DeviceKind::Flood => {
-            let t = FloodTask::new(ctx, d);
-            ctx.spawn(at, Box::new(t));
-        }
-        DeviceKind::External => {
-            let t = ExternalTask::new(ctx, d, now);
-            ctx.spawn(at, Box::new(t));
-        }
-        DeviceKind::FromCapture => {
-            for t in RecordedTask::for_device(ctx, d) {
-                ctx.spawn(at, Box::new(t));
-            }
-        }
-        DeviceKind::Hub | DeviceKind::Descriptors => {}
+        assert_eq!(
+            hid::TABLET_REPORT.to_vec(),
+            hex("05010902a1010901a10005091901290315002501950375018102950175058101050109300931150026ff7f350046ff7f751095028102050109381581257f35004500750895018106c0c0")
+        );
     }
 }

@@ -1,4 +1,6 @@
-//! USB mass storage: the bulk-only transport with SCSI commands.
+//! USB mass storage as qemu's usb-storage is: its descriptors, the
+//! bulk-only transport's class requests, and usb-storage's SCSI commands
+//! over it (drivers/usb/storage/transport.c).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -7,8 +9,70 @@ use crate::config::DeviceKind;
 use crate::usbmon::event::URB_SHORT_NOT_OK;
 
 use super::super::ctx::*;
-use super::super::descriptors;
+use super::super::descriptors::{AltDesc, ClassDesc, Where};
+use super::class::DeviceClass;
 use super::recovery::{clear_halt, run_recovery};
+
+/// Time between SCSI commands when the configuration gives none, ms.
+const DEFAULT_INTERVAL_MS: u32 = 200;
+
+/// `kind: mass-storage`.
+pub(super) struct Storage;
+
+impl DeviceClass for Storage {
+    fn kinds(&self) -> &'static [DeviceKind] {
+        &[DeviceKind::MassStorage]
+    }
+
+    fn default_interval_ms(&self, _kind: DeviceKind) -> u32 {
+        DEFAULT_INTERVAL_MS
+    }
+
+    fn descriptors(&self, at: &Where<'_>) -> Option<ClassDesc> {
+        let hs = at.hs();
+        let mps = if hs { 512 } else { 64 };
+        Some(ClassDesc {
+            ids: (0x46f4, 0x0001, 0x0000),
+            mps0: 64,
+            // Self-powered, 0 mA, as qemu's usb-storage.
+            attr: 0xc0,
+            power: 0,
+            mfr: Some("QEMU".to_string()),
+            prod: Some("QEMU USB HARDDRIVE".to_string()),
+            ser: Some(format!("1-{}-{}", at.pci(), at.path_s())),
+            // qemu's storage strings: 1, 2, 3, then its full-speed (4) and
+            // high-speed (5, read in kernel-vm) configuration names.
+            strings: Some(if hs {
+                (1, 2, 3, 5, "High speed config (usb 2.0)")
+            } else {
+                (1, 2, 3, 4, "Full speed config (usb 1.1)")
+            }),
+            driver: "usb-storage",
+            alts: vec![AltDesc::bulk_pair((8, 6, 0x50), mps)],
+            ..ClassDesc::default()
+        })
+    }
+
+    // Bulk-only mass storage: GET_MAX_LUN, reset.
+    fn ep0(&self, _ctx: &mut Ctx, _d: DevId, s: &[u8; 8]) -> Option<(i32, Option<Vec<u8>>)> {
+        match (s[0], s[1]) {
+            (0xa1, 0xfe) => Some((0, Some(vec![0]))),
+            (0x21, 0xff) => Some((0, None)),
+            _ => None,
+        }
+    }
+
+    fn class_ops(&self, _dev: &Device, d: DevId) -> Vec<Op> {
+        vec![Op::StartStreams(d)]
+    }
+
+    fn start(&self, ctx: &mut Ctx, d: DevId, now: u64, _at: u64) {
+        let t = StorageTask::new(ctx, d);
+        // usb-storage waits `delay_use` before scanning (shortened).
+        let at = now + ctx.rng.range(200 * MS, 300 * MS);
+        ctx.spawn(at, Box::new(t));
+    }
+}
 
 /// A SCSI command of the bulk-only transport.
 struct Cmd {
@@ -86,14 +150,13 @@ pub(crate) struct StorageTask {
 }
 
 impl StorageTask {
-    pub(crate) fn new(ctx: &mut Ctx, d: DevId) -> StorageTask {
+    fn new(ctx: &mut Ctx, d: DevId) -> StorageTask {
         let dev = ctx.dev(d).unwrap();
         let interval = dev
             .cfg
             .as_ref()
             .and_then(|c| c.interval_ms)
-            .unwrap_or_else(|| descriptors::default_interval_ms(DeviceKind::MassStorage))
-            as u64
+            .unwrap_or(DEFAULT_INTERVAL_MS) as u64
             * MS;
         let mut inquiry = vec![0x00, 0x80, 0x05, 0x02, 0x1f, 0x00, 0x00, 0x00];
         inquiry.extend(pad(

@@ -35,18 +35,21 @@ pub enum ReplayCommand {
 impl ReplayCommand {
     /// Parse the words after `replay`.
     pub fn parse(words: &[&str]) -> Result<ReplayCommand, SimError> {
-        let usage = "usage: replay start BUS FILE [speed=F] [loop] [after_ms=N] | replay stop BUS | replay status BUS";
         let bus = |w: Option<&&str>| -> Result<u16, SimError> {
-            let w = w.ok_or_else(|| usage.to_string())?;
+            let w = w.ok_or(SimError::ReplayUsage)?;
             w.parse::<u16>()
                 .ok()
                 .filter(|b| (1..=127).contains(b))
-                .ok_or_else(|| SimError::Usage(format!("bad bus number {w:?}: must be 1..=127")))
+                .ok_or_else(|| SimError::ReplayBus(w.to_string()))
+        };
+        let bad = |option, value: &str| SimError::ReplayValue {
+            option,
+            value: value.to_string(),
         };
         match words.first().copied() {
             Some("start") => {
                 let b = bus(words.get(1))?;
-                let file = words.get(2).ok_or_else(|| usage.to_string())?;
+                let file = words.get(2).ok_or(SimError::ReplayUsage)?;
                 let mut cfg = ReplayConfig {
                     file: PathBuf::from(file),
                     speed: Default::default(),
@@ -57,14 +60,12 @@ impl ReplayCommand {
                     if *w == "loop" {
                         cfg.looping = true;
                     } else if let Some(v) = w.strip_prefix("speed=") {
-                        let f: f64 = v.parse().map_err(|_| format!("bad speed {v:?}"))?;
+                        let f: f64 = v.parse().map_err(|_| bad("speed", v))?;
                         cfg.speed = crate::config::ReplaySpeed::new(f)?;
                     } else if let Some(v) = w.strip_prefix("after_ms=") {
-                        cfg.after_ms = v.parse().map_err(|_| format!("bad after_ms {v:?}"))?;
+                        cfg.after_ms = v.parse().map_err(|_| bad("after_ms", v))?;
                     } else {
-                        return Err(SimError::Usage(format!(
-                            "unknown replay option {w:?}; {usage}"
-                        )));
+                        return Err(SimError::ReplayOption(w.to_string()));
                     }
                 }
                 Ok(ReplayCommand::Start { bus: b, cfg })
@@ -75,17 +76,10 @@ impl ReplayCommand {
             Some("status") if words.len() == 2 => Ok(ReplayCommand::Status {
                 bus: bus(words.get(1))?,
             }),
-            _ => Err(SimError::Usage(usage.to_string())),
+            _ => Err(SimError::ReplayUsage),
         }
     }
 }
-
-/// What `replay start` says when no capture came with it: the daemon opens
-/// no path for a caller.
-pub const NEEDS_DESCRIPTOR: &str =
-    "replay start takes the capture as an open file passed with the command \
-(SCM_RIGHTS on the control socket); the daemon opens no path for a caller. \
-Use `monfs ctl MOUNTPOINT replay start BUS FILE`, which opens FILE with your own rights";
 
 /// A replay command ready to carry out: for `start`, its capture is loaded
 /// and checked already, so that nothing slow happens under a lock.
@@ -102,11 +96,8 @@ pub fn prepare(words: &[&str], file: Option<std::fs::File>) -> Result<Prepared, 
     let cmd = ReplayCommand::parse(words)?;
     let cap = match &cmd {
         ReplayCommand::Start { cfg, .. } => {
-            let file = file.ok_or(NEEDS_DESCRIPTOR)?;
-            Some(
-                Capture::load_from(&file, &cfg.file)
-                    .map_err(|e| SimError::Capture(e.to_string()))?,
-            )
+            let file = file.ok_or(SimError::NeedsDescriptor)?;
+            Some(Capture::load_from(&file, &cfg.file)?)
         }
         _ => None,
     };
@@ -126,7 +117,7 @@ pub fn run_prepared(usb: &UsbSim, p: Prepared) -> Result<String, SimError> {
                 if cfg.looping { ", looping" } else { "" }
             ))
         }
-        (ReplayCommand::Start { .. }, None) => Err(SimError::Usage(NEEDS_DESCRIPTOR.into())),
+        (ReplayCommand::Start { .. }, None) => Err(SimError::NeedsDescriptor),
         (ReplayCommand::Stop { bus }, _) => {
             usb.replay_stop(bus)?;
             Ok(format!("bus {bus}: replay stopped"))

@@ -11,6 +11,7 @@ mod play;
 #[cfg(test)]
 mod tests;
 
-pub use command::{prepare, run_command, run_prepared, Prepared, ReplayCommand, NEEDS_DESCRIPTOR};
+pub use crate::sim::NEEDS_DESCRIPTOR;
+pub use command::{prepare, run_command, run_prepared, Prepared, ReplayCommand};
 pub(crate) use play::ReplayTask;
 pub use play::{due, loop_period, scale, ReplayHandle, ReplayState, ReplayStatus};

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::base::sync::LockExt;
 use crate::capture::decode::Capture;
+use crate::capture::read::CaptureError;
 use crate::config::ReplayConfig;
 use crate::sim::usb::ctx::{Ctx, Task};
 use crate::usbmon::event::UrbEvent;
@@ -166,7 +167,7 @@ pub(crate) struct ReplayTask {
     handle: Arc<ReplayHandle>,
     /// The capture, loaded before the task was made (never under a lock),
     /// or why it could not be.
-    loaded: Option<Result<Arc<Capture>, String>>,
+    loaded: Option<Result<Arc<Capture>, CaptureError>>,
     /// The capture being played.
     cap: Option<Arc<Capture>>,
     started: bool,
@@ -186,7 +187,7 @@ impl ReplayTask {
     pub(crate) fn new(
         cfg: ReplayConfig,
         handle: Arc<ReplayHandle>,
-        cap: Result<Arc<Capture>, String>,
+        cap: Result<Arc<Capture>, CaptureError>,
     ) -> ReplayTask {
         ReplayTask {
             cfg,
@@ -213,6 +214,18 @@ impl ReplayTask {
     }
 }
 
+/// The bus has no device address left for a device of the capture.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bus {bus}: no free device address for the capture's device {dev_bus}:{dev:03}")]
+pub(crate) struct NoFreeAddress {
+    /// The replaying bus.
+    pub bus: u16,
+    /// The device's bus in the capture.
+    pub dev_bus: u16,
+    /// Its address there.
+    pub dev: u8,
+}
+
 /// Claim a device address on the bus for every device of `cap` (keyed by
 /// its captured bus and address), so that no two devices share one: a
 /// captured address that is free on the bus is kept, and the others get
@@ -223,7 +236,7 @@ impl ReplayTask {
 pub(crate) fn claim_addresses(
     ctx: &mut Ctx,
     cap: &Capture,
-) -> Result<HashMap<(u16, u8), u8>, String> {
+) -> Result<HashMap<(u16, u8), u8>, NoFreeAddress> {
     let mut order: Vec<(u16, u8)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for e in &cap.events {
@@ -247,10 +260,11 @@ pub(crate) fn claim_addresses(
             for (_, n) in map.drain() {
                 ctx.used[n as usize] = false;
             }
-            return Err(format!(
-                "bus {}: no free device address for the capture's device {b}:{d:03}",
-                ctx.bus
-            ));
+            return Err(NoFreeAddress {
+                bus: ctx.bus,
+                dev_bus: b,
+                dev: d,
+            });
         }
         map.insert((b, d), n);
     }
@@ -287,7 +301,7 @@ impl Task for ReplayTask {
                 Some(Ok(c)) => c,
                 Some(Err(e)) => {
                     tracing::error!("bus {}: replay stopped, nothing replayed: {e}", ctx.bus);
-                    self.handle.lock().state = ReplayState::Failed(e);
+                    self.handle.lock().state = ReplayState::Failed(e.to_string());
                     return None;
                 }
                 None => return None,
@@ -313,7 +327,7 @@ impl Task for ReplayTask {
                 }
                 Err(e) => {
                     tracing::error!("bus {}: replay stopped, nothing replayed: {e}", ctx.bus);
-                    self.handle.lock().state = ReplayState::Failed(e);
+                    self.handle.lock().state = ReplayState::Failed(e.to_string());
                     return None;
                 }
             }

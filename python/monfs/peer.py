@@ -1,0 +1,499 @@
+"""Write an external USB device as a Python class.
+
+monfs's ``kind: external`` devices are answered by a *peer* speaking a line
+protocol (docs/external-devices.md). Here a peer is a :class:`Device`
+subclass with one method per endpoint or control request; it answers with
+bytes, returns None to NAK (the URB stays pending and is asked again), or
+raises :class:`Stall`::
+
+    from monfs import peer, descriptors as d
+
+    class Echo(peer.Device):
+        def __init__(self):
+            super().__init__()
+            self.last = b""
+
+        @peer.endpoint(0x02)            # bulk OUT
+        def take(self, data):
+            self.last = data
+
+        @peer.endpoint(0x81)            # bulk IN
+        def give(self, length):
+            return self.last[:length] or None   # NAK until there is something
+
+        @peer.control(0xC0, 0x01)       # vendor request, device to host
+        def version(self, setup, data):
+            return b"\\x01\\x02"
+
+Serve it as a ``command:`` peer with :func:`main` at the end of a script
+(``command: [python3, echo_peer.py]``), or name the class
+(``command: [python3, -m, monfs.peer, "echo_peer:Echo"]``), or from the test itself with
+:class:`SocketPeer` (``socket: PATH``), which reports a handler's exception
+to the test (:class:`monfs.PeerError`, with the daemon's log).
+"""
+
+import os
+import select
+import socket
+import sys
+import tempfile
+import threading
+import traceback
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+from . import descriptors as _d
+
+__all__ = [
+    "Device", "Stall", "UrbError", "Setup", "Urb", "endpoint", "control", "serve", "main",
+    "SocketPeer", "STALL", "EPROTO", "EOVERFLOW", "EILSEQ", "ETIME", "EREMOTEIO",
+]
+
+# Completion statuses a peer may give (negative errnos, as usbmon shows them).
+STALL = -32
+EPROTO = -71
+EOVERFLOW = -75
+EILSEQ = -84
+ETIME = -62
+EREMOTEIO = -121
+
+
+class UrbError(Exception):
+    """Raise from a handler to complete the URB with ``status`` (one of
+    -32, -71, -75, -84, -62, -121)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__("URB completes with status %d" % status)
+        self.status = status
+
+
+class Stall(UrbError):
+    """Raise from a handler to stall the request (-32, EPIPE)."""
+
+    def __init__(self) -> None:
+        super().__init__(STALL)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A control request's setup packet: ``bmRequestType``, ``bRequest``,
+    ``wValue``, ``wIndex``, ``wLength``."""
+
+    request_type: int
+    request: int
+    value: int
+    index: int
+    length: int
+
+    @classmethod
+    def parse(cls, raw: bytes) -> "Setup":
+        """From its 8 bytes."""
+        return cls(raw[0], raw[1], raw[2] | raw[3] << 8, raw[4] | raw[5] << 8, raw[6] | raw[7] << 8)
+
+    @property
+    def is_in(self) -> bool:
+        """Device to host."""
+        return bool(self.request_type & 0x80)
+
+    @property
+    def kind(self) -> str:
+        """``standard``, ``class``, ``vendor`` or ``reserved``."""
+        return ("standard", "class", "vendor", "reserved")[(self.request_type >> 5) & 3]
+
+    @property
+    def recipient(self) -> str:
+        """``device``, ``interface``, ``endpoint`` or ``other``."""
+        return ("device", "interface", "endpoint", "other")[min(self.request_type & 0x1F, 3)]
+
+
+class Urb(NamedTuple):
+    """A submitted URB as the protocol's ``submit`` line carries it."""
+
+    id: int
+    ep: int
+    type: str
+    length: int
+    setup: Optional[Setup]
+    data: Optional[bytes]
+    packet_lengths: Tuple[int, ...]
+
+    @property
+    def is_in(self) -> bool:
+        """An IN transfer (for control: by the setup's direction)."""
+        if self.setup is not None:
+            return self.setup.is_in
+        return bool(self.ep & 0x80)
+
+
+def endpoint(address: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Make a method the handler of endpoint ``address`` (``0x81`` IN,
+    ``0x02`` OUT).
+
+    * IN (bulk, interrupt): ``method(self, length) -> bytes | None``: the
+      data (cut to ``length``), or None to NAK: the URB stays pending and the
+      method is called again a few milliseconds later.
+    * OUT: ``method(self, data) -> None``: the URB completes with all of
+      ``data`` taken.
+    * isochronous IN: ``method(self, packet_lengths) -> list of bytes``, one
+      per packet; OUT: ``method(self, packets) -> None``.
+
+    Raise :class:`Stall` or :class:`UrbError` to fail the transfer."""
+    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn._monfs_endpoint = address  # type: ignore[attr-defined]
+        return fn
+    return mark
+
+
+def control(request_type: int, request: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Make a method the handler of control requests with this
+    ``bmRequestType`` and ``bRequest``: ``method(self, setup, data) ->
+    bytes | None``, ``setup`` a :class:`Setup`, ``data`` the OUT data (None
+    for IN); return the IN data (cut to ``wLength``), None for an OUT
+    request; raise :class:`Stall` to refuse."""
+    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn._monfs_control = (request_type, request)  # type: ignore[attr-defined]
+        return fn
+    return mark
+
+
+class Device:
+    """Base class of a peer. Class attributes a subclass may set:
+
+    * ``descriptors``: the sysfs-layout dump (``descriptors.descriptors_file``),
+      used to answer standard GET_DESCRIPTOR requests when the device is
+      configured with ``ep0: peer`` (with ``ep0: monfs``, the default, monfs
+      answers those itself);
+    * ``strings``: string descriptors by index, for the same;
+    * ``report_descriptor``: a HID report descriptor, answered to usbhid's
+      GET_DESCRIPTOR(REPORT); SET_IDLE, SET_PROTOCOL and SET_REPORT are then
+      accepted;
+    * ``poll_interval``: seconds between two asks of a NAKed URB.
+
+    Without a handler, an IN endpoint answers what :meth:`send` queued for
+    it (and NAKs while nothing is queued), an OUT endpoint takes everything,
+    and an unknown control request stalls.
+    """
+
+    descriptors: Optional[bytes] = None
+    strings: Dict[int, str] = {}
+    report_descriptor: Optional[bytes] = None
+    poll_interval: float = 0.005
+
+    def __init__(self) -> None:
+        self._endpoints: Dict[int, Callable[..., Any]] = {}
+        self._controls: Dict[Tuple[int, int], Callable[..., Any]] = {}
+        for name in dir(type(self)):
+            fn = getattr(self, name, None)
+            ep = getattr(fn, "_monfs_endpoint", None)
+            if ep is not None:
+                self._endpoints[ep] = fn  # type: ignore[assignment]
+            ctl = getattr(fn, "_monfs_control", None)
+            if ctl is not None:
+                self._controls[ctl] = fn  # type: ignore[assignment]
+        self._queues: Dict[int, Deque[bytes]] = {}
+        self._lock = threading.Lock()
+        #: ``(bus, port, speed)`` from monfs's ``hello``, once it came.
+        self.plugged: Optional[Tuple[int, str, str]] = None
+
+    # Hooks ---------------------------------------------------------------
+
+    def on_hello(self, bus: int, port: str, speed: str) -> None:
+        """Called when monfs introduces the device (its bus, port path and
+        speed)."""
+
+    def on_unlink(self, urb_id: int, status: int) -> None:
+        """Called when the host gave up a URB (see the protocol's ``unlink``)."""
+
+    def send(self, ep: int, data: bytes) -> None:
+        """Queue ``data`` for the next URB of IN endpoint ``ep`` (thread-safe:
+        a test may call it on a :class:`SocketPeer`'s device)."""
+        with self._lock:
+            self._queues.setdefault(ep, deque()).append(bytes(data))
+
+    # Dispatch ------------------------------------------------------------
+
+    def answer_control(self, setup: Setup, data: Optional[bytes]) -> Optional[bytes]:
+        """The answer to a control request: a registered :func:`control`
+        handler, else the standard and HID requests this class knows, else a
+        stall."""
+        fn = self._controls.get((setup.request_type, setup.request))
+        if fn is not None:
+            return fn(setup, data)
+        return self.standard_request(setup, data)
+
+    def standard_request(self, setup: Setup, data: Optional[bytes]) -> Optional[bytes]:
+        """Standard device requests from :attr:`descriptors` and
+        :attr:`strings`, and usbhid's requests from :attr:`report_descriptor`."""
+        rt, req, kind, index = setup.request_type, setup.request, setup.value >> 8, setup.value & 0xFF
+        if rt == 0x80 and req == 0x06 and self.descriptors is not None:
+            if kind == 1:
+                return self.descriptors[:18]
+            if kind == 2:
+                at, n = 18, 0
+                while at + 4 <= len(self.descriptors):
+                    total = self.descriptors[at + 2] | self.descriptors[at + 3] << 8
+                    if n == index:
+                        return self.descriptors[at : at + total]
+                    at, n = at + total, n + 1
+            if kind == 3:
+                if index == 0:
+                    return bytes([4, 3, 0x09, 0x04])
+                if index in self.strings:
+                    return _d.string(self.strings[index])
+            raise Stall()
+        if rt == 0x00 and req in (0x05, 0x09):  # SET_ADDRESS, SET_CONFIGURATION
+            return None
+        if rt == 0x01 and req == 0x0B:  # SET_INTERFACE
+            return None
+        if rt in (0x80, 0x81, 0x82) and req == 0x00:  # GET_STATUS
+            return bytes(2)
+        if self.report_descriptor is not None:
+            if rt == 0x81 and req == 0x06 and kind == 0x22:
+                return self.report_descriptor
+            if rt == 0x21 and req in (0x09, 0x0A, 0x0B):  # SET_REPORT, SET_IDLE, SET_PROTOCOL
+                return None
+        raise Stall()
+
+    def answer(self, urb: Urb) -> Optional[Tuple[int, bytes, Sequence[Tuple[int, int]]]]:
+        """``(status, data, packet results)`` for a URB, or None to leave it
+        pending. Handlers' :class:`UrbError` becomes the status; any other
+        exception propagates (the peer fails)."""
+        try:
+            if urb.type == "C":
+                assert urb.setup is not None
+                got = self.answer_control(urb.setup, urb.data)
+                if urb.setup.is_in:
+                    return 0, bytes(got or b"")[: urb.length], ()
+                return 0, b"", ()
+            fn = self._endpoints.get(urb.ep)
+            if urb.type == "Z":
+                return self._iso(urb, fn)
+            if urb.is_in:
+                if fn is None:
+                    with self._lock:
+                        q = self._queues.get(urb.ep)
+                        got = q.popleft() if q else None
+                else:
+                    got = fn(urb.length)
+                if got is None:
+                    return None
+                return 0, bytes(got)[: urb.length], ()
+            if fn is not None:
+                fn(urb.data or b"")
+            return 0, b"", ()
+        except UrbError as e:
+            return e.status, b"", ()
+
+    def _iso(self, urb: Urb, fn: Optional[Callable[..., Any]]) -> Tuple[int, bytes, Sequence[Tuple[int, int]]]:
+        lens = urb.packet_lengths
+        if urb.is_in:
+            packets = list(fn(list(lens)) if fn is not None else [])
+            packets += [b""] * (len(lens) - len(packets))
+            packets = [bytes(p)[:n] for p, n in zip(packets, lens)]
+            return 0, b"".join(packets), [(0, len(p)) for p in packets]
+        data = urb.data or b""
+        at, packets = 0, []
+        for n in lens:
+            packets.append(data[at : at + n])
+            at += n
+        if fn is not None:
+            fn(packets)
+        return 0, b"", [(0, len(p)) for p in packets]
+
+
+def _parse_submit(w: List[str]) -> Urb:
+    setup = Setup.parse(bytes.fromhex(w[5])) if w[5] != "-" else None
+    data = bytes.fromhex(w[6]) if w[6] != "-" else None
+    return Urb(int(w[1]), int(w[2], 16), w[3], int(w[4]), setup, data, tuple(int(x) for x in w[7:]))
+
+
+def _complete_line(urb: Urb, status: int, data: bytes, packets: Sequence[Tuple[int, int]]) -> str:
+    if urb.type == "Z":
+        words = ["complete", str(urb.id), "0", str(sum(n for _, n in packets)),
+                 data.hex() if urb.is_in and data else "-"]
+        words += ["%d:%d" % p for p in packets]
+        return " ".join(words)
+    if status != 0:
+        return "complete %d %d 0" % (urb.id, status)
+    if urb.is_in:
+        return ("complete %d 0 %d %s" % (urb.id, len(data), data.hex())).rstrip()
+    return "complete %d 0 %d" % (urb.id, urb.length)
+
+
+def serve(device: Device, read_fd: int, write: Callable[[bytes], None],
+          stop: Optional[threading.Event] = None) -> None:
+    """Serve one connection of the protocol: lines from ``read_fd``, answers
+    through ``write``, until the input ends (the device was unplugged or
+    monfs stopped) or ``stop`` is set. A handler's exception other than
+    :class:`UrbError` propagates."""
+    pending: Dict[int, Urb] = {}
+    buf = b""
+    while stop is None or not stop.is_set():
+        for uid in list(pending):
+            urb = pending.get(uid)
+            if urb is None:
+                continue
+            got = device.answer(urb)
+            if got is not None:
+                del pending[uid]
+                write((_complete_line(urb, *got) + "\n").encode())
+        r, _, _ = select.select([read_fd], [], [], device.poll_interval if pending else 0.05)
+        if not r:
+            continue
+        chunk = os.read(read_fd, 65536)
+        if not chunk:
+            return
+        buf += chunk
+        while b"\n" in buf:
+            raw, buf = buf.split(b"\n", 1)
+            w = raw.decode("ascii").split(" ")
+            if w[0] == "hello":
+                device.plugged = (int(w[2]), w[3], w[4])
+                device.on_hello(int(w[2]), w[3], w[4])
+            elif w[0] == "unlink":
+                pending.pop(int(w[1]), None)
+                device.on_unlink(int(w[1]), int(w[2]))
+            elif w[0] == "submit":
+                urb = _parse_submit(w)
+                got = device.answer(urb)
+                if got is None:
+                    pending[urb.id] = urb
+                else:
+                    write((_complete_line(urb, *got) + "\n").encode())
+
+
+def _as_device(device: Union[Device, Callable[[], Device]]) -> Device:
+    return device if isinstance(device, Device) else device()
+
+
+def main(device: Union[Device, Callable[[], Device]], argv: Optional[Sequence[str]] = None) -> None:
+    """Run a ``command:`` peer: serve ``device`` (an instance, or a class to
+    instantiate) on standard input and output, or with ``--socket PATH`` on
+    the one connection monfs makes to PATH. A handler's exception prints its
+    traceback to standard error (the daemon's log) and exits 1, which monfs
+    answers by unplugging the device."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    dev = _as_device(device)
+    try:
+        if args[:1] == ["--socket"]:
+            path = args[1]
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+                listener.bind(path)
+                listener.listen(1)
+                conn, _ = listener.accept()
+            with conn:
+                serve(dev, conn.fileno(), conn.sendall)
+        else:
+            out = sys.stdout.fileno()
+
+            def write(b: bytes) -> None:
+                while b:
+                    b = b[os.write(out, b):]
+            serve(dev, sys.stdin.fileno(), write)
+    except Exception:
+        sys.stderr.write("monfs peer %s failed:\n%s" % (type(dev).__name__, traceback.format_exc()))
+        sys.stderr.flush()
+        sys.exit(1)
+
+
+class SocketPeer:
+    """A device served from this process on a Unix socket (``socket: PATH``
+    in the configuration), each plug a new connection.
+
+    Give it to :class:`monfs.Mount` (``peers=[p]``), which starts it before
+    the daemon, stops it after, and raises :class:`monfs.PeerError` (with the
+    handler's traceback and the daemon's log) from its waits when a handler
+    raised. ``path`` defaults to a fresh temporary directory's ``peer.sock``.
+    """
+
+    def __init__(self, device: Union[Device, Callable[[], Device]], path: Optional[str] = None) -> None:
+        self.device = _as_device(device)
+        self.name = type(self.device).__name__
+        self._dir: Optional[str] = None
+        if path is None:
+            self._dir = tempfile.mkdtemp(prefix="monfs-py-peer-")
+            os.chmod(self._dir, 0o755)
+            path = os.path.join(self._dir, "peer.sock")
+        self.path = path
+        #: The traceback of the first handler exception, if any.
+        self.error: Optional[str] = None
+        #: How many connections (plugs) were served.
+        self.connections = 0
+        self._stop = threading.Event()
+        self._listener: Optional[socket.socket] = None
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self) -> "SocketPeer":
+        """Listen and serve from a thread. Idempotent."""
+        if self._thread is not None:
+            return self
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(self.path)
+        os.chmod(self.path, 0o666)
+        self._listener.listen(4)
+        self._listener.settimeout(0.1)
+        self._thread = threading.Thread(target=self._run, name="monfs-peer-" + self.name, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        assert self._listener is not None
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            self.connections += 1
+            conn.settimeout(None)
+            with conn:
+                try:
+                    serve(self.device, conn.fileno(), conn.sendall, self._stop)
+                except Exception:
+                    if self.error is None:
+                        self.error = traceback.format_exc()
+                except BaseException:  # pragma: no cover - interpreter exit
+                    return
+
+    def close(self) -> None:
+        """Stop serving and remove the socket (and its directory)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        if self._listener is not None:
+            self._listener.close()
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+        if self._dir is not None:
+            try:
+                os.rmdir(self._dir)
+            except OSError:
+                pass
+
+    def __enter__(self) -> "SocketPeer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _cli(argv: Sequence[str]) -> None:
+    """``python3 -m monfs.peer MODULE:CLASS [--socket PATH]``: serve a Device
+    class from an importable module (the current directory is searched)."""
+    import importlib
+
+    from monfs import peer as this  # the module's one copy, not __main__
+    if not argv or ":" not in argv[0]:
+        sys.exit("usage: python3 -m monfs.peer MODULE:CLASS [--socket PATH]")
+    module, _, name = argv[0].partition(":")
+    sys.path.insert(0, os.getcwd())
+    cls = getattr(importlib.import_module(module), name)
+    this.main(cls, list(argv[1:]))
+
+
+if __name__ == "__main__":
+    _cli(sys.argv[1:])

@@ -1,0 +1,230 @@
+//! Tests of the configuration schema: positions and texts of its errors.
+
+use super::*;
+
+#[test]
+fn default_config_parses() {
+    let c = Config::builtin();
+    assert!(!c.usb.buses.is_empty());
+}
+
+fn err(text: &str) -> (usize, usize, String) {
+    match Config::parse(text, "t.yaml") {
+        Err(ConfigError::Invalid {
+            line,
+            column,
+            message,
+            ..
+        }) => (line, column, message),
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+#[test]
+fn unknown_field_names_field_line_and_column() {
+    let (line, col, msg) = err("usb:\n  buses:\n    - bus: 1\n      portz: 3\n");
+    assert_eq!((line, col), (4, 7), "{msg}");
+    assert!(msg.contains("portz"), "{msg}");
+    assert!(msg.contains("usb.buses[0]"), "{msg}");
+}
+
+#[test]
+fn transfer_size_is_bounded() {
+    let dev = |v: &str| {
+        format!("usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: flood\n          transfer_size: {v}\n")
+    };
+    for bad in ["0", "4294967295", "1048577", "-1"] {
+        // Errors inside a device point at the device's entry (serde's
+        // position through the ports check); the message names the field.
+        let (line, col, msg) = err(&dev(bad));
+        assert_eq!((line, col), (5, 11), "{msg}");
+        assert!(msg.contains("devices[0]"), "{msg}");
+        assert!(msg.contains("transfer_size must be 1..=1048576"), "{msg}");
+    }
+    let c = Config::parse(&dev("1048576"), "t.yaml").unwrap();
+    assert_eq!(
+        c.usb.buses[0].devices[0].transfer_size,
+        Some(TransferSize(MAX_TRANSFER_SIZE))
+    );
+}
+
+#[test]
+fn out_of_range_value_points_at_value() {
+    let (line, col, msg) = err("usb:\n  buses:\n    - bus: 200\n");
+    assert_eq!(line, 3, "{msg}");
+    assert_eq!(col, 7, "{msg}");
+    assert!(msg.contains("bus number must be 1..=127"), "{msg}");
+}
+
+#[test]
+fn bad_enum_value() {
+    let (line, _, msg) = err(
+        "usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: toaster\n",
+    );
+    assert_eq!(line, 6, "{msg}");
+    assert!(msg.contains("toaster"), "{msg}");
+}
+
+#[test]
+fn replay_bus_parses_with_defaults() {
+    let c = Config::parse(
+        "usb:\n  buses:\n    - bus: 3\n      replay:\n        file: /tmp/x.pcapng\n    - bus: 4\n      replay: {file: y.pcap, speed: 2.5, loop: true, after_ms: 10}\n",
+        "t.yaml",
+    )
+    .unwrap();
+    let r = c.usb.buses[0].replay.as_ref().unwrap();
+    assert_eq!(r.file, std::path::Path::new("/tmp/x.pcapng"));
+    assert_eq!((r.speed.0, r.looping, r.after_ms), (1.0, false, 0));
+    let r = c.usb.buses[1].replay.as_ref().unwrap();
+    assert_eq!((r.speed.0, r.looping, r.after_ms), (2.5, true, 10));
+}
+
+#[test]
+fn replay_errors_are_positioned() {
+    let (line, col, msg) =
+        err("usb:\n  buses:\n    - bus: 3\n      replay:\n        file: a\n        speed: 0\n");
+    // serde_yaml_ng places value errors at the mapping that holds them.
+    assert_eq!((line, col), (5, 9), "{msg}");
+    assert!(
+        msg.contains("usb.buses[0].replay: replay speed must be 0.001..=1000, got 0"),
+        "{msg}"
+    );
+    let (line, _, msg) =
+        err("usb:\n  buses:\n    - bus: 3\n      replay:\n        file: a\n        lop: true\n");
+    assert_eq!(line, 6, "{msg}");
+    assert!(msg.contains("lop"), "{msg}");
+    let (line, _, msg) = err(
+        "usb:\n  buses:\n    - bus: 1\n    - bus: 3\n      replay: {file: a.pcap}\n      devices:\n        - {port: 1, kind: hid-mouse}\n",
+    );
+    assert!(line >= 2, "{msg}");
+    assert!(
+        msg.contains("buses[1]") && msg.contains("cannot also have devices"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn duplicate_port_is_named() {
+    let (_, _, msg) = err(
+        "usb:\n  buses:\n    - bus: 1\n      devices:\n        - {port: 1, kind: hid-mouse}\n        - {port: 1, kind: hid-keyboard}\n",
+    );
+    assert!(msg.contains("port 1 is used twice"), "{msg}");
+    assert!(msg.contains("devices[1]"), "{msg}");
+}
+
+#[test]
+fn external_needs_descriptors_and_a_command() {
+    let base = "usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n";
+    let msg = Config::parse(&format!("{base}          kind: external\n"), "c.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("kind external needs a `descriptors` file"),
+        "{msg}"
+    );
+    let msg = Config::parse(
+        &format!("{base}          kind: hid-mouse\n          command: [true]\n"),
+        "c.yaml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(msg.contains("kind external needs a `command`"), "{msg}");
+    let msg = Config::parse(
+        &format!("{base}          kind: hid-mouse\n          command: []\n"),
+        "c.yaml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(msg.contains("command: needs at least the program"), "{msg}");
+}
+
+#[test]
+fn external_endpoints_are_checked_against_the_descriptors() {
+    let kbd = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/sysfs/qemu-usb-kbd/descriptors"
+    );
+    let dev = |eps: &str| {
+        format!("usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: external\n          descriptors: {kbd}\n          command: [cat]\n          endpoints:\n{eps}")
+    };
+    let c = Config::parse(
+        &dev("            - {ep: 0x81, length: 4, timeout_ms: 5}\n"),
+        "c.yaml",
+    )
+    .unwrap();
+    let e = &c.usb.buses[0].devices[0].endpoints[0];
+    assert_eq!((e.ep.0, e.length, e.timeout_ms), (0x81, Some(4), Some(5)));
+    for (eps, want) in [
+        (
+            "            - {ep: 0x02, data: \"00\"}\n",
+            "devices[0].endpoints[0]: no endpoint 0x02 in",
+        ),
+        (
+            "            - {ep: 0x10}\n",
+            "ep must be an endpoint address",
+        ),
+        (
+            "            - {ep: 0x81, packets: 4}\n",
+            "endpoints[0]: `packets` is not for this endpoint",
+        ),
+        (
+            "            - {ep: 0x81, data: \"0g\"}\n",
+            "data must be hex bytes",
+        ),
+        (
+            "            - {ep: 0x81, length: 0}\n",
+            "length must be 1..=16384",
+        ),
+        (
+            "            - {ep: 0x81}\n            - {ep: 0x81}\n",
+            "endpoints[1]: endpoint 0x81 is listed twice",
+        ),
+        (
+            "            - {ep: 0x81, alt: 1}\n",
+            "no endpoint 0x81 in alternate setting 1",
+        ),
+        (
+            "            - {ep: 0x81, every: 1}\n",
+            "unknown field `every`",
+        ),
+    ] {
+        let (line, _, msg) = err(&dev(eps));
+        assert!(msg.contains(want), "{eps}: {msg}");
+        assert!(line >= 3, "{eps}: {msg}");
+    }
+}
+
+#[test]
+fn descriptors_file_is_read_relative_to_the_config() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/sysfs");
+    let dev = |extra: &str| {
+        format!("usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: descriptors\n{extra}")
+    };
+    let origin = format!("{dir}/t.yaml");
+    let c = Config::parse(
+        &dev("          descriptors: qemu-usb-kbd/descriptors\n"),
+        &origin,
+    )
+    .unwrap();
+    let f = c.usb.buses[0].devices[0].descriptors.as_ref().unwrap();
+    assert_eq!(f.dump.bytes.len(), 52);
+    let e = Config::parse(&dev("          descriptors: nope\n"), &origin).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("descriptors: ") && msg.contains("/sysfs/nope"),
+        "{msg}"
+    );
+    assert!(msg.starts_with(&format!("{origin}:5:11: ")), "{msg}");
+    let e = Config::parse(
+        &dev("          descriptors: qemu-usb-storage-ss/descriptors\n"),
+        &origin,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("qemu-usb-storage-ss/descriptors: byte offset 2: bcdUSB 3.00"),
+        "{e}"
+    );
+    let (_, _, msg) = err(&dev(""));
+    assert!(msg.contains("needs a `descriptors` file"), "{msg}");
+}

@@ -1,0 +1,36 @@
+//! What a device class is: the [`DeviceClass`] trait every device model
+//! implements (the registry is `CLASSES` in `device/mod.rs`).
+
+use crate::config::DeviceKind;
+
+use super::super::ctx::*;
+use super::super::descriptors::{ClassDesc, Speed, Where};
+
+/// Everything monfs models of a device class, for the kinds it covers.
+pub(crate) trait DeviceClass: Sync {
+    /// The configuration's kinds this class models.
+    fn kinds(&self) -> &'static [DeviceKind];
+    /// The speed a device of `kind` signals, before its port limits it.
+    fn natural_speed(&self, _kind: DeviceKind) -> Speed {
+        Speed::High
+    }
+    /// The `interval_ms` of `kind` when the configuration gives none.
+    fn default_interval_ms(&self, _kind: DeviceKind) -> u32 {
+        0
+    }
+    /// Its descriptors, for a device without a descriptor file (None: the
+    /// class always has one).
+    fn descriptors(&self, at: &Where<'_>) -> Option<ClassDesc>;
+    /// A request on ep0 of device `d` beyond the standard ones that the
+    /// class answers: (status, IN data); None: it stalls.
+    fn ep0(&self, _ctx: &mut Ctx, _d: DevId, _s: &[u8; 8]) -> Option<(i32, Option<Vec<u8>>)> {
+        None
+    }
+    /// The class driver's requests after SET_CONFIGURATION.
+    fn class_ops(&self, dev: &Device, d: DevId) -> Vec<Op>;
+    /// Device `d` was just plugged in (before the hub notices).
+    fn plugged(&self, _ctx: &mut Ctx, _d: DevId) {}
+    /// The class driver binds to the configured device `d`: start its
+    /// model, first due at `at`.
+    fn start(&self, _ctx: &mut Ctx, _d: DevId, _now: u64, _at: u64) {}
+}

@@ -1,0 +1,297 @@
+//! The isochronous endpoints of an external device: several URBs queued
+//! on consecutive (micro)frames, each completed at the end of its frames
+//! with the peer's packets, or with every packet missed.
+
+use std::sync::Arc;
+
+use crate::config::EndpointConfig;
+use crate::usbmon::event::{IsoDesc, URB_ISO_ASAP};
+
+use super::super::super::ctx::*;
+use super::super::super::descriptors::{self, Speed};
+use super::super::super::peer::protocol::{check_iso, submit_line_iso, Answer};
+use super::super::super::peer::{AnswerError, PeerError};
+use super::link::Link;
+
+/// One isochronous URB of an endpoint's queue.
+struct IsoSlot {
+    tag: u64,
+    id: u64,
+    inflight: bool,
+    /// Submitted next (not in flight) or completed next (in flight).
+    due: u64,
+    /// Its first (micro)frame.
+    start: u64,
+    outcome: Outcome,
+    answer: Option<Answer>,
+}
+
+/// An isochronous endpoint: several URBs queued on consecutive
+/// (micro)frames, each resubmitted when it completes.
+struct IsoEp {
+    urb: Urb,
+    pkt_len: u32,
+    /// Time per packet: the endpoint's interval.
+    pkt_ns: u64,
+    /// A frame (full speed) or microframe (high speed).
+    unit: u64,
+    slots: Vec<IsoSlot>,
+    next_start: u64,
+    /// OUT: the buffer each URB carries.
+    out: Option<Arc<[u8]>>,
+}
+
+/// Bytes per isochronous packet: wMaxPacketSize, times the transactions
+/// per microframe of a high-bandwidth high-speed endpoint.
+fn iso_packet(speed: Speed, e: &descriptors::EpDesc) -> u32 {
+    let mult = if speed == Speed::High {
+        1 + ((e.mps >> 11) & 3) as u32
+    } else {
+        1
+    };
+    (e.mps as u32 & 0x7ff) * mult
+}
+
+/// The isochronous endpoints of a device.
+#[derive(Default)]
+pub(super) struct IsoEps(Vec<IsoEp>);
+
+impl IsoEps {
+    /// Start isochronous endpoint `e` of device `dev` as its `endpoints:`
+    /// entry `x` says.
+    pub(super) fn start(
+        &mut self,
+        ctx: &mut Ctx,
+        dev: DevId,
+        e: descriptors::EpDesc,
+        x: &EndpointConfig,
+        speed: Speed,
+        now: u64,
+    ) {
+        let npk = x.packets.unwrap_or(8);
+        let pkt_len = iso_packet(speed, &e);
+        let unit = descriptors::interval_unit_ns(speed);
+        let pkt_ns = descriptors::urb_interval(speed, &e).max(1) as u64 * unit;
+        let size = iso_urb_size(npk);
+        let slots = (0..x.urbs.unwrap_or(2))
+            .map(|k| IsoSlot {
+                tag: ctx.tags.alloc(&mut ctx.rng, size),
+                id: 0,
+                inflight: false,
+                due: now + k as u64 * ctx.rng.range(3 * US, 12 * US),
+                start: 0,
+                outcome: Outcome::Ok,
+                answer: None,
+            })
+            .collect();
+        let mut urb = ctx.data_urb(dev, e.addr, npk * pkt_len, URB_ISO_ASAP, 0);
+        urb.npk = npk;
+        urb.interval = descriptors::urb_interval(speed, &e);
+        let out = (!e.dir_in()).then(|| {
+            let pat = x.data.as_ref().map(|d| d.0.clone()).unwrap_or_default();
+            let n = (npk * pkt_len) as usize;
+            let buf: Vec<u8> = if pat.is_empty() {
+                vec![0; n]
+            } else {
+                pat.iter().copied().cycle().take(n).collect()
+            };
+            Arc::from(buf)
+        });
+        self.0.push(IsoEp {
+            urb,
+            pkt_len,
+            pkt_ns,
+            unit,
+            slots,
+            next_start: now + MS,
+            out,
+        });
+    }
+
+    /// Submit isochronous URB `j` of endpoint `k` for the next free
+    /// (micro)frames, as URB_ISO_ASAP does.
+    fn submit(
+        &mut self,
+        ctx: &mut Ctx,
+        (dev, link): (DevId, &mut Link),
+        k: usize,
+        j: usize,
+        now: u64,
+    ) -> Result<(), PeerError> {
+        let mut outcome = ctx.take_error(dev);
+        if outcome == Outcome::Stall {
+            outcome = Outcome::Proto(EPROTO); // isochronous endpoints do not stall
+        }
+        let iso = &mut self.0[k];
+        let npk = iso.urb.npk;
+        let dur = npk as u64 * iso.pkt_ns;
+        let earliest = iso.next_start.max(now + iso.pkt_ns);
+        let start = earliest.div_ceil(iso.unit) * iso.unit;
+        iso.next_start = start + dur;
+        let mut urb = iso.urb;
+        urb.tag = iso.slots[j].tag;
+        let pl = iso.pkt_len;
+        let out = iso.out.clone();
+        let sl = &mut iso.slots[j];
+        sl.outcome = outcome;
+        sl.start = start;
+        sl.answer = None;
+        if outcome == Outcome::SubmitError {
+            // Refused; tried again when its frames would have ended.
+            ctx.submit_error(dev, urb, now, EXDEV);
+            sl.due = start + dur;
+            return Ok(());
+        }
+        let descs = (0..npk)
+            .map(|i| IsoDesc {
+                status: EXDEV,
+                offset: i * pl,
+                length: pl,
+            })
+            .collect();
+        let sdata = Some(out.clone().unwrap_or_else(|| ctx.empty.clone()));
+        ctx.submit(dev, urb, now, sdata, descs);
+        let id = link.id();
+        let sl = &mut self.0[k].slots[j];
+        sl.id = id;
+        sl.inflight = true;
+        sl.due = start + dur + ctx.rng.range(0, 60 * US);
+        let lens = vec![pl; npk as usize];
+        let line = submit_line_iso(id, &urb, out.as_deref(), &lens);
+        link.send(line)
+    }
+
+    /// Isochronous URB `j` of endpoint `k` reaches the end of its frames:
+    /// it completes with the peer's packets, or with every packet missed
+    /// (-18) if the peer has not answered in time.
+    fn complete(
+        &mut self,
+        ctx: &mut Ctx,
+        (dev, link): (DevId, &mut Link),
+        k: usize,
+        j: usize,
+        now: u64,
+    ) -> Result<(), PeerError> {
+        let iso = &mut self.0[k];
+        let (npk, pl, dir_in) = (iso.urb.npk, iso.pkt_len, iso.urb.dir_in);
+        let out = iso.out.clone();
+        let sl = &mut iso.slots[j];
+        sl.inflight = false;
+        sl.due = now + ctx.rng.range(5 * US, 40 * US);
+        let (tag, id, outcome) = (sl.tag, sl.id, sl.outcome);
+        let frame = ((sl.start / MS) & 0x7ff) as i32;
+        let answer = sl.answer.take();
+        let missed = |st| -> Vec<IsoDesc> {
+            (0..npk)
+                .map(|i| IsoDesc {
+                    status: st,
+                    offset: i * pl,
+                    length: 0,
+                })
+                .collect()
+        };
+        // IN: the buffer as it was (nothing written).
+        let untouched = || dir_in.then(|| Arc::from(vec![0u8; (npk * pl) as usize]));
+        let unlink = match (outcome, answer) {
+            (Outcome::Unlink, _) => {
+                // Killed by the driver (usb_kill_urb).
+                let d = untouched();
+                ctx.complete(dev, tag, now, ENOENT, 0, d, missed(EXDEV), frame, 0);
+                Some(ENOENT)
+            }
+            (_, None) => {
+                let (n, d) = (npk as i32, untouched());
+                ctx.complete(dev, tag, now, 0, 0, d, missed(EXDEV), frame, n);
+                Some(EXDEV)
+            }
+            (_, Some(a)) => {
+                let mut pkts = a.pkts.unwrap_or_default();
+                let mut buf = if dir_in {
+                    vec![0u8; (npk * pl) as usize]
+                } else {
+                    vec![]
+                };
+                let mut at = 0usize;
+                for (i, p) in pkts.iter().enumerate() {
+                    let n = p.1 as usize;
+                    if dir_in {
+                        let o = i * pl as usize;
+                        buf[o..o + n].copy_from_slice(&a.data[at..at + n]);
+                    }
+                    at += n;
+                }
+                if let Outcome::Proto(st) = outcome {
+                    // An injected error garbles one packet.
+                    let b = ctx.rng.below(npk as u64) as usize;
+                    pkts[b] = (st, 0);
+                    if dir_in {
+                        let o = b * pl as usize;
+                        buf[o..o + pl as usize].fill(0);
+                    }
+                }
+                let descs: Vec<IsoDesc> = pkts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| IsoDesc {
+                        status: p.0,
+                        offset: i as u32 * pl,
+                        length: p.1,
+                    })
+                    .collect();
+                let actual = pkts.iter().map(|p| p.1).sum();
+                let errs = pkts.iter().filter(|p| p.0 != 0).count() as i32;
+                let data = if dir_in { Some(Arc::from(buf)) } else { out };
+                ctx.complete(dev, tag, now, 0, actual, data, descs, frame, errs);
+                None
+            }
+        };
+        match unlink {
+            Some(st) => link.give_up(id, st),
+            None => Ok(()),
+        }
+    }
+
+    /// Take answer `a` if it completes an isochronous URB in flight;
+    /// Some(a) back if it does not.
+    pub(super) fn accept(&mut self, a: Answer) -> Result<Option<Answer>, PeerError> {
+        for iso in &mut self.0 {
+            let (urb, pl) = (iso.urb, iso.pkt_len);
+            if let Some(sl) = iso.slots.iter_mut().find(|s| s.inflight && s.id == a.id) {
+                check_iso(&a, &urb, pl)?;
+                if sl.answer.is_some() {
+                    return Err(AnswerError::Twice(a.id).into());
+                }
+                sl.answer = Some(a);
+                return Ok(None);
+            }
+        }
+        Ok(Some(a))
+    }
+
+    /// Submit or complete the isochronous URBs that are due; `next`
+    /// becomes the earliest time one is due next.
+    pub(super) fn step(
+        &mut self,
+        ctx: &mut Ctx,
+        dev: DevId,
+        link: &mut Link,
+        now: u64,
+        next: &mut Option<u64>,
+    ) -> Result<(), PeerError> {
+        for k in 0..self.0.len() {
+            for j in 0..self.0[k].slots.len() {
+                let sl = &self.0[k].slots[j];
+                if now >= sl.due {
+                    if sl.inflight {
+                        self.complete(ctx, (dev, &mut *link), k, j, now)?;
+                    } else {
+                        self.submit(ctx, (dev, &mut *link), k, j, now)?;
+                    }
+                }
+                let due = self.0[k].slots[j].due;
+                *next = Some(next.map_or(due, |n| n.min(due)));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,705 @@
+//! A device answered by another process (`kind: external`). monfs plays the
+//! host: the hub driver enumerates the device from its descriptor dump, and
+//! a generic class driver (usbhid's requests for HID interfaces, then one
+//! URB kept submitted on every interrupt and bulk IN endpoint, and what the
+//! device's `endpoints:` entries add: OUT data, libusb timeouts, other
+//! settings, isochronous URBs queued on (micro)frames) submits the URBs.
+//! A peer process plays the device ([`crate::sim::usb::peer`] runs it): it
+//! gets each URB on its standard input and answers completions on its
+//! standard output, one line each (the protocol is in
+//! docs/external-devices.md and [`crate::sim::usb::peer::protocol`]).
+//!
+//! An answer becomes a completion at the endpoint's next poll, so interrupt
+//! URBs complete on their bInterval grid. A peer that exits, closes its
+//! output, answers garbage or stops reading its input ends as an unplug of
+//! the device (in-flight URBs -71, then -108), with a log line.
+
+mod iso;
+mod link;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::base::sync::LockExt;
+
+use crate::config::{DeviceKind, EndpointConfig};
+
+use super::super::ctx::*;
+use super::super::descriptors;
+use super::super::descriptors::{ClassDesc, Where};
+use super::super::peer::protocol::{check_answer, submit_line, Answer};
+use super::super::peer::{AnswerError, PeerError};
+use super::class::DeviceClass;
+use super::recovery::{clear_halt, run_recovery};
+use iso::IsoEps;
+use link::{ctrl_timeout, hello, Link, CTRL_TIMEOUT};
+
+/// `kind: external` (its descriptors: its file's, as a dump's).
+pub(crate) struct External;
+
+impl DeviceClass for External {
+    fn kinds(&self) -> &'static [DeviceKind] {
+        &[DeviceKind::External]
+    }
+    fn descriptors(&self, _at: &Where<'_>) -> Option<ClassDesc> {
+        None
+    }
+    // The external device's driver runs its own requests (their answers
+    // come from the peer).
+    fn class_ops(&self, _dev: &Device, d: DevId) -> Vec<Op> {
+        vec![Op::StartStreams(d)]
+    }
+    fn plugged(&self, ctx: &mut Ctx, d: DevId) {
+        link::link(ctx, d);
+    }
+    fn start(&self, ctx: &mut Ctx, d: DevId, now: u64, at: u64) {
+        let t = ExternalTask::new(ctx, d, now);
+        ctx.spawn(at, Box::new(t));
+    }
+}
+
+/// Largest transfer the generic driver submits on a data endpoint, bytes.
+const MAX_DATA: u32 = 16384;
+/// How often a waiting control request or bulk URB looks for its answer.
+const POLL: u64 = MS;
+/// usb_unlink_urb's status (an asynchronous unlink: libusb's timeout).
+const ECONNRESET: i32 = -104;
+
+/// One bulk or interrupt endpoint the driver keeps a URB submitted on.
+struct Ep {
+    urb: Urb,
+    id: u64,
+    inflight: bool,
+    /// Time between polls of the endpoint (its interval; bulk: [`POLL`]).
+    unit: u64,
+    /// When the URB is submitted next, or polled next while in flight.
+    due: u64,
+    answer: Option<Answer>,
+    outcome: Outcome,
+    /// OUT: the data each URB carries.
+    out: Option<Arc<[u8]>>,
+    /// From a completion to the next submission (0: at once).
+    every: u64,
+    /// libusb's timeout: then the URB is discarded (-104).
+    timeout: Option<u64>,
+    /// When the URB in flight times out.
+    deadline: u64,
+}
+
+/// A control request of the driver.
+struct CtrlReq {
+    setup: [u8; 8],
+    out: Option<Arc<[u8]>>,
+    /// The URB (usbhid's own for SET_REPORT); None: a fresh one.
+    tag: Option<u64>,
+}
+
+impl CtrlReq {
+    fn new(setup: [u8; 8], out: Option<Vec<u8>>, tag: Option<u64>) -> CtrlReq {
+        CtrlReq {
+            setup,
+            out: out.map(Arc::from),
+            tag,
+        }
+    }
+}
+
+/// The control request in flight.
+struct CtrlCur {
+    id: u64,
+    urb: Urb,
+    setup: [u8; 8],
+    fresh: bool,
+    deadline: u64,
+    /// How it ends, once known.
+    result: Option<CtrlResult>,
+}
+
+/// The generic driver of an external device and its peer.
+struct ExternalTask {
+    dev: DevId,
+    name: String,
+    /// The peer, and the URB ids it knows.
+    link: Link,
+    ctrl: VecDeque<CtrlReq>,
+    cur: Option<CtrlCur>,
+    eps: Vec<Ep>,
+    isos: IsoEps,
+    /// Interfaces whose SET_INTERFACE failed: their endpoints stay idle.
+    failed: Vec<u8>,
+    started: bool,
+    runner: Runner,
+    class_tag: u64,
+    /// `ep0: peer`: every control request goes to the peer.
+    remote: bool,
+    /// usb_control_msg's timeout, ns.
+    ctrl_timeout: u64,
+    /// Answers to programs' URBs (usbfs), which the core sends the peer.
+    program: Arc<std::sync::Mutex<PeerAnswers>>,
+}
+
+/// Requests that go to the peer: class and vendor requests, and standard
+/// ones to an interface or endpoint (a HID report descriptor); standard
+/// device requests are answered from the descriptors.
+fn to_peer(s: &[u8; 8]) -> bool {
+    s[0] & 0x60 != 0 || s[0] & 0x1f != 0
+}
+
+/// HID interfaces (setting 0) of a configuration's bytes: (interface,
+/// subclass, protocol, report descriptor length).
+fn hid_interfaces(cfg: &[u8]) -> Vec<(u8, u8, u8, u16)> {
+    let mut out = vec![];
+    let mut cur: Option<(u8, u8, u8, u8, u8)> = None;
+    let mut i = 0;
+    while i + 2 <= cfg.len() {
+        let l = cfg[i] as usize;
+        if l < 2 || i + l > cfg.len() {
+            break;
+        }
+        let d = &cfg[i..i + l];
+        match d[1] {
+            4 if l >= 9 => cur = Some((d[2], d[3], d[5], d[6], d[7])),
+            0x21 if l >= 9 => {
+                if let Some((num, 0, 3, sub, proto)) = cur {
+                    if !out.iter().any(|h: &(u8, u8, u8, u16)| h.0 == num) {
+                        out.push((num, sub, proto, u16::from_le_bytes([d[7], d[8]])));
+                    }
+                }
+            }
+            _ => {}
+        }
+        i += l;
+    }
+    out
+}
+
+/// The setting of the device's configuration that holds an `endpoints:`
+/// entry's endpoint: (interface, setting, descriptor); the entry's `alt`,
+/// or the lowest setting that has it.
+fn resolve(dev: &Device, e: &EndpointConfig) -> Option<(u8, u8, descriptors::EpDesc)> {
+    dev.desc
+        .cfg
+        .alts
+        .iter()
+        .filter(|a| e.alt.is_none_or(|x| x == a.alt))
+        .filter_map(|a| {
+            let d = a.eps.iter().find(|d| d.addr == e.ep.0)?;
+            Some((a.num, a.alt, d.clone()))
+        })
+        .min_by_key(|r| r.1)
+}
+
+impl ExternalTask {
+    fn new(ctx: &mut Ctx, d: DevId, now: u64) -> ExternalTask {
+        let class_tag = ctx.dev(d).map(|x| x.class_tag).unwrap_or(0);
+        let mut t = ExternalTask {
+            dev: d,
+            name: String::new(),
+            link: Link::gone(CTRL_TIMEOUT),
+            ctrl: VecDeque::new(),
+            cur: None,
+            eps: vec![],
+            isos: IsoEps::default(),
+            failed: vec![],
+            started: false,
+            runner: Runner::default(),
+            class_tag,
+            remote: false,
+            ctrl_timeout: CTRL_TIMEOUT,
+            program: Arc::default(),
+        };
+        let (_, name) = hello(ctx, d);
+        t.name = name;
+        let Some(dev) = ctx.dev(d) else {
+            return t;
+        };
+        t.remote = dev.remote_ep0;
+        t.ctrl_timeout = ctrl_timeout(dev.cfg.as_ref());
+        // usbhid's probe: the serial number, then per HID interface
+        // SET_IDLE, the report descriptor and (boot keyboards) the LEDs.
+        let raw_cfg = dev.desc.raw.as_ref().and_then(|r| {
+            let i = r
+                .configs
+                .iter()
+                .position(|c| c.value == dev.desc.cfg.value)?;
+            r.config_bytes(i).map(<[u8]>::to_vec)
+        });
+        let hids = raw_cfg.as_deref().map(hid_interfaces).unwrap_or_default();
+        if !hids.is_empty() && dev.desc.dev.i_ser != 0 {
+            let s = setup(0x80, 0x06, 0x0300 | dev.desc.dev.i_ser as u16, 0x0409, 255);
+            t.ctrl.push_back(CtrlReq {
+                setup: s,
+                out: None,
+                tag: None,
+            });
+        }
+        let req = CtrlReq::new;
+        for &(intf, sub, proto, len) in &hids {
+            let i = intf as u16;
+            t.ctrl
+                .push_back(req(setup(0x21, 0x0a, 0, i, 0), None, None));
+            t.ctrl
+                .push_back(req(setup(0x81, 0x06, 0x2200, i, len), None, None));
+            if sub == 1 && proto == 1 {
+                t.ctrl.push_back(req(
+                    setup(0x21, 0x09, 0x0200, i, 1),
+                    Some(vec![0]),
+                    Some(class_tag),
+                ));
+            }
+        }
+        // The settings the `endpoints:` entries need, selected as
+        // usb_set_interface does (a standard interface request: the peer's).
+        let mut alts: Vec<(u8, u8)> = vec![];
+        for e in dev.cfg.iter().flat_map(|c| c.endpoints.iter()) {
+            if let Some((num, alt, _)) = resolve(dev, e) {
+                if alt != 0 && !alts.contains(&(num, alt)) {
+                    alts.push((num, alt));
+                }
+            }
+        }
+        for (num, alt) in alts {
+            let s = setup(0x01, 0x0b, alt as u16, num as u16, 0);
+            t.ctrl.push_back(req(s, None, None));
+        }
+        if t.remote {
+            // The peer has answered the enumeration: take it over.
+            let link = ctx
+                .dev_mut(d)
+                .and_then(|x| x.ep0.take())
+                .and_then(|l| l.into_any().downcast::<Link>().ok());
+            if let Some(l) = link {
+                t.link = *l;
+            }
+        } else {
+            t.link = Link::open(ctx, d);
+        }
+        // Programs' URBs (usbfs) reach the same peer.
+        if let Some(p) = t.link.peer.as_ref() {
+            if let (Some(tx), Some(x)) = (p.sender(), ctx.dev_mut(d)) {
+                let take = p.taker();
+                let program = t.program.clone();
+                x.core.peer = Some(ProgramPeer {
+                    tx,
+                    answers: t.program.clone(),
+                    poll: Box::new(move || {
+                        let mut g = program.lock_ok();
+                        if g.pending.is_empty() {
+                            return;
+                        }
+                        let got = take(&mut |id| g.pending.contains(&id));
+                        for a in got {
+                            g.pending.remove(&a.id);
+                            g.done.insert(a.id, (a.status, a.actual, a.data, a.pkts));
+                        }
+                    }),
+                });
+            }
+        }
+        let _ = now;
+        t
+    }
+
+    /// Start the data endpoints: one URB on every interrupt and bulk IN
+    /// endpoint of the configuration's settings 0 that `endpoints:` does
+    /// not list, and what the `endpoints:` entries say.
+    fn start_eps(&mut self, ctx: &mut Ctx, now: u64) {
+        let Some(dev) = ctx.dev(self.dev) else {
+            return;
+        };
+        let speed = dev.speed();
+        let hid = dev.desc.cfg.alts.iter().any(|a| a.alt == 0 && a.class == 3);
+        let entries: Vec<EndpointConfig> =
+            dev.cfg.iter().flat_map(|c| c.endpoints.clone()).collect();
+        let mut plain: Vec<(descriptors::EpDesc, Option<EndpointConfig>)> = dev
+            .desc
+            .cfg
+            .alts
+            .iter()
+            .filter(|a| a.alt == 0)
+            .flat_map(|a| a.eps.iter())
+            .filter(|e| e.dir_in() && matches!(e.xfer_type(), 2 | 3))
+            .filter(|e| !entries.iter().any(|x| x.ep.0 == e.addr))
+            .map(|e| (e.clone(), None))
+            .collect();
+        let mut isos = vec![];
+        for x in &entries {
+            let Some((num, _, e)) = resolve(dev, x) else {
+                tracing::warn!(
+                    "usb {}: endpoint {:#04x} is not in the device's configuration: left idle",
+                    self.name,
+                    x.ep.0
+                );
+                continue;
+            };
+            if self.failed.contains(&num) {
+                continue;
+            }
+            if e.xfer_type() == 1 {
+                isos.push((e, x.clone()));
+            } else {
+                plain.push((e, Some(x.clone())));
+            }
+        }
+        for (e, x) in plain {
+            let unit = if e.xfer_type() == 3 {
+                descriptors::urb_interval(speed, &e).max(1) as u64
+                    * descriptors::interval_unit_ns(speed)
+            } else {
+                POLL
+            };
+            let x = x.as_ref();
+            let out: Option<Arc<[u8]>> =
+                x.and_then(|x| x.data.as_ref()).map(|d| Arc::from(&d.0[..]));
+            let len = match (&out, x.and_then(|x| x.length)) {
+                (Some(d), _) => d.len() as u32,
+                (None, Some(l)) => l.min(MAX_DATA),
+                (None, None) => ((e.mps & 0x7ff) as u32).clamp(1, MAX_DATA),
+            };
+            let tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
+            let flags = if hid && x.is_none() {
+                URB_NO_TRANSFER_DMA_MAP
+            } else {
+                0
+            };
+            let mut urb = ctx.data_urb(self.dev, e.addr, len, flags, tag);
+            if e.xfer_type() == 3 {
+                urb.interval = descriptors::urb_interval(speed, &e);
+            }
+            self.eps.push(Ep {
+                urb,
+                id: 0,
+                inflight: false,
+                unit,
+                due: now,
+                answer: None,
+                outcome: Outcome::Ok,
+                out,
+                every: x.and_then(|x| x.every_ms).unwrap_or(0) as u64 * MS,
+                timeout: x.and_then(|x| x.timeout_ms).map(|t| t as u64 * MS),
+                deadline: 0,
+            });
+        }
+        for (e, x) in isos {
+            self.isos.start(ctx, self.dev, e, &x, speed, now);
+        }
+    }
+
+    /// Take the peer's answers; Err: the peer is done or misbehaved.
+    fn drain(&mut self) -> Result<(), PeerError> {
+        let (answers, end) = self.link.answers()?;
+        for a in answers {
+            self.accept(a)?;
+        }
+        match end {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn accept(&mut self, a: Answer) -> Result<(), PeerError> {
+        let check = check_answer;
+        if let Some(c) = self
+            .cur
+            .as_mut()
+            .filter(|c| c.id == a.id && c.result.is_none())
+        {
+            check(&a, &c.urb)?;
+            let data = if c.urb.dir_in {
+                Some(Arc::from(a.data))
+            } else {
+                None
+            };
+            c.result = Some((a.status, a.actual, data));
+            return Ok(());
+        }
+        if let Some(e) = self.eps.iter_mut().find(|e| e.inflight && e.id == a.id) {
+            check(&a, &e.urb)?;
+            if e.answer.is_some() {
+                return Err(AnswerError::Twice(a.id).into());
+            }
+            e.answer = Some(a);
+            return Ok(());
+        }
+        let Some(a) = self.isos.accept(a)? else {
+            return Ok(());
+        };
+        if self.link.forgotten(a.id) {
+            return Ok(());
+        }
+        {
+            let mut g = self.program.lock_ok();
+            if g.pending.remove(&a.id) {
+                g.done.insert(a.id, (a.status, a.actual, a.data, a.pkts));
+                return Ok(());
+            }
+        }
+        Err(AnswerError::NotInFlight(a.id).into())
+    }
+
+    /// The control phase; Some(next) while it runs.
+    fn step_ctrl(&mut self, ctx: &mut Ctx, now: u64) -> Result<Option<u64>, PeerError> {
+        let dev = self.dev;
+        if let Some(c) = &mut self.cur {
+            if let Some((status, actual, data)) = c.result.take() {
+                let (actual, data) = if status == 0 || actual > 0 {
+                    (actual, data)
+                } else {
+                    (0, None)
+                };
+                ctx.complete(dev, c.urb.tag, now, status, actual, data, vec![], 0, 0);
+                if c.fresh {
+                    ctx.tags.free(c.urb.tag, URB_SIZE);
+                }
+                let s = c.setup;
+                self.cur = None;
+                self.set_interface_done(ctx, &s, status);
+                return Ok(Some(now + ctx.gap()));
+            }
+            if now >= c.deadline {
+                // usb_control_msg timed out and killed the URB.
+                let (id, tag, fresh) = (c.id, c.urb.tag, c.fresh);
+                ctx.complete(dev, tag, now, ENOENT, 0, None, vec![], 0, 0);
+                if fresh {
+                    ctx.tags.free(tag, URB_SIZE);
+                }
+                let s = c.setup;
+                self.cur = None;
+                self.set_interface_done(ctx, &s, ENOENT);
+                self.link.give_up(id, ENOENT)?;
+                return Ok(Some(now + ctx.gap()));
+            }
+            return Ok(Some((now + POLL).min(c.deadline)));
+        }
+        let Some(req) = self.ctrl.pop_front() else {
+            return Ok(None);
+        };
+        let (tag, fresh) = match req.tag {
+            Some(t) => (t, false),
+            None => (ctx.tags.alloc(&mut ctx.rng, URB_SIZE), true),
+        };
+        let s = req.setup;
+        let urb = Urb::control(tag, s);
+        let (dir_in, len) = (urb.dir_in, urb.len);
+        let sdata = urb.submit_data(ctx, &req.out);
+        ctx.submit(dev, urb, now, sdata, vec![]);
+        let id = self.link.id();
+        let mut cur = CtrlCur {
+            id,
+            urb,
+            setup: s,
+            fresh,
+            deadline: now + self.ctrl_timeout,
+            result: None,
+        };
+        let next = if self.remote || to_peer(&s) {
+            self.link.send(submit_line(id, &urb, req.out.as_deref()))?;
+            now + POLL
+        } else {
+            let (status, data) = ctx.handle_ctrl(dev, &s, req.out.as_deref());
+            let d = data.unwrap_or_default();
+            let n = d.len().min(len as usize);
+            cur.result = Some(if dir_in {
+                (status, n as u32, Some(Arc::from(&d[..n])))
+            } else {
+                (status, len, req.out.clone())
+            });
+            now + ctx.rng.range(40 * US, 400 * US)
+        };
+        self.cur = Some(cur);
+        Ok(Some(next))
+    }
+
+    /// After a SET_INTERFACE of the driver: the interface is in the setting,
+    /// or (failed) its endpoints stay idle.
+    fn set_interface_done(&mut self, ctx: &mut Ctx, s: &[u8; 8], status: i32) {
+        if s[0] != 0x01 || s[1] != 0x0b {
+            return;
+        }
+        let (alt, num) = (s[2], s[4]);
+        if status == 0 {
+            if let Some(a) = ctx
+                .dev_mut(self.dev)
+                .and_then(|d| d.alt.get_mut(num as usize))
+            {
+                *a = alt;
+            }
+        } else {
+            tracing::warn!(
+                "usb {}: SET_INTERFACE {num} setting {alt} failed ({status}): its endpoints stay idle",
+                self.name
+            );
+            self.failed.push(num);
+        }
+    }
+
+    /// CLEAR_FEATURE(ENDPOINT_HALT) after a stall: the peer's with
+    /// `ep0: peer`, else answered by monfs.
+    fn halt(&mut self, dev: DevId, ep: u8) {
+        if self.remote {
+            let s = setup(0x02, 0x01, 0, ep as u16, 0);
+            self.ctrl
+                .push_back(CtrlReq::new(s, None, Some(self.class_tag)));
+        } else {
+            self.runner.q.push_back(clear_halt(dev, ep, self.class_tag));
+        }
+    }
+
+    /// The data endpoints; returns when to run next.
+    fn step_eps(&mut self, ctx: &mut Ctx, now: u64) -> Result<Option<u64>, PeerError> {
+        let dev = self.dev;
+        let mut next: Option<u64> = None;
+        for i in 0..self.eps.len() {
+            if !self.eps[i].inflight {
+                if now >= self.eps[i].due {
+                    let outcome = ctx.take_error(dev);
+                    let e = &mut self.eps[i];
+                    e.outcome = outcome;
+                    if outcome == Outcome::SubmitError {
+                        ctx.submit_error(dev, e.urb, now, ENODEV);
+                        e.due = now + ctx.rng.range(10 * MS, 20 * MS);
+                    } else {
+                        let id = self.link.id();
+                        let e = &mut self.eps[i];
+                        e.id = id;
+                        e.inflight = true;
+                        e.answer = None;
+                        let sdata = e.urb.submit_data(ctx, &e.out);
+                        ctx.submit(dev, e.urb, now, sdata, vec![]);
+                        let polls = if outcome == Outcome::Ok {
+                            1
+                        } else {
+                            ctx.rng.range(1, 4)
+                        };
+                        e.due = now + polls * e.unit;
+                        if let Some(t) = e.timeout {
+                            e.deadline = now + t;
+                            e.due = e.due.min(e.deadline);
+                        }
+                        let e = &self.eps[i];
+                        let line = submit_line(id, &e.urb, e.out.as_deref());
+                        self.link.send(line)?;
+                    }
+                }
+            } else if now >= self.eps[i].due {
+                let e = &mut self.eps[i];
+                let (tag, id) = (e.urb.tag, e.id);
+                let again = if e.every > 0 {
+                    e.every
+                } else {
+                    ctx.rng.range(8 * US, 40 * US)
+                };
+                if e.outcome != Outcome::Ok {
+                    // An injected fault ends the URB; the peer forgets it.
+                    let st = e.outcome.status();
+                    e.inflight = false;
+                    e.answer = None;
+                    ctx.complete(dev, tag, now, st, 0, None, vec![], 0, 0);
+                    if e.outcome == Outcome::Stall {
+                        let ep = e.urb.ep | if e.urb.dir_in { 0x80 } else { 0 };
+                        self.halt(dev, ep);
+                    }
+                    self.eps[i].due = now + ctx.rng.range(MS, 3 * MS).max(again);
+                    self.link.give_up(id, st)?;
+                } else if let Some(a) = e.answer.take() {
+                    e.inflight = false;
+                    let data = (!a.data.is_empty()).then(|| Arc::from(a.data));
+                    ctx.complete(dev, tag, now, a.status, a.actual, data, vec![], 0, 0);
+                    if a.status == EPIPE {
+                        let ep = e.urb.ep | if e.urb.dir_in { 0x80 } else { 0 };
+                        self.halt(dev, ep);
+                    }
+                    self.eps[i].due = now + again;
+                } else if e.timeout.is_some() && now >= e.deadline {
+                    // libusb's timeout: the URB is discarded (usb_unlink_urb).
+                    e.inflight = false;
+                    ctx.complete(dev, tag, now, ECONNRESET, 0, None, vec![], 0, 0);
+                    self.eps[i].due = now + again;
+                    self.link.give_up(id, ECONNRESET)?;
+                } else {
+                    // Nothing yet (NAK): poll again next interval.
+                    let k = (now - e.due) / e.unit + 1;
+                    e.due += k * e.unit;
+                    if e.timeout.is_some() {
+                        e.due = e.due.min(e.deadline);
+                    }
+                }
+            }
+            let due = self.eps[i].due;
+            next = Some(next.map_or(due, |n| n.min(due)));
+        }
+        self.isos.step(ctx, dev, &mut self.link, now, &mut next)?;
+        Ok(next)
+    }
+
+    fn run(&mut self, ctx: &mut Ctx, now: u64) -> Result<Option<u64>, PeerError> {
+        self.drain()?;
+        if let Some(t) = run_recovery(&mut self.runner, ctx, self.class_tag, now) {
+            return Ok(Some(t));
+        }
+        if !self.started {
+            if let Some(t) = self.step_ctrl(ctx, now)? {
+                return Ok(Some(t));
+            }
+            self.started = true;
+            self.start_eps(ctx, now);
+        }
+        // The peer's clear-halt requests (`ep0: peer`).
+        let c = if self.cur.is_some() || !self.ctrl.is_empty() {
+            self.step_ctrl(ctx, now)?
+        } else {
+            None
+        };
+        let e = self.step_eps(ctx, now)?;
+        let mut next = match (c, e) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if !self.program.lock_ok().pending.is_empty() {
+            // A program's URB waits for the peer: look for its answer soon.
+            next = Some(next.map_or(now + MS, |n| n.min(now + MS)));
+        }
+        // Nothing to poll: look for a peer that ends now and then.
+        Ok(Some(next.unwrap_or(now + 100 * MS)))
+    }
+}
+
+impl Task for ExternalTask {
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        if !ctx.alive(self.dev) {
+            // Unplugged: the peer is told by the end of its input, and killed.
+            self.link.close();
+            return None;
+        }
+        match self.run(ctx, now) {
+            Ok(next) => next,
+            Err(why) => {
+                tracing::warn!(
+                    "usb {}: external device's peer {why}: unplugging the device",
+                    self.name
+                );
+                self.link.close();
+                ctx.unplug_dev(self.dev, now);
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hid_interfaces_of_the_usb_kbd_dump() {
+        let dump = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/sysfs/qemu-usb-kbd/descriptors"
+        ))
+        .unwrap();
+        assert_eq!(hid_interfaces(&dump[18..]), vec![(0, 1, 1, 63)]);
+        // Truncated or zero-length descriptors end the walk.
+        assert_eq!(hid_interfaces(&dump[18..30]), vec![]);
+        assert_eq!(hid_interfaces(&[0, 4, 0]), vec![]);
+    }
+}

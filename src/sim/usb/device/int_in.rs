@@ -1,0 +1,130 @@
+//! The one interrupt-IN loop of the class drivers (usbhid's polling, a
+//! capture's recorded IN endpoints): a URB kept submitted on an IN
+//! endpoint, completed when its [`InSource`] has data (on the endpoint's
+//! interval grid), ended by injected faults, resubmitted at once. Also the
+//! end of a data URB by an injected fault ([`end_by_fault`]), which the
+//! bulk drivers share.
+
+use std::sync::Arc;
+
+use super::super::ctx::*;
+use super::super::descriptors::{self, EpDesc, Speed};
+use super::recovery::{clear_halt, run_recovery};
+
+/// What answers an IN endpoint's URB.
+pub(super) trait InSource: Send {
+    /// The URB was submitted at `now` and ends as `outcome`: when it
+    /// completes (the loop puts it on the endpoint's grid), or None to
+    /// leave it pending for good.
+    fn due(&mut self, ctx: &mut Ctx, now: u64, outcome: Outcome) -> Option<u64>;
+    /// The data of a completion without a fault: (actual length, bytes).
+    fn data(&mut self, ctx: &mut Ctx, now: u64) -> (u32, Arc<[u8]>);
+}
+
+/// Nanoseconds between two polls of a periodic endpoint `ep` at `speed`.
+pub(super) fn poll_unit(speed: Speed, ep: &EpDesc) -> u64 {
+    descriptors::urb_interval(speed, ep).max(1) as u64 * descriptors::interval_unit_ns(speed)
+}
+
+/// If `outcome` is an injected fault, complete the URB `tag` on `ep` of
+/// `dev` with it (a stall queues the class driver's clear-halt on
+/// `runner`) and return true; false: the URB completes normally.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn end_by_fault(
+    ctx: &mut Ctx,
+    (dev, ep, tag): (DevId, u8, u64),
+    now: u64,
+    outcome: Outcome,
+    runner: &mut Runner,
+    class_tag: u64,
+) -> bool {
+    match outcome {
+        Outcome::Ok | Outcome::SubmitError => false,
+        Outcome::Stall => {
+            ctx.complete(dev, tag, now, EPIPE, 0, None, Vec::new(), 0, 0);
+            runner.q.push_back(clear_halt(dev, ep, class_tag));
+            true
+        }
+        Outcome::Unlink => {
+            ctx.complete(dev, tag, now, ENOENT, 0, None, Vec::new(), 0, 0);
+            true
+        }
+        o @ Outcome::Proto(_) => {
+            ctx.complete(dev, tag, now, o.status(), 0, None, Vec::new(), 0, 0);
+            true
+        }
+    }
+}
+
+/// A URB kept submitted on IN endpoint `ep`, answered by `src`.
+pub(super) struct InLoop<S> {
+    dev: DevId,
+    ep: u8,
+    urb: Urb,
+    waiting: bool,
+    outcome: Outcome,
+    runner: Runner,
+    class_tag: u64,
+    src: S,
+}
+
+impl<S: InSource> InLoop<S> {
+    /// The loop of endpoint `ep` of device `d`: URBs of `len` bytes,
+    /// answered by the source `make` builds (once the URB has its tag).
+    pub(super) fn new(
+        ctx: &mut Ctx,
+        d: DevId,
+        ep: u8,
+        len: u32,
+        make: impl FnOnce(&mut Ctx) -> S,
+    ) -> Self {
+        let class_tag = ctx.dev(d).map(|x| x.class_tag).unwrap_or(0);
+        let tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
+        let urb = ctx.data_urb(d, ep, len, URB_NO_TRANSFER_DMA_MAP, tag);
+        let src = make(ctx);
+        InLoop {
+            dev: d,
+            ep,
+            urb,
+            waiting: false,
+            outcome: Outcome::Ok,
+            runner: Runner::default(),
+            class_tag,
+            src,
+        }
+    }
+}
+
+impl<S: InSource> Task for InLoop<S> {
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        if !ctx.alive(self.dev) {
+            return None;
+        }
+        if let Some(t) = run_recovery(&mut self.runner, ctx, self.class_tag, now) {
+            return Some(t);
+        }
+        if !self.waiting {
+            self.outcome = match ctx.submit_in(self.dev, self.urb, now) {
+                Ok(o) => o,
+                Err(retry) => return Some(retry),
+            };
+            self.waiting = true;
+            return self.src.due(ctx, now, self.outcome);
+        }
+        self.waiting = false;
+        let (dev, tag) = (self.dev, self.urb.tag);
+        let at = (dev, self.ep, tag);
+        if end_by_fault(ctx, at, now, self.outcome, &mut self.runner, self.class_tag) {
+            return Some(
+                now + match self.outcome {
+                    Outcome::Stall => ctx.rng.range(MS, 3 * MS),
+                    Outcome::Unlink => ctx.rng.range(50 * US, 300 * US),
+                    _ => ctx.rng.range(10 * MS, 20 * MS),
+                },
+            );
+        }
+        let (n, data) = self.src.data(ctx, now);
+        ctx.complete(dev, tag, now, 0, n, Some(data), Vec::new(), 0, 0);
+        Some(now + ctx.rng.range(8 * US, 40 * US))
+    }
+}
