@@ -274,6 +274,7 @@ impl Mount {
     pub fn trace_ns(&self, args: &[&str]) -> String {
         let ns = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/trace-ns");
         let o = Command::new(ns)
+            .env("MONFS_BIN", monfs_bin())
             .arg(self.root())
             .arg("--")
             .args(args)
@@ -411,6 +412,7 @@ fn compile_c_as(name: &str, out_dir: &Path, bin_name: &str, flags: &[&str]) -> P
 pub fn tcpdump(m: &Mount, iface: &str, secs: u32, out: &Path) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/usbmon-ns");
     let o = Command::new(script)
+        .env("MONFS_BIN", monfs_bin())
         .arg(m.root())
         .args([
             "timeout",
