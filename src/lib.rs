@@ -13,4 +13,5 @@ pub mod fuse;
 pub mod monreader;
 pub mod sim;
 pub mod tracefs;
+pub mod usbcore;
 pub mod usbmon;
