@@ -41,6 +41,10 @@ pub const EXIT_NOT_FOUND: u8 = 127;
 /// The file-system magic of a FUSE mount (statfs f_type).
 const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
 
+/// systemd's switch for libudev's check that a device's directory is on
+/// sysfs.
+pub const VERIFY_SYSFS: &str = "SYSTEMD_DEVICE_VERIFY_SYSFS";
+
 /// How many of the daemon's last log lines a failure shows.
 const LOG_TAIL: usize = 20;
 
@@ -804,6 +808,12 @@ fn spawn_command(
     cmd.args(&opts.command[1..])
         .env("MONFS_MOUNT", mnt)
         .env("MONFS_SOCKET", socket);
+    // libudev (systemd 250 and later) refuses device directories that are
+    // not on sysfs itself, as monfs's (on FUSE) are, unless this says not
+    // to check: systemd's knob for testing (docs/ENVIRONMENT.md there).
+    if std::env::var_os(VERIFY_SYSFS).is_none() {
+        cmd.env(VERIFY_SYSFS, "0");
+    }
     if rootless && !opts.ns_root {
         // SAFETY: between fork and exec only raw system calls, no allocation
         // (the map lines are made before the fork).

@@ -10,3 +10,4 @@
 //! into this facility through the port only.
 
 pub mod device;
+pub mod sysfs;
