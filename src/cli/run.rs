@@ -804,6 +804,7 @@ fn spawn_command(
     } else {
         (0, 0)
     };
+    supervised_signals();
     let mut cmd = Command::new(&opts.command[0]);
     cmd.args(&opts.command[1..])
         .env("MONFS_MOUNT", mnt)
@@ -813,6 +814,17 @@ fn spawn_command(
     // to check: systemd's knob for testing (docs/ENVIRONMENT.md there).
     if std::env::var_os(VERIFY_SYSFS).is_none() {
         cmd.env(VERIFY_SYSFS, "0");
+    }
+    // SAFETY: only sigemptyset and pthread_sigmask between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            // The signals supervise() takes are blocked here, and std
+            // keeps a parent's mask: CMD starts with none blocked.
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+            Ok(())
+        });
     }
     if rootless && !opts.ns_root {
         // SAFETY: between fork and exec only raw system calls, no allocation
@@ -877,10 +889,9 @@ fn write_raw(path: &std::ffi::CStr, data: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Wait for CMD, passing on the signals sent to us (not those the terminal
-/// sends to the whole foreground group, which CMD has had already); report
-/// a daemon that dies meanwhile. CMD's exit status, or 128+N for a signal.
-fn supervise(mut child: Child, daemon: Option<Pid>) -> u8 {
+/// The signals [`supervise`] takes, blocked from before CMD starts (whose
+/// mask is emptied again before exec), so that none is missed.
+fn supervised_signals() -> SigSet {
     let mut set = SigSet::empty();
     for s in [
         Signal::SIGINT,
@@ -892,6 +903,14 @@ fn supervise(mut child: Child, daemon: Option<Pid>) -> u8 {
         set.add(s);
     }
     let _ = set.thread_block();
+    set
+}
+
+/// Wait for CMD, passing on the signals sent to us (not those the terminal
+/// sends to the whole foreground group, which CMD has had already); report
+/// a daemon that dies meanwhile. CMD's exit status, or 128+N for a signal.
+fn supervise(mut child: Child, daemon: Option<Pid>) -> u8 {
+    let set = supervised_signals();
     let pid = child.id() as i32;
     let mut daemon_seen_dead = false;
     loop {

@@ -145,7 +145,7 @@ pub fn root_only() -> bool {
     rootless()
 }
 
-fn require_fuse() {
+pub fn require_fuse() {
     assert!(
         Path::new("/dev/fuse").exists(),
         "/dev/fuse is missing: these tests need FUSE (modprobe fuse) and must not be skipped"
