@@ -20,6 +20,8 @@ pub struct Monfs {
     pub usbmon: Arc<UsbMon>,
     /// The USB simulator.
     pub usb: Arc<UsbSim>,
+    /// usbfs, `dev/bus/usb`.
+    pub usbfs: Arc<crate::usbcore::devio::UsbFs>,
     /// The clock every producer stamps events with.
     pub clock: Arc<dyn Clock>,
     /// tracefs event tracing under `tracing/`.
@@ -110,6 +112,8 @@ impl Monfs {
             0o644,
         );
         crate::tracefs::add_files(&tracing, &tree);
+        // usbfs: programs drive the simulated devices through the core's port.
+        let usbfs = crate::usbcore::devio::UsbFs::install(&tree, usb.clone(), &bus_numbers);
         // Napping buses are caught up before, and woken after, requests.
         tree.add_request_hooks(usb.clone());
         let monreader = crate::monreader::MonReaderDev::install(
@@ -138,6 +142,7 @@ impl Monfs {
             tree,
             usbmon,
             usb,
+            usbfs,
             clock,
             tracing,
             monreader,

@@ -282,7 +282,8 @@ pub struct UrbResult {
 
 /// What the core does itself on a program's behalf (devio.c calling into
 /// usb core); each ends with a [`UrbResult`] whose `status` is the
-/// function's return value.
+/// function's return value (a negative errno, or 0; AttachDriver: 1 if a
+/// driver bound, as `device_attach`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CoreRequest {
     /// `usb_set_configuration(dev, value)` (-1: unconfigure). Unbinds and
@@ -337,6 +338,11 @@ pub enum CoreError {
     /// The provider cannot take more (ENOMEM).
     #[error("out of memory")]
     NoMem,
+    /// `usb_submit_urb` failed with this errno (positive): -ENODEV for a
+    /// bulk or interrupt URB, -EXDEV for an isochronous one, as an
+    /// injected submit error gives.
+    #[error("submission failed: errno {0}")]
+    Failed(i32),
 }
 
 impl CoreError {
@@ -349,6 +355,7 @@ impl CoreError {
             CoreError::NoDriver => libc::ENODATA,
             CoreError::Stall => libc::EPIPE,
             CoreError::NoMem => libc::ENOMEM,
+            CoreError::Failed(e) => *e,
         }
     }
 }

@@ -182,7 +182,7 @@ fn dump(ctx: &Ctx, id: DevId, level: u8, index: u8, count: u8, out: &mut String)
 /// its class: usbhid, usb-storage (uas for the UAS protocol), snd-usb-audio
 /// (control, streaming and MIDI interfaces alike), uvcvideo; vendor-specific
 /// and other classes: none.
-fn class_driver(class: u8, proto: u8) -> &'static str {
+pub(crate) fn class_driver(class: u8, proto: u8) -> &'static str {
     match (class, proto) {
         (0x03, _) => "usbhid",
         (0x08, 0x62) => "uas",

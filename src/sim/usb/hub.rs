@@ -770,6 +770,7 @@ impl Ctx {
             remote_ep0: false,
             given_up: false,
             enum_try: 0,
+            core: Default::default(),
         }));
         (self.plugged)(self, id);
         let powered = {
@@ -918,6 +919,9 @@ impl Ctx {
                     })
                     .collect();
                 self.complete(d, u.tag, now, ESHUTDOWN, 0, None, iso, 0, 0);
+            }
+            if self.dev(d).is_some_and(|x| x.core.registered) {
+                (self.core_event)(self, d, false);
             }
             if let Some(dev) = self.devs[d].take() {
                 if dev.reserved != 0 {

@@ -36,14 +36,17 @@
 //! [`UrbEvent`]: crate::usbmon::event::UrbEvent
 
 mod bus;
+mod core_view;
 mod ctx;
 mod descriptors;
 mod device;
 mod devices_text;
 mod hub;
 pub mod replay;
+mod replay_program;
 #[cfg(test)]
 mod tests;
+mod usbfs_port;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};

@@ -590,6 +590,26 @@ pub(crate) struct ExternalTask {
     remote: bool,
     /// usb_control_msg's timeout, ns.
     ctrl_timeout: u64,
+    /// Answers to programs' URBs (usbfs), which the core sends the peer.
+    program: Arc<Mutex<PeerAnswers>>,
+}
+
+/// Move the peer's answers to programs' URBs out of its inbox.
+fn take_program_answers(inbox: &Mutex<Inbox>, program: &Mutex<PeerAnswers>) {
+    let mut g = program.lock_ok();
+    if g.pending.is_empty() {
+        return;
+    }
+    let mut ib = inbox.lock_ok();
+    let mut keep = VecDeque::with_capacity(ib.q.len());
+    for a in ib.q.drain(..) {
+        if g.pending.remove(&a.id) {
+            g.done.insert(a.id, (a.status, a.actual, a.data, a.pkts));
+        } else {
+            keep.push_back(a);
+        }
+    }
+    ib.q = keep;
 }
 
 /// The device's control request timeout (`ctrl_timeout_ms`), ns.
@@ -801,6 +821,7 @@ impl ExternalTask {
             class_tag,
             remote: false,
             ctrl_timeout: CTRL_TIMEOUT,
+            program: Arc::default(),
         };
         let (hello_line, name) = hello(ctx, d);
         t.name = name;
@@ -878,6 +899,17 @@ impl ExternalTask {
                     t.peer = Some(p);
                 }
                 Err(e) => t.start_error = Some(e),
+            }
+        }
+        // Programs' URBs (usbfs) reach the same peer.
+        if let Some(p) = t.peer.as_ref() {
+            if let (Some(tx), Some(x)) = (p.tx.clone(), ctx.dev_mut(d)) {
+                let (inbox, program) = (p.inbox.clone(), t.program.clone());
+                x.core.peer = Some(ProgramPeer {
+                    tx,
+                    answers: t.program.clone(),
+                    poll: Box::new(move || take_program_answers(&inbox, &program)),
+                });
             }
         }
         let _ = now;
@@ -1084,6 +1116,13 @@ impl ExternalTask {
         }
         if self.unlinked.contains(&a.id) {
             return Ok(());
+        }
+        {
+            let mut g = self.program.lock_ok();
+            if g.pending.remove(&a.id) {
+                g.done.insert(a.id, (a.status, a.actual, a.data, a.pkts));
+                return Ok(());
+            }
         }
         Err(format!("completed URB {}, which is not in flight", a.id))
     }
@@ -1454,10 +1493,14 @@ impl ExternalTask {
             None
         };
         let e = self.step_eps(ctx, now)?;
-        let next = match (c, e) {
+        let mut next = match (c, e) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        if !self.program.lock_ok().pending.is_empty() {
+            // A program's URB waits for the peer: look for its answer soon.
+            next = Some(next.map_or(now + POLL, |n| n.min(now + POLL)));
+        }
         // Nothing to poll: look for a peer that ends now and then.
         Ok(Some(next.unwrap_or(now + 100 * MS)))
     }
