@@ -83,7 +83,8 @@ fn command_runs_where_the_kernels_paths_are_monfss() {
         echo "uid=$(id -u)"
         for p in /dev/usbmon0 /dev/usbmon1 /dev/monreader /sys/kernel/tracing \
                  /sys/kernel/debug/tracing /sys/kernel/debug/usb/usbmon \
-                 /sys/kernel/debug/usb/devices; do
+                 /sys/kernel/debug/usb/devices /dev/bus/usb /sys/bus/usb \
+                 /sys/devices/platform/monfs_hcd.1; do
             echo "type $p $(stat -f -c %t "$p")"
         done
         grep -m1 '^T:' /sys/kernel/debug/usb/devices
@@ -110,7 +111,7 @@ fn command_runs_where_the_kernels_paths_are_monfss() {
     for l in out.lines().filter(|l| l.starts_with("type ")) {
         assert!(l.ends_with(FUSE_MAGIC), "not monfs's: {l}\n{out}");
     }
-    assert_eq!(out.lines().filter(|l| l.starts_with("type ")).count(), 7);
+    assert_eq!(out.lines().filter(|l| l.starts_with("type ")).count(), 10);
     assert!(out.contains("T:  Bus=01 Lev=00"), "{out}");
     for word in [
         "text-usbmon",

@@ -20,8 +20,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::base::errno::SysResult;
 use crate::base::sync::LockExt;
-use crate::base::vfs::{NodeKind, SnapshotFile, Tree};
+use crate::base::vfs::{Caller, FileNode, NodeKind, OpenFile, OpenFlags, SnapshotFile, Tree};
 
 use super::device::{DevRef, DeviceChange, DeviceWatcher, Speed, UsbCorePort, UsbDevice};
 
@@ -344,6 +345,30 @@ pub fn interface_attributes(
     v
 }
 
+/// The size `stat` shows for a text attribute (a page, as sysfs has it).
+const ATTR_SIZE: u64 = 4096;
+/// The size of the `descriptors` binary attribute (`18 + 65535`).
+const DESCRIPTORS_SIZE: u64 = 18 + 65535;
+
+/// An attribute: its bytes as of the device's last change, and the size
+/// sysfs reports for it.
+struct Attr {
+    inner: SnapshotFile,
+    size: u64,
+}
+
+impl FileNode for Attr {
+    fn mode(&self) -> u32 {
+        self.inner.mode()
+    }
+    fn open(&self, flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
+        self.inner.open(flags, caller)
+    }
+    fn size(&self) -> u64 {
+        self.size
+    }
+}
+
 /// What the tree holds for one device.
 struct Shown {
     /// Its directory (relative to the mount).
@@ -387,21 +412,18 @@ impl UsbSysfs {
         me
     }
 
+    fn attr(&self, path: &str, bytes: Vec<u8>, perm: u32, size: u64) {
+        let inner = SnapshotFile::new(perm, move || bytes.clone());
+        self.tree
+            .add(path, NodeKind::File(Arc::new(Attr { inner, size })), perm);
+    }
+
     fn file(&self, path: &str, text: String, perm: u32) {
-        let bytes = text.into_bytes();
-        self.tree.add(
-            path,
-            NodeKind::File(Arc::new(SnapshotFile::new(perm, move || bytes.clone()))),
-            perm,
-        );
+        self.attr(path, text.into_bytes(), perm, ATTR_SIZE);
     }
 
     fn bin(&self, path: &str, bytes: Vec<u8>) {
-        self.tree.add(
-            path,
-            NodeKind::File(Arc::new(SnapshotFile::new(0o444, move || bytes.clone()))),
-            0o444,
-        );
+        self.attr(path, bytes, 0o444, DESCRIPTORS_SIZE);
     }
 
     fn driver_dir(&self, name: &str) {
