@@ -382,7 +382,22 @@ pub fn compile_c32(name: &str, out_dir: &Path) -> PathBuf {
     compile_c_as(name, out_dir, &format!("{name}32"), &["-m32"])
 }
 
+/// Compile `tests/c/NAME.c` linked with `libs` (`-lusb-1.0`).
+pub fn compile_c_libs(name: &str, out_dir: &Path, libs: &[&str]) -> PathBuf {
+    compile_c_full(name, out_dir, name, &[], libs)
+}
+
 fn compile_c_as(name: &str, out_dir: &Path, bin_name: &str, flags: &[&str]) -> PathBuf {
+    compile_c_full(name, out_dir, bin_name, flags, &[])
+}
+
+fn compile_c_full(
+    name: &str,
+    out_dir: &Path,
+    bin_name: &str,
+    flags: &[&str],
+    libs: &[&str],
+) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut src = root.join("tests/c").join(format!("{name}.c"));
     if !src.exists() {
@@ -395,6 +410,7 @@ fn compile_c_as(name: &str, out_dir: &Path, bin_name: &str, flags: &[&str]) -> P
         .arg("-o")
         .arg(&bin)
         .arg(&src)
+        .args(libs)
         .output()
         .expect("run cc (install gcc)");
     assert!(

@@ -5,6 +5,7 @@ of interface 1, so no driver submits there but the program:
 
 - control: vendor IN request 0x01 answers b"monfs" (up to wLength); vendor
   OUT request 0x02 takes its data; vendor request 0x03 stalls (-32);
+  vendor IN request 0x04 is never answered;
   SET_INTERFACE succeeds; anything else stalls.
 - bulk OUT 0x02 takes everything and keeps it; bulk IN 0x81 answers with
   what OUT took, reversed, once there is some (until then it NAKs: the
@@ -53,6 +54,8 @@ for line in sys.stdin:
         if rt == 0xC0 and req == 0x01:
             d = b"monfs"[:ln]
             out(f"complete {i} 0 {len(d)} {d.hex()}")
+        elif rt == 0xC0 and req == 0x04:
+            pass  # never answered: the URB stays pending
         elif rt == 0x40 and req == 0x02:
             out(f"complete {i} 0 {ln}")
         elif rt == 0x01 and req == 0x0B:

@@ -12,12 +12,14 @@
 //!   requests it owns (class, vendor, interface and endpoint requests, or
 //!   all with `ep0: peer`); a device from a capture replays the capture.
 //! * data endpoints: an external device's peer; a device from a capture
-//!   replays its recorded completions in order; built-in devices answer as
-//!   a generic device of their kind (IN: interrupt endpoints a report of
-//!   zeros each interval, bulk endpoints the bytes asked for, isochronous
-//!   endpoints full packets; OUT: everything taken); a device with nothing
-//!   to say (a `descriptors` device) leaves IN URBs pending, as a device
-//!   that NAKs.
+//!   replays its recorded completions in order; a HID device's interrupt
+//!   IN gets the model's next report (the model of the detached usbhid
+//!   still runs, its URBs off the bus; see [`Ctx::complete`]); other
+//!   built-in devices answer as a generic device of their kind (IN:
+//!   interrupt endpoints a report of zeros each interval, bulk endpoints
+//!   the bytes asked for, isochronous endpoints full packets; OUT:
+//!   everything taken); a device with nothing to say (a `descriptors`
+//!   device) leaves IN URBs pending, as a device that NAKs.
 
 use std::sync::Arc;
 
@@ -607,6 +609,18 @@ fn answer(ctx: &mut Ctx, d: DevId, urb: Urb, out: Option<Arc<[u8]>>, pkts: Vec<u
         _ if kind == Kind::Dev(DeviceKind::Descriptors) => {
             // Nothing to say: pending (NAK) until killed or unplugged.
         }
+        XferType::Interrupt
+            if matches!(
+                kind,
+                Kind::Dev(DeviceKind::HidKeyboard)
+                    | Kind::Dev(DeviceKind::HidMouse)
+                    | Kind::Dev(DeviceKind::HidTablet)
+            ) =>
+        {
+            // A HID device reports on a change only (usbhid left its idle
+            // rate at 0): the model's reports complete it; until one
+            // comes, it is pending (NAK).
+        }
         XferType::Interrupt => {
             let per = (urb.interval.max(1) as u64) * unit;
             let mps = ctx
@@ -929,6 +943,7 @@ pub(crate) fn request(
                 x.core.detached.retain(|i| *i != intf);
                 x.core.quiet_eps.clear();
                 x.core.quiet_class = false;
+                x.core.suppressed.clear();
                 let det = x.core.detached.clone();
                 for i in det {
                     quiet(x, i);

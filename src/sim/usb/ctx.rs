@@ -199,6 +199,9 @@ pub(crate) struct CoreDev {
     pub peer: Option<ProgramPeer>,
     /// Replay for programs: the next recorded transfer to look from.
     pub replay_pos: usize,
+    /// URBs the quiet driver's model still runs (not on the bus): what
+    /// they get goes to a program's URB on the same endpoint.
+    pub suppressed: Vec<Urb>,
 }
 
 /// An external device's peer as programs' URBs reach it: lines go out
@@ -822,6 +825,9 @@ impl Ctx {
                 d.core.quiet_eps.contains(&addr)
             };
             if quiet {
+                if d.core.suppressed.len() < 64 {
+                    d.core.suppressed.push(urb);
+                }
                 return;
             }
         }
@@ -878,6 +884,26 @@ impl Ctx {
             return false;
         };
         let Some(pos) = d.inflight.iter().position(|u| u.tag == tag) else {
+            // The model of a driver a program detached still produces:
+            // its data goes to the program's URB waiting on that endpoint
+            // (what the device sends, whoever polls).
+            let Some(k) = d.core.suppressed.iter().position(|u| u.tag == tag) else {
+                return false;
+            };
+            let q = d.core.suppressed.swap_remove(k);
+            let program = d
+                .inflight
+                .iter()
+                .find(|u| {
+                    u.ep == q.ep
+                        && u.dir_in == q.dir_in
+                        && u.xfer == q.xfer
+                        && self.core.urbs.contains_key(&u.tag)
+                })
+                .map(|u| u.tag);
+            if let (Some(p), 0, true) = (program, status, q.dir_in) {
+                return self.complete(dev, p, t, 0, actual, data, iso, start_frame, error_count);
+            }
             return false;
         };
         let urb = d.inflight.swap_remove(pos);

@@ -110,6 +110,11 @@ fn dump(ctx: &Ctx, id: DevId, level: u8, index: u8, count: u8, out: &mut String)
             let active = configured && d.alt.get(a.num as usize).copied().unwrap_or(0) == a.alt;
             let driver = if !configured {
                 ""
+            } else if d.core.claims.iter().any(|(i, _)| *i == a.num) {
+                // A program claimed it (usbfs).
+                "usbfs"
+            } else if d.core.detached.contains(&a.num) {
+                "(none)"
             } else if d.driver_bound && d.kind == Kind::Dev(DeviceKind::External) {
                 class_driver(a.class, a.proto)
             } else if d.driver_bound {

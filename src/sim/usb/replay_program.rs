@@ -36,22 +36,26 @@ fn next(ctx: &mut Ctx, d: DevId, ep: u8, setup: Option<&[u8; 8]>) -> Option<(i32
 }
 
 fn unknown(ctx: &Ctx, d: DevId, what: String) {
-    let (path, pos) = ctx
+    let (path, packet) = ctx
         .dev(d)
-        .map(|x| {
-            (
-                x.desc
-                    .recorded
-                    .as_ref()
-                    .map(|r| r.path.display().to_string())
-                    .unwrap_or_default(),
-                x.core.replay_pos,
-            )
+        .and_then(|x| {
+            let r = x.desc.recorded.as_ref()?;
+            let at = x
+                .core
+                .replay_pos
+                .checked_sub(1)
+                .and_then(|i| r.transfers.get(i));
+            Some((r.path.display().to_string(), at.map(|t| t.packet)))
         })
         .unwrap_or_default();
+    let after = match packet {
+        Some(p) => format!("after packet {p}, the last one answered"),
+        None => "from its start".into(),
+    };
     tracing::warn!(
-        "usb {}: a program's {what} is not in the capture {path} after its transfer {pos}: \
-         the device does not answer it (as a device that stopped answering)",
+        "usb {}: a program's {what} is not in the capture {path} {after}: the device does \
+         not answer it (as a device that stopped answering: it stays pending until the \
+         program gives up)",
         ctx.dev_name(d)
     );
 }
