@@ -122,17 +122,23 @@ enum Cmd {
         #[arg(long, hide = true, requires = "foreground")]
         ready_fd: Option<i32>,
     },
-    /// Mount a monfs that only COMMAND sees and run COMMAND where the
-    /// kernel's paths are monfs's: /dev/usbmonN, /sys/kernel/debug/usb/usbmon
-    /// and usb/devices, /sys/kernel/tracing and /sys/kernel/debug/tracing,
-    /// /dev/monreader, /dev/bus/usb, /sys/bus/usb and the USB devices in
-    /// /sys/devices. So unmodified tools (lsusb, libusb and pyusb programs,
+    /// Run COMMAND with a monfs of its own where the kernel's USB and
+    /// tracing files are: lsusb, libusb programs, tcpdump and trace-cmd
+    /// then work on the simulated devices.
+    ///
+    /// monfs run mounts a monfs that only COMMAND sees and runs COMMAND
+    /// where the kernel's paths are monfs's: /dev/usbmonN,
+    /// /sys/kernel/debug/usb/usbmon and usb/devices, /sys/kernel/tracing and
+    /// /sys/kernel/debug/tracing, /dev/monreader, /dev/bus/usb, /sys/bus/usb
+    /// and the USB devices in /sys/devices. So unmodified tools (lsusb, libusb and pyusb programs,
     /// tcpdump, trace-cmd) work on the simulated devices, and nothing
     /// changes outside: the mount and the paths live in a private mount
     /// namespace (as any user but root, in a user namespace too, where
     /// COMMAND still runs as you), and go when COMMAND ends. COMMAND gets
     /// MONFS_MOUNT (the mount's path) and MONFS_SOCKET (its control socket,
-    /// which `monfs ctl` then uses by itself) in its environment. The exit
+    /// which `monfs ctl` then uses by itself) in its environment, and
+    /// SYSTEMD_DEVICE_VERIFY_SYSFS=0, with which libudev accepts monfs's
+    /// sysfs directories (docs/interfaces.md, "monfs run"). The exit
     /// status is COMMAND's (128+N if signal N killed it); 125 if monfs could
     /// not start (the daemon's last log lines are shown), 126 if COMMAND
     /// could not be run, 127 if it was not found. Example:
@@ -163,6 +169,12 @@ enum Cmd {
         /// helpers do.
         #[arg(long = "use", value_name = "DIR")]
         use_mount: Option<PathBuf>,
+        /// Start COMMAND at once, without waiting for the simulated devices
+        /// to enumerate. By default `monfs run` waits (up to 30 s) until the
+        /// devices the configuration plugs at start are listed and their
+        /// drivers bound, as on a machine booted with them.
+        #[arg(long)]
+        no_wait: bool,
         /// Without root: run COMMAND as root of the user namespace (uid 0
         /// there, still you outside), for tools that insist on root, such as
         /// trace-cmd. By default COMMAND runs as your own uid and gid. (As
@@ -898,12 +910,16 @@ fn main() -> ExitCode {
             log_file,
             use_mount,
             ns_root,
+            no_wait,
             command,
         } => {
+            let config_path = config
+                .as_ref()
+                .map(|c| std::path::absolute(c).unwrap_or(c.clone()));
             let mut mount_args: Vec<std::ffi::OsString> = Vec::new();
-            if let Some(c) = config {
+            if let Some(c) = &config_path {
                 mount_args.push("--config".into());
-                mount_args.push(std::path::absolute(&c).unwrap_or(c).into());
+                mount_args.push(c.clone().into());
             }
             if let Some(s) = seed {
                 mount_args.push("--seed".into());
@@ -925,6 +941,8 @@ fn main() -> ExitCode {
                 log_file: log_file.map(|p| std::path::absolute(&p).unwrap_or(p)),
                 use_mount,
                 ns_root,
+                config: config_path,
+                wait: !no_wait,
                 command,
             })
         }

@@ -63,6 +63,12 @@ pub struct RunOptions {
     /// Without root: CMD runs as root of the user namespace, not as the
     /// caller's uid and gid.
     pub ns_root: bool,
+    /// The configuration the daemon gets (None: the built-in one), to know
+    /// which devices to wait for; None with `wait` false.
+    pub config: Option<PathBuf>,
+    /// Wait until the devices plugged at start have enumerated and their
+    /// drivers bound before starting the command.
+    pub wait: bool,
     /// The command and its arguments.
     pub command: Vec<OsString>,
 }
@@ -240,6 +246,9 @@ fn run_fresh(opts: &RunOptions, rootless: bool) -> ExitCode {
             return ExitCode::from(EXIT_START);
         }
     }
+    if opts.wait {
+        wait_enumerated(&mnt, expected_devices(opts.config.as_deref()));
+    }
     let daemon_pid = Pid::from_raw(daemon.child.id() as i32);
     let fail_after_mount = |e: &dyn std::fmt::Display, daemon: &mut Daemon| {
         eprintln!("monfs run: {e}");
@@ -264,6 +273,64 @@ fn run_fresh(opts: &RunOptions, rootless: bool) -> ExitCode {
     let _ = std::fs::remove_file(&socket);
     drop(mp);
     ExitCode::from(status)
+}
+
+/// How many devices (root hubs included) the configuration has plugged
+/// at start: those without `plug_after_ms`, behind hubs too.
+fn expected_devices(config: Option<&Path>) -> usize {
+    fn count(devs: &[crate::config::DeviceConfig]) -> usize {
+        devs.iter()
+            .filter(|d| d.plug_after_ms == 0)
+            .map(|d| 1 + count(&d.devices))
+            .sum()
+    }
+    let cfg = match config {
+        Some(p) => crate::config::Config::load(p).ok(),
+        None => Some(crate::config::Config::builtin()),
+    };
+    cfg.map(|c| c.usb.buses.iter().map(|b| 1 + count(&b.devices)).sum())
+        .unwrap_or(0)
+}
+
+/// How long [`wait_enumerated`] waits at most.
+const ENUMERATION_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Wait until `usb/devices` and `sys/bus/usb/devices` list `expected`
+/// devices and every interface `usb/devices` shows bound has its `driver`
+/// link, as a machine that boots with its devices has them before its
+/// programs start; at most [`ENUMERATION_WAIT`] (then the command starts
+/// anyway, with a warning).
+fn wait_enumerated(mnt: &Path, expected: usize) {
+    let settled = || {
+        let text = std::fs::read_to_string(mnt.join("usb/devices")).unwrap_or_default();
+        let listed = text.lines().filter(|l| l.starts_with("T:")).count();
+        let bound = text
+            .lines()
+            .filter(|l| l.starts_with("I:*") && !l.contains("Driver=(none)"))
+            .count();
+        let (mut devices, mut links) = (0, 0);
+        if let Ok(rd) = std::fs::read_dir(mnt.join("sys/bus/usb/devices")) {
+            for e in rd.flatten() {
+                if e.file_name().as_bytes().contains(&b':') {
+                    links += usize::from(e.path().join("driver").is_symlink());
+                } else {
+                    devices += 1;
+                }
+            }
+        }
+        listed >= expected && devices >= expected && links >= bound
+    };
+    let end = std::time::Instant::now() + ENUMERATION_WAIT;
+    while !settled() {
+        if std::time::Instant::now() >= end {
+            eprintln!(
+                "monfs run: the simulated devices did not all enumerate within {} s; starting the command anyway",
+                ENUMERATION_WAIT.as_secs()
+            );
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// The daemon, and the pipe it says "mounted" on.
