@@ -121,6 +121,11 @@ enum Cmd {
         /// parent of a background mount is told (`monfs run` uses it).
         #[arg(long, hide = true, requires = "foreground")]
         ready_fd: Option<i32>,
+        /// Remove the (then empty) mountpoint directory after unmounting at
+        /// exit (`monfs run`'s temporary mountpoint, also when monfs run was
+        /// killed).
+        #[arg(long, hide = true, requires = "foreground")]
+        rmdir_mountpoint: bool,
     },
     /// Run COMMAND with a monfs of its own where the kernel's USB and
     /// tracing files are: lsusb, libusb programs, tcpdump and trace-cmd
@@ -160,8 +165,8 @@ enum Cmd {
         /// available.
         #[arg(long)]
         no_io_uring: bool,
-        /// Keep the daemon's log in this file (default: a temporary file,
-        /// shown if monfs fails and removed at the end).
+        /// Keep the daemon's log in this file (default: a file of no name,
+        /// shown if monfs fails).
         #[arg(long, conflicts_with = "use_mount")]
         log_file: Option<PathBuf>,
         /// Mount nothing: use the monfs already mounted at DIR (found by its
@@ -534,6 +539,7 @@ fn mount(
     ctl_socket: Option<PathBuf>,
     log_file: Option<PathBuf>,
     ready_fd: Option<i32>,
+    rmdir_mountpoint: bool,
 ) -> ExitCode {
     let mut cfg = match load_config(&config) {
         Ok(c) => c,
@@ -759,6 +765,9 @@ fn mount(
                     std::thread::sleep(std::time::Duration::from_millis(300));
                     info!("files still open: failing blocked readers and exiting");
                     session.abort_parked(monfs::base::errno::Errno::EIO);
+                    if rmdir_mountpoint {
+                        let _ = std::fs::remove_dir(&mp);
+                    }
                     std::process::exit(0);
                 }
             })
@@ -773,6 +782,9 @@ fn mount(
     // Usually unmounted already (that is what ended the session).
     if let Err(e) = monfs::fuse::unmount(&mountpoint) {
         tracing::debug!("unmount: {e}");
+    }
+    if rmdir_mountpoint {
+        let _ = std::fs::remove_dir(&mountpoint);
     }
     info!("unmounted");
     ExitCode::SUCCESS
@@ -879,6 +891,7 @@ fn main() -> ExitCode {
             ctl_socket,
             log_file,
             ready_fd,
+            rmdir_mountpoint,
         } => mount(
             mountpoint,
             config,
@@ -900,6 +913,7 @@ fn main() -> ExitCode {
             ctl_socket,
             log_file,
             ready_fd,
+            rmdir_mountpoint,
         ),
         Cmd::Run {
             config,

@@ -251,3 +251,43 @@ fn use_takes_an_existing_mount_and_refuses_what_is_not_monfs() {
         text(&o.stderr)
     );
 }
+
+#[test]
+fn killing_monfs_run_ends_the_command_and_the_daemon_and_leaves_nothing() {
+    common::require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = Command::new(monfs_bin())
+        .args(["run", "--no-wait", "--", "sh", "-c"])
+        .arg("echo $$; exec sleep 600")
+        .env("TMPDIR", tmp.path())
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let cmd_pid: u32 = line.trim().parse().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = Instant::now() + HANG;
+    // The command is killed with monfs run; the daemon unmounts, removes
+    // its socket and the mountpoint, and exits.
+    loop {
+        let cmd_alive = common::proc_state(cmd_pid).is_some_and(|s| s != 'Z');
+        let left = std::fs::read_dir(tmp.path()).unwrap().count();
+        if !cmd_alive && left == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after SIGKILL: command alive {cmd_alive}, {left} entries left in TMPDIR"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_nothing_left(tmp.path());
+}

@@ -13,8 +13,10 @@
 //!
 //! The daemon is this same binary, `monfs mount --foreground`, started in
 //! the namespace after it is made: the mount exists only there, and goes
-//! with it. Its output goes to a log file beside the control socket, shown
-//! on the terminal only if it fails, and removed at the end.
+//! with it. Its output goes to a file of no name (O_TMPFILE) beside the
+//! control socket, shown on the terminal only if it fails. If monfs run is
+//! killed, the daemon is sent SIGTERM (it unmounts, removes the socket and
+//! the mountpoint) and the command SIGKILL (parent-death signals).
 
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
@@ -212,26 +214,20 @@ fn run_fresh(opts: &RunOptions, rootless: bool) -> ExitCode {
             return start_failure(e);
         }
     }
-    let log_path = opts
-        .log_file
-        .clone()
-        .unwrap_or_else(|| socket.with_extension("log"));
-    let _log_guard = TempFile(opts.log_file.is_none().then(|| log_path.clone()));
-    // Fresh, 0600, never through a symlink.
-    let log = match std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&log_path)
-    {
+    // The daemon's output: a file of no name beside the socket (nothing to
+    // leave behind, whatever happens), or the --log-file asked for.
+    let log = match open_log(opts.log_file.as_deref(), socket.parent()) {
         Ok(f) => f,
-        Err(e) => return start_failure(format!("log file {}: {e}", log_path.display())),
+        Err(e) => return start_failure(e),
     };
     if let Err(e) = enter_namespace(rootless) {
         return start_failure(e);
     }
-    let mut daemon = match start_daemon(opts, &mnt, &socket, &log_path, log) {
+    let reader = match log.try_clone() {
+        Ok(f) => f,
+        Err(e) => return start_failure(format!("log file: {e}")),
+    };
+    let mut daemon = match start_daemon(opts, &mnt, &socket, log) {
         Ok(d) => d,
         Err(e) => {
             return start_failure(e);
@@ -241,7 +237,7 @@ fn run_fresh(opts: &RunOptions, rootless: bool) -> ExitCode {
         Ok(()) => {}
         Err(status) => {
             eprintln!("monfs run: monfs did not start ({status}); its last log lines:");
-            show_tail(&log_path);
+            show_tail(&reader);
             let _ = std::fs::remove_file(&socket);
             return ExitCode::from(EXIT_START);
         }
@@ -268,7 +264,7 @@ fn run_fresh(opts: &RunOptions, rootless: bool) -> ExitCode {
     let status = supervise(child, Some(daemon_pid));
     if let Some(bad) = stop_daemon(&mut daemon) {
         eprintln!("monfs run: the daemon ended badly ({bad}); its last log lines:");
-        show_tail(&log_path);
+        show_tail(&reader);
     }
     let _ = std::fs::remove_file(&socket);
     drop(mp);
@@ -344,7 +340,6 @@ fn start_daemon(
     opts: &RunOptions,
     mnt: &Path,
     socket: &Path,
-    log_path: &Path,
     log: std::fs::File,
 ) -> Result<Daemon, RunError> {
     let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys("pipe"))?;
@@ -356,22 +351,33 @@ fn start_daemon(
         .arg("--foreground")
         .arg("--ctl-socket")
         .arg(socket)
-        .arg("--log-file")
-        .arg(log_path)
         .arg("--ready-fd")
         .arg("3")
+        .arg("--rmdir-mountpoint")
         .args(&opts.mount_args)
+        .args(
+            opts.log_file
+                .iter()
+                .flat_map(|p| [OsString::from("--log-file"), p.clone().into_os_string()]),
+        )
         .stdin(Stdio::null())
         .stdout(log.try_clone().map_err(io("log file"))?)
         .stderr(log)
         // MONFS_LOG would override --log-level.
         .env_remove("MONFS_LOG");
     let wfd = w.as_raw_fd();
-    // SAFETY: only async-signal-safe calls (setsid, dup2) between fork and exec.
+    let me = std::process::id() as libc::pid_t;
+    // SAFETY: only async-signal-safe calls (setsid, dup2, prctl, getppid)
+    // between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
             // Its own session: the terminal's ^C goes to CMD, not to it.
             libc::setsid();
+            // monfs run killed (SIGKILL): the daemon unmounts and goes too.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            if libc::getppid() != me {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
             if libc::dup2(wfd, 3) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -453,10 +459,50 @@ fn stop_daemon(d: &mut Daemon) -> Option<String> {
     }
 }
 
-/// Print the last lines of the log on stderr.
-fn show_tail(path: &Path) {
-    let text = std::fs::read(path).unwrap_or_default();
-    let text = String::from_utf8_lossy(&text);
+/// Open the daemon's log: `path` (appended to, 0600, never through a
+/// symlink), or else a file of no name in `dir` (O_TMPFILE; created and
+/// unlinked at once where that is not supported).
+fn open_log(path: Option<&Path>, dir: Option<&Path>) -> Result<std::fs::File, String> {
+    let opts = || {
+        let mut o = std::fs::OpenOptions::new();
+        o.read(true).append(true).mode(0o600);
+        o
+    };
+    if let Some(p) = path {
+        return opts()
+            .create(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(p)
+            .map_err(|e| format!("log file {}: {e}", p.display()));
+    }
+    let dir = dir
+        .map(Path::to_path_buf)
+        .unwrap_or_else(std::env::temp_dir);
+    if let Ok(f) = opts()
+        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+        .open(&dir)
+    {
+        return Ok(f);
+    }
+    let p = dir.join(format!("monfs-run.{}.log", std::process::id()));
+    let f = opts()
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&p)
+        .map_err(|e| format!("log file {}: {e}", p.display()))?;
+    let _ = std::fs::remove_file(&p);
+    Ok(f)
+}
+
+/// Print the last lines of the daemon's log on stderr (read without moving
+/// the offset the daemon writes at).
+fn show_tail(log: &std::fs::File) {
+    use std::os::unix::fs::FileExt;
+    let len = log.metadata().map(|m| m.len()).unwrap_or(0).min(1 << 20);
+    let start = log.metadata().map(|m| m.len()).unwrap_or(0) - len;
+    let mut buf = vec![0u8; len as usize];
+    let n = log.read_at(&mut buf, start).unwrap_or(0);
+    let text = String::from_utf8_lossy(&buf[..n]);
     let lines: Vec<&str> = text.lines().collect();
     for l in &lines[lines.len().saturating_sub(LOG_TAIL)..] {
         eprintln!("  {l}");
@@ -882,14 +928,22 @@ fn spawn_command(
     if std::env::var_os(VERIFY_SYSFS).is_none() {
         cmd.env(VERIFY_SYSFS, "0");
     }
-    // SAFETY: only sigemptyset and pthread_sigmask between fork and exec.
+    let me = std::process::id() as libc::pid_t;
+    // SAFETY: only sigemptyset, pthread_sigmask, prctl and getppid between
+    // fork and exec.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             // The signals supervise() takes are blocked here, and std
             // keeps a parent's mask: CMD starts with none blocked.
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);
             libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+            // monfs run killed: CMD goes too (as unshare --kill-child), not
+            // left running over a mount whose daemon is gone.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() != me {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
             Ok(())
         });
     }
