@@ -393,8 +393,13 @@ fn start_daemon(
     })
 }
 
+/// How a daemon that did not mount ended.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct NotStarted(String);
+
 /// Wait for the daemon's "mounted" byte; Err: how it ended instead.
-fn wait_ready(d: &mut Daemon) -> Result<(), String> {
+fn wait_ready(d: &mut Daemon) -> Result<(), NotStarted> {
     let mut f = std::fs::File::from(d.ready.take().expect("ready pipe"));
     let mut b = [0u8; 1];
     match f.read(&mut b) {
@@ -404,10 +409,10 @@ fn wait_ready(d: &mut Daemon) -> Result<(), String> {
     // It failed: it exits by itself (kill it if it does not).
     let status = wait_bounded(&mut d.child, std::time::Duration::from_secs(10));
     d.reaped = status;
-    Err(match status {
+    Err(NotStarted(match status {
         Some(s) => describe(s),
         None => "it did not say it was mounted".into(),
-    })
+    }))
 }
 
 fn describe(s: std::process::ExitStatus) -> String {
@@ -462,7 +467,7 @@ fn stop_daemon(d: &mut Daemon) -> Option<String> {
 /// Open the daemon's log: `path` (appended to, 0600, never through a
 /// symlink), or else a file of no name in `dir` (O_TMPFILE; created and
 /// unlinked at once where that is not supported).
-fn open_log(path: Option<&Path>, dir: Option<&Path>) -> Result<std::fs::File, String> {
+fn open_log(path: Option<&Path>, dir: Option<&Path>) -> Result<std::fs::File, RunError> {
     let opts = || {
         let mut o = std::fs::OpenOptions::new();
         o.read(true).append(true).mode(0o600);
@@ -473,7 +478,7 @@ fn open_log(path: Option<&Path>, dir: Option<&Path>) -> Result<std::fs::File, St
             .create(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(p)
-            .map_err(|e| format!("log file {}: {e}", p.display()));
+            .map_err(io(format!("log file {}", p.display())));
     }
     let dir = dir
         .map(Path::to_path_buf)
@@ -489,7 +494,7 @@ fn open_log(path: Option<&Path>, dir: Option<&Path>) -> Result<std::fs::File, St
         .create_new(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&p)
-        .map_err(|e| format!("log file {}: {e}", p.display()))?;
+        .map_err(io(format!("log file {}", p.display())))?;
     let _ = std::fs::remove_file(&p);
     Ok(f)
 }
