@@ -19,6 +19,8 @@ pub struct Monfs {
     pub usb: Arc<UsbSim>,
     /// usbfs, `dev/bus/usb`.
     pub usbfs: Arc<crate::usbcore::devio::UsbFs>,
+    /// The USB part of sysfs, `sys/`.
+    pub sysfs: Arc<crate::usbcore::sysfs::UsbSysfs>,
     /// The clock every producer stamps events with.
     pub clock: Arc<dyn Clock>,
     /// tracefs event tracing under `tracing/`.
@@ -86,6 +88,9 @@ impl Monfs {
         crate::tracefs::add_files(&tracing, &tree);
         // usbfs: programs drive the simulated devices through the core's port.
         let usbfs = crate::usbcore::devio::UsbFs::install(&tree, usb.clone(), &bus_numbers);
+        // sysfs: sys/bus/usb and the device directories, from the same port.
+        let port: Arc<dyn crate::usbcore::device::UsbCorePort> = usb.clone();
+        let sysfs = crate::usbcore::sysfs::UsbSysfs::install(&tree, &port);
         // Napping buses are caught up before, and woken after, requests.
         tree.add_request_hooks(usb.clone());
         let monreader = crate::monreader::MonReaderDev::install(
@@ -117,6 +122,7 @@ impl Monfs {
             usbmon,
             usb,
             usbfs,
+            sysfs,
             clock,
             tracing,
             monreader,

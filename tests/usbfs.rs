@@ -630,10 +630,9 @@ fn a_device_from_a_capture_answers_a_program_from_the_capture() {
 }
 
 /// pyusb cannot wrap a descriptor: it finds devices by enumeration, so it
-/// runs under `monfs run` (branch `sysfs`, issue 36), where `/dev/bus/usb`
-/// and the USB part of `/sys` are the mount's.
+/// runs under `monfs run`, where `/dev/bus/usb` and the USB part of `/sys`
+/// are the mount's.
 #[test]
-#[ignore = "needs `monfs run` and the USB part of sys/ (issue 36, branch sysfs): passes on a merge of both branches"]
 fn pyusb_finds_and_drives_the_peer_under_monfs_run() {
     let td = tempfile::tempdir().unwrap();
     let cfg = td.path().join("config.yaml");

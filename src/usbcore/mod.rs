@@ -9,9 +9,13 @@
 //! * [`devio`]: usbfs, `dev/bus/usb/BBB/DDD` ([`abi`]: its ioctl numbers
 //!   and struct layouts).
 //!
+//! * [`sysfs`]: the USB part of sysfs, `sys/bus/usb` and the device
+//!   directories under `sys/devices/platform/monfs_hcd.B`.
+//!
 //! Like the usbmon facility, nothing here imports the simulator: it pushes
 //! into this facility through the port only.
 
 pub mod abi;
 pub mod device;
 pub mod devio;
+pub mod sysfs;

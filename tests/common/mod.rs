@@ -166,7 +166,7 @@ pub fn root_only() -> bool {
     rootless()
 }
 
-fn require_fuse() {
+pub fn require_fuse() {
     assert!(
         Path::new("/dev/fuse").exists(),
         "/dev/fuse is missing: these tests need FUSE (modprobe fuse) and must not be skipped"
@@ -272,6 +272,7 @@ impl Mount {
     pub fn trace_ns(&self, args: &[&str]) -> String {
         let ns = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/trace-ns");
         let o = Command::new(ns)
+            .env("MONFS_BIN", monfs_bin())
             .arg(self.root())
             .arg("--")
             .args(args)
@@ -389,6 +390,7 @@ fn compile_c_full(
 pub fn tcpdump(m: &Mount, iface: &str, secs: u32, out: &Path) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/usbmon-ns");
     let o = Command::new(script)
+        .env("MONFS_BIN", monfs_bin())
         .arg(m.root())
         .args([
             "timeout",

@@ -171,6 +171,23 @@ fn driver_of(d: &Device, num: u8, class: u8, proto: u8) -> Option<String> {
     (name != "(none)" && !name.is_empty()).then(|| name.to_string())
 }
 
+/// Device `id` changed (its driver bindings, configuration or alternate
+/// settings): if the core knows it, tell the watchers (sysfs) its new
+/// state, as the kernel's sysfs shows new `driver` links and attributes at
+/// once.
+pub(crate) fn device_changed(ctx: &mut Ctx, id: DevId) {
+    if ctx.core.watchers.is_empty() {
+        return;
+    }
+    let Some(u) = usb_device(ctx, id) else {
+        return;
+    };
+    let change = DeviceChange::Changed(u);
+    for w in &ctx.core.watchers {
+        w.changed(&change);
+    }
+}
+
 /// A device was registered with the core (`added`) or is going: tell the
 /// watchers.
 pub(crate) fn device_event(ctx: &mut Ctx, id: DevId, added: bool) {
@@ -824,6 +841,9 @@ impl Task for CoreCtrl {
             }
             Then::Plain => st,
         };
+        if st == 0 && !matches!(self.then, Then::Plain) {
+            device_changed(ctx, self.dev);
+        }
         self.done.done(
             self.id,
             UrbResult {
@@ -929,6 +949,7 @@ pub(crate) fn request(
                 return Err(CoreError::NoDriver);
             }
             detach(ctx, d, intf, now);
+            device_changed(ctx, d);
             later(ctx, 0);
             return Ok(id);
         }
@@ -958,6 +979,7 @@ pub(crate) fn request(
             );
             if !hid {
                 unquiet(x);
+                device_changed(ctx, d);
                 later(ctx, 1);
                 return Ok(id);
             }
@@ -1048,6 +1070,9 @@ impl Task for Reprobe {
             }
             _ => ENODEV,
         };
+        if status == 1 {
+            device_changed(ctx, self.dev);
+        }
         self.done.done(
             self.id,
             UrbResult {
@@ -1138,6 +1163,7 @@ pub(crate) fn claim(ctx: &mut Ctx, dev: DevRef, intf: u8, owner: u64) -> Result<
     if let Some(x) = ctx.dev_mut(d) {
         x.core.claims.push((intf, owner));
     }
+    device_changed(ctx, d);
     Ok(())
 }
 
@@ -1152,6 +1178,7 @@ pub(crate) fn release(ctx: &mut Ctx, dev: DevRef, intf: u8, owner: u64) -> Resul
             quiet(x, intf);
         }
     }
+    device_changed(ctx, d);
     Ok(())
 }
 

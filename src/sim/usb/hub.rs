@@ -688,6 +688,10 @@ impl Ctx {
         };
         d.driver_bound = true;
         let n = d.desc.nports;
+        super::core_view::device_changed(self, hub);
+        let Some(d) = self.dev(hub) else {
+            return;
+        };
         let pwr = if d.kind == Kind::Root {
             20 * MS
         } else {
