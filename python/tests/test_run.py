@@ -3,7 +3,6 @@ paths, gets MONFS_MOUNT and MONFS_SOCKET, and its exit status is returned."""
 
 import sys
 
-
 import monfs
 from configs import KEYBOARD
 
