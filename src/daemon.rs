@@ -17,6 +17,10 @@ pub struct Monfs {
     pub usbmon: Arc<UsbMon>,
     /// The USB simulator.
     pub usb: Arc<UsbSim>,
+    /// usbfs, `dev/bus/usb`.
+    pub usbfs: Arc<crate::usbcore::devio::UsbFs>,
+    /// The USB part of sysfs, `sys/`.
+    pub sysfs: Arc<crate::usbcore::sysfs::UsbSysfs>,
     /// The clock every producer stamps events with.
     pub clock: Arc<dyn Clock>,
     /// tracefs event tracing under `tracing/`.
@@ -82,6 +86,11 @@ impl Monfs {
             0o600,
         );
         crate::tracefs::add_files(&tracing, &tree);
+        // usbfs: programs drive the simulated devices through the core's port.
+        let usbfs = crate::usbcore::devio::UsbFs::install(&tree, usb.clone(), &bus_numbers);
+        // sysfs: sys/bus/usb and the device directories, from the same port.
+        let port: Arc<dyn crate::usbcore::device::UsbCorePort> = usb.clone();
+        let sysfs = crate::usbcore::sysfs::UsbSysfs::install(&tree, &port);
         // Napping buses are caught up before, and woken after, requests.
         tree.add_request_hooks(usb.clone());
         let monreader = crate::monreader::MonReaderDev::install(
@@ -112,6 +121,8 @@ impl Monfs {
             tree,
             usbmon,
             usb,
+            usbfs,
+            sysfs,
             clock,
             tracing,
             monreader,

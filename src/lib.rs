@@ -14,4 +14,5 @@ pub mod monreader;
 pub mod sim;
 pub mod testing;
 pub mod tracefs;
+pub mod usbcore;
 pub mod usbmon;

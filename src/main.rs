@@ -116,6 +116,84 @@ enum Cmd {
         /// on that CPU.
         #[arg(long, value_parser = monfs::fuse::parse_cpu_list)]
         cpus: Option<monfs::fuse::CpuList>,
+        /// With --foreground: write one byte to this descriptor once the
+        /// mount is up (0) or has failed (the exit status), as the waiting
+        /// parent of a background mount is told (`monfs run` uses it).
+        #[arg(long, hide = true, requires = "foreground")]
+        ready_fd: Option<i32>,
+        /// Remove the (then empty) mountpoint directory after unmounting at
+        /// exit (`monfs run`'s temporary mountpoint, also when monfs run was
+        /// killed).
+        #[arg(long, hide = true, requires = "foreground")]
+        rmdir_mountpoint: bool,
+    },
+    /// Run COMMAND with a monfs of its own where the kernel's USB and
+    /// tracing files are: lsusb, libusb programs, tcpdump and trace-cmd
+    /// then work on the simulated devices.
+    ///
+    /// monfs run mounts a monfs that only COMMAND sees and runs COMMAND
+    /// where the kernel's paths are monfs's: /dev/usbmonN,
+    /// /sys/kernel/debug/usb/usbmon and usb/devices, /sys/kernel/tracing and
+    /// /sys/kernel/debug/tracing, /dev/monreader, /dev/bus/usb, /sys/bus/usb
+    /// and the USB devices in /sys/devices. So unmodified tools (lsusb, libusb and pyusb programs,
+    /// tcpdump, trace-cmd) work on the simulated devices, and nothing
+    /// changes outside: the mount and the paths live in a private mount
+    /// namespace (as any user but root, in a user namespace too, where
+    /// COMMAND still runs as you), and go when COMMAND ends. COMMAND gets
+    /// MONFS_MOUNT (the mount's path) and MONFS_SOCKET (its control socket,
+    /// which `monfs ctl` then uses by itself) in its environment, and
+    /// SYSTEMD_DEVICE_VERIFY_SYSFS=0, with which libudev accepts monfs's
+    /// sysfs directories (docs/interfaces.md, "monfs run"). The exit
+    /// status is COMMAND's (128+N if signal N killed it); 125 if monfs could
+    /// not start (the daemon's last log lines are shown), 126 if COMMAND
+    /// could not be run, 127 if it was not found. Example:
+    /// `monfs run --config my.yaml -- lsusb -t`.
+    Run {
+        /// Configuration file (YAML); without it, the built-in default.
+        #[arg(long, short, conflicts_with = "use_mount")]
+        config: Option<PathBuf>,
+        /// Override the config's seed (URB tags, data, timing).
+        #[arg(long, conflicts_with = "use_mount")]
+        seed: Option<u64>,
+        /// Threads serving FUSE requests.
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(2..=64))]
+        threads: u16,
+        /// Refuse shared mappings of dev/usbmonN (see `monfs mount --no-mmap`).
+        #[arg(long)]
+        no_mmap: bool,
+        /// Take requests through /dev/fuse even where FUSE over io_uring is
+        /// available.
+        #[arg(long)]
+        no_io_uring: bool,
+        /// Keep the daemon's log in this file (default: a file of no name,
+        /// shown if monfs fails).
+        #[arg(long, conflicts_with = "use_mount")]
+        log_file: Option<PathBuf>,
+        /// Mount nothing: use the monfs already mounted at DIR (found by its
+        /// file-system type), as the monfs-usbmon-ns and monfs-trace-ns
+        /// helpers do.
+        #[arg(long = "use", value_name = "DIR")]
+        use_mount: Option<PathBuf>,
+        /// Start COMMAND at once, without waiting for the simulated devices
+        /// to enumerate. By default `monfs run` waits (up to 30 s) until the
+        /// devices the configuration plugs at start are listed and their
+        /// drivers bound, as on a machine booted with them.
+        #[arg(long)]
+        no_wait: bool,
+        /// Without root: run COMMAND as root of the user namespace (uid 0
+        /// there, still you outside), for tools that insist on root, such as
+        /// trace-cmd. By default COMMAND runs as your own uid and gid. (As
+        /// root this changes nothing.)
+        #[arg(long)]
+        ns_root: bool,
+        /// The command to run, and its arguments (after `--`).
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "COMMAND"
+        )]
+        command: Vec<std::ffi::OsString>,
     },
     /// Unmount a monfs (or any FUSE) mount at MOUNTPOINT: umount(2) as root,
     /// `fusermount3 -u` otherwise; lazily (detached, gone once unused) if it
@@ -125,14 +203,18 @@ enum Cmd {
         mountpoint: PathBuf,
     },
     /// Send a command to a running daemon's control socket (see `monfs ctl
-    /// MOUNTPOINT help`). Exit 0 if it was carried out, 1 if refused.
+    /// MOUNTPOINT help`). Exit 0 if it was carried out, 1 if refused. Inside
+    /// `monfs run`, where MONFS_SOCKET names the socket, MOUNTPOINT may be
+    /// left out: `monfs ctl plug 1 3 mass-storage`.
     Ctl {
-        /// The mountpoint of the daemon to talk to.
+        /// The mountpoint of the daemon to talk to (optional where
+        /// MONFS_SOCKET is set).
         mountpoint: PathBuf,
         /// The command, e.g. `plug 1 3 mass-storage` or `fault 1 3 stall`.
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
-        /// Socket path, if the daemon was started with --ctl-socket.
+        /// Socket path, if the daemon was started with --ctl-socket
+        /// (default: MONFS_SOCKET where MOUNTPOINT is left out).
         #[arg(long)]
         socket: Option<PathBuf>,
     },
@@ -285,6 +367,16 @@ fn daemonize() -> std::fs::File {
             std::process::exit(code);
         }
     }
+}
+
+/// The descriptor `--ready-fd` names, kept from whatever this process
+/// starts (close-on-exec).
+fn ready_pipe(fd: i32) -> Result<std::fs::File, nix::errno::Errno> {
+    // SAFETY: F_GETFD on any number is harmless.
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    fcntl(borrowed, FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))?;
+    // SAFETY: the caller handed us this descriptor to own; it is open.
+    Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
 /// Close every descriptor from 3 up except `keep`: in the daemon, before it
@@ -445,6 +537,8 @@ fn mount(
     cuse: bool,
     ctl_socket: Option<PathBuf>,
     log_file: Option<PathBuf>,
+    ready_fd: Option<i32>,
+    rmdir_mountpoint: bool,
 ) -> ExitCode {
     let mut cfg = match load_config(&config) {
         Ok(c) => c,
@@ -476,7 +570,17 @@ fn mount(
         }
     }
     let socket_path = ctl_socket.unwrap_or_else(|| monfs::control::default_socket(&mountpoint));
-    let mut report = if foreground { None } else { Some(daemonize()) };
+    let mut report = if foreground {
+        match ready_fd.map(ready_pipe).transpose() {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("monfs: --ready-fd: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        Some(daemonize())
+    };
     // In the background, the log goes to the journal or next to the socket
     // by default.
     let journal = (log_file.is_none() && !foreground)
@@ -661,6 +765,9 @@ fn mount(
                     std::thread::sleep(std::time::Duration::from_millis(300));
                     info!("files still open: failing blocked readers and exiting");
                     session.abort_parked(monfs::base::errno::Errno::EIO);
+                    if rmdir_mountpoint {
+                        let _ = std::fs::remove_dir(&mp);
+                    }
                     std::process::exit(0);
                 }
             })
@@ -675,6 +782,9 @@ fn mount(
     // Usually unmounted already (that is what ended the session).
     if let Err(e) = monfs::fuse::unmount(&mountpoint) {
         tracing::debug!("unmount: {e}");
+    }
+    if rmdir_mountpoint {
+        let _ = std::fs::remove_dir(&mountpoint);
     }
     info!("unmounted");
     ExitCode::SUCCESS
@@ -780,6 +890,8 @@ fn main() -> ExitCode {
             cuse,
             ctl_socket,
             log_file,
+            ready_fd,
+            rmdir_mountpoint,
         } => mount(
             mountpoint,
             config,
@@ -800,7 +912,54 @@ fn main() -> ExitCode {
             cuse,
             ctl_socket,
             log_file,
+            ready_fd,
+            rmdir_mountpoint,
         ),
+        Cmd::Run {
+            config,
+            seed,
+            threads,
+            no_mmap,
+            no_io_uring,
+            log_file,
+            use_mount,
+            ns_root,
+            no_wait,
+            command,
+        } => {
+            let config_path = config
+                .as_ref()
+                .map(|c| std::path::absolute(c).unwrap_or(c.clone()));
+            let mut mount_args: Vec<std::ffi::OsString> = Vec::new();
+            if let Some(c) = &config_path {
+                mount_args.push("--config".into());
+                mount_args.push(c.clone().into());
+            }
+            if let Some(s) = seed {
+                mount_args.push("--seed".into());
+                mount_args.push(s.to_string().into());
+            }
+            mount_args.push("--threads".into());
+            mount_args.push(threads.to_string().into());
+            if no_mmap {
+                mount_args.push("--no-mmap".into());
+            }
+            if no_io_uring {
+                mount_args.push("--no-io-uring".into());
+            }
+            let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+            monfs::cli::run::run(monfs::cli::run::RunOptions {
+                exe,
+                log_level: cli.log_level.clone(),
+                mount_args,
+                log_file: log_file.map(|p| std::path::absolute(&p).unwrap_or(p)),
+                use_mount,
+                ns_root,
+                config: config_path,
+                wait: !no_wait,
+                command,
+            })
+        }
         Cmd::Umount { mountpoint } => match monfs::fuse::unmount(&mountpoint) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -813,6 +972,20 @@ fn main() -> ExitCode {
             command,
             socket,
         } => {
+            // Inside `monfs run`: no MOUNTPOINT, MONFS_SOCKET names the socket.
+            let env_socket = std::env::var_os("MONFS_SOCKET").filter(|s| !s.is_empty());
+            let (mountpoint, command, socket) = match env_socket {
+                Some(s) if socket.is_none() && !mountpoint.is_dir() => {
+                    let mut words = vec![mountpoint.to_string_lossy().into_owned()];
+                    words.extend(command);
+                    (PathBuf::new(), words, Some(PathBuf::from(s)))
+                }
+                _ => (mountpoint, command, socket),
+            };
+            if command.is_empty() {
+                eprintln!("monfs ctl: no command given (try `monfs ctl MOUNTPOINT help`)");
+                return ExitCode::from(2);
+            }
             let socket = socket.unwrap_or_else(|| {
                 std::fs::read_to_string(mountpoint.join("monfs/socket"))
                     .map(|s| PathBuf::from(s.trim()))

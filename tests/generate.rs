@@ -26,6 +26,7 @@ fn man_pages_one_per_command() {
         "monfs",
         "monfs-mount",
         "monfs-ctl",
+        "monfs-run",
         "monfs-zvm-dump",
         "monfs-record",
         "monfs-check-config",

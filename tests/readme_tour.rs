@@ -95,6 +95,8 @@ fn readme_tour_runs_against_the_default_config() {
             .current_dir(work.path())
             .env("MNT", m.root())
             .env("PATH", &path)
+            // The namespace helpers run the monfs under test.
+            .env("MONFS_BIN", common::monfs_bin())
             .output()
             .unwrap();
         assert!(

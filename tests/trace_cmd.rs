@@ -256,6 +256,7 @@ fn trace_cmd_stream_prints_events_as_they_come() {
     let ns = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/trace-ns");
     let out = m.dir.path().join("stream.txt");
     let mut child = Command::new(ns)
+        .env("MONFS_BIN", common::monfs_bin())
         .arg(m.root())
         .args(["--", "trace-cmd", "stream", "-e", "usb:usb_urb_submit"])
         .stdout(std::fs::File::create(&out).unwrap())

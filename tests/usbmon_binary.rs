@@ -379,6 +379,7 @@ fn tcpdump_captures_in_mmap_mode_linktype_220() {
     check_capture(&out, 220, 64);
     let script = env!("CARGO_MANIFEST_DIR").to_string() + "/scripts/usbmon-ns";
     let o = Command::new(script)
+        .env("MONFS_BIN", common::monfs_bin())
         .arg(m.root())
         .args(["tcpdump", "-D"])
         .output()

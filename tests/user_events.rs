@@ -540,6 +540,7 @@ fn tracepoint_crate_through_trace_ns() {
     // Producer in the namespace where /sys/kernel/tracing is monfs; we
     // enable its event from outside once it registered.
     let mut child = Command::new(root.join("scripts/trace-ns"))
+        .env("MONFS_BIN", common::monfs_bin())
         .arg(m.root())
         .arg("--")
         .arg(&bin)

@@ -3,8 +3,7 @@ written in Python, run under `monfs run`, where /dev/bus/usb and sysfs are
 monfs's: its control and bulk transfers reach the peer, and a stall is
 LIBUSB_ERROR_PIPE.
 
-Needs `monfs run` and usbfs (issue 36) and libusb-1.0-0-dev: marked
-needs_monfs_run until they are merged."""
+Needs libusb-1.0-0-dev (and pkg-config) to build the program."""
 
 import shutil
 import subprocess
@@ -14,8 +13,6 @@ import pytest
 import monfs
 from monfs import descriptors as d
 from monfs import peer
-
-pytestmark = pytest.mark.needs_monfs_run
 
 SOURCE = __file__.replace("test_libusb.py", "libusb_echo.c")
 

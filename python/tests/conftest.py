@@ -21,10 +21,6 @@ if os.environ.get("MONFS_BIN"):
 elif (REPO / "target/debug/monfs").exists():
     os.environ["MONFS_BIN"] = str(REPO / "target/debug/monfs")
 
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "needs_monfs_run: uses `monfs run` (issue 36); deselected until it is merged")
-
 
 @pytest.fixture
 def repo() -> Path:

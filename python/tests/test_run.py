@@ -1,16 +1,10 @@
 """monfs.run on top of `monfs run` (issue 36): the command sees the kernel's
-paths, gets MONFS_MOUNT and MONFS_SOCKET, and its exit status is returned.
-Marked needs_monfs_run: deselected by scripts/python-tests until `monfs run`
-is merged."""
+paths, gets MONFS_MOUNT and MONFS_SOCKET, and its exit status is returned."""
 
 import sys
 
-import pytest
-
 import monfs
 from configs import KEYBOARD
-
-pytestmark = pytest.mark.needs_monfs_run
 
 
 def test_the_command_reads_usbmon_at_the_kernels_path():

@@ -631,5 +631,68 @@ for side in SIDES:
 # ------------------------------------------------------------------ hist triggers
 hist_grammar()
 
+
+# ------------------------------------------------------------------ usbfs
+# tests/c/usbfs_kbd.c's session with the keyboard through /dev/bus/usb:
+# the program's answers must be the same, and so must the usbmon lines of
+# the session, from the program's first request to usbhid's URB after the
+# program's CONNECT: its control requests, the end of usbhid's URB at the
+# detach, its own interrupt URB, usbhid's probe again. Tags and time
+# stamps aside. The qemu keyboard is idle, so the program's URB is
+# discarded; monfs's keyboard types, so its URB may get a report first:
+# that URB's completion and the answers that depend on it (poll, discard,
+# reap) are shown, not compared.
+PROGRAM_URB = ("poll ", "discard ", "reap ")
+
+
+def usbfs_window(side):
+    dev = (read(side, "usbfs_devnum.txt") or "").strip()
+    if not dev:
+        return None
+    mark = ":1:%03d:" % int(dev)
+    ls = [ln.split(" ", 2)[2] for ln in lines(side, "usbfs_1u.txt") or [] if mark in ln]
+    ls = [ln.replace(mark, ":1:DEV:") for ln in ls]
+    start = next((i for i, ln in enumerate(ls) if ln.startswith("S Ci:1:DEV:0 s 80 06 0100")), None)
+    if start is None:
+        return []
+    out, detached, program, leds = [], False, 0, False
+    for ln in ls[start:]:
+        is_int = ln.startswith(("S Ii", "C Ii"))
+        if is_int and not detached:
+            if ln.startswith("C Ii") and (" -108:" in ln or " -2:" in ln):
+                detached = True
+                out.append(ln)
+            continue  # usbhid's own polling before the detach
+        if is_int and program < 2 and not leds:
+            program += 1
+            if program == 2:
+                ln = "C Ii:1:DEV:1 (the program's URB ends: not compared)"
+        out.append(ln)
+        if ln.startswith("S Co:1:DEV:0 s 21 09"):
+            leds = True
+        if leds and ln.startswith("S Ii"):
+            break
+    return out
+
+
+kp, mp = lines("kernel", "usbfs_kbd.txt") or [], lines("fuse", "usbfs_kbd.txt") or []
+kc = [ln for ln in kp if not ln.startswith(PROGRAM_URB)]
+mc = [ln for ln in mp if not ln.startswith(PROGRAM_URB)]
+check(kp and kc == mc and rc("kernel", "usbfs_kbd.txt.rc") == 0,
+      "usbfs: the keyboard session answers the same (tests/c/usbfs_kbd.c)",
+      "kernel: %s || monfs: %s" % (" | ".join(kc), " | ".join(mc)))
+res("INFO", "usbfs: the program's interrupt URB (an idle qemu keyboard NAKs; monfs's types)",
+    "kernel: %s || monfs: %s" % (" | ".join(ln for ln in kp if ln.startswith(PROGRAM_URB)),
+                                 " | ".join(ln for ln in mp if ln.startswith(PROGRAM_URB))))
+kw, mw = usbfs_window("kernel"), usbfs_window("fuse")
+if kw == mw and kw:
+    res("PASS", "usbfs: the session's usbmon lines are the kernel's (%d lines)" % len(kw), " | ".join(kw))
+else:
+    import difflib
+    d = [x for x in difflib.unified_diff(kw or [], mw or [], "kernel", "monfs", n=0, lineterm="")
+         if not x.startswith(("---", "+++"))]
+    res("FAIL", "usbfs: the session's usbmon lines differ",
+        "kernel: %s || monfs: %s || diff: %s" % (" | ".join(kw or []), " | ".join(mw or []), " ".join(d)))
+
 # ------------------------------------------------------------------ report
 write_report_and_exit()

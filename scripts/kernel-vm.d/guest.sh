@@ -131,6 +131,24 @@ hist_grammar_side() { # hist_grammar_side OUTDIR TRACINGDIR
 	echo "hist grammar: $(grep -c '^case ' $1/hist_grammar.txt) cases, uptime $_t0 -> $(up)"
 }
 
+# The usbfs session of tests/c/usbfs_kbd.c with the keyboard, and the
+# usbmon lines it causes (from 1u, read meanwhile).
+usbfs_session() { # usbfs_session OUTDIR TEXTDIR DEVNODE
+	bg ufs1u "$1/usbfs_1u.txt" cat "$2/1u"
+	sleep 0.5
+	usbfs_kbd "$3" > "$1/usbfs_kbd.txt" 2>&1
+	echo $? > "$1/usbfs_kbd.txt.rc"
+	sleep 1
+	finish ufs1u 0
+	echo "usbfs: $(wc -l < "$1/usbfs_1u.txt") lines of 1u"
+}
+kbd_devnum_kernel() {
+	for d in /sys/bus/usb/devices/1-*; do
+		[ "$(cat $d/product 2>/dev/null)" = "QEMU USB Keyboard" ] && cat $d/devnum && return 0
+	done
+	return 1
+}
+
 kernel_traffic() { # SCSI reads (and first some writes) on the qemu USB stick, each a separate command
 	_i=0
 	while [ $_i -lt 40 ]; do
@@ -211,6 +229,10 @@ run_ioctls $O/kernel /dev/usbmon
 step "K4. kernel: clients and tcpdump on bus 1 during SCSI reads"
 TCPDUMP=1 run_clients $O/kernel /dev/usbmon1 $M kernel_traffic
 cat $O/kernel/tcpdump.out.err
+step "K4u. kernel: usbfs session with the keyboard (/dev/bus/usb)"
+KDEV=$(kbd_devnum_kernel) || err "kernel: no QEMU USB Keyboard in sysfs"
+echo "$KDEV" > $O/kernel/usbfs_devnum.txt
+usbfs_session $O/kernel $M /dev/bus/usb/001/$(printf %03d "$KDEV")
 step "K5. kernel: unload usbmon (its /dev/usbmonN names are monfs's next)"
 rmmod usbmon || err "rmmod usbmon failed"
 waitfor 5 '[ ! -e /dev/usbmon1 ]' || err "/dev/usbmon1 still exists after rmmod usbmon"
@@ -268,6 +290,11 @@ run_ioctls $O/fuse $MNT/dev/usbmon
 [ -n "$CUSEFLAG" ] && run_ioctls $O/cuse /dev/usbmon
 step "M3. monfs: clients on bus 1 (FUSE files)"
 TCPDUMP=0 run_clients $O/fuse $MNT/dev/usbmon1 $MNT/usb/usbmon monfs_traffic
+step "M3u. monfs: usbfs session with the keyboard (dev/bus/usb)"
+MDEV=$(awk '/^T:/ {d = $0; sub(/.*Dev#= */, "", d); sub(/ .*/, "", d)} /Product=QEMU USB Keyboard/ {print d; exit}' $MNT/usb/devices)
+[ -n "$MDEV" ] || err "monfs: no QEMU USB Keyboard in usb/devices"
+echo "$MDEV" > $O/fuse/usbfs_devnum.txt
+usbfs_session $O/fuse $MNT/usb/usbmon $MNT/dev/bus/usb/001/$(printf %03d "$MDEV")
 if [ -n "$CUSEFLAG" ]; then
 	step "M4. monfs: clients and tcpdump -i usbmon1 on the CUSE devices"
 	TCPDUMP=1 run_clients $O/cuse /dev/usbmon1 $MNT/usb/usbmon monfs_traffic

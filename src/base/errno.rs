@@ -51,6 +51,22 @@ errnos!(
     EPROTO,
 );
 
+impl Errno {
+    /// EAGAIN as the caller's final answer, even on a blocking file: a
+    /// "would block" the frontend must not wait out (usbfs's
+    /// REAPURBNDELAY). The frontend sends it as EAGAIN.
+    pub const EAGAIN_FINAL: Errno = Errno(0x4000_0000 | libc::EAGAIN);
+
+    /// The errno number the caller sees.
+    pub fn code(self) -> i32 {
+        if self == Errno::EAGAIN_FINAL {
+            libc::EAGAIN
+        } else {
+            self.0
+        }
+    }
+}
+
 impl fmt::Debug for Errno {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(

@@ -99,6 +99,64 @@ pub struct RecordedDevice {
     pub strings: Vec<(u8, Vec<u8>)>,
     /// IN endpoints (bulk and interrupt) with their completions.
     pub endpoints: Vec<RecordedEndpoint>,
+    /// Every transfer of the device that completed, in order of
+    /// completion: what a program's requests are answered from (replay
+    /// for programs, as umockdev's pcap replay).
+    pub transfers: Vec<RecordedTransfer>,
+}
+
+/// One completed transfer of a recorded device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedTransfer {
+    /// Packet number of the completion in the capture.
+    pub packet: usize,
+    /// bEndpointAddress (0x80 for an IN control transfer, 0 OUT).
+    pub ep: u8,
+    /// Transfer type.
+    pub xfer: XferType,
+    /// The setup packet of a control transfer.
+    pub setup: Option<[u8; 8]>,
+    /// Completion status.
+    pub status: i32,
+    /// actual_length.
+    pub actual: u32,
+    /// IN data as captured.
+    pub data: Arc<[u8]>,
+}
+
+/// Most transfers kept of a recorded device for programs.
+pub const MAX_TRANSFERS: usize = 1 << 20;
+
+/// The completed transfers of `packets` (one device's), in order.
+fn transfers<'a>(packets: impl Iterator<Item = &'a Packet>) -> Vec<RecordedTransfer> {
+    let mut setups: HashMap<u64, Option<[u8; 8]>> = HashMap::new();
+    let mut out = Vec::new();
+    for p in packets {
+        let e = &p.event;
+        match e.kind {
+            EventKind::Submit => {
+                setups.insert(e.id, e.setup);
+            }
+            EventKind::Complete if out.len() < MAX_TRANSFERS => {
+                let setup = setups.remove(&e.id).flatten();
+                if e.xfer == XferType::Control && setup.is_none() {
+                    continue;
+                }
+                let ep = e.epnum & 0x0f | if e.dir_in { 0x80 } else { 0 };
+                out.push(RecordedTransfer {
+                    packet: p.index,
+                    ep,
+                    xfer: e.xfer,
+                    setup,
+                    status: e.status,
+                    actual: e.actual_length,
+                    data: e.data.clone().unwrap_or_else(|| Arc::from(&[][..])),
+                });
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Where a descriptor came from: its bytes and packet number.
@@ -311,6 +369,7 @@ impl CapturePackets {
             dump: Arc::new(dump),
             strings,
             endpoints: endpoints(mine.iter().filter(|p| p.event.bus == bus).copied()),
+            transfers: transfers(mine.iter().filter(|p| p.event.bus == bus).copied()),
         })
     }
 }

@@ -4,5 +4,6 @@
 
 pub mod generate;
 pub mod record;
+pub mod run;
 pub mod signals;
 pub mod zvm_dump;

@@ -55,7 +55,7 @@ impl Session {
     }
 
     pub(super) fn err(&self, unique: u64, e: Errno) {
-        self.send(unique, -e.0, &[]);
+        self.send(unique, -e.code(), &[]);
     }
 
     pub(super) fn finish(&self, u: u64, res: Result<Vec<u8>, Errno>) {

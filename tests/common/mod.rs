@@ -166,7 +166,7 @@ pub fn root_only() -> bool {
     rootless()
 }
 
-fn require_fuse() {
+pub fn require_fuse() {
     assert!(
         Path::new("/dev/fuse").exists(),
         "/dev/fuse is missing: these tests need FUSE (modprobe fuse) and must not be skipped"
@@ -272,6 +272,7 @@ impl Mount {
     pub fn trace_ns(&self, args: &[&str]) -> String {
         let ns = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/trace-ns");
         let o = Command::new(ns)
+            .env("MONFS_BIN", monfs_bin())
             .arg(self.root())
             .arg("--")
             .args(args)
@@ -343,7 +344,22 @@ pub fn compile_c32(name: &str, out_dir: &Path) -> PathBuf {
     compile_c_as(name, out_dir, &format!("{name}32"), &["-m32"])
 }
 
+/// Compile `tests/c/NAME.c` linked with `libs` (`-lusb-1.0`).
+pub fn compile_c_libs(name: &str, out_dir: &Path, libs: &[&str]) -> PathBuf {
+    compile_c_full(name, out_dir, name, &[], libs)
+}
+
 fn compile_c_as(name: &str, out_dir: &Path, bin_name: &str, flags: &[&str]) -> PathBuf {
+    compile_c_full(name, out_dir, bin_name, flags, &[])
+}
+
+fn compile_c_full(
+    name: &str,
+    out_dir: &Path,
+    bin_name: &str,
+    flags: &[&str],
+    libs: &[&str],
+) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut src = root.join("tests/c").join(format!("{name}.c"));
     if !src.exists() {
@@ -356,6 +372,7 @@ fn compile_c_as(name: &str, out_dir: &Path, bin_name: &str, flags: &[&str]) -> P
         .arg("-o")
         .arg(&bin)
         .arg(&src)
+        .args(libs)
         .output()
         .expect("run cc (install gcc)");
     assert!(
@@ -373,6 +390,7 @@ fn compile_c_as(name: &str, out_dir: &Path, bin_name: &str, flags: &[&str]) -> P
 pub fn tcpdump(m: &Mount, iface: &str, secs: u32, out: &Path) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/usbmon-ns");
     let o = Command::new(script)
+        .env("MONFS_BIN", monfs_bin())
         .arg(m.root())
         .args([
             "timeout",

@@ -82,6 +82,7 @@ impl Bus {
             remote_ep0: false,
             given_up: false,
             enum_try: 0,
+            core: Default::default(),
             announced: false,
         };
         let ctx = Ctx {
@@ -101,6 +102,8 @@ impl Bus {
             events: 0,
             bind_driver: super::device::start_class_driver,
             plugged: super::device::plugged,
+            core: Default::default(),
+            core_event: super::core_view::device_event,
             describe: super::device::describe,
         };
         let mut bus = Bus {
@@ -226,6 +229,15 @@ impl Bus {
     pub(crate) fn unplug(&mut self, path: &[u8]) -> Result<(), SimError> {
         let now = self.request_time();
         let r = self.ctx.unplug(path, now);
+        self.flush_spawned(now);
+        r
+    }
+
+    /// Run `f` on the bus at the local time of a request arriving now (a
+    /// program's, through the USB core), then schedule what it spawned.
+    pub(crate) fn with_ctx<R>(&mut self, f: impl FnOnce(&mut Ctx, u64) -> R) -> R {
+        let now = self.request_time();
+        let r = f(&mut self.ctx, now);
         self.flush_spawned(now);
         r
     }

@@ -3,7 +3,7 @@
 //! control-request sequencer, and the [`Task`] trait the scheduler runs.
 //! This module imports none of them.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use crate::base::clock::Clock;
@@ -16,6 +16,7 @@ use crate::usbmon::event::{
 use super::descriptors::{Descriptors, Speed};
 use super::peer::PeerError;
 use crate::sim::rng::Rng;
+use crate::usbcore::device::{DeviceWatcher, IsoResult, UrbDone, UrbResult};
 
 /// Something the bus schedules: a device model's data stream, the hub
 /// driver's work, a replay. A device class (`device/`) starts its `Task`s
@@ -181,6 +182,74 @@ pub(crate) struct Device {
     /// Announced as added to the bus (`usb:usb_device_plug`): its removal
     /// is announced too.
     pub announced: bool,
+    /// What programs did to it through the USB core (usbfs).
+    pub core: CoreDev,
+}
+
+/// A device as programs left it through the USB core (usbfs): see
+/// `core_view`.
+#[derive(Default)]
+pub(crate) struct CoreDev {
+    /// Registered with the core (`usb_new_device`): usbfs shows it.
+    pub registered: bool,
+    /// Interfaces a program claimed, with the claiming file.
+    pub claims: Vec<(u8, u64)>,
+    /// Interfaces whose kernel driver a program detached.
+    pub detached: Vec<u8>,
+    /// Endpoints (address with direction) of detached interfaces: the
+    /// class driver's URBs there are no longer submitted.
+    pub quiet_eps: Vec<u8>,
+    /// The class driver's own control URB is quiet too.
+    pub quiet_class: bool,
+    /// The device model's peer, for programs' URBs (external devices).
+    pub peer: Option<ProgramPeer>,
+    /// Replay for programs: the next recorded transfer to look from.
+    pub replay_pos: usize,
+    /// URBs the quiet driver's model still runs (not on the bus): what
+    /// they get goes to a program's URB on the same endpoint.
+    pub suppressed: Vec<Urb>,
+}
+
+/// An external device's peer as programs' URBs reach it: lines go out
+/// through `tx`; answers to the ids in `answers.pending` come back in
+/// `answers.done` (the device model's reader puts them there).
+pub(crate) struct ProgramPeer {
+    pub tx: crossbeam_channel::Sender<String>,
+    pub answers: Arc<std::sync::Mutex<PeerAnswers>>,
+    /// Move the answers to programs' URBs that the peer sent meanwhile
+    /// into `answers` (the model takes its own at its steps).
+    pub poll: Box<dyn Fn() + Send>,
+}
+
+/// Answers of a peer to programs' URBs.
+#[derive(Default)]
+pub(crate) struct PeerAnswers {
+    /// Ids sent to the peer and not answered.
+    pub pending: HashSet<u64>,
+    /// Answers: id -> (status, actual, data, packets (status, actual)).
+    pub done: HashMap<u64, PeerAnswer>,
+}
+
+/// One answer of a peer: status, actual length, IN data, and for
+/// isochronous URBs each packet's status and actual length.
+pub(crate) type PeerAnswer = (i32, u32, Vec<u8>, Option<Vec<(i32, u32)>>);
+
+/// A program's URB in flight (usbfs): who is told when it completes.
+pub(crate) struct ProgramUrb {
+    pub dev: DevId,
+    pub done: Arc<dyn UrbDone>,
+    /// The tag's object size (to free it).
+    pub size: u64,
+    /// The peer's id of it, if a peer answers it.
+    pub peer_id: Option<u64>,
+}
+
+/// The bus as the USB core's users see it: who is told of devices, and
+/// programs' URBs in flight by tag.
+#[derive(Default)]
+pub(crate) struct CoreState {
+    pub watchers: Vec<Arc<dyn DeviceWatcher>>,
+    pub urbs: HashMap<u64, ProgramUrb>,
 }
 
 impl Device {
@@ -622,6 +691,7 @@ impl Runner {
                     self.push_front(ops);
                 }
                 Op::ClassSetup(d) => {
+                    (ctx.core_event)(ctx, d, true);
                     // usb_new_device is done: the device is on the bus.
                     ctx.announce(d, now, true);
                     let ops = ctx.class_ops(d);
@@ -684,6 +754,11 @@ pub(crate) struct Ctx {
     /// Called when a device is plugged in (before the hub notices): an
     /// external device with `ep0: peer` gets its [`Ep0Link`].
     pub plugged: fn(&mut Ctx, DevId),
+    /// The USB core's users (usbfs): watchers and programs' URBs.
+    pub core: CoreState,
+    /// Called when a device is registered with the core (true) or goes
+    /// (false); the bus supplies it.
+    pub core_event: fn(&mut Ctx, DevId, bool),
     /// The descriptors of a device being plugged (its configuration, the
     /// port's speed, the bus, its port path, a salt for serial numbers),
     /// from its class.
@@ -777,6 +852,23 @@ impl Ctx {
         let Some(d) = self.devs.get_mut(dev).and_then(|d| d.as_mut()) else {
             return;
         };
+        if (d.core.quiet_class || !d.core.quiet_eps.is_empty())
+            && !self.core.urbs.contains_key(&urb.tag)
+        {
+            // A program detached the class driver: its URBs stop.
+            let addr = urb.ep | if urb.dir_in { 0x80 } else { 0 };
+            let quiet = if urb.ep == 0 {
+                d.core.quiet_class && urb.tag == d.class_tag
+            } else {
+                d.core.quiet_eps.contains(&addr)
+            };
+            if quiet {
+                if d.core.suppressed.len() < 64 {
+                    d.core.suppressed.push(urb);
+                }
+                return;
+            }
+        }
         d.inflight.push(urb);
         let devnum = d.devnum;
         let mut ev = self.event(t, EventKind::Submit, devnum, &urb);
@@ -830,6 +922,26 @@ impl Ctx {
             return false;
         };
         let Some(pos) = d.inflight.iter().position(|u| u.tag == tag) else {
+            // The model of a driver a program detached still produces:
+            // its data goes to the program's URB waiting on that endpoint
+            // (what the device sends, whoever polls).
+            let Some(k) = d.core.suppressed.iter().position(|u| u.tag == tag) else {
+                return false;
+            };
+            let q = d.core.suppressed.swap_remove(k);
+            let program = d
+                .inflight
+                .iter()
+                .find(|u| {
+                    u.ep == q.ep
+                        && u.dir_in == q.dir_in
+                        && u.xfer == q.xfer
+                        && self.core.urbs.contains_key(&u.tag)
+                })
+                .map(|u| u.tag);
+            if let (Some(p), 0, true) = (program, status, q.dir_in) {
+                return self.complete(dev, p, t, 0, actual, data, iso, start_frame, error_count);
+            }
             return false;
         };
         let urb = d.inflight.swap_remove(pos);
@@ -846,11 +958,32 @@ impl Ctx {
             }
             d => d,
         };
+        let program = self.core.urbs.remove(&tag).map(|p| {
+            let r = UrbResult {
+                status,
+                actual_length: actual,
+                data: ev.data.as_deref().map(<[u8]>::to_vec).unwrap_or_default(),
+                iso: iso
+                    .iter()
+                    .map(|p| IsoResult {
+                        status: p.status,
+                        actual_length: p.length,
+                    })
+                    .collect(),
+                start_frame,
+                error_count,
+            };
+            (p, r)
+        });
         ev.iso = iso;
         ev.start_frame = start_frame;
         ev.error_count = error_count;
         self.events += 1;
         self.sink.urb_event(ev);
+        if let Some((p, r)) = program {
+            self.tags.free(tag, p.size);
+            p.done.done(tag, r);
+        }
         true
     }
 

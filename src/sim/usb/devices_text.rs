@@ -110,6 +110,11 @@ fn dump(ctx: &Ctx, id: DevId, level: u8, index: u8, count: u8, out: &mut String)
             let active = configured && d.alt.get(a.num as usize).copied().unwrap_or(0) == a.alt;
             let driver = if !configured {
                 ""
+            } else if d.core.claims.iter().any(|(i, _)| *i == a.num) {
+                // A program claimed it (usbfs).
+                "usbfs"
+            } else if d.core.detached.contains(&a.num) {
+                "(none)"
             } else if d.driver_bound && d.kind == Kind::Dev(DeviceKind::External) {
                 class_driver(a.class, a.proto)
             } else if d.driver_bound {
@@ -182,7 +187,7 @@ fn dump(ctx: &Ctx, id: DevId, level: u8, index: u8, count: u8, out: &mut String)
 /// its class: usbhid, usb-storage (uas for the UAS protocol), snd-usb-audio
 /// (control, streaming and MIDI interfaces alike), uvcvideo; vendor-specific
 /// and other classes: none.
-fn class_driver(class: u8, proto: u8) -> &'static str {
+pub(crate) fn class_driver(class: u8, proto: u8) -> &'static str {
     match (class, proto) {
         (0x03, _) => "usbhid",
         (0x08, 0x62) => "uas",

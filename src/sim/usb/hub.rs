@@ -688,6 +688,10 @@ impl Ctx {
         };
         d.driver_bound = true;
         let n = d.desc.nports;
+        super::core_view::device_changed(self, hub);
+        let Some(d) = self.dev(hub) else {
+            return;
+        };
         let pwr = if d.kind == Kind::Root {
             20 * MS
         } else {
@@ -770,6 +774,7 @@ impl Ctx {
             remote_ep0: false,
             given_up: false,
             enum_try: 0,
+            core: Default::default(),
             announced: false,
         }));
         (self.plugged)(self, id);
@@ -919,6 +924,9 @@ impl Ctx {
                     })
                     .collect();
                 self.complete(d, u.tag, now, ESHUTDOWN, 0, None, iso, 0, 0);
+            }
+            if self.dev(d).is_some_and(|x| x.core.registered) {
+                (self.core_event)(self, d, false);
             }
             self.announce(d, now, false);
             if let Some(dev) = self.devs[d].take() {

@@ -36,6 +36,7 @@
 //! [`UrbEvent`]: crate::usbmon::event::UrbEvent
 
 mod bus;
+mod core_view;
 mod ctx;
 mod descriptors;
 mod device;
@@ -44,8 +45,10 @@ mod hub;
 pub mod load;
 mod peer;
 pub mod replay;
+mod replay_program;
 #[cfg(test)]
 mod tests;
+mod usbfs_port;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -455,8 +458,10 @@ fn bus_thread(b: &BusShared, clock: &dyn Clock, stop: &AtomicBool) {
                 match g.next_time() {
                     Some(t) if t <= local => continue,
                     // Nobody takes the events: nap, then run them in a
-                    // batch (no wake-up per event, as for a reader).
-                    _ if !g.ctx.sink.wanted(b.num) => {
+                    // batch (no wake-up per event, as for a reader). Not
+                    // while a program waits for a URB (usbfs): it must
+                    // complete in time.
+                    _ if !g.ctx.sink.wanted(b.num) && g.ctx.core.urbs.is_empty() => {
                         nap = nap_ns(g.steps - mark.0, now.saturating_sub(mark.1), nap);
                         mark = (g.steps, now);
                         (now + nap, true)
@@ -471,7 +476,8 @@ fn bus_thread(b: &BusShared, clock: &dyn Clock, stop: &AtomicBool) {
             b.take_nap(clock, wake);
             b.idle.store(false, Ordering::SeqCst);
         } else {
-            clock.sleep_until(wake);
+            // Interruptible: a program's URB (usbfs) may fall due sooner.
+            b.take_nap(clock, wake);
         }
     }
 }

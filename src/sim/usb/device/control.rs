@@ -42,6 +42,25 @@ impl Ctx {
                 }
             }
             (0x80, 0x00) => (0, Some(vec![u8::from(is_hub), 0])),
+            // GET_STATUS of an interface or endpoint, GET_CONFIGURATION,
+            // GET_INTERFACE (programs ask them; the hub driver does not).
+            (0x81, 0x00) | (0x82, 0x00) => (0, Some(vec![0, 0])),
+            (0x80, 0x08) => (
+                0,
+                Some(vec![if dev.configured || dev.kind == Kind::Root {
+                    dev.desc.cfg.value
+                } else {
+                    0
+                }]),
+            ),
+            (0x81, 0x0a) if dev.configured || dev.kind == Kind::Root => {
+                match dev.alt.get(index as usize) {
+                    Some(a) if dev.desc.cfg.alts.iter().any(|x| x.num as u16 == index) => {
+                        (0, Some(vec![*a]))
+                    }
+                    _ => stall,
+                }
+            }
             (0x00, 0x05) => ok,
             (0x00, 0x09) => {
                 let d = self.dev_mut(target).unwrap();

@@ -124,6 +124,7 @@ pub(crate) fn start_class_driver(ctx: &mut Ctx, d: DevId, now: u64) {
     let Kind::Dev(kind) = dev.kind else {
         return;
     };
+    super::core_view::device_changed(ctx, d);
     let at = now + ctx.rng.range(MS, 8 * MS);
     class(kind).start(ctx, d, now, at);
 }

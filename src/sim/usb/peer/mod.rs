@@ -31,6 +31,9 @@ const INBOX: usize = 1024;
 /// Lines waiting for the peer to read them.
 const OUTBOX: usize = 1024;
 
+/// Takes the inbox's answers whose ids the predicate names.
+pub(crate) type AnswerTaker = Box<dyn Fn(&mut dyn FnMut(u64) -> bool) -> Vec<Answer> + Send>;
+
 /// What the reader thread hands to the task.
 #[derive(Default)]
 struct Inbox {
@@ -208,6 +211,26 @@ impl Peer {
             Err(TrySendError::Full(_)) => Err(PeerError::NotReading(OUTBOX)),
             Err(TrySendError::Disconnected(_)) => Err(PeerError::ClosedInput),
         }
+    }
+
+    /// Its input, for programs' URBs (usbfs), which the device's task
+    /// does not track.
+    pub(crate) fn sender(&self) -> Option<Sender<String>> {
+        self.tx.clone()
+    }
+
+    /// Takes out of the inbox, at any time, the answers whose ids `want`
+    /// names (programs' URBs), leaving the others for the task.
+    pub(crate) fn taker(&self) -> AnswerTaker {
+        let inbox = self.inbox.clone();
+        Box::new(move |want: &mut dyn FnMut(u64) -> bool| {
+            let mut g = inbox.lock_ok();
+            let (mine, rest): (VecDeque<Answer>, VecDeque<Answer>) = std::mem::take(&mut g.q)
+                .into_iter()
+                .partition(|a| want(a.id));
+            g.q = rest;
+            mine.into_iter().collect()
+        })
     }
 
     /// The answers the reader thread has parsed since the last call, and

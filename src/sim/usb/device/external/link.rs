@@ -46,7 +46,7 @@ pub(super) fn hello(ctx: &Ctx, d: DevId) -> (String, String) {
 
 /// A device's peer and the URB ids it knows.
 pub(crate) struct Link {
-    peer: Option<Peer>,
+    pub(super) peer: Option<Peer>,
     /// Why the peer could not start (reported at the first use).
     start_error: Option<PeerError>,
     next_id: u64,

@@ -20,6 +20,8 @@ mod link;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use crate::base::sync::LockExt;
+
 use crate::config::{DeviceKind, EndpointConfig};
 
 use super::super::ctx::*;
@@ -132,6 +134,8 @@ struct ExternalTask {
     remote: bool,
     /// usb_control_msg's timeout, ns.
     ctrl_timeout: u64,
+    /// Answers to programs' URBs (usbfs), which the core sends the peer.
+    program: Arc<std::sync::Mutex<PeerAnswers>>,
 }
 
 /// Requests that go to the peer: class and vendor requests, and standard
@@ -202,6 +206,7 @@ impl ExternalTask {
             class_tag,
             remote: false,
             ctrl_timeout: CTRL_TIMEOUT,
+            program: Arc::default(),
         };
         let (_, name) = hello(ctx, d);
         t.name = name;
@@ -268,6 +273,28 @@ impl ExternalTask {
             }
         } else {
             t.link = Link::open(ctx, d);
+        }
+        // Programs' URBs (usbfs) reach the same peer.
+        if let Some(p) = t.link.peer.as_ref() {
+            if let (Some(tx), Some(x)) = (p.sender(), ctx.dev_mut(d)) {
+                let take = p.taker();
+                let program = t.program.clone();
+                x.core.peer = Some(ProgramPeer {
+                    tx,
+                    answers: t.program.clone(),
+                    poll: Box::new(move || {
+                        let mut g = program.lock_ok();
+                        if g.pending.is_empty() {
+                            return;
+                        }
+                        let got = take(&mut |id| g.pending.contains(&id));
+                        for a in got {
+                            g.pending.remove(&a.id);
+                            g.done.insert(a.id, (a.status, a.actual, a.data, a.pkts));
+                        }
+                    }),
+                });
+            }
         }
         let _ = now;
         t
@@ -399,6 +426,13 @@ impl ExternalTask {
         };
         if self.link.forgotten(a.id) {
             return Ok(());
+        }
+        {
+            let mut g = self.program.lock_ok();
+            if g.pending.remove(&a.id) {
+                g.done.insert(a.id, (a.status, a.actual, a.data, a.pkts));
+                return Ok(());
+            }
         }
         Err(AnswerError::NotInFlight(a.id).into())
     }
@@ -617,10 +651,14 @@ impl ExternalTask {
             None
         };
         let e = self.step_eps(ctx, now)?;
-        let next = match (c, e) {
+        let mut next = match (c, e) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        if !self.program.lock_ok().pending.is_empty() {
+            // A program's URB waits for the peer: look for its answer soon.
+            next = Some(next.map_or(now + MS, |n| n.min(now + MS)));
+        }
         // Nothing to poll: look for a peer that ends now and then.
         Ok(Some(next.unwrap_or(now + 100 * MS)))
     }
