@@ -32,7 +32,7 @@
 //! order after a heapsort, which this replica does not reproduce.
 //!
 //! The pieces, as the kernel splits them: this module holds the types of a
-//! parsed trigger; [`parse`] (`parse.rs`, with the field expressions in
+//! parsed trigger; `parse.rs` (with the field expressions in
 //! `expr.rs` and the actions in `actions.rs`) builds one from a command,
 //! as `trace_events_hist.c` does; `eval.rs` computes a field's value for a
 //! hit; `map.rs` is the map (`tracing_map.c`) and the recording of a hit
