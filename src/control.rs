@@ -159,8 +159,9 @@ impl Control {
         let line = line.trim();
         let r = self.prepare(line, files).and_then(|replay| {
             let recorded = self.prepare_recorded(line, files)?;
+            let descriptors = self.prepare_descriptors(line, files)?;
             let _g = self.lock.lock_ok();
-            self.run(line, replay, recorded)
+            self.run(line, replay, recorded, descriptors)
         });
         match &r {
             Ok(_) => info!(command = line, "control"),
@@ -216,11 +217,50 @@ impl Control {
         Ok(Some(CaptureFile::taken(dev)))
     }
 
+    /// The slow part of `plug ... descriptors=FILE`, done without locks:
+    /// the dump read from the descriptor passed with the command (`monfs
+    /// ctl` opens FILE with the caller's rights), else from FILE, by the
+    /// rules for every file read on a caller's behalf
+    /// ([`crate::capture::read::read_regular`]: a regular file of at most
+    /// 1 MiB, no FIFO, no symlink).
+    fn prepare_descriptors(
+        &self,
+        line: &str,
+        files: &mut VecDeque<OwnedFd>,
+    ) -> Result<Option<crate::config::DescriptorFile>, SimError> {
+        let words = split_words(line)?;
+        if words.first().map(String::as_str) != Some("plug")
+            || words.get(3).map(String::as_str) == Some("from-capture")
+        {
+            return Ok(None);
+        }
+        let Some(v) = words
+            .iter()
+            .skip(4)
+            .find_map(|w| w.strip_prefix("descriptors="))
+        else {
+            return Ok(None);
+        };
+        let cap = crate::config::usbdesc::MAX_DUMP_BYTES;
+        let bytes = match files.pop_front().map(std::fs::File::from) {
+            Some(f) => crate::capture::read::read_regular(&f, cap),
+            None => crate::capture::read::read_regular_path(Path::new(v), cap),
+        }
+        .map_err(|e| format!("descriptors: {v}: {e}"))?;
+        let dump = crate::config::usbdesc::DescriptorDump::parse(bytes)
+            .map_err(|e| format!("descriptors: {v}: {e}"))?;
+        Ok(Some(crate::config::DescriptorFile {
+            path: v.into(),
+            dump: std::sync::Arc::new(dump),
+        }))
+    }
+
     fn run(
         &self,
         line: &str,
         replay: Option<replay::Prepared>,
         recorded: Option<CaptureFile>,
+        mut descriptors: Option<crate::config::DescriptorFile>,
     ) -> Result<String, SimError> {
         let words = split_words(line)?;
         let mut w = words.iter().map(String::as_str);
@@ -284,15 +324,10 @@ impl Control {
                         return Err(format!("{k} comes from the capture").into());
                     }
                     match k {
+                        // Read by `prepare_descriptors`, without the lock.
                         "descriptors" => {
-                            let bytes =
-                                std::fs::read(v).map_err(|e| format!("descriptors: {v}: {e}"))?;
-                            let dump = crate::config::usbdesc::DescriptorDump::parse(bytes)
-                                .map_err(|e| format!("descriptors: {v}: {e}"))?;
-                            dev.descriptors = Some(crate::config::DescriptorFile {
-                                path: v.into(),
-                                dump: std::sync::Arc::new(dump),
-                            });
+                            dev.descriptors =
+                                Some(descriptors.take().ok_or("descriptors=FILE given twice")?)
                         }
                         "vendor_id" => dev.vendor_id = Some(parse_in(k, v, 0, 0xffff)?),
                         "product_id" => dev.product_id = Some(parse_in(k, v, 0, 0xffff)?),
@@ -490,20 +525,69 @@ pub const RUN_DIR: &str = "/run/monfs";
 /// The directory of the default sockets (and logs), kept private (0700) and
 /// owned by us: [`RUN_DIR`] for root; for another user
 /// `$XDG_RUNTIME_DIR/monfs` when that variable names an absolute path,
-/// else `/tmp/monfs-<uid>`.
+/// else `/tmp/monfs-<uid>`, made now if missing. Another user can create
+/// that name first (`/tmp` is everyone's): then it is a fresh directory of
+/// a name nobody can guess, `/tmp/monfs-<uid>-<random>`, made by us (issue
+/// 37), and clients find the socket through the mount's `monfs/socket`.
+/// The same directory for the life of the process.
 pub fn run_dir() -> PathBuf {
-    let uid = nix::unistd::geteuid();
-    if uid.is_root() {
-        return PathBuf::from(RUN_DIR);
-    }
-    match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
-        Some(x) if x.is_absolute() => x.join("monfs"),
-        _ => PathBuf::from(format!("/tmp/monfs-{uid}")),
-    }
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let uid = nix::unistd::geteuid();
+        if uid.is_root() {
+            return PathBuf::from(RUN_DIR);
+        }
+        match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+            Some(x) if x.is_absolute() => x.join("monfs"),
+            _ => tmp_run_dir(Path::new("/tmp"), uid.as_raw()),
+        }
+    })
+    .clone()
 }
 
-/// At most this many control connections are served at once; past it, a new
-/// connection is answered `error: too many control connections` and closed.
+/// `DIR/monfs-<uid>` if it is ours or we could make it, else a fresh
+/// `DIR/monfs-<uid>-<random>` made by us (0700).
+pub fn tmp_run_dir(tmp: &Path, uid: u32) -> PathBuf {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let usual = tmp.join(format!("monfs-{uid}"));
+    let made = std::fs::DirBuilder::new().mode(0o700).create(&usual);
+    let ours = match made {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::symlink_metadata(&usual)
+                .is_ok_and(|m| m.is_dir() && !m.file_type().is_symlink() && m.uid() == uid)
+        }
+        Err(_) => false,
+    };
+    if ours {
+        return usual;
+    }
+    for _ in 0..16 {
+        let mut r = [0u8; 8];
+        // SAFETY: getrandom fills the buffer it is given.
+        let n = unsafe { libc::getrandom(r.as_mut_ptr().cast(), r.len(), 0) };
+        if n != r.len() as isize {
+            break;
+        }
+        let alt = tmp.join(format!("monfs-{uid}-{:016x}", u64::from_ne_bytes(r)));
+        // mkdir fails on anything already there: the directory is ours.
+        if std::fs::DirBuilder::new().mode(0o700).create(&alt).is_ok() {
+            warn!(
+                taken = %usual.display(),
+                using = %alt.display(),
+                "the usual run directory is not ours (made by another user?); using a fresh one"
+            );
+            return alt;
+        }
+    }
+    usual
+}
+
+/// At most this many control connections are open at once. A new one past
+/// it closes the one idle longest (answered `error: idle connection closed
+/// for a new one`), so idle clients cannot lock `monfs ctl` out (issue 37);
+/// only when every one is carrying out a command is the new one answered
+/// `error: too many control connections` and closed.
 pub const MAX_CONNECTIONS: usize = 16;
 
 /// The longest command line taken on the socket (bytes, without the newline);
@@ -660,7 +744,7 @@ impl ControlSocket {
     /// `owner_uid` (the uid the mount's files belong to) are served; others
     /// get `error: permission denied`.
     pub fn serve(self, ctl: Arc<Control>, owner_uid: u32) -> std::io::Result<()> {
-        let active = Arc::new(AtomicUsize::new(0));
+        let conns = Arc::new(Conns::default());
         let listener = self.listener;
         std::thread::Builder::new()
             .name("ctl-socket".into())
@@ -679,24 +763,23 @@ impl ControlSocket {
                         refuse(&mut s, "permission denied");
                         continue;
                     }
-                    if active.load(Ordering::Acquire) >= MAX_CONNECTIONS {
+                    let Some(me) = conns.admit(&s) else {
                         warn!(
                             uid,
                             pid,
                             limit = MAX_CONNECTIONS,
-                            "control connection refused: too many"
+                            "control connection refused: every connection is busy"
                         );
                         refuse(&mut s, "too many control connections");
                         continue;
-                    }
-                    active.fetch_add(1, Ordering::AcqRel);
-                    let slot = Slot(active.clone());
+                    };
                     let ctl = ctl.clone();
+                    let conns = conns.clone();
                     let _ = std::thread::Builder::new()
                         .name("ctl-conn".into())
                         .spawn(move || {
-                            let _slot = slot;
-                            serve_conn(&ctl, s)
+                            serve_conn(&ctl, s, &me);
+                            conns.leave(&me);
                         });
                 }
             })?;
@@ -704,12 +787,80 @@ impl ControlSocket {
     }
 }
 
-/// One connection's place among [`MAX_CONNECTIONS`]; freed on drop.
-struct Slot(Arc<AtomicUsize>);
+/// The open control connections (at most [`MAX_CONNECTIONS`]).
+#[derive(Default)]
+struct Conns(std::sync::Mutex<Vec<Arc<Conn>>>);
 
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+/// One open control connection.
+struct Conn {
+    /// [`CONN_IDLE`], [`CONN_BUSY`] or [`CONN_EVICTED`].
+    state: AtomicUsize,
+    /// When it last finished a command, or was opened (ms of a monotonic count).
+    last: std::sync::atomic::AtomicU64,
+    /// Its socket, to shut down when it is evicted.
+    stream: Option<UnixStream>,
+}
+
+/// Waiting for a command.
+const CONN_IDLE: usize = 0;
+/// Carrying one out.
+const CONN_BUSY: usize = 1;
+/// Closed for a new connection: carries out nothing more.
+const CONN_EVICTED: usize = 2;
+
+fn mono_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_millis() as u64
+}
+
+impl Conns {
+    /// A place for a new connection on `s`: a free one, or the one of the
+    /// connection idle longest, which is closed. None when every
+    /// connection is busy.
+    fn admit(&self, s: &UnixStream) -> Option<Arc<Conn>> {
+        use crate::base::sync::LockExt;
+        let mut all = self.0.lock_ok();
+        if all.len() >= MAX_CONNECTIONS {
+            let mut idle: Vec<(u64, usize)> = all
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.state.load(Ordering::Acquire) == CONN_IDLE)
+                .map(|(i, c)| (c.last.load(Ordering::Relaxed), i))
+                .collect();
+            idle.sort_unstable();
+            let victim = idle.into_iter().map(|(_, i)| i).find(|&i| {
+                all[i]
+                    .state
+                    .compare_exchange(CONN_IDLE, CONN_EVICTED, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            })?;
+            let old = all.swap_remove(victim);
+            if let Some(mut st) = old.stream.as_ref() {
+                info!(
+                    limit = MAX_CONNECTIONS,
+                    "control connection idle longest closed for a new one"
+                );
+                let _ = st.set_nonblocking(true);
+                let _ = st.write_all(b"error: idle connection closed for a new one\n");
+                let _ = st.shutdown(std::net::Shutdown::Both);
+            }
+        }
+        let me = Arc::new(Conn {
+            state: AtomicUsize::new(CONN_IDLE),
+            last: std::sync::atomic::AtomicU64::new(mono_ms()),
+            stream: s.try_clone().ok(),
+        });
+        all.push(me.clone());
+        Some(me)
+    }
+
+    /// The connection `me` is over.
+    fn leave(&self, me: &Arc<Conn>) {
+        use crate::base::sync::LockExt;
+        self.0.lock_ok().retain(|c| !Arc::ptr_eq(c, me));
     }
 }
 
@@ -756,7 +907,7 @@ fn recv_with_files(
     Ok((msg.bytes, msg.flags.contains(MsgFlags::MSG_CTRUNC)))
 }
 
-fn serve_conn(ctl: &Control, mut s: UnixStream) {
+fn serve_conn(ctl: &Control, mut s: UnixStream, me: &Conn) {
     let _ = s.set_read_timeout(Some(IDLE_TIMEOUT));
     let _ = s.set_write_timeout(Some(std::time::Duration::from_secs(10)));
     let mut answering = true;
@@ -783,7 +934,9 @@ fn serve_conn(ctl: &Control, mut s: UnixStream) {
             if line.len() > MAX_LINE {
                 return close_with(&mut s, "line too long");
             }
-            answer(ctl, &mut s, &mut answering, line, &mut files);
+            if !me.run(|| answer(ctl, &mut s, &mut answering, line, &mut files)) {
+                return;
+            }
         }
         pending.drain(..start);
         if pending.len() > MAX_LINE {
@@ -791,9 +944,29 @@ fn serve_conn(ctl: &Control, mut s: UnixStream) {
         }
         if eof {
             // A last line without a newline still counts.
-            answer(ctl, &mut s, &mut answering, &pending, &mut files);
+            me.run(|| answer(ctl, &mut s, &mut answering, &pending, &mut files));
             return;
         }
+    }
+}
+
+impl Conn {
+    /// Carry out `f` (a command) unless the connection was evicted; whether
+    /// it was carried out.
+    fn run(&self, f: impl FnOnce()) -> bool {
+        if self
+            .state
+            .compare_exchange(CONN_IDLE, CONN_BUSY, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return false;
+        }
+        f();
+        self.last.store(mono_ms(), Ordering::Relaxed);
+        let _ =
+            self.state
+                .compare_exchange(CONN_BUSY, CONN_IDLE, Ordering::AcqRel, Ordering::Acquire);
+        true
     }
 }
 
@@ -871,5 +1044,36 @@ pub fn send(path: &Path, command: &str, file: Option<&std::fs::File>) -> std::io
         _ if !out.is_empty() => Ok(String::from_utf8_lossy(&out).into_owned()),
         (Err(e), _) | (Ok(_), Err(e)) => Err(e),
         (Ok(_), Ok(())) => Ok(String::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_dir_another_user_made_first_is_not_used() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let tmp = tempfile::tempdir().unwrap();
+        let me = nix::unistd::geteuid().as_raw();
+        // Missing: made, private.
+        let d = tmp_run_dir(tmp.path(), me);
+        assert_eq!(d, tmp.path().join(format!("monfs-{me}")));
+        let m = std::fs::metadata(&d).unwrap();
+        assert_eq!((m.uid(), m.permissions().mode() & 0o777), (me, 0o700));
+        // Ours already: kept.
+        assert_eq!(tmp_run_dir(tmp.path(), me), d);
+        // Another's (we made monfs-<other>, as an attacker would), or a
+        // symlink to ours: a fresh directory of our own instead.
+        let other = me + 4242;
+        std::fs::create_dir(tmp.path().join(format!("monfs-{other}"))).unwrap();
+        std::os::unix::fs::symlink(&d, tmp.path().join(format!("monfs-{}", me + 1))).unwrap();
+        for uid in [other, me + 1] {
+            let alt = tmp_run_dir(tmp.path(), uid);
+            let name = alt.file_name().unwrap().to_str().unwrap().to_string();
+            assert!(name.starts_with(&format!("monfs-{uid}-")), "{name}");
+            let m = std::fs::symlink_metadata(&alt).unwrap();
+            assert!(m.is_dir() && m.permissions().mode() & 0o777 == 0o700);
+        }
     }
 }

@@ -96,18 +96,20 @@ impl Monfs {
             0o600,
         );
         // Writes are taken and ignored; an open with O_TRUNC starts the
-        // counts again, as tracefs's `trace` is cleared.
+        // counts again, as tracefs's `trace` is cleared. Mode 0600: the
+        // counts and times of every user's requests are the owner's to
+        // read (issue 37), as debugfs keeps such statistics to root.
         let requests = Arc::new(crate::base::reqstats::RequestStats::default());
         let (shown, cleared) = (requests.clone(), requests.clone());
         tree.add(
             "monfs/requests",
             NodeKind::File(Arc::new(
-                crate::tracefs::Ctl::new(0o644)
+                crate::tracefs::Ctl::new(0o600)
                     .rs(move || shown.text())
                     .w(|data, _| Ok(data.len() as u32))
                     .t(move || cleared.reset()),
             )),
-            0o644,
+            0o600,
         );
         crate::tracefs::add_files(&tracing, &tree);
         // Napping buses are caught up before, and woken after, requests.

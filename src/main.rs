@@ -949,8 +949,8 @@ fn generate(what: Generate) -> ExitCode {
     }
 }
 
-/// For `replay start BUS FILE ...` and `plug BUS PORTS from-capture FILE
-/// DEVADDR ...`: open FILE with the caller's own rights
+/// For `replay start BUS FILE ...`, `plug BUS PORTS from-capture FILE
+/// DEVADDR ...` and `plug ... descriptors=FILE`: open FILE with the caller's own rights
 /// (without blocking, so a FIFO cannot hang the client) to pass it to the
 /// daemon, and name it by its absolute path in the command, where it is only
 /// a label. Other commands are returned as they are.
@@ -959,21 +959,30 @@ fn replay_file(line: &str) -> Result<(String, Option<std::fs::File>), String> {
     let mut words = monfs::control::split_words(line)?;
     // Which word is FILE: `replay start BUS FILE`, `plug BUS PORTS
     // from-capture FILE DEVADDR`.
-    let at = match words.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        ["replay", "start", _, _, ..] => 3,
-        ["plug", _, _, "from-capture", _, ..] => 4,
+    // `plug BUS PORTS KIND ... descriptors=FILE`.
+    let (at, prefix) = match words.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["replay", "start", _, _, ..] => (3, ""),
+        ["plug", _, _, "from-capture", _, ..] => (4, ""),
+        ["plug", ..] => match words
+            .iter()
+            .skip(4)
+            .position(|w| w.starts_with("descriptors="))
+        {
+            Some(i) => (4 + i, "descriptors="),
+            None => return Ok((line.to_string(), None)),
+        },
         _ => return Ok((line.to_string(), None)),
     };
-    let path = PathBuf::from(&words[at]);
+    let path = PathBuf::from(&words[at][prefix.len()..]);
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(&path)
         .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    words[at] = std::path::absolute(&path)
-        .unwrap_or(path)
-        .display()
-        .to_string();
+    words[at] = format!(
+        "{prefix}{}",
+        std::path::absolute(&path).unwrap_or(path).display()
+    );
     let quoted: Vec<String> = words
         .iter()
         .map(|w| {

@@ -239,3 +239,86 @@ fn speed_field_sets_the_port_speed_and_is_checked() {
         "{e}"
     );
 }
+
+/// Issue 37, finding 5: a `descriptors` file, from the configuration,
+/// `monfs/ctl` or `monfs ctl`, is read by the capture-file rules: a regular
+/// file of at most 1 MiB, never a device (/dev/zero), a FIFO (never waited
+/// on, and never with the control lock held) or a symlink; the refusal
+/// names the file and changes nothing, and later commands are served.
+#[test]
+fn descriptors_files_are_read_by_the_capture_file_rules() {
+    let mut m = Mount::with_config("usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n");
+    let dir = m.dir.path().to_path_buf();
+    let good = dir.join("good.bin");
+    std::fs::copy(data("qemu-usb-kbd/descriptors"), &good).unwrap();
+    let fifo = dir.join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let link = dir.join("link");
+    std::os::unix::fs::symlink(&good, &link).unwrap();
+    let big = dir.join("big.bin");
+    let mut bytes = std::fs::read(&good).unwrap();
+    bytes.resize((1 << 20) + 1, 0);
+    std::fs::write(&big, &bytes).unwrap();
+    let cases = [
+        ("/dev/zero", "not a regular file"),
+        (fifo.to_str().unwrap(), "not a regular file"),
+        (link.to_str().unwrap(), "symbolic links"),
+        (big.to_str().unwrap(), "1048576-byte limit"),
+    ];
+    for (file, why) in cases {
+        // Through monfs/ctl (the daemon opens the path; `timeout` only
+        // detects a hang) ...
+        let o = m.sh(&format!(
+            "timeout 20 bash -c 'echo \"plug 1 2 descriptors descriptors={file}\" > monfs/ctl'"
+        ));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("Invalid argument"),
+            "{file}: {err}\n{}",
+            m.log_text()
+        );
+        assert!(m.log_text().contains(why), "{file}: no {why:?} in the log");
+        // ... and through monfs ctl (the client opens FILE, the daemon
+        // reads the descriptor it passed, by the same rules).
+        // A symlink is followed there, with the caller's rights, as a shell
+        // would: the daemon opened nothing.
+        let (ok, out) = m.ctl(&[
+            "plug",
+            "1",
+            "2",
+            "descriptors",
+            &format!("descriptors={file}"),
+        ]);
+        if file == link.to_str().unwrap() {
+            assert!(ok, "{file}: {out}");
+            let (ok, out) = m.ctl(&["unplug", "1", "2"]);
+            assert!(ok, "{out}");
+            continue;
+        }
+        assert!(!ok, "{file}: {out}");
+        assert!(out.contains(why), "{file}: {out}");
+    }
+    // The configuration's `descriptors:` too (check-config reads them as
+    // the daemon does).
+    for (file, why) in cases {
+        let p = dir.join("c.yaml");
+        std::fs::write(
+            &p,
+            format!("usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: descriptors\n          descriptors: {file}\n"),
+        )
+        .unwrap();
+        let (code, e) = common::check_config(&p);
+        assert_eq!(code, Some(2), "{file}: {e}");
+        assert!(e.contains(why), "{file}: {e}");
+    }
+    // The good file plugs.
+    let (ok, out) = m.ctl(&[
+        "plug",
+        "1",
+        "3",
+        "descriptors",
+        &format!("descriptors={}", good.display()),
+    ]);
+    assert!(ok, "{out}");
+    assert!(m.alive());
+}

@@ -142,3 +142,184 @@ fn ten_thousand_stats_of_a_device_stay_bounded() {
     assert!(grown < 16 * 1024, "10,000 stats cost {grown} KiB");
     assert!(m.alive());
 }
+
+/// Run `script` (Python) as uid `uid`; its stdin is a pipe the test holds.
+fn python_as(uid: u32, script: &str) -> std::process::Child {
+    std::process::Command::new("setpriv")
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={uid}"))
+        .arg("--clear-groups")
+        .args(["/usr/bin/python3", "-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Python: open `path` until refused (or `max` opens), print "COUNT ERRNO",
+/// hold the files until stdin closes.
+fn hold_opens(path: &std::path::Path, max: usize) -> String {
+    format!(
+        "import os, resource, sys\n\
+         _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n\
+         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))\nfds = []\nerr = 0\nwhile len(fds) < {max}:\n    try:\n        \
+         fds.append(os.open({:?}, os.O_RDONLY))\n    except OSError as e:\n        \
+         err = e.errno\n        break\nprint(len(fds), err, flush=True)\nsys.stdin.read()\n",
+        path.display().to_string()
+    )
+}
+
+/// The first line of a child's output: its count and errno.
+fn count_and_errno(c: &mut std::process::Child) -> (usize, i32) {
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(c.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let mut w = line.split_whitespace().map(|w| w.parse::<usize>().unwrap());
+    (w.next().unwrap(), w.next().unwrap() as i32)
+}
+
+/// The other user of these tests (scripts/rootless-tests creates it).
+const OTHER: u32 = 1001;
+const NOBODY: u32 = 65534;
+
+/// Issue 37, finding 1: an ordinary user who opens a world-readable file
+/// without end gets EMFILE at its share of open files, and ENOMEM at its
+/// share of open text; root, the mount's owner and other users are still
+/// served; the daemon's memory comes back when the files are closed.
+#[test]
+fn one_user_cannot_drain_what_others_need() {
+    if common::root_only() {
+        return;
+    }
+    use monfs::base::budget::{OPEN_FILES, OPEN_TEXT};
+    let mut m = Mount::default_config();
+    std::fs::set_permissions(
+        m.root().parent().unwrap(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let pid = m.child.id();
+    let before = common::vm_rss_kib(pid).unwrap();
+
+    // Open files: a tiny snapshot, so that only the count can run out.
+    let mut hog = python_as(OTHER, &hold_opens(&m.path("monfs/socket"), 1 << 20));
+    let (n, err) = count_and_errno(&mut hog);
+    assert_eq!((n, err), (OPEN_FILES.per_user(), libc::EMFILE));
+    assert!(m
+        .log_text()
+        .contains("limit of open files reached (one user's share)"));
+    // Another user has a share of their own; root is served.
+    let mut other = python_as(NOBODY, &hold_opens(&m.path("monfs/socket"), 100));
+    assert_eq!(count_and_errno(&mut other), (100, 0));
+    drop(other.stdin.take());
+    other.wait().unwrap();
+    m.sh_ok("cat usb/devices tracing/README monfs/requests monfs/socket >/dev/null");
+    // Finding 2: a lookup's cost does not grow with the handles other users
+    // hold. dev/usbmon1 has an inode per open, so every stat is a LOOKUP;
+    // monfs/socket's size is still its open snapshot's.
+    let script = format!(
+        "import os, time\nts = []\nfor _ in range(2000):\n    t = time.perf_counter()\n    \
+         os.stat({:?})\n    ts.append(time.perf_counter() - t)\nts.sort()\n\
+         print('%.0f %.0f' % (ts[len(ts) * 99 // 100] * 1e6, ts[-1] * 1e6))\n",
+        m.path("dev/usbmon1").display().to_string()
+    );
+    let o = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let socket = std::fs::read(m.path("monfs/socket")).unwrap();
+    assert_eq!(
+        std::fs::metadata(m.path("monfs/socket")).unwrap().len(),
+        socket.len() as u64
+    );
+    println!(
+        "with {n} files open by uid {OTHER}: LOOKUP p99 and worst (us): {}",
+        String::from_utf8_lossy(&o.stdout).trim()
+    );
+    drop(hog.stdin.take());
+    hog.wait().unwrap();
+
+    // Open text: usb/devices's snapshot, until the user's share is held.
+    let size = std::fs::read(m.path("usb/devices")).unwrap().len();
+    assert!(size > 0);
+    let fit = OPEN_TEXT.per_user() / size;
+    let mut hog = python_as(OTHER, &hold_opens(&m.path("usb/devices"), 1 << 20));
+    let (n, err) = count_and_errno(&mut hog);
+    if fit < OPEN_FILES.per_user() {
+        assert_eq!((n, err), (fit, libc::ENOMEM), "{size}-byte snapshots");
+        assert!(m
+            .log_text()
+            .contains("limit of text held by open files reached"));
+    } else {
+        assert_eq!((n, err), (OPEN_FILES.per_user(), libc::EMFILE));
+    }
+    let flooded = common::vm_rss_kib(pid).unwrap();
+    m.sh_ok("cat usb/devices tracing/README tracing/available_events monfs/requests >/dev/null");
+    drop(hog.stdin.take());
+    hog.wait().unwrap();
+    // The memory comes back once the daemon has handled the closes.
+    let deadline = std::time::Instant::now() + common::HANG;
+    let mut now = common::vm_rss_kib(pid).unwrap();
+    while now > before + 8 * 1024 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "RSS {before} KiB before, {flooded} KiB flooded, still {now} KiB after closing"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        now = common::vm_rss_kib(pid).unwrap();
+    }
+    println!("RSS {before} KiB before, {flooded} KiB with {n} snapshots of {size} bytes open, {now} KiB after closing");
+    assert!(m.alive());
+}
+
+/// Issue 37, finding 10: `monfs/requests` (every user's request counts and
+/// times) is the owner's alone, and a refusal a caller can repeat at will
+/// (a `mkdir` past the 64 instances) is logged at most once a second.
+#[test]
+fn request_stats_are_private_and_refusals_log_at_a_limited_rate() {
+    if common::root_only() {
+        return;
+    }
+    let m = Mount::with_config(QUIET);
+    std::fs::set_permissions(
+        m.root().parent().unwrap(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(m.path("monfs/requests"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7777, 0o600);
+    let o = std::process::Command::new("setpriv")
+        .args([
+            &format!("--reuid={OTHER}"),
+            &format!("--regid={OTHER}"),
+            "--clear-groups",
+        ])
+        .arg("cat")
+        .arg(m.path("monfs/requests"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Permission denied"));
+    m.sh_ok("cat monfs/requests >/dev/null");
+
+    let t0 = std::time::Instant::now();
+    m.sh_ok(
+        "cd tracing/instances && for i in $(seq 64); do mkdir i$i; done; \
+         n=0; for i in $(seq 500); do mkdir x 2>/dev/null || n=$((n+1)); done; \
+         test $n = 500; for i in $(seq 64); do rmdir i$i; done",
+    );
+    let secs = t0.elapsed().as_secs() + 1;
+    let lines = m.log_text().matches("instances exist").count() as u64;
+    assert!(
+        (1..=secs + 1).contains(&lines),
+        "{lines} log lines for 500 refused mkdirs in {secs} s"
+    );
+    println!("500 refused mkdirs: {lines} log lines");
+}

@@ -528,3 +528,58 @@ fn cpus_keeps_the_request_threads_where_asked() {
         "{err}"
     );
 }
+
+/// Issue 37, finding 10: `MON_IOCT_RING_SIZE` is EBUSY while any mapping of
+/// the ring exists, private or shared, the caller's or a forked child's
+/// (mon_bin counts them all), and succeeds once they are gone.
+#[test]
+fn ring_resize_is_busy_while_any_mapping_exists() {
+    let m = Mount::with_config(QUIET);
+    m.sh_ok("echo 'pause 1' > monfs/ctl");
+    let script = format!(
+        r#"
+import fcntl, mmap, os, sys, time
+T_RING_SIZE = 0x9204
+fd = os.open({path:?}, os.O_RDONLY)
+def resize(size):
+    try:
+        fcntl.ioctl(fd, T_RING_SIZE, size)
+        return 0
+    except OSError as e:
+        return e.errno
+out = []
+out.append(resize(600 * 1024))
+for flags in (mmap.MAP_PRIVATE, mmap.MAP_SHARED):
+    mp = mmap.mmap(fd, 4096, flags=flags, prot=mmap.PROT_READ)
+    out.append(resize(300 * 1024))
+    mp.close()
+    out.append(resize(300 * 1024))
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    mp = mmap.mmap(fd, 4096, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
+    os.write(w, b"x")
+    time.sleep(3600)
+os.read(r, 1)
+out.append(resize(600 * 1024))
+os.kill(pid, 9)
+os.waitpid(pid, 0)
+out.append(resize(600 * 1024))
+print(" ".join(map(str, out)))
+"#,
+        path = m.path("dev/usbmon1").display().to_string()
+    );
+    let o = Command::new("/usr/bin/python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let busy = libc::EBUSY.to_string();
+    let got = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(
+        got.split_whitespace().collect::<Vec<_>>(),
+        ["0", &busy, "0", &busy, "0", &busy, "0"],
+        "resize: alone, under MAP_PRIVATE, after, under MAP_SHARED, after, \
+         under a child's mapping, after"
+    );
+}

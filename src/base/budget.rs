@@ -1,66 +1,239 @@
-//! Global allowances for what callers make the daemon hold: memory for
-//! open files' text snapshots and usbmon rings, and the number of usbmon
-//! readers. The kernel bounds these by its own memory (an allocation that
-//! fails is ENOMEM); monfs, one process serving everyone, bounds them
-//! explicitly so that no caller can exhaust the daemon's memory. Past a
-//! limit the request gets ENOMEM, as a failed allocation would give in the
-//! kernel, and the log says which limit (at most once a second per limit).
+//! Allowances for what callers make the daemon hold: memory for open
+//! files' text snapshots and usbmon rings, usbmon readers, and open files.
+//! The kernel bounds these by its own memory, charged to the caller (an
+//! allocation that fails is ENOMEM; a process past `RLIMIT_NOFILE` gets
+//! EMFILE); monfs, one process serving everyone, bounds them explicitly so
+//! that no caller can exhaust the daemon's memory, and per user, so that
+//! no user can starve another (issue 37).
+//!
+//! Each [`Budget`] has three limits: the whole (`limit`), what all
+//! ordinary users together may hold (`users`, a part of the whole), and
+//! what one ordinary user may hold (`per_user`). A request is charged to
+//! its caller's uid, as the kernel charges an allocation to `current`: the
+//! frontend names the payer for the request's duration ([`charge_to`]).
+//! Root, the mount's owner and the daemon itself (work done outside any
+//! request) are privileged: they count against the whole only, so
+//! whatever ordinary users hold, at least `limit - users` stays for them.
+//! Past a limit the request gets the budget's errno (ENOMEM, or EMFILE for
+//! open files), and the log says which limit and whose (at most once a
+//! second per budget). What a grant holds is given back to the account it
+//! was charged to, whoever drops it.
 
+use std::cell::Cell;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use tracing::warn;
 
 use crate::base::errno::{Errno, SysResult};
+use crate::base::sync::LockExt;
 
-/// A global allowance of some quantity (bytes, or readers).
-pub struct Budget {
-    what: &'static str,
-    limit: usize,
-    used: AtomicUsize,
-    /// When a refusal was last logged (ms since the epoch).
-    logged_ms: AtomicU64,
+/// Who pays for what a request makes the daemon hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Payer {
+    /// Root, the mount's owner, or the daemon itself: bounded by the
+    /// budget's whole limit only.
+    Privileged,
+    /// An ordinary user, by uid: bounded by the per-user and all-users
+    /// limits too.
+    User(u32),
 }
 
-/// A share of a [`Budget`], given back on drop.
+thread_local! {
+    static PAYER: Cell<Payer> = const { Cell::new(Payer::Privileged) };
+}
+
+/// While alive, budgets taken on this thread are charged to a payer; the
+/// previous payer comes back on drop.
+pub struct Charge {
+    prev: Payer,
+}
+
+/// Charge what this thread takes to the caller `uid` until the returned
+/// guard drops; `privileged` for root and the mount's owner. The frontend
+/// calls it around each request.
+pub fn charge_to(uid: u32, privileged: bool) -> Charge {
+    let payer = if privileged || uid == 0 {
+        Payer::Privileged
+    } else {
+        Payer::User(uid)
+    };
+    Charge {
+        prev: PAYER.with(|p| p.replace(payer)),
+    }
+}
+
+/// The payer charged on this thread now.
+pub fn payer() -> Payer {
+    PAYER.with(Cell::get)
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        PAYER.with(|p| p.set(self.prev));
+    }
+}
+
+/// An allowance of some quantity (bytes, readers or files), whole and per user.
+pub struct Budget {
+    what: &'static str,
+    errno: Errno,
+    limit: usize,
+    users: usize,
+    per_user: usize,
+    used: AtomicUsize,
+    /// Held by ordinary users: in all, and by uid (an entry goes when its
+    /// user holds nothing).
+    by_users: Mutex<(usize, Option<HashMap<u32, usize>>)>,
+    /// Refusals are logged at most once a second.
+    log: LogLimit,
+}
+
+/// At most one log line a second for one kind of message (a refusal a
+/// caller can repeat at will), counting the lines left out.
+pub struct LogLimit {
+    /// When a line was last let through (ms since the epoch).
+    last_ms: AtomicU64,
+    /// Lines left out since.
+    suppressed: AtomicU64,
+}
+
+impl LogLimit {
+    /// A limit that lets the first line through.
+    pub const fn new() -> LogLimit {
+        LogLimit {
+            last_ms: AtomicU64::new(0),
+            suppressed: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether a line may be logged now; if so, how many were left out
+    /// since the last one.
+    pub fn allow(&self) -> Option<u64> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let last = self.last_ms.load(Ordering::Relaxed);
+        if now.saturating_sub(last) >= 1000
+            && self
+                .last_ms
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            return Some(self.suppressed.swap(0, Ordering::Relaxed));
+        }
+        self.suppressed.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+}
+
+impl Default for LogLimit {
+    fn default() -> Self {
+        LogLimit::new()
+    }
+}
+
+/// A share of a [`Budget`], given back on drop to the account it came from.
 pub struct Grant {
     budget: &'static Budget,
+    payer: Payer,
     n: usize,
 }
 
 impl Budget {
-    /// An allowance of `limit` units of `what` (named in log lines).
-    pub const fn new(what: &'static str, limit: usize) -> Budget {
+    /// An allowance of `limit` units of `what` (named in log lines), of
+    /// which ordinary users together may hold `users` and each `per_user`;
+    /// past a limit, ENOMEM.
+    pub const fn new(what: &'static str, limit: usize, users: usize, per_user: usize) -> Budget {
         Budget {
             what,
+            errno: Errno::ENOMEM,
             limit,
+            users,
+            per_user,
             used: AtomicUsize::new(0),
-            logged_ms: AtomicU64::new(0),
+            by_users: Mutex::new((0, None)),
+            log: LogLimit::new(),
         }
     }
 
-    /// The limit.
+    /// The same, answering `errno` past a limit.
+    pub const fn with_errno(mut self, errno: Errno) -> Budget {
+        self.errno = errno;
+        self
+    }
+
+    /// The whole limit.
     pub fn limit(&self) -> usize {
         self.limit
     }
 
-    /// Units in use now.
+    /// What all ordinary users together may hold.
+    pub fn users_limit(&self) -> usize {
+        self.users
+    }
+
+    /// What one ordinary user may hold.
+    pub fn per_user(&self) -> usize {
+        self.per_user
+    }
+
+    /// Units in use now, by everyone.
     pub fn used(&self) -> usize {
         self.used.load(Ordering::Relaxed)
     }
 
-    /// Take `n` units, or ENOMEM (logged) if that would pass the limit.
-    pub fn take(&'static self, n: usize) -> SysResult<Grant> {
-        self.reserve(n)?;
-        Ok(Grant { budget: self, n })
+    /// Units held now by ordinary user `uid`.
+    pub fn used_by(&self, uid: u32) -> usize {
+        let u = self.by_users.lock_ok();
+        u.1.as_ref().and_then(|m| m.get(&uid).copied()).unwrap_or(0)
     }
 
-    fn reserve(&self, n: usize) -> SysResult<()> {
+    /// Take `n` units for this thread's payer (see [`charge_to`]), or the
+    /// budget's errno (logged) if that would pass a limit.
+    pub fn take(&'static self, n: usize) -> SysResult<Grant> {
+        let payer = payer();
+        self.reserve(payer, n)?;
+        Ok(Grant {
+            budget: self,
+            payer,
+            n,
+        })
+    }
+
+    fn reserve(&self, payer: Payer, n: usize) -> SysResult<()> {
+        if let Payer::User(uid) = payer {
+            let mut u = self.by_users.lock_ok();
+            let (all, map) = &mut *u;
+            let mine = map.as_ref().and_then(|m| m.get(&uid).copied()).unwrap_or(0);
+            let fits = |held: usize, limit| held.checked_add(n).is_some_and(|v| v <= limit);
+            if !fits(mine, self.per_user) {
+                drop(u);
+                self.refused(payer, n, "one user's share");
+                return Err(self.errno);
+            }
+            if !fits(*all, self.users) {
+                drop(u);
+                self.refused(payer, n, "all users' share");
+                return Err(self.errno);
+            }
+            self.reserve_whole(payer, n)?;
+            *all += n;
+            *map.get_or_insert_with(HashMap::new).entry(uid).or_default() += n;
+            return Ok(());
+        }
+        self.reserve_whole(payer, n)
+    }
+
+    fn reserve_whole(&self, payer: Payer, n: usize) -> SysResult<()> {
         let mut cur = self.used.load(Ordering::Relaxed);
         loop {
             let next = cur.checked_add(n).filter(|&v| v <= self.limit);
             let Some(next) = next else {
-                self.refused(n);
-                return Err(Errno::ENOMEM);
+                self.refused(payer, n, "the whole");
+                return Err(self.errno);
             };
             match self
                 .used
@@ -72,24 +245,43 @@ impl Budget {
         }
     }
 
-    fn refused(&self, n: usize) {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        let last = self.logged_ms.load(Ordering::Relaxed);
-        if now.saturating_sub(last) >= 1000
-            && self
-                .logged_ms
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
+    fn give_back(&self, payer: Payer, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.used.fetch_sub(n, Ordering::AcqRel);
+        if let Payer::User(uid) = payer {
+            let mut u = self.by_users.lock_ok();
+            let (all, map) = &mut *u;
+            *all = all.saturating_sub(n);
+            if let Some(m) = map.as_mut() {
+                if let Some(h) = m.get_mut(&uid) {
+                    *h = h.saturating_sub(n);
+                    if *h == 0 {
+                        m.remove(&uid);
+                    }
+                }
+            }
+        }
+    }
+
+    fn refused(&self, payer: Payer, n: usize, which: &str) {
+        if let Some(suppressed) = self.log.allow() {
+            let (limit, uid) = match (payer, which) {
+                (Payer::User(uid), "one user's share") => (self.per_user, Some(uid)),
+                (Payer::User(uid), "all users' share") => (self.users, Some(uid)),
+                (Payer::User(uid), _) => (self.limit, Some(uid)),
+                (Payer::Privileged, _) => (self.limit, None),
+            };
             warn!(
-                limit = self.limit,
+                limit,
                 in_use = self.used(),
                 asked = n,
-                "limit of {} reached: ENOMEM",
-                self.what
+                uid,
+                suppressed,
+                "limit of {} reached ({which}): {:?}",
+                self.what,
+                self.errno
             );
         }
     }
@@ -101,12 +293,13 @@ impl Grant {
         self.n
     }
 
-    /// Hold `n` units instead; on ENOMEM (logged) the grant is unchanged.
+    /// Hold `n` units instead, charged to the same account; past a limit
+    /// (logged) the grant is unchanged.
     pub fn resize(&mut self, n: usize) -> SysResult<()> {
         if n > self.n {
-            self.budget.reserve(n - self.n)?;
+            self.budget.reserve(self.payer, n - self.n)?;
         } else {
-            self.budget.used.fetch_sub(self.n - n, Ordering::AcqRel);
+            self.budget.give_back(self.payer, self.n - n);
         }
         self.n = n;
         Ok(())
@@ -115,28 +308,68 @@ impl Grant {
 
 impl Drop for Grant {
     fn drop(&mut self) {
-        self.budget.used.fetch_sub(self.n, Ordering::AcqRel);
+        self.budget.give_back(self.payer, self.n);
+        if std::ptr::eq(self.budget, &OPEN_TEXT) {
+            trim_after_release(self.n);
+        }
+    }
+}
+
+/// Bytes of text given back since the allocator last returned free memory
+/// to the system.
+static FREED_SINCE_TRIM: AtomicUsize = AtomicUsize::new(0);
+
+/// After `n` bytes of open text were given back: once 16 MiB have been,
+/// ask the allocator to give its free pages back to the system, so that
+/// the daemon's RSS returns after a flood of opens is closed (glibc keeps
+/// small freed blocks in its heaps otherwise).
+fn trim_after_release(n: usize) {
+    const TRIM_EVERY: usize = 16 << 20;
+    let before = FREED_SINCE_TRIM.fetch_add(n, Ordering::Relaxed);
+    if before < TRIM_EVERY && before + n >= TRIM_EVERY {
+        FREED_SINCE_TRIM.store(0, Ordering::Relaxed);
+        trim();
+    }
+}
+
+/// Give the allocator's free memory back to the system.
+pub fn trim() {
+    // SAFETY: malloc_trim only releases free memory of glibc's heaps.
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
 /// Bytes of text held by open tracefs files, taken when they were opened
-/// (`trace`, `available_events`, `format`, ...; as `seq_file` buffers are
-/// in the kernel): 512 MiB.
-pub static OPEN_TEXT: Budget = Budget::new("text held by open files", 512 << 20);
+/// (`trace`, `available_events`, `format`, `usb/devices`, ...; as
+/// `seq_file` buffers are in the kernel): 512 MiB, of which ordinary users
+/// 256 MiB, one user 64 MiB.
+pub static OPEN_TEXT: Budget =
+    Budget::new("text held by open files", 512 << 20, 256 << 20, 64 << 20);
 
 /// Bytes of usbmon binary readers' rings (`dev/usbmonN`, 300 KiB each by
-/// default, up to 64 MiB with MON_IOCT_RING_SIZE): 1 GiB.
-pub static USBMON_RINGS: Budget = Budget::new("usbmon ring memory", 1 << 30);
+/// default, up to 64 MiB with MON_IOCT_RING_SIZE): 1 GiB, of which
+/// ordinary users 512 MiB, one user 128 MiB.
+pub static USBMON_RINGS: Budget = Budget::new("usbmon ring memory", 1 << 30, 512 << 20, 128 << 20);
 
 /// usbmon readers, text and binary, on all buses: 4096 (each costs its
-/// queue and a share of every event's delivery).
-pub static USBMON_READERS: Budget = Budget::new("usbmon readers", 4096);
+/// queue and a share of every event's delivery), of which ordinary users
+/// 2048, one user 512.
+pub static USBMON_READERS: Budget = Budget::new("usbmon readers", 4096, 2048, 512);
+
+/// Open files of the mount (FUSE handles, each with its open file's
+/// state): 1,048,576, of which ordinary users 262,144, one user 16,384;
+/// past a limit EMFILE, as for a process past `RLIMIT_NOFILE`.
+pub static OPEN_FILES: Budget =
+    Budget::new("open files", 1 << 20, 1 << 18, 1 << 14).with_errno(Errno::EMFILE);
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    static B: Budget = Budget::new("test units", 10);
+    static B: Budget = Budget::new("test units", 10, 10, 10);
+    static U: Budget = Budget::new("user units", 100, 50, 20).with_errno(Errno::EMFILE);
 
     #[test]
     fn grants_are_bounded_resized_and_returned() {
@@ -154,5 +387,48 @@ mod tests {
         assert_eq!(B.take(usize::MAX).err(), Some(Errno::ENOMEM));
         drop(b);
         assert_eq!(B.used(), 0);
+    }
+
+    #[test]
+    fn users_are_charged_apart_and_root_is_always_served() {
+        let mut held = Vec::new();
+        {
+            let _c = charge_to(1000, false);
+            held.push(U.take(20).unwrap());
+            assert_eq!(U.take(1).err(), Some(Errno::EMFILE), "one user's share");
+            assert_eq!(U.used_by(1000), 20);
+        }
+        {
+            let _c = charge_to(1001, false);
+            held.push(U.take(20).unwrap());
+        }
+        {
+            let _c = charge_to(1002, false);
+            assert_eq!(U.take(11).err(), Some(Errno::EMFILE), "all users' share");
+            held.push(U.take(10).unwrap());
+        }
+        assert_eq!(payer(), Payer::Privileged, "the charge ends with its guard");
+        {
+            // Root, and the mount's owner, still get the rest.
+            let _c = charge_to(0, false);
+            held.push(U.take(50).unwrap());
+            assert_eq!(U.take(1).err(), Some(Errno::EMFILE));
+        }
+        {
+            let _c = charge_to(1000, true);
+            let g = held.pop().unwrap();
+            assert_eq!(g.payer, Payer::Privileged);
+            drop(g);
+            held.push(U.take(50).unwrap());
+        }
+        // A grant goes back to the account it came from, whoever drops it.
+        let mut g = held.remove(1);
+        g.resize(5).unwrap();
+        assert_eq!(U.used_by(1001), 5);
+        drop(g);
+        assert_eq!(U.used_by(1001), 0);
+        held.clear();
+        assert_eq!(U.used(), 0);
+        assert_eq!(U.used_by(1000), 0);
     }
 }

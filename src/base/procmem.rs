@@ -850,6 +850,20 @@ pub fn run_bounded<T: Send + 'static>(
 /// Whether process `pid` has a shared mapping of the file with device `dev`
 /// and inode `ino` (read from `/proc/<pid>/maps`).
 pub fn has_shared_mapping(pid: u32, dev: u64, ino: u64) -> bool {
+    has_mapping_where(pid, dev, ino, true)
+}
+
+/// Whether process `pid` has any mapping, shared or private, of the file
+/// with device `dev` and inode `ino`.
+pub fn has_mapping(pid: u32, dev: u64, ino: u64) -> bool {
+    has_mapping_where(pid, dev, ino, false)
+}
+
+fn has_mapping_where(pid: u32, dev: u64, ino: u64, shared_only: bool) -> bool {
+    // Inode 0 names no file: anonymous mappings show it.
+    if ino == 0 {
+        return false;
+    }
     let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
         return false;
     };
@@ -857,7 +871,7 @@ pub fn has_shared_mapping(pid: u32, dev: u64, ino: u64) -> bool {
     maps.lines().any(|l| {
         let mut w = l.split_whitespace();
         let (_range, perms, _off, d, i) = (w.next(), w.next(), w.next(), w.next(), w.next());
-        perms.is_some_and(|p| p.ends_with('s'))
+        perms.is_some_and(|p| !shared_only || p.ends_with('s'))
             && d == Some(want_dev.as_str())
             && i.and_then(|i| i.parse::<u64>().ok()) == Some(ino)
     })
@@ -867,6 +881,16 @@ pub fn has_shared_mapping(pid: u32, dev: u64, ino: u64) -> bool {
 /// and inode `ino` (every `/proc/<pid>/maps` is read: for rare questions,
 /// such as whether a resize of a mapped trace buffer must be refused).
 pub fn any_shared_mapping(dev: u64, ino: u64) -> bool {
+    any_process(|pid| has_shared_mapping(pid, dev, ino))
+}
+
+/// Whether any process has any mapping, shared or private, of the file
+/// with device `dev` and inode `ino` (every `/proc/<pid>/maps` is read).
+pub fn any_mapping(dev: u64, ino: u64) -> bool {
+    any_process(|pid| has_mapping(pid, dev, ino))
+}
+
+fn any_process(f: impl Fn(u32) -> bool) -> bool {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return false;
     };
@@ -874,7 +898,7 @@ pub fn any_shared_mapping(dev: u64, ino: u64) -> bool {
         d.file_name()
             .to_str()
             .and_then(|n| n.parse::<u32>().ok())
-            .is_some_and(|pid| has_shared_mapping(pid, dev, ino))
+            .is_some_and(&f)
     })
 }
 

@@ -654,7 +654,9 @@ struct TextState {
 impl OpenText {
     /// Text for an open; `initial` is the file's text now. ENOMEM when the
     /// text held by all open files would pass [`crate::base::budget::OPEN_TEXT`].
-    pub fn new(initial: Vec<u8>) -> SysResult<OpenText> {
+    pub fn new(mut initial: Vec<u8>) -> SysResult<OpenText> {
+        // Held as long as the open: no spare capacity (issue 37).
+        initial.shrink_to_fit();
         let grant = crate::base::budget::OPEN_TEXT.take(initial.len())?;
         Ok(OpenText {
             at_open: initial,
@@ -691,7 +693,8 @@ impl OpenText {
     ) -> SysResult<Vec<u8>> {
         let mut st = self.state.lock_ok();
         if st.stale || (offset == 0 && st.read) {
-            let text = generate();
+            let mut text = generate();
+            text.shrink_to_fit();
             let held = self.at_open.len() + text.len();
             match st.grant.as_mut() {
                 Some(g) => g.resize(held)?,
@@ -745,7 +748,8 @@ impl FileNode for SnapshotFile {
         if flags.writable() {
             return Err(Errno::EACCES);
         }
-        let text = (self.make)();
+        let mut text = (self.make)();
+        text.shrink_to_fit();
         let grant = crate::base::budget::OPEN_TEXT.take(text.len())?;
         Ok(Arc::new(Snapshot {
             text,

@@ -122,45 +122,36 @@ fn u32_in(b: &[u8], big: bool) -> u32 {
 /// The largest capture file replay loads (it is held in memory).
 pub const MAX_CAPTURE_BYTES: u64 = 1 << 30;
 
-/// Read every packet of a pcap or pcapng file named in the configuration.
-/// The path is opened without blocking (a FIFO is refused, never waited
-/// on) and read as [`read_records_from`] reads a descriptor.
-pub fn read_records(path: &Path) -> Result<(Container, Vec<RawRecord>), CaptureError> {
+/// Open `path` for reading the way the daemon opens every file named on a
+/// caller's behalf (captures, `descriptors` dumps, from the configuration
+/// or a control command): without blocking (a FIFO is never waited on),
+/// and never through a symlink at `path` (ELOOP). Read it with
+/// [`read_regular`].
+pub fn open_nofollow(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
-        .map_err(|source| CaptureError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
-    read_records_from(&file, path)
 }
 
-/// Read every packet of the capture open as `file` (`name` labels it in
-/// errors). Only a regular file of at most [`MAX_CAPTURE_BYTES`] is read
-/// (never a device such as /dev/zero, a FIFO or a socket), and only the
-/// size `fstat` gave at the start: a file that grows meanwhile is read as it
-/// was. The file offset is not moved (the descriptor may be shared with the
-/// client that passed it).
-pub fn read_records_from(
-    file: &std::fs::File,
-    name: &Path,
-) -> Result<(Container, Vec<RawRecord>), CaptureError> {
+/// The bytes of the file open as `file`, read by the rules for every file
+/// the daemon reads on a caller's behalf: only a regular file (never a
+/// device such as /dev/zero, a FIFO or a socket) of at most `cap` bytes,
+/// and only the size `fstat` gave at the start (a file that grows meanwhile
+/// is read as it was). The file offset is not moved (the descriptor may be
+/// shared with the client that passed it). Call it outside every lock: the
+/// file may be slow (on a FUSE or network file system).
+pub fn read_regular(file: &std::fs::File, cap: u64) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::FileExt;
-    let io = |source| CaptureError::Io {
-        path: name.display().to_string(),
-        source,
-    };
-    let invalid = |m: String| io(std::io::Error::new(std::io::ErrorKind::InvalidInput, m));
-    let meta = file.metadata().map_err(io)?;
+    let invalid = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
+    let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(invalid("not a regular file".into()));
     }
-    if meta.len() > MAX_CAPTURE_BYTES {
+    if meta.len() > cap {
         return Err(invalid(format!(
-            "{} bytes is more than the {MAX_CAPTURE_BYTES}-byte limit",
+            "{} bytes is more than the {cap}-byte limit",
             meta.len()
         )));
     }
@@ -171,10 +162,39 @@ pub fn read_records_from(
             Ok(0) => break,
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io(e)),
+            Err(e) => return Err(e),
         }
     }
     bytes.truncate(got);
+    Ok(bytes)
+}
+
+/// [`open_nofollow`] then [`read_regular`].
+pub fn read_regular_path(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
+    read_regular(&open_nofollow(path)?, cap)
+}
+
+/// Read every packet of a pcap or pcapng file named in the configuration,
+/// opened by [`open_nofollow`] and read as [`read_records_from`] reads a
+/// descriptor.
+pub fn read_records(path: &Path) -> Result<(Container, Vec<RawRecord>), CaptureError> {
+    let file = open_nofollow(path).map_err(|source| CaptureError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    read_records_from(&file, path)
+}
+
+/// Read every packet of the capture open as `file` (`name` labels it in
+/// errors), by [`read_regular`]'s rules, at most [`MAX_CAPTURE_BYTES`].
+pub fn read_records_from(
+    file: &std::fs::File,
+    name: &Path,
+) -> Result<(Container, Vec<RawRecord>), CaptureError> {
+    let bytes = read_regular(file, MAX_CAPTURE_BYTES).map_err(|source| CaptureError::Io {
+        path: name.display().to_string(),
+        source,
+    })?;
     parse_records(name, &bytes)
 }
 

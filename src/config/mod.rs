@@ -656,9 +656,10 @@ impl<'de> Deserialize<'de> for DescriptorFile {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let path = std::path::PathBuf::deserialize(d)?;
         let full = BASE_DIR.with(|b| b.borrow().join(&path));
-        let bytes = std::fs::read(&full).map_err(|e| {
-            serde::de::Error::custom(format!("descriptors: {}: {e}", full.display()))
-        })?;
+        let bytes = crate::capture::read::read_regular_path(&full, usbdesc::MAX_DUMP_BYTES)
+            .map_err(|e| {
+                serde::de::Error::custom(format!("descriptors: {}: {e}", full.display()))
+            })?;
         let dump = usbdesc::DescriptorDump::parse(bytes).map_err(|e| {
             serde::de::Error::custom(format!("descriptors: {}: {e}", full.display()))
         })?;
@@ -696,14 +697,10 @@ impl CaptureFile {
 
 impl<'de> Deserialize<'de> for CaptureFile {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use std::os::unix::fs::OpenOptionsExt;
         let path = std::path::PathBuf::deserialize(d)?;
         let full = BASE_DIR.with(|b| b.borrow().join(&path));
         let e = |m: String| serde::de::Error::custom(format!("capture: {m}"));
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(&full)
+        let file = crate::capture::read::open_nofollow(&full)
             .map_err(|x| e(format!("{}: {x}", full.display())))?;
         let packets = recorded::CapturePackets::load(&file, &full).map_err(|x| e(x.to_string()))?;
         Ok(CaptureFile {

@@ -95,6 +95,10 @@ pub struct DumpConfig {
     /// Interface descriptors (alternate settings), in descriptor order.
     pub interfaces: Vec<DumpInterface>,
 }
+/// The largest `descriptors` dump read (a sysfs `descriptors` file is the
+/// device descriptor and every configuration's, each at most 65,535 bytes;
+/// real ones are a few hundred bytes): 1 MiB.
+pub const MAX_DUMP_BYTES: u64 = 1 << 20;
 
 /// A checked sysfs `descriptors` dump.
 #[derive(Clone, Debug, PartialEq, Eq)]

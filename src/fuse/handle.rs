@@ -27,6 +27,8 @@ pub(super) struct Handle {
     /// Where the caller's descriptor was found last time its `O_NONBLOCK`
     /// was asked for (see [`crate::base::procmem::fd_nonblock`]).
     pub(super) fd_hint: Mutex<Option<crate::base::procmem::FdHint>>,
+    /// Its place among its user's [`crate::base::budget::OPEN_FILES`].
+    pub(super) _slot: crate::base::budget::Grant,
 }
 
 /// What a parked request was.

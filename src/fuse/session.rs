@@ -349,7 +349,10 @@ impl Session {
             self.wait_releases();
         }
         slot.begin(h.unique);
+        // What the request makes the daemon hold is its caller's (issue 37).
+        let charge = crate::base::budget::charge_to(h.uid, h.uid == self.tree.uid);
         let res = catch_unwind(AssertUnwindSafe(|| self.dispatch(h, body)));
+        drop(charge);
         slot.end();
         if release {
             *self.releasing.0.lock_ok() -= 1;
@@ -412,13 +415,24 @@ impl Session {
     /// one is open, attribute replies must not set the inode's size back to
     /// 0 under a sendfile (see `open`).
     pub(super) fn open_snapshot_size(&self, ino: u64) -> Option<u64> {
-        self.handles
-            .read_ok()
-            .iter()
-            .filter(|(_, hd)| hd.nodeid == ino)
-            .filter_map(|(fh, hd)| hd.file.content().map(|c| (*fh, c.len() as u64)))
-            .max()
-            .map(|(_, len)| len)
+        // The newest open is the one with the highest handle; the cost does
+        // not grow with the handles open on other inodes (issue 37).
+        self.snapshots
+            .lock_ok()
+            .get(&ino)
+            .and_then(|m| m.last_key_value())
+            .map(|(_, len)| *len)
+    }
+
+    /// Handle `fh` of `nodeid` is closed: its snapshot no longer sizes the inode.
+    fn forget_snapshot(&self, nodeid: u64, fh: u64) {
+        let mut snaps = self.snapshots.lock_ok();
+        if let Some(m) = snaps.get_mut(&nodeid) {
+            m.remove(&fh);
+            if m.is_empty() {
+                snaps.remove(&nodeid);
+            }
+        }
     }
 
     pub(super) fn attr(&self, node: &crate::base::vfs::Node) -> proto::Attr {
@@ -572,7 +586,15 @@ impl Session {
             }
             op::RELEASE => {
                 let fh = r.u64().unwrap_or(0);
-                let hd = self.handles.write_ok().remove(&fh);
+                let hd = {
+                    let mut handles = self.handles.write_ok();
+                    let hd = handles.remove(&fh);
+                    // A flood of opens closed leaves no table of its size.
+                    if handles.capacity() > 1024 && handles.len() < handles.capacity() / 4 {
+                        handles.shrink_to_fit();
+                    }
+                    hd
+                };
                 if let Some(hd) = hd {
                     let mut pend = hd.pending.lock_ok();
                     for p in pend.drain(..) {
@@ -581,6 +603,7 @@ impl Session {
                     }
                     drop(pend);
                     hd.file.release();
+                    self.forget_snapshot(hd.nodeid, fh);
                     self.tree.note_release(self.real_ino(hd.nodeid));
                 }
                 self.ok(u, &[]);
@@ -740,6 +763,12 @@ impl Session {
             }
         };
         let oflags = OpenFlags { flags };
+        // Every open handle counts against its user's open files (EMFILE past
+        // them); taken first, so that a refused open makes nothing.
+        let slot = match crate::base::budget::OPEN_FILES.take(1) {
+            Ok(s) => s,
+            Err(e) => return self.err(u, e),
+        };
         let file = match f.open(oflags, caller) {
             Ok(f) => f,
             Err(e) => return self.err(u, e),
@@ -776,8 +805,16 @@ impl Session {
             again: AtomicBool::new(false),
             fd_hint: Mutex::new(None),
             poll_kh: Mutex::new(None),
+            _slot: slot,
         });
         self.handles.write_ok().insert(fh, Arc::clone(&hd));
+        if let Some(c) = hd.file.content() {
+            self.snapshots
+                .lock_ok()
+                .entry(ino)
+                .or_default()
+                .insert(fh, c.len() as u64);
+        }
         self.tree.note_open(self.real_ino(ino));
         // Snapshots (usb/devices, usbmon's Ns): sendfile and splice (busybox
         // cat) read through the page cache, only up to the inode's size, which

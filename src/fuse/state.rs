@@ -30,6 +30,10 @@ pub struct Session {
     pub(super) dev: File,
     pub(super) tree: Arc<Tree>,
     pub(super) handles: RwLock<HashMap<u64, Arc<Handle>>>,
+    /// Sizes of the open snapshots (files with [`crate::base::vfs::OpenFile::content`])
+    /// by the nodeid they were opened on, then by handle: what an attribute
+    /// reply of that inode reports, found without looking at other handles.
+    pub(super) snapshots: Mutex<HashMap<u64, std::collections::BTreeMap<u64, u64>>>,
     /// Parked requests: unique -> the handle they are parked on.
     pub(super) parked: Mutex<HashMap<u64, u64>>,
     pub(super) next_fh: AtomicU64,
@@ -148,6 +152,7 @@ impl Session {
             dev,
             tree,
             handles: RwLock::new(HashMap::new()),
+            snapshots: Mutex::new(HashMap::new()),
             parked: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             wake_tx,

@@ -532,7 +532,11 @@ impl BinReader {
                 let grant = budget::USBMON_RINGS.take(size)?;
                 let _fetch = self.fetch_turn()?;
                 let (dev, ino) = req.file_id;
-                if procmem::has_shared_mapping(req.caller.pid, dev, ino) {
+                // mon_bin counts every mapping of the file (vm_open and
+                // vm_close), private ones and a forked child's included:
+                // the caller's first, then every process's.
+                if procmem::has_mapping(req.caller.pid, dev, ino) || procmem::any_mapping(dev, ino)
+                {
                     return Err(Errno::EBUSY);
                 }
                 let mut st = self.state.lock_ok();

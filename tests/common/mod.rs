@@ -85,6 +85,16 @@ pub const ROOT_ONLY: &[(&str, &str, &str)] = &[
         "runs a client as another user (setpriv needs root)",
     ),
     (
+        "limits",
+        "one_user_cannot_drain_what_others_need",
+        "runs clients as other users (setpriv needs root)",
+    ),
+    (
+        "limits",
+        "request_stats_are_private_and_refusals_log_at_a_limited_rate",
+        "runs a client as another user (setpriv needs root)",
+    ),
+    (
         "tracefs",
         "differential_against_real_tracefs",
         "compares with the machine's real tracefs, which only root may use",

@@ -40,10 +40,15 @@ impl Instances {
 impl DirOps for Instances {
     fn mkdir(&self, name: &str, _caller: &Caller) -> SysResult<()> {
         if self.t.instance_count() >= MAX_INSTANCES {
-            tracing::warn!(
-                name,
-                "tracefs: mkdir instances/: {MAX_INSTANCES} instances exist"
-            );
+            // A caller can repeat it at will: once a second (issue 37).
+            static LOG: crate::base::budget::LogLimit = crate::base::budget::LogLimit::new();
+            if let Some(suppressed) = LOG.allow() {
+                tracing::warn!(
+                    name,
+                    suppressed,
+                    "tracefs: mkdir instances/: {MAX_INSTANCES} instances exist"
+                );
+            }
             return Err(Errno::ENOMEM);
         }
         let a = self.t.new_instance(name)?;
