@@ -116,6 +116,15 @@ enum Cmd {
         /// on that CPU.
         #[arg(long, value_parser = monfs::fuse::parse_cpu_list)]
         cpus: Option<monfs::fuse::CpuList>,
+        /// The memory budget (bytes, or with a K, M, G or T suffix): what
+        /// the trace rings of every instance, the snapshot buffers, hist
+        /// maps and the simulated USB topology may hold together, charged
+        /// when their size is asked for (past it: ENOMEM, or a refused
+        /// configuration or plug naming the field). Ordinary users together
+        /// get half of it, one user a quarter. Default: half of
+        /// MemAvailable at start. See docs/threat-model.md.
+        #[arg(long, value_parser = parse_memory)]
+        memory: Option<usize>,
     },
     /// Unmount a monfs (or any FUSE) mount at MOUNTPOINT: umount(2) as root,
     /// `fusermount3 -u` otherwise; lazily (detached, gone once unused) if it
@@ -177,6 +186,10 @@ enum Cmd {
     CheckConfig {
         /// The file to check.
         file: PathBuf,
+        /// The memory budget to check the topology against (as `mount
+        /// --memory` takes it; default: half of MemAvailable now).
+        #[arg(long, value_parser = parse_memory)]
+        memory: Option<usize>,
     },
     /// Write the man pages or the shell completions (what the Debian package
     /// installs; after `cargo install`, put them where man and your shell look).
@@ -780,27 +793,33 @@ fn main() -> ExitCode {
             cuse,
             ctl_socket,
             log_file,
-        } => mount(
-            mountpoint,
-            config,
-            foreground,
-            MountOptions {
-                allow_other: !private,
-                threads: threads as usize,
-                mmap: !no_mmap,
-                io_uring: false,
-                cpus,
-            },
-            match (io_uring, no_io_uring) {
-                (true, _) => UringMode::Require,
-                (_, true) => UringMode::Off,
-                _ => UringMode::Auto,
-            },
-            seed,
-            cuse,
-            ctl_socket,
-            log_file,
-        ),
+            memory,
+        } => {
+            monfs::base::budget::set_memory_total(
+                memory.unwrap_or_else(monfs::base::budget::default_memory_total),
+            );
+            mount(
+                mountpoint,
+                config,
+                foreground,
+                MountOptions {
+                    allow_other: !private,
+                    threads: threads as usize,
+                    mmap: !no_mmap,
+                    io_uring: false,
+                    cpus,
+                },
+                match (io_uring, no_io_uring) {
+                    (true, _) => UringMode::Require,
+                    (_, true) => UringMode::Off,
+                    _ => UringMode::Auto,
+                },
+                seed,
+                cuse,
+                ctl_socket,
+                log_file,
+            )
+        }
         Cmd::Umount { mountpoint } => match monfs::fuse::unmount(&mountpoint) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -894,7 +913,10 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Cmd::CheckConfig { file } => {
+        Cmd::CheckConfig { file, memory } => {
+            monfs::base::budget::set_memory_total(
+                memory.unwrap_or_else(monfs::base::budget::default_memory_total),
+            );
             match Config::load(&file)
                 .map_err(|e| e.to_string())
                 .and_then(|c| match c.check_files() {
@@ -917,6 +939,15 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Generate { what } => generate(what),
+    }
+}
+
+/// A `--memory` value: bytes, or a number with a K, M, G or T suffix.
+fn parse_memory(s: &str) -> Result<usize, String> {
+    match monfs::base::budget::parse_size(s) {
+        Some(n) if n >= 1 << 20 => Ok(n),
+        Some(_) => Err("at least 1M".into()),
+        None => Err("a size such as 512M or 4G".into()),
     }
 }
 

@@ -323,3 +323,138 @@ fn request_stats_are_private_and_refusals_log_at_a_limited_rate() {
     );
     println!("500 refused mkdirs: {lines} log lines");
 }
+
+/// Write `value` to `path` (one write(2), as `echo` does): the errno, if
+/// refused.
+fn write_errno(path: &std::path::Path, value: &str) -> Option<i32> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all(value.as_bytes())
+        .err()
+        .and_then(|e| e.raw_os_error())
+}
+
+/// Issue 37, finding 3: the rings of every array are charged to one memory
+/// budget when their size is asked for (a `buffer_size_kb` write, an
+/// instance `mkdir`, a snapshot allocation); past it the request gets
+/// ENOMEM and nothing changes.
+#[test]
+fn ring_sizes_past_the_memory_budget_get_enomem() {
+    let mut m = Mount::start(Some(QUIET), &["--memory", "256M"]);
+    let top = m.path("tracing/buffer_size_kb");
+    let before = std::fs::read_to_string(&top).unwrap();
+    assert_eq!(write_errno(&top, "10000000\n"), Some(libc::ENOMEM));
+    assert_eq!(std::fs::read_to_string(&top).unwrap(), before, "unchanged");
+    let cpu0 = m.path("tracing/per_cpu/cpu0/buffer_size_kb");
+    assert_eq!(write_errno(&cpu0, "10000000\n"), Some(libc::ENOMEM));
+    assert_eq!(write_errno(&cpu0, "2048\n"), None);
+    let kb: usize = std::fs::read_to_string(&cpu0)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((2048..2052).contains(&kb), "{kb}");
+    assert!(m.log_text().contains("limit of memory reached"));
+
+    // Instances: each is charged its default buffers at mkdir, so the
+    // budget runs out long before the 64-instance limit.
+    let mut made = 0;
+    let err = loop {
+        match std::fs::create_dir(m.path(&format!("tracing/instances/i{made}"))) {
+            Ok(()) => made += 1,
+            Err(e) => break e,
+        }
+        assert!(made < 64, "64 instances of default buffers fit in 256M");
+    };
+    assert_eq!(err.raw_os_error(), Some(libc::ENOMEM), "{err}");
+    assert!(made > 0);
+    let refused = m.path(&format!("tracing/instances/i{made}"));
+    assert!(!refused.exists(), "a refused mkdir leaves nothing");
+    // One removed, its memory is back: one more fits.
+    std::fs::remove_dir(m.path("tracing/instances/i0")).unwrap();
+    std::fs::create_dir(&refused).unwrap();
+    println!("{made} instances of default buffers in a 256M budget");
+
+    // A snapshot of a ring that fits once but not twice: ENOMEM, not
+    // allocated.
+    for i in 1..=made {
+        std::fs::remove_dir(m.path(&format!("tracing/instances/i{i}"))).unwrap();
+    }
+    let kb: usize = 256 * 1024 / 2 / 8 / 2;
+    assert_eq!(write_errno(&top, &format!("{kb}\n")), None);
+    let snap = m.path("tracing/snapshot");
+    let mut tries = 0;
+    let mut size = kb;
+    // Grow the live ring until its snapshot no longer fits.
+    while write_errno(&snap, "1\n").is_none() {
+        assert_eq!(write_errno(&snap, "0\n"), None);
+        size += kb / 4;
+        assert_eq!(write_errno(&top, &format!("{size}\n")), None, "{size}");
+        tries += 1;
+        assert!(tries < 64, "the snapshot always fits");
+    }
+    assert_eq!(write_errno(&snap, "1\n"), Some(libc::ENOMEM));
+    let text = std::fs::read_to_string(&snap).unwrap();
+    assert!(text.contains("Snapshot is freed"), "{text}");
+    assert!(m.alive());
+}
+
+/// Issue 37, finding 3: what a full ring really takes stays within what
+/// the budget counts for it. An instance with 16 MiB a CPU records a USB
+/// flood until every CPU that records has overwritten; the daemon's RSS
+/// grows by less than the instance's charge (the numbers go to
+/// docs/threat-model.md).
+#[test]
+fn a_full_ring_stays_within_its_charge() {
+    use monfs::tracefs::ring::{mem_cost, pages_for, BUF_PAGE_SIZE};
+    let cfg = "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: flood, transfer_size: 64}\n";
+    let mut m = Mount::with_config(cfg);
+    let pid = m.child.id();
+    let cpus = std::fs::read_dir(m.path("tracing/per_cpu"))
+        .unwrap()
+        .count();
+    let kb = 16 * 1024;
+    // The instance's buffers at their size, and its snapshot buffers'
+    // two pages a CPU.
+    let counted = cpus
+        * (mem_cost(pages_for(kb * 1024, BUF_PAGE_SIZE), BUF_PAGE_SIZE)
+            + mem_cost(2, BUF_PAGE_SIZE));
+    std::fs::create_dir(m.path("tracing/instances/big")).unwrap();
+    let i = |f: &str| m.path(&format!("tracing/instances/big/{f}"));
+    std::fs::write(i("buffer_size_kb"), format!("{kb}\n")).unwrap();
+    let before = common::vm_rss_kib(pid).unwrap();
+    std::fs::write(i("events/usb/enable"), "1\n").unwrap();
+    let overrun = |c: usize| -> (u64, u64) {
+        let s = std::fs::read_to_string(i(&format!("per_cpu/cpu{c}/stats"))).unwrap();
+        let num = |k: &str| -> u64 {
+            s.lines()
+                .find_map(|l| l.strip_prefix(k))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        (num("entries:"), num("overrun:"))
+    };
+    let deadline = std::time::Instant::now() + common::HANG;
+    loop {
+        let st: Vec<(u64, u64)> = (0..cpus).map(overrun).collect();
+        if st.iter().any(|s| s.0 > 0) && st.iter().all(|s| s.0 == 0 || s.1 > 0) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never full: {st:?}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // A little more, so that every page has been overwritten once.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    std::fs::write(i("events/usb/enable"), "0\n").unwrap();
+    let after = common::vm_rss_kib(pid).unwrap();
+    let grown = after.saturating_sub(before) as usize * 1024;
+    let entries: u64 = (0..cpus).map(|c| overrun(c).0).sum();
+    println!(
+        "ring of {kb} KiB x {cpus} CPUs: {entries} entries, RSS grew {} KiB, counted {} KiB ({:.0}%)",
+        grown / 1024,
+        counted / 1024,
+        grown as f64 * 100.0 / counted as f64
+    );
+    assert!(grown <= counted + counted / 4, "{grown} > {counted} + 25%");
+    assert!(m.alive());
+}

@@ -1,5 +1,7 @@
 //! Allowances for what callers make the daemon hold: memory for open
-//! files' text snapshots and usbmon rings, usbmon readers, and open files.
+//! files' text snapshots and usbmon rings, usbmon readers, open files, and
+//! the one memory budget of trace rings, hist maps and the simulated
+//! topology ([`MEMORY`]).
 //! The kernel bounds these by its own memory, charged to the caller (an
 //! allocation that fails is ENOMEM; a process past `RLIMIT_NOFILE` gets
 //! EMFILE); monfs, one process serving everyone, bounds them explicitly so
@@ -79,9 +81,9 @@ impl Drop for Charge {
 pub struct Budget {
     what: &'static str,
     errno: Errno,
-    limit: usize,
-    users: usize,
-    per_user: usize,
+    limit: AtomicUsize,
+    users: AtomicUsize,
+    per_user: AtomicUsize,
     used: AtomicUsize,
     /// Held by ordinary users: in all, and by uid (an entry goes when its
     /// user holds nothing).
@@ -150,9 +152,9 @@ impl Budget {
         Budget {
             what,
             errno: Errno::ENOMEM,
-            limit,
-            users,
-            per_user,
+            limit: AtomicUsize::new(limit),
+            users: AtomicUsize::new(users),
+            per_user: AtomicUsize::new(per_user),
             used: AtomicUsize::new(0),
             by_users: Mutex::new((0, None)),
             log: LogLimit::new(),
@@ -167,17 +169,25 @@ impl Budget {
 
     /// The whole limit.
     pub fn limit(&self) -> usize {
-        self.limit
+        self.limit.load(Ordering::Relaxed)
     }
 
     /// What all ordinary users together may hold.
     pub fn users_limit(&self) -> usize {
-        self.users
+        self.users.load(Ordering::Relaxed)
     }
 
     /// What one ordinary user may hold.
     pub fn per_user(&self) -> usize {
-        self.per_user
+        self.per_user.load(Ordering::Relaxed)
+    }
+
+    /// Set the limits (at start, from the configuration): what is held
+    /// stays held, and only later takes are checked against the new ones.
+    pub fn set_limits(&self, limit: usize, users: usize, per_user: usize) {
+        self.limit.store(limit, Ordering::Relaxed);
+        self.users.store(users.min(limit), Ordering::Relaxed);
+        self.per_user.store(per_user.min(users), Ordering::Relaxed);
     }
 
     /// Units in use now, by everyone.
@@ -209,12 +219,12 @@ impl Budget {
             let (all, map) = &mut *u;
             let mine = map.as_ref().and_then(|m| m.get(&uid).copied()).unwrap_or(0);
             let fits = |held: usize, limit| held.checked_add(n).is_some_and(|v| v <= limit);
-            if !fits(mine, self.per_user) {
+            if !fits(mine, self.per_user()) {
                 drop(u);
                 self.refused(payer, n, "one user's share");
                 return Err(self.errno);
             }
-            if !fits(*all, self.users) {
+            if !fits(*all, self.users_limit()) {
                 drop(u);
                 self.refused(payer, n, "all users' share");
                 return Err(self.errno);
@@ -230,7 +240,8 @@ impl Budget {
     fn reserve_whole(&self, payer: Payer, n: usize) -> SysResult<()> {
         let mut cur = self.used.load(Ordering::Relaxed);
         loop {
-            let next = cur.checked_add(n).filter(|&v| v <= self.limit);
+            let limit = self.limit();
+            let next = cur.checked_add(n).filter(|&v| v <= limit);
             let Some(next) = next else {
                 self.refused(payer, n, "the whole");
                 return Err(self.errno);
@@ -268,10 +279,10 @@ impl Budget {
     fn refused(&self, payer: Payer, n: usize, which: &str) {
         if let Some(suppressed) = self.log.allow() {
             let (limit, uid) = match (payer, which) {
-                (Payer::User(uid), "one user's share") => (self.per_user, Some(uid)),
-                (Payer::User(uid), "all users' share") => (self.users, Some(uid)),
-                (Payer::User(uid), _) => (self.limit, Some(uid)),
-                (Payer::Privileged, _) => (self.limit, None),
+                (Payer::User(uid), "one user's share") => (self.per_user(), Some(uid)),
+                (Payer::User(uid), "all users' share") => (self.users_limit(), Some(uid)),
+                (Payer::User(uid), _) => (self.limit(), Some(uid)),
+                (Payer::Privileged, _) => (self.limit(), None),
             };
             warn!(
                 limit,
@@ -364,12 +375,75 @@ pub static USBMON_READERS: Budget = Budget::new("usbmon readers", 4096, 2048, 51
 pub static OPEN_FILES: Budget =
     Budget::new("open files", 1 << 20, 1 << 18, 1 << 14).with_errno(Errno::EMFILE);
 
+/// Bytes of memory that grow with what callers and the configuration ask
+/// for, in one budget (issue 37): the trace rings of every array (live
+/// and snapshot buffers, every CPU), hist maps, and the simulated USB
+/// topology. Each is charged in full when its size is asked for, as the
+/// kernel allocates then: a `buffer_size_kb` or `buffer_subbuf_size_kb`
+/// write, a snapshot allocation, an instance `mkdir`, a hist trigger, a
+/// bus or device at mount or `monfs ctl plug`; past the limit that
+/// request gets ENOMEM (or is refused with a message naming the field)
+/// and nothing changes. The size is set at start ([`set_memory_total`]);
+/// until then 1 GiB. Ordinary users together may hold half of it, one
+/// user a quarter.
+pub static MEMORY: Budget = Budget::new("memory", 1 << 30, 1 << 29, 1 << 28);
+
+/// The default size of [`MEMORY`]: half of the machine's available memory
+/// (`MemAvailable` in /proc/meminfo) now, at least 64 MiB; 1 GiB where it
+/// cannot be read.
+pub fn default_memory_total() -> usize {
+    let avail_kb = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
+        line.split_whitespace().nth(1)?.parse::<usize>().ok()
+    });
+    match avail_kb {
+        Some(kb) => (kb.saturating_mul(1024) / 2).max(64 << 20),
+        None => 1 << 30,
+    }
+}
+
+/// Set the size of [`MEMORY`] to `total` bytes: ordinary users together
+/// get half of it, one user a quarter.
+pub fn set_memory_total(total: usize) {
+    MEMORY.set_limits(total, total / 2, total / 4);
+}
+
+/// Parse a memory size as the `--memory` option takes it: bytes, or a
+/// number with a K, M, G or T suffix (powers of 1024; `KiB`, `MB`... and
+/// lower case too).
+pub fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(end);
+    let n: usize = num.parse().ok()?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return None,
+    };
+    n.checked_mul(1usize << shift)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     static B: Budget = Budget::new("test units", 10, 10, 10);
     static U: Budget = Budget::new("user units", 100, 50, 20).with_errno(Errno::EMFILE);
+
+    #[test]
+    fn sizes_parse_with_suffixes() {
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("512M"), Some(512 << 20));
+        assert_eq!(parse_size("2GiB"), Some(2 << 30));
+        assert_eq!(parse_size("1k"), Some(1024));
+        assert_eq!(parse_size("1x"), None);
+        assert_eq!(parse_size("M"), None);
+        assert_eq!(parse_size("99999999999999999999T"), None);
+    }
 
     #[test]
     fn grants_are_bounded_resized_and_returned() {

@@ -180,6 +180,11 @@ impl Tracing {
     /// a tree (see [`crate::tracefs::install`]).
     pub fn new(clock: Arc<dyn Clock>, cfg: &TracingConfig) -> Arc<Tracing> {
         let top = TraceArray::new(0, None, false);
+        // The top level's buffers are the daemon's own: counted in the
+        // memory budget, never refused.
+        if top.charge_current().is_err() {
+            tracing::warn!("tracefs: the top level's buffers do not fit in the memory budget");
+        }
         let ftrace = FtraceEvents::new();
         let marker = EventId::with_def(ftrace.print.clone());
         let t = Arc::new(Tracing {
@@ -410,6 +415,9 @@ impl Tracing {
             .position(|a| a.is_none())
             .unwrap_or(arrays.len());
         let arr = TraceArray::new(slot, Some(name.to_string()), true);
+        // Its buffers' pages, charged to the caller: ENOMEM when they do
+        // not fit in the memory budget (issue 37).
+        arr.charge_current()?;
         arr.inherit_options(&self.top);
         if slot == arrays.len() {
             arrays.push(Some(arr.clone()));
