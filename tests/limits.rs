@@ -399,6 +399,59 @@ fn ring_sizes_past_the_memory_budget_get_enomem() {
     assert!(m.alive());
 }
 
+/// Issue 37, finding 4: a hist trigger's map is charged in full
+/// (`size=` entries) when the trigger is made; past the budget the write
+/// gets ENOMEM and no trigger is added; removing one gives it back.
+#[test]
+fn hist_maps_past_the_memory_budget_get_enomem() {
+    let mut m = Mount::start(Some(QUIET), &["--memory", "128M"]);
+    let events = [
+        "sched/sched_process_fork",
+        "sched/sched_process_exit",
+        "sched/sched_process_exec",
+        "usb/usb_urb_submit",
+        "usb/usb_urb_complete",
+        "usb/usb_urb_error",
+    ];
+    let mut added = Vec::new();
+    let specs = events.iter().flat_map(|ev| {
+        [
+            "common_pid",
+            "common_type",
+            "common_flags",
+            "common_preempt_count",
+        ]
+        .map(|key| (m.path(&format!("tracing/events/{ev}/trigger")), key))
+    });
+    let mut refused = None;
+    for (t, key) in specs {
+        match write_errno(&t, &format!("hist:keys={key}:size=131072\n")) {
+            None => added.push((t, key)),
+            Some(e) => {
+                refused = Some(e);
+                break;
+            }
+        }
+    }
+    let Some(err) = refused else {
+        panic!("{} maps of 131072 entries fit in 128M", added.len());
+    };
+    assert_eq!(err, libc::ENOMEM);
+    assert!(!added.is_empty());
+    println!("{} hist maps of size=131072 in a 128M budget", added.len());
+    // The refused one is not there; one removed, it fits.
+    let (t, key) = added.pop().unwrap();
+    assert_eq!(
+        write_errno(&t, &format!("!hist:keys={key}:size=131072\n")),
+        None
+    );
+    assert_eq!(
+        write_errno(&t, &format!("hist:keys={key}:size=131072\n")),
+        None
+    );
+    assert!(m.alive());
+}
+
 /// Issue 37, finding 3: what a full ring really takes stays within what
 /// the budget counts for it. An instance with 16 MiB a CPU records a USB
 /// flood until every CPU that records has overwritten; the daemon's RSS
