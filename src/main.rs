@@ -241,6 +241,26 @@ fn init_logging(level: &str, ansi: bool) {
     }));
 }
 
+/// Check that the topology of `cfg` (read from `path`, for positions)
+/// fits in the memory budget, and charge it: the message names the field,
+/// its line and column.
+fn topology_charge(
+    cfg: &Config,
+    path: Option<&std::path::Path>,
+) -> Result<monfs::base::budget::Grant, String> {
+    use monfs::base::budget::MEMORY;
+    let text = path.and_then(|p| std::fs::read_to_string(p).ok());
+    let name = path.map_or_else(|| "(built-in config)".into(), |p| p.display().to_string());
+    let room = MEMORY.limit().saturating_sub(MEMORY.used());
+    let need = monfs::sim::usb::memory::check(cfg, text.as_deref(), room).map_err(|e| {
+        let sep = if e.at.is_empty() { " " } else { "" };
+        format!("{name}:{sep}{e}")
+    })?;
+    MEMORY
+        .take(need)
+        .map_err(|e| format!("{name}: the USB topology: {e}"))
+}
+
 fn load_config(path: &Option<PathBuf>) -> Result<Config, ConfigError> {
     match path {
         Some(p) => Config::load(p),
@@ -462,6 +482,15 @@ fn mount(
 ) -> ExitCode {
     let mut cfg = match load_config(&config) {
         Ok(c) => c,
+        Err(e) => {
+            eprintln!("monfs: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // The simulated topology's memory, charged for the daemon's life: one
+    // that does not fit in the memory budget is refused, naming the field.
+    let _topology = match topology_charge(&cfg, config.as_deref()) {
+        Ok(g) => g,
         Err(e) => {
             eprintln!("monfs: {e}");
             return ExitCode::from(2);
@@ -922,7 +951,9 @@ fn main() -> ExitCode {
                 .and_then(|c| match c.check_files() {
                     Ok(()) => Ok(c),
                     Err(e) => Err(format!("{}: {e}", file.display())),
-                }) {
+                })
+                .and_then(|c| topology_charge(&c, Some(&file)).map(|_| c))
+            {
                 Ok(c) => {
                     println!(
                         "{}: ok ({} USB bus{})",

@@ -511,3 +511,87 @@ fn a_full_ring_stays_within_its_charge() {
     assert!(grown <= counted + counted / 4, "{grown} > {counted} + 25%");
     assert!(m.alive());
 }
+
+/// Issue 37, finding 9: a topology that does not fit in the memory budget
+/// is refused by `check-config` (exit 2, naming the field with its line and
+/// column) and by the mount; `monfs ctl plug` refuses a device past it.
+#[test]
+fn a_topology_past_the_memory_budget_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut y = String::from("usb:\n  buses:\n");
+    for b in 1..=127 {
+        y.push_str(&format!(
+            "    - bus: {b}\n      ports: 15\n      devices:\n"
+        ));
+        for p in 1..=15 {
+            y.push_str(&format!(
+                "        - {{port: {p}, kind: hub, devices: [{}]}}\n",
+                (1..=4)
+                    .map(|q| format!("{{port: {q}, kind: flood, transfer_size: 1048576}}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    let cfg = dir.path().join("big.yaml");
+    std::fs::write(&cfg, &y).unwrap();
+    let o = std::process::Command::new(common::monfs_bin())
+        .args(["check-config", "--memory", "1G"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("big.yaml:6:")
+            && err.contains("usb.buses[0].devices[0].devices[0].transfer_size"),
+        "{err}"
+    );
+    println!("{}", err.trim());
+
+    // The mount, and plugs past the budget.
+    let ports15 = "usb:\n  buses:\n    - bus: 1\n      ports: 15\n      hub_poll_ms: 0\n";
+    let mut m = Mount::start(Some(ports15), &["--memory", "40M"]);
+    let mut plugged = 0;
+    let refused = loop {
+        let (ok, out) = m.ctl(&[
+            "plug",
+            "1",
+            &format!("{}", plugged + 1),
+            "flood",
+            "transfer_size=1048576",
+        ]);
+        if !ok {
+            break out;
+        }
+        plugged += 1;
+        assert!(
+            plugged < 15,
+            "15 devices of 2 MiB fit with the rings in 40M"
+        );
+    };
+    assert!(refused.contains("transfer_size"), "{refused}");
+    println!(
+        "{plugged} flood devices of 1 MiB transfers plugged in 40M: {}",
+        refused.trim()
+    );
+    assert!(
+        plugged > 0,
+        "no device fits: the rings of this machine's CPUs take 40M"
+    );
+    // One unplugged, one fits again.
+    let (ok, out) = m.ctl(&["unplug", "1", "1"]);
+    assert!(ok, "{out}");
+    // (The port frees once the unplug has run on the bus thread.)
+    let deadline = std::time::Instant::now() + common::HANG;
+    loop {
+        let (ok, out) = m.ctl(&["plug", "1", "1", "flood", "transfer_size=1048576"]);
+        if ok {
+            break;
+        }
+        assert!(out.contains("in use"), "{out}");
+        assert!(std::time::Instant::now() < deadline, "{out}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(m.alive());
+}

@@ -11,6 +11,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Deserializer};
 
+pub mod locate;
 pub mod recorded;
 pub mod usbdesc;
 pub mod zvm;

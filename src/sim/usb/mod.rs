@@ -41,6 +41,7 @@ mod descriptors;
 mod device;
 mod devices_text;
 mod hub;
+pub mod memory;
 pub mod replay;
 #[cfg(test)]
 mod tests;
