@@ -595,3 +595,57 @@ fn a_topology_past_the_memory_budget_is_refused() {
     }
     assert!(m.alive());
 }
+
+/// Issue 37, finding 8: `echo > dynamic_events` with 5,000 user events and
+/// 5,000 synthetic events removes them all in one batch (near-linear; it
+/// took 25.6 s and starved other requests before), and the tree is whole
+/// afterwards. The time is printed, not asserted.
+#[test]
+fn removing_ten_thousand_dynamic_events_at_once() {
+    let mut m = Mount::with_config(QUIET);
+    m.sh_ok(
+        "cd tracing && { i=0; while [ $i -lt 5000 ]; do echo \"u:uev$i u32 a\"; echo \"s:sev$i u64 b\"; i=$((i+1)); done; } >> dynamic_events",
+    );
+    assert!(m.path("tracing/events/user_events/uev4999").is_dir());
+    assert!(m.path("tracing/events/synthetic/sev4999").is_dir());
+    let n = std::fs::read_to_string(m.path("tracing/dynamic_events"))
+        .unwrap()
+        .lines()
+        .count();
+    assert_eq!(n, 10_000);
+    // Someone else keeps reading while the events go.
+    let root = m.root();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut worst = std::time::Duration::ZERO;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let t = std::time::Instant::now();
+                std::fs::read_to_string(root.join("tracing/tracing_on")).unwrap();
+                worst = worst.max(t.elapsed());
+            }
+            worst
+        })
+    };
+    let t = std::time::Instant::now();
+    std::fs::write(m.path("tracing/dynamic_events"), "").unwrap();
+    let took = t.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let worst = reader.join().unwrap();
+    println!("10,000 dynamic events removed in {took:?}; another reader's worst wait {worst:?}");
+    assert_eq!(
+        std::fs::read_to_string(m.path("tracing/dynamic_events")).unwrap(),
+        ""
+    );
+    assert!(!m.path("tracing/events/user_events").exists());
+    assert!(!m.path("tracing/events/synthetic").exists());
+    assert!(!std::fs::read_to_string(m.path("tracing/available_events"))
+        .unwrap()
+        .contains("uev"));
+    assert!(!m.log_text().contains("replac"), "{}", m.log_text());
+    // New ones can be made again, with the same names.
+    std::fs::write(m.path("tracing/dynamic_events"), "u:uev1 u32 a\n").unwrap();
+    assert!(m.path("tracing/events/user_events/uev1/format").exists());
+    assert!(m.alive());
+}

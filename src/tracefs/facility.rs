@@ -248,9 +248,13 @@ impl Tracing {
         Ok(id)
     }
 
-    /// Take a dynamic event out of the event list.
-    pub(super) fn unregister_dynamic(&self, id: &EventId) {
-        self.events.write_ok().retain(|e| !Arc::ptr_eq(&e.0, &id.0));
+    /// Take dynamic events out of the event list, in one pass.
+    pub(super) fn unregister_dynamic_many(&self, ids: &[EventId]) {
+        let gone: std::collections::HashSet<*const _> =
+            ids.iter().map(|id| Arc::as_ptr(&id.0)).collect();
+        self.events
+            .write_ok()
+            .retain(|e| !gone.contains(&Arc::as_ptr(&e.0)));
     }
 
     /// Add an event definition (not yet visible in a tree installed before).
