@@ -4,7 +4,6 @@
 //! and trigger state. Entries are recorded into it by `record.rs`; the
 //! files that show and change it are each mechanism's (through [`Arr`]).
 
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
@@ -238,8 +237,25 @@ impl Tracing {
     ) -> Result<EventId, crate::base::errno::Errno> {
         let base = *self.next_id.lock_ok();
         let mut evs = self.events.write_ok();
-        let used: BTreeSet<u16> = evs.iter().map(|e| e.0.def.id).collect();
-        let Some(n) = (base..u16::MAX).find(|n| !used.contains(n)) else {
+        // A bitmap of the ids in use (8 KiB): registering N events costs
+        // N passes over the list, not N sets built from it (issue 37).
+        let mut used = vec![0u64; 1 << 10];
+        for e in evs.iter() {
+            let id = e.0.def.id as usize;
+            used[id >> 6] |= 1 << (id & 63);
+        }
+        // Ids below `base` count as used; then the first word with a gap.
+        let base = base as usize;
+        for w in used.iter_mut().take(base >> 6) {
+            *w = u64::MAX;
+        }
+        used[base >> 6] |= (1u64 << (base & 63)) - 1;
+        let n = used
+            .iter()
+            .position(|w| *w != u64::MAX)
+            .map(|i| i * 64 + used[i].trailing_ones() as usize)
+            .filter(|&n| n < u16::MAX as usize);
+        let Some(n) = n.map(|n| n as u16) else {
             return Err(crate::base::errno::Errno::ENODEV);
         };
         let id = EventId::new(make(n));
