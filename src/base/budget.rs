@@ -90,6 +90,9 @@ pub struct Budget {
     by_users: Mutex<(usize, Option<HashMap<u32, usize>>)>,
     /// Refusals are logged at most once a second.
     log: LogLimit,
+    /// A budget this one's units are also charged to (bytes to
+    /// [`MEMORY`]), with the same payer.
+    parent: Option<&'static Budget>,
 }
 
 /// At most one log line a second for one kind of message (a refusal a
@@ -158,7 +161,15 @@ impl Budget {
             used: AtomicUsize::new(0),
             by_users: Mutex::new((0, None)),
             log: LogLimit::new(),
+            parent: None,
         }
+    }
+
+    /// The same, each unit also charged to `parent` (a budget of bytes
+    /// within [`MEMORY`]): a take fits only if it fits in both.
+    pub const fn within(mut self, parent: &'static Budget) -> Budget {
+        self.parent = Some(parent);
+        self
     }
 
     /// The same, answering `errno` past a limit.
@@ -214,6 +225,17 @@ impl Budget {
     }
 
     fn reserve(&self, payer: Payer, n: usize) -> SysResult<()> {
+        self.reserve_own(payer, n)?;
+        if let Some(p) = self.parent {
+            if let Err(e) = p.reserve(payer, n) {
+                self.give_back_own(payer, n);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn reserve_own(&self, payer: Payer, n: usize) -> SysResult<()> {
         if let Payer::User(uid) = payer {
             let mut u = self.by_users.lock_ok();
             let (all, map) = &mut *u;
@@ -257,6 +279,13 @@ impl Budget {
     }
 
     fn give_back(&self, payer: Payer, n: usize) {
+        self.give_back_own(payer, n);
+        if let Some(p) = self.parent {
+            p.give_back(payer, n);
+        }
+    }
+
+    fn give_back_own(&self, payer: Payer, n: usize) {
         if n == 0 {
             return;
         }
@@ -357,12 +386,13 @@ pub fn trim() {
 /// `seq_file` buffers are in the kernel): 512 MiB, of which ordinary users
 /// 256 MiB, one user 64 MiB.
 pub static OPEN_TEXT: Budget =
-    Budget::new("text held by open files", 512 << 20, 256 << 20, 64 << 20);
+    Budget::new("text held by open files", 512 << 20, 256 << 20, 64 << 20).within(&MEMORY);
 
 /// Bytes of usbmon binary readers' rings (`dev/usbmonN`, 300 KiB each by
 /// default, up to 64 MiB with MON_IOCT_RING_SIZE): 1 GiB, of which
 /// ordinary users 512 MiB, one user 128 MiB.
-pub static USBMON_RINGS: Budget = Budget::new("usbmon ring memory", 1 << 30, 512 << 20, 128 << 20);
+pub static USBMON_RINGS: Budget =
+    Budget::new("usbmon ring memory", 1 << 30, 512 << 20, 128 << 20).within(&MEMORY);
 
 /// usbmon readers, text and binary, on all buses: 4096 (each costs its
 /// queue and a share of every event's delivery), of which ordinary users
@@ -377,11 +407,13 @@ pub static OPEN_FILES: Budget =
 
 /// Bytes of memory that grow with what callers and the configuration ask
 /// for, in one budget (issue 37): the trace rings of every array (live
-/// and snapshot buffers, every CPU), hist maps, and the simulated USB
-/// topology. Each is charged in full when its size is asked for, as the
-/// kernel allocates then: a `buffer_size_kb` or `buffer_subbuf_size_kb`
+/// and snapshot buffers, every CPU), hist maps, the simulated USB
+/// topology, and, within their own limits, open files' text
+/// ([`OPEN_TEXT`]) and usbmon rings ([`USBMON_RINGS`]). Each is charged
+/// in full when its size is asked for, as the kernel allocates then (an
+/// open, `MON_IOCT_RING_SIZE`, a `buffer_size_kb` or `buffer_subbuf_size_kb`
 /// write, a snapshot allocation, an instance `mkdir`, a hist trigger, a
-/// bus or device at mount or `monfs ctl plug`; past the limit that
+/// bus or device at mount or `monfs ctl plug`); past the limit that
 /// request gets ENOMEM (or is refused with a message naming the field)
 /// and nothing changes. The size is set at start ([`set_memory_total`]);
 /// until then 1 GiB. Ordinary users together may hold half of it, one
@@ -433,6 +465,25 @@ mod tests {
 
     static B: Budget = Budget::new("test units", 10, 10, 10);
     static U: Budget = Budget::new("user units", 100, 50, 20).with_errno(Errno::EMFILE);
+
+    static WHOLE: Budget = Budget::new("whole", 100, 100, 100);
+    static PART: Budget = Budget::new("part", 60, 60, 60).within(&WHOLE);
+
+    #[test]
+    fn a_part_is_charged_to_the_whole_too() {
+        let w = WHOLE.take(50).unwrap();
+        let mut p = PART.take(40).unwrap();
+        assert_eq!(WHOLE.used(), 90);
+        // Fits the part's own limit, not the whole's: nothing is held.
+        assert_eq!(PART.take(20).err(), Some(Errno::ENOMEM));
+        assert_eq!((PART.used(), WHOLE.used()), (40, 90));
+        assert_eq!(p.resize(70).err(), Some(Errno::ENOMEM), "the part's own");
+        drop(w);
+        p.resize(60).unwrap();
+        assert_eq!(WHOLE.used(), 60);
+        drop(p);
+        assert_eq!((PART.used(), WHOLE.used()), (0, 0));
+    }
 
     #[test]
     fn sizes_parse_with_suffixes() {
