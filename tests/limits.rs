@@ -649,3 +649,49 @@ fn removing_ten_thousand_dynamic_events_at_once() {
     assert!(m.path("tracing/events/user_events/uev1/format").exists());
     assert!(m.alive());
 }
+
+/// Issue 37, finding 4: what a full hist map really takes stays within its
+/// charge. A map of 131072 entries keyed by time stamp fills from a USB
+/// flood; the daemon's RSS grows by less than the charge the log shows.
+#[test]
+fn a_full_hist_map_stays_within_its_charge() {
+    let cfg = "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: flood, transfer_size: 64}\n";
+    let mut m = Mount::with_config(cfg);
+    let pid = m.child.id();
+    let before = common::vm_rss_kib(pid).unwrap();
+    let t = m.path("tracing/events/usb/usb_urb_submit/trigger");
+    std::fs::write(&t, "hist:keys=common_timestamp:size=131072\n").unwrap();
+    let hist = m.path("tracing/events/usb/usb_urb_submit/hist");
+    let deadline = std::time::Instant::now() + common::HANG;
+    loop {
+        let text = std::fs::read_to_string(&hist).unwrap();
+        let dropped = text
+            .lines()
+            .find_map(|l| l.strip_prefix("    Dropped: "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        if dropped > 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never full");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let after = common::vm_rss_kib(pid).unwrap();
+    let grown = after.saturating_sub(before) as usize * 1024;
+    let log = m.log_text();
+    let counted: usize = log
+        .lines()
+        .find(|l| l.contains("hist map charged"))
+        .and_then(|l| l.split("bytes=").nth(1))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("the charge in the log");
+    println!(
+        "hist map of 131072 entries: RSS grew {} KiB, counted {} KiB ({:.0}%)",
+        grown / 1024,
+        counted / 1024,
+        grown as f64 * 100.0 / counted as f64
+    );
+    assert!(grown <= counted + counted / 4, "{grown} > {counted} + 25%");
+    assert!(m.alive());
+}

@@ -19,6 +19,11 @@ impl Hist {
     /// when the histogram does.
     pub(crate) fn new(def: HistDef) -> crate::base::errno::SysResult<Arc<Hist>> {
         let mem = MEMORY.take(def.map_bytes())?;
+        tracing::debug!(
+            entries = 1usize << def.map_bits,
+            bytes = mem.size(),
+            "tracefs: hist map charged to the memory budget"
+        );
         Ok(Arc::new(Hist {
             def,
             map: Mutex::new(MapState::default()),
