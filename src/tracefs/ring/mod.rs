@@ -158,7 +158,8 @@ fn page_mem(capacity: usize) -> usize {
 /// usable bytes, against [`crate::base::budget::MEMORY`]: each page at
 /// most [`page_mem`], the page being written once more (its entry list
 /// can hold twice its entries until the page is full), and a mapping's
-/// reader sub-buffer.
+/// reader sub-buffer and sub-buffer ids (`Mapped`). `tests/ring_memory.rs`
+/// checks it against the allocator's chunks for every entry size.
 pub fn mem_cost(nr_pages: usize, capacity: usize) -> usize {
     static PER_ORDER: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
     let per = PER_ORDER.get_or_init(|| {
@@ -173,6 +174,7 @@ pub fn mem_cost(nr_pages: usize, capacity: usize) -> usize {
         .saturating_add(1)
         .saturating_mul(page)
         .saturating_add(capacity + PAGE_HDR)
+        .saturating_add(nr_pages.saturating_mul(2 * std::mem::size_of::<u32>()))
 }
 
 /// Pages a buffer of `capacity`-byte pages has when sized for `bytes`
