@@ -126,6 +126,15 @@ enum Cmd {
         /// killed).
         #[arg(long, hide = true, requires = "foreground")]
         rmdir_mountpoint: bool,
+        /// The memory budget (bytes, or with a K, M, G or T suffix): what
+        /// the trace rings of every instance, the snapshot buffers, hist
+        /// maps and the simulated USB topology may hold together, charged
+        /// when their size is asked for (past it: ENOMEM, or a refused
+        /// configuration or plug naming the field). Ordinary users together
+        /// get half of it, one user a quarter. Default: half of
+        /// MemAvailable at start. See docs/threat-model.md.
+        #[arg(long, value_parser = parse_memory)]
+        memory: Option<usize>,
     },
     /// Run COMMAND with a monfs of its own where the kernel's USB and
     /// tracing files are: lsusb, libusb programs, tcpdump and trace-cmd
@@ -259,6 +268,10 @@ enum Cmd {
     CheckConfig {
         /// The file to check.
         file: PathBuf,
+        /// The memory budget to check the topology against (as `mount
+        /// --memory` takes it; default: half of MemAvailable now).
+        #[arg(long, value_parser = parse_memory)]
+        memory: Option<usize>,
     },
     /// Write the man pages or the shell completions (what the Debian package
     /// installs; after `cargo install`, put them where man and your shell look).
@@ -308,6 +321,26 @@ fn init_logging(level: &str, ansi: bool) {
             "panic: {info}{bt}"
         );
     }));
+}
+
+/// Check that the topology of `cfg` (read from `path`, for positions)
+/// fits in the memory budget, and charge it: the message names the field,
+/// its line and column.
+fn topology_charge(
+    cfg: &Config,
+    path: Option<&std::path::Path>,
+) -> Result<monfs::base::budget::Grant, String> {
+    use monfs::base::budget::MEMORY;
+    let text = path.and_then(|p| std::fs::read_to_string(p).ok());
+    let name = path.map_or_else(|| "(built-in config)".into(), |p| p.display().to_string());
+    let room = MEMORY.limit().saturating_sub(MEMORY.used());
+    let need = monfs::sim::usb::memory::check(cfg, text.as_deref(), room).map_err(|e| {
+        let sep = if e.at.is_empty() { " " } else { "" };
+        format!("{name}:{sep}{e}")
+    })?;
+    MEMORY
+        .take(need)
+        .map_err(|e| format!("{name}: the USB topology: {e}"))
 }
 
 fn load_config(path: &Option<PathBuf>) -> Result<Config, ConfigError> {
@@ -542,6 +575,15 @@ fn mount(
 ) -> ExitCode {
     let mut cfg = match load_config(&config) {
         Ok(c) => c,
+        Err(e) => {
+            eprintln!("monfs: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // The simulated topology's memory, charged for the daemon's life: one
+    // that does not fit in the memory budget is refused, naming the field.
+    let _topology = match topology_charge(&cfg, config.as_deref()) {
+        Ok(g) => g,
         Err(e) => {
             eprintln!("monfs: {e}");
             return ExitCode::from(2);
@@ -892,29 +934,35 @@ fn main() -> ExitCode {
             log_file,
             ready_fd,
             rmdir_mountpoint,
-        } => mount(
-            mountpoint,
-            config,
-            foreground,
-            MountOptions {
-                allow_other: !private,
-                threads: threads as usize,
-                mmap: !no_mmap,
-                io_uring: false,
-                cpus,
-            },
-            match (io_uring, no_io_uring) {
-                (true, _) => UringMode::Require,
-                (_, true) => UringMode::Off,
-                _ => UringMode::Auto,
-            },
-            seed,
-            cuse,
-            ctl_socket,
-            log_file,
-            ready_fd,
-            rmdir_mountpoint,
-        ),
+            memory,
+        } => {
+            monfs::base::budget::set_memory_total(
+                memory.unwrap_or_else(monfs::base::budget::default_memory_total),
+            );
+            mount(
+                mountpoint,
+                config,
+                foreground,
+                MountOptions {
+                    allow_other: !private,
+                    threads: threads as usize,
+                    mmap: !no_mmap,
+                    io_uring: false,
+                    cpus,
+                },
+                match (io_uring, no_io_uring) {
+                    (true, _) => UringMode::Require,
+                    (_, true) => UringMode::Off,
+                    _ => UringMode::Auto,
+                },
+                seed,
+                cuse,
+                ctl_socket,
+                log_file,
+                ready_fd,
+                rmdir_mountpoint,
+            )
+        }
         Cmd::Run {
             config,
             seed,
@@ -1067,13 +1115,18 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Cmd::CheckConfig { file } => {
+        Cmd::CheckConfig { file, memory } => {
+            monfs::base::budget::set_memory_total(
+                memory.unwrap_or_else(monfs::base::budget::default_memory_total),
+            );
             match monfs::sim::usb::load::load_config(&file)
                 .map_err(|e| e.to_string())
                 .and_then(|c| match monfs::sim::usb::load::check_replay_files(&c) {
                     Ok(()) => Ok(c),
                     Err(e) => Err(format!("{}: {e}", file.display())),
-                }) {
+                })
+                .and_then(|c| topology_charge(&c, Some(&file)).map(|_| c))
+            {
                 Ok(c) => {
                     println!(
                         "{}: ok ({} USB bus{})",
@@ -1090,6 +1143,15 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Generate { what } => generate(what),
+    }
+}
+
+/// A `--memory` value: bytes, or a number with a K, M, G or T suffix.
+fn parse_memory(s: &str) -> Result<usize, String> {
+    match monfs::base::budget::parse_size(s) {
+        Some(n) if n >= 1 << 20 => Ok(n),
+        Some(_) => Err("at least 1M".into()),
+        None => Err("a size such as 512M or 4G".into()),
     }
 }
 

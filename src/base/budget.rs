@@ -1,5 +1,7 @@
 //! Allowances for what callers make the daemon hold: memory for open
-//! files' text snapshots and usbmon rings, usbmon readers, and open files.
+//! files' text snapshots and usbmon rings, usbmon readers, open files, and
+//! the one memory budget of trace rings, hist maps and the simulated
+//! topology ([`MEMORY`]).
 //! The kernel bounds these by its own memory, charged to the caller (an
 //! allocation that fails is ENOMEM; a process past `RLIMIT_NOFILE` gets
 //! EMFILE); monfs, one process serving everyone, bounds them explicitly so
@@ -79,15 +81,18 @@ impl Drop for Charge {
 pub struct Budget {
     what: &'static str,
     errno: Errno,
-    limit: usize,
-    users: usize,
-    per_user: usize,
+    limit: AtomicUsize,
+    users: AtomicUsize,
+    per_user: AtomicUsize,
     used: AtomicUsize,
     /// Held by ordinary users: in all, and by uid (an entry goes when its
     /// user holds nothing).
     by_users: Mutex<(usize, Option<HashMap<u32, usize>>)>,
     /// Refusals are logged at most once a second.
     log: LogLimit,
+    /// A budget this one's units are also charged to (bytes to
+    /// [`MEMORY`]), with the same payer.
+    parent: Option<&'static Budget>,
 }
 
 /// At most one log line a second for one kind of message (a refusal a
@@ -150,13 +155,21 @@ impl Budget {
         Budget {
             what,
             errno: Errno::ENOMEM,
-            limit,
-            users,
-            per_user,
+            limit: AtomicUsize::new(limit),
+            users: AtomicUsize::new(users),
+            per_user: AtomicUsize::new(per_user),
             used: AtomicUsize::new(0),
             by_users: Mutex::new((0, None)),
             log: LogLimit::new(),
+            parent: None,
         }
+    }
+
+    /// The same, each unit also charged to `parent` (a budget of bytes
+    /// within [`MEMORY`]): a take fits only if it fits in both.
+    pub const fn within(mut self, parent: &'static Budget) -> Budget {
+        self.parent = Some(parent);
+        self
     }
 
     /// The same, answering `errno` past a limit.
@@ -167,17 +180,25 @@ impl Budget {
 
     /// The whole limit.
     pub fn limit(&self) -> usize {
-        self.limit
+        self.limit.load(Ordering::Relaxed)
     }
 
     /// What all ordinary users together may hold.
     pub fn users_limit(&self) -> usize {
-        self.users
+        self.users.load(Ordering::Relaxed)
     }
 
     /// What one ordinary user may hold.
     pub fn per_user(&self) -> usize {
-        self.per_user
+        self.per_user.load(Ordering::Relaxed)
+    }
+
+    /// Set the limits (at start, from the configuration): what is held
+    /// stays held, and only later takes are checked against the new ones.
+    pub fn set_limits(&self, limit: usize, users: usize, per_user: usize) {
+        self.limit.store(limit, Ordering::Relaxed);
+        self.users.store(users.min(limit), Ordering::Relaxed);
+        self.per_user.store(per_user.min(users), Ordering::Relaxed);
     }
 
     /// Units in use now, by everyone.
@@ -204,17 +225,28 @@ impl Budget {
     }
 
     fn reserve(&self, payer: Payer, n: usize) -> SysResult<()> {
+        self.reserve_own(payer, n)?;
+        if let Some(p) = self.parent {
+            if let Err(e) = p.reserve(payer, n) {
+                self.give_back_own(payer, n);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn reserve_own(&self, payer: Payer, n: usize) -> SysResult<()> {
         if let Payer::User(uid) = payer {
             let mut u = self.by_users.lock_ok();
             let (all, map) = &mut *u;
             let mine = map.as_ref().and_then(|m| m.get(&uid).copied()).unwrap_or(0);
             let fits = |held: usize, limit| held.checked_add(n).is_some_and(|v| v <= limit);
-            if !fits(mine, self.per_user) {
+            if !fits(mine, self.per_user()) {
                 drop(u);
                 self.refused(payer, n, "one user's share");
                 return Err(self.errno);
             }
-            if !fits(*all, self.users) {
+            if !fits(*all, self.users_limit()) {
                 drop(u);
                 self.refused(payer, n, "all users' share");
                 return Err(self.errno);
@@ -230,7 +262,8 @@ impl Budget {
     fn reserve_whole(&self, payer: Payer, n: usize) -> SysResult<()> {
         let mut cur = self.used.load(Ordering::Relaxed);
         loop {
-            let next = cur.checked_add(n).filter(|&v| v <= self.limit);
+            let limit = self.limit();
+            let next = cur.checked_add(n).filter(|&v| v <= limit);
             let Some(next) = next else {
                 self.refused(payer, n, "the whole");
                 return Err(self.errno);
@@ -246,6 +279,13 @@ impl Budget {
     }
 
     fn give_back(&self, payer: Payer, n: usize) {
+        self.give_back_own(payer, n);
+        if let Some(p) = self.parent {
+            p.give_back(payer, n);
+        }
+    }
+
+    fn give_back_own(&self, payer: Payer, n: usize) {
         if n == 0 {
             return;
         }
@@ -268,10 +308,10 @@ impl Budget {
     fn refused(&self, payer: Payer, n: usize, which: &str) {
         if let Some(suppressed) = self.log.allow() {
             let (limit, uid) = match (payer, which) {
-                (Payer::User(uid), "one user's share") => (self.per_user, Some(uid)),
-                (Payer::User(uid), "all users' share") => (self.users, Some(uid)),
-                (Payer::User(uid), _) => (self.limit, Some(uid)),
-                (Payer::Privileged, _) => (self.limit, None),
+                (Payer::User(uid), "one user's share") => (self.per_user(), Some(uid)),
+                (Payer::User(uid), "all users' share") => (self.users_limit(), Some(uid)),
+                (Payer::User(uid), _) => (self.limit(), Some(uid)),
+                (Payer::Privileged, _) => (self.limit(), None),
             };
             warn!(
                 limit,
@@ -368,12 +408,13 @@ pub fn trim() {
 /// `seq_file` buffers are in the kernel): 512 MiB, of which ordinary users
 /// 256 MiB, one user 64 MiB.
 pub static OPEN_TEXT: Budget =
-    Budget::new("text held by open files", 512 << 20, 256 << 20, 64 << 20);
+    Budget::new("text held by open files", 512 << 20, 256 << 20, 64 << 20).within(&MEMORY);
 
 /// Bytes of usbmon binary readers' rings (`dev/usbmonN`, 300 KiB each by
 /// default, up to 64 MiB with MON_IOCT_RING_SIZE): 1 GiB, of which
 /// ordinary users 512 MiB, one user 128 MiB.
-pub static USBMON_RINGS: Budget = Budget::new("usbmon ring memory", 1 << 30, 512 << 20, 128 << 20);
+pub static USBMON_RINGS: Budget =
+    Budget::new("usbmon ring memory", 1 << 30, 512 << 20, 128 << 20).within(&MEMORY);
 
 /// usbmon readers, text and binary, on all buses: 4096 (each costs its
 /// queue and a share of every event's delivery), of which ordinary users
@@ -386,12 +427,96 @@ pub static USBMON_READERS: Budget = Budget::new("usbmon readers", 4096, 2048, 51
 pub static OPEN_FILES: Budget =
     Budget::new("open files", 1 << 20, 1 << 18, 1 << 14).with_errno(Errno::EMFILE);
 
+/// Bytes of memory that grow with what callers and the configuration ask
+/// for, in one budget (issue 37): the trace rings of every array (live
+/// and snapshot buffers, every CPU), hist maps, the simulated USB
+/// topology, and, within their own limits, open files' text
+/// ([`OPEN_TEXT`]) and usbmon rings ([`USBMON_RINGS`]). Each is charged
+/// in full when its size is asked for, as the kernel allocates then (an
+/// open, `MON_IOCT_RING_SIZE`, a `buffer_size_kb` or `buffer_subbuf_size_kb`
+/// write, a snapshot allocation, an instance `mkdir`, a hist trigger, a
+/// bus or device at mount or `monfs ctl plug`); past the limit that
+/// request gets ENOMEM (or is refused with a message naming the field)
+/// and nothing changes. The size is set at start ([`set_memory_total`]);
+/// until then 1 GiB. Ordinary users together may hold half of it, one
+/// user a quarter.
+pub static MEMORY: Budget = Budget::new("memory", 1 << 30, 1 << 29, 1 << 28);
+
+/// The default size of [`MEMORY`]: half of the machine's available memory
+/// (`MemAvailable` in /proc/meminfo) now, at least 64 MiB; 1 GiB where it
+/// cannot be read.
+pub fn default_memory_total() -> usize {
+    let avail_kb = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
+        line.split_whitespace().nth(1)?.parse::<usize>().ok()
+    });
+    match avail_kb {
+        Some(kb) => (kb.saturating_mul(1024) / 2).max(64 << 20),
+        None => 1 << 30,
+    }
+}
+
+/// Set the size of [`MEMORY`] to `total` bytes: ordinary users together
+/// get half of it, one user a quarter.
+pub fn set_memory_total(total: usize) {
+    MEMORY.set_limits(total, total / 2, total / 4);
+}
+
+/// Parse a memory size as the `--memory` option takes it: bytes, or a
+/// number with a K, M, G or T suffix (powers of 1024; `KiB`, `MB`... and
+/// lower case too).
+pub fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(end);
+    let n: usize = num.parse().ok()?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return None,
+    };
+    n.checked_mul(1usize << shift)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     static B: Budget = Budget::new("test units", 10, 10, 10);
     static U: Budget = Budget::new("user units", 100, 50, 20).with_errno(Errno::EMFILE);
+
+    static WHOLE: Budget = Budget::new("whole", 100, 100, 100);
+    static PART: Budget = Budget::new("part", 60, 60, 60).within(&WHOLE);
+
+    #[test]
+    fn a_part_is_charged_to_the_whole_too() {
+        let w = WHOLE.take(50).unwrap();
+        let mut p = PART.take(40).unwrap();
+        assert_eq!(WHOLE.used(), 90);
+        // Fits the part's own limit, not the whole's: nothing is held.
+        assert_eq!(PART.take(20).err(), Some(Errno::ENOMEM));
+        assert_eq!((PART.used(), WHOLE.used()), (40, 90));
+        assert_eq!(p.resize(70).err(), Some(Errno::ENOMEM), "the part's own");
+        drop(w);
+        p.resize(60).unwrap();
+        assert_eq!(WHOLE.used(), 60);
+        drop(p);
+        assert_eq!((PART.used(), WHOLE.used()), (0, 0));
+    }
+
+    #[test]
+    fn sizes_parse_with_suffixes() {
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("512M"), Some(512 << 20));
+        assert_eq!(parse_size("2GiB"), Some(2 << 30));
+        assert_eq!(parse_size("1k"), Some(1024));
+        assert_eq!(parse_size("1x"), None);
+        assert_eq!(parse_size("M"), None);
+        assert_eq!(parse_size("99999999999999999999T"), None);
+    }
 
     #[test]
     fn grants_are_bounded_resized_and_returned() {

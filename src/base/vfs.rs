@@ -6,7 +6,7 @@
 //! retries it when the file's [`Waker`] fires, or answers EAGAIN itself for an
 //! `O_NONBLOCK` caller.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::base::errno::{Errno, SysResult};
@@ -444,6 +444,67 @@ impl Tree {
         true
     }
 
+    /// Remove the children of directory `dir` named in `names` (with what
+    /// is under them; the one [`Tree::remove`] would take where two share
+    /// a name), in one pass over the directory: removing many
+    /// entries of a large directory costs its size once, not once per
+    /// entry. Returns how many went.
+    pub fn remove_children(&self, dir: &str, names: &HashSet<&str>) -> usize {
+        let mut inner = self.inner.write_ok();
+        let Some(parent) = inner.resolve(dir) else {
+            return 0;
+        };
+        let Some(p) = inner.nodes.get_mut(&parent) else {
+            return 0;
+        };
+        // The child each name resolves to: of two of the same name (a
+        // directory over a file, see `add_dir_over_file`), the last added,
+        // as `remove` takes.
+        let mut seen = HashSet::new();
+        let gone: Vec<(String, u64)> = p
+            .children
+            .iter()
+            .rev()
+            .filter(|(n, _)| names.contains(n.as_str()) && seen.insert(n.as_str()))
+            .map(|(n, i)| (n.clone(), *i))
+            .collect();
+        let inos: HashSet<u64> = gone.iter().map(|g| g.1).collect();
+        p.children.retain(|(_, i)| !inos.contains(i));
+        for (_, ino) in &gone {
+            // Already out of the parent's list: take the subtree only.
+            if let Some(node) = inner.nodes.remove(ino) {
+                let mut stack: Vec<u64> = node.children.iter().map(|c| c.1).collect();
+                while let Some(i) = stack.pop() {
+                    if let Some(n) = inner.nodes.remove(&i) {
+                        stack.extend(n.children.iter().map(|c| c.1));
+                    }
+                }
+            }
+        }
+        drop(inner);
+        if let Some(kc) = self.kernel_cache.get() {
+            for (name, _) in &gone {
+                kc.inval_entry(parent, name);
+            }
+        }
+        gone.len()
+    }
+
+    /// Whether the directory at `path` has a subdirectory (without copying
+    /// its list of children).
+    pub fn has_subdir(&self, path: &str) -> bool {
+        let inner = self.inner.read_ok();
+        let Some(ino) = inner.resolve(path) else {
+            return false;
+        };
+        inner.nodes[&ino].children.iter().any(|(_, i)| {
+            inner
+                .nodes
+                .get(i)
+                .is_some_and(|n| matches!(n.kind, NodeKind::Dir))
+        })
+    }
+
     /// Send `mkdir` and `rmdir` in the directory at `path` to `ops`.
     pub fn set_dir_ops(&self, path: &str, ops: Arc<dyn DirOps>) {
         if let Ok(n) = self.resolve(path) {
@@ -754,6 +815,31 @@ impl FileNode for SnapshotFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn children_go_in_one_pass_and_shadowed_files_stay() {
+        let t = Tree::new(0, 0);
+        t.add("d", NodeKind::Dir, 0o755);
+        let file = NodeKind::File(Arc::new(SnapshotFile::new(Vec::new)));
+        let first = t.add("d/enable", file, 0o644);
+        for i in 0..1000 {
+            t.add(&format!("d/e{i}"), NodeKind::Dir, 0o755);
+            t.add(&format!("d/e{i}/id"), NodeKind::Dir, 0o755);
+        }
+        let before = t.inner.read_ok().nodes.len();
+        let names: HashSet<&str> = ["e1", "e999", "nope"].into_iter().collect();
+        assert_eq!(t.remove_children("d", &names), 2);
+        assert_eq!(t.inner.read_ok().nodes.len(), before - 4, "subtrees too");
+        assert!(t.resolve("d/e1").is_err());
+        assert!(t.resolve("d/e2/id").is_ok());
+        assert!(t.has_subdir("d"));
+        // Two of one name (a directory over a file): the last added goes.
+        let over = t.add_dir_over_file("d/enable");
+        assert_ne!(over, first);
+        let names: HashSet<&str> = ["enable"].into_iter().collect();
+        assert_eq!(t.remove_children("d", &names), 1);
+        assert_eq!(t.resolve("d/enable").map(|n| n.ino), Ok(first));
+    }
 
     #[test]
     fn open_text_is_made_at_open_and_again_from_offset_0() {

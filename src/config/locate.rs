@@ -117,3 +117,21 @@ impl<'de> Visitor<'de> for Probe<'_> {
         Ok(())
     }
 }
+
+/// The path as the configuration's errors name fields:
+/// `usb.buses[2].devices[0].transfer_size`.
+pub fn path_text(path: &[Seg]) -> String {
+    let mut s = String::new();
+    for seg in path {
+        match seg {
+            Seg::Key(k) => {
+                if !s.is_empty() {
+                    s.push('.');
+                }
+                s.push_str(k);
+            }
+            Seg::Index(i) => s.push_str(&format!("[{i}]")),
+        }
+    }
+    s
+}

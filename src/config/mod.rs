@@ -12,7 +12,7 @@ use std::path::Path;
 use serde::{Deserialize, Deserializer};
 
 mod error;
-mod locate;
+pub mod locate;
 pub mod zvm;
 
 use crate::capture::recorded;

@@ -90,6 +90,16 @@ pub enum CtlError {
         /// Why.
         source: crate::capture::usbdesc::DumpError,
     },
+    /// A device that does not fit in the memory budget.
+    #[error(
+        "{field}: the device needs {kib} KiB, more than is left in the memory budget (--memory)"
+    )]
+    NoMemory {
+        /// The field that costs most.
+        field: &'static str,
+        /// What the device needs.
+        kib: usize,
+    },
     /// `descriptors=FILE` twice in one command.
     #[error("descriptors=FILE given twice")]
     DescriptorsTwice,

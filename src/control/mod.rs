@@ -95,6 +95,9 @@ pub struct Control {
     lock: Mutex<()>,
     /// Whether the test-only `panic` command is accepted.
     fault_inject: AtomicBool,
+    /// The memory of devices plugged with `plug` (bus, port path), charged
+    /// to the memory budget until they are unplugged (issue 37).
+    plugged: Mutex<Vec<(u16, Vec<u8>, crate::base::budget::Grant)>>,
 }
 
 fn parse_bus(s: Option<&str>) -> Result<u16, CtlError> {
@@ -150,6 +153,14 @@ fn parse_in<T: TryFrom<u64>>(key: &str, v: &str, lo: u64, hi: u64) -> Result<T, 
 }
 
 impl Control {
+    /// Give back the memory of devices plugged at or behind `ports` of
+    /// `bus`, now unplugged.
+    fn unplugged(&self, bus: u16, ports: &[u8]) {
+        self.plugged
+            .lock_ok()
+            .retain(|(b, p, _)| !(*b == bus && p.starts_with(ports)));
+    }
+
     /// Control over these facilities and simulators.
     pub fn new(usb: Arc<UsbSim>, zvm: Arc<Monitor>, tracing: Arc<Tracing>) -> Self {
         Control {
@@ -158,6 +169,7 @@ impl Control {
             tracing,
             lock: Mutex::new(()),
             fault_inject: AtomicBool::new(false),
+            plugged: Mutex::new(Vec::new()),
         }
     }
 
@@ -384,7 +396,21 @@ impl Control {
                 if from_file != dev.descriptors.is_some() {
                     return Err(CtlError::DescriptorsKind);
                 }
+                // Its memory first: a device that does not fit in the
+                // memory budget is refused, naming the field.
+                let need = crate::sim::usb::memory::tree_bytes(&dev);
+                let grant =
+                    crate::base::budget::MEMORY
+                        .take(need)
+                        .map_err(|_| CtlError::NoMemory {
+                            field: match (kind, dev.transfer_size) {
+                                (DeviceKind::Flood, Some(_)) => "transfer_size",
+                                _ => "kind",
+                            },
+                            kib: need.div_ceil(1024),
+                        })?;
                 self.usb.plug(bus, &ports, &dev)?;
+                self.plugged.lock_ok().push((bus, ports.clone(), grant));
                 Ok(format!(
                     "plugged {kind:?} on bus {bus} port {}",
                     fmt_ports(&ports)
@@ -394,6 +420,7 @@ impl Control {
                 let bus = parse_bus(w.next())?;
                 let ports = parse_ports(w.next())?;
                 self.usb.unplug(bus, &ports)?;
+                self.unplugged(bus, &ports);
                 Ok(format!("unplugged bus {bus} port {}", fmt_ports(&ports)))
             }
             "fault" => {
@@ -408,6 +435,7 @@ impl Control {
                     "proto" => Fault::Proto,
                     "disconnect" => {
                         self.usb.unplug(bus, &ports)?;
+                        self.unplugged(bus, &ports);
                         return Ok(format!("disconnected bus {bus} port {}", fmt_ports(&ports)));
                     }
                     _ => return Err(CtlError::UnknownFault(what.to_string())),

@@ -4,7 +4,6 @@
 //! and trigger state. Entries are recorded into it by `record.rs`; the
 //! files that show and change it are each mechanism's (through [`Arr`]).
 
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
@@ -180,6 +179,11 @@ impl Tracing {
     /// a tree (see [`crate::tracefs::install`]).
     pub fn new(clock: Arc<dyn Clock>, cfg: &TracingConfig) -> Arc<Tracing> {
         let top = TraceArray::new(0, None, false);
+        // The top level's buffers are the daemon's own: counted in the
+        // memory budget, never refused.
+        if top.charge_current().is_err() {
+            tracing::warn!("tracefs: the top level's buffers do not fit in the memory budget");
+        }
         let ftrace = FtraceEvents::new();
         let marker = EventId::with_def(ftrace.print.clone());
         let t = Arc::new(Tracing {
@@ -233,8 +237,25 @@ impl Tracing {
     ) -> Result<EventId, crate::base::errno::Errno> {
         let base = *self.next_id.lock_ok();
         let mut evs = self.events.write_ok();
-        let used: BTreeSet<u16> = evs.iter().map(|e| e.0.def.id).collect();
-        let Some(n) = (base..u16::MAX).find(|n| !used.contains(n)) else {
+        // A bitmap of the ids in use (8 KiB): registering N events costs
+        // N passes over the list, not N sets built from it (issue 37).
+        let mut used = vec![0u64; 1 << 10];
+        for e in evs.iter() {
+            let id = e.0.def.id as usize;
+            used[id >> 6] |= 1 << (id & 63);
+        }
+        // Ids below `base` count as used; then the first word with a gap.
+        let base = base as usize;
+        for w in used.iter_mut().take(base >> 6) {
+            *w = u64::MAX;
+        }
+        used[base >> 6] |= (1u64 << (base & 63)) - 1;
+        let n = used
+            .iter()
+            .position(|w| *w != u64::MAX)
+            .map(|i| i * 64 + used[i].trailing_ones() as usize)
+            .filter(|&n| n < u16::MAX as usize);
+        let Some(n) = n.map(|n| n as u16) else {
             return Err(crate::base::errno::Errno::ENODEV);
         };
         let id = EventId::new(make(n));
@@ -243,9 +264,13 @@ impl Tracing {
         Ok(id)
     }
 
-    /// Take a dynamic event out of the event list.
-    pub(super) fn unregister_dynamic(&self, id: &EventId) {
-        self.events.write_ok().retain(|e| !Arc::ptr_eq(&e.0, &id.0));
+    /// Take dynamic events out of the event list, in one pass.
+    pub(super) fn unregister_dynamic_many(&self, ids: &[EventId]) {
+        let gone: std::collections::HashSet<*const _> =
+            ids.iter().map(|id| Arc::as_ptr(&id.0)).collect();
+        self.events
+            .write_ok()
+            .retain(|e| !gone.contains(&Arc::as_ptr(&e.0)));
     }
 
     /// Add an event definition (not yet visible in a tree installed before).
@@ -410,6 +435,9 @@ impl Tracing {
             .position(|a| a.is_none())
             .unwrap_or(arrays.len());
         let arr = TraceArray::new(slot, Some(name.to_string()), true);
+        // Its buffers' pages, charged to the caller: ENOMEM when they do
+        // not fit in the memory budget (issue 37).
+        arr.charge_current()?;
         arr.inherit_options(&self.top);
         if slot == arrays.len() {
             arrays.push(Some(arr.clone()));

@@ -43,6 +43,7 @@ mod device;
 mod devices_text;
 mod hub;
 pub mod load;
+pub mod memory;
 mod peer;
 pub mod replay;
 mod replay_program;

@@ -5,19 +5,31 @@
 //! `kernel/trace/trace_events_hist.c`, which feeds it.
 
 use super::{ActKind, Elt, Handler, Hist, HistAction, HistDef, Hit, KeyPart, MapState, Val};
+use crate::base::budget::MEMORY;
 use crate::base::sync::LockExt;
 use crate::tracefs::synth::SynthVal;
 use std::sync::Arc;
 use std::sync::Mutex;
 
 impl Hist {
-    /// An empty histogram for `def`.
-    pub(crate) fn new(def: HistDef) -> Arc<Hist> {
-        Arc::new(Hist {
+    /// An empty histogram for `def`, its map's full size (see
+    /// [`HistDef::map_bytes`]) charged to the memory budget now, as the
+    /// kernel's `tracing_map_init` allocates every element when the
+    /// trigger is made: ENOMEM when it does not fit. The charge goes back
+    /// when the histogram does.
+    pub(crate) fn new(def: HistDef) -> crate::base::errno::SysResult<Arc<Hist>> {
+        let mem = MEMORY.take(def.map_bytes())?;
+        tracing::debug!(
+            entries = 1usize << def.map_bits,
+            bytes = mem.size(),
+            "tracefs: hist map charged to the memory budget"
+        );
+        Ok(Arc::new(Hist {
             def,
             map: Mutex::new(MapState::default()),
             referenced_by: Default::default(),
-        })
+            mem: Some(mem),
+        }))
     }
 
     /// `resolve_var_refs()`: the references' values for `key`, from the
@@ -215,5 +227,52 @@ impl NamedHists {
                 v.remove(i);
             }
         }
+    }
+}
+
+/// Bytes of the allocator's chunk for a block of `n` bytes (glibc's malloc
+/// on 64 bits: 8 bytes of header, 16-byte granules, 32 at least); none for
+/// an empty block.
+fn heap_chunk(n: usize) -> usize {
+    if n == 0 {
+        0
+    } else {
+        ((n + 8).div_ceil(16) * 16).max(32)
+    }
+}
+
+impl HistDef {
+    /// Bytes one entry of the map can take, at most: the [`Elt`] (twice,
+    /// for the list's growth), its key's parts and strings (twice: the
+    /// index keeps a copy), sums, task name and variables, and the index's
+    /// slot (with hashbrown's spare buckets and control byte).
+    pub(crate) fn entry_bytes(&self) -> usize {
+        let part = std::mem::size_of::<KeyPart>();
+        let strings: usize = self
+            .keys
+            .iter()
+            .filter(|k| k.is_string())
+            .map(|k| heap_chunk(k.size.saturating_sub(1)))
+            .sum();
+        let key = heap_chunk(self.keys.len() * part) + strings;
+        let sums = heap_chunk(self.vals.len() * 8);
+        let comm = heap_chunk(15);
+        let var_strings: usize = self
+            .vars
+            .iter()
+            .chain(&self.field_vars)
+            .chain(&self.save_vars)
+            .filter(|v| v.is_string())
+            .map(|v| heap_chunk(v.size.max(super::MAX_FILTER_STR_VAL)))
+            .sum();
+        let vars = heap_chunk(self.n_slots * std::mem::size_of::<Option<Val>>()) + var_strings;
+        let slot = std::mem::size_of::<(Vec<KeyPart>, usize)>() + 1;
+        2 * std::mem::size_of::<Elt>() + 2 * key + sums + comm + vars + 3 * slot
+    }
+
+    /// Bytes the map counts against the memory budget: `size=` (rounded
+    /// to its power of two) entries of [`HistDef::entry_bytes`].
+    pub(crate) fn map_bytes(&self) -> usize {
+        (1usize << self.map_bits).saturating_mul(self.entry_bytes())
     }
 }

@@ -479,6 +479,10 @@ pub struct Hist {
     /// How many other triggers reference its variables (it cannot be
     /// removed while any does: `EBUSY`).
     pub(crate) referenced_by: std::sync::atomic::AtomicUsize,
+    /// The map's memory, charged when the histogram was made (given back
+    /// when it goes).
+    #[allow(dead_code)]
+    mem: Option<crate::base::budget::Grant>,
 }
 
 impl std::fmt::Debug for Hist {

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
+use crate::base::budget::{Grant, MEMORY};
 use crate::base::sync::LockExt;
 use crate::base::vfs::Waker;
 use crate::tracefs::error_log::ErrorLog;
@@ -109,6 +110,11 @@ pub struct TraceArray {
     /// Open `trace_pipe_raw` files whose buffer they mapped (see
     /// `per_cpu.rs`).
     pub(crate) maps: Mutex<Vec<MapRef>>,
+    /// The rings' memory (live and snapshot buffers, every CPU) charged to
+    /// the memory budget, as [`ring::mem_cost`] counts it; changed with
+    /// every buffer lock held (see [`TraceArray::charge_rings`]). `None`
+    /// before the first charge and after the instance is removed.
+    pub(crate) mem: Mutex<Option<Grant>>,
 }
 
 /// An open `per_cpu/cpuN/trace_pipe_raw` that mapped CPU `cpu`'s buffer,
@@ -202,7 +208,68 @@ impl TraceArray {
             error_log: ErrorLog::new(),
             named_hists: NamedHists::new(),
             maps: Mutex::new(Vec::new()),
+            mem: Mutex::new(None),
         })
+    }
+
+    /// Bytes the rings count (see [`ring::mem_cost`]) when the live
+    /// buffers have the shapes `live` and the snapshot buffers `spare`
+    /// (pages, usable bytes of a page). An array not yet expanded counts
+    /// its live buffers at the size they will expand to.
+    pub(crate) fn rings_cost(
+        &self,
+        live: impl Iterator<Item = (usize, usize)>,
+        spare: impl Iterator<Item = (usize, usize)>,
+    ) -> usize {
+        let floor = if self.expanded.load(Ordering::SeqCst) {
+            0
+        } else {
+            pages_for(DEFAULT_BUF_BYTES)
+        };
+        let live: usize = live.map(|(n, c)| ring::mem_cost(n.max(floor), c)).sum();
+        let spare: usize = spare.map(|(n, c)| ring::mem_cost(n, c)).sum();
+        live.saturating_add(spare)
+    }
+
+    /// Charge the rings as `total` bytes to the memory budget before they
+    /// grow to that (ENOMEM, nothing charged, when it does not fit), or
+    /// after they shrank. The first charge goes to the caller (an
+    /// instance's `mkdir`), later ones to the same account. Callers hold
+    /// every live and snapshot buffer's lock, so that charges and sizes
+    /// change together.
+    pub(crate) fn charge_rings(&self, total: usize) -> crate::base::errno::SysResult<()> {
+        let mut mem = self.mem.lock_ok();
+        match mem.as_mut() {
+            Some(g) => g.resize(total),
+            None => {
+                *mem = Some(MEMORY.take(total)?);
+                Ok(())
+            }
+        }
+    }
+
+    /// Charge the rings as they are now (at creation, and after they
+    /// shrank).
+    pub(crate) fn charge_current(&self) -> crate::base::errno::SysResult<()> {
+        let live = self.lock_all();
+        let spare = self.lock_spare();
+        let total = self.rings_cost(
+            live.iter().map(|b| b.shape()),
+            spare.iter().map(|b| b.shape()),
+        );
+        self.charge_rings(total)
+    }
+
+    /// The instance is removed: every buffer is emptied and its memory
+    /// given back to the budget.
+    pub(crate) fn release_rings(&self) {
+        let mut live = self.lock_all();
+        let mut spare = self.lock_spare();
+        for b in live.iter_mut().chain(spare.iter_mut()) {
+            b.clear();
+            b.resize(2);
+        }
+        *self.mem.lock_ok() = None;
     }
 
     /// Take `top`'s option flags, as the kernel's instance creation copies
@@ -360,6 +427,9 @@ impl TraceArray {
                 b.resize_bytes(bytes);
             }
         }
+        drop(spare);
+        // Smaller only (`free_buffer`): this cannot be refused.
+        let _ = self.charge_current();
     }
 
     /// Empty every buffer (`echo > trace`, a new trace clock).
@@ -395,13 +465,27 @@ impl TraceArray {
             return Err(crate::base::errno::Errno::EBUSY);
         }
         let mut guards = self.lock_all();
-        if self.subbuf_order.swap(order, Ordering::SeqCst) != order {
+        let mut spare = self.lock_spare();
+        if self.subbuf_order.load(Ordering::SeqCst) != order {
+            // The snapshot buffer, when allocated, changes with it. The new
+            // pages are charged first: ENOMEM changes nothing.
+            let snap = self.snapshot_allocated();
+            let total = self.rings_cost(
+                guards.iter().map(|b| b.shape_with_capacity(cap)),
+                spare.iter().map(|b| {
+                    if snap {
+                        b.shape_with_capacity(cap)
+                    } else {
+                        b.shape()
+                    }
+                }),
+            );
+            self.charge_rings(total)?;
+            self.subbuf_order.store(order, Ordering::SeqCst);
             for b in guards.iter_mut() {
                 b.set_capacity(cap);
             }
-            // The snapshot buffer, when allocated, changes with it.
-            let mut spare = self.lock_spare();
-            if self.snapshot_allocated() {
+            if snap {
                 for b in spare.iter_mut() {
                     b.set_capacity(cap);
                 }

@@ -64,6 +64,7 @@ impl DirOps for Instances {
         }
         let a = self.t.remove_instance(name)?;
         self.tree.remove(&a.base());
+        a.release_rings();
         Ok(())
     }
 }

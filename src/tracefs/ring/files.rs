@@ -118,6 +118,8 @@ pub(crate) fn tuning_files(x: &Arr, tree: &Tree) {
                 b.resize(2);
             }
             tw.resize_spare(None, 0);
+            // Smaller: this cannot be refused.
+            let _ = tw.charge_current();
             Ok(data.len() as u32)
         }),
     );

@@ -79,7 +79,108 @@ pub struct Entry {
     /// CPU that recorded it.
     pub cpu: u32,
     /// Task name.
-    pub comm: Box<str>,
+    pub comm: Comm,
+}
+
+/// A task name kept inline in its entry (no allocation of its own): up to
+/// 16 bytes, cut at a character boundary (the kernel's names have 15 at
+/// most, `TASK_COMM_LEN` less the NUL).
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub struct Comm {
+    len: u8,
+    buf: [u8; 16],
+}
+
+impl From<&str> for Comm {
+    fn from(s: &str) -> Comm {
+        let mut end = s.len().min(16);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        let mut buf = [0u8; 16];
+        buf[..end].copy_from_slice(&s.as_bytes()[..end]);
+        Comm {
+            len: end as u8,
+            buf,
+        }
+    }
+}
+
+impl std::ops::Deref for Comm {
+    type Target = str;
+    fn deref(&self) -> &str {
+        // Only whole characters of a str are ever stored.
+        std::str::from_utf8(&self.buf[..self.len as usize]).unwrap_or("")
+    }
+}
+
+impl std::fmt::Display for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self)
+    }
+}
+
+impl std::fmt::Debug for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
+    }
+}
+
+/// Bytes of the allocator's chunk for a block of `n` bytes (glibc's
+/// malloc on 64 bits: 8 bytes of header, 16-byte granules, 32 at least).
+fn heap_chunk(n: usize) -> usize {
+    ((n + 8).div_ceil(16) * 16).max(32)
+}
+
+/// Bytes of memory one page of `capacity` usable bytes can take in the
+/// daemon, at most: its [`Page`] (twice, for the page list's growth) and,
+/// filled with the entries that cost the most per byte of page (the
+/// smallest: 8 bytes of common header), each [`Entry`] and its data's
+/// heap block. The kernel's page is its bytes; monfs keeps entries
+/// decoded, so a page of small entries costs several times its size.
+fn page_mem(capacity: usize) -> usize {
+    let entry = std::mem::size_of::<Entry>();
+    let most = (8..=MAX_ENTRY.min(capacity))
+        .map(|d| {
+            let cost = if d.div_ceil(4) * 4 <= MAX_SMALL_DATA {
+                4 + d.div_ceil(4) * 4
+            } else {
+                8 + d.div_ceil(4) * 4
+            };
+            (capacity / cost) * (entry + heap_chunk(d))
+        })
+        .max()
+        .unwrap_or(0);
+    2 * std::mem::size_of::<Page>() + most
+}
+
+/// Bytes counted for a buffer of `nr_pages` sub-buffers of `capacity`
+/// usable bytes, against [`crate::base::budget::MEMORY`]: each page at
+/// most [`page_mem`], the page being written once more (its entry list
+/// can hold twice its entries until the page is full), and a mapping's
+/// reader sub-buffer and sub-buffer ids (`Mapped`). `tests/ring_memory.rs`
+/// checks it against the allocator's chunks for every entry size.
+pub fn mem_cost(nr_pages: usize, capacity: usize) -> usize {
+    static PER_ORDER: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+    let per = PER_ORDER.get_or_init(|| {
+        (0..=MAX_SUBBUF_ORDER)
+            .map(|o| page_mem(subbuf_capacity(o)))
+            .collect()
+    });
+    let page = (0..=MAX_SUBBUF_ORDER)
+        .position(|o| subbuf_capacity(o) == capacity)
+        .map_or_else(|| page_mem(capacity), |o| per[o]);
+    nr_pages
+        .saturating_add(1)
+        .saturating_mul(page)
+        .saturating_add(capacity + PAGE_HDR)
+        .saturating_add(nr_pages.saturating_mul(2 * std::mem::size_of::<u32>()))
+}
+
+/// Pages a buffer of `capacity`-byte pages has when sized for `bytes`
+/// (at least 2), as [`CpuBuffer::resize_bytes`] makes it.
+pub fn pages_for(bytes: usize, capacity: usize) -> usize {
+    bytes.div_ceil(capacity).max(2)
 }
 
 impl Entry {
@@ -321,7 +422,7 @@ impl CpuBuffer {
         // Refused while mapped (EBUSY, see `TraceArray::any_mapped`); a
         // mapping made later starts afresh.
         self.map = None;
-        let nr = (self.capacity * self.nr_pages).div_ceil(capacity).max(2);
+        let (nr, _) = self.shape_with_capacity(capacity);
         self.stale += self.entries;
         self.stale_bytes += self.iter().map(Entry::cost).sum::<usize>();
         self.entries = 0;
@@ -349,6 +450,11 @@ impl CpuBuffer {
             .back()
             .is_some_and(|p| p.used + p.need(cost, e.ts) <= self.capacity);
         if !fits {
+            // A full page takes no more entries: its list gives back the
+            // room it grew for (see `mem_cost`).
+            if let Some(p) = self.pages.back_mut() {
+                p.entries.shrink_to_fit();
+            }
             if self.pages.len() >= self.nr_pages {
                 if !overwrite {
                     self.dropped += 1;
@@ -395,7 +501,21 @@ impl CpuBuffer {
     /// Change the size to hold `bytes` of events (whole pages, at least
     /// 2), as the kernel's `ring_buffer_resize`.
     pub fn resize_bytes(&mut self, bytes: usize) {
-        self.resize(bytes.div_ceil(self.capacity));
+        self.resize(pages_for(bytes, self.capacity));
+    }
+
+    /// The shape [`CpuBuffer::set_capacity`] with `capacity` would give.
+    pub fn shape_with_capacity(&self, capacity: usize) -> (usize, usize) {
+        if capacity == self.capacity {
+            return self.shape();
+        }
+        let nr = (self.capacity * self.nr_pages).div_ceil(capacity).max(2);
+        (nr, capacity)
+    }
+
+    /// The pages and their usable bytes: what [`mem_cost`] counts.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.nr_pages, self.capacity)
     }
 
     /// Change the size, overwriting the oldest pages that no longer fit.

@@ -434,16 +434,48 @@ impl TraceArray {
             }
             avail -= add;
         }
-        self.expanded.store(true, Ordering::SeqCst);
-        match cpu {
-            Some(c) => self.bufs[c].lock_ok().resize_bytes(bytes),
-            None => {
-                for b in &self.bufs {
-                    b.lock_ok().resize_bytes(bytes);
+        // Every page the new size asks for, of the live buffers and of the
+        // snapshot buffers that follow them, is charged to the memory
+        // budget now, as the kernel allocates it now: ENOMEM, nothing
+        // changed, when it does not fit (issue 37).
+        let mut live = self.lock_all();
+        let mut spare = self.lock_spare();
+        let snap = self.snapshot_allocated();
+        let picked = |i: usize| cpu.is_none_or(|c| c == i);
+        let resized = |i: usize, b: &CpuBuffer| {
+            if picked(i) {
+                (
+                    crate::tracefs::ring::pages_for(bytes, b.capacity()),
+                    b.capacity(),
+                )
+            } else {
+                b.shape()
+            }
+        };
+        let was = self.expanded.swap(true, Ordering::SeqCst);
+        let total = self.rings_cost(
+            live.iter().enumerate().map(|(i, b)| resized(i, b)),
+            spare
+                .iter()
+                .enumerate()
+                .map(|(i, b)| if snap { resized(i, b) } else { b.shape() }),
+        );
+        if let Err(e) = self.charge_rings(total) {
+            self.expanded.store(was, Ordering::SeqCst);
+            return Err(e);
+        }
+        for (i, b) in live.iter_mut().enumerate() {
+            if picked(i) {
+                b.resize_bytes(bytes);
+            }
+        }
+        if snap {
+            for (i, b) in spare.iter_mut().enumerate() {
+                if picked(i) {
+                    b.resize_bytes(bytes);
                 }
             }
         }
-        self.resize_spare(cpu, bytes);
         Ok(data.len() as u32)
     }
 }

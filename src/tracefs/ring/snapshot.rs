@@ -28,7 +28,7 @@ use crate::base::vfs::Tree;
 use crate::tracefs::ctl::{add_ctl, Ctl, MODE_WRITE};
 use crate::tracefs::instances::array::TraceArray;
 use crate::tracefs::parse::kstrtoul_from_user;
-use crate::tracefs::ring::{CpuBuffer, BUF_PAGE_SIZE};
+use crate::tracefs::ring::{pages_for as ring_pages_for, CpuBuffer, BUF_PAGE_SIZE};
 
 /// The help the `snapshot` file shows after its header while the snapshot
 /// buffer is empty (the kernel's `print_snapshot_help` for the main file).
@@ -64,18 +64,27 @@ impl TraceArray {
     /// Allocate the snapshot buffer if it is not (the kernel's
     /// `tracing_alloc_snapshot_instance`): each CPU's spare gets the live
     /// buffer's sub-buffer size and size, empty.
-    fn alloc_snapshot(&self) {
+    /// ENOMEM (nothing allocated) when its pages do not fit in the memory
+    /// budget.
+    fn alloc_snapshot(&self) -> SysResult<()> {
         if self.snapshot_allocated() {
-            return;
+            return Ok(());
         }
         let live = self.lock_all();
         let mut spare = self.lock_spare();
+        let total = self.rings_cost(
+            live.iter().map(|b| b.shape()),
+            live.iter()
+                .map(|l| (ring_pages_for(l.size_bytes(), l.capacity()), l.capacity())),
+        );
+        self.charge_rings(total)?;
         for (s, l) in spare.iter_mut().zip(live.iter()) {
             let mut b = CpuBuffer::with_capacity(2, l.capacity());
             b.resize_bytes(l.size_bytes());
             **s = b;
         }
         self.snap_allocated.store(true, Ordering::SeqCst);
+        Ok(())
     }
 
     /// Free the snapshot buffer: back to 2 empty default pages a CPU.
@@ -85,6 +94,9 @@ impl TraceArray {
             **s = CpuBuffer::with_capacity(2, BUF_PAGE_SIZE);
         }
         self.snap_allocated.store(false, Ordering::SeqCst);
+        drop(spare);
+        // Smaller: this cannot be refused.
+        let _ = self.charge_current();
     }
 
     /// Hold the snapshot buffer armed, allocating it (the kernel's
@@ -99,8 +111,8 @@ impl TraceArray {
         if *armed == u32::MAX || self.any_mapped() {
             return Err(Errno::EBUSY);
         }
+        self.alloc_snapshot()?;
         *armed += 1;
-        self.alloc_snapshot();
         Ok(())
     }
 
@@ -144,11 +156,19 @@ impl TraceArray {
             }
             1 => {
                 if self.snapshot_allocated() {
-                    // The spare takes the live buffer's size first.
-                    let sizes: Vec<usize> =
-                        self.lock_all().iter().map(|b| b.size_bytes()).collect();
-                    for (s, bytes) in self.lock_spare().iter_mut().zip(sizes) {
-                        s.resize_bytes(bytes);
+                    // The spare takes the live buffer's size first, its
+                    // pages charged first.
+                    let live = self.lock_all();
+                    let mut spare = self.lock_spare();
+                    let total = self.rings_cost(
+                        live.iter().map(|b| b.shape()),
+                        spare.iter().zip(live.iter()).map(|(s, l)| {
+                            (ring_pages_for(l.size_bytes(), s.capacity()), s.capacity())
+                        }),
+                    );
+                    self.charge_rings(total)?;
+                    for (s, l) in spare.iter_mut().zip(live.iter()) {
+                        s.resize_bytes(l.size_bytes());
                     }
                 }
                 self.arm_locked(&mut armed)?;

@@ -150,9 +150,8 @@ impl Tracing {
         }
         let gone = std::mem::take(&mut *list);
         drop(list);
-        for e in gone {
-            self.remove_dynamic(&e.id);
-        }
+        let ids: Vec<_> = gone.into_iter().map(|e| e.id).collect();
+        self.remove_dynamic_many(&ids);
         Ok(())
     }
 

@@ -732,7 +732,11 @@ impl<E: TriggerEvent> Triggers<E> {
         }
         let name = hd.name.clone();
         let paused = hd.pause;
-        let hist = named.unwrap_or_else(|| Hist::new(hd));
+        let hist = match named {
+            Some(h) => h,
+            // The map is allocated now (ENOMEM past the memory budget).
+            None => Hist::new(hd)?,
+        };
         if let Some(n) = &name {
             host.named_hists().get(n, &hist);
         }

@@ -470,6 +470,37 @@ impl UserEvents {
 
     /// Delete event `i` (not busy).
     pub(super) fn destroy(&self, st: &mut State, i: usize) {
+        let (id, _) = self.forget(st, i, true);
+        if let Some(t) = self.t.upgrade() {
+            t.remove_dynamic(&id);
+        }
+    }
+
+    /// Every event at once (a truncated `dynamic_events`): their status
+    /// bits cleared with one page update, then one batch removal from the
+    /// event list and the tree (see `remove_dynamic_many`).
+    fn destroy_all(&self, st: &mut State) {
+        let mut ids = Vec::with_capacity(st.events.len());
+        let mut changed = false;
+        while !st.events.is_empty() {
+            let last = st.events.len() - 1;
+            let (id, c) = self.forget(st, last, false);
+            ids.push(id);
+            changed |= c;
+        }
+        if changed {
+            let page = self.page.lock_ok().clone();
+            self.push_page(page);
+        }
+        if let Some(t) = self.t.upgrade() {
+            t.remove_dynamic_many(&ids);
+        }
+    }
+
+    /// Take event `i` out of the registry and clear its status bits (the
+    /// page pushed to the mappings when `push` and a bit was set); its id,
+    /// for the caller to remove, and whether a set bit was cleared.
+    fn forget(&self, st: &mut State, i: usize, push: bool) -> (EventId, bool) {
         let es = st.events.remove(i);
         let mut page = self.page.lock_ok();
         let mut changed = false;
@@ -485,13 +516,11 @@ impl UserEvents {
             changed |= page[b] != 0;
             page[b] = 0;
         }
-        if changed {
+        if changed && push {
             self.push_page(page.clone());
         }
         drop(page);
-        if let Some(t) = self.t.upgrade() {
-            t.remove_dynamic(&es.ev.id);
-        }
+        (es.ev.id.clone(), changed)
     }
 
     /// Schedule event `i` to be freed if nothing keeps it (6.4+ lifetime).
@@ -1229,10 +1258,7 @@ impl UserEvents {
         if st.events.iter().any(|e| e.persistent) && !has_perfmon(caller.pid) {
             return Err(Errno::EPERM);
         }
-        while !st.events.is_empty() {
-            let last = st.events.len() - 1;
-            self.destroy(&mut st, last);
-        }
+        self.destroy_all(&mut st);
         drop(st);
         match t {
             Some(t) => {
