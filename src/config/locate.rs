@@ -62,6 +62,21 @@ impl<'de> Visitor<'de> for Here {
     fn visit_str<E: Error>(self, _: &str) -> Result<(), E> {
         Err(E::custom(MARK))
     }
+    fn visit_bool<E: Error>(self, _: bool) -> Result<(), E> {
+        Err(E::custom(MARK))
+    }
+    fn visit_i64<E: Error>(self, _: i64) -> Result<(), E> {
+        Err(E::custom(MARK))
+    }
+    fn visit_u64<E: Error>(self, _: u64) -> Result<(), E> {
+        Err(E::custom(MARK))
+    }
+    fn visit_f64<E: Error>(self, _: f64) -> Result<(), E> {
+        Err(E::custom(MARK))
+    }
+    fn visit_unit<E: Error>(self) -> Result<(), E> {
+        Err(E::custom(MARK))
+    }
 }
 
 impl<'de> Visitor<'de> for Probe<'_> {

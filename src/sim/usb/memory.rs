@@ -168,7 +168,8 @@ mod tests {
         assert_eq!(check(&cfg, Some(&y), need).unwrap(), need);
         let e = check(&cfg, Some(&y), 64 << 20).unwrap_err();
         assert_eq!(e.field, "usb.buses[0].devices[0].transfer_size");
-        assert_eq!(e.at, "6:11: ");
+        // The value of the field named.
+        assert_eq!(e.at, "6:49: ");
         assert!(e.to_string().contains("needs 136 MiB"), "{e}");
     }
 }
