@@ -395,6 +395,7 @@ fn stalls_faults_and_unplug_reach_the_program() {
     );
     // A raw caller waits in poll with a bulk IN pending; libusb blocks in
     // a bulk IN without timeout. Then the device goes.
+    let (mut cat, cap) = cat_1u(&m);
     let mut raw = Command::new(&hostile)
         .arg(&node)
         .arg("unplugwait")
@@ -439,7 +440,22 @@ fn stalls_faults_and_unplug_reach_the_program() {
             "bulk-in:81:64:0 rc=0 5 0504030201"
         ]
     );
-    std::thread::sleep(Duration::from_millis(200));
+    // Unplug once libusb's bulk IN after its ready line is in flight, as
+    // usbmon shows it.
+    let deadline = std::time::Instant::now() + common::HANG;
+    let (sub, done) = (format!(" S Bi:1:{dev:03}:1 "), format!(" C Bi:1:{dev:03}:1 "));
+    loop {
+        let text = std::fs::read_to_string(&cap).unwrap();
+        let in_flight = text.matches(&sub).count() as i64 - text.matches(&done).count() as i64;
+        if in_flight >= 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "bulk INs not in flight:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let (ok, e) = m.ctl(&["unplug", "1", "1"]);
     assert!(ok, "{e}");
     let rest: Vec<String> = lib_out.lines().map(|l| l.unwrap()).collect();
@@ -465,6 +481,8 @@ fn stalls_faults_and_unplug_reach_the_program() {
             "read-after-unplug ENODEV",
         ]
     );
+    let _ = cat.kill();
+    let _ = cat.wait();
     // The node is gone.
     let deadline = Instant::now() + common::HANG;
     while node.exists() {
