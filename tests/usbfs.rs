@@ -443,7 +443,10 @@ fn stalls_faults_and_unplug_reach_the_program() {
     // Unplug once libusb's bulk IN after its ready line is in flight, as
     // usbmon shows it.
     let deadline = std::time::Instant::now() + common::HANG;
-    let (sub, done) = (format!(" S Bi:1:{dev:03}:1 "), format!(" C Bi:1:{dev:03}:1 "));
+    let (sub, done) = (
+        format!(" S Bi:1:{dev:03}:1 "),
+        format!(" C Bi:1:{dev:03}:1 "),
+    );
     loop {
         let text = std::fs::read_to_string(&cap).unwrap();
         let in_flight = text.matches(&sub).count() as i64 - text.matches(&done).count() as i64;

@@ -100,25 +100,25 @@ pub const DEVICE: &str = "/dev/cuse";
 /// [`DEVICE`]): it opens the device, read and write, as [`Session::cuse`]
 /// does, and closes it again (the kernel drops the connection that open
 /// made). The error says why not, and what to do, for a person to read.
-pub fn check_device(path: &std::path::Path) -> Result<(), String> {
+pub fn check_device(path: &std::path::Path) -> Result<(), super::error::CuseError> {
+    use super::error::CuseError;
     match std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(path)
     {
         Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
-            "{} does not exist: the kernel has no CUSE loaded (as root: modprobe cuse)",
-            path.display()
-        )),
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(format!(
-            "cannot open {}: {e} (CUSE devices need root)",
-            path.display()
-        )),
-        Err(e) => Err(format!(
-            "cannot open {}: {e} (is CUSE loaded? as root: modprobe cuse)",
-            path.display()
-        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(CuseError::Missing(path.to_path_buf()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(CuseError::Denied {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        }),
+        Err(e) => Err(CuseError::Open {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        }),
     }
 }
 
@@ -241,14 +241,14 @@ mod tests {
     fn the_cuse_check_says_why_a_device_cannot_be_used() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("cuse");
-        let e = check_device(&missing).unwrap_err();
+        let e = check_device(&missing).unwrap_err().to_string();
         assert!(e.contains(&missing.display().to_string()), "{e}");
         assert!(
             e.contains("does not exist") && e.contains("modprobe cuse"),
             "{e}"
         );
         // A directory cannot be opened for writing.
-        let e = check_device(dir.path()).unwrap_err();
+        let e = check_device(dir.path()).unwrap_err().to_string();
         assert!(
             e.starts_with("cannot open") && e.contains("modprobe cuse"),
             "{e}"

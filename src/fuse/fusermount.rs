@@ -253,7 +253,7 @@ fn check_fuse_device(dev: &File) -> anyhow::Result<()> {
 
 /// Unmount `mountpoint` through the helper (`-u`, lazily with `-z`);
 /// the helper's complaint on failure.
-pub fn unmount(mountpoint: &Path, lazy: bool) -> Result<(), String> {
+pub fn unmount(mountpoint: &Path, lazy: bool) -> Result<(), super::error::UnmountError> {
     let helper = helper();
     let mut cmd = Command::new(&helper);
     cmd.arg(if lazy { "-uz" } else { "-u" })
@@ -264,11 +264,11 @@ pub fn unmount(mountpoint: &Path, lazy: bool) -> Result<(), String> {
         .stderr(Stdio::piped());
     match cmd.output() {
         Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(format!(
-            "{helper}: {}",
-            String::from_utf8_lossy(&o.stderr).trim()
-        )),
-        Err(e) => Err(format!("cannot run {helper}: {e}")),
+        Ok(o) => Err(super::error::UnmountError::Helper {
+            helper,
+            message: String::from_utf8_lossy(&o.stderr).trim().to_string(),
+        }),
+        Err(source) => Err(super::error::UnmountError::Spawn { helper, source }),
     }
 }
 

@@ -32,6 +32,7 @@ pub mod proto;
 pub mod watchdog;
 
 mod cuse;
+mod error;
 mod fusermount;
 mod handle;
 mod mount;
@@ -43,6 +44,7 @@ mod uring;
 mod uring_loop;
 
 pub use cuse::{check_device as check_cuse, DEVICE as CUSE_DEVICE};
+pub use error::{CpuListError, CuseError, UnmountError};
 pub use mount::{
     mounts_as_root, parse_cpu_list, recover_stale_mount, unmount, CpuList, MountOptions,
 };

@@ -3,6 +3,7 @@
 //! mounts itself; any other user mounts through `fusermount3` (see
 //! `fusermount.rs`).
 
+use super::error::{CpuListError, UnmountError};
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -46,25 +47,25 @@ pub struct CpuList(pub Vec<usize>);
 
 /// Parse a CPU list as `taskset -c` takes it (`0`, `0,2`, `0-3,6`), keeping
 /// only CPUs this process may run on. The message of an error says why.
-pub fn parse_cpu_list(s: &str) -> Result<CpuList, String> {
+pub fn parse_cpu_list(s: &str) -> Result<CpuList, CpuListError> {
     let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
-        .map_err(|e| format!("cannot read this process's CPUs: {e}"))?;
+        .map_err(CpuListError::Affinity)?;
     let mut cpus = Vec::new();
     for part in s.split(',') {
         let (a, b) = part.split_once('-').unwrap_or((part, part));
         let num = |x: &str| {
             x.trim()
                 .parse::<usize>()
-                .map_err(|_| format!("{part:?} is not a CPU number or range (as in 0,2-3)"))
+                .map_err(|_| CpuListError::NotCpu(part.to_string()))
         };
         let (a, b) = (num(a)?, num(b)?);
         if a > b {
-            return Err(format!("{part:?}: the range runs backwards"));
+            return Err(CpuListError::Backwards(part.to_string()));
         }
         for c in a..=b {
             // is_set refuses a CPU beyond the set's size: also not ours.
             if !allowed.is_set(c).unwrap_or(false) {
-                return Err(format!("CPU {c} is not one this process may run on"));
+                return Err(CpuListError::NotOurs(c));
             }
             if !cpus.contains(&c) {
                 cpus.push(c);
@@ -187,12 +188,12 @@ fn unescape_octal(s: &str) -> Vec<u8> {
 
 /// Unmount `mountpoint` (lazily if busy): umount2(2) as root, `fusermount3
 /// -u` (then `-u -z`) otherwise. The reason when neither worked.
-pub fn unmount(mountpoint: &Path) -> Result<(), String> {
+pub fn unmount(mountpoint: &Path) -> Result<(), UnmountError> {
     if mounts_as_root() {
         if umount2(mountpoint, MntFlags::empty()).is_ok() {
             return Ok(());
         }
-        umount2(mountpoint, MntFlags::MNT_DETACH).map_err(|e| format!("umount2: {e}"))
+        umount2(mountpoint, MntFlags::MNT_DETACH).map_err(UnmountError::Umount)
     } else {
         fusermount::disarm_guard();
         fusermount::unmount(mountpoint, false).or_else(|_| fusermount::unmount(mountpoint, true))
@@ -324,6 +325,7 @@ mod tests {
         let n = nix::sched::CpuSet::count();
         assert!(parse_cpu_list(&n.to_string())
             .unwrap_err()
+            .to_string()
             .contains("may run on"));
     }
 
