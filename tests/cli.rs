@@ -239,7 +239,7 @@ fn io_uring_is_required_with_the_option() {
 /// and nothing mounted; where it can be opened, the devices appear.
 #[test]
 fn cuse_is_required_with_the_option() {
-    let check = monfs::fuse::check_cuse(Path::new("/dev/cuse"));
+    let check = monfs::fuse::check_cuse(Path::new("/dev/cuse")).map_err(|e| e.to_string());
     let d = Daemon::mount(&["--cuse"]);
     match check {
         Err(why) => {
