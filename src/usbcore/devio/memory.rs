@@ -1,0 +1,26 @@
+//! The mount-wide usbfs memory budget of `drivers/usb/core/devio.c`
+//! (`usbfs_memory_usage`, usbfs_increase_memory_usage): what every
+//! caller's URBs and synchronous transfers may hold together.
+
+use super::*;
+
+/// The mount-wide memory budget (`usbfs_memory_usage`).
+pub(super) struct Budget {
+    pub(super) used: Mutex<u64>,
+    pub(super) limit: u64,
+}
+
+impl Budget {
+    pub(super) fn charge(&self, n: u64) -> SysResult<()> {
+        let mut u = self.used.lock_ok();
+        if self.limit > 0 && *u + n > self.limit {
+            return Err(Errno::ENOMEM);
+        }
+        *u += n;
+        Ok(())
+    }
+    pub(super) fn release(&self, n: u64) {
+        let mut u = self.used.lock_ok();
+        *u = u.saturating_sub(n);
+    }
+}
