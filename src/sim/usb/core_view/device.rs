@@ -1,0 +1,197 @@
+//! The devices as the USB core's users see them: a bus's device as a
+//! [`UsbDevice`] (descriptors, interfaces and their drivers), and the
+//! changes usbfs and sysfs are told of as devices come, go and change.
+
+use crate::config::DeviceKind;
+use crate::usbcore::device::{
+    DevRef, DeviceChange, HostController, Interface, Speed as CoreSpeed, UsbDevice,
+};
+
+use crate::sim::usb::ctx::*;
+use crate::sim::usb::descriptors::{self, Speed};
+use crate::sim::usb::devices_text::class_driver;
+
+use super::*;
+
+/// The USB core's view of device `id`, if it is registered (or a root hub).
+pub(crate) fn usb_device(ctx: &Ctx, id: DevId) -> Option<UsbDevice> {
+    let d = ctx.dev(id)?;
+    if d.gone || (d.kind != Kind::Root && !d.core.registered) {
+        return None;
+    }
+    let raw = d.desc.raw.as_deref();
+    let mut descriptor = [0u8; 18];
+    match raw {
+        Some(r) => descriptor.copy_from_slice(&r.device()[..18]),
+        None => descriptor = d.desc.dev.bytes(),
+    }
+    let configs: Vec<Vec<u8>> = match raw {
+        Some(r) => (0..r.configs.len())
+            .filter_map(|i| r.config_bytes(i).map(<[u8]>::to_vec))
+            .collect(),
+        None if !d.desc.all_cfgs.is_empty() => d.desc.all_cfgs.iter().map(|c| c.bytes()).collect(),
+        None => vec![d.desc.cfg.bytes()],
+    };
+    if raw.is_none() {
+        descriptor[17] = configs.len() as u8;
+    }
+    let mut strings = Vec::new();
+    let mut idxs = vec![
+        d.desc.dev.i_mfr,
+        d.desc.dev.i_prod,
+        d.desc.dev.i_ser,
+        d.desc.cfg.i_cfg,
+    ];
+    idxs.extend(d.desc.intf_strings.iter().copied());
+    for i in idxs {
+        if i == 0 || strings.iter().any(|(x, _)| *x == i) {
+            continue;
+        }
+        if let Some(b) = d.desc.string(i) {
+            strings.push((i, decode_string(&b)));
+        }
+    }
+    let mut interfaces: Vec<Interface> = Vec::new();
+    if d.configured || d.kind == Kind::Root {
+        for a in &d.desc.cfg.alts {
+            if interfaces.iter().any(|i| i.number == a.num) {
+                continue;
+            }
+            let cur = d.alt.get(a.num as usize).copied().unwrap_or(0);
+            let alt = d
+                .desc
+                .cfg
+                .alts
+                .iter()
+                .find(|x| x.num == a.num && x.alt == cur)
+                .unwrap_or(a);
+            interfaces.push(Interface {
+                number: a.num,
+                alt: alt.alt,
+                num_altsetting: d.desc.cfg.alts.iter().filter(|x| x.num == a.num).count() as u8,
+                class: alt.class,
+                subclass: alt.sub,
+                protocol: alt.proto,
+                num_endpoints: alt.eps.len() as u8,
+                string_index: 0,
+                driver: driver_of(d, a.num, alt.class, alt.proto),
+            });
+        }
+    }
+    let (busnum, controller) = (ctx.bus, d.kind == Kind::Root);
+    Some(UsbDevice {
+        dev: DevRef {
+            bus: busnum,
+            id: id as u64,
+        },
+        busnum,
+        devnum: d.devnum,
+        port_path: d.path.clone(),
+        parent: d.parent.map(|p| DevRef {
+            bus: busnum,
+            id: p as u64,
+        }),
+        level: d.level,
+        speed: match d.speed() {
+            Speed::Low => CoreSpeed::Low,
+            Speed::Full => CoreSpeed::Full,
+            Speed::High => CoreSpeed::High,
+        },
+        descriptor,
+        configs,
+        strings,
+        active_config: if d.configured || d.kind == Kind::Root {
+            d.desc.cfg.value
+        } else {
+            0
+        },
+        interfaces,
+        maxchild: d.hub.as_ref().map(|h| h.ports.len() as u8).unwrap_or(0),
+        controller: controller.then(|| HostController {
+            driver: d
+                .desc
+                .manufacturer
+                .as_deref()
+                .and_then(|m| m.rsplit(' ').next())
+                .unwrap_or("")
+                .to_string(),
+            pci_name: descriptors::pci_name(busnum),
+        }),
+    })
+}
+
+/// UTF-16LE string descriptor bytes as text.
+fn decode_string(b: &[u8]) -> String {
+    let n = (b.first().copied().unwrap_or(0) as usize).min(b.len());
+    let units: Vec<u16> = b
+        .get(2..n)
+        .unwrap_or(&[])
+        .chunks_exact(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .collect();
+    String::from_utf16_lossy(&units)
+}
+
+/// The driver bound to interface `num` of `d` now.
+fn driver_of(d: &Device, num: u8, class: u8, proto: u8) -> Option<String> {
+    if d.core.claims.iter().any(|(i, _)| *i == num) {
+        return Some("usbfs".into());
+    }
+    if d.core.detached.contains(&num) || !d.driver_bound {
+        return None;
+    }
+    let name = match d.kind {
+        Kind::Root => "hub",
+        Kind::Dev(DeviceKind::External)
+        | Kind::Dev(DeviceKind::FromCapture)
+        | Kind::Dev(DeviceKind::Descriptors) => class_driver(class, proto),
+        Kind::Dev(_) => d.desc.driver,
+    };
+    (name != "(none)" && !name.is_empty()).then(|| name.to_string())
+}
+
+/// Device `id` changed (its driver bindings, configuration or alternate
+/// settings): if the core knows it, tell the watchers (sysfs) its new
+/// state, as the kernel's sysfs shows new `driver` links and attributes at
+/// once.
+pub(crate) fn device_changed(ctx: &mut Ctx, id: DevId) {
+    if ctx.core.watchers.is_empty() {
+        return;
+    }
+    let Some(u) = usb_device(ctx, id) else {
+        return;
+    };
+    let change = DeviceChange::Changed(u);
+    for w in &ctx.core.watchers {
+        w.changed(&change);
+    }
+}
+
+/// A device was registered with the core (`added`) or is going: tell the
+/// watchers.
+pub(crate) fn device_event(ctx: &mut Ctx, id: DevId, added: bool) {
+    let change = if added {
+        let Some(d) = ctx.dev_mut(id) else {
+            return;
+        };
+        if d.core.registered {
+            return;
+        }
+        d.core.registered = true;
+        match usb_device(ctx, id) {
+            Some(u) => DeviceChange::Added(u),
+            None => return,
+        }
+    } else {
+        if let Some(d) = ctx.dev_mut(id) {
+            d.core.registered = false;
+        }
+        DeviceChange::Removed(DevRef {
+            bus: ctx.bus,
+            id: id as u64,
+        })
+    };
+    for w in &ctx.core.watchers {
+        w.changed(&change);
+    }
+}

@@ -1,0 +1,436 @@
+//! Core requests of programs (`drivers/usb/core/message.c` and
+//! `driver.c` as usbfs calls them): SET_CONFIGURATION, SET_INTERFACE,
+//! CLEAR_HALT, reset, driver disconnect and connect, run as control
+//! transfers on the bus; and interface claims.
+
+use std::sync::Arc;
+
+use crate::config::DeviceKind;
+use crate::usbcore::device::{
+    CoreError, CoreRequest, DevRef, TransferType, UrbDone, UrbRequest, UrbResult,
+};
+use crate::usbmon::event::IsoDesc;
+
+use crate::sim::usb::ctx::*;
+
+use super::*;
+
+/// A core request's answer, delivered at its step.
+struct Answered {
+    done: Arc<dyn UrbDone>,
+    id: u64,
+    status: i32,
+}
+
+impl Task for Answered {
+    fn step(&mut self, _ctx: &mut Ctx, _now: u64) -> Option<u64> {
+        self.done.done(
+            self.id,
+            UrbResult {
+                status: self.status,
+                ..Default::default()
+            },
+        );
+        None
+    }
+}
+
+/// A core request that sends a standard request on ep0 and then does
+/// `then` with its status.
+struct CoreCtrl {
+    dev: DevId,
+    done: Arc<dyn UrbDone>,
+    id: u64,
+    then: Then,
+    result: Option<i32>,
+    tag: u64,
+}
+
+#[derive(Clone, Copy)]
+enum Then {
+    Config(u8),
+    Interface(u8, u8, u8),
+    Plain,
+}
+
+/// Collects the status of the core's own control URB.
+struct CtrlStatus(std::sync::Mutex<Option<i32>>);
+
+impl UrbDone for CtrlStatus {
+    fn done(&self, _urb: u64, result: UrbResult) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(result.status);
+    }
+}
+
+impl Task for CoreCtrl {
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        if ctx.core.urbs.contains_key(&self.tag) {
+            return Some(now + 100 * US);
+        }
+        let st = self.result.unwrap_or(ENODEV);
+        let st = match self.then {
+            Then::Interface(intf, alt, nalts) => {
+                // usb_set_interface: a stall from a device with only one
+                // setting is taken as success.
+                let st = if st == EPIPE && nalts == 1 { 0 } else { st };
+                if st == 0 {
+                    if let Some(x) = ctx
+                        .dev_mut(self.dev)
+                        .and_then(|d| d.alt.get_mut(intf as usize))
+                    {
+                        *x = alt;
+                    }
+                }
+                st
+            }
+            Then::Config(v) => {
+                if st == 0 {
+                    if let Some(x) = ctx.dev_mut(self.dev) {
+                        x.configured = v != 0;
+                        x.alt = [0; 4];
+                    }
+                }
+                st
+            }
+            Then::Plain => st,
+        };
+        if st == 0 && !matches!(self.then, Then::Plain) {
+            device_changed(ctx, self.dev);
+        }
+        self.done.done(
+            self.id,
+            UrbResult {
+                status: st,
+                ..Default::default()
+            },
+        );
+        None
+    }
+}
+
+/// The waiting half of [`CoreCtrl`]: its status arrives through
+/// [`CtrlStatus`] and is picked up here.
+struct CoreCtrlWait {
+    inner: CoreCtrl,
+    status: Arc<CtrlStatus>,
+}
+
+impl Task for CoreCtrlWait {
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        if let Some(st) = *self.status.0.lock().unwrap_or_else(|e| e.into_inner()) {
+            self.inner.result = Some(st);
+            return self.inner.step(ctx, now);
+        }
+        if !ctx.alive(self.inner.dev) && !ctx.core.urbs.contains_key(&self.inner.tag) {
+            self.inner.result = Some(ENODEV);
+            return self.inner.step(ctx, now);
+        }
+        Some(now + 100 * US)
+    }
+}
+
+/// Run a core request on `dev`.
+pub(crate) fn request(
+    ctx: &mut Ctx,
+    dev: DevRef,
+    req: CoreRequest,
+    done: Arc<dyn UrbDone>,
+    now: u64,
+) -> Result<u64, CoreError> {
+    let d = live(ctx, dev)?;
+    let id = ctx.rng.below(1 << 62) + 1;
+    let later = |ctx: &mut Ctx, status: i32| {
+        let at = now + ctx.rng.range(5 * US, 30 * US);
+        ctx.spawn(
+            at,
+            Box::new(Answered {
+                done: done.clone(),
+                id,
+                status,
+            }),
+        );
+    };
+    let dv = ctx.dev(d).ok_or(CoreError::NoDevice)?;
+    let (setup_pkt, then) = match req {
+        CoreRequest::ResetEndpoint(_) => {
+            later(ctx, 0);
+            return Ok(id);
+        }
+        CoreRequest::SetConfiguration(v) => {
+            let value = dv.desc.cfg.value;
+            let v = if v < 0 { 0 } else { v };
+            if v != 0 && v as u8 != value {
+                return Err(CoreError::Invalid("configuration"));
+            }
+            (setup(0x00, 0x09, v as u16, 0, 0), Then::Config(v as u8))
+        }
+        CoreRequest::SetInterface { interface, alt } => {
+            let nalts = dv
+                .desc
+                .cfg
+                .alts
+                .iter()
+                .filter(|a| a.num == interface)
+                .count() as u8;
+            if !dv
+                .desc
+                .cfg
+                .alts
+                .iter()
+                .any(|a| a.num == interface && a.alt == alt)
+            {
+                return Err(CoreError::Invalid("setting"));
+            }
+            (
+                setup(0x01, 0x0b, alt as u16, interface as u16, 0),
+                Then::Interface(interface, alt, nalts),
+            )
+        }
+        CoreRequest::ClearHalt(ep) => (setup(0x02, 0x01, 0, ep as u16, 0), Then::Plain),
+        CoreRequest::ResetDevice => {
+            // usb_reset_device: the port reset, then the device descriptor
+            // read again and the configuration set again.
+            (
+                setup(0x00, 0x09, dv.desc.cfg.value as u16, 0, 0),
+                Then::Config(dv.desc.cfg.value),
+            )
+        }
+        CoreRequest::DetachDriver(intf) => {
+            let u = usb_device(ctx, d).ok_or(CoreError::NoDevice)?;
+            let i = u.interface(intf).ok_or(CoreError::Invalid("interface"))?;
+            if i.driver.is_none() {
+                return Err(CoreError::NoDriver);
+            }
+            detach(ctx, d, intf, now);
+            device_changed(ctx, d);
+            later(ctx, 0);
+            return Ok(id);
+        }
+        CoreRequest::AttachDriver(intf) => {
+            // device_attach: the driver the interface's class binds, if
+            // any (1), probing it as at enumeration; none: 0.
+            let Some(x) = ctx.dev_mut(d) else {
+                return Err(CoreError::NoDevice);
+            };
+            x.core.detached.retain(|i| *i != intf);
+            let bound = usb_device(ctx, d)
+                .and_then(|u| u.interface(intf).map(|i| i.driver.is_some()))
+                .unwrap_or(false);
+            let x = ctx.dev_mut(d).unwrap();
+            if !bound {
+                x.core.detached.push(intf);
+                later(ctx, 0);
+                return Ok(id);
+            }
+            // usbhid's URB for SET_REPORT may go out again.
+            x.core.quiet_class = false;
+            let hid = matches!(
+                x.kind,
+                Kind::Dev(DeviceKind::HidKeyboard)
+                    | Kind::Dev(DeviceKind::HidMouse)
+                    | Kind::Dev(DeviceKind::HidTablet)
+            );
+            if !hid {
+                unquiet(x);
+                device_changed(ctx, d);
+                later(ctx, 1);
+                return Ok(id);
+            }
+            // usbhid_probe's requests (the serial number, SET_IDLE, the
+            // report descriptor, a keyboard's LEDs), then its URB again.
+            let mut ops = ctx.class_ops(d);
+            ops.retain(|o| !matches!(o, Op::StartStreams(_)));
+            let mut runner = Runner::default();
+            runner.q.extend(ops);
+            let tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
+            let at = now + ctx.rng.range(20 * US, 200 * US);
+            ctx.spawn(
+                at,
+                Box::new(Reprobe {
+                    dev: d,
+                    runner,
+                    tag,
+                    done: done.clone(),
+                    id,
+                }),
+            );
+            return Ok(id);
+        }
+    };
+    let status = Arc::new(CtrlStatus(std::sync::Mutex::new(None)));
+    let r = UrbRequest {
+        xfer: TransferType::Control,
+        endpoint: 0,
+        setup: Some(setup_pkt),
+        length: 0,
+        out: Vec::new(),
+        flags: 0,
+        iso_lengths: Vec::new(),
+        interval: 0,
+        stream_id: 0,
+    };
+    let tag = submit(ctx, dev, r, status.clone(), now)?;
+    ctx.spawn(
+        now + 50 * US,
+        Box::new(CoreCtrlWait {
+            inner: CoreCtrl {
+                dev: d,
+                done,
+                id,
+                then,
+                result: None,
+                tag,
+            },
+            status,
+        }),
+    );
+    Ok(id)
+}
+
+/// The drivers of the interfaces not detached submit again.
+fn unquiet(x: &mut Device) {
+    x.core.quiet_eps.clear();
+    x.core.quiet_class = false;
+    x.core.suppressed.clear();
+    let det = x.core.detached.clone();
+    for i in det {
+        quiet(x, i);
+    }
+}
+
+/// A HID driver bound again (USBDEVFS_CONNECT): its probe's requests on
+/// the bus, then its model submits again.
+struct Reprobe {
+    dev: DevId,
+    runner: Runner,
+    tag: u64,
+    done: Arc<dyn UrbDone>,
+    id: u64,
+}
+
+impl Task for Reprobe {
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        if ctx.alive(self.dev) {
+            if let Some(t) = self.runner.step(ctx, None, &mut self.tag, now) {
+                return Some(t);
+            }
+        }
+        ctx.tags.free(self.tag, URB_SIZE);
+        let status = match ctx.dev_mut(self.dev) {
+            Some(x) if !x.gone => {
+                unquiet(x);
+                1
+            }
+            _ => ENODEV,
+        };
+        if status == 1 {
+            device_changed(ctx, self.dev);
+        }
+        self.done.done(
+            self.id,
+            UrbResult {
+                status,
+                ..Default::default()
+            },
+        );
+        None
+    }
+}
+
+/// Mark interface `intf`'s endpoints quiet for the class driver.
+fn quiet(x: &mut Device, intf: u8) {
+    let eps: Vec<u8> = x
+        .desc
+        .cfg
+        .alts
+        .iter()
+        .filter(|a| a.num == intf)
+        .flat_map(|a| a.eps.iter().map(|e| e.addr))
+        .collect();
+    x.core.quiet_eps.extend(eps);
+    x.core.quiet_class = true;
+}
+
+/// usb_driver_release_interface of the kernel driver of `intf`: the
+/// driver's URBs there end and it submits no more. usb_unbind_interface
+/// disables the interface's endpoints before the driver's disconnect, so
+/// the host controller flushes them (-108, ESHUTDOWN; the kernel oracle
+/// shows it for usbhid), except for a driver with soft_unbind
+/// (usb-storage), whose disconnect kills them (usb_kill_urb, -2).
+fn detach(ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
+    let Some(x) = ctx.dev_mut(d) else {
+        return;
+    };
+    let status = if x.kind == Kind::Dev(DeviceKind::MassStorage) {
+        ENOENT
+    } else {
+        ESHUTDOWN
+    };
+    if !x.core.detached.contains(&intf) {
+        x.core.detached.push(intf);
+    }
+    quiet(x, intf);
+    let class_tag = x.class_tag;
+    let eps = x.core.quiet_eps.clone();
+    let victims: Vec<Urb> = x
+        .inflight
+        .iter()
+        .filter(|u| {
+            let addr = u.ep | if u.dir_in { 0x80 } else { 0 };
+            (u.ep != 0 && eps.contains(&addr)) || (u.ep == 0 && u.tag == class_tag)
+        })
+        .copied()
+        .collect();
+    for u in victims {
+        if ctx.core.urbs.contains_key(&u.tag) {
+            continue;
+        }
+        let pkt = u.len.checked_div(u.npk).unwrap_or(0);
+        let iso = (0..u.npk)
+            .map(|i| IsoDesc {
+                status: EXDEV,
+                offset: i * pkt,
+                length: 0,
+            })
+            .collect();
+        ctx.complete(d, u.tag, now, status, 0, None, iso, 0, 0);
+    }
+}
+
+/// `usb_driver_claim_interface` for a program.
+pub(crate) fn claim(ctx: &mut Ctx, dev: DevRef, intf: u8, owner: u64) -> Result<(), CoreError> {
+    let d = live(ctx, dev)?;
+    let u = usb_device(ctx, d).ok_or(CoreError::NoDevice)?;
+    let i = u.interface(intf).ok_or(CoreError::Invalid("interface"))?;
+    match i.driver.as_deref() {
+        None => {}
+        Some("usbfs") => {
+            let x = ctx.dev(d).unwrap();
+            if x.core.claims.contains(&(intf, owner)) {
+                return Ok(());
+            }
+            return Err(CoreError::Busy);
+        }
+        Some(_) => return Err(CoreError::Busy),
+    }
+    if let Some(x) = ctx.dev_mut(d) {
+        x.core.claims.push((intf, owner));
+    }
+    device_changed(ctx, d);
+    Ok(())
+}
+
+/// `usb_driver_release_interface` of a program's claim.
+pub(crate) fn release(ctx: &mut Ctx, dev: DevRef, intf: u8, owner: u64) -> Result<(), CoreError> {
+    let d = dev.id as DevId;
+    if let Some(x) = ctx.dev_mut(d) {
+        x.core.claims.retain(|c| *c != (intf, owner));
+        // usbfs's release leaves the interface without a driver.
+        if !x.core.detached.contains(&intf) && x.kind != Kind::Root {
+            x.core.detached.push(intf);
+            quiet(x, intf);
+        }
+    }
+    device_changed(ctx, d);
+    Ok(())
+}

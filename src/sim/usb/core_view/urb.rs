@@ -1,0 +1,549 @@
+//! Programs' URBs on the bus (usb_submit_urb and usb_kill_urb of
+//! `drivers/usb/core/urb.c` as usbfs calls them): submitted as the bus's own
+//! URBs, answered by the device, its external peer or its capture, and
+//! completed or cancelled.
+
+use std::sync::Arc;
+
+use crate::config::DeviceKind;
+use crate::usbcore::device::{CoreError, DevRef, TransferType, UrbDone, UrbRequest};
+use crate::usbmon::event::{IsoDesc, XferType};
+
+use crate::sim::usb::ctx::*;
+use crate::sim::usb::descriptors;
+
+use super::*;
+
+/// Completes a program's URB at its step if it is still in flight.
+struct Finish {
+    dev: DevId,
+    tag: u64,
+    status: i32,
+    actual: u32,
+    data: Option<Arc<[u8]>>,
+    iso: Vec<IsoDesc>,
+    error_count: i32,
+}
+
+impl Task for Finish {
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        let iso = std::mem::take(&mut self.iso);
+        ctx.complete(
+            self.dev,
+            self.tag,
+            now,
+            self.status,
+            self.actual,
+            self.data.take(),
+            iso,
+            0,
+            self.error_count,
+        );
+        None
+    }
+}
+
+/// Waits for the peer's answer to a program's URB.
+struct PeerWait {
+    dev: DevId,
+    tag: u64,
+    id: u64,
+    urb: Urb,
+    /// Packet lengths of an isochronous URB.
+    pkts: Vec<u32>,
+    /// When it was submitted.
+    since: u64,
+}
+
+impl Task for PeerWait {
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        if !ctx.core.urbs.contains_key(&self.tag) {
+            return None;
+        }
+        let answer = {
+            let p = ctx.dev(self.dev).and_then(|d| d.core.peer.as_ref())?;
+            (p.poll)();
+            let mut g = match p.answers.lock() {
+                Ok(g) => g,
+                Err(e) => e.into_inner(),
+            };
+            g.done.remove(&self.id)
+        };
+        let Some((status, actual, data, pkts)) = answer else {
+            // Look often at first, then less and less (a URB the peer
+            // leaves pending, an interrupt URB waiting for a key, costs
+            // little; the answer comes at the next look).
+            let age = now.saturating_sub(self.since);
+            let soon = match age {
+                a if a < 5 * MS => 50 * US,
+                a if a < 100 * MS => MS,
+                a if a < 1000 * MS => 10 * MS,
+                _ => 50 * MS,
+            };
+            return Some(now + soon);
+        };
+        let (status, actual) = if actual > self.urb.len {
+            tracing::warn!(
+                "usb {}: peer answered URB {} with {} bytes, more than its {}: -75",
+                ctx.dev_name(self.dev),
+                self.id,
+                actual,
+                self.urb.len
+            );
+            (-75, 0)
+        } else {
+            (status, actual)
+        };
+        if self.urb.xfer == XferType::Iso {
+            let mut buf = vec![0u8; self.urb.len as usize];
+            let mut iso = Vec::new();
+            let (mut off, mut src, mut errs) = (0u32, 0usize, 0);
+            let got = pkts.unwrap_or_default();
+            for (i, len) in self.pkts.iter().enumerate() {
+                let (st, n) = got.get(i).copied().unwrap_or((EXDEV, 0));
+                let n = n.min(*len);
+                if self.urb.dir_in {
+                    let end = (src + n as usize).min(data.len());
+                    let k = end.saturating_sub(src);
+                    buf[off as usize..off as usize + k].copy_from_slice(&data[src..end]);
+                    src = end;
+                }
+                if st != 0 {
+                    errs += 1;
+                }
+                iso.push(IsoDesc {
+                    status: st,
+                    offset: off,
+                    length: n,
+                });
+                off += len;
+            }
+            let total: u32 = iso.iter().map(|p| p.length).sum();
+            let data = self.urb.dir_in.then(|| Arc::from(buf));
+            ctx.complete(self.dev, self.tag, now, 0, total, data, iso, 0, errs);
+        } else {
+            let data = (self.urb.dir_in && actual > 0)
+                .then(|| Arc::from(&data[..(actual as usize).min(data.len())]));
+            ctx.complete(self.dev, self.tag, now, status, actual, data, vec![], 0, 0);
+        }
+        None
+    }
+}
+
+/// Most programs' URBs in flight on one bus (usbfs_memory_mb allows
+/// about 55,000 of the smallest; each one waiting for a peer is looked at
+/// now and then, so monfs bounds them).
+pub(crate) const MAX_PROGRAM_URBS: usize = 4096;
+
+/// `usb_submit_urb` of a program's URB on device `dev` at `now`.
+pub(crate) fn submit(
+    ctx: &mut Ctx,
+    dev: DevRef,
+    r: UrbRequest,
+    done: Arc<dyn UrbDone>,
+    now: u64,
+) -> Result<u64, CoreError> {
+    let d = live(ctx, dev)?;
+    if ctx.core.urbs.len() >= MAX_PROGRAM_URBS {
+        tracing::warn!(
+            "usb bus {}: {} programs' URBs in flight already: ENOMEM",
+            ctx.bus,
+            MAX_PROGRAM_URBS
+        );
+        return Err(CoreError::NoMem);
+    }
+    let npk = r.iso_lengths.len() as u32;
+    let size = if r.xfer == TransferType::Iso {
+        iso_urb_size(npk)
+    } else {
+        URB_SIZE
+    };
+    let dir_in = if r.xfer == TransferType::Control {
+        r.setup.is_some_and(|s| s[0] & 0x80 != 0) && r.length > 0
+    } else {
+        r.endpoint & 0x80 != 0
+    };
+    let interval = if r.interval != 0 {
+        r.interval
+    } else {
+        default_interval(ctx, d, r.endpoint)
+    };
+    let tag = ctx.tags.alloc(&mut ctx.rng, size);
+    let urb = Urb {
+        tag,
+        xfer: xfer_of(r.xfer),
+        ep: r.endpoint & 0x0f,
+        dir_in,
+        len: r.length,
+        interval,
+        flags: r.flags,
+        setup: r.setup,
+        npk,
+    };
+    // Faults apply to data transfers, as to the drivers'.
+    let outcome = if r.endpoint & 0x0f != 0 {
+        ctx.take_error(d)
+    } else {
+        Outcome::Ok
+    };
+    if outcome == Outcome::SubmitError {
+        let st = if r.xfer == TransferType::Iso {
+            EXDEV
+        } else {
+            ENODEV
+        };
+        ctx.submit_error(d, urb, now, st);
+        ctx.tags.free(tag, size);
+        return Err(CoreError::Failed(-st));
+    }
+    let out: Option<Arc<[u8]>> = (!r.out.is_empty()).then(|| Arc::from(&r.out[..]));
+    let pkts = r.iso_lengths.clone();
+    let sub_iso: Vec<IsoDesc> = {
+        let mut off = 0;
+        pkts.iter()
+            .map(|&l| {
+                let p = IsoDesc {
+                    status: EXDEV,
+                    offset: off,
+                    length: l,
+                };
+                off += l;
+                p
+            })
+            .collect()
+    };
+    ctx.core.urbs.insert(
+        tag,
+        ProgramUrb {
+            dev: d,
+            done,
+            size,
+            peer_id: None,
+        },
+    );
+    let sdata = if dir_in {
+        Some(ctx.empty.clone())
+    } else if r.length > 0 {
+        out.clone()
+    } else {
+        None
+    };
+    ctx.submit(d, urb, now, sdata, sub_iso.clone());
+    if outcome != Outcome::Ok {
+        // An injected fault ends it a little later.
+        let at = now + ctx.rng.range(100 * US, 1000 * US);
+        let iso = sub_iso
+            .iter()
+            .map(|p| IsoDesc {
+                status: if outcome == Outcome::Stall {
+                    EPROTO
+                } else {
+                    outcome.status()
+                },
+                offset: p.offset,
+                length: 0,
+            })
+            .collect::<Vec<_>>();
+        let (status, errs) = if r.xfer == TransferType::Iso {
+            (0, iso.len() as i32)
+        } else {
+            (outcome.status(), 0)
+        };
+        ctx.spawn(
+            at,
+            Box::new(Finish {
+                dev: d,
+                tag,
+                status,
+                actual: 0,
+                data: None,
+                iso,
+                error_count: errs,
+            }),
+        );
+        return Ok(tag);
+    }
+    answer(ctx, d, urb, out, pkts, now);
+    Ok(tag)
+}
+
+/// The interval the kernel's URB gets on endpoint `ep` of `d`.
+fn default_interval(ctx: &Ctx, d: DevId, ep: u8) -> i32 {
+    let Some(dev) = ctx.dev(d) else {
+        return 0;
+    };
+    match dev.desc.cfg.endpoint(ep) {
+        Some(e) if matches!(e.xfer_type(), 1 | 3) => descriptors::urb_interval(dev.speed(), e),
+        _ => 0,
+    }
+}
+
+/// Whether the device's peer answers this URB.
+fn peer_answers(dev: &Device, urb: &Urb) -> bool {
+    if dev.core.peer.is_none() {
+        return false;
+    }
+    if urb.ep != 0 {
+        return true;
+    }
+    let s = urb.setup.unwrap_or_default();
+    if dev.remote_ep0 {
+        return true;
+    }
+    // CLEAR_FEATURE(ENDPOINT_HALT) is monfs's, as after a stall of the
+    // model's own URBs.
+    if (s[0], s[1]) == (0x02, 0x01) && s[2] == 0 && s[3] == 0 {
+        return false;
+    }
+    s[0] & 0x60 != 0 || s[0] & 0x1f != 0
+}
+
+/// Arrange the answer to a program's URB just submitted.
+pub(super) fn answer(
+    ctx: &mut Ctx,
+    d: DevId,
+    urb: Urb,
+    out: Option<Arc<[u8]>>,
+    pkts: Vec<u32>,
+    now: u64,
+) {
+    let id = PEER_IDS + ctx.rng.below(1 << 40);
+    let Some(dev) = ctx.dev(d) else {
+        return;
+    };
+    if peer_answers(dev, &urb) {
+        let line = peer_line(id, &urb, out.as_deref(), &pkts);
+        let sent = {
+            let p = dev.core.peer.as_ref().unwrap();
+            {
+                let mut g = match p.answers.lock() {
+                    Ok(g) => g,
+                    Err(e) => e.into_inner(),
+                };
+                g.pending.insert(id);
+            }
+            p.tx.try_send(line).is_ok()
+        };
+        if !sent {
+            // The peer does not read: as a device that stopped answering.
+            tracing::warn!(
+                "usb {}: the peer does not take a program's URB: it stays pending",
+                ctx.dev_name(d)
+            );
+            return;
+        }
+        if let Some(p) = ctx.core.urbs.get_mut(&urb.tag) {
+            p.peer_id = Some(id);
+        }
+        ctx.spawn(
+            now + 50 * US,
+            Box::new(PeerWait {
+                dev: d,
+                tag: urb.tag,
+                id,
+                urb,
+                pkts,
+                since: now,
+            }),
+        );
+        return;
+    }
+    let kind = dev.kind;
+    let speed = dev.speed();
+    let recorded = dev.desc.recorded.is_some();
+    if urb.xfer == XferType::Control {
+        let setup = urb.setup.unwrap_or_default();
+        let (status, data) = if recorded {
+            match crate::sim::usb::replay_program::control(ctx, d, &setup, out.as_deref()) {
+                Some(r) => r,
+                None => return,
+            }
+        } else {
+            ctx.handle_ctrl(d, &setup, out.as_deref())
+        };
+        let (actual, data) = if status != 0 {
+            (0, None)
+        } else if urb.dir_in {
+            let v = data.unwrap_or_default();
+            let n = v.len().min(urb.len as usize);
+            (n as u32, Some(Arc::from(&v[..n])))
+        } else {
+            (urb.len, None)
+        };
+        let lat = ctx.rng.range(40 * US, 400 * US) + if urb.len > 64 { 100 * US } else { 0 };
+        finish_at(ctx, d, urb.tag, now + lat, status, actual, data, vec![], 0);
+        return;
+    }
+    if recorded {
+        if let Some((at, status, actual, data)) =
+            crate::sim::usb::replay_program::data(ctx, d, &urb, out.as_deref(), now)
+        {
+            finish_at(ctx, d, urb.tag, at, status, actual, data, vec![], 0);
+        }
+        return;
+    }
+    let unit = descriptors::interval_unit_ns(speed);
+    match urb.xfer {
+        XferType::Iso => {
+            let per = (urb.interval.max(1) as u64) * unit;
+            let n = pkts.len() as u64;
+            let mut iso = Vec::new();
+            let mut off = 0;
+            for &l in &pkts {
+                iso.push(IsoDesc {
+                    status: 0,
+                    offset: off,
+                    length: l,
+                });
+                off += l;
+            }
+            let data = urb.dir_in.then(|| {
+                let v: Vec<u8> = (0..urb.len).map(|i| (i as u8).wrapping_mul(7)).collect();
+                Arc::from(v)
+            });
+            let at = now + MS + n * per;
+            finish_at(ctx, d, urb.tag, at, 0, urb.len, data, iso, 0);
+        }
+        _ if !urb.dir_in => {
+            let lat = ctx.rng.range(30 * US, 200 * US) + urb.len as u64 * 20;
+            finish_at(ctx, d, urb.tag, now + lat, 0, urb.len, None, vec![], 0);
+        }
+        _ if kind == Kind::Dev(DeviceKind::Descriptors) => {
+            // Nothing to say: pending (NAK) until killed or unplugged.
+        }
+        XferType::Interrupt
+            if matches!(
+                kind,
+                Kind::Dev(DeviceKind::HidKeyboard)
+                    | Kind::Dev(DeviceKind::HidMouse)
+                    | Kind::Dev(DeviceKind::HidTablet)
+            ) =>
+        {
+            // A HID device reports on a change only (usbhid left its idle
+            // rate at 0): the model's reports complete it; until one
+            // comes, it is pending (NAK).
+        }
+        XferType::Interrupt => {
+            let per = (urb.interval.max(1) as u64) * unit;
+            let mps = ctx
+                .dev(d)
+                .and_then(|x| x.desc.cfg.endpoint(urb.ep | 0x80))
+                .map(|e| e.mps as u32 & 0x7ff)
+                .unwrap_or(8);
+            let n = urb.len.min(mps.max(1));
+            let data = Some(Arc::from(vec![0u8; n as usize]));
+            finish_at(ctx, d, urb.tag, now + per, 0, n, data, vec![], 0);
+        }
+        _ => {
+            let v: Vec<u8> = (0..urb.len).map(|i| (i as u8) ^ 0x5a).collect();
+            let lat = ctx.rng.range(30 * US, 200 * US) + urb.len as u64 * 20;
+            finish_at(
+                ctx,
+                d,
+                urb.tag,
+                now + lat,
+                0,
+                urb.len,
+                Some(Arc::from(v)),
+                vec![],
+                0,
+            );
+        }
+    }
+}
+
+/// Ids of programs' URBs in the peer protocol start here (the model's own
+/// count up from 1).
+const PEER_IDS: u64 = 1 << 48;
+
+/// The `submit` line of the peer protocol for a program's URB.
+fn peer_line(id: u64, urb: &Urb, out: Option<&[u8]>, pkts: &[u32]) -> String {
+    let ep = urb.ep | if urb.dir_in { 0x80 } else { 0 };
+    let ty = match urb.xfer {
+        XferType::Control => 'C',
+        XferType::Interrupt => 'I',
+        XferType::Bulk => 'B',
+        XferType::Iso => 'Z',
+    };
+    let setup = urb.setup.map(|s| hex(&s)).unwrap_or_else(|| "-".into());
+    let data = match out {
+        Some(d) if !urb.dir_in && !d.is_empty() => hex(d),
+        _ => "-".into(),
+    };
+    let mut line = format!("submit {id} {ep:02x} {ty} {} {setup} {data}", urb.len);
+    for p in pkts {
+        line.push_str(&format!(" {p}"));
+    }
+    line.push('\n');
+    line
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish_at(
+    ctx: &mut Ctx,
+    d: DevId,
+    tag: u64,
+    at: u64,
+    status: i32,
+    actual: u32,
+    data: Option<Arc<[u8]>>,
+    iso: Vec<IsoDesc>,
+    error_count: i32,
+) {
+    ctx.spawn(
+        at,
+        Box::new(Finish {
+            dev: d,
+            tag,
+            status,
+            actual,
+            data,
+            iso,
+            error_count,
+        }),
+    );
+}
+
+/// `usb_kill_urb` of a program's URB: -ENOENT now (packets of an
+/// isochronous URB untransferred).
+pub(crate) fn cancel(ctx: &mut Ctx, dev: DevRef, tag: u64, now: u64) -> Result<(), CoreError> {
+    let d = dev.id as DevId;
+    let Some(p) = ctx.core.urbs.get(&tag) else {
+        return Err(CoreError::NoUrb);
+    };
+    if p.dev != d {
+        return Err(CoreError::NoUrb);
+    }
+    let peer_id = p.peer_id;
+    let urb = ctx
+        .dev(d)
+        .and_then(|x| x.inflight.iter().find(|u| u.tag == tag).copied());
+    let Some(urb) = urb else {
+        return Err(CoreError::NoUrb);
+    };
+    let pkt = urb.len.checked_div(urb.npk).unwrap_or(0);
+    let iso = (0..urb.npk)
+        .map(|i| IsoDesc {
+            status: EXDEV,
+            offset: i * pkt,
+            length: 0,
+        })
+        .collect();
+    ctx.complete(d, tag, now, ENOENT, 0, None, iso, 0, 0);
+    if let (Some(id), Some(p)) = (peer_id, ctx.dev(d).and_then(|x| x.core.peer.as_ref())) {
+        {
+            let mut g = match p.answers.lock() {
+                Ok(g) => g,
+                Err(e) => e.into_inner(),
+            };
+            g.pending.remove(&id);
+            g.done.remove(&id);
+        }
+        let _ = p.tx.try_send(format!("unlink {id} {ENOENT}\n"));
+    }
+    Ok(())
+}
