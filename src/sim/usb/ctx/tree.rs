@@ -1,0 +1,443 @@
+//! The bus's shared data: the device tree (devices, ports, hub state),
+//! URBs and their tags and outcomes, and the control-op vocabulary the
+//! sequencer runs ([`Op`], [`setup`], [`ctrl`]).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use crate::config::{DeviceConfig, DeviceKind, ErrorConfig};
+use crate::usbmon::event::{XferType, URB_DIR_IN};
+
+use crate::sim::rng::Rng;
+use crate::sim::usb::descriptors::{Descriptors, Speed};
+use crate::sim::usb::peer::PeerError;
+use crate::usbcore::device::{DeviceWatcher, UrbDone};
+
+/// How a control request ends: status, actual length, IN data.
+pub(crate) type CtrlResult = (i32, u32, Option<Arc<[u8]>>);
+
+/// A device's ep0 answered from outside the bus (an external device's
+/// peer with `ep0: peer`): the hub driver's control requests to it wait
+/// for the answer, polled at the driver's steps, and never block.
+pub(crate) trait Ep0Link: Send {
+    /// Hand the request over; Err: the other side is gone (why).
+    fn submit(&mut self, urb: &Urb, out: Option<&[u8]>) -> Result<u64, PeerError>;
+    /// Its answer if it came (checked against the URB); Err: gone or garbage.
+    fn poll(&mut self, id: u64, urb: &Urb) -> Result<Option<CtrlResult>, PeerError>;
+    /// The host gave up on the request (usb_kill_urb).
+    fn unlink(&mut self, id: u64, status: i32) -> Result<(), PeerError>;
+    /// usb_control_msg's timeout for this device, ns.
+    fn timeout(&self) -> u64;
+    /// For the class driver, which takes the link over once configured.
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
+}
+
+/// Index of a device in [`super::Ctx::devs`]; never reused within a bus.
+pub(crate) type DevId = usize;
+
+pub(crate) const ENOENT: i32 = -2;
+pub(crate) const ENODEV: i32 = -19;
+pub(crate) const EXDEV: i32 = -18;
+pub(crate) const EPIPE: i32 = -32;
+pub(crate) const EPROTO: i32 = -71;
+pub(crate) const ESHUTDOWN: i32 = -108;
+
+/// URB_NO_TRANSFER_DMA_MAP.
+pub(crate) const URB_NO_TRANSFER_DMA_MAP: u32 = 0x0004;
+
+/// A millisecond of bus time, ns.
+pub(crate) const MS: u64 = 1_000_000;
+/// A microsecond of bus time, ns.
+pub(crate) const US: u64 = 1_000;
+
+/// The parts of a URB that every event of it repeats.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Urb {
+    pub tag: u64,
+    pub xfer: XferType,
+    pub ep: u8,
+    pub dir_in: bool,
+    pub len: u32,
+    pub interval: i32,
+    pub flags: u32,
+    pub setup: Option<[u8; 8]>,
+    /// Number of ISO packets (0 for other types).
+    pub npk: u32,
+}
+
+impl Urb {
+    /// A control URB for `setup` on ep0: its direction and length come
+    /// from the setup packet (bmRequestType bit 7, wLength).
+    pub(crate) fn control(tag: u64, setup: [u8; 8]) -> Urb {
+        let dir_in = setup[0] & 0x80 != 0;
+        Urb {
+            tag,
+            xfer: XferType::Control,
+            ep: 0,
+            dir_in,
+            len: u16::from_le_bytes([setup[6], setup[7]]) as u32,
+            interval: 0,
+            flags: if dir_in { URB_DIR_IN } else { 0 },
+            setup: Some(setup),
+            npk: 0,
+        }
+    }
+}
+
+/// One downstream port of a hub.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Port {
+    pub powered: bool,
+    pub enabled: bool,
+    pub change: u16,
+    pub child: Option<DevId>,
+}
+
+/// Hub driver state of a hub (root or external).
+#[derive(Debug, Default)]
+pub(crate) struct HubState {
+    pub ports: Vec<Port>,
+    /// Work for the hub's worker (khubd for this hub).
+    pub queue: VecDeque<Op>,
+    pub worker: bool,
+    pub int_tag: u64,
+    pub int_inflight: bool,
+    pub int_completion: bool,
+    /// Ports whose change was reported on the status endpoint and not yet handled.
+    pub reported: u16,
+}
+
+/// What a device is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Root,
+    Dev(DeviceKind),
+}
+
+/// One device on the bus.
+pub(crate) struct Device {
+    pub kind: Kind,
+    pub cfg: Option<DeviceConfig>,
+    pub parent: Option<DevId>,
+    pub port: u8,
+    pub level: u8,
+    pub path: Vec<u8>,
+    pub desc: Descriptors,
+    /// Address as usbmon reports it: 0 until addressed.
+    pub devnum: u8,
+    /// Address chosen by the hub driver.
+    pub reserved: u8,
+    pub visible: bool,
+    pub strings_read: bool,
+    pub configured: bool,
+    pub driver_bound: bool,
+    /// Current alternate setting per interface number.
+    pub alt: [u8; 4],
+    pub hub: Option<HubState>,
+    pub inflight: Vec<Urb>,
+    /// Electrically disconnected (the kernel may not know yet).
+    pub gone: bool,
+    pub xfers: u64,
+    pub errors: ErrorConfig,
+    /// Faults injected at run time, applied to the next data transfers.
+    pub faults: std::collections::VecDeque<Fault>,
+    /// The class driver's own URB (usbhid ctrl, usb-storage current_urb).
+    pub class_tag: u64,
+    /// ep0 answered from outside (`ep0: peer`); None: by the model.
+    pub ep0: Option<Box<dyn Ep0Link>>,
+    /// Whether ep0 is answered from outside, even after the class driver
+    /// took the link over.
+    pub remote_ep0: bool,
+    /// The hub driver gave up enumerating it: it stays on its port,
+    /// without an address, until unplugged.
+    pub given_up: bool,
+    /// The hub driver's enumeration attempt (hub_port_connect's loop).
+    pub enum_try: u8,
+    /// Announced as added to the bus (`usb:usb_device_plug`): its removal
+    /// is announced too.
+    pub announced: bool,
+    /// What programs did to it through the USB core (usbfs).
+    pub core: CoreDev,
+}
+
+/// A device as programs left it through the USB core (usbfs): see
+/// `core_view`.
+#[derive(Default)]
+pub(crate) struct CoreDev {
+    /// Registered with the core (`usb_new_device`): usbfs shows it.
+    pub registered: bool,
+    /// Interfaces a program claimed, with the claiming file.
+    pub claims: Vec<(u8, u64)>,
+    /// Interfaces whose kernel driver a program detached.
+    pub detached: Vec<u8>,
+    /// Endpoints (address with direction) of detached interfaces: the
+    /// class driver's URBs there are no longer submitted.
+    pub quiet_eps: Vec<u8>,
+    /// The class driver's own control URB is quiet too.
+    pub quiet_class: bool,
+    /// The device model's peer, for programs' URBs (external devices).
+    pub peer: Option<ProgramPeer>,
+    /// Replay for programs: the next recorded transfer to look from.
+    pub replay_pos: usize,
+    /// URBs the quiet driver's model still runs (not on the bus): what
+    /// they get goes to a program's URB on the same endpoint.
+    pub suppressed: Vec<Urb>,
+}
+
+/// An external device's peer as programs' URBs reach it: lines go out
+/// through `tx`; answers to the ids in `answers.pending` come back in
+/// `answers.done` (the device model's reader puts them there).
+pub(crate) struct ProgramPeer {
+    pub tx: crossbeam_channel::Sender<String>,
+    pub answers: Arc<std::sync::Mutex<PeerAnswers>>,
+    /// Move the answers to programs' URBs that the peer sent meanwhile
+    /// into `answers` (the model takes its own at its steps).
+    pub poll: Box<dyn Fn() + Send>,
+}
+
+/// Answers of a peer to programs' URBs.
+#[derive(Default)]
+pub(crate) struct PeerAnswers {
+    /// Ids sent to the peer and not answered.
+    pub pending: HashSet<u64>,
+    /// Answers: id -> (status, actual, data, packets (status, actual)).
+    pub done: HashMap<u64, PeerAnswer>,
+}
+
+/// One answer of a peer: status, actual length, IN data, and for
+/// isochronous URBs each packet's status and actual length.
+pub(crate) type PeerAnswer = (i32, u32, Vec<u8>, Option<Vec<(i32, u32)>>);
+
+/// A program's URB in flight (usbfs): who is told when it completes.
+pub(crate) struct ProgramUrb {
+    pub dev: DevId,
+    pub done: Arc<dyn UrbDone>,
+    /// The tag's object size (to free it).
+    pub size: u64,
+    /// The peer's id of it, if a peer answers it.
+    pub peer_id: Option<u64>,
+}
+
+/// The bus as the USB core's users see it: who is told of devices, and
+/// programs' URBs in flight by tag.
+#[derive(Default)]
+pub(crate) struct CoreState {
+    pub watchers: Vec<Arc<dyn DeviceWatcher>>,
+    pub urbs: HashMap<u64, ProgramUrb>,
+}
+
+impl Device {
+    pub(crate) fn is_hub(&self) -> bool {
+        self.hub.is_some()
+    }
+    pub(crate) fn speed(&self) -> Speed {
+        self.desc.speed
+    }
+}
+
+/// How an injected error ends a transfer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Ok,
+    /// Submission fails: `E` event.
+    SubmitError,
+    /// Completion -32 (EPIPE).
+    Stall,
+    /// Completion -2 (ENOENT).
+    Unlink,
+    /// Completion with a protocol error status: -71 (EPROTO, CRC/timeout) or
+    /// -75 (EOVERFLOW, babble).
+    Proto(i32),
+}
+
+impl Outcome {
+    /// The completion status of a failed transfer.
+    pub(crate) fn status(self) -> i32 {
+        match self {
+            Outcome::Stall => EPIPE,
+            Outcome::Unlink => ENOENT,
+            Outcome::Proto(st) => st,
+            Outcome::Ok | Outcome::SubmitError => 0,
+        }
+    }
+}
+
+/// A fault injected at run time into the next data transfer of a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Completion -32 (EPIPE).
+    Stall,
+    /// Completion -75 (EOVERFLOW).
+    Babble,
+    /// Completion -2 (ENOENT).
+    Unlink,
+    /// Submission fails (`E` event).
+    SubmitError,
+    /// Completion -71 (EPROTO).
+    Proto,
+}
+
+/// URB tag allocator imitating the kernel's slab: 0xc0-byte objects for plain
+/// URBs, larger power-of-two objects for ISO URBs, recently freed objects are
+/// handed out first.
+pub(crate) struct TagAlloc {
+    pages: Vec<(u64, Vec<u64>)>, // (object size, pages)
+    free: Vec<(u64, Vec<u64>)>,  // (object size, LIFO free list)
+    live: HashSet<u64>,
+}
+
+impl TagAlloc {
+    pub(crate) fn new() -> Self {
+        TagAlloc {
+            pages: Vec::new(),
+            free: Vec::new(),
+            live: HashSet::new(),
+        }
+    }
+
+    /// Allocate a URB of `size` bytes (0xc0 for plain URBs).
+    pub(crate) fn alloc(&mut self, rng: &mut Rng, size: u64) -> u64 {
+        if let Some((_, list)) = self.free.iter_mut().find(|(s, _)| *s == size) {
+            if !list.is_empty() && rng.chance(7.0 / 8.0) {
+                let tag = list.pop().unwrap();
+                self.live.insert(tag);
+                return tag;
+            }
+        }
+        if !self.pages.iter().any(|(s, _)| *s == size) {
+            self.pages.push((size, Vec::new()));
+        }
+        let slots = (4096 / size).max(1);
+        for attempt in 0.. {
+            let pages = &mut self.pages.iter_mut().find(|(s, _)| *s == size).unwrap().1;
+            if pages.is_empty() || attempt % 16 == 15 {
+                let page = 0xffff_8880_0000_0000
+                    | (rng.range(0x0080, 0xfff0) << 16)
+                    | (rng.below(16) << 12);
+                pages.push(page);
+            }
+            let page = pages[rng.below(pages.len() as u64) as usize];
+            let tag = page + rng.below(slots) * size;
+            if self.live.insert(tag) {
+                if let Some((_, list)) = self.free.iter_mut().find(|(s, _)| *s == size) {
+                    list.retain(|t| *t != tag);
+                }
+                return tag;
+            }
+        }
+        unreachable!()
+    }
+
+    pub(crate) fn free(&mut self, tag: u64, size: u64) {
+        if self.live.remove(&tag) {
+            match self.free.iter_mut().find(|(s, _)| *s == size) {
+                Some((_, list)) => list.push(tag),
+                None => self.free.push((size, vec![tag])),
+            }
+        }
+    }
+}
+
+/// Size of a plain URB object.
+pub(crate) const URB_SIZE: u64 = 0xc0;
+
+/// Object size of an ISO URB with `npk` packets.
+pub(crate) fn iso_urb_size(npk: u32) -> u64 {
+    (URB_SIZE + 16 * npk as u64).next_power_of_two()
+}
+
+/// One step of a control-op sequence.
+#[derive(Clone, Debug)]
+pub(crate) enum Op {
+    /// A control transfer on `target`'s ep0. `tag` None: the running worker's URB.
+    Ctrl {
+        target: DevId,
+        setup: [u8; 8],
+        out: Option<Arc<[u8]>>,
+        tag: Option<u64>,
+    },
+    Delay(u64),
+    /// Take a fresh URB for the following transfers.
+    NewTag,
+    /// Handle a port reported on the status endpoint (expands).
+    PortEvent(u8),
+    /// Debounce, reset and enumerate the device on a port (expands).
+    Connect(u8),
+    /// Mark a device addressed.
+    Addressed(DevId),
+    /// Standard enumeration (expands).
+    Enumerate(DevId),
+    /// Class driver probe (expands).
+    ClassSetup(DevId),
+    /// Start a hub: power its ports and scan them (runs on the hub's own worker).
+    Activate(DevId),
+    /// Read and acknowledge every port, then submit the status URB (expands).
+    Scan,
+    /// Submit the worker hub's status URB.
+    SubmitInt,
+    /// Start the class driver's data streams.
+    StartStreams(DevId),
+    /// The hub driver's usb_disconnect of a device and everything below it.
+    Disconnect(DevId),
+    /// After an enumeration request to a device whose ep0 is answered from
+    /// outside: what the hub driver does if it failed.
+    Check(DevId, Check),
+    /// The end of one enumeration attempt's requests (a failed check drops
+    /// what is left of the attempt up to here).
+    TryEnd(DevId),
+    /// An enumeration attempt failed with this error: disable the port,
+    /// then try again or give up (expands).
+    TryFailed(DevId, i32),
+}
+
+/// Which enumeration request a [`Op::Check`] follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Check {
+    /// The 64-byte device descriptor read at address 0: `retry` of two,
+    /// `op` of three reads.
+    Desc64 { retry: u8, op: u8 },
+    /// SET_ADDRESS, `op` of two.
+    Address { op: u8 },
+    /// The 18-byte device descriptor.
+    Desc18,
+    /// A configuration descriptor read.
+    Config,
+    /// SET_CONFIGURATION.
+    SetConfig,
+}
+
+/// What follows a [`Check`].
+pub(crate) enum Next {
+    /// It succeeded: go on.
+    Go,
+    /// Run these first, then go on.
+    Insert(Vec<Op>),
+    /// Drop the rest of the attempt and run these instead.
+    Replace(Vec<Op>),
+}
+
+/// usb_control_msg's -ETIMEDOUT after it killed a request.
+pub(crate) const ETIMEDOUT: i32 = -110;
+
+/// A standard or class setup packet.
+pub(crate) fn setup(req_type: u8, req: u8, value: u16, index: u16, length: u16) -> [u8; 8] {
+    [
+        req_type,
+        req,
+        value as u8,
+        (value >> 8) as u8,
+        index as u8,
+        (index >> 8) as u8,
+        length as u8,
+        (length >> 8) as u8,
+    ]
+}
+
+pub(crate) fn ctrl(target: DevId, s: [u8; 8]) -> Op {
+    Op::Ctrl {
+        target,
+        setup: s,
+        out: None,
+        tag: None,
+    }
+}
