@@ -1,0 +1,226 @@
+//! How `monfs run` proceeds: around an existing mount (`--use`), or with a
+//! fresh daemon in a new namespace, waiting for its devices to enumerate
+//! before CMD starts.
+
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use nix::mount::{umount2, MntFlags};
+use nix::unistd::{geteuid, Pid};
+
+use super::command::{spawn_command, supervise};
+use super::daemon::{open_log, show_tail, start_daemon, stop_daemon, wait_ready, Daemon};
+use super::namespace::{enter_namespace, setup_paths};
+use super::{io, sys, RunError, RunOptions, EXIT_START, FUSE_SUPER_MAGIC};
+
+/// Run `opts.command` as described in the module docs; its exit status.
+pub fn run(opts: RunOptions) -> ExitCode {
+    let rootless = !geteuid().is_root();
+    match &opts.use_mount {
+        Some(dir) => run_on_existing(&opts, dir, rootless),
+        None => run_fresh(&opts, rootless),
+    }
+}
+
+fn start_failure(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("monfs run: {e}");
+    ExitCode::from(EXIT_START)
+}
+
+/// `--use DIR`: the namespace around an existing mount.
+fn run_on_existing(opts: &RunOptions, dir: &Path, rootless: bool) -> ExitCode {
+    let mnt = match check_monfs(dir) {
+        Ok(m) => m,
+        Err(e) => return start_failure(e),
+    };
+    let socket = std::fs::read_to_string(mnt.join("monfs/socket"))
+        .map(|s| PathBuf::from(s.trim()))
+        .unwrap_or_else(|_| crate::control::default_socket(&mnt));
+    if let Err(e) = enter_namespace(rootless).and_then(|()| setup_paths(&mnt, rootless)) {
+        return start_failure(e);
+    }
+    let child = match spawn_command(opts, &mnt, &socket, rootless) {
+        Ok(c) => c,
+        Err(code) => return ExitCode::from(code),
+    };
+    let status = supervise(child, None);
+    ExitCode::from(status)
+}
+
+/// Whether `dir` is a monfs mount (a FUSE file system with monfs's own
+/// `monfs/null`); its absolute path.
+fn check_monfs(dir: &Path) -> Result<PathBuf, RunError> {
+    let abs = std::fs::canonicalize(dir).map_err(io(format!("{}", dir.display())))?;
+    let st = nix::sys::statfs::statfs(&abs).map_err(sys(format!("statfs {}", abs.display())))?;
+    if st.filesystem_type().0 as i64 != FUSE_SUPER_MAGIC || !abs.join("monfs/null").exists() {
+        return Err(RunError::NotMonfs(format!(
+            "{} is not a monfs mount",
+            abs.display()
+        )));
+    }
+    Ok(abs)
+}
+
+/// A temporary mountpoint, removed on drop (after a lazy unmount, in case
+/// the daemon could not unmount it).
+struct TempMountpoint(PathBuf);
+
+impl Drop for TempMountpoint {
+    fn drop(&mut self) {
+        let _ = umount2(&self.0, MntFlags::MNT_DETACH);
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+fn temp_mountpoint() -> Result<TempMountpoint, RunError> {
+    let base = match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        Some(x) if x.is_absolute() && x.is_dir() && !geteuid().is_root() => x,
+        _ => std::env::temp_dir(),
+    };
+    let mut last = None;
+    for _ in 0..32 {
+        let mut b = [0u8; 6];
+        if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+            let _ = f.read_exact(&mut b);
+        }
+        let tag: String = b.iter().map(|x| (b'a' + x % 26) as char).collect();
+        let p = base.join(format!("monfs-run.{tag}"));
+        match std::fs::DirBuilder::new().mode(0o700).create(&p) {
+            Ok(()) => return Ok(TempMountpoint(p)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(io(format!("mkdir in {}", base.display()))(e)),
+        }
+    }
+    Err(io("temporary mountpoint")(last.unwrap()))
+}
+
+/// Mount a fresh monfs in a new namespace and run the command there.
+fn run_fresh(opts: &RunOptions, rootless: bool) -> ExitCode {
+    let mp = match temp_mountpoint() {
+        Ok(m) => m,
+        Err(e) => return start_failure(e),
+    };
+    let mnt = mp.0.clone();
+    let socket = crate::control::default_socket(&mnt);
+    if let Some(dir) = socket.parent() {
+        if let Err(e) = crate::control::ensure_private_dir(dir) {
+            return start_failure(e);
+        }
+    }
+    // The daemon's output: a file of no name beside the socket (nothing to
+    // leave behind, whatever happens), or the --log-file asked for.
+    let log = match open_log(opts.log_file.as_deref(), socket.parent()) {
+        Ok(f) => f,
+        Err(e) => return start_failure(e),
+    };
+    if let Err(e) = enter_namespace(rootless) {
+        return start_failure(e);
+    }
+    let reader = match log.try_clone() {
+        Ok(f) => f,
+        Err(e) => return start_failure(format!("log file: {e}")),
+    };
+    let mut daemon = match start_daemon(opts, &mnt, &socket, log) {
+        Ok(d) => d,
+        Err(e) => {
+            return start_failure(e);
+        }
+    };
+    match wait_ready(&mut daemon) {
+        Ok(()) => {}
+        Err(status) => {
+            eprintln!("monfs run: monfs did not start ({status}); its last log lines:");
+            show_tail(&reader);
+            let _ = std::fs::remove_file(&socket);
+            return ExitCode::from(EXIT_START);
+        }
+    }
+    if opts.wait {
+        wait_enumerated(&mnt, expected_devices(opts.config.as_deref()));
+    }
+    let daemon_pid = Pid::from_raw(daemon.child.id() as i32);
+    let fail_after_mount = |e: &dyn std::fmt::Display, daemon: &mut Daemon| {
+        eprintln!("monfs run: {e}");
+        stop_daemon(daemon);
+        ExitCode::from(EXIT_START)
+    };
+    if let Err(e) = setup_paths(&mnt, rootless) {
+        return fail_after_mount(&e, &mut daemon);
+    }
+    let child = match spawn_command(opts, &mnt, &socket, rootless) {
+        Ok(c) => c,
+        Err(code) => {
+            stop_daemon(&mut daemon);
+            return ExitCode::from(code);
+        }
+    };
+    let status = supervise(child, Some(daemon_pid));
+    if let Some(bad) = stop_daemon(&mut daemon) {
+        eprintln!("monfs run: the daemon ended badly ({bad}); its last log lines:");
+        show_tail(&reader);
+    }
+    let _ = std::fs::remove_file(&socket);
+    drop(mp);
+    ExitCode::from(status)
+}
+
+/// How many devices (root hubs included) the configuration has plugged
+/// at start: those without `plug_after_ms`, behind hubs too.
+fn expected_devices(config: Option<&Path>) -> usize {
+    fn count(devs: &[crate::config::DeviceConfig]) -> usize {
+        devs.iter()
+            .filter(|d| d.plug_after_ms == 0)
+            .map(|d| 1 + count(&d.devices))
+            .sum()
+    }
+    let cfg = match config {
+        Some(p) => crate::sim::usb::load::load_config(p).ok(),
+        None => Some(crate::config::Config::builtin()),
+    };
+    cfg.map(|c| c.usb.buses.iter().map(|b| 1 + count(&b.devices)).sum())
+        .unwrap_or(0)
+}
+
+/// How long [`wait_enumerated`] waits at most.
+const ENUMERATION_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Wait until `usb/devices` and `sys/bus/usb/devices` list `expected`
+/// devices and every interface `usb/devices` shows bound has its `driver`
+/// link, as a machine that boots with its devices has them before its
+/// programs start; at most [`ENUMERATION_WAIT`] (then the command starts
+/// anyway, with a warning).
+fn wait_enumerated(mnt: &Path, expected: usize) {
+    let settled = || {
+        let text = std::fs::read_to_string(mnt.join("usb/devices")).unwrap_or_default();
+        let listed = text.lines().filter(|l| l.starts_with("T:")).count();
+        let bound = text
+            .lines()
+            .filter(|l| l.starts_with("I:*") && !l.contains("Driver=(none)"))
+            .count();
+        let (mut devices, mut links) = (0, 0);
+        if let Ok(rd) = std::fs::read_dir(mnt.join("sys/bus/usb/devices")) {
+            for e in rd.flatten() {
+                if e.file_name().as_bytes().contains(&b':') {
+                    links += usize::from(e.path().join("driver").is_symlink());
+                } else {
+                    devices += 1;
+                }
+            }
+        }
+        listed >= expected && devices >= expected && links >= bound
+    };
+    let end = std::time::Instant::now() + ENUMERATION_WAIT;
+    while !settled() {
+        if std::time::Instant::now() >= end {
+            eprintln!(
+                "monfs run: the simulated devices did not all enumerate within {} s; starting the command anyway",
+                ENUMERATION_WAIT.as_secs()
+            );
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
