@@ -1,8 +1,13 @@
-//! The command-line tools beside the daemon: engines of `monfs record` and
-//! `monfs zvm-dump`, which run in their own processes against a mount, and
-//! of `monfs generate` (man pages, shell completions).
+//! The bodies of the `monfs` subcommands (src/main.rs keeps the clap
+//! definitions and the dispatch): `monfs mount` and how it daemonizes,
+//! `monfs run`, `monfs ctl`, and the tools beside the daemon that run in
+//! their own processes against a mount (`monfs record`, `monfs zvm-dump`)
+//! or on their own (`monfs generate`: man pages, shell completions).
 
+pub mod ctl;
+mod daemonize;
 pub mod generate;
+pub mod mount;
 pub mod record;
 pub mod run;
 pub mod signals;

@@ -4,7 +4,7 @@
 //! file, printing its summary). The handlers are installed without
 //! `SA_RESTART`: a read or poll blocked in the kernel returns EINTR and the
 //! tool sees the flag at once. The daemon handles its signals differently
-//! (blocked, then `sigwait` on a thread; see `main.rs`).
+//! (blocked, then `sigwait` on a thread; see `cli/mount.rs`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
