@@ -65,9 +65,9 @@ pub fn ctl(mountpoint: PathBuf, command: Vec<String>, socket: Option<PathBuf>) -
 /// (without blocking, so a FIFO cannot hang the client) to pass it to the
 /// daemon, and name it by its absolute path in the command, where it is only
 /// a label. Other commands are returned as they are.
-fn replay_file(line: &str) -> Result<(String, Option<std::fs::File>), String> {
+fn replay_file(line: &str) -> Result<(String, Option<std::fs::File>), super::error::CtlFileError> {
     use std::os::unix::fs::OpenOptionsExt;
-    let mut words = crate::control::split_words(line).map_err(|e| e.to_string())?;
+    let mut words = crate::control::split_words(line)?;
     // Which word is FILE: `replay start BUS FILE`, `plug BUS PORTS
     // from-capture FILE DEVADDR`.
     // `plug BUS PORTS KIND ... descriptors=FILE`.
@@ -89,7 +89,10 @@ fn replay_file(line: &str) -> Result<(String, Option<std::fs::File>), String> {
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(&path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        .map_err(|source| super::error::CtlFileError::Open {
+            path: path.clone(),
+            source,
+        })?;
     words[at] = format!(
         "{prefix}{}",
         std::path::absolute(&path).unwrap_or(path).display()

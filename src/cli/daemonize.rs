@@ -106,10 +106,12 @@ pub(crate) fn redirect(to: &impl AsFd, target: i32) {
 }
 
 /// Open (append, create 0600, never through a symlink) the log file.
-pub(crate) fn open_log(path: &std::path::Path) -> Result<std::fs::File, String> {
+pub(crate) fn open_log(
+    path: &std::path::Path,
+) -> Result<std::fs::File, super::error::LogFileError> {
     use std::os::unix::fs::OpenOptionsExt;
     if path.parent() == Some(crate::control::run_dir().as_path()) {
-        crate::control::ensure_private_dir(path.parent().unwrap()).map_err(|e| e.to_string())?;
+        crate::control::ensure_private_dir(path.parent().unwrap())?;
     }
     std::fs::OpenOptions::new()
         .append(true)
@@ -117,7 +119,10 @@ pub(crate) fn open_log(path: &std::path::Path) -> Result<std::fs::File, String> 
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
-        .map_err(|e| format!("log file {}: {e}", path.display()))
+        .map_err(|source| super::error::LogFileError::Open {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// The journal's stream socket, where systemd connects services' stderr.

@@ -6,6 +6,7 @@
 
 pub mod ctl;
 mod daemonize;
+pub mod error;
 pub mod generate;
 pub mod mount;
 pub mod record;

@@ -445,7 +445,7 @@ fn keep_off(cpus: &crate::fuse::CpuList) {
 fn start_cuse(
     fs: &Monfs,
     cpus: Option<&crate::fuse::CpuList>,
-) -> Result<Vec<Arc<Session>>, String> {
+) -> Result<Vec<Arc<Session>>, super::error::CuseStartError> {
     let mut sessions: Vec<Arc<Session>> = Vec::new();
     let mut usbmon_major = 0;
     for (name, node, minor) in fs.char_devices() {
@@ -460,7 +460,10 @@ fn start_cuse(
                 for s in &sessions {
                     s.shutdown();
                 }
-                return Err(format!("/dev/{name}: {e:#}"));
+                return Err(super::error::CuseStartError {
+                    name,
+                    reason: format!("{e:#}"),
+                });
             }
         };
         if let Some(cpus) = cpus {

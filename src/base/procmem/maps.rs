@@ -226,7 +226,7 @@ fn dev_is_fuse(pid: u32, dev: (u32, u32)) -> bool {
 /// FUSE file). EFAULT otherwise, as the kernel answers a bad address.
 ///
 /// Races: another thread of the target can remap the range between this
-/// check and the access; [`run_bounded`] is the backstop for accesses to
+/// check and the access; [`run_bounded`](super::run_bounded) is the backstop for accesses to
 /// processes that run freely. Userfaultfd ranges are not visible here.
 pub fn check_range(pid: u32, addr: u64, len: u64, access: Access) -> SysResult<()> {
     if len == 0 {

@@ -156,7 +156,7 @@ fn page_mem(capacity: usize) -> usize {
 
 /// Bytes counted for a buffer of `nr_pages` sub-buffers of `capacity`
 /// usable bytes, against [`crate::base::budget::MEMORY`]: each page at
-/// most [`page_mem`], the page being written once more (its entry list
+/// most `page_mem`, the page being written once more (its entry list
 /// can hold twice its entries until the page is full), and a mapping's
 /// reader sub-buffer and sub-buffer ids (`Mapped`). `tests/ring_memory.rs`
 /// checks it against the allocator's chunks for every entry size.
