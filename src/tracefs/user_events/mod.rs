@@ -168,8 +168,10 @@ const TASK_SIZE: u64 = 0x7fff_ffff_f000;
 #[cfg(not(target_arch = "x86_64"))]
 const TASK_SIZE: u64 = 1 << 48;
 
+mod dynamic;
 mod files;
 mod grammar;
+mod lifecycle;
 mod process;
 mod registry;
 #[cfg(test)]
