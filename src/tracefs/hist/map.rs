@@ -28,7 +28,7 @@ impl Hist {
             def,
             map: Mutex::new(MapState::default()),
             referenced_by: Default::default(),
-            mem: Some(mem),
+            _mem: Some(mem),
         }))
     }
 

@@ -480,9 +480,8 @@ pub struct Hist {
     /// removed while any does: `EBUSY`).
     pub(crate) referenced_by: std::sync::atomic::AtomicUsize,
     /// The map's memory, charged when the histogram was made (given back
-    /// when it goes).
-    #[allow(dead_code)]
-    mem: Option<crate::base::budget::Grant>,
+    /// when it goes): held, never read.
+    _mem: Option<crate::base::budget::Grant>,
 }
 
 impl std::fmt::Debug for Hist {

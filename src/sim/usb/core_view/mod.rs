@@ -21,8 +21,8 @@
 //!   everything taken); a device with nothing to say (a `descriptors`
 //!   device) leaves IN URBs pending, as a device that NAKs.
 
-use crate::usbcore::device::{CoreError, DevRef, IsoResult, TransferType};
-use crate::usbmon::event::{IsoDesc, XferType};
+use crate::usbcore::device::{CoreError, DevRef, TransferType};
+use crate::usbmon::event::XferType;
 
 use crate::sim::usb::ctx::*;
 
@@ -50,15 +50,4 @@ fn xfer_of(t: TransferType) -> XferType {
         TransferType::Control => XferType::Control,
         TransferType::Bulk => XferType::Bulk,
     }
-}
-
-/// Per-packet results of an isochronous completion, for tests.
-#[allow(dead_code)]
-pub(crate) fn iso_results(iso: &[IsoDesc]) -> Vec<IsoResult> {
-    iso.iter()
-        .map(|p| IsoResult {
-            status: p.status,
-            actual_length: p.length,
-        })
-        .collect()
 }
