@@ -170,13 +170,25 @@ mod tests {
         mm.set_bit(addr, 5, 4, false).unwrap();
         assert_eq!(unsafe { std::ptr::read_volatile(&word) }, 0);
         assert_eq!(mm.set_bit(8, 0, 4, true), Err(MmError::Fault));
-        // A child that exits: its pinned address space is gone.
-        let mut child = std::process::Command::new("sleep")
-            .arg("0.2")
+        // A child that exits: its pinned address space is gone. It is
+        // pinned once it says it runs (past its exec, whose new image
+        // pinning would otherwise race).
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "echo ready; read x"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line, "ready\n");
         let cm = Mm::pin(child.id()).unwrap();
         assert!(cm.alive());
+        drop(child.stdin.take());
         child.wait().unwrap();
         assert!(!cm.alive());
         assert_eq!(cm.set_bit(addr, 0, 4, true), Err(MmError::Gone));
@@ -185,13 +197,21 @@ mod tests {
     #[test]
     fn bounded_runs_jobs_and_abandons_slow_ones() {
         assert_eq!(run_bounded(|| 1, Duration::from_secs(5)), Ok(1));
-        let t = Instant::now();
+        // A job that cannot finish before it is let go: given up on, not
+        // waited for.
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let d = done.clone();
         let slow = run_bounded(
-            || std::thread::sleep(Duration::from_secs(2)),
+            move || {
+                let _ = wait.recv();
+                d.store(true, std::sync::atomic::Ordering::SeqCst);
+            },
             Duration::from_millis(300),
         );
         assert_eq!(slow, Err(Unfinished::TimedOut));
-        assert!(t.elapsed() < Duration::from_secs(2));
+        assert!(!done.load(std::sync::atomic::Ordering::SeqCst));
+        go.send(()).unwrap();
         // Another worker serves the next job meanwhile.
         assert_eq!(run_bounded(|| 3, Duration::from_secs(5)), Ok(3));
     }
