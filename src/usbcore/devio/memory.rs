@@ -23,4 +23,10 @@ impl Budget {
         let mut u = self.used.lock_ok();
         *u = u.saturating_sub(n);
     }
+    /// Charge `n`, then do `f` (reading what the caller sends); the charge
+    /// is given back if `f` fails.
+    pub(super) fn charged<T>(&self, n: u64, f: impl FnOnce() -> SysResult<T>) -> SysResult<T> {
+        self.charge(n)?;
+        f().inspect_err(|_| self.release(n))
+    }
 }

@@ -97,19 +97,14 @@ impl UsbDevFile {
                 return Err(Errno::EINVAL);
             }
             let mem = PAGE + STRUCT_URB + STRUCT_CTRLREQ;
-            ps.fs.budget.charge(mem)?;
             let dir_in = rt & 0x80 != 0 && len > 0;
-            let out = if !dir_in && len > 0 {
-                match req.mem.read(data, len as usize) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        ps.fs.budget.release(mem);
-                        return Err(e);
-                    }
+            let out = ps.fs.budget.charged(mem, || {
+                if !dir_in && len > 0 {
+                    req.mem.read(data, len as usize)
+                } else {
+                    Ok(Vec::new())
                 }
-            } else {
-                Vec::new()
-            };
+            })?;
             let mut setup = [0u8; 8];
             setup.copy_from_slice(&b[0..8]);
             let urb = UrbRequest {
@@ -140,19 +135,14 @@ impl UsbDevFile {
                 return Err(Errno::EINVAL);
             }
             let mem = len as u64 + STRUCT_URB;
-            ps.fs.budget.charge(mem)?;
             let dir_in = epa & 0x80 != 0;
-            let out = if !dir_in && len > 0 {
-                match req.mem.read(data, len as usize) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        ps.fs.budget.release(mem);
-                        return Err(e);
-                    }
+            let out = ps.fs.budget.charged(mem, || {
+                if !dir_in && len > 0 {
+                    req.mem.read(data, len as usize)
+                } else {
+                    Ok(Vec::new())
                 }
-            } else {
-                Vec::new()
-            };
+            })?;
             let xfer = if ty == 3 {
                 TransferType::Interrupt
             } else {

@@ -126,18 +126,13 @@ impl UsbDevFile {
             xfer = TransferType::Interrupt;
         }
         let mem = extra + STRUCT_ASYNC + STRUCT_URB + buffer_length as u64;
-        ps.fs.budget.charge(mem)?;
-        let out = if !is_in && buffer_length > 0 {
-            match req.mem.read(buffer, buffer_length as usize) {
-                Ok(v) => v,
-                Err(e) => {
-                    ps.fs.budget.release(mem);
-                    return Err(e);
-                }
+        let out = ps.fs.budget.charged(mem, || {
+            if !is_in && buffer_length > 0 {
+                req.mem.read(buffer, buffer_length as usize)
+            } else {
+                Ok(Vec::new())
             }
-        } else {
-            Vec::new()
-        };
+        })?;
         let mut kflags = if is_in { K_DIR_IN } else { 0 };
         if flags & abi::URB_ISO_ASAP != 0 {
             kflags |= K_ISO_ASAP;
