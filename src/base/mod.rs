@@ -10,6 +10,7 @@ pub mod bytestr;
 pub mod clock;
 pub mod errno;
 pub mod nullfile;
+pub mod pages;
 pub mod proc_events;
 pub mod procmem;
 pub mod reqstats;

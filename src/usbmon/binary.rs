@@ -326,9 +326,10 @@ impl BinReader {
     /// A reader with a default ring; ENOMEM past [`budget::USBMON_RINGS`].
     fn new() -> SysResult<BinReader> {
         let ring_grant = budget::USBMON_RINGS.take(BUFF_DFL)?;
+        let ring = Ring::new(BUFF_DFL)?;
         Ok(BinReader {
             state: Mutex::new(State {
-                ring: Ring::new(BUFF_DFL),
+                ring,
                 ring_grant,
                 dropped: 0,
                 mapped: false,
@@ -539,9 +540,10 @@ impl BinReader {
                 {
                     return Err(Errno::EBUSY);
                 }
+                let ring = Ring::new(size)?;
                 let mut st = self.state.lock_ok();
                 st.mapped = false;
-                st.ring = Ring::new(size);
+                st.ring = ring;
                 st.ring_grant = grant;
                 st.dirty = PageSet::new(size / CHUNK_SIZE, true);
                 st.dropped = 0;

@@ -3,6 +3,9 @@
 //! may wrap around the end when the ring is not mapped, and never wrap while it
 //! is mapped, where a `'@'` filler packet pads to the end instead.
 
+use crate::base::errno::{Errno, SysResult};
+use crate::base::pages::ZeroedPages;
+
 /// Size of an event slot header, and the alignment of every event.
 pub const PKT_SIZE: usize = 64;
 /// The smallest ring.
@@ -22,7 +25,7 @@ pub fn pkt_align(n: usize) -> usize {
 /// The ring's bytes and its bookkeeping.
 #[derive(Debug)]
 pub struct Ring {
-    buf: Vec<u8>,
+    buf: ZeroedPages,
     b_in: usize,
     b_out: usize,
     b_cnt: usize,
@@ -34,15 +37,17 @@ pub struct Ring {
 const LEN_CAP_OFF: usize = 36;
 
 impl Ring {
-    /// An empty ring of `size` bytes (a multiple of the page size).
-    pub fn new(size: usize) -> Ring {
-        Ring {
-            buf: vec![0; size],
+    /// An empty ring of `size` bytes (a multiple of the page size); its
+    /// pages cost memory once events are written to them. ENOMEM when the
+    /// mapping is refused.
+    pub fn new(size: usize) -> SysResult<Ring> {
+        Ok(Ring {
+            buf: ZeroedPages::new(size).ok_or(Errno::ENOMEM)?,
             b_in: 0,
             b_out: 0,
             b_cnt: 0,
             b_read: 0,
-        }
+        })
     }
 
     /// Ring size in bytes.
@@ -218,7 +223,7 @@ mod tests {
 
     #[test]
     fn events_are_64_byte_aligned() {
-        let mut r = Ring::new(8192);
+        let mut r = Ring::new(8192).unwrap();
         assert_eq!(put(&mut r, 0, false), Some(0));
         assert_eq!(put(&mut r, 18, false), Some(64));
         assert_eq!(put(&mut r, 0, false), Some(192));
@@ -228,7 +233,7 @@ mod tests {
 
     #[test]
     fn mapped_ring_pads_with_a_filler_instead_of_wrapping() {
-        let mut r = Ring::new(8192);
+        let mut r = Ring::new(8192).unwrap();
         // Fill to 8192 - 128, then free the first events to make room at the start.
         for _ in 0..(8192 - 128) / 64 {
             put(&mut r, 0, true).unwrap();
@@ -247,7 +252,7 @@ mod tests {
 
     #[test]
     fn unmapped_ring_wraps_data() {
-        let mut r = Ring::new(8192);
+        let mut r = Ring::new(8192).unwrap();
         for _ in 0..(8192 - 128) / 64 {
             put(&mut r, 0, false).unwrap();
         }
@@ -261,7 +266,7 @@ mod tests {
 
     #[test]
     fn full_ring_refuses() {
-        let mut r = Ring::new(8192);
+        let mut r = Ring::new(8192).unwrap();
         for _ in 0..128 {
             put(&mut r, 0, true).unwrap();
         }
@@ -281,7 +286,7 @@ mod tests {
             seed
         };
         for mapped in [false, true] {
-            let mut r = Ring::new(16384);
+            let mut r = Ring::new(16384).unwrap();
             let mut live: std::collections::VecDeque<usize> = Default::default();
             for _ in 0..20000 {
                 if rnd() % 3 != 0 {
