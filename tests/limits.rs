@@ -554,17 +554,15 @@ fn a_topology_past_the_memory_budget_is_refused() {
     println!("{}", err.trim());
 
     // The mount, and plugs past the budget.
+    // The floods run at a set rate: this test is about memory, and six
+    // floods of 1 MiB transfers back to back would keep the bus thread busy.
     let ports15 = "usb:\n  buses:\n    - bus: 1\n      ports: 15\n      hub_poll_ms: 0\n";
     let mut m = Mount::start(Some(ports15), &["--memory", "40M"]);
+    let flood = ["flood", "transfer_size=1048576", "rate=100"];
     let mut plugged = 0;
     let refused = loop {
-        let (ok, out) = m.ctl(&[
-            "plug",
-            "1",
-            &format!("{}", plugged + 1),
-            "flood",
-            "transfer_size=1048576",
-        ]);
+        let port = format!("{}", plugged + 1);
+        let (ok, out) = m.ctl(&[&["plug", "1", port.as_str()][..], &flood[..]].concat());
         if !ok {
             break out;
         }
@@ -589,7 +587,7 @@ fn a_topology_past_the_memory_budget_is_refused() {
     // (The port frees once the unplug has run on the bus thread.)
     let deadline = std::time::Instant::now() + common::HANG;
     loop {
-        let (ok, out) = m.ctl(&["plug", "1", "1", "flood", "transfer_size=1048576"]);
+        let (ok, out) = m.ctl(&[&["plug", "1", "1"][..], &flood[..]].concat());
         if ok {
             break;
         }

@@ -56,7 +56,7 @@ mod socket;
 /// Usage text, also what reading `monfs/ctl` shows (the kinds follow).
 const USAGE: &str = "\
 plug BUS PORTS from-capture FILE DEVADDR [interval_ms=N ...]   (monfs ctl only: it opens FILE)
-plug BUS PORTS KIND [vendor_id=N product_id=N manufacturer=S product=S serial=S interval_ms=N transfer_size=N descriptors=FILE]
+plug BUS PORTS KIND [vendor_id=N product_id=N manufacturer=S product=S serial=S interval_ms=N transfer_size=N rate=N descriptors=FILE]
 unplug BUS PORTS
 fault BUS PORTS stall|babble|unlink|submit-error|proto|disconnect
 pause BUS
@@ -383,6 +383,7 @@ impl Control {
                                 crate::config::MAX_TRANSFER_SIZE as u64,
                             )?))
                         }
+                        "rate" => dev.rate = Some(parse_in(k, v, 1, u32::MAX as u64)?),
                         "manufacturer" => dev.manufacturer = Some(v.to_string()),
                         "product" => dev.product = Some(v.to_string()),
                         "serial" => dev.serial = Some(v.to_string()),

@@ -395,6 +395,10 @@ impl Ctx {
             }
             if st & PS_CONNECTION != 0 {
                 connect.push(Op::Connect(p));
+            } else if let Some(child) = self.port_child(hub, p) {
+                // Plugged and unplugged again before the hub came up (as
+                // hub_activate finds a child without a connection): it goes.
+                connect.push(Op::Disconnect(child));
             }
         }
         ops.push(Op::Delay(self.rng.range(60 * MS, 110 * MS)));
@@ -409,6 +413,9 @@ impl Ctx {
         };
         match self.dev(child) {
             Some(c) if !c.gone && c.reserved == 0 => {}
+            // Unplugged before the hub driver came to it: nothing to connect,
+            // and the port is empty.
+            Some(c) if c.gone => return vec![Op::Disconnect(child)],
             _ => return vec![],
         }
         let devnum = self.alloc_devnum();
@@ -605,6 +612,9 @@ impl Ctx {
         }
         let mut ops = vec![ctrl(hub, setup(0x23, 0x01, 0x01, port as u16, 0))];
         if !self.alive(d) {
+            // Unplugged during its enumeration: hub_port_connect lets the
+            // half-made device go and the port is empty.
+            ops.push(Op::Disconnect(d));
             return ops;
         }
         if tries >= 4 {

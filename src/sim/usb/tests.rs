@@ -1075,3 +1075,32 @@ fn killed_iso_in_urbs_show_their_buffer() {
     let zeros = " = 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000";
     assert!(killed.iter().all(|x| x.ends_with(zeros)), "{killed:#?}");
 }
+
+/// A device unplugged at any point of its enumeration leaves its port free
+/// (the hub driver lets a device that went away mid-enumeration go, as
+/// hub_port_connect does): a later plug on the same port succeeds.
+#[test]
+fn unplug_during_enumeration_frees_the_port() {
+    let yaml = "usb:\n  buses:\n    - bus: 1\n      ports: 15\n      hub_poll_ms: 0\n";
+    let cfg = Config::parse(yaml, "t").unwrap().usb;
+    let flood: DeviceConfig =
+        serde_yaml_ng::from_str("{port: 1, kind: flood, transfer_size: 4096, rate: 100}").unwrap();
+    for delay_us in [
+        0u64, 100, 500, 1_000, 5_000, 20_000, 60_000, 110_000, 150_000, 200_000, 300_000,
+    ] {
+        let sink = Arc::new(Collect::default());
+        // Plugged while the root hub is still coming up, as a mount's
+        // first commands are.
+        let sim = UsbSim::run_for_test(&cfg, 3, 0, Arc::new(TestClock), sink.clone());
+        for p in 1..=6 {
+            sim.plug(1, &[p], &flood).unwrap();
+        }
+        sim.run_until(delay_us * 1000);
+        sim.unplug(1, &[1]).unwrap();
+        sim.run_until(5_000_000_000);
+        assert!(
+            sim.plug(1, &[1], &flood).is_ok(),
+            "unplugged {delay_us} us after the plug: the port stays in use"
+        );
+    }
+}
