@@ -135,9 +135,13 @@ pub trait OpenFile: Send + Sync {
     fn is_stream(&self) -> bool {
         false
     }
-    /// Fill the page cache for a mapping: the file's bytes at `offset` as a
-    /// mapping sees them. Only files that can be mapped implement it.
-    fn read_mapped(&self, _offset: u64, _size: u32) -> SysResult<Vec<u8>> {
+    /// Fill the page cache: the file's bytes at `offset` as a mapping sees
+    /// them, for process `pid`. The page cache is filled for a mapping's page
+    /// faults, and also for splice and sendfile (which FUSE always serves
+    /// from the page cache), so a file whose mapping differs from its read(2)
+    /// stream must tell the two apart (by whether `pid` maps it). Only files
+    /// that can be mapped or spliced implement it.
+    fn read_mapped(&self, _pid: u32, _offset: u64, _size: u32) -> SysResult<Vec<u8>> {
         Err(Errno::ENODEV)
     }
     /// The device and inode number under which the caller's mapping of
@@ -789,7 +793,7 @@ impl OpenFile for Snapshot {
     fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
         Ok(slice_at(&self.text, offset, size))
     }
-    fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
+    fn read_mapped(&self, _pid: u32, offset: u64, size: u32) -> SysResult<Vec<u8>> {
         self.read(offset, size)
     }
     fn content(&self) -> Option<&[u8]> {

@@ -552,7 +552,7 @@ impl Session {
                         Some(hd) => {
                             hd.file
                                 .mapped_as((self.dev_id.load(Ordering::Relaxed), hd.nodeid));
-                            self.finish(u, hd.file.read_mapped(offset, size))
+                            self.finish(u, hd.file.read_mapped(h.pid, offset, size))
                         }
                         None => self.err(u, Errno::EBADF),
                     }

@@ -105,7 +105,7 @@ impl OpenFile for CtlOpen {
     fn content(&self) -> Option<&[u8]> {
         self.text.as_ref().map(|t| t.at_open())
     }
-    fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
+    fn read_mapped(&self, _pid: u32, offset: u64, size: u32) -> SysResult<Vec<u8>> {
         let t = self.text.as_ref().ok_or(Errno::EIO)?;
         Ok(crate::base::vfs::slice_at(t.at_open(), offset, size))
     }

@@ -657,7 +657,7 @@ impl OpenFile for BinFile {
     fn is_stream(&self) -> bool {
         true
     }
-    fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
+    fn read_mapped(&self, _pid: u32, offset: u64, size: u32) -> SysResult<Vec<u8>> {
         Ok(self.reader.read_mapped(offset, size))
     }
 }

@@ -24,6 +24,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use crate::base::errno::{Errno, SysResult};
+use crate::base::procmem;
 use crate::base::sync::LockExt;
 use crate::base::vfs::{
     Caller, FileNode, IoctlReply, IoctlRequest, NodeKind, OpenFile, OpenFlags, Tree, Waker,
@@ -239,11 +240,21 @@ impl OpenFile for PipeOpen {
     fn mapped_as(&self, file_id: (u64, u64)) {
         *self.file_id.lock_ok() = Some(file_id);
     }
-    fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
+    fn read_mapped(&self, pid: u32, offset: u64, size: u32) -> SysResult<Vec<u8>> {
         let (Form::Raw, Cpus::One(c)) = (self.form, self.cpus) else {
             return Err(Errno::ENODEV);
         };
-        self.t.note_mapped(c, self.id, *self.file_id.lock_ok());
+        let file_id = *self.file_id.lock_ok();
+        // splice(2) and sendfile(2) of a FUSE file read the page cache, which
+        // holds the mapping's pages (the meta page, then the sub-buffers):
+        // trace-cmd's recorder would store those as trace pages. A caller
+        // that does not map the file gets end of file instead (its splice
+        // returns 0 and trace-cmd reads the pages with read(2)), and the
+        // buffer does not become mapped.
+        if !file_id.is_some_and(|(dev, ino)| procmem::has_mapping(pid, dev, ino)) {
+            return Ok(Vec::new());
+        }
+        self.t.note_mapped(c, self.id, file_id);
         let mut b = self.t.bufs[c].lock_ok();
         b.map_start();
         Ok(b.map_read(offset, size))

@@ -214,7 +214,7 @@ impl OpenFile for StatusFile {
     fn write(&self, _offset: u64, _data: &[u8], _caller: &Caller) -> SysResult<u32> {
         Err(Errno::EINVAL)
     }
-    fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
+    fn read_mapped(&self, _pid: u32, offset: u64, size: u32) -> SysResult<Vec<u8>> {
         let page = self.ue.page.lock_ok();
         Ok(crate::base::vfs::slice_at(&page[..PAGE_SIZE], offset, size))
     }
@@ -258,7 +258,7 @@ impl OpenFile for DynFile {
     fn content(&self) -> Option<&[u8]> {
         self.text.as_ref().map(|t| t.at_open())
     }
-    fn read_mapped(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
+    fn read_mapped(&self, _pid: u32, offset: u64, size: u32) -> SysResult<Vec<u8>> {
         let t = self.text.as_ref().ok_or(Errno::EIO)?;
         Ok(crate::base::vfs::slice_at(t.at_open(), offset, size))
     }
