@@ -690,3 +690,35 @@ fn pyusb_finds_and_drives_the_peer_under_monfs_run() {
         ]
     );
 }
+
+/// A HID keyboard answers GET_IDLE and GET_PROTOCOL with what SET_IDLE and
+/// SET_PROTOCOL last set (0 and the report protocol at first), as qemu's
+/// keyboard does in the kernel-vm oracle.
+#[test]
+fn the_keyboard_reads_back_its_idle_rate_and_protocol() {
+    let td = tempfile::tempdir().unwrap();
+    let m = Mount::with_config(&config(td.path(), 0));
+    let tool = libusb_tool(m.dir.path());
+    let dev = devnum_of(&m, "QEMU USB Keyboard");
+    let node = wait_node(&m, &format!("dev/bus/usb/001/{dev:03}"));
+    let out = run(
+        &tool,
+        &node,
+        &[
+            "detach:0",
+            "claim:0",
+            "ctrl-in:a1:2:0:0:1",
+            "ctrl-in:a1:3:0:0:1",
+            "ctrl-out:21:a:400:0:-",
+            "ctrl-out:21:b:0:0:-",
+            "ctrl-in:a1:2:0:0:1",
+            "ctrl-in:a1:3:0:0:1",
+            "release:0",
+            "attach:0",
+        ],
+    );
+    assert_eq!(out[2], "ctrl-in:a1:2:0:0:1 rc=1 00", "{out:?}");
+    assert_eq!(out[3], "ctrl-in:a1:3:0:0:1 rc=1 01", "{out:?}");
+    assert_eq!(out[6], "ctrl-in:a1:2:0:0:1 rc=1 04", "{out:?}");
+    assert_eq!(out[7], "ctrl-in:a1:3:0:0:1 rc=1 00", "{out:?}");
+}

@@ -10,7 +10,7 @@
  *   config                        libusb_get_configuration
  *   string:IDX                    libusb_get_string_descriptor_ascii
  *   ctrl-in:RT:REQ:VAL:IDX:LEN    control IN (numbers in hex)
- *   ctrl-out:RT:REQ:VAL:IDX:HEX   control OUT
+ *   ctrl-out:RT:REQ:VAL:IDX:HEX   control OUT (HEX `-`: no data stage)
  *   active:I detach:I attach:I claim:I release:I
  *   alt:I:A  clear:EP  reset
  *   bulk-in:EP:LEN[:TMO]  bulk-out:EP:HEX[:TMO]   (EP hex, TMO ms, 0 = none)
@@ -172,7 +172,7 @@ int main(int argc, char **argv)
 				hex(buf, r);
 			printf("\n");
 		} else if (sscanf(op, "ctrl-out:%x:%x:%x:%x:%4095s", &a, &b, &c, &d, s) == 5) {
-			n = unhex(s, buf, sizeof buf);
+			n = strcmp(s, "-") == 0 ? 0 : unhex(s, buf, sizeof buf);
 			r = libusb_control_transfer(h, a, b, c, d, buf, n, 1000);
 			rc(op, r);
 			printf("\n");

@@ -81,6 +81,8 @@ impl Bus {
             ep0: None,
             remote_ep0: false,
             given_up: false,
+            hid_idle: 0,
+            hid_protocol: 1,
             enum_try: 0,
             core: Default::default(),
             announced: false,

@@ -158,6 +158,10 @@ pub(crate) struct Device {
     pub announced: bool,
     /// What programs did to it through the USB core (usbfs).
     pub core: CoreDev,
+    /// A HID device's idle rate and protocol (SET_IDLE, SET_PROTOCOL; read
+    /// back by GET_IDLE, GET_PROTOCOL): 0, and the report protocol (1).
+    pub hid_idle: u8,
+    pub hid_protocol: u8,
 }
 
 /// A device as programs left it through the USB core (usbfs): see

@@ -121,14 +121,25 @@ impl DeviceClass for Hid {
         })
     }
 
-    // SET_IDLE, SET_REPORT, SET_PROTOCOL, the report descriptor.
+    // SET_IDLE, SET_REPORT, SET_PROTOCOL, GET_IDLE, GET_PROTOCOL (as
+    // qemu's hid device answers them), the report descriptor.
     fn ep0(&self, ctx: &mut Ctx, d: DevId, s: &[u8; 8]) -> Option<(i32, Option<Vec<u8>>)> {
         let value = u16::from_le_bytes([s[2], s[3]]);
-        let report = &ctx.dev(d)?.desc.report;
+        let dev = ctx.dev_mut(d)?;
         match (s[0], s[1]) {
-            _ if report.is_empty() => None,
-            (0x21, 0x0a) | (0x21, 0x09) | (0x21, 0x0b) => Some((0, None)),
-            (0x81, 0x06) if value >> 8 == 0x22 => Some((0, Some(report.clone()))),
+            _ if dev.desc.report.is_empty() => None,
+            (0x21, 0x0a) => {
+                dev.hid_idle = (value >> 8) as u8;
+                Some((0, None))
+            }
+            (0x21, 0x0b) => {
+                dev.hid_protocol = value as u8;
+                Some((0, None))
+            }
+            (0x21, 0x09) => Some((0, None)),
+            (0xa1, 0x02) => Some((0, Some(vec![dev.hid_idle]))),
+            (0xa1, 0x03) => Some((0, Some(vec![dev.hid_protocol]))),
+            (0x81, 0x06) if value >> 8 == 0x22 => Some((0, Some(dev.desc.report.clone()))),
             _ => None,
         }
     }
