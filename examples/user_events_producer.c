@@ -3,13 +3,14 @@
  * kernel's Documentation/trace/user_events.rst and the ABI table in
  * docs/interfaces.md ("user_events").
  *
- *   user_events_producer [TRACING_DIR [COUNT [INTERVAL_MS]]]
+ *   user_events_producer [TRACING_DIR [COUNT [INTERVAL_MS [TAG]]]]
  *
  * Registers "example_counter u32 count; char[16] tag" with DIAG_IOCSREG,
  * asking the kernel (or monfs) to keep bit 31 of `enabled` set while a
  * tracer is attached. The loop tests that bit and skips the write(2)
  * entirely while it is clear: a disabled event costs one load. COUNT 0
- * runs until killed. TRACING_DIR defaults to /sys/kernel/tracing.
+ * runs until killed. TRACING_DIR defaults to /sys/kernel/tracing; TAG
+ * (the `tag` field, 15 characters at most) to "example".
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -53,6 +54,9 @@ int main(int argc, char **argv)
 	const char *dir = argc > 1 ? argv[1] : "/sys/kernel/tracing";
 	long count = argc > 2 ? atol(argv[2]) : 10;
 	long interval = argc > 3 ? atol(argv[3]) : 100;
+	char tag[16] = "example";
+	if (argc > 4)
+		snprintf(tag, sizeof tag, "%s", argv[4]);
 	char path[4096];
 	snprintf(path, sizeof path, "%s/user_events_data", dir);
 	int fd = open(path, O_RDWR);
@@ -78,7 +82,6 @@ int main(int argc, char **argv)
 	for (long i = 0; count == 0 || i < count; i++) {
 		if (enabled & (1u << ENABLE_BIT)) {
 			uint32_t n = (uint32_t)i;
-			char tag[16] = "example";
 			struct iovec io[3] = {
 				{ &reg.write_index, sizeof reg.write_index },
 				{ &n, sizeof n },

@@ -126,7 +126,15 @@ enum TraceEvent {
     /// `usb_urb_complete` on a bus.
     Urb { bus: u16, ts_us: u64 },
     /// The user_events producers' `example_counter`.
-    Counter { pid: u32, count: u64, ts_us: u64 },
+    /// `run`: the producer's run number from its tag (`r<run>`; 0 for
+    /// `example`), so that a pid the host reused for a later run starts a
+    /// new count.
+    Counter {
+        pid: u32,
+        run: u64,
+        count: u64,
+        ts_us: u64,
+    },
 }
 
 /// Check the shape of one `trace_pipe` line:
@@ -203,7 +211,15 @@ fn check_trace_line(line: &str) -> Result<TraceEvent, String> {
         "example_counter" => {
             // count=0x1f (31) tag=example
             let w: Vec<&str> = fields.split(' ').collect();
-            if w.len() != 3 || w[2] != "tag=example" {
+            let run = match w.get(2).and_then(|t| t.strip_prefix("tag=")) {
+                Some("example") => 0,
+                Some(t) => match t.strip_prefix('r').map(str::parse::<u64>) {
+                    Some(Ok(r)) => r,
+                    _ => return err("example_counter tag"),
+                },
+                None => return err("example_counter fields"),
+            };
+            if w.len() != 3 {
                 return err("example_counter fields");
             }
             let Some(hex) = w[0].strip_prefix("count=0x") else {
@@ -221,6 +237,7 @@ fn check_trace_line(line: &str) -> Result<TraceEvent, String> {
             }
             Ok(TraceEvent::Counter {
                 pid,
+                run,
                 count: d,
                 ts_us,
             })
@@ -552,7 +569,7 @@ fn trace_reader(path: PathBuf, bufsize: usize, stop: Arc<AtomicBool>) -> TraceRe
     let mut pending: Vec<u8> = Vec::new();
     let mut by_bus = Order::default();
     let mut by_pid_ts = Order::default();
-    let mut last_count: HashMap<u32, u64> = HashMap::new();
+    let mut last_count: HashMap<(u32, u64), u64> = HashMap::new();
     let mut last_ts = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let n = match f.read(&mut buf) {
@@ -591,19 +608,24 @@ fn trace_reader(path: PathBuf, bufsize: usize, stop: Arc<AtomicBool>) -> TraceRe
                     }
                     ts_us
                 }
-                TraceEvent::Counter { pid, count, ts_us } => {
+                TraceEvent::Counter {
+                    pid,
+                    run,
+                    count,
+                    ts_us,
+                } => {
                     rep.counters += 1;
                     if let Err(e) = by_pid_ts.step(pid as u64, ts_us, 0) {
                         rep.errors
                             .add(format!("pid {pid}: timestamp went back {e}: {line}"));
                     }
-                    if let Some(&c) = last_count.get(&pid) {
+                    if let Some(&c) = last_count.get(&(pid, run)) {
                         if count <= c {
                             rep.errors
                                 .add(format!("pid {pid}: count {c} then {count}: {line}"));
                         }
                     }
-                    last_count.insert(pid, count);
+                    last_count.insert((pid, run), count);
                     ts_us
                 }
             };
@@ -1103,9 +1125,11 @@ fn soak_all_interfaces_under_load() {
         std::thread::spawn(move || {
             let (mut runs, mut writes, mut errs) = (0u64, 0u64, Errors::default());
             while !stop.load(Ordering::Relaxed) {
+                // Each run tags its events with its number: over an hour a
+                // busy host reuses pids, and a reused pid counts from 0.
                 let o = Command::new(&producer)
                     .arg(&tracing)
-                    .args(["100", "1"])
+                    .args(["100", "1", &format!("r{}", runs + 1)])
                     .output()
                     .unwrap();
                 runs += 1;
@@ -1502,6 +1526,16 @@ fn checkers_accept_good_input_and_reject_corruption() {
         check_trace_line(ctr).unwrap(),
         TraceEvent::Counter {
             pid: 11864,
+            run: 0,
+            count: 98,
+            ts_us: 4273804796
+        }
+    );
+    assert_eq!(
+        check_trace_line(&ctr.replace("tag=example", "tag=r7")).unwrap(),
+        TraceEvent::Counter {
+            pid: 11864,
+            run: 7,
             count: 98,
             ts_us: 4273804796
         }
