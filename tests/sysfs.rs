@@ -387,11 +387,22 @@ fn a_plugged_device_is_found_by_enumerating_again() {
         echo '== plugged'; "$ENUM"; echo '== lsusb'; lsusb
         "$MONFS_BIN" ctl unplug 1 3 >/dev/null
         settled {DEVICES}
-        echo '== unplugged'; "$ENUM"
+        echo '== unplugged'; "$ENUM"; echo '== lsusb after'; lsusb
         "#,
         after = DEVICES + 1
     );
-    let o = run_script(&topology(), &script, &[("ENUM", &enum_bin)]);
+    // The whole plug and unplug under inotify watches of the places a
+    // program would watch: the kernel makes inotify events only for
+    // changes made through its own VFS, never for a FUSE server's, and
+    // monfs sends no uevent, so nothing is seen (docs: README).
+    let (inner, watch) = (tmp.path().join("inner.sh"), tmp.path().join("watch.py"));
+    std::fs::write(&inner, script).unwrap();
+    std::fs::write(&watch, INOTIFY).unwrap();
+    let o = run_script(
+        &topology(),
+        r#"python3 "$WATCH" sh "$INNER""#,
+        &[("ENUM", &enum_bin), ("INNER", &inner), ("WATCH", &watch)],
+    );
     let out = text(&o.stdout);
     let s = sections(&out);
     let lines = |k: &str| -> BTreeSet<String> { s[k].lines().map(String::from).collect() };
@@ -406,7 +417,33 @@ fn a_plugged_device_is_found_by_enumerating_again() {
     );
     assert!(s["lsusb"].contains("Plugged Reader"), "{out}");
     assert_eq!(lines("unplugged"), lines("before"), "{out}");
+    assert!(!s["lsusb after"].contains("Plugged Reader"), "{out}");
+    assert!(out.ends_with("inotify event bytes: 0\n"), "{out}");
 }
+
+/// Python: watch dev/bus/usb, dev/bus/usb/001 and sys/bus/usb/devices
+/// with inotify for what a hot-plug watcher asks (IN_CREATE, IN_DELETE,
+/// IN_MOVED_FROM, IN_MOVED_TO; the enumeration's own opens and reads would
+/// show as IN_OPEN and IN_ACCESS), run the command given, then print how
+/// many events came.
+const INOTIFY: &str = r#"
+import ctypes, os, subprocess, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(os.O_NONBLOCK)
+for p in ["/dev/bus/usb", "/dev/bus/usb/001", "/sys/bus/usb/devices"]:
+    assert libc.inotify_add_watch(fd, p.encode(), 0x100 | 0x200 | 0x40 | 0x80) >= 0, p
+rc = subprocess.run(sys.argv[1:]).returncode
+assert rc == 0, rc
+n = 0
+try:
+    while True:
+        b = os.read(fd, 65536)
+        n += len(b)
+except BlockingIOError:
+    pass
+sys.stdout.flush()
+print("inotify event bytes: %d" % n)
+"#;
 
 /// `descriptors`, `speed`, `version`, `manufacturer`, `product` and
 /// `serial` of a device built from a real device's dump are the bytes the

@@ -283,6 +283,14 @@ pub struct DeviceConfig {
     /// the device, ms (usb_control_msg's 5000 by default; 10..=60000).
     #[serde(default)]
     pub ctrl_timeout_ms: Option<CtrlTimeout>,
+    /// For `kind: external`: which interfaces monfs's driver binds. `auto`
+    /// (default): those a stock kernel driver binds by class (HID,
+    /// mass storage, audio, video), and those with an `endpoints:` entry
+    /// (as `monfs-generic`); the others (vendor specific) stay without a
+    /// driver, as on Linux for an unknown device, and see no URBs but a
+    /// program's. `generic`: every interface, the others as `monfs-generic`.
+    #[serde(default)]
+    pub driver: DriverMode,
     /// For `kind: external`: what the host side submits on the device's
     /// endpoints besides the default (one URB on every interrupt and bulk
     /// IN endpoint of setting 0): OUT, isochronous, other settings.
@@ -396,6 +404,32 @@ pub enum Ep0Owner {
     Monfs,
     /// The peer: every control request, the enumeration's included.
     Peer,
+}
+
+/// Which interfaces of an external device monfs's driver binds.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DriverMode {
+    /// Those a stock kernel driver binds by class
+    /// ([`crate::usbcore::class_driver`]) and those `endpoints:` entries
+    /// name; the others have none.
+    #[default]
+    Auto,
+    /// Every interface of the active configuration.
+    Generic,
+}
+
+impl DriverMode {
+    /// The driver bound to an interface of `class` and `proto` (`named`:
+    /// an `endpoints:` entry is on it): the stock one for the class, else
+    /// monfs's own with `generic` or for a named one, else none.
+    pub fn interface_driver(self, class: u8, proto: u8, named: bool) -> Option<&'static str> {
+        match (crate::usbcore::class_driver(class, proto), self) {
+            (Some(d), _) => Some(d),
+            (None, DriverMode::Generic) => Some(crate::usbcore::GENERIC_DRIVER),
+            (None, DriverMode::Auto) => named.then_some(crate::usbcore::GENERIC_DRIVER),
+        }
+    }
 }
 
 /// An external device's control request timeout, ms: 10..=60000.
@@ -842,6 +876,11 @@ fn unique_ports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<DeviceConfig>, D:
         if !external && (dev.ep0 != Ep0Owner::Monfs || dev.ctrl_timeout_ms.is_some()) {
             return Err(serde::de::Error::custom(format!(
                 "devices[{i}]: `ep0` and `ctrl_timeout_ms` are only for kind external"
+            )));
+        }
+        if !external && dev.driver != DriverMode::Auto {
+            return Err(serde::de::Error::custom(format!(
+                "devices[{i}]: `driver` is only for kind external"
             )));
         }
         check_endpoints(dev).map_err(|m| serde::de::Error::custom(format!("devices[{i}]{m}")))?;

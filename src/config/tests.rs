@@ -137,3 +137,35 @@ fn external_needs_descriptors_and_a_command() {
     .to_string();
     assert!(msg.contains("command: needs at least the program"), "{msg}");
 }
+
+#[test]
+fn driver_is_auto_or_generic_and_only_for_external() {
+    let dev = "usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: external\n          descriptors: x.desc\n          command: [true]\n";
+    let c = Config::parse(dev, "c.yaml").unwrap();
+    assert_eq!(c.usb.buses[0].devices[0].driver, DriverMode::Auto);
+    let c = Config::parse(&format!("{dev}          driver: generic\n"), "c.yaml").unwrap();
+    assert_eq!(c.usb.buses[0].devices[0].driver, DriverMode::Generic);
+    // A value that is not one: its line and column.
+    let (line, col, msg) = err(&format!("{dev}          driver: usbhid\n"));
+    assert_eq!((line, col), (9, 19), "{msg}");
+    assert!(msg.contains("unknown variant `usbhid`"), "{msg}");
+    assert!(msg.contains("auto") && msg.contains("generic"), "{msg}");
+    let (_, _, msg) = err(
+        "usb:\n  buses:\n    - bus: 1\n      devices:\n        - {port: 1, kind: hid-mouse, driver: generic}\n",
+    );
+    assert!(
+        msg.contains("devices[0]: `driver` is only for kind external"),
+        "{msg}"
+    );
+    // Which interfaces each binds.
+    let auto = DriverMode::Auto;
+    assert_eq!(auto.interface_driver(3, 1, false), Some("usbhid"));
+    assert_eq!(auto.interface_driver(0xff, 0, false), None);
+    assert_eq!(auto.interface_driver(0xff, 0, true), Some("monfs-generic"));
+    let generic = DriverMode::Generic;
+    assert_eq!(
+        generic.interface_driver(0xff, 0, false),
+        Some("monfs-generic")
+    );
+    assert_eq!(generic.interface_driver(8, 0x62, false), Some("uas"));
+}

@@ -338,6 +338,7 @@ impl Control {
                     socket: None,
                     ep0: Default::default(),
                     ctrl_timeout_ms: None,
+                    driver: Default::default(),
                     endpoints: vec![],
                     speed: None,
                     capture: None,

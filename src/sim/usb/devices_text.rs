@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use super::ctx::{Ctx, DevId, Kind};
 use super::descriptors::{class_name, decode_interval_us, Speed};
+use super::device::external_interface_driver as external_driver;
 use crate::config::DeviceKind;
 
 /// Append the text of one bus (root hub first, then depth first by port).
@@ -116,7 +117,7 @@ fn dump(ctx: &Ctx, id: DevId, level: u8, index: u8, count: u8, out: &mut String)
             } else if d.core.detached.contains(&a.num) {
                 "(none)"
             } else if d.driver_bound && d.kind == Kind::Dev(DeviceKind::External) {
-                class_driver(a.class, a.proto)
+                external_driver(d, a.num, a.class, a.proto).unwrap_or("(none)")
             } else if d.driver_bound {
                 d.desc.driver
             } else {
@@ -180,20 +181,5 @@ fn dump(ctx: &Ctx, id: DevId, level: u8, index: u8, count: u8, out: &mut String)
                 }
             }
         }
-    }
-}
-
-/// The driver the kernel binds to an interface of an external device, by
-/// its class: usbhid, usb-storage (uas for the UAS protocol), snd-usb-audio
-/// (control, streaming and MIDI interfaces alike), uvcvideo; vendor-specific
-/// and other classes: none.
-pub(crate) fn class_driver(class: u8, proto: u8) -> &'static str {
-    match (class, proto) {
-        (0x03, _) => "usbhid",
-        (0x08, 0x62) => "uas",
-        (0x08, _) => "usb-storage",
-        (0x01, _) => "snd-usb-audio",
-        (0x0e, _) => "uvcvideo",
-        _ => "(none)",
     }
 }

@@ -9,7 +9,8 @@ use crate::usbcore::device::{
 
 use crate::sim::usb::ctx::*;
 use crate::sim::usb::descriptors::{self, Speed};
-use crate::sim::usb::devices_text::class_driver;
+use crate::sim::usb::device::external_interface_driver;
+use crate::usbcore::class_driver;
 
 use super::*;
 
@@ -141,13 +142,15 @@ fn driver_of(d: &Device, num: u8, class: u8, proto: u8) -> Option<String> {
         return None;
     }
     let name = match d.kind {
-        Kind::Root => "hub",
-        Kind::Dev(DeviceKind::External)
-        | Kind::Dev(DeviceKind::FromCapture)
-        | Kind::Dev(DeviceKind::Descriptors) => class_driver(class, proto),
-        Kind::Dev(_) => d.desc.driver,
+        Kind::Root => Some("hub"),
+        Kind::Dev(DeviceKind::External) => external_interface_driver(d, num, class, proto),
+        Kind::Dev(DeviceKind::FromCapture) | Kind::Dev(DeviceKind::Descriptors) => {
+            class_driver(class, proto)
+        }
+        Kind::Dev(_) => Some(d.desc.driver),
     };
-    (name != "(none)" && !name.is_empty()).then(|| name.to_string())
+    name.filter(|n| *n != "(none)" && !n.is_empty())
+        .map(str::to_string)
 }
 
 /// Device `id` changed (its driver bindings, configuration or alternate

@@ -18,6 +18,7 @@ use crate::config::{DeviceConfig, DeviceKind};
 use super::ctx::*;
 use super::descriptors::{self, Descriptors, Speed, Where};
 use class::DeviceClass;
+pub(crate) use external::interface_driver as external_interface_driver;
 
 mod class;
 mod control;

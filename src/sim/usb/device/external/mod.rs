@@ -1,7 +1,8 @@
 //! A device answered by another process (`kind: external`). monfs plays the
 //! host: the hub driver enumerates the device from its descriptor dump, and
 //! a generic class driver (usbhid's requests for HID interfaces, then one
-//! URB kept submitted on every interrupt and bulk IN endpoint, and what the
+//! URB kept submitted on every interrupt and bulk IN endpoint of the
+//! interfaces it binds, [`interface_driver`], and what the
 //! device's `endpoints:` entries add: OUT data, libusb timeouts, other
 //! settings, isochronous URBs queued on (micro)frames) submits the URBs.
 //! A peer process plays the device ([`crate::sim::usb::peer`] runs it): it
@@ -56,6 +57,27 @@ impl DeviceClass for External {
         let t = ExternalTask::new(ctx, d, now);
         ctx.spawn(at, Box::new(t));
     }
+}
+
+/// The driver bound to interface `num` (of `class` and `proto`) of
+/// external device `dev` once configured: the stock kernel driver of the
+/// class; on the others (vendor specific) monfs's own with `driver:
+/// generic` or when an `endpoints:` entry is on it; None: no driver (the
+/// interface sees no URBs but a program's).
+pub(crate) fn interface_driver(
+    dev: &Device,
+    num: u8,
+    class: u8,
+    proto: u8,
+) -> Option<&'static str> {
+    let Some(cfg) = dev.cfg.as_ref() else {
+        return crate::usbcore::class_driver(class, proto);
+    };
+    let named = cfg
+        .endpoints
+        .iter()
+        .any(|e| resolve(dev, e).is_some_and(|r| r.0 == num));
+    cfg.driver.interface_driver(class, proto, named)
 }
 
 /// Largest transfer the generic driver submits on a data endpoint, bytes.
@@ -301,8 +323,9 @@ impl ExternalTask {
     }
 
     /// Start the data endpoints: one URB on every interrupt and bulk IN
-    /// endpoint of the configuration's settings 0 that `endpoints:` does
-    /// not list, and what the `endpoints:` entries say.
+    /// endpoint of the configuration's settings 0 of the interfaces it binds
+    /// ([`interface_driver`]) that `endpoints:` does not list, and what the
+    /// `endpoints:` entries say.
     fn start_eps(&mut self, ctx: &mut Ctx, now: u64) {
         let Some(dev) = ctx.dev(self.dev) else {
             return;
@@ -316,7 +339,7 @@ impl ExternalTask {
             .cfg
             .alts
             .iter()
-            .filter(|a| a.alt == 0)
+            .filter(|a| a.alt == 0 && interface_driver(dev, a.num, a.class, a.proto).is_some())
             .flat_map(|a| a.eps.iter())
             .filter(|e| e.dir_in() && matches!(e.xfer_type(), 2 | 3))
             .filter(|e| !entries.iter().any(|x| x.ep.0 == e.addr))
