@@ -10,7 +10,7 @@ use super::descriptors::{self, Speed};
 use super::peer::PeerError;
 use crate::config::{Controller, DeviceConfig, DeviceKind};
 use crate::sim::SimError;
-use crate::usbmon::event::{IsoDesc, XferType, URB_DIR_IN};
+use crate::usbmon::event::{XferType, URB_DIR_IN};
 
 // Hub port status and change bits.
 const PS_CONNECTION: u16 = 0x0001;
@@ -926,16 +926,7 @@ impl Ctx {
         for &d in &all {
             let urbs: Vec<Urb> = self.dev(d).map(|x| x.inflight.clone()).unwrap_or_default();
             for u in urbs {
-                // Killed ISO URBs report their packets untransferred.
-                let pkt = u.len.checked_div(u.npk).unwrap_or(0);
-                let iso = (0..u.npk)
-                    .map(|i| IsoDesc {
-                        status: EXDEV,
-                        offset: i * pkt,
-                        length: 0,
-                    })
-                    .collect();
-                self.complete(d, u.tag, now, ESHUTDOWN, 0, None, iso, 0, 0);
+                self.kill(d, &u, now, ESHUTDOWN);
             }
             if self.dev(d).is_some_and(|x| x.core.registered) {
                 (self.core_event)(self, d, false);

@@ -9,7 +9,6 @@ use crate::config::DeviceKind;
 use crate::usbcore::device::{
     CoreError, CoreRequest, DevRef, TransferType, UrbDone, UrbRequest, UrbResult,
 };
-use crate::usbmon::event::IsoDesc;
 
 use crate::sim::usb::ctx::*;
 
@@ -385,15 +384,7 @@ fn detach(ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
         if ctx.core.urbs.contains_key(&u.tag) {
             continue;
         }
-        let pkt = u.len.checked_div(u.npk).unwrap_or(0);
-        let iso = (0..u.npk)
-            .map(|i| IsoDesc {
-                status: EXDEV,
-                offset: i * pkt,
-                length: 0,
-            })
-            .collect();
-        ctx.complete(d, u.tag, now, status, 0, None, iso, 0, 0);
+        ctx.kill(d, &u, now, status);
     }
 }
 

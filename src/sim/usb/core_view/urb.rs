@@ -525,15 +525,7 @@ pub(crate) fn cancel(ctx: &mut Ctx, dev: DevRef, tag: u64, now: u64) -> Result<(
     let Some(urb) = urb else {
         return Err(CoreError::NoUrb);
     };
-    let pkt = urb.len.checked_div(urb.npk).unwrap_or(0);
-    let iso = (0..urb.npk)
-        .map(|i| IsoDesc {
-            status: EXDEV,
-            offset: i * pkt,
-            length: 0,
-        })
-        .collect();
-    ctx.complete(d, tag, now, ENOENT, 0, None, iso, 0, 0);
+    ctx.kill(d, &urb, now, ENOENT);
     if let (Some(id), Some(p)) = (peer_id, ctx.dev(d).and_then(|x| x.core.peer.as_ref())) {
         {
             let mut g = match p.answers.lock() {

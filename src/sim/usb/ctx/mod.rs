@@ -481,6 +481,21 @@ impl Ctx {
         self.sink.urb_event(ev);
     }
 
+    /// End the in-flight URB `u` of `dev` with `status` and nothing
+    /// transferred (usb_kill_urb, usb_unlink_urb, a disconnect): an
+    /// isochronous URB's packets each report EXDEV.
+    pub(crate) fn kill(&mut self, dev: DevId, u: &Urb, t: u64, status: i32) -> bool {
+        let pkt = u.len.checked_div(u.npk).unwrap_or(0);
+        let iso = (0..u.npk)
+            .map(|i| IsoDesc {
+                status: EXDEV,
+                offset: i * pkt,
+                length: 0,
+            })
+            .collect();
+        self.complete(dev, u.tag, t, status, 0, None, iso, 0, 0)
+    }
+
     /// Emit a `C` event for the URB `tag` of `dev` if it is still in flight.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn complete(
