@@ -5,14 +5,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use common::{tcpdump, Mount};
-
-fn root(rel: &str) -> String {
-    format!("{}/{rel}", env!("CARGO_MANIFEST_DIR"))
-}
+use common::{cat_1u, repo_path, tcpdump, Mount};
 
 /// Bus 1: the external keyboard on port 1 (plugged after `plug_ms`), a
 /// simulated mouse on port 2.
@@ -20,21 +16,9 @@ fn config(command: &[&str], plug_ms: u64) -> String {
     let cmd: Vec<String> = command.iter().map(|a| format!("{a:?}")).collect();
     format!(
         "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          kind: external\n          descriptors: {}\n          manufacturer: QEMU\n          product: QEMU USB Keyboard\n          serial: \"42\"\n          plug_after_ms: {plug_ms}\n          command: [{}]\n        - port: 2\n          kind: hid-mouse\n",
-        root("tests/data/sysfs/qemu-usb-kbd/descriptors"),
+        repo_path("tests/data/sysfs/qemu-usb-kbd/descriptors"),
         cmd.join(", ")
     )
-}
-
-/// `cat 1u` into a file beside the mount.
-fn cat_1u(m: &Mount) -> (Child, std::path::PathBuf) {
-    let cap = m.path("../1u.txt");
-    let cat = Command::new("cat")
-        .arg(m.path("usb/usbmon/1u"))
-        .stdout(std::fs::File::create(&cap).unwrap())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    (cat, cap)
 }
 
 fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
@@ -105,7 +89,7 @@ fn read(p: &Path) -> String {
 
 #[test]
 fn python_keyboard_types_into_1u_tcpdump_and_tshark() {
-    let py = root("examples/hid_keyboard.py");
+    let py = repo_path("examples/hid_keyboard.py");
     // Plugged once tcpdump runs, so the capture has the enumeration and
     // tshark knows the interface is HID.
     let m = Mount::with_config(&config(&["python3", &py, "hi\n"], 2500));
@@ -207,7 +191,7 @@ fn killing_the_peer_unplugs_the_device_and_the_bus_runs_on() {
     let script = format!(
         "echo $$ > {}; exec python3 {} {}",
         pidfile.display(),
-        root("examples/hid_keyboard.py"),
+        repo_path("examples/hid_keyboard.py"),
         "abcdefghijklmnopqrstuvwxyz".repeat(20)
     );
     let m = Mount::with_config(&config(&["sh", "-c", &script], 0));
@@ -308,7 +292,7 @@ fn iso_config(dir: &Path, pidfile: &Path, log: &Path) -> String {
     let script = format!(
         "echo $$ > {}; exec python3 {} {}",
         pidfile.display(),
-        root("examples/iso_loopback.py"),
+        repo_path("examples/iso_loopback.py"),
         log.display()
     );
     format!(
@@ -463,7 +447,7 @@ fn kbd_config(extra: &str, command: Option<&[&str]>) -> String {
         .unwrap_or_default();
     format!(
         "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          kind: external\n          descriptors: {}\n          manufacturer: QEMU\n          product: QEMU USB Keyboard\n          serial: \"42\"\n{cmd}{extra}",
-        root("tests/data/sysfs/qemu-usb-kbd/descriptors"),
+        repo_path("tests/data/sysfs/qemu-usb-kbd/descriptors"),
     )
 }
 
@@ -495,8 +479,8 @@ fn descriptor_completions(text: &str, value_len: &str) -> Vec<String> {
 
 #[test]
 fn a_peer_answering_ep0_enumerates_with_its_own_bytes() {
-    let py = root("examples/hid_keyboard.py");
-    let dump = root("tests/data/sysfs/qemu-usb-kbd/descriptors");
+    let py = repo_path("examples/hid_keyboard.py");
+    let dump = repo_path("tests/data/sysfs/qemu-usb-kbd/descriptors");
     // The peer's device descriptor differs from the file's in bcdDevice
     // (0x4242): usbmon shows the peer's bytes.
     let dir = tempfile::tempdir().unwrap();
@@ -548,8 +532,8 @@ fn a_peer_answering_ep0_enumerates_with_its_own_bytes() {
 
 #[test]
 fn a_peer_that_ignores_get_descriptor_is_unlinked_and_the_hub_gives_up() {
-    let py = root("examples/hid_keyboard.py");
-    let dump = root("tests/data/sysfs/qemu-usb-kbd/descriptors");
+    let py = repo_path("examples/hid_keyboard.py");
+    let dump = repo_path("tests/data/sysfs/qemu-usb-kbd/descriptors");
     let args = ["python3", &py, "--ep0", &dump, "--mute-ep0", "hi\n"];
     // Plugged once `cat` reads, so that 1u has every attempt.
     let extra =
@@ -588,7 +572,7 @@ fn a_peer_on_a_unix_socket_types_and_its_disconnect_unplugs() {
     let sock = dir.path().join("kbd.sock");
     let peer = Command::new("python3")
         .args([
-            &root("examples/hid_keyboard.py"),
+            &repo_path("examples/hid_keyboard.py"),
             "--socket",
             sock.to_str().unwrap(),
             "hi\n",

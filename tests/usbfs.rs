@@ -15,11 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{check_line, compile_c, compile_c_libs, Mount};
-
-fn root(rel: &str) -> String {
-    format!("{}/{rel}", env!("CARGO_MANIFEST_DIR"))
-}
+use common::{bus1_lines, compile_c, compile_c_libs, repo_path, run_libusb, Mount};
 
 /// The peer's device: vendor interface 0 without endpoints, interface 1
 /// whose setting 1 has bulk IN 0x81 and OUT 0x02, interrupt IN 0x85
@@ -54,7 +50,7 @@ fn config(dir: &Path, plug_ms: u64) -> String {
     format!(
         "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          kind: external\n          descriptors: {}\n          manufacturer: monfs\n          product: usbfs loop\n          plug_after_ms: {plug_ms}\n          command: [python3, {}, {}]\n        - port: 2\n          kind: hid-keyboard\n",
         desc.display(),
-        root("tests/data/usbfs_peer.py"),
+        repo_path("tests/data/usbfs_peer.py"),
         dir.join("peer.log").display()
     )
 }
@@ -104,50 +100,12 @@ fn devnum_of(m: &Mount, product: &str) -> u8 {
     }
 }
 
-/// Run the libusb tool on `node` with `ops`; its output lines.
-fn run(tool: &Path, node: &Path, ops: &[&str]) -> Vec<String> {
-    let o = Command::new(tool)
-        .arg(node)
-        .args(ops)
-        .output()
-        .expect("run usbfs_libusb");
-    assert!(
-        o.status.success(),
-        "usbfs_libusb {ops:?}: {}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
-/// `cat 1u` into a file beside the mount.
+/// `cat 1u` into a file beside the mount, attached once it returns.
 fn cat_1u(m: &Mount) -> (Child, PathBuf) {
-    let cap = m.path("../1u.txt");
-    let child = Command::new("cat")
-        .arg(m.path("usb/usbmon/1u"))
-        .stdout(std::fs::File::create(&cap).unwrap())
-        .spawn()
-        .unwrap();
+    let r = common::cat_1u(m);
     // The reader is attached once its open returned.
     std::thread::sleep(Duration::from_millis(300));
-    (child, cap)
-}
-
-/// The capture's lines of device `dev`, each checked against the kernel's
-/// format, without their tag and time stamp.
-fn lines_of(cap: &Path, dev: u8) -> Vec<String> {
-    let text = std::fs::read_to_string(cap).unwrap();
-    let mark = format!(":1:{dev:03}:");
-    text.lines()
-        .filter(|l| l.contains(&mark))
-        .map(|l| {
-            check_line(l, true).unwrap_or_else(|e| panic!("{l}: {e}"));
-            l.splitn(3, ' ').nth(2).unwrap().to_string()
-        })
-        .collect()
+    r
 }
 
 /// `want` appears in `got` in this order (other lines may come between).
@@ -169,7 +127,7 @@ fn libusb_drives_a_python_peer_and_1u_shows_each_urb() {
     let dev = devnum_of(&m, "usbfs loop");
     let node = wait_node(&m, &format!("dev/bus/usb/001/{dev:03}"));
     let (mut cat, cap) = cat_1u(&m);
-    let out = run(
+    let out = run_libusb(
         &tool,
         &node,
         &[
@@ -215,7 +173,7 @@ fn libusb_drives_a_python_peer_and_1u_shows_each_urb() {
     std::thread::sleep(Duration::from_millis(300));
     let _ = cat.kill();
     let _ = cat.wait();
-    let got = lines_of(&cap, dev);
+    let got = bus1_lines(&cap, dev);
     let d = format!("1:{dev:03}");
     in_order(
         &got,
@@ -266,7 +224,7 @@ fn detaching_usbhid_kills_its_urb_and_the_program_reads_the_keyboard() {
     let dev = devnum_of(&m, "QEMU USB Keyboard");
     let node = wait_node(&m, &format!("dev/bus/usb/001/{dev:03}"));
     let (mut cat, cap) = cat_1u(&m);
-    let out = run(
+    let out = run_libusb(
         &tool,
         &node,
         &[
@@ -304,7 +262,7 @@ fn detaching_usbhid_kills_its_urb_and_the_program_reads_the_keyboard() {
     std::thread::sleep(Duration::from_millis(300));
     let _ = cat.kill();
     let _ = cat.wait();
-    let got = lines_of(&cap, dev);
+    let got = bus1_lines(&cap, dev);
     let d = format!("1:{dev:03}");
     // usbhid's URB flushed as its interface is disabled (-108, as the
     // kernel oracle shows), then the program's own URB; after the
@@ -374,7 +332,7 @@ fn stalls_faults_and_unplug_reach_the_program() {
     let node = wait_node(&m, &format!("dev/bus/usb/001/{dev:03}"));
     let (ok, e) = m.ctl(&["fault", "1", "1", "stall"]);
     assert!(ok, "{e}");
-    let out = run(
+    let out = run_libusb(
         &tool,
         &node,
         &[
@@ -622,7 +580,7 @@ fn a_device_from_a_capture_answers_a_program_from_the_capture() {
         });
         dev = devnum_of(&m, "usbfs loop");
         let node = wait_node(&m, &format!("dev/bus/usb/001/{dev:03}"));
-        assert_eq!(run(&tool, &node, &ops), want);
+        assert_eq!(run_libusb(&tool, &node, &ops), want);
         recorder.join().unwrap();
     }
     let m = Mount::with_config(&format!(
@@ -638,7 +596,7 @@ fn a_device_from_a_capture_answers_a_program_from_the_capture() {
         "int-in:85:4:300 rc=LIBUSB_ERROR_TIMEOUT 0 ",
         "ctrl-in:c0:7:0:0:4 rc=LIBUSB_ERROR_TIMEOUT ",
     ]);
-    assert_eq!(run(&tool, &node, &more), want2);
+    assert_eq!(run_libusb(&tool, &node, &more), want2);
     let log = m.log_text();
     assert!(
         log.contains("a program's control request c007000000000400 is not in the capture"),
@@ -663,7 +621,11 @@ fn pyusb_finds_and_drives_the_peer_under_monfs_run() {
         .arg("--config")
         .arg(&cfg)
         // Debian's python3, whose python3-usb scripts/setup installs.
-        .args(["--", "/usr/bin/python3", &root("tests/data/usbfs_pyusb.py")])
+        .args([
+            "--",
+            "/usr/bin/python3",
+            &repo_path("tests/data/usbfs_pyusb.py"),
+        ])
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
@@ -701,7 +663,7 @@ fn the_keyboard_reads_back_its_idle_rate_and_protocol() {
     let tool = libusb_tool(m.dir.path());
     let dev = devnum_of(&m, "QEMU USB Keyboard");
     let node = wait_node(&m, &format!("dev/bus/usb/001/{dev:03}"));
-    let out = run(
+    let out = run_libusb(
         &tool,
         &node,
         &[

@@ -8,15 +8,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{check_line, compile_c_libs, Mount};
-
-fn root(rel: &str) -> String {
-    format!("{}/{rel}", env!("CARGO_MANIFEST_DIR"))
-}
+use common::{bus1_lines, cat_1u, compile_c_libs, repo_path, run_libusb, Mount};
 
 /// A vendor device: interface 0 (class 0xff) with bulk IN 0x81, bulk OUT
 /// 0x02 and interrupt IN 0x85 (8 bytes, bInterval 4) in setting 0.
@@ -43,7 +38,7 @@ fn vendor_dump() -> Vec<u8> {
 fn config(dir: &Path) -> String {
     let desc = dir.join("vendor.desc");
     std::fs::write(&desc, vendor_dump()).unwrap();
-    let peer = root("tests/data/usbfs_peer.py");
+    let peer = repo_path("tests/data/usbfs_peer.py");
     let dev = |port: u32, product: &str, extra: &str| {
         format!(
             "        - port: {port}\n          kind: external\n          descriptors: {}\n          manufacturer: monfs\n          product: {product}\n{extra}          command: [python3, {peer}, {}]\n",
@@ -79,42 +74,13 @@ fn device_of(m: &Mount, product: &str) -> (u8, String) {
     }
 }
 
-/// `cat 1u` into a file beside the mount.
-fn cat_1u(m: &Mount) -> (Child, PathBuf) {
-    let cap = m.path("../1u.txt");
-    let child = Command::new("cat")
-        .arg(m.path("usb/usbmon/1u"))
-        .stdout(std::fs::File::create(&cap).unwrap())
-        .spawn()
-        .unwrap();
-    (child, cap)
-}
-
 /// The capture's lines of device `dev` on endpoints other than 0, each
 /// checked against the kernel's format, without tag and time stamp.
 fn data_lines(cap: &Path, dev: u8) -> Vec<String> {
-    let text = std::fs::read_to_string(cap).unwrap();
-    let mark = format!(":1:{dev:03}:");
-    text.lines()
-        .filter(|l| l.contains(&mark) && !l.contains(&format!("{mark}0 ")))
-        .map(|l| {
-            check_line(l, true).unwrap_or_else(|e| panic!("{l}: {e}"));
-            l.splitn(3, ' ').nth(2).unwrap().to_string()
-        })
-        .collect()
-}
-
-fn run(tool: &Path, node: &Path, ops: &[&str]) -> Vec<String> {
-    let o = Command::new(tool).arg(node).args(ops).output().unwrap();
-    assert!(
-        o.status.success(),
-        "usbfs_libusb {ops:?}: {}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(str::to_string)
+    let ep0 = format!(":1:{dev:03}:0 ");
+    bus1_lines(cap, dev)
+        .into_iter()
+        .filter(|l| !l.contains(&ep0))
         .collect()
 }
 
@@ -181,14 +147,14 @@ fn a_vendor_interface_has_no_driver_and_only_the_programs_urbs() {
     }
     let gnode = m.path(&format!("dev/bus/usb/001/{generic:03}"));
     assert_eq!(
-        run(&tool, &gnode, &["active:0", "claim:0"]),
+        run_libusb(&tool, &gnode, &["active:0", "claim:0"]),
         ["active:0 rc=1", "claim:0 rc=LIBUSB_ERROR_BUSY"]
     );
 
     // The unbound one: no kernel driver (GETDRIVER: ENODATA), nothing on
     // its endpoints until the program's transfers, and then exactly them.
     let node = m.path(&format!("dev/bus/usb/001/{auto:03}"));
-    let out = run(
+    let out = run_libusb(
         &tool,
         &node,
         &[

@@ -622,3 +622,55 @@ pub fn ctl_socket(user: Option<u32>, socket: &Path, words: &[&str]) -> (bool, St
         ),
     )
 }
+
+/// `rel` inside the repository, as a string (for configuration text).
+pub fn repo_path(rel: &str) -> String {
+    format!("{}/{rel}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `cat usb/usbmon/1u` of `m` into `1u.txt` beside the mount: the reader
+/// process and the capture's path.
+pub fn cat_1u(m: &Mount) -> (std::process::Child, PathBuf) {
+    let cap = m.path("../1u.txt");
+    let child = Command::new("cat")
+        .arg(m.path("usb/usbmon/1u"))
+        .stdout(std::fs::File::create(&cap).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    (child, cap)
+}
+
+/// The lines of `cap` (a `1u` capture) of bus 1's device `dev`, each
+/// checked against the kernel's format, without their tag and time stamp.
+pub fn bus1_lines(cap: &Path, dev: u8) -> Vec<String> {
+    let text = std::fs::read_to_string(cap).unwrap();
+    let mark = format!(":1:{dev:03}:");
+    text.lines()
+        .filter(|l| l.contains(&mark))
+        .map(|l| {
+            check_line(l, true).unwrap_or_else(|e| panic!("{l}: {e}"));
+            l.splitn(3, ' ').nth(2).unwrap().to_string()
+        })
+        .collect()
+}
+
+/// Run tests/c/usbfs_libusb.c (built as `tool`) on the usbfs node `node`
+/// with `ops`, asserting success; its output lines.
+pub fn run_libusb(tool: &Path, node: &Path, ops: &[&str]) -> Vec<String> {
+    let o = Command::new(tool)
+        .arg(node)
+        .args(ops)
+        .output()
+        .expect("run usbfs_libusb");
+    assert!(
+        o.status.success(),
+        "usbfs_libusb {ops:?}: {}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
