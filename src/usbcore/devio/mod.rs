@@ -339,6 +339,20 @@ struct SyncXfer {
     cmd: u32,
 }
 
+impl SyncXfer {
+    /// Request `cmd`, not yet submitted, without a result.
+    fn new(cmd: u32, deadline: Option<Instant>, data: u64, mem: u64) -> SyncXfer {
+        SyncXfer {
+            urb_id: None,
+            deadline,
+            data,
+            mem,
+            result: None,
+            cmd,
+        }
+    }
+}
+
 #[derive(Default)]
 struct PsState {
     ifclaimed: u64,

@@ -228,6 +228,18 @@ pub(super) struct SyncDone {
     pub(super) tid: u32,
 }
 
+impl SyncDone {
+    /// Record `xfer` as thread `tid`'s synchronous request on `ps`, and the
+    /// completion that fills in its result.
+    pub(super) fn register(ps: &Arc<Ps>, tid: u32, xfer: SyncXfer) -> Arc<SyncDone> {
+        ps.st.lock_ok().sync.insert(tid, xfer);
+        Arc::new(SyncDone {
+            ps: Arc::downgrade(ps),
+            tid,
+        })
+    }
+}
+
 impl UrbDone for SyncDone {
     fn done(&self, urb: u64, result: UrbResult) {
         if let Some(ps) = self.ps.upgrade() {

@@ -167,21 +167,7 @@ impl UsbDevFile {
         };
         let deadline =
             (timeout > 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
-        ps.st.lock_ok().sync.insert(
-            tid,
-            SyncXfer {
-                urb_id: None,
-                deadline,
-                data,
-                mem,
-                result: None,
-                cmd: req.cmd,
-            },
-        );
-        let done = Arc::new(SyncDone {
-            ps: Arc::downgrade(ps),
-            tid,
-        });
+        let done = SyncDone::register(ps, tid, SyncXfer::new(req.cmd, deadline, data, mem));
         match ps.port().submit(ps.dev(), urb, done) {
             Ok(id) => {
                 if let Some(s) = ps.st.lock_ok().sync.get_mut(&tid) {
@@ -280,21 +266,7 @@ impl UsbDevFile {
         let ps = self.ps();
         let tid = req.caller.pid;
         if !req.retry || !ps.st.lock_ok().sync.contains_key(&tid) {
-            ps.st.lock_ok().sync.insert(
-                tid,
-                SyncXfer {
-                    urb_id: None,
-                    deadline: None,
-                    data: 0,
-                    mem: 0,
-                    result: None,
-                    cmd: req.cmd,
-                },
-            );
-            let done = Arc::new(SyncDone {
-                ps: Arc::downgrade(ps),
-                tid,
-            });
+            let done = SyncDone::register(ps, tid, SyncXfer::new(req.cmd, None, 0, 0));
             match ps.port().request(ps.dev(), cr, done) {
                 Ok(id) => {
                     if let Some(s) = ps.st.lock_ok().sync.get_mut(&tid) {
