@@ -222,6 +222,14 @@ if "--user-events" in sys.argv:
                 check(w is not None and int(w.group(1)) > 0 and int(w.group(2)) > 0,
                       "%s %s: writes while enabled, skips while disabled" % (side, p), w.group(0) if w else t.strip())
         kf, mf = fmt_fields(read("kernel", p + ".format")), fmt_fields(read("fuse", p + ".format"))
+        # 6.12's user_event_add_field() kmallocs the field and never sets its
+        # array length, so `format` prints `tag[]` when that heap word is 0
+        # and `tag[<garbage>]` otherwise; monfs prints `tag[]`.
+        unset = [re.sub(r"^(field:[^;\[]*\w+)\[\d+\];", r"\1[];", x) for x in kf]
+        if unset != kf and unset == mf:
+            res("INFO", "%s: the kernel printed an array length it never set; compared without it" % p,
+                "kernel %s" % [x for x in kf if x not in mf])
+            kf = unset
         check(kf == mf, "%s: the event's format fields" % p, "kernel %s || monfs %s" % (kf, mf))
         kd, md = (read("kernel", p + ".dynamic_events") or "").strip(), (read("fuse", p + ".dynamic_events") or "").strip()
         check(kd == md, "%s: dynamic_events while registered" % p, "kernel %r, monfs %r" % (kd, md))

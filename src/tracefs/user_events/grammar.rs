@@ -360,8 +360,10 @@ pub(super) fn layout(fields: &[UField]) -> (Vec<Field>, String) {
             }
         };
         // `format` shows user_events arrays without their length
-        // (`char msg[]`, size 20): measured on 6.12, where user_events leaves
-        // the field's array length unset.
+        // (`char msg[]`, size 20): measured on 6.12, where user_events never
+        // sets the field's array length. That word is uninitialised heap, so
+        // the kernel usually prints `[]` and now and then `[<garbage>]`
+        // (seen: `tag[239142534]`); monfs always prints `[]`.
         let ctype = if kind == FieldKind::CharArray {
             let base = &ty[..ty.find('[').unwrap_or(ty.len())];
             format!("{base}[]")
