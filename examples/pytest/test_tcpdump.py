@@ -19,27 +19,31 @@ KEYBOARD_AND_MOUSE = {
 
 @pytest.mark.monfs(config=KEYBOARD_AND_MOUSE)
 def test_tcpdump_captures_an_unplug(monfs, tmp_path):
-    monfs.wait_for_text("usb/devices", "QEMU USB Keyboard")
-    monfs.wait_for_text("usb/devices", "QEMU USB Mouse")
     pcap = tmp_path / "bus1.pcap"
-    # -U: write each packet at once, so the file is complete when we stop it.
-    tcpdump = subprocess.Popen(monfs.in_namespace(["tcpdump", "-U", "-i", "usbmon1", "-w", str(pcap)]),
-                               stderr=subprocess.PIPE)
-    try:
-        expect_line(tcpdump, r"^tcpdump: listening on usbmon1", stream="stderr")
-        with monfs.usbmon_text(1) as usbmon:
+    # Read bus 1 from the start, so the keyboard's interrupt URB is seen going out.
+    with monfs.usbmon_text(1) as usbmon:
+        monfs.wait_for_text("usb/devices", "QEMU USB Keyboard")
+        monfs.wait_for_text("usb/devices", "QEMU USB Mouse")
+        keyboard = int(monfs.read("sys/bus/usb/devices/1-1/devnum"))
+        # usbhid is bound and polling: the unplug fails this URB, not a probe request.
+        usbmon.expect(kind="S", xfer="I", device=keyboard)
+        # -U: write each packet at once, so the file is complete when we stop it.
+        tcpdump = subprocess.Popen(monfs.in_namespace(["tcpdump", "-U", "-i", "usbmon1", "-w", str(pcap)]),
+                                   stderr=subprocess.PIPE)
+        try:
+            expect_line(tcpdump, r"^tcpdump: listening on usbmon1", stream="stderr")
             usbmon.collect(4, kind="C", status=0)       # traffic flows
             monfs.unplug(1, 1)                          # the keyboard
             gone = usbmon.expect(kind="C", status=-71)
             after = usbmon.collect(4, kind="C", status=0)  # the mouse goes on
-        tcpdump.send_signal(signal.SIGINT)
-        expect_line(tcpdump, r"^\d+ packets captured", stream="stderr")
-        expect_line(tcpdump, r"^0 packets dropped by kernel$", stream="stderr")
-        assert tcpdump.wait(30) == 0
-    finally:
-        if tcpdump.poll() is None:
-            tcpdump.kill()
-            tcpdump.wait()
+            tcpdump.send_signal(signal.SIGINT)
+            expect_line(tcpdump, r"^\d+ packets captured", stream="stderr")
+            expect_line(tcpdump, r"^0 packets dropped by kernel$", stream="stderr")
+            assert tcpdump.wait(30) == 0
+        finally:
+            if tcpdump.poll() is None:
+                tcpdump.kill()
+                tcpdump.wait()
     events = read_pcap(pcap)  # linktype 220: tcpdump mapped the ring
     failed = [e for e in events if e.kind == "C" and e.status == -71]
     assert [(e.busnum, e.devnum, e.epnum) for e in failed] == [(1, gone.device, 0x81)]

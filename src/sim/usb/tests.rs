@@ -1104,3 +1104,47 @@ fn unplug_during_enumeration_frees_the_port() {
         );
     }
 }
+
+/// A keyboard unplugged while usbhid probes it (between or during its
+/// requests) gets every request it is sent afterwards failed by the host
+/// controller (-71), as a device that no longer answers does: no URB of it
+/// is left without a completion, and none is silently dropped.
+#[test]
+fn requests_to_an_unplugged_device_fail_until_it_is_disconnected() {
+    let yaml = "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: hid-keyboard}\n";
+    let cfg = Config::parse(yaml, "t").unwrap().usb;
+    let (_, evs, _) = run(&cfg, 7, 2000);
+    let set_idle = evs
+        .iter()
+        .find(|e| body(e).starts_with("S Co:1:002:0 s 21 0a"))
+        .expect("usbhid's SET_IDLE")
+        .ts
+        .mono_ns
+        - 100_000_000_000;
+    for step in 0..40u64 {
+        let at = set_idle - 500_000 + step * 50_000;
+        let sink = Arc::new(Collect::default());
+        let sim = UsbSim::run_for_test(&cfg, 7, 0, Arc::new(TestClock), sink.clone());
+        sim.run_until(at);
+        sim.unplug(1, &[1]).unwrap();
+        sim.run_until(3_000_000_000);
+        let kbd: Vec<String> = sink
+            .take()
+            .iter()
+            .filter(|e| e.devnum == 2 && e.ts.mono_ns >= 100_000_000_000 + at)
+            .map(body)
+            .collect();
+        let (s, c) = (
+            kbd.iter().filter(|x| x.starts_with("S ")).count(),
+            kbd.iter().filter(|x| x.starts_with("C ")).count(),
+        );
+        assert!(c >= s, "unplugged at {at} ns: {kbd:#?}");
+        assert!(
+            kbd.iter()
+                .any(|x| x.starts_with("C ") && x.contains(":0 -71 ")
+                    || x.contains(":1 -71:")
+                    || x.contains(":1 -108:")),
+            "unplugged at {at} ns: nothing failed: {kbd:#?}"
+        );
+    }
+}

@@ -169,10 +169,26 @@ impl Runner {
                     out,
                     tag: t,
                 } => {
-                    if !ctx.alive(target) {
-                        continue;
-                    }
                     let tag = t.unwrap_or(*tag);
+                    if !ctx.alive(target) {
+                        if ctx.dev(target).is_none() {
+                            continue; // disconnected: usb_submit_urb says ENODEV
+                        }
+                        // Unplugged, not yet disconnected: the host controller
+                        // sends the request and the transaction fails.
+                        let urb = Urb::control(tag, setup);
+                        let sdata = urb.submit_data(ctx, &out);
+                        ctx.submit(target, urb, now, sdata, Vec::new());
+                        self.pending = Some(Pending {
+                            target,
+                            tag,
+                            status: EPROTO,
+                            data: None,
+                            actual: 0,
+                            remote: None,
+                        });
+                        return Some(now + ctx.rng.range(100 * US, 1000 * US));
+                    }
                     if let Some(mut link) = ctx.dev_mut(target).and_then(|d| d.ep0.take()) {
                         // Answered from outside: wait for it, polled.
                         let urb = Urb::control(tag, setup);

@@ -98,7 +98,27 @@ impl<S: InSource> InLoop<S> {
 impl<S: InSource> Task for InLoop<S> {
     fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
         if !ctx.alive(self.dev) {
-            return None;
+            // Unplugged: the host controller fails what is in flight or
+            // (re)submitted until the hub driver disconnects the device.
+            if self.waiting {
+                ctx.complete(
+                    self.dev,
+                    self.urb.tag,
+                    now,
+                    EPROTO,
+                    0,
+                    None,
+                    Vec::new(),
+                    0,
+                    0,
+                );
+                return None;
+            }
+            ctx.dev(self.dev)?; // disconnected: the driver is gone too
+            let e = ctx.empty.clone();
+            ctx.submit(self.dev, self.urb, now, Some(e), Vec::new());
+            self.waiting = true;
+            return Some(now + ctx.rng.range(100 * US, MS));
         }
         if let Some(t) = run_recovery(&mut self.runner, ctx, self.class_tag, now) {
             return Some(t);

@@ -126,7 +126,13 @@ pub(crate) fn start_class_driver(ctx: &mut Ctx, d: DevId, now: u64) {
         return;
     };
     super::core_view::device_changed(ctx, d);
-    let at = now + ctx.rng.range(MS, 8 * MS);
+    // Unplugged during the probe: the driver's first URBs go out before the
+    // hub driver, busy probing, gets to the port change (and they fail).
+    let at = if ctx.alive(d) {
+        now + ctx.rng.range(MS, 8 * MS)
+    } else {
+        now
+    };
     class(kind).start(ctx, d, now, at);
 }
 
