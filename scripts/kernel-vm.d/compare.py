@@ -702,5 +702,70 @@ else:
     res("FAIL", "usbfs: the session's usbmon lines differ",
         "kernel: %s || monfs: %s || diff: %s" % (" | ".join(kw or []), " | ".join(mw or []), " ".join(d)))
 
+
+# ------------------------------------------------------------------ libusb
+# tests/c/usbfs_libusb.c (Debian's libusb, libusb_wrap_sys_device) with the
+# keyboard: the same operations (guest.sh's LIBUSB_OPS) on both. Its answers
+# are compared line by line and so are the usbmon lines of the session, every
+# field but the URB tag and the time stamp (the device number, the same
+# device on both, is replaced by DEV). Not compared, each an INFO line: the
+# answers of the interrupt IN reads and the completions of their URBs (qemu's
+# keyboard gets no input, so a read times out and libusb discards its URB:
+# -2; monfs's keyboard types once usbhid is detached, so a read gets a
+# report); the PCI slot in qemu's serial string; usbhid's own polling
+# before the detach (only the end of its URB at
+# the detach is compared). The window runs from the program's first request
+# to usbhid's first interrupt URB after its probe again (SET_IDLE).
+def libusb_window(side):
+    dev = (read(side, "usbfs_devnum.txt") or "").strip()
+    if not dev:
+        return None
+    mark = ":1:%03d:" % int(dev)
+    ls = [ln.split(" ", 2)[2] for ln in lines(side, "libusb_1u.txt") or [] if mark in ln]
+    ls = [ln.replace(mark, ":1:DEV:") for ln in ls]
+    out, detached, reprobed = [], False, False
+    for ln in ls:
+        is_int = ln.startswith(("S Ii", "C Ii"))
+        if is_int and not detached:
+            if ln.startswith("C Ii") and (" -108:" in ln or " -2:" in ln):
+                detached = True
+                out.append(ln)
+            continue  # usbhid's own polling before the detach
+        if ln.startswith("S Co:1:DEV:0 s 21 0a"):
+            reprobed = True
+        if ln.startswith("C Ii") and not reprobed:
+            ln = "C Ii:1:DEV:1 (the program's URB ends: not compared)"
+        out.append(ln)
+        if reprobed and ln.startswith("S Ii"):
+            break
+    return out
+
+
+LIBUSB_DATA = ("int-in:",)
+# qemu's serial string names the controller's PCI address ("68284-0000:00:SS.F-PORT"), which the
+# guest's device order decides; monfs's default is one fixed address: the slot is not compared.
+SLOT = re.compile(r"-0000:00:[0-9a-f]{2}\.[0-7]-")
+kp, mp = [[SLOT.sub("-0000:00:SLOT-", ln) for ln in lines(side, "usbfs_libusb.txt") or []]
+          for side in ("kernel", "fuse")]
+kc = [ln for ln in kp if not ln.startswith(LIBUSB_DATA)]
+mc = [ln for ln in mp if not ln.startswith(LIBUSB_DATA)]
+check(kc and kc == mc and rc("kernel", "usbfs_libusb.txt.rc") == 0 and rc("fuse", "usbfs_libusb.txt.rc") == 0
+      and len(kp) == len(mp),
+      "libusb: the keyboard session answers the same (tests/c/usbfs_libusb.c, %d operations)" % len(kp),
+      "kernel: %s || monfs: %s" % (" | ".join(kc), " | ".join(mc)))
+res("INFO", "libusb: the interrupt IN reads (qemu's idle keyboard: a timeout; monfs's types): not compared",
+    "kernel: %s || monfs: %s" % (" | ".join(ln for ln in kp if ln.startswith(LIBUSB_DATA)),
+                                 " | ".join(ln for ln in mp if ln.startswith(LIBUSB_DATA))))
+kw, mw = libusb_window("kernel"), libusb_window("fuse")
+if kw == mw and kw:
+    res("PASS", "libusb: the session's usbmon lines are the kernel's, all fields but tag and time (%d lines)"
+        % len(kw), " | ".join(kw))
+else:
+    import difflib
+    d = [x for x in difflib.unified_diff(kw or [], mw or [], "kernel", "monfs", n=0, lineterm="")
+         if not x.startswith(("---", "+++"))]
+    res("FAIL", "libusb: the session's usbmon lines differ",
+        "kernel: %s || monfs: %s || diff: %s" % (" | ".join(kw or []), " | ".join(mw or []), " ".join(d)))
+
 # ------------------------------------------------------------------ report
 write_report_and_exit()

@@ -142,6 +142,26 @@ usbfs_session() { # usbfs_session OUTDIR TEXTDIR DEVNODE
 	finish ufs1u 0
 	echo "usbfs: $(wc -l < "$1/usbfs_1u.txt") lines of 1u"
 }
+# The same kind of session through Debian's libusb (tests/c/usbfs_libusb.c,
+# libusb_wrap_sys_device on the node): descriptors, strings, standard and
+# HID class requests, a class request to the interface while usbhid holds
+# it, detach, claim, interrupt IN reads with a timeout, release, attach.
+# No SET_IDLE (it would make qemu's keyboard send reports at the idle rate)
+# and no GET_REPORT (monfs's keyboard types, so its report is not qemu's).
+LIBUSB_OPS="desc config string:4 string:1 string:11 ctrl-in:80:06:0100:0:12 ctrl-in:80:06:0200:0:ff
+ctrl-in:81:06:2200:0:3f active:0 detach:0 active:0 detach:0 claim:0 ctrl-in:81:06:2200:0:3f
+ctrl-in:a1:02:0:0:1 ctrl-in:a1:03:0:0:1 ctrl-in:80:00:0:0:2 ctrl-in:81:00:0:0:2 ctrl-in:82:00:0:81:2
+ctrl-out:21:09:0200:0:01 int-in:81:8:300 int-in:81:8:300 release:0 attach:0 active:0 attach:0"
+libusb_session() { # libusb_session OUTDIR TEXTDIR DEVNODE
+	bg lu1u "$1/libusb_1u.txt" cat "$2/1u"
+	sleep 0.5
+	usbfs_libusb "$3" $LIBUSB_OPS > "$1/usbfs_libusb.txt" 2> "$1/usbfs_libusb.err"
+	echo $? > "$1/usbfs_libusb.txt.rc"
+	sleep 1
+	finish lu1u 0
+	echo "libusb: $(wc -l < "$1/usbfs_libusb.txt") answers, $(wc -l < "$1/libusb_1u.txt") lines of 1u"
+	cat "$1/usbfs_libusb.err"
+}
 kbd_devnum_kernel() {
 	for d in /sys/bus/usb/devices/1-*; do
 		[ "$(cat $d/product 2>/dev/null)" = "QEMU USB Keyboard" ] && cat $d/devnum && return 0
@@ -233,6 +253,8 @@ step "K4u. kernel: usbfs session with the keyboard (/dev/bus/usb)"
 KDEV=$(kbd_devnum_kernel) || err "kernel: no QEMU USB Keyboard in sysfs"
 echo "$KDEV" > $O/kernel/usbfs_devnum.txt
 usbfs_session $O/kernel $M /dev/bus/usb/001/$(printf %03d "$KDEV")
+step "K4l. kernel: libusb session with the keyboard (/dev/bus/usb)"
+libusb_session $O/kernel $M /dev/bus/usb/001/$(printf %03d "$KDEV")
 step "K5. kernel: unload usbmon (its /dev/usbmonN names are monfs's next)"
 rmmod usbmon || err "rmmod usbmon failed"
 waitfor 5 '[ ! -e /dev/usbmon1 ]' || err "/dev/usbmon1 still exists after rmmod usbmon"
@@ -295,6 +317,8 @@ MDEV=$(awk '/^T:/ {d = $0; sub(/.*Dev#= */, "", d); sub(/ .*/, "", d)} /Product=
 [ -n "$MDEV" ] || err "monfs: no QEMU USB Keyboard in usb/devices"
 echo "$MDEV" > $O/fuse/usbfs_devnum.txt
 usbfs_session $O/fuse $MNT/usb/usbmon $MNT/dev/bus/usb/001/$(printf %03d "$MDEV")
+step "M3l. monfs: libusb session with the keyboard (dev/bus/usb)"
+libusb_session $O/fuse $MNT/usb/usbmon $MNT/dev/bus/usb/001/$(printf %03d "$MDEV")
 if [ -n "$CUSEFLAG" ]; then
 	step "M4. monfs: clients and tcpdump -i usbmon1 on the CUSE devices"
 	TCPDUMP=1 run_clients $O/cuse /dev/usbmon1 $MNT/usb/usbmon monfs_traffic
