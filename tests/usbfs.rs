@@ -684,3 +684,32 @@ fn the_keyboard_reads_back_its_idle_rate_and_protocol() {
     assert_eq!(out[6], "ctrl-in:a1:2:0:0:1 rc=1 04", "{out:?}");
     assert_eq!(out[7], "ctrl-in:a1:3:0:0:1 rc=1 00", "{out:?}");
 }
+
+/// GET_STATUS of the device answers; of an interface or an endpoint the
+/// keyboard stalls, as qemu's keyboard does in the kernel-vm oracle (its
+/// request handler has no case for them), and libusb says PIPE.
+#[test]
+fn the_keyboard_stalls_get_status_of_an_interface_or_endpoint() {
+    let td = tempfile::tempdir().unwrap();
+    let m = Mount::with_config(&config(td.path(), 0));
+    let tool = libusb_tool(m.dir.path());
+    let dev = devnum_of(&m, "QEMU USB Keyboard");
+    let node = wait_node(&m, &format!("dev/bus/usb/001/{dev:03}"));
+    let out = run_libusb(
+        &tool,
+        &node,
+        &[
+            "detach:0",
+            "claim:0",
+            "ctrl-in:80:0:0:0:2",
+            "ctrl-in:81:0:0:0:2",
+            "ctrl-in:82:0:0:81:2",
+            "release:0",
+            "attach:0",
+        ],
+    );
+    let stalled = |op: &str| format!("{op} rc=LIBUSB_ERROR_PIPE ");
+    assert_eq!(out[2], "ctrl-in:80:0:0:0:2 rc=2 0000", "{out:?}");
+    assert_eq!(out[3], stalled("ctrl-in:81:0:0:0:2"), "{out:?}");
+    assert_eq!(out[4], stalled("ctrl-in:82:0:0:81:2"), "{out:?}");
+}

@@ -26,6 +26,13 @@ pub(crate) trait DeviceClass: Sync {
     fn ep0(&self, _ctx: &mut Ctx, _d: DevId, _s: &[u8; 8]) -> Option<(i32, Option<Vec<u8>>)> {
         None
     }
+    /// Whether GET_STATUS of an interface or an endpoint stalls. Real
+    /// devices answer `0000`; qemu's devices, which the HID, storage and
+    /// audio classes model, have no case for it and stall (measured in
+    /// kernel-vm with qemu 7.2's usb-kbd).
+    fn stalls_recipient_status(&self) -> bool {
+        false
+    }
     /// The class driver's requests after SET_CONFIGURATION.
     fn class_ops(&self, dev: &Device, d: DevId) -> Vec<Op>;
     /// Device `d` was just plugged in (before the hub notices).

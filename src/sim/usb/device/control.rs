@@ -44,6 +44,7 @@ impl Ctx {
             (0x80, 0x00) => (0, Some(vec![u8::from(is_hub), 0])),
             // GET_STATUS of an interface or endpoint, GET_CONFIGURATION,
             // GET_INTERFACE (programs ask them; the hub driver does not).
+            (0x81, 0x00) | (0x82, 0x00) if class_of(dev.kind).stalls_recipient_status() => stall,
             (0x81, 0x00) | (0x82, 0x00) => (0, Some(vec![0, 0])),
             (0x80, 0x08) => (
                 0,

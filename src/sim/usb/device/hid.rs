@@ -29,6 +29,9 @@ fn hid_usage(c: u8) -> u8 {
 pub(super) struct Hid;
 
 impl DeviceClass for Hid {
+    fn stalls_recipient_status(&self) -> bool {
+        true // qemu's device
+    }
     fn kinds(&self) -> &'static [DeviceKind] {
         &[
             DeviceKind::HidKeyboard,

@@ -17,6 +17,9 @@ use super::class::DeviceClass;
 pub(super) struct Audio;
 
 impl DeviceClass for Audio {
+    fn stalls_recipient_status(&self) -> bool {
+        true // qemu's device
+    }
     fn kinds(&self) -> &'static [DeviceKind] {
         &[DeviceKind::Audio]
     }
