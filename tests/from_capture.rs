@@ -154,6 +154,12 @@ fn a_recorded_keyboard_answers_like_the_recording() {
     );
     let m2 = Mount::with_config(&cfg);
     assert_eq!(wait_block(&m2, "QEMU USB Keyboard"), want_block);
+    // sysfs names the driver usb/devices names.
+    let link = std::fs::read_link(m2.path("sys/bus/usb/devices/1-1:1.0/driver")).unwrap();
+    assert!(
+        link.to_string_lossy().ends_with("/drivers/usbhid"),
+        "{link:?}"
+    );
 }
 
 #[test]

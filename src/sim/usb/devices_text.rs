@@ -3,10 +3,9 @@
 
 use std::fmt::Write;
 
+use super::core_view::driver_of;
 use super::ctx::{Ctx, DevId, Kind};
 use super::descriptors::{class_name, decode_interval_us, Speed};
-use super::device::external_interface_driver as external_driver;
-use crate::config::DeviceKind;
 
 /// Append the text of one bus (root hub first, then depth first by port).
 pub(crate) fn bus_text(ctx: &Ctx, out: &mut String) {
@@ -109,19 +108,10 @@ fn dump(ctx: &Ctx, id: DevId, level: u8, index: u8, count: u8, out: &mut String)
         }
         for a in &c.alts {
             let active = configured && d.alt.get(a.num as usize).copied().unwrap_or(0) == a.alt;
-            let driver = if !configured {
-                ""
-            } else if d.core.claims.iter().any(|(i, _)| *i == a.num) {
-                // A program claimed it (usbfs).
-                "usbfs"
-            } else if d.core.detached.contains(&a.num) {
-                "(none)"
-            } else if d.driver_bound && d.kind == Kind::Dev(DeviceKind::External) {
-                external_driver(d, a.num, a.class, a.proto).unwrap_or("(none)")
-            } else if d.driver_bound {
-                d.desc.driver
+            let driver = if configured {
+                driver_of(d, a.num, a.class, a.proto).unwrap_or_else(|| "(none)".into())
             } else {
-                "(none)"
+                String::new()
             };
             let _ = writeln!(
                 out,

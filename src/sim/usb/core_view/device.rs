@@ -133,8 +133,9 @@ fn decode_string(b: &[u8]) -> String {
     String::from_utf16_lossy(&units)
 }
 
-/// The driver bound to interface `num` of `d` now.
-fn driver_of(d: &Device, num: u8, class: u8, proto: u8) -> Option<String> {
+/// The driver bound to interface `num` of `d` now (sysfs, GETDRIVER and
+/// `usb/devices` all show this one).
+pub(crate) fn driver_of(d: &Device, num: u8, class: u8, proto: u8) -> Option<String> {
     if d.core.claims.iter().any(|(i, _)| *i == num) {
         return Some("usbfs".into());
     }
