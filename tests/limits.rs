@@ -556,20 +556,23 @@ fn a_topology_past_the_memory_budget_is_refused() {
     // The mount, and plugs past the budget.
     // The floods run at a set rate: this test is about memory, and six
     // floods of 1 MiB transfers back to back would keep the bus thread busy.
-    let ports15 = "usb:\n  buses:\n    - bus: 1\n      ports: 15\n      hub_poll_ms: 0\n";
-    let mut m = Mount::start(Some(ports15), &["--memory", "40M"]);
+    let ports30 = "usb:\n  buses:\n    - bus: 1\n      ports: 15\n      hub_poll_ms: 0\n    - bus: 2\n      ports: 15\n      hub_poll_ms: 0\n";
+    let mut m = Mount::start(Some(ports30), &["--memory", "40M"]);
     let flood = ["flood", "transfer_size=1048576", "rate=100"];
     let mut plugged = 0;
     let refused = loop {
-        let port = format!("{}", plugged + 1);
-        let (ok, out) = m.ctl(&[&["plug", "1", port.as_str()][..], &flood[..]].concat());
+        let (bus, port) = (
+            format!("{}", 1 + plugged / 15),
+            format!("{}", 1 + plugged % 15),
+        );
+        let (ok, out) = m.ctl(&[&["plug", bus.as_str(), port.as_str()][..], &flood[..]].concat());
         if !ok {
             break out;
         }
         plugged += 1;
         assert!(
-            plugged < 15,
-            "15 devices of 2 MiB fit with the rings in 40M"
+            plugged < 30,
+            "30 devices of 2 MiB fit with the rings in 40M"
         );
     };
     assert!(refused.contains("transfer_size"), "{refused}");
@@ -695,5 +698,73 @@ fn a_full_hist_map_stays_within_its_charge() {
         grown as f64 * 100.0 / counted as f64
     );
     assert!(grown <= counted + counted / 4, "{grown} > {counted} + 25%");
+    assert!(m.alive());
+}
+
+/// Issue 37: a flood device's memory is what the budget charges for it
+/// (`sim/usb/memory.rs`: its two `transfer_size` buffers and 8 KiB of
+/// state), within 25% either way. Eight devices of 1 MiB transfers are
+/// plugged; once each has completed a bulk IN URB the daemon's RSS has
+/// grown by about their charge.
+#[test]
+fn flood_devices_use_what_they_are_charged() {
+    use std::io::BufRead;
+    let ports15 = "usb:\n  buses:\n    - bus: 1\n      ports: 15\n      hub_poll_ms: 0\n";
+    let mut m = Mount::with_config(ports15);
+    // (timeout: the loop below ends when the reader does, at the latest.)
+    let mut cat = std::process::Command::new("timeout")
+        .arg(common::HANG.as_secs().to_string())
+        .arg("cat")
+        .arg(m.path("usb/usbmon/1u"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = std::io::BufReader::new(cat.stdout.take().unwrap()).lines();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pid = m.child.id();
+    let before = common::vm_rss_kib(pid).unwrap();
+    const N: usize = 8;
+    for port in 1..=N {
+        let port = port.to_string();
+        let (ok, out) = m.ctl(&[
+            "plug",
+            "1",
+            port.as_str(),
+            "flood",
+            "transfer_size=1048576",
+            "rate=100",
+        ]);
+        assert!(ok, "{out}");
+    }
+    // Each device's buffers exist once it has completed a bulk IN URB.
+    let mut done = std::collections::BTreeSet::new();
+    for l in lines {
+        let l = l.unwrap();
+        let w: Vec<&str> = l.split(' ').collect();
+        if w.len() > 4 && w[2] == "C" && w[3].starts_with("Bi:1:") && w[4] == "0" {
+            done.insert(w[3][5..8].to_string());
+            if done.len() == N {
+                break;
+            }
+        }
+    }
+    assert_eq!(done.len(), N, "not every device completed a bulk IN URB");
+    let after = common::vm_rss_kib(pid).unwrap();
+    let _ = cat.kill();
+    let _ = cat.wait();
+    let grown = after.saturating_sub(before) as usize * 1024;
+    let charge = N * monfs::sim::usb::memory::device_bytes(
+        &serde_yaml_ng::from_str("{port: 1, kind: flood, transfer_size: 1048576}").unwrap(),
+    );
+    println!(
+        "{N} flood devices of 1 MiB transfers: RSS grew {} KiB, counted {} KiB ({:.0}%)",
+        grown / 1024,
+        charge / 1024,
+        grown as f64 * 100.0 / charge as f64
+    );
+    assert!(
+        grown >= charge - charge / 4 && grown <= charge + charge / 4,
+        "RSS grew {grown} bytes for a charge of {charge}"
+    );
     assert!(m.alive());
 }

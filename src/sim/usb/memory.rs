@@ -7,9 +7,9 @@
 //!
 //! Measured on a debug build: 40 buses of 15 ports cost 32 KiB a bus more
 //! than one; 600 HID mice 3.6 KiB a device; 15 mass-storage devices 13 KiB
-//! each; 15 flood devices of 1 MiB transfers 2,180 KiB each (their two
-//! buffers, and the first one's copy into an `Arc`, which the allocator
-//! keeps). The figures below count at least that. `check-config`,
+//! each. A flood device's two buffers are its cost: each is made in one
+//! block (`tests/limits.rs`, `flood_devices_use_what_they_are_charged`,
+//! measures it). The figures below count at least that. `check-config`,
 //! the mount and `monfs ctl plug` refuse a topology that does not fit,
 //! naming the field.
 
@@ -26,9 +26,8 @@ pub const DEVICE_BYTES: usize = 8 << 10;
 /// Bytes the device `d` (not what is behind it, for a hub) is counted for.
 pub fn device_bytes(d: &DeviceConfig) -> usize {
     let in_flight = match d.kind {
-        // The OUT and IN buffers (flood.rs), each transfer_size bytes, and
-        // the copy the IN buffer is made from.
-        DeviceKind::Flood => 3 * d.transfer_size.map_or(512, |t| t.0 as usize),
+        // The OUT and IN buffers (flood.rs), each transfer_size bytes.
+        DeviceKind::Flood => 2 * d.transfer_size.map_or(512, |t| t.0 as usize),
         // Queued peer messages: an inbox of 1024 transfers of 16 KiB at
         // most (external.rs), counted at a quarter full.
         DeviceKind::External => 1024 * 16384 / 4,
@@ -164,12 +163,12 @@ mod tests {
         }
         let cfg: Config = serde_yaml_ng::from_str(&y).unwrap();
         let need = topology_bytes(&cfg);
-        assert_eq!(need, 3 * (BUS_BYTES + 15 * (DEVICE_BYTES + (3 << 20))));
+        assert_eq!(need, 3 * (BUS_BYTES + 15 * (DEVICE_BYTES + (2 << 20))));
         assert_eq!(check(&cfg, Some(&y), need).unwrap(), need);
         let e = check(&cfg, Some(&y), 64 << 20).unwrap_err();
         assert_eq!(e.field, "usb.buses[0].devices[0].transfer_size");
         // The value of the field named.
         assert_eq!(e.at, "6:49: ");
-        assert!(e.to_string().contains("needs 136 MiB"), "{e}");
+        assert!(e.to_string().contains("needs 91 MiB"), "{e}");
     }
 }

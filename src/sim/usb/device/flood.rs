@@ -89,15 +89,19 @@ impl FloodTask {
         let t_in = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
         let out = ctx.data_urb(d, 0x02, size, 0, t_out);
         let inn = ctx.data_urb(d, 0x81, size, 0, t_in);
-        let out_data: Arc<[u8]> = (0..size).map(|i| i as u8).collect::<Vec<u8>>().into();
-        let mut v = vec![0u8; size as usize];
-        ctx.rng.fill(&mut v);
+        // Each buffer is made in its one block (an iterator of known length
+        // collects straight into the Arc): a copy from a Vec would leave
+        // the Vec's block with the allocator (`sim/usb/memory.rs`).
+        let out_data: Arc<[u8]> = (0..size).map(|i| i as u8).collect();
+        let mut in_data: Arc<[u8]> = std::iter::repeat_n(0u8, size as usize).collect();
+        ctx.rng
+            .fill(Arc::get_mut(&mut in_data).expect("a new buffer has one owner"));
         FloodTask {
             dev: d,
             out,
             inn,
             out_data,
-            in_data: Arc::from(v),
+            in_data,
             phase: 0,
             outcome: Outcome::Ok,
             runner: Runner::default(),
