@@ -653,36 +653,42 @@ fn pyusb_finds_and_drives_the_peer_under_monfs_run() {
     );
 }
 
-/// A HID keyboard answers GET_IDLE and GET_PROTOCOL with what SET_IDLE and
-/// SET_PROTOCOL last set (0 and the report protocol at first), as qemu's
-/// keyboard does in the kernel-vm oracle.
-#[test]
-fn the_keyboard_reads_back_its_idle_rate_and_protocol() {
+/// The answers to `ops` (tests/c/usbfs_libusb.c operations) from the
+/// keyboard of a fresh mount, with interface 0 taken from usbhid for them
+/// and given back after.
+fn keyboard_answers(ops: &[&str]) -> Vec<String> {
     let td = tempfile::tempdir().unwrap();
     let m = Mount::with_config(&config(td.path(), 0));
     let tool = libusb_tool(m.dir.path());
     let dev = devnum_of(&m, "QEMU USB Keyboard");
     let node = wait_node(&m, &format!("dev/bus/usb/001/{dev:03}"));
-    let out = run_libusb(
-        &tool,
-        &node,
-        &[
-            "detach:0",
-            "claim:0",
-            "ctrl-in:a1:2:0:0:1",
-            "ctrl-in:a1:3:0:0:1",
-            "ctrl-out:21:a:400:0:-",
-            "ctrl-out:21:b:0:0:-",
-            "ctrl-in:a1:2:0:0:1",
-            "ctrl-in:a1:3:0:0:1",
-            "release:0",
-            "attach:0",
-        ],
-    );
-    assert_eq!(out[2], "ctrl-in:a1:2:0:0:1 rc=1 00", "{out:?}");
-    assert_eq!(out[3], "ctrl-in:a1:3:0:0:1 rc=1 01", "{out:?}");
-    assert_eq!(out[6], "ctrl-in:a1:2:0:0:1 rc=1 04", "{out:?}");
-    assert_eq!(out[7], "ctrl-in:a1:3:0:0:1 rc=1 00", "{out:?}");
+    let all: Vec<&str> = ["detach:0", "claim:0"]
+        .into_iter()
+        .chain(ops.iter().copied())
+        .chain(["release:0", "attach:0"])
+        .collect();
+    let out = run_libusb(&tool, &node, &all);
+    assert_eq!(out.len(), all.len(), "{out:?}");
+    out[2..2 + ops.len()].to_vec()
+}
+
+/// A HID keyboard answers GET_IDLE and GET_PROTOCOL with what SET_IDLE and
+/// SET_PROTOCOL last set (0 and the report protocol at first), as qemu's
+/// keyboard does in the kernel-vm oracle.
+#[test]
+fn the_keyboard_reads_back_its_idle_rate_and_protocol() {
+    let out = keyboard_answers(&[
+        "ctrl-in:a1:2:0:0:1",
+        "ctrl-in:a1:3:0:0:1",
+        "ctrl-out:21:a:400:0:-",
+        "ctrl-out:21:b:0:0:-",
+        "ctrl-in:a1:2:0:0:1",
+        "ctrl-in:a1:3:0:0:1",
+    ]);
+    assert_eq!(out[0], "ctrl-in:a1:2:0:0:1 rc=1 00", "{out:?}");
+    assert_eq!(out[1], "ctrl-in:a1:3:0:0:1 rc=1 01", "{out:?}");
+    assert_eq!(out[4], "ctrl-in:a1:2:0:0:1 rc=1 04", "{out:?}");
+    assert_eq!(out[5], "ctrl-in:a1:3:0:0:1 rc=1 00", "{out:?}");
 }
 
 /// GET_STATUS of the device answers; of an interface or an endpoint the
@@ -690,26 +696,13 @@ fn the_keyboard_reads_back_its_idle_rate_and_protocol() {
 /// request handler has no case for them), and libusb says PIPE.
 #[test]
 fn the_keyboard_stalls_get_status_of_an_interface_or_endpoint() {
-    let td = tempfile::tempdir().unwrap();
-    let m = Mount::with_config(&config(td.path(), 0));
-    let tool = libusb_tool(m.dir.path());
-    let dev = devnum_of(&m, "QEMU USB Keyboard");
-    let node = wait_node(&m, &format!("dev/bus/usb/001/{dev:03}"));
-    let out = run_libusb(
-        &tool,
-        &node,
-        &[
-            "detach:0",
-            "claim:0",
-            "ctrl-in:80:0:0:0:2",
-            "ctrl-in:81:0:0:0:2",
-            "ctrl-in:82:0:0:81:2",
-            "release:0",
-            "attach:0",
-        ],
-    );
+    let out = keyboard_answers(&[
+        "ctrl-in:80:0:0:0:2",
+        "ctrl-in:81:0:0:0:2",
+        "ctrl-in:82:0:0:81:2",
+    ]);
     let stalled = |op: &str| format!("{op} rc=LIBUSB_ERROR_PIPE ");
-    assert_eq!(out[2], "ctrl-in:80:0:0:0:2 rc=2 0000", "{out:?}");
-    assert_eq!(out[3], stalled("ctrl-in:81:0:0:0:2"), "{out:?}");
-    assert_eq!(out[4], stalled("ctrl-in:82:0:0:81:2"), "{out:?}");
+    assert_eq!(out[0], "ctrl-in:80:0:0:0:2 rc=2 0000", "{out:?}");
+    assert_eq!(out[1], stalled("ctrl-in:81:0:0:0:2"), "{out:?}");
+    assert_eq!(out[2], stalled("ctrl-in:82:0:0:81:2"), "{out:?}");
 }

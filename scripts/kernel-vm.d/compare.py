@@ -653,13 +653,20 @@ hist_grammar()
 PROGRAM_URB = ("poll ", "discard ", "reap ")
 
 
-def usbfs_window(side):
+def device_lines(side, name):
+    """The usbmon lines of file NAME for the session's device, without tag
+    and time, its device number written DEV; None without a device."""
     dev = (read(side, "usbfs_devnum.txt") or "").strip()
     if not dev:
         return None
     mark = ":1:%03d:" % int(dev)
-    ls = [ln.split(" ", 2)[2] for ln in lines(side, "usbfs_1u.txt") or [] if mark in ln]
-    ls = [ln.replace(mark, ":1:DEV:") for ln in ls]
+    return [ln.split(" ", 2)[2].replace(mark, ":1:DEV:") for ln in lines(side, name) or [] if mark in ln]
+
+
+def usbfs_window(side):
+    ls = device_lines(side, "usbfs_1u.txt")
+    if ls is None:
+        return None
     start = next((i for i, ln in enumerate(ls) if ln.startswith("S Ci:1:DEV:0 s 80 06 0100")), None)
     if start is None:
         return []
@@ -717,12 +724,9 @@ else:
 # the detach is compared). The window runs from the program's first request
 # to usbhid's first interrupt URB after its probe again (SET_IDLE).
 def libusb_window(side):
-    dev = (read(side, "usbfs_devnum.txt") or "").strip()
-    if not dev:
+    ls = device_lines(side, "libusb_1u.txt")
+    if ls is None:
         return None
-    mark = ":1:%03d:" % int(dev)
-    ls = [ln.split(" ", 2)[2] for ln in lines(side, "libusb_1u.txt") or [] if mark in ln]
-    ls = [ln.replace(mark, ":1:DEV:") for ln in ls]
     out, detached, reprobed = [], False, False
     for ln in ls:
         is_int = ln.startswith(("S Ii", "C Ii"))
