@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use common::{cat_1u, repo_path, tcpdump, Mount};
+use common::{cat_1u, descriptors_dump, repo_path, tcpdump, Mount};
 
 /// Bus 1: the external keyboard on port 1 (plugged after `plug_ms`), a
 /// simulated mouse on port 2.
@@ -277,11 +277,7 @@ fn iso_dump() -> Vec<u8> {
         7, 5, 0x83, 5, 0, 1, 4, // isochronous IN, 256, async
         7, 5, 0x04, 5, 64, 0, 4, // isochronous OUT, 64, async
     ];
-    let total = (9 + rest.len()) as u16;
-    let mut b = dev.to_vec();
-    b.extend_from_slice(&[9, 2, total as u8, (total >> 8) as u8, 2, 1, 0, 0x80, 50]);
-    b.extend_from_slice(&rest);
-    b
+    descriptors_dump(&dev, 2, &rest)
 }
 
 /// Bus 1: the device of [`iso_dump`] answered by examples/iso_loopback.py

@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bus1_lines, compile_c, compile_c_libs, repo_path, run_libusb, Mount};
+use common::{
+    bus1_lines, compile_c, compile_c_libs, descriptors_dump, repo_path, run_libusb, Mount,
+};
 
 /// The peer's device: vendor interface 0 without endpoints, interface 1
 /// whose setting 1 has bulk IN 0x81 and OUT 0x02, interrupt IN 0x85
@@ -34,11 +36,7 @@ fn loop_dump() -> Vec<u8> {
         7, 5, 0x83, 5, 0, 1, 1, // isochronous IN, 256
         7, 5, 0x04, 5, 64, 0, 1, // isochronous OUT, 64
     ];
-    let total = (9 + rest.len()) as u16;
-    let mut b = dev.to_vec();
-    b.extend_from_slice(&[9, 2, total as u8, (total >> 8) as u8, 2, 1, 0, 0x80, 50]);
-    b.extend_from_slice(&rest);
-    b
+    descriptors_dump(&dev, 2, &rest)
 }
 
 /// Bus 1: the peer's device on port 1 (plugged after `plug_ms`), a

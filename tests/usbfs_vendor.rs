@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{bus1_lines, cat_1u, compile_c_libs, repo_path, run_libusb, Mount};
+use common::{bus1_lines, cat_1u, compile_c_libs, descriptors_dump, repo_path, run_libusb, Mount};
 
 /// A vendor device: interface 0 (class 0xff) with bulk IN 0x81, bulk OUT
 /// 0x02 and interrupt IN 0x85 (8 bytes, bInterval 4) in setting 0.
@@ -25,11 +25,7 @@ fn vendor_dump() -> Vec<u8> {
         7, 5, 0x02, 2, 0, 2, 0, // bulk OUT, 512
         7, 5, 0x85, 3, 8, 0, 4, // interrupt IN, 8
     ];
-    let total = (9 + rest.len()) as u16;
-    let mut b = dev.to_vec();
-    b.extend_from_slice(&[9, 2, total as u8, (total >> 8) as u8, 1, 1, 0, 0x80, 50]);
-    b.extend_from_slice(&rest);
-    b
+    descriptors_dump(&dev, 1, &rest)
 }
 
 /// Bus 1: the vendor device on port 1 (`driver: auto`, the default) and on

@@ -623,6 +623,18 @@ pub fn ctl_socket(user: Option<u32>, socket: &Path, words: &[&str]) -> (bool, St
     )
 }
 
+/// A descriptors file: the 18-byte device descriptor `device`, then its
+/// one configuration (value 1, bus-powered, 100 mA) of `interfaces`
+/// interfaces whose interface and endpoint descriptors are `rest`.
+pub fn descriptors_dump(device: &[u8; 18], interfaces: u8, rest: &[u8]) -> Vec<u8> {
+    let total = (9 + rest.len()) as u16;
+    let mut b = device.to_vec();
+    let [lo, hi] = total.to_le_bytes();
+    b.extend_from_slice(&[9, 2, lo, hi, interfaces, 1, 0, 0x80, 50]);
+    b.extend_from_slice(rest);
+    b
+}
+
 /// `rel` inside the repository, as a string (for configuration text).
 pub fn repo_path(rel: &str) -> String {
     format!("{}/{rel}", env!("CARGO_MANIFEST_DIR"))
