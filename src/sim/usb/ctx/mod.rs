@@ -502,13 +502,7 @@ impl Ctx {
     /// isochronous URB's packets each report EXDEV.
     pub(crate) fn kill(&mut self, dev: DevId, u: &Urb, t: u64, status: i32) -> bool {
         let pkt = u.len.checked_div(u.npk).unwrap_or(0);
-        let iso = (0..u.npk)
-            .map(|i| IsoDesc {
-                status: EXDEV,
-                offset: i * pkt,
-                length: 0,
-            })
-            .collect();
+        let iso = iso_packets(u.npk, pkt, 0);
         self.complete(dev, u.tag, t, status, 0, None, iso, 0, 0)
     }
 
@@ -640,4 +634,17 @@ impl Ctx {
         }
         0
     }
+}
+
+/// The `npk` packet descriptors of an isochronous URB of `pkt`-byte
+/// packets not transferred (yet): each EXDEV at its offset, `length` bytes
+/// (the length asked for at submission, 0 when the URB was killed).
+pub(crate) fn iso_packets(npk: u32, pkt: u32, length: u32) -> Vec<IsoDesc> {
+    (0..npk)
+        .map(|i| IsoDesc {
+            status: EXDEV,
+            offset: i * pkt,
+            length,
+        })
+        .collect()
 }

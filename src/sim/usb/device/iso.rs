@@ -404,13 +404,7 @@ impl IsoTask {
             ctx.submit_error(self.dev, urb, now, EXDEV);
             None
         } else {
-            let iso = (0..self.npk)
-                .map(|i| IsoDesc {
-                    status: EXDEV,
-                    offset: i * self.pkt_len,
-                    length: self.pkt_len,
-                })
-                .collect();
+            let iso = iso_packets(self.npk, self.pkt_len, self.pkt_len);
             let data: Arc<[u8]> = if self.video {
                 ctx.empty.clone()
             } else {
@@ -441,13 +435,7 @@ impl IsoTask {
         match outcome {
             Outcome::SubmitError => {}
             Outcome::Unlink => {
-                let iso = (0..self.npk)
-                    .map(|i| IsoDesc {
-                        status: EXDEV,
-                        offset: i * pl,
-                        length: 0,
-                    })
-                    .collect();
+                let iso = iso_packets(self.npk, pl, 0);
                 ctx.complete(self.dev, tag, now, ENOENT, 0, None, iso, frame, 0);
             }
             Outcome::Ok | Outcome::Proto(_) | Outcome::Stall => {

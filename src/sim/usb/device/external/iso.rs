@@ -142,13 +142,7 @@ impl IsoEps {
             sl.due = start + dur;
             return Ok(());
         }
-        let descs = (0..npk)
-            .map(|i| IsoDesc {
-                status: EXDEV,
-                offset: i * pl,
-                length: pl,
-            })
-            .collect();
+        let descs = iso_packets(npk, pl, pl);
         let sdata = Some(out.clone().unwrap_or_else(|| ctx.empty.clone()));
         ctx.submit(dev, urb, now, sdata, descs);
         let id = link.id();
