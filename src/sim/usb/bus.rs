@@ -12,7 +12,7 @@ use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use crate::base::clock::Clock;
-use crate::config::{BusConfig, DeviceConfig, ErrorConfig};
+use crate::config::{BusConfig, DeviceConfig};
 use crate::usbmon::event::UrbSink;
 
 use super::ctx::*;
@@ -53,39 +53,15 @@ impl Bus {
         let mut used = [false; 128];
         used[1] = true;
         let root = Device {
-            kind: Kind::Root,
-            cfg: None,
-            parent: None,
-            port: 0,
-            level: 0,
-            path: Vec::new(),
             devnum: 1,
             reserved: 1,
             visible: true,
-            strings_read: false,
-            configured: false,
-            driver_bound: false,
-            alt: [0; 4],
             hub: Some(HubState {
                 ports: vec![Port::default(); desc.nports as usize],
                 int_tag,
                 ..Default::default()
             }),
-            desc,
-            inflight: Vec::new(),
-            gone: false,
-            xfers: 0,
-            errors: ErrorConfig::default(),
-            faults: Default::default(),
-            class_tag,
-            ep0: None,
-            remote_ep0: false,
-            given_up: false,
-            hid_idle: 0,
-            hid_protocol: 1,
-            enum_try: 0,
-            core: Default::default(),
-            announced: false,
+            ..Device::new(Kind::Root, desc, class_tag)
         };
         let ctx = Ctx {
             bus: busnum,

@@ -759,35 +759,14 @@ impl Ctx {
         let class_tag = self.tags.alloc(&mut self.rng, URB_SIZE);
         let id = self.devs.len();
         self.devs.push(Some(Device {
-            kind: Kind::Dev(cfg.kind),
             cfg: Some(cfg.clone()),
             parent: Some(parent),
             port,
             level,
             path: path.clone(),
-            desc,
-            devnum: 0,
-            reserved: 0,
-            visible: false,
-            strings_read: false,
-            configured: false,
-            driver_bound: false,
-            alt: [0; 4],
             hub,
-            inflight: Vec::new(),
-            gone: false,
-            xfers: 0,
             errors: cfg.errors,
-            faults: Default::default(),
-            class_tag,
-            ep0: None,
-            remote_ep0: false,
-            given_up: false,
-            hid_idle: 0,
-            hid_protocol: 1,
-            enum_try: 0,
-            core: Default::default(),
-            announced: false,
+            ..Device::new(Kind::Dev(cfg.kind), desc, class_tag)
         }));
         (self.plugged)(self, id);
         let powered = {

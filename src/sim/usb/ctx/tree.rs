@@ -231,6 +231,43 @@ pub(crate) struct CoreState {
 }
 
 impl Device {
+    /// A device of `kind` with descriptors `desc` as it is before the hub
+    /// driver sees it: no address, not configured, no driver, nothing in
+    /// flight, no parent (the caller sets where it is).
+    pub(crate) fn new(kind: Kind, desc: Descriptors, class_tag: u64) -> Device {
+        Device {
+            kind,
+            cfg: None,
+            parent: None,
+            port: 0,
+            level: 0,
+            path: Vec::new(),
+            desc,
+            devnum: 0,
+            reserved: 0,
+            visible: false,
+            strings_read: false,
+            configured: false,
+            driver_bound: false,
+            alt: [0; 4],
+            hub: None,
+            inflight: Vec::new(),
+            gone: false,
+            xfers: 0,
+            errors: ErrorConfig::default(),
+            faults: Default::default(),
+            class_tag,
+            ep0: None,
+            remote_ep0: false,
+            given_up: false,
+            enum_try: 0,
+            announced: false,
+            core: Default::default(),
+            hid_idle: 0,
+            hid_protocol: 1,
+        }
+    }
+
     pub(crate) fn is_hub(&self) -> bool {
         self.hub.is_some()
     }
