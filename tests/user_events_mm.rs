@@ -420,6 +420,60 @@ fn a_thread_stuck_for_good_does_not_keep_the_daemon_from_ending() {
     drop(t);
 }
 
+/// A request thread stuck in a caller's page (answered EFAULT and replaced)
+/// comes back when the page goes away and serves beside its replacement:
+/// every later request from the same CPU (in the io_uring leg, the same
+/// queue, which now has two threads) is answered. The daemon once left the
+/// answers of the thread that was not waiting for completions unsubmitted
+/// until another request came, and a caller waited for good (a CI hang).
+#[test]
+fn a_replaced_thread_that_comes_back_leaves_no_answer_behind() {
+    let m = Mount::with_config(
+        "usb:\n  buses:\n    - bus: 1\n      ports: 4\n      hub_poll_ms: 0\n      devices: []\n",
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let tool = compile_c("ue_lifecycle", tmp.path());
+    let usbmon = m.path("dev/usbmon1");
+    // This thread and the processes it starts run on one CPU: one queue.
+    // SAFETY: a zeroed cpu_set_t is an empty set; the calls change only
+    // this thread's affinity.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        let len = std::mem::size_of_val(&set);
+        assert_eq!(libc::sched_getaffinity(0, len, &mut set), 0);
+        let first = (0..libc::CPU_SETSIZE as usize)
+            .find(|&c| libc::CPU_ISSET(c, &set))
+            .unwrap();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(first, &mut set);
+        assert_eq!(libc::sched_setaffinity(0, len, &set), 0);
+    }
+    let mut t = Tool::spawn_env(
+        &tool,
+        &["getx-uffd", usbmon.to_str().unwrap()],
+        &[("UE_HOLD", "1")],
+    );
+    t.line("mapped");
+    // Once the tool has its reader open (it waits for "go"), a device's
+    // enumeration gives it events: its GETX is answered at once, by the
+    // thread that takes the request, not by the one that retries parked
+    // requests.
+    common::wait_blocked(t.child.id());
+    m.sh_ok(
+        "echo 'plug 1 1 hid-mouse' > monfs/ctl && grep -q -m 1 -F ' C Ci:1:002:0 ' usb/usbmon/1u",
+    );
+    t.go();
+    let l = t.line("getx=");
+    assert!(l.starts_with("getx=EFAULT"), "{l}");
+    let log = m.log_text();
+    assert!(log.contains("a request thread is stuck"), "{log}");
+    // The page goes with its owner: the stuck thread comes back.
+    drop(t);
+    for _ in 0..20 {
+        still_serving(&m);
+    }
+}
+
 /// CAP_PERFMON counts only in the initial user namespace, as the kernel's
 /// `perfmon_capable()`: root of a user namespace of its own (`unshare -Ur`,
 /// every bit in CapEff) may not create a persistent event, root may.

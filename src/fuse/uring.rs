@@ -25,7 +25,7 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::sync::RwLock;
 
@@ -58,8 +58,19 @@ const SLAB: usize = 64;
 const WAKE: u64 = u64::MAX;
 
 thread_local! {
-    /// The queue this thread serves, if it is a ring thread.
-    static QUEUE: Cell<Option<u16>> = const { Cell::new(None) };
+    /// This thread's id (0 until asked for).
+    static TID: Cell<i32> = const { Cell::new(0) };
+}
+
+/// The calling thread's id.
+fn this_thread() -> i32 {
+    TID.with(|t| {
+        if t.get() == 0 {
+            // SAFETY: gettid has no arguments and cannot fail.
+            t.set(unsafe { libc::gettid() });
+        }
+        t.get()
+    })
 }
 
 /// One ring entry's buffers: leaked, since the kernel holds their addresses
@@ -92,6 +103,9 @@ struct Queue {
     ents: RwLock<Vec<Ent>>,
     /// Entries holding a request (not with the kernel).
     in_user: AtomicUsize,
+    /// The thread serving the queue, the only one that submits and waits
+    /// for completions (a replaced one that comes back leaves it alone).
+    server: AtomicI32,
     wake: OwnedFd,
     wake_buf: *mut u64,
 }
@@ -215,6 +229,7 @@ impl Rings {
                 pending: Mutex::new(Vec::new()),
                 ents: RwLock::new(Vec::new()),
                 in_user: AtomicUsize::new(0),
+                server: AtomicI32::new(0),
                 // SAFETY: `fd` is ours alone.
                 wake: unsafe { OwnedFd::from_raw_fd(fd) },
                 wake_buf: Box::leak(Box::new(0u64)),
@@ -275,7 +290,9 @@ impl Rings {
             .user_data(idx as u64);
         q.in_user.fetch_sub(1, Ordering::SeqCst);
         q.pending.lock_ok().push(sqe);
-        if QUEUE.with(|c| c.get()) != Some(qid) {
+        // The serving thread submits its own answers on its next turn; any
+        // other wakes it, since it may be waiting for completions.
+        if q.server.load(Ordering::SeqCst) != this_thread() {
             q.poke();
         }
         true
@@ -286,15 +303,19 @@ impl Rings {
         self.queues.len()
     }
 
-    /// Make this thread one of queue `qid`'s: pinned to its CPU, and known
-    /// as such to [`Rings::reply`].
+    /// Make this thread queue `qid`'s server: pinned to its CPU, and known
+    /// as such to [`Rings::reply`]. A thread it replaces must no longer
+    /// call [`Rings::wait`]: two threads taking turns to wait could each
+    /// leave answers (and the wake-up read) to the other.
     pub(super) fn enter(&self, qid: u16) {
         let mut set = nix::sched::CpuSet::new();
         if set.set(qid as usize).is_ok() {
             // A CPU that is offline refuses it; the queue then still works.
             let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
         }
-        QUEUE.with(|c| c.set(Some(qid)));
+        self.queues[qid as usize]
+            .server
+            .store(this_thread(), Ordering::SeqCst);
     }
 
     /// Submit queue `qid`'s pending commands and, if `block`, wait for

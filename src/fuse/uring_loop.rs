@@ -116,7 +116,7 @@ impl Session {
             return;
         };
         rings.enter(qid);
-        let mut slot = self.ring_slot(qid);
+        let slot = self.ring_slot(qid);
         let mut body = Vec::with_capacity(super::uring::PAYLOAD_LEN + 256);
         // The first turn only submits (the queue's registrations, which the
         // kernel takes or refuses as they are submitted), to learn which.
@@ -152,10 +152,16 @@ impl Session {
                 self.ring_request(qid, idx, &mut body, &slot);
             }
             if slot.abandoned() {
-                // Replaced by the watchdog while stuck: carry on beside the
-                // replacement (a thread that exits cancels its commands).
+                // Replaced by the watchdog while stuck: the replacement
+                // serves the queue. This thread stays (one that exits
+                // cancels its commands, and the kernel completes those it
+                // submitted through it) but never waits for completions
+                // again; its answers woke the replacement.
                 self.watch.leave(&slot);
-                slot = self.ring_slot(qid);
+                while !self.destroyed.load(Ordering::SeqCst) {
+                    std::thread::park_timeout(Duration::from_secs(1));
+                }
+                return;
             }
             if self.destroyed.load(Ordering::SeqCst) {
                 return;
