@@ -100,6 +100,9 @@ impl Task for RootPoll {
     }
 }
 
+/// The most time between two of [`Abort`]'s transaction errors.
+const ABORT_GAP_MAX: u64 = 150 * US;
+
 /// Transaction errors for URBs in flight when a device went away.
 struct Abort {
     items: VecDeque<(DevId, u64)>,
@@ -112,7 +115,7 @@ impl Task for Abort {
         if self.items.is_empty() {
             None
         } else {
-            Some(now + ctx.rng.range(20 * US, 150 * US))
+            Some(now + ctx.rng.range(20 * US, ABORT_GAP_MAX))
         }
     }
 }
@@ -875,8 +878,15 @@ impl Ctx {
                 }
             }
         }
+        // The hub driver learns of the change once the controller has
+        // failed the transfers in flight: a controller retries a transfer
+        // within microseconds, while the hub's status interrupt and port
+        // requests take longer, so usb_disconnect (-108) finds none of
+        // them left.
+        let mut notice = now;
         if !items.is_empty() {
             let at = now + self.rng.range(100 * US, 1000 * US);
+            notice = at + items.len() as u64 * ABORT_GAP_MAX;
             self.spawn(at, Box::new(Abort { items }));
         }
         let (parent, port) = {
@@ -893,7 +903,7 @@ impl Ctx {
                     slot.enabled = false;
                     slot.change |= PC_CONNECTION;
                 }
-                self.port_changed(parent, now);
+                self.port_changed(parent, notice);
             }
         }
     }
