@@ -4,7 +4,8 @@
 //! the reader sub-buffer that `TRACE_MMAP_IOCTL_GET_READER` swaps in, and
 //! the ring's sub-buffers with their ids.
 
-use super::{fill, CpuBuffer, Mapped, META_STRUCT_LEN, MISSED_EVENTS, MISSED_STORED, PAGE_HDR};
+use super::page::fill;
+use super::{CpuBuffer, Mapped, META_STRUCT_LEN, MISSED_EVENTS, MISSED_STORED, PAGE_HDR};
 
 impl CpuBuffer {
     /// Whether the buffer is mapped.
@@ -66,15 +67,10 @@ impl CpuBuffer {
             match self.pages.front_mut() {
                 Some(p) if p.seq == seq => {
                     let limit = m.page.len();
-                    let (off, last, n) = fill(
-                        &mut m.page,
-                        PAGE_HDR + m.commit,
-                        m.last_ts,
-                        limit,
-                        &mut p.entries,
-                    );
+                    let (off, last, n) =
+                        fill(&mut m.page, PAGE_HDR + m.commit, m.last_ts, limit, p);
                     (m.commit, m.last_ts) = (off - PAGE_HDR, last);
-                    let rest = !p.entries.is_empty();
+                    let rest = p.unread > 0;
                     self.entries -= n;
                     self.read += n as u64;
                     if n > 0 {
@@ -100,7 +96,7 @@ impl CpuBuffer {
         while self
             .pages
             .front()
-            .is_some_and(|p| p.entries.is_empty() && self.pages.len() > 1)
+            .is_some_and(|p| p.unread == 0 && self.pages.len() > 1)
         {
             self.remove_front_of(m);
         }
@@ -118,11 +114,11 @@ impl CpuBuffer {
             m.reader_id = id;
         }
         m.page.fill(0);
-        let first_ts = p.entries.front().map_or(0, |e| e.ts);
+        let first_ts = p.front().map_or(0, |e| e.ts);
         let limit = m.page.len();
-        let (off, prev, n) = fill(&mut m.page, PAGE_HDR, first_ts, limit, &mut p.entries);
+        let (off, prev, n) = fill(&mut m.page, PAGE_HDR, first_ts, limit, p);
         let seq = p.seq;
-        let drained = p.entries.is_empty();
+        let drained = p.unread == 0;
         self.entries -= n;
         self.read += n as u64;
         m.page[0..8].copy_from_slice(&first_ts.to_le_bytes());

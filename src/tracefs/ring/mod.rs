@@ -1,12 +1,16 @@
 //! The trace buffer, as the kernel's `kernel/trace/ring_buffer.c` lays it
 //! out: one buffer per CPU, each a list of sub-buffer pages (4 KiB by
 //! default, up to 512 KiB with `buffer_subbuf_size_kb`: a 16-byte page
-//! header, then the events). Entries are kept decoded for the
-//! text views (`trace`, `trace_pipe`), and every page's byte usage follows the
-//! kernel's rules (4-byte event headers, a length word for entries over 112
-//! bytes, an 8-byte time extend before an entry more than 2^27 clock units
-//! after the previous one), so pages fill, overwrite and serialise for
-//! `trace_pipe_raw` exactly where the kernel's would.
+//! header, then the events). Each page is one block of the sub-buffer's
+//! size holding the kernel's bytes (`page.rs`: 4-byte event headers, a
+//! length word for entries over 112 bytes, an 8-byte time extend before an
+//! entry more than 2^27 clock units after the previous one), so pages
+//! fill, overwrite and serialise for `trace_pipe_raw` exactly where the
+//! kernel's would, and a page costs its size whatever its entries. The
+//! text views (`trace`, `trace_pipe`) decode entries from the bytes: the
+//! event definition by `common_type` and the task name by pid from the
+//! buffer's tables (as the kernel's `saved_cmdlines`: `<...>` for a pid
+//! whose name was evicted), the CPU from the buffer.
 //!
 //! `trace_pipe_raw` pages are what `events/header_page` and
 //! `events/header_event` describe: `u64 timestamp` (the first event's time),
@@ -23,22 +27,23 @@
 pub(crate) mod files;
 
 mod mmap;
+mod page;
 pub(crate) mod per_cpu;
 pub mod snapshot;
 pub mod trace_clock;
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use crate::tracefs::events::EventDef;
+pub use page::PAGE_HDR;
+use page::{cost_of, fill, Page};
 
 /// Bytes of a system page: the smallest sub-buffer.
 pub const PAGE_SIZE: usize = 4096;
 /// The largest sub-buffer order `buffer_subbuf_size_kb` takes: 128 pages.
 pub const MAX_SUBBUF_ORDER: u32 = 7;
-/// The page header: `u64 timestamp`, `local_t commit`.
-pub const PAGE_HDR: usize = 16;
 /// Usable bytes of a default ring-buffer page (a 4 KiB sub-buffer minus its
 /// header).
 pub const BUF_PAGE_SIZE: usize = PAGE_SIZE - PAGE_HDR;
@@ -60,13 +65,6 @@ pub fn subbuf_capacity(order: u32) -> usize {
 pub const MISSED_EVENTS: u64 = 1 << 31;
 /// `commit` flag: the count of lost events follows the data.
 pub const MISSED_STORED: u64 = 1 << 30;
-
-/// Deltas of this many clock units or more need a time extend.
-const TS_LIMIT: u64 = 1 << 27;
-/// Entries up to this size encode their length in `type_len`.
-const MAX_SMALL_DATA: usize = 28 * 4;
-const TYPE_TIME_EXTEND: u32 = 30;
-const TIME_EXTEND_LEN: usize = 8;
 
 /// One recorded event.
 pub struct Entry {
@@ -127,53 +125,45 @@ impl std::fmt::Debug for Comm {
 }
 
 /// Bytes of the allocator's chunk for a block of `n` bytes (glibc's
-/// malloc on 64 bits: 8 bytes of header, 16-byte granules, 32 at least).
+/// malloc on 64 bits: 8 bytes of header, 16-byte granules, 32 at least;
+/// blocks of 128 KiB and more are mappings of whole pages).
 fn heap_chunk(n: usize) -> usize {
-    ((n + 8).div_ceil(16) * 16).max(32)
+    if n >= 128 * 1024 {
+        (n + 16).div_ceil(PAGE_SIZE) * PAGE_SIZE
+    } else {
+        ((n + 8).div_ceil(16) * 16).max(32)
+    }
 }
 
-/// Bytes of memory one page of `capacity` usable bytes can take in the
-/// daemon, at most: its [`Page`] (twice, for the page list's growth) and,
-/// filled with the entries that cost the most per byte of page (the
-/// smallest: 8 bytes of common header), each [`Entry`] and its data's
-/// heap block. The kernel's page is its bytes; monfs keeps entries
-/// decoded, so a page of small entries costs several times its size.
+/// Task names a CPU buffer keeps for its entries' pids (see
+/// [`CpuBuffer::comm_of`]); an entry of a pid whose name was evicted
+/// prints `<...>`, as the kernel's does when `saved_cmdlines` lost it.
+pub const COMM_SLOTS: usize = 1024;
+
+/// Bytes of a buffer's tables, at most: [`COMM_SLOTS`] names (a hash
+/// table of twice as many buckets of a pid, a name and a control byte,
+/// and their order) and the event definitions its entries name.
+const TABLES_MEM: usize =
+    2 * COMM_SLOTS * (4 + std::mem::size_of::<Comm>() + 4) + 2 * COMM_SLOTS * 4 + 4096;
+
+/// Bytes of memory one page of `capacity` usable bytes takes in the
+/// daemon: its block of the sub-buffer's size (made once, as the kernel's)
+/// and its [`Page`] (twice, for the page list's growth).
 fn page_mem(capacity: usize) -> usize {
-    let entry = std::mem::size_of::<Entry>();
-    let most = (8..=MAX_ENTRY.min(capacity))
-        .map(|d| {
-            let cost = if d.div_ceil(4) * 4 <= MAX_SMALL_DATA {
-                4 + d.div_ceil(4) * 4
-            } else {
-                8 + d.div_ceil(4) * 4
-            };
-            (capacity / cost) * (entry + heap_chunk(d))
-        })
-        .max()
-        .unwrap_or(0);
-    2 * std::mem::size_of::<Page>() + most
+    heap_chunk(capacity + PAGE_HDR) + 2 * std::mem::size_of::<Page>()
 }
 
 /// Bytes counted for a buffer of `nr_pages` sub-buffers of `capacity`
-/// usable bytes, against [`crate::base::budget::MEMORY`]: each page at
-/// most `page_mem`, the page being written once more (its entry list
-/// can hold twice its entries until the page is full), and a mapping's
-/// reader sub-buffer and sub-buffer ids (`Mapped`). `tests/ring_memory.rs`
-/// checks it against the allocator's chunks for every entry size.
+/// usable bytes, against [`crate::base::budget::MEMORY`]: each page's
+/// block, the buffer's tables of names and event definitions, and a
+/// mapping's reader sub-buffer and sub-buffer ids (`Mapped`).
+/// `tests/ring_memory.rs` checks it against the allocator's chunks for
+/// every entry size.
 pub fn mem_cost(nr_pages: usize, capacity: usize) -> usize {
-    static PER_ORDER: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
-    let per = PER_ORDER.get_or_init(|| {
-        (0..=MAX_SUBBUF_ORDER)
-            .map(|o| page_mem(subbuf_capacity(o)))
-            .collect()
-    });
-    let page = (0..=MAX_SUBBUF_ORDER)
-        .position(|o| subbuf_capacity(o) == capacity)
-        .map_or_else(|| page_mem(capacity), |o| per[o]);
     nr_pages
-        .saturating_add(1)
-        .saturating_mul(page)
-        .saturating_add(capacity + PAGE_HDR)
+        .saturating_mul(page_mem(capacity))
+        .saturating_add(TABLES_MEM)
+        .saturating_add(heap_chunk(capacity + PAGE_HDR))
         .saturating_add(nr_pages.saturating_mul(2 * std::mem::size_of::<u32>()))
 }
 
@@ -187,12 +177,7 @@ impl Entry {
     /// Bytes the entry takes in a page: a 4-byte event header plus the
     /// data rounded up to 4, plus a length word for entries over 112 bytes.
     pub fn cost(&self) -> usize {
-        let d = self.data.len().div_ceil(4) * 4;
-        if d <= MAX_SMALL_DATA {
-            4 + d
-        } else {
-            8 + d
-        }
+        cost_of(self.data.len())
     }
 
     /// The trace line, newline included. `in_ns` says whether the trace
@@ -263,29 +248,19 @@ fn flags(f: u8, pc: u8) -> String {
     format!("{irq}{resched}{ctx}{}{}", hex(pc & 0xf), hex(pc >> 4))
 }
 
-/// One sub-buffer page.
-#[derive(Default)]
-struct Page {
-    /// Which page this is (a number no other page of the buffer had).
-    seq: u64,
-    /// Entries not yet consumed, oldest first.
-    entries: VecDeque<Entry>,
-    /// Bytes written to the page, consumed entries and time extends included.
-    used: usize,
-    /// Time of the newest entry written.
-    last_ts: u64,
+/// An event definition of a type, from where its first entry went
+/// (page sequence number, offset in the page) on.
+struct DefSince {
+    at: (u64, usize),
+    def: Arc<EventDef>,
 }
 
-impl Page {
-    /// Bytes `e` (at time `ts`) would take on this page, a time extend
-    /// included. The first entry of a page has delta 0 from the page's time.
-    fn need(&self, cost: usize, ts: u64) -> usize {
-        if self.used > 0 && ts - self.last_ts >= TS_LIMIT {
-            cost + TIME_EXTEND_LEN
-        } else {
-            cost
-        }
-    }
+/// Let go of a type's definitions that no entry from page `oldest` on
+/// uses: a definition is needed while its successor starts after the
+/// start of that page.
+fn prune_defs(v: &mut Vec<DefSince>, oldest: u64) {
+    let keep = v.iter().rposition(|d| d.at <= (oldest, 0)).unwrap_or(0);
+    v.drain(..keep);
 }
 
 /// Counters of one CPU's buffer (`per_cpu/cpuN/stats`).
@@ -334,6 +309,18 @@ pub struct CpuBuffer {
     next_seq: u64,
     /// The mapping's state while the buffer is mapped.
     map: Option<Mapped>,
+    /// The event definitions of the entries' `common_type`s: for each
+    /// type, the definitions it had while entries were written, each with
+    /// where its first entry went (page, offset), oldest first.
+    defs: HashMap<u16, Vec<DefSince>>,
+    /// The entries' task names by pid, at most [`COMM_SLOTS`], oldest
+    /// first in `comm_order`.
+    comms: HashMap<u32, Comm>,
+    comm_order: VecDeque<u32>,
+    /// The block of the last page overwritten, for the next new page.
+    spare: Option<Box<[u8]>>,
+    /// The CPU whose entries it holds.
+    cpu: u32,
 }
 
 /// `sizeof(struct trace_buffer_meta)`: the meta page's `meta_struct_len`.
@@ -388,6 +375,11 @@ impl CpuBuffer {
             last_ts: 0,
             next_seq: 0,
             map: None,
+            defs: HashMap::new(),
+            comms: HashMap::new(),
+            comm_order: VecDeque::new(),
+            spare: None,
+            cpu: 0,
         }
     }
 
@@ -424,9 +416,10 @@ impl CpuBuffer {
         self.map = None;
         let (nr, _) = self.shape_with_capacity(capacity);
         self.stale += self.entries;
-        self.stale_bytes += self.iter().map(Entry::cost).sum::<usize>();
+        self.stale_bytes += self.pages.iter().map(Page::unread_bytes).sum::<usize>();
         self.entries = 0;
         self.pages.clear();
+        self.spare = None;
         self.nr_pages = nr;
         self.capacity = capacity;
     }
@@ -439,22 +432,17 @@ impl CpuBuffer {
     /// Append `e`. When the pages are full the oldest page is overwritten,
     /// or, with `overwrite` off, the entry is dropped. Returns whether it
     /// was stored. An entry larger than [`MAX_ENTRY`] is never stored.
-    pub fn push(&mut self, mut e: Entry, overwrite: bool) -> bool {
+    pub fn push(&mut self, e: Entry, overwrite: bool) -> bool {
         if e.data.len() > MAX_ENTRY {
             return false;
         }
-        e.ts = e.ts.max(self.last_ts);
+        let ts = e.ts.max(self.last_ts);
         let cost = e.cost();
         let fits = self
             .pages
             .back()
-            .is_some_and(|p| p.used + p.need(cost, e.ts) <= self.capacity);
+            .is_some_and(|p| p.used + p.need(cost, ts) <= self.capacity);
         if !fits {
-            // A full page takes no more entries: its list gives back the
-            // room it grew for (see `mem_cost`).
-            if let Some(p) = self.pages.back_mut() {
-                p.entries.shrink_to_fit();
-            }
             if self.pages.len() >= self.nr_pages {
                 if !overwrite {
                     self.dropped += 1;
@@ -464,18 +452,95 @@ impl CpuBuffer {
             }
             let seq = self.next_seq;
             self.next_seq += 1;
-            self.pages.push_back(Page {
-                seq,
-                ..Page::default()
-            });
+            let size = self.page_size();
+            self.pages
+                .push_back(Page::new(seq, size, self.spare.take()));
         }
+        self.cpu = e.cpu;
+        let p = self.pages.back().expect("a writer page");
+        let at = (p.seq, page::PAGE_HDR + p.used);
+        self.remember(&e, at);
         let p = self.pages.back_mut().expect("a writer page");
-        p.used += p.need(cost, e.ts);
-        p.last_ts = e.ts;
-        self.last_ts = e.ts;
-        p.entries.push_back(e);
+        p.write(&e.data, ts);
+        self.last_ts = ts;
         self.entries += 1;
         true
+    }
+
+    /// Keep what reading `e` back from its bytes needs, once it is to be
+    /// written at `at` (page, offset): its event definition by
+    /// `common_type` (a new one when the type's definition changed, a
+    /// dynamic event removed and another made with its id, so that the
+    /// entries written before still read with theirs) and its task name by
+    /// pid. Definitions no entry left uses are let go.
+    fn remember(&mut self, e: &Entry, at: (u64, usize)) {
+        let id = e
+            .data
+            .get(0..2)
+            .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]));
+        let oldest = self.pages.front().map_or(at.0, |p| p.seq);
+        let v = self.defs.entry(id).or_default();
+        if !v.last().is_some_and(|d| Arc::ptr_eq(&d.def, &e.def)) {
+            v.push(DefSince {
+                at,
+                def: e.def.clone(),
+            });
+            prune_defs(v, oldest);
+        }
+        let pid = e
+            .data
+            .get(4..8)
+            .map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+        if pid == 0 {
+            return;
+        }
+        match self.comms.get_mut(&pid) {
+            Some(c) => *c = e.comm,
+            None => {
+                if self.comm_order.len() >= COMM_SLOTS {
+                    if let Some(old) = self.comm_order.pop_front() {
+                        self.comms.remove(&old);
+                    }
+                }
+                self.comm_order.push_back(pid);
+                self.comms.insert(pid, e.comm);
+            }
+        }
+    }
+
+    /// The task name of `pid`'s entries: `<...>` when it was evicted.
+    fn comm_of(&self, pid: u32) -> Comm {
+        self.comms
+            .get(&pid)
+            .copied()
+            .unwrap_or_else(|| Comm::from("<...>"))
+    }
+
+    /// The entry `e` of page `p`, decoded.
+    fn decode(&self, p: &Page, e: &page::Event) -> Option<Entry> {
+        let data = p.data(e);
+        let id = data
+            .get(0..2)
+            .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]));
+        let pid = data
+            .get(4..8)
+            .map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+        let at = (p.seq, e.at);
+        let def = self
+            .defs
+            .get(&id)?
+            .iter()
+            .rev()
+            .find(|d| d.at <= at)?
+            .def
+            .clone();
+        Some(Entry {
+            def,
+            data: data.into(),
+            ts: e.ts,
+            cpu: self.cpu,
+            comm: self.comm_of(pid),
+        })
     }
 
     /// Take the oldest page out of the list. While mapped, the ring's ids
@@ -486,15 +551,20 @@ impl CpuBuffer {
         if let Some(m) = self.map.as_mut() {
             m.page_removed(p.seq);
         }
+        let oldest = self.pages.front().map_or(self.next_seq, |p| p.seq);
+        for v in self.defs.values_mut() {
+            prune_defs(v, oldest);
+        }
         Some(p)
     }
 
     fn drop_oldest_page(&mut self) {
         if let Some(old) = self.remove_front() {
-            let n = old.entries.len() as u64;
-            self.entries -= old.entries.len();
+            let n = old.unread as u64;
+            self.entries -= old.unread;
             self.overrun += n;
             self.lost_unread += n;
+            self.spare = Some(old.buf);
         }
     }
 
@@ -525,6 +595,7 @@ impl CpuBuffer {
         while self.pages.len() > self.nr_pages {
             self.drop_oldest_page();
         }
+        self.spare = None;
     }
 
     /// Entries in the buffer as the counters count them (entries a new
@@ -549,13 +620,23 @@ impl CpuBuffer {
     }
 
     /// The oldest entry, without consuming it.
-    pub fn peek(&self) -> Option<&Entry> {
-        self.pages.iter().find_map(|p| p.entries.front())
+    pub fn peek(&self) -> Option<Entry> {
+        self.pages
+            .iter()
+            .find_map(|p| p.front().map(|e| (p, e)))
+            .and_then(|(p, e)| self.decode(p, &e))
     }
 
-    /// Iterate oldest first.
-    pub fn iter(&self) -> impl Iterator<Item = &Entry> {
-        self.pages.iter().flat_map(|p| p.entries.iter())
+    /// The time of the oldest entry.
+    pub fn peek_ts(&self) -> Option<u64> {
+        self.pages.iter().find_map(|p| p.front().map(|e| e.ts))
+    }
+
+    /// Iterate oldest first, each entry decoded from its page.
+    pub fn iter(&self) -> impl Iterator<Item = Entry> + '_ {
+        self.pages
+            .iter()
+            .flat_map(move |p| p.events().filter_map(move |e| self.decode(p, &e)))
     }
 
     /// Entries overwritten since the last consuming read, reset to 0.
@@ -574,14 +655,20 @@ impl CpuBuffer {
     pub fn pop(&mut self) -> Option<Entry> {
         loop {
             let writer = self.pages.len() == 1;
-            let p = self.pages.front_mut()?;
-            if let Some(e) = p.entries.pop_front() {
-                if p.entries.is_empty() && !writer {
+            let p = self.pages.front()?;
+            if let Some(ev) = p.front() {
+                let e = self.decode(p, &ev);
+                let p = self.pages.front_mut().expect("a page");
+                p.consume(&ev);
+                if p.unread == 0 && !writer {
                     self.remove_front();
                 }
                 self.entries -= 1;
                 self.read += 1;
-                return Some(e);
+                if e.is_some() {
+                    return e;
+                }
+                continue;
             }
             if writer {
                 return None;
@@ -605,25 +692,19 @@ impl CpuBuffer {
         while self
             .pages
             .front()
-            .is_some_and(|p| p.entries.is_empty() && self.pages.len() > 1)
+            .is_some_and(|p| p.unread == 0 && self.pages.len() > 1)
         {
             self.remove_front();
         }
         let writer = self.pages.len() == 1;
         let p = self.pages.front_mut()?;
-        let first_ts = p.entries.front()?.ts;
+        let first_ts = p.front()?.ts;
         let mut out = vec![0u8; page_size];
-        let (off, _, taken) = fill(
-            &mut out,
-            PAGE_HDR,
-            first_ts,
-            PAGE_HDR + room,
-            &mut p.entries,
-        );
+        let (off, _, taken) = fill(&mut out, PAGE_HDR, first_ts, PAGE_HDR + room, p);
         if taken == 0 {
             return None;
         }
-        if p.entries.is_empty() && !writer {
+        if p.unread == 0 && !writer {
             self.remove_front();
         }
         self.entries -= taken;
@@ -647,8 +728,8 @@ impl CpuBuffer {
         Stats {
             entries: self.len(),
             overrun: self.overrun,
-            bytes: self.iter().map(Entry::cost).sum::<usize>() + self.stale_bytes,
-            oldest_ts: self.peek().map_or(0, |e| e.ts),
+            bytes: self.pages.iter().map(Page::unread_bytes).sum::<usize>() + self.stale_bytes,
+            oldest_ts: self.peek_ts().unwrap_or(0),
             dropped: self.dropped,
             read: self.read,
         }
@@ -658,10 +739,11 @@ impl CpuBuffer {
     /// stays, with an empty reader sub-buffer (the kernel's `rb_reset_cpu`
     /// resets the reader page and keeps the ids).
     pub fn clear(&mut self) {
-        let (nr, cap, size) = (self.nr_pages, self.capacity, self.size);
+        let (nr, cap, size, cpu) = (self.nr_pages, self.capacity, self.size, self.cpu);
         let map = self.map.take();
         *self = CpuBuffer::with_capacity(nr, cap);
         self.size = size;
+        self.cpu = cpu;
         if let Some(mut m) = map {
             m.page.fill(0);
             (m.commit, m.flags, m.read, m.last_ts, m.attached) = (0, 0, 0, 0, None);
@@ -670,75 +752,6 @@ impl CpuBuffer {
             self.map = Some(m);
         }
     }
-}
-
-/// Move entries from the front of `entries` onto `page` from offset `off`,
-/// each with its delta from the one before (the first from `prev`, a time
-/// extend first where the delta needs one), while they end within `limit`
-/// bytes of the page. Returns the offset after them, the time of the last
-/// one moved (`prev` if none) and how many were moved.
-fn fill(
-    page: &mut [u8],
-    mut off: usize,
-    mut prev: u64,
-    limit: usize,
-    entries: &mut VecDeque<Entry>,
-) -> (usize, u64, usize) {
-    let mut n = 0;
-    while let Some(e) = entries.front() {
-        let delta = e.ts.saturating_sub(prev);
-        let extend = if delta >= TS_LIMIT {
-            TIME_EXTEND_LEN
-        } else {
-            0
-        };
-        if off + extend + e.cost() > limit {
-            break;
-        }
-        let e = entries.pop_front().expect("peeked");
-        off = put_entry(page, off, delta, &e.data);
-        prev = e.ts;
-        n += 1;
-    }
-    (off, prev, n)
-}
-
-/// Write an entry `delta` units after the previous one at `off`, with a
-/// time extend before it when the delta does not fit its 27 bits; returns
-/// the offset after it.
-fn put_entry(out: &mut [u8], mut off: usize, mut delta: u64, data: &[u8]) -> usize {
-    if delta >= TS_LIMIT {
-        put_u32(
-            out,
-            off,
-            TYPE_TIME_EXTEND | ((delta as u32 & 0x7ff_ffff) << 5),
-        );
-        put_u32(out, off + 4, (delta >> 27) as u32);
-        off += TIME_EXTEND_LEN;
-        delta = 0;
-    }
-    encode_event(out, off, data, delta as u32)
-}
-
-fn put_u32(out: &mut [u8], off: usize, v: u32) {
-    out[off..off + 4].copy_from_slice(&v.to_le_bytes());
-}
-
-/// Write one event (header, length word for large entries, data) at `off`;
-/// returns the offset after it.
-fn encode_event(out: &mut [u8], off: usize, data: &[u8], delta: u32) -> usize {
-    let d = data.len().div_ceil(4) * 4;
-    let ts = (delta & 0x7ff_ffff) << 5;
-    let body = if d <= MAX_SMALL_DATA {
-        put_u32(out, off, ts | (d / 4) as u32);
-        off + 4
-    } else {
-        put_u32(out, off, ts);
-        put_u32(out, off + 4, (d + 4) as u32);
-        off + 8
-    };
-    out[body..body + data.len()].copy_from_slice(data);
-    body + d
 }
 
 /// The `trace` header of the nop tracer.
@@ -769,7 +782,7 @@ pub fn header(in_buffer: usize, written: u64, cpus: usize, irq_info: bool) -> St
 
 /// Merge per-CPU sequences in time order (ties go to the lower CPU), as
 /// the kernel's iterator does for `trace` and `trace_pipe`.
-pub fn merged<'a>(bufs: &'a [&'a CpuBuffer]) -> impl Iterator<Item = &'a Entry> + 'a {
+pub fn merged<'a>(bufs: &'a [&'a CpuBuffer]) -> impl Iterator<Item = Entry> + 'a {
     let mut its: Vec<_> = bufs.iter().map(|b| b.iter().peekable()).collect();
     std::iter::from_fn(move || {
         let mut best: Option<(usize, u64)> = None;

@@ -119,6 +119,32 @@ fn full_pages_are_overwritten_oldest_first() {
     assert_eq!(b.overrun(), 0);
 }
 
+/// A type whose definition changes (a dynamic event removed and another
+/// made with its id) reads its older entries with the definition they
+/// were written with, and the newer with the new one; definitions no
+/// entry left uses are let go.
+#[test]
+fn entries_keep_the_definition_they_were_written_with() {
+    let old = exec_def();
+    let new = exec_def();
+    let cost = entry(&old, 0, 0, "x").cost();
+    let per_page = (BUF_PAGE_SIZE / cost) as i64;
+    let mut b = CpuBuffer::new(2);
+    b.push(entry(&old, 0, 0, "x"), true);
+    b.push(entry(&new, 1, 1, "x"), true);
+    b.push(entry(&old, 2, 2, "x"), true);
+    let defs: Vec<_> = b.iter().map(|e| e.def).collect();
+    assert!(Arc::ptr_eq(&defs[0], &old));
+    assert!(Arc::ptr_eq(&defs[1], &new));
+    assert!(Arc::ptr_eq(&defs[2], &old));
+    // Three pages later only `new` is written and read.
+    for i in 0..3 * per_page {
+        b.push(entry(&new, i, 10 + i as u64, "x"), true);
+    }
+    assert!(b.iter().all(|e| Arc::ptr_eq(&e.def, &new)));
+    assert_eq!(b.defs.values().map(Vec::len).sum::<usize>(), 1);
+}
+
 fn u32_at(p: &[u8], off: usize) -> u32 {
     u32::from_le_bytes(p[off..off + 4].try_into().unwrap())
 }
@@ -251,7 +277,8 @@ fn merge_is_by_time_then_cpu() {
         c.push(entry(&def, 1, ts, "c"), true);
     }
     let bufs = [&a, &c];
-    let got: Vec<(u64, &str)> = merged(&bufs).map(|e| (e.ts, &*e.comm)).collect();
+    let got: Vec<(u64, String)> = merged(&bufs).map(|e| (e.ts, e.comm.to_string())).collect();
+    let got: Vec<(u64, &str)> = got.iter().map(|(t, c)| (*t, c.as_str())).collect();
     assert_eq!(
         got,
         vec![(1, "a"), (2, "c"), (4, "a"), (4, "c"), (5, "c"), (6, "a")]
