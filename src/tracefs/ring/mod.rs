@@ -136,7 +136,7 @@ fn heap_chunk(n: usize) -> usize {
 }
 
 /// Task names a CPU buffer keeps for its entries' pids (see
-/// [`CpuBuffer::comm_of`]); an entry of a pid whose name was evicted
+/// `CpuBuffer::comm_of`); an entry of a pid whose name was evicted
 /// prints `<...>`, as the kernel's does when `saved_cmdlines` lost it.
 pub const COMM_SLOTS: usize = 1024;
 
