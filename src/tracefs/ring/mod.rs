@@ -255,6 +255,18 @@ struct DefSince {
     def: Arc<EventDef>,
 }
 
+/// An entry's `common_type` and `common_pid` (0 where the entry is too
+/// short to hold them).
+fn type_and_pid(data: &[u8]) -> (u16, u32) {
+    let id = data
+        .get(0..2)
+        .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]));
+    let pid = data
+        .get(4..8)
+        .map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+    (id, pid)
+}
+
 /// Let go of a type's definitions that no entry from page `oldest` on
 /// uses: a definition is needed while its successor starts after the
 /// start of that page.
@@ -474,23 +486,15 @@ impl CpuBuffer {
     /// entries written before still read with theirs) and its task name by
     /// pid. Definitions no entry left uses are let go.
     fn remember(&mut self, e: &Entry, at: (u64, usize)) {
-        let id = e
-            .data
-            .get(0..2)
-            .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]));
-        let oldest = self.pages.front().map_or(at.0, |p| p.seq);
+        let (id, pid) = type_and_pid(&e.data);
         let v = self.defs.entry(id).or_default();
         if !v.last().is_some_and(|d| Arc::ptr_eq(&d.def, &e.def)) {
             v.push(DefSince {
                 at,
                 def: e.def.clone(),
             });
-            prune_defs(v, oldest);
+            prune_defs(v, self.pages.front().map_or(at.0, |p| p.seq));
         }
-        let pid = e
-            .data
-            .get(4..8)
-            .map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
         if pid == 0 {
             return;
         }
@@ -519,12 +523,7 @@ impl CpuBuffer {
     /// The entry `e` of page `p`, decoded.
     fn decode(&self, p: &Page, e: &page::Event) -> Option<Entry> {
         let data = p.data(e);
-        let id = data
-            .get(0..2)
-            .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]));
-        let pid = data
-            .get(4..8)
-            .map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+        let (id, pid) = type_and_pid(data);
         let at = (p.seq, e.at);
         let def = self
             .defs
