@@ -93,6 +93,11 @@ fn still_serving(m: &Mount) {
     assert!(out.contains("Active:"), "{out}");
 }
 
+/// One bus with no device and no hub polling: usbmon stays quiet until
+/// a test plugs something.
+const QUIET_BUS: &str =
+    "usb:\n  buses:\n    - bus: 1\n      ports: 4\n      hub_poll_ms: 0\n      devices: []\n";
+
 const EXEC_ADDR: &str = "0x5a0000000";
 
 fn exec_case(setuid: bool) {
@@ -353,9 +358,7 @@ fn userfaultfd_pages_give_efault_within_a_second() {
 /// reader that blocks afterwards is still woken by the next events.
 #[test]
 fn a_parked_request_stuck_in_the_callers_memory_does_not_stop_wakeups() {
-    let m = Mount::with_config(
-        "usb:\n  buses:\n    - bus: 1\n      ports: 4\n      hub_poll_ms: 0\n      devices: []\n",
-    );
+    let m = Mount::with_config(QUIET_BUS);
     let tmp = tempfile::tempdir().unwrap();
     let tool = compile_c("ue_lifecycle", tmp.path());
     let usbmon = m.path("dev/usbmon1");
@@ -428,9 +431,7 @@ fn a_thread_stuck_for_good_does_not_keep_the_daemon_from_ending() {
 /// until another request came, and a caller waited for good (a CI hang).
 #[test]
 fn a_replaced_thread_that_comes_back_leaves_no_answer_behind() {
-    let m = Mount::with_config(
-        "usb:\n  buses:\n    - bus: 1\n      ports: 4\n      hub_poll_ms: 0\n      devices: []\n",
-    );
+    let m = Mount::with_config(QUIET_BUS);
     let tmp = tempfile::tempdir().unwrap();
     let tool = compile_c("ue_lifecycle", tmp.path());
     let usbmon = m.path("dev/usbmon1");
@@ -459,9 +460,14 @@ fn a_replaced_thread_that_comes_back_leaves_no_answer_behind() {
     // thread that takes the request, not by the one that retries parked
     // requests.
     common::wait_blocked(t.child.id());
-    m.sh_ok(
-        "echo 'plug 1 1 hid-mouse' > monfs/ctl && grep -q -m 1 -F ' C Ci:1:002:0 ' usb/usbmon/1u",
-    );
+    let grep = Command::new("grep")
+        .args(["-q", "-m", "1", "-F", " C Ci:1:002:0 "])
+        .arg(m.path("usb/usbmon/1u"))
+        .spawn()
+        .unwrap();
+    common::wait_blocked(grep.id());
+    m.sh_ok("echo 'plug 1 1 hid-mouse' > monfs/ctl");
+    assert!(grep.wait_with_output().unwrap().status.success());
     t.go();
     let l = t.line("getx=");
     assert!(l.starts_with("getx=EFAULT"), "{l}");
