@@ -630,3 +630,94 @@ fn a_socket_nobody_listens_on_unplugs_with_a_log_line() {
             .then_some(())
     });
 }
+
+/// Send `sig` to the peer whose pid it wrote to `pidfile`.
+fn signal_peer(pidfile: &Path, sig: i32) {
+    let pid: i32 = std::fs::read_to_string(pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: signalling the peer this test started through monfs.
+    assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+}
+
+/// A peer is judged by its progress, not by a count of lines: stopped for
+/// a few seconds while its isochronous streams run (more than the 1,024
+/// lines the daemon once allowed to wait), it misses frames and stays
+/// plugged, and answers again once it runs; stopped for good, it is
+/// unplugged as a peer that does not read.
+#[test]
+fn a_peer_that_falls_behind_misses_frames_and_one_that_stops_reading_is_unplugged() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pidfile, log) = (dir.path().join("pid"), dir.path().join("peer.log"));
+    let m = Mount::with_config(&iso_config(dir.path(), &pidfile, &log));
+    let (mut cat, cap) = cat_1u(&m);
+    let answered = |t: &str| {
+        t.lines()
+            .filter(|l| l.contains(" C Zi:1:") && l.contains(" 0:8:") && l.contains(":1 8 0:0:4 "))
+            .count()
+    };
+    wait_for("the peer's ISO answers", || {
+        (answered(&read(&cap)) >= 3).then_some(())
+    });
+    signal_peer(&pidfile, libc::SIGSTOP);
+    let stopped = std::fs::read_to_string(&log).unwrap().lines().count();
+    // Lines the daemon queues meanwhile: each URB the peer would get.
+    let submitted = |t: &str| {
+        t.lines()
+            .filter(|l| l.contains(" S Zi:1:") || l.contains(" S Zo:1:"))
+            .count()
+    };
+    let before = submitted(&read(&cap));
+    wait_for("1,100 ISO URBs submitted while the peer is stopped", || {
+        (submitted(&read(&cap)) >= before + 1100).then_some(())
+    });
+    signal_peer(&pidfile, libc::SIGCONT);
+    let seen = answered(&read(&cap));
+
+    wait_for("the peer's ISO answers after it runs again", || {
+        (answered(&read(&cap)) >= seen + 3).then_some(())
+    });
+    assert!(
+        m.sh_ok("cat usb/devices").contains("Product=ISO loop"),
+        "{}",
+        m.log_text()
+    );
+    let lines = std::fs::read_to_string(&log).unwrap().lines().count();
+    assert!(lines > stopped, "{lines} lines after {stopped}");
+    let text = m.log_text();
+    assert!(!text.contains("unplugging the device"), "{text}");
+    assert!(
+        text.contains("usb bus 1 port 1: external device's peer is behind its input: isochronous frames missed"),
+        "{text}"
+    );
+
+    // Stopped for good: unplugged once it has taken nothing for 10 s.
+    signal_peer(&pidfile, libc::SIGSTOP);
+    let dev = {
+        let t = read(&cap);
+        let l = t
+            .lines()
+            .rev()
+            .find(|l| l.contains(" S Zi:1:"))
+            .unwrap()
+            .to_string();
+        l.split(' ')
+            .nth(3)
+            .unwrap()
+            .split(':')
+            .nth(2)
+            .unwrap()
+            .to_string()
+    };
+    unplugged_with_bus_running(&m, &cap, &dev, "ISO loop");
+    let _ = cat.kill();
+    let _ = cat.wait();
+    let text = m.log_text();
+    assert!(
+        text.contains("usb bus 1 port 1: external device's peer does not read its input (")
+            && text.contains("none taken for 1"),
+        "{text}"
+    );
+}

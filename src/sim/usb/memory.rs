@@ -3,7 +3,8 @@
 //! thread, root hub and queues, each device its state and the buffers its
 //! kind keeps in flight (a flood device keeps an OUT and an IN buffer of
 //! `transfer_size` each for the life of the device; an external device's
-//! peer can queue up to its inbox of 16 KiB transfers).
+//! peer can queue up to its inbox of 16 KiB transfers, and its input up
+//! to 1 MiB of lines, with the ids of the URBs they name).
 //!
 //! Measured on a debug build: 40 buses of 15 ports cost 32 KiB a bus more
 //! than one; 600 HID mice 3.6 KiB a device; 15 mass-storage devices 13 KiB
@@ -29,8 +30,10 @@ pub fn device_bytes(d: &DeviceConfig) -> usize {
         // The OUT and IN buffers (flood.rs), each transfer_size bytes.
         DeviceKind::Flood => 2 * d.transfer_size.map_or(512, |t| t.0 as usize),
         // Queued peer messages: an inbox of 1024 transfers of 16 KiB at
-        // most (external.rs), counted at a quarter full.
-        DeviceKind::External => 1024 * 16384 / 4,
+        // most (external.rs), counted at a quarter full; the lines that
+        // may wait for the peer to read them (1 MiB), and the unlinked
+        // URB ids remembered for them (under 1 MiB).
+        DeviceKind::External => 1024 * 16384 / 4 + 2 * super::peer::OUTBOX_BYTES,
         // Isochronous URBs of up to 8 packets of 3 KiB, two in flight.
         DeviceKind::Audio | DeviceKind::Webcam => 2 * 8 * 3072,
         // SCSI data of up to 64 KiB a command.

@@ -298,6 +298,9 @@ fn peer_answers(dev: &Device, urb: &Urb) -> bool {
     s[0] & 0x60 != 0 || s[0] & 0x1f != 0
 }
 
+/// "A program's URB stays pending" is logged at most once a second.
+static PENDING_LOG: crate::base::budget::LogLimit = crate::base::budget::LogLimit::new();
+
 /// Arrange the answer to a program's URB just submitted.
 pub(super) fn answer(
     ctx: &mut Ctx,
@@ -322,14 +325,17 @@ pub(super) fn answer(
                 };
                 g.pending.insert(id);
             }
-            p.tx.try_send(line).is_ok()
+            p.tx.send(line)
         };
-        if !sent {
+        if let Err(e) = sent {
             // The peer does not read: as a device that stopped answering.
-            tracing::warn!(
-                "usb {}: the peer does not take a program's URB: it stays pending",
-                ctx.dev_name(d)
-            );
+            if let Some(left_out) = PENDING_LOG.allow() {
+                tracing::warn!(
+                    "usb {}: external device's peer {e}: a program's URB stays pending \
+                     ({left_out} more lines like this left out)",
+                    ctx.dev_name(d)
+                );
+            }
             return;
         }
         if let Some(p) = ctx.core.urbs.get_mut(&urb.tag) {
@@ -535,7 +541,7 @@ pub(crate) fn cancel(ctx: &mut Ctx, dev: DevRef, tag: u64, now: u64) -> Result<(
             g.pending.remove(&id);
             g.done.remove(&id);
         }
-        let _ = p.tx.try_send(format!("unlink {id} {ENOENT}\n"));
+        let _ = p.tx.send(format!("unlink {id} {ENOENT}\n"));
     }
     Ok(())
 }

@@ -61,9 +61,17 @@ pub(crate) enum PeerError {
     /// Its input was closed by monfs.
     #[error("its input is closed")]
     InputClosed,
-    /// Its input is full (this many lines wait).
-    #[error("does not read its input ({0} lines waiting)")]
-    NotReading(usize),
+    /// It took none of its input for a while.
+    #[error("does not read its input ({bytes} bytes waiting, none taken for {secs} s)")]
+    NotReading {
+        /// Bytes waiting.
+        bytes: usize,
+        /// Seconds since it last took a line.
+        secs: u64,
+    },
+    /// It reads, but too far behind: this many bytes wait.
+    #[error("does not keep up with its input ({0} bytes waiting)")]
+    Behind(usize),
     /// It closed its input.
     #[error("closed its input")]
     ClosedInput,

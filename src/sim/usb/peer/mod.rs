@@ -5,7 +5,10 @@
 //! The peer is not trusted. Its lines are bounded and parsed by
 //! [`protocol`], and the bus thread never waits for it: a reader thread
 //! parses its output into a bounded inbox that the device task drains at
-//! its steps, and a writer thread feeds its input from a bounded queue.
+//! its steps, and a writer thread feeds its input from a queue bounded in
+//! bytes ([`Input`]). A peer is judged by its progress: one that is slow
+//! misses isochronous frames, one that takes nothing for [`STALL`] while
+//! lines wait, or falls [`OUTBOX_BYTES`] behind, is unplugged.
 
 mod error;
 pub(crate) mod protocol;
@@ -17,9 +20,11 @@ use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
+use crossbeam_channel::{unbounded, Receiver, Sender};
 
 use crate::base::sync::LockExt;
 use crate::config::DeviceConfig;
@@ -28,8 +33,13 @@ use protocol::{parse_answer, Answer, MAX_LINE};
 
 /// Answers the peer may send ahead of the task's next step.
 const INBOX: usize = 1024;
-/// Lines waiting for the peer to read them.
-const OUTBOX: usize = 1024;
+/// Bytes of lines that may wait for the peer to read them (counted in the
+/// memory an external device is charged, `sim::usb::memory`).
+pub(crate) const OUTBOX_BYTES: usize = 1 << 20;
+/// What a queued line costs beyond its text: its `String` and its slot.
+pub(crate) const LINE_COST: usize = 64;
+/// A peer that takes none of its waiting lines for this long does not read.
+pub(crate) const STALL: Duration = Duration::from_secs(10);
 
 /// Takes the inbox's answers whose ids the predicate names.
 pub(crate) type AnswerTaker = Box<dyn Fn(&mut dyn FnMut(u64) -> bool) -> Vec<Answer> + Send>;
@@ -46,7 +56,7 @@ struct Inbox {
 /// threads that talk to it.
 pub(crate) struct Peer {
     child: Option<Child>,
-    tx: Option<Sender<String>>,
+    tx: Option<Input>,
     inbox: Arc<Mutex<Inbox>>,
     /// A socket peer's connection, shut down when the peer is dropped.
     sock: Option<Arc<Mutex<Sock>>>,
@@ -60,13 +70,113 @@ struct Sock {
     closed: bool,
 }
 
-/// The writer thread: feed the peer's lines until the queue closes.
-fn write_peer(mut w: impl Write, rx: Receiver<String>) {
-    for line in rx {
-        if w.write_all(line.as_bytes())
-            .and_then(|_| w.flush())
-            .is_err()
+/// A peer's input: the queue its writer thread feeds it from, bounded in
+/// bytes, and what the peer has taken of it.
+#[derive(Clone)]
+pub(crate) struct Input {
+    tx: Sender<String>,
+    flow: Arc<Flow>,
+}
+
+/// The bytes waiting in a peer's input and the peer's progress through it.
+#[derive(Default)]
+struct Flow {
+    /// Bytes queued and not yet written to the peer ([`LINE_COST`] a line
+    /// included).
+    queued: AtomicUsize,
+    /// Bytes written to the peer so far.
+    taken: AtomicU64,
+    /// The count of bytes taken when it last changed (or the queue was
+    /// last found empty), and when.
+    seen: Mutex<Option<(u64, Instant)>>,
+}
+
+impl Input {
+    /// A queue and the receiving end its writer thread drains.
+    fn new() -> (Input, Receiver<String>) {
+        let (tx, rx) = unbounded();
+        let flow = Arc::new(Flow::default());
+        (Input { tx, flow }, rx)
+    }
+
+    /// Queue a line the peer must get. Err when the peer does not read:
+    /// lines have waited for [`STALL`] with nothing taken, or more than
+    /// [`OUTBOX_BYTES`] wait.
+    pub(crate) fn send(&self, line: String) -> Result<(), PeerError> {
+        self.queue(line, OUTBOX_BYTES)?;
+        Ok(())
+    }
+
+    /// Queue a line the peer can do without (an isochronous frame) if no
+    /// more than `backlog` bytes wait before it: Ok(false) when it is left
+    /// out, Err as for [`Input::send`] when the peer does not read.
+    pub(crate) fn offer(&self, line: String, backlog: usize) -> Result<bool, PeerError> {
+        self.queue(line, backlog.min(OUTBOX_BYTES))
+    }
+
+    fn queue(&self, line: String, backlog: usize) -> Result<bool, PeerError> {
+        let f = &self.flow;
+        let waiting = f.queued.load(Ordering::Acquire);
+        let taken = f.taken.load(Ordering::Acquire);
+        let now = Instant::now();
         {
+            let mut seen = f.seen.lock_ok();
+            match *seen {
+                // The peer took something, or nothing was waiting: it
+                // is judged from now on.
+                Some((t, _)) if t == taken && waiting > 0 => {}
+                _ => *seen = Some((taken, now)),
+            }
+            if let Some((_, since)) = *seen {
+                let idle = now.duration_since(since);
+                if waiting > 0 && idle >= STALL {
+                    return Err(PeerError::NotReading {
+                        bytes: waiting,
+                        secs: idle.as_secs(),
+                    });
+                }
+            }
+        }
+        let cost = line.len() + LINE_COST;
+        if waiting + cost > backlog {
+            if backlog < OUTBOX_BYTES {
+                return Ok(false);
+            }
+            return Err(PeerError::Behind(waiting));
+        }
+        f.queued.fetch_add(cost, Ordering::AcqRel);
+        match self.tx.send(line) {
+            Ok(()) => Ok(true),
+            Err(_) => {
+                f.queued.fetch_sub(cost, Ordering::AcqRel);
+                Err(PeerError::ClosedInput)
+            }
+        }
+    }
+}
+
+/// The writer thread: feed the peer's lines until the queue closes,
+/// counting the bytes the peer takes as it takes them.
+fn write_peer(mut w: impl Write, rx: Receiver<String>, flow: Arc<Flow>) {
+    for line in rx {
+        let mut rest = line.as_bytes();
+        let ok = loop {
+            if rest.is_empty() {
+                break w.flush().is_ok();
+            }
+            match w.write(rest) {
+                Ok(0) => break false,
+                Ok(n) => {
+                    rest = &rest[n..];
+                    flow.taken.fetch_add(n as u64, Ordering::AcqRel);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break false,
+            }
+        };
+        flow.queued
+            .fetch_sub(line.len() + LINE_COST, Ordering::AcqRel);
+        if !ok {
             break;
         }
     }
@@ -91,7 +201,8 @@ impl Peer {
     /// checks that the path is a socket (not following a symbolic link),
     /// connects, then reads; lines sent meanwhile wait in the queue.
     fn connect(path: PathBuf) -> Result<Peer, PeerError> {
-        let (tx, rx) = bounded::<String>(OUTBOX);
+        let (tx, rx) = Input::new();
+        let flow = tx.flow.clone();
         let inbox = Arc::new(Mutex::new(Inbox::default()));
         let sock = Arc::new(Mutex::new(Sock::default()));
         let (inbox2, sock2) = (inbox.clone(), sock.clone());
@@ -135,7 +246,7 @@ impl Peer {
                 Ok((r, w)) => {
                     let spawned = std::thread::Builder::new()
                         .name("usb-peer-write".into())
-                        .spawn(move || write_peer(w, rx));
+                        .spawn(move || write_peer(w, rx, flow));
                     match spawned {
                         Ok(_) => read_peer(r, &inbox2),
                         Err(e) => inbox2.lock_ok().end = Some(PeerError::Thread(Arc::new(e))),
@@ -180,11 +291,12 @@ impl Peer {
                 return Err(PeerError::NoPipes);
             }
         };
-        let (tx, rx) = bounded::<String>(OUTBOX);
+        let (tx, rx) = Input::new();
+        let flow = tx.flow.clone();
         let inbox = Arc::new(Mutex::new(Inbox::default()));
         let spawned = std::thread::Builder::new()
             .name("usb-peer-write".into())
-            .spawn(move || write_peer(stdin, rx))
+            .spawn(move || write_peer(stdin, rx, flow))
             .and_then(|_| {
                 let inbox = inbox.clone();
                 std::thread::Builder::new()
@@ -201,21 +313,23 @@ impl Peer {
         Ok(peer)
     }
 
-    /// Queue a line for the peer; Err if it does not keep up.
+    /// Queue a line the peer must get ([`Input::send`]).
     pub(crate) fn send(&self, line: String) -> Result<(), PeerError> {
-        let Some(tx) = &self.tx else {
-            return Err(PeerError::InputClosed);
-        };
-        match tx.try_send(line) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(_)) => Err(PeerError::NotReading(OUTBOX)),
-            Err(TrySendError::Disconnected(_)) => Err(PeerError::ClosedInput),
-        }
+        self.input()?.send(line)
+    }
+
+    /// Queue a line the peer can do without ([`Input::offer`]).
+    pub(crate) fn offer(&self, line: String, backlog: usize) -> Result<bool, PeerError> {
+        self.input()?.offer(line, backlog)
+    }
+
+    fn input(&self) -> Result<&Input, PeerError> {
+        self.tx.as_ref().ok_or(PeerError::InputClosed)
     }
 
     /// Its input, for programs' URBs (usbfs), which the device's task
     /// does not track.
-    pub(crate) fn sender(&self) -> Option<Sender<String>> {
+    pub(crate) fn sender(&self) -> Option<Input> {
         self.tx.clone()
     }
 
@@ -299,5 +413,50 @@ fn read_peer(out: impl Read, inbox: &Mutex<Inbox>) {
     let mut g = inbox.lock_ok();
     if g.end.is_none() {
         g.end = Some(why);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The input is bounded in bytes: a line the peer can do without is
+    /// left out past its backlog, one it must get is refused past
+    /// [`OUTBOX_BYTES`]; what the writer takes makes room again.
+    #[test]
+    fn the_input_is_bounded_in_bytes() {
+        let (input, rx) = Input::new();
+        let line = "x".repeat(1000 - LINE_COST);
+        let mut sent = 0;
+        while input.offer(line.clone(), 64 << 10).unwrap() {
+            sent += 1;
+        }
+        assert_eq!(
+            sent, 65,
+            "64 KiB of 1000-byte lines, and the one that reaches it"
+        );
+        while input.send(line.clone()).is_ok() {
+            sent += 1;
+        }
+        assert_eq!(sent, OUTBOX_BYTES / 1000);
+        assert!(matches!(
+            input.send(line.clone()),
+            Err(PeerError::Behind(n)) if n == sent * 1000
+        ));
+        // The writer takes the lines: the queue empties, and there is
+        // room again.
+        let flow = input.flow.clone();
+        let writer = std::thread::spawn(move || write_peer(std::io::sink(), rx, flow));
+        while input.flow.queued.load(Ordering::Acquire) > 0 {
+            std::thread::yield_now();
+        }
+        assert_eq!(
+            input.flow.taken.load(Ordering::Acquire),
+            (sent * (1000 - LINE_COST)) as u64
+        );
+        assert!(input.offer(line.clone(), 64 << 10).unwrap());
+        assert!(input.send(line).is_ok());
+        drop(input);
+        writer.join().unwrap();
     }
 }

@@ -13,11 +13,22 @@ use super::super::super::peer::protocol::{check_iso, submit_line_iso, Answer};
 use super::super::super::peer::{AnswerError, PeerError};
 use super::link::Link;
 
+/// Bytes that may wait in the peer's input before an isochronous URB's
+/// line: past them the peer is behind, and the URB is not offered to it
+/// (its frames are missed, every packet -18), as a device that cannot keep
+/// up misses frames.
+const ISO_BACKLOG: usize = 256 << 10;
+
+/// "Frames missed" is logged at most once a second.
+static BEHIND_LOG: crate::base::budget::LogLimit = crate::base::budget::LogLimit::new();
+
 /// One isochronous URB of an endpoint's queue.
 struct IsoSlot {
     tag: u64,
     id: u64,
     inflight: bool,
+    /// Its line went to the peer (it is not when the peer is behind).
+    offered: bool,
     /// Submitted next (not in flight) or completed next (in flight).
     due: u64,
     /// Its first (micro)frame.
@@ -78,6 +89,7 @@ impl IsoEps {
                 tag: ctx.tags.alloc(&mut ctx.rng, size),
                 id: 0,
                 inflight: false,
+                offered: false,
                 due: now + k as u64 * ctx.rng.range(3 * US, 12 * US),
                 start: 0,
                 outcome: Outcome::Ok,
@@ -152,7 +164,18 @@ impl IsoEps {
         sl.due = start + dur + ctx.rng.range(0, 60 * US);
         let lens = vec![pl; npk as usize];
         let line = submit_line_iso(id, &urb, out.as_deref(), &lens);
-        link.send(line)
+        let offered = link.offer(line, ISO_BACKLOG)?;
+        self.0[k].slots[j].offered = offered;
+        if !offered {
+            if let Some(left_out) = BEHIND_LOG.allow() {
+                tracing::warn!(
+                    "usb {}: external device's peer is behind its input: isochronous frames \
+                     missed ({left_out} more lines like this left out)",
+                    ctx.dev_name(dev)
+                );
+            }
+        }
+        Ok(())
     }
 
     /// Isochronous URB `j` of endpoint `k` reaches the end of its frames:
@@ -172,7 +195,7 @@ impl IsoEps {
         let sl = &mut iso.slots[j];
         sl.inflight = false;
         sl.due = now + ctx.rng.range(5 * US, 40 * US);
-        let (tag, id, outcome) = (sl.tag, sl.id, sl.outcome);
+        let (tag, id, outcome, offered) = (sl.tag, sl.id, sl.outcome, sl.offered);
         let frame = ((sl.start / MS) & 0x7ff) as i32;
         let answer = sl.answer.take();
         let missed = |st| -> Vec<IsoDesc> {
@@ -240,8 +263,9 @@ impl IsoEps {
             }
         };
         match unlink {
-            Some(st) => link.give_up(id, st),
-            None => Ok(()),
+            // The peer is told, unless it never got the URB.
+            Some(st) if offered => link.give_up(id, st),
+            _ => Ok(()),
         }
     }
 

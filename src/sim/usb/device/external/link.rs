@@ -4,7 +4,7 @@
 //! the class driver takes it over (the hub driver's enumeration requests
 //! go to it); the class driver then keeps it.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 use crate::config::{DeviceConfig, DeviceKind, Ep0Owner};
@@ -13,12 +13,16 @@ use super::super::super::ctx::*;
 use super::super::super::descriptors::Speed;
 use super::super::super::peer::protocol::Answer;
 use super::super::super::peer::protocol::{check_answer, hello_line, submit_line, unlink_line};
-use super::super::super::peer::{AnswerError, Peer, PeerError};
+use super::super::super::peer::{AnswerError, Peer, PeerError, LINE_COST, OUTBOX_BYTES};
 
 /// usb_control_msg's timeout (USB_CTRL_GET_TIMEOUT): then the URB is killed.
 pub(super) const CTRL_TIMEOUT: u64 = 5000 * MS;
-/// Unlinked URB ids remembered, so that late answers to them are ignored.
-const UNLINKED: usize = 1024;
+/// Unlinked URB ids remembered, so that late answers to them are ignored:
+/// as many as lines can wait for the peer ([`OUTBOX_BYTES`] of them, each
+/// costing at least [`LINE_COST`]) and twice that for the lines in the
+/// pipe or socket and the peer's own buffers. At most 32,768 ids (about
+/// 1 MiB with the set), counted in the device's charge.
+const UNLINKED: usize = 2 * OUTBOX_BYTES / LINE_COST;
 
 /// The device's control request timeout (`ctrl_timeout_ms`), ns.
 pub(super) fn ctrl_timeout(cfg: Option<&DeviceConfig>) -> u64 {
@@ -50,7 +54,9 @@ pub(crate) struct Link {
     /// Why the peer could not start (reported at the first use).
     start_error: Option<PeerError>,
     next_id: u64,
+    /// The unlinked ids, oldest first, and the same as a set.
     unlinked: VecDeque<u64>,
+    unlinked_set: HashSet<u64>,
     timeout: u64,
 }
 
@@ -94,6 +100,7 @@ impl Link {
             start_error: Some(PeerError::Gone),
             next_id: 1,
             unlinked: VecDeque::new(),
+            unlinked_set: HashSet::new(),
             timeout,
         }
     }
@@ -102,6 +109,14 @@ impl Link {
     pub(super) fn send(&self, line: String) -> Result<(), PeerError> {
         match &self.peer {
             Some(p) => p.send(line),
+            None => Err(PeerError::Gone),
+        }
+    }
+
+    /// Offer the peer a line it can do without ([`Peer::offer`]).
+    pub(super) fn offer(&self, line: String, backlog: usize) -> Result<bool, PeerError> {
+        match &self.peer {
+            Some(p) => p.offer(line, backlog),
             None => Err(PeerError::Gone),
         }
     }
@@ -115,8 +130,13 @@ impl Link {
 
     /// URB `id` is no longer in flight: a late answer to it is ignored.
     pub(super) fn forget(&mut self, id: u64) {
+        if !self.unlinked_set.insert(id) {
+            return;
+        }
         if self.unlinked.len() >= UNLINKED {
-            self.unlinked.pop_front();
+            if let Some(old) = self.unlinked.pop_front() {
+                self.unlinked_set.remove(&old);
+            }
         }
         self.unlinked.push_back(id);
     }
@@ -129,7 +149,7 @@ impl Link {
 
     /// Whether URB `id` was forgotten.
     pub(super) fn forgotten(&self, id: u64) -> bool {
-        self.unlinked.contains(&id)
+        self.unlinked_set.contains(&id)
     }
 
     /// The peer's answers so far, and why it is done if it is; Err: it
