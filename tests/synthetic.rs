@@ -227,3 +227,59 @@ fn marker_filters_and_onmatch_of_ftrace_print() {
     let lat = m.sh_ok(&format!("{t} cat events/synthetic/latency/hist"));
     assert!(lat.contains("hitcount:          1\n"), "{lat}");
 }
+
+/// The `entries-in-buffer/entries-written` line of `trace` in `dir`.
+fn entries(m: &Mount, dir: &str) -> String {
+    m.sh_ok(&format!("grep entries-in tracing/{dir}/trace"))
+}
+
+/// Removing a dynamic event clears the buffers of each array where it was
+/// ever enabled (enabled and disabled again counts), and only those, as
+/// measured on 6.18 with a uprobe: `-:` in `dynamic_events` emptied the
+/// instance's `trace` (0/0), another instance kept its entries, and an
+/// event never enabled cleared nothing. A `!name` line of
+/// `synthetic_events` only marks the array (the kernel's
+/// `synth_event_delete` does not reset): the next `dynamic_events`
+/// removal, even of nothing, clears it.
+#[test]
+fn removing_a_once_enabled_dynamic_event_clears_that_arrays_buffers() {
+    let m = Mount::default_config();
+    m.sh_ok(
+        "cd tracing && mkdir instances/a instances/b && \
+         echo 's:synthetic/gone u64 x' >> dynamic_events && \
+         echo 'never u64 x' >> synthetic_events && \
+         echo 1 > instances/a/events/synthetic/gone/enable && \
+         echo 0 > instances/a/events/synthetic/gone/enable && \
+         for d in . instances/a instances/b; do echo hi > $d/trace_marker; done",
+    );
+    let one = "# entries-in-buffer/entries-written: 1/1   #P:";
+    let zero = "# entries-in-buffer/entries-written: 0/0   #P:";
+    for d in [".", "instances/a", "instances/b"] {
+        assert!(entries(&m, d).starts_with(one), "{d}");
+    }
+    // Never enabled anywhere: nothing is cleared.
+    m.sh_ok("echo '-:synthetic/never' >> tracing/dynamic_events");
+    assert!(entries(&m, "instances/a").starts_with(one));
+    m.sh_ok("echo '-:synthetic/gone' >> tracing/dynamic_events");
+    assert!(entries(&m, "instances/a").starts_with(zero));
+    assert_eq!(
+        m.sh_ok("grep -vc '^#' tracing/instances/a/trace || true"),
+        "0\n"
+    );
+    assert!(entries(&m, ".").starts_with(one));
+    assert!(entries(&m, "instances/b").starts_with(one));
+
+    // Through `synthetic_events`: marked, cleared at the next removal.
+    m.sh_ok(
+        "cd tracing && echo 'later u64 x' >> synthetic_events && \
+         echo 'synthetic:later' > instances/b/set_event && echo > instances/b/set_event && \
+         echo '!later' >> synthetic_events",
+    );
+    assert!(entries(&m, "instances/b").starts_with(one));
+    assert!(!m
+        .sh("echo '-:synthetic/nothing' >> tracing/dynamic_events")
+        .status
+        .success());
+    assert!(entries(&m, "instances/b").starts_with(zero));
+    assert!(entries(&m, ".").starts_with(one));
+}

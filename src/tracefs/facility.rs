@@ -264,13 +264,45 @@ impl Tracing {
         Ok(id)
     }
 
-    /// Take dynamic events out of the event list, in one pass.
+    /// Take dynamic events out of the event list, in one pass. Each array
+    /// where one of them was ever enabled is marked for clearing, as the
+    /// kernel's `probe_remove_event_call` sets `tr->clear_trace` for
+    /// `EVENT_FILE_FL_WAS_ENABLED`; [`Tracing::reset_cleared`] clears them.
     pub(super) fn unregister_dynamic_many(&self, ids: &[EventId]) {
+        {
+            let arrays = self.arrays.read_ok();
+            for id in ids {
+                for (slot, f) in id.0.files.read_ok().iter().enumerate() {
+                    if !f.was_enabled.load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    if let Some(Some(a)) = arrays.get(slot) {
+                        a.clear_trace.store(true, Ordering::SeqCst);
+                    }
+                }
+            }
+        }
         let gone: std::collections::HashSet<*const _> =
             ids.iter().map(|id| Arc::as_ptr(&id.0)).collect();
         self.events
             .write_ok()
             .retain(|e| !gone.contains(&Arc::as_ptr(&e.0)));
+    }
+
+    /// Clear the live and snapshot buffers of every array marked when a
+    /// dynamic event once enabled there was removed, and unmark them (the
+    /// kernel's `tracing_reset_all_online_cpus`). The kernel calls it after
+    /// a `dynamic_events` removal (`-:`/`!` lines once parsed, whatever
+    /// their outcome, and truncation) and a truncated `synthetic_events`,
+    /// but not after `DIAG_IOCSDEL`, a user event freed when unused, or a
+    /// `!name` line of `synthetic_events`: those leave the arrays marked
+    /// until the next call.
+    pub(crate) fn reset_cleared(&self) {
+        for a in self.arrays_now() {
+            if a.clear_trace.swap(false, Ordering::SeqCst) {
+                a.clear_live_and_snapshot();
+            }
+        }
     }
 
     /// Add an event definition (not yet visible in a tree installed before).
@@ -339,6 +371,9 @@ impl Tracing {
             arr.expand();
         }
         let file = id.0.file(arr.slot);
+        if on {
+            file.was_enabled.store(true, Ordering::SeqCst);
+        }
         self.flip(id, &file.enabled, &id.0.enabled, on);
         self.eprobe_sync(id, arr.slot);
     }
@@ -368,6 +403,10 @@ impl Tracing {
     pub(super) fn rearm(&self, id: &EventId, slot: usize) {
         let file = id.0.file(slot);
         let want = !id.0.trig(slot).is_empty() || file.soft.load(Ordering::SeqCst) > 0;
+        if want {
+            // A trigger or soft mode registers the event as enabling does.
+            file.was_enabled.store(true, Ordering::SeqCst);
+        }
         self.flip(id, &file.armed, &id.0.armed, want);
         self.eprobe_sync(id, slot);
     }

@@ -520,3 +520,26 @@ fn instances_start_with_the_top_levels_options() {
     }
     assert_eq!(cat(&tree, "instances/b/options/irq-info"), "0\n");
 }
+
+/// A dynamic event's removal clears the live and snapshot buffers of the
+/// arrays it was ever enabled in, and a trigger on it counts as enabling
+/// (the kernel registers the event for a trigger, which sets
+/// `EVENT_FILE_FL_WAS_ENABLED`); a truncated `synthetic_events` resets.
+#[test]
+fn removing_a_once_armed_dynamic_event_clears_live_and_snapshot() {
+    let (tree, t) = setup(USER);
+    write(&tree, "synthetic_events", true, "gone u64 x").unwrap();
+    write(&tree, "events/synthetic/gone/trigger", false, "traceon").unwrap();
+    write(&tree, "events/synthetic/gone/trigger", true, "!traceon").unwrap();
+    write(&tree, "trace_marker", true, "old").unwrap();
+    write(&tree, "snapshot", false, "1").unwrap();
+    write(&tree, "trace_marker", true, "new").unwrap();
+    assert_eq!(t.top().counts().0, 1);
+    assert!(cat(&tree, "snapshot").contains(": old\n"));
+    assert!(!t.top().clear_trace.load(Ordering::SeqCst));
+    open(&tree, "synthetic_events", libc::O_WRONLY | libc::O_TRUNC);
+    assert!(!t.top().clear_trace.load(Ordering::SeqCst));
+    assert_eq!(t.top().counts(), (0, 0));
+    let snap = cat(&tree, "snapshot");
+    assert!(!snap.contains(": old\n"), "{snap}");
+}

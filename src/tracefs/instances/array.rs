@@ -44,6 +44,11 @@ pub struct EventFile {
     /// Whether the event must fire here although not enabled: it has
     /// triggers or is in soft mode.
     pub(crate) armed: AtomicBool,
+    /// Whether it was ever enabled or armed here (the kernel's
+    /// `EVENT_FILE_FL_WAS_ENABLED`, never cleared): removing the event
+    /// then clears this array's buffers (see
+    /// [`crate::tracefs::facility::Tracing::reset_cleared`]).
+    pub(crate) was_enabled: AtomicBool,
 }
 
 /// When and where an entry happened: its CLOCK_MONOTONIC time and the CPU
@@ -115,6 +120,10 @@ pub struct TraceArray {
     /// every buffer lock held (see [`TraceArray::charge_rings`]). `None`
     /// before the first charge and after the instance is removed.
     pub(crate) mem: Mutex<Option<Grant>>,
+    /// Whether the buffers are to be cleared at the next reset of the
+    /// marked arrays (the kernel's `tr->clear_trace`): a dynamic event
+    /// once enabled here was removed.
+    pub(crate) clear_trace: AtomicBool,
 }
 
 /// An open `per_cpu/cpuN/trace_pipe_raw` that mapped CPU `cpu`'s buffer,
@@ -209,6 +218,7 @@ impl TraceArray {
             named_hists: NamedHists::new(),
             maps: Mutex::new(Vec::new()),
             mem: Mutex::new(None),
+            clear_trace: AtomicBool::new(false),
         })
     }
 
@@ -439,6 +449,17 @@ impl TraceArray {
         }
         // A new clock starts from its own values.
         self.newest_ts.store(0, Ordering::SeqCst);
+    }
+
+    /// Empty the live buffers as [`TraceArray::clear_all`] does, and the
+    /// snapshot buffers as writing `2` to `snapshot` does (the kernel's
+    /// `tracing_reset_all_online_cpus` resets `array_buffer` and
+    /// `max_buffer`).
+    pub(crate) fn clear_live_and_snapshot(&self) {
+        self.clear_all();
+        for mut s in self.lock_spare() {
+            s.clear();
+        }
     }
 
     /// The sub-buffer size in KiB (`buffer_subbuf_size_kb`).

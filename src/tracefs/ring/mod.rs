@@ -36,6 +36,7 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use crate::base::budget::{Grant, MEMORY};
 use crate::tracefs::events::EventDef;
 pub use page::PAGE_HDR;
 use page::{cost_of, fill, Page};
@@ -142,7 +143,9 @@ pub const COMM_SLOTS: usize = 1024;
 
 /// Bytes of a buffer's tables, at most: [`COMM_SLOTS`] names (a hash
 /// table of twice as many buckets of a pid, a name and a control byte,
-/// and their order) and the event definitions its entries name.
+/// and their order) and the empty table of event definitions. The
+/// definitions its entries name are charged as they come and go (see
+/// [`TypeDefs::cost`]).
 const TABLES_MEM: usize =
     2 * COMM_SLOTS * (4 + std::mem::size_of::<Comm>() + 4) + 2 * COMM_SLOTS * 4 + 4096;
 
@@ -255,6 +258,56 @@ struct DefSince {
     def: Arc<EventDef>,
 }
 
+/// One type's definitions in a buffer (oldest first), the page of its
+/// newest entry, and the memory they are charged as against
+/// [`crate::base::budget::MEMORY`], to the account of the writer that
+/// brought the type into the buffer.
+struct TypeDefs {
+    v: Vec<DefSince>,
+    newest: u64,
+    mem: Grant,
+}
+
+impl TypeDefs {
+    /// Bytes a type with `cap` definitions' room takes: the list's block
+    /// and the type's share of the hash table (its bucket, twice for the
+    /// table's growth, and a control byte). The definitions themselves
+    /// are the events' (shared, not counted here).
+    fn cost(cap: usize) -> usize {
+        let list = if cap == 0 {
+            0
+        } else {
+            heap_chunk(cap * std::mem::size_of::<DefSince>())
+        };
+        list + 2 * (std::mem::size_of::<(u16, TypeDefs)>() + 1)
+    }
+
+    /// The room the list has after one more push (a `Vec`'s growth: 4 at
+    /// first, then twice as much).
+    fn cap_after_push(&self) -> usize {
+        let (len, cap) = (self.v.len(), self.v.capacity());
+        if len < cap {
+            cap
+        } else {
+            (cap * 2).max(4)
+        }
+    }
+
+    /// Let go of the definitions no entry from page `oldest` on uses, and
+    /// of the list's spare room past twice what is left, and charge what
+    /// is kept (a smaller charge never fails).
+    fn prune(&mut self, oldest: u64) {
+        prune_defs(&mut self.v, oldest);
+        if self.v.capacity() > 2 * self.v.len().max(4) {
+            self.v.shrink_to(self.v.len().max(4));
+        }
+        let cost = TypeDefs::cost(self.v.capacity());
+        if cost != self.mem.size() {
+            let _ = self.mem.resize(cost);
+        }
+    }
+}
+
 /// An entry's `common_type` and `common_pid` (0 where the entry is too
 /// short to hold them).
 fn type_and_pid(data: &[u8]) -> (u16, u32) {
@@ -323,8 +376,9 @@ pub struct CpuBuffer {
     map: Option<Mapped>,
     /// The event definitions of the entries' `common_type`s: for each
     /// type, the definitions it had while entries were written, each with
-    /// where its first entry went (page, offset), oldest first.
-    defs: HashMap<u16, Vec<DefSince>>,
+    /// where its first entry went (page, offset), oldest first. A type
+    /// whose entries are all gone is let go.
+    defs: HashMap<u16, TypeDefs>,
     /// The entries' task names by pid, at most [`COMM_SLOTS`], oldest
     /// first in `comm_order`.
     comms: HashMap<u32, Comm>,
@@ -448,6 +502,11 @@ impl CpuBuffer {
         if e.data.len() > MAX_ENTRY {
             return false;
         }
+        if self.charge_def(&e).is_err() {
+            // The definitions table would pass the memory budget.
+            self.dropped += 1;
+            return false;
+        }
         let ts = e.ts.max(self.last_ts);
         let cost = e.cost();
         let fits = self
@@ -458,6 +517,11 @@ impl CpuBuffer {
             if self.pages.len() >= self.nr_pages {
                 if !overwrite {
                     self.dropped += 1;
+                    // A type `charge_def` made for this entry goes again.
+                    let (id, _) = type_and_pid(&e.data);
+                    if self.defs.get(&id).is_some_and(|t| t.v.is_empty()) {
+                        self.defs.remove(&id);
+                    }
                     return false;
                 }
                 self.drop_oldest_page();
@@ -479,6 +543,63 @@ impl CpuBuffer {
         true
     }
 
+    /// Charge the room [`CpuBuffer::remember`] will take for `e`'s
+    /// definition when it is new to the buffer (its type new, or its
+    /// definition changed); ENOMEM, nothing charged, past the budget.
+    fn charge_def(&mut self, e: &Entry) -> crate::base::errno::SysResult<()> {
+        let (id, _) = type_and_pid(&e.data);
+        match self.defs.get_mut(&id) {
+            Some(t) if t.v.last().is_some_and(|d| Arc::ptr_eq(&d.def, &e.def)) => Ok(()),
+            Some(t) => {
+                let cost = TypeDefs::cost(t.cap_after_push());
+                t.mem.resize(cost.max(t.mem.size()))
+            }
+            None => {
+                let mem = MEMORY.take(TypeDefs::cost(4))?;
+                // `newest` no older than the page the entry goes to, so
+                // that a page this push overwrites does not take it.
+                self.defs.insert(
+                    id,
+                    TypeDefs {
+                        v: Vec::new(),
+                        newest: self.next_seq,
+                        mem,
+                    },
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// Bytes charged for the definitions table now.
+    #[cfg(test)]
+    fn defs_charged(&self) -> usize {
+        self.defs.values().map(|t| t.mem.size()).sum()
+    }
+
+    /// Bytes the definitions table takes on the heap now, from its real
+    /// capacities: the hash table's buckets and control bytes and each
+    /// type's list.
+    #[cfg(test)]
+    fn defs_heap(&self) -> usize {
+        let buckets = if self.defs.capacity() == 0 {
+            0
+        } else {
+            (self.defs.capacity() * 8 / 7).next_power_of_two()
+        };
+        let table = if buckets == 0 {
+            0
+        } else {
+            heap_chunk(buckets * (std::mem::size_of::<(u16, TypeDefs)>() + 1) + 16)
+        };
+        table
+            + self
+                .defs
+                .values()
+                .map(|t| heap_chunk(t.v.capacity() * std::mem::size_of::<DefSince>()))
+                .sum::<usize>()
+    }
+
     /// Keep what reading `e` back from its bytes needs, once it is to be
     /// written at `at` (page, offset): its event definition by
     /// `common_type` (a new one when the type's definition changed, a
@@ -487,13 +608,17 @@ impl CpuBuffer {
     /// pid. Definitions no entry left uses are let go.
     fn remember(&mut self, e: &Entry, at: (u64, usize)) {
         let (id, pid) = type_and_pid(&e.data);
-        let v = self.defs.entry(id).or_default();
-        if !v.last().is_some_and(|d| Arc::ptr_eq(&d.def, &e.def)) {
-            v.push(DefSince {
-                at,
-                def: e.def.clone(),
-            });
-            prune_defs(v, self.pages.front().map_or(at.0, |p| p.seq));
+        let oldest = self.pages.front().map_or(at.0, |p| p.seq);
+        // `charge_def` made the type's entry.
+        if let Some(t) = self.defs.get_mut(&id) {
+            t.newest = at.0;
+            if !t.v.last().is_some_and(|d| Arc::ptr_eq(&d.def, &e.def)) {
+                t.v.push(DefSince {
+                    at,
+                    def: e.def.clone(),
+                });
+                t.prune(oldest);
+            }
         }
         if pid == 0 {
             return;
@@ -528,6 +653,7 @@ impl CpuBuffer {
         let def = self
             .defs
             .get(&id)?
+            .v
             .iter()
             .rev()
             .find(|d| d.at <= at)?
@@ -551,8 +677,10 @@ impl CpuBuffer {
             m.page_removed(p.seq);
         }
         let oldest = self.pages.front().map_or(self.next_seq, |p| p.seq);
-        for v in self.defs.values_mut() {
-            prune_defs(v, oldest);
+        // A type none of whose entries is left goes, with its charge.
+        self.defs.retain(|_, t| t.newest >= oldest);
+        for t in self.defs.values_mut() {
+            t.prune(oldest);
         }
         Some(p)
     }

@@ -142,7 +142,7 @@ fn entries_keep_the_definition_they_were_written_with() {
         b.push(entry(&new, i, 10 + i as u64, "x"), true);
     }
     assert!(b.iter().all(|e| Arc::ptr_eq(&e.def, &new)));
-    assert_eq!(b.defs.values().map(Vec::len).sum::<usize>(), 1);
+    assert_eq!(b.defs.values().map(|t| t.v.len()).sum::<usize>(), 1);
 }
 
 fn u32_at(p: &[u8], off: usize) -> u32 {
@@ -283,4 +283,40 @@ fn merge_is_by_time_then_cpu() {
         got,
         vec![(1, "a"), (2, "c"), (4, "a"), (4, "c"), (5, "c"), (6, "a")]
     );
+}
+
+/// The definitions table is charged to the memory budget as it grows, close
+/// to what it takes on the heap, and given back as its types' entries go:
+/// N distinct types written into one buffer (the user_events case: a
+/// type per event) count within 25% of the table's heap use.
+#[test]
+fn the_definitions_table_is_charged_as_it_grows() {
+    let mut b = CpuBuffer::new(pages_for(DEFAULT_BUF_BYTES, BUF_PAGE_SIZE));
+    for n in [1usize, 10, 100, 1000, 5000] {
+        b.clear();
+        let defs: Vec<_> = (0..n).map(|_| exec_def()).collect();
+        for (i, d) in defs.iter().enumerate() {
+            let mut e = entry(d, i as i64, i as u64, "x");
+            e.data[0..2].copy_from_slice(&(i as u16).to_le_bytes());
+            assert!(b.push(e, true));
+        }
+        let (charged, heap) = (b.defs_charged(), b.defs_heap());
+        if n < 100 {
+            // Below that the table is within the fixed part (TABLES_MEM).
+            assert!(heap <= 4096, "{n} types: heap {heap}");
+            continue;
+        }
+        assert!(
+            charged as f64 >= 0.75 * heap as f64 && charged as f64 <= 1.25 * heap as f64,
+            "{n} types: charged {charged}, heap {heap}"
+        );
+    }
+    // Overwritten by entries of one type, the others' charge goes.
+    let one = exec_def();
+    let per_page = (BUF_PAGE_SIZE / entry(&one, 0, 0, "x").cost()) as i64;
+    for i in 0..(b.nr_pages() as i64 + 1) * per_page {
+        b.push(entry(&one, i, 10_000 + i as u64, "x"), true);
+    }
+    assert_eq!(b.defs.len(), 1);
+    assert_eq!(b.defs_charged(), TypeDefs::cost(4));
 }

@@ -28,7 +28,13 @@ pub(crate) fn install(t: &Arc<Tracing>, tree: &Arc<Tree>) {
                 run_lines(data, |line| tw.synth_command(line))?;
                 Ok(data.len() as u32)
             })
-            .tf(move || tc.synth_clear()),
+            .tf(move || {
+                // `dyn_events_release_all`: the marked arrays are reset
+                // whether the events went or one was busy.
+                let r = tc.synth_clear();
+                tc.reset_cleared();
+                r
+            }),
     );
 }
 

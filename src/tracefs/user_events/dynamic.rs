@@ -77,6 +77,24 @@ impl UserEvents {
         if system.is_none() && event.is_empty() {
             return Err(Errno::EINVAL);
         }
+        // Once parsed, the kernel's `dyn_event_release` resets the arrays
+        // marked by this or an earlier removal, whatever the outcome.
+        let r = self.dynamic_release(system, event, &argv, caller);
+        if let Some(t) = self.t.upgrade() {
+            t.reset_cleared();
+        }
+        r
+    }
+
+    /// The removal of a parsed `-:` or `!` line (see
+    /// [`UserEvents::dynamic_delete`]).
+    fn dynamic_release(
+        &self,
+        system: Option<&str>,
+        event: &str,
+        argv: &[&str],
+        caller: &Caller,
+    ) -> SysResult<()> {
         if let Some(t) = self.t.upgrade() {
             if let Some(r) = t.eprobe_release(system, event, &argv[1.min(argv.len())..]) {
                 return r;
@@ -118,8 +136,17 @@ impl UserEvents {
     }
 
     /// `dynamic_events` opened with O_TRUNC: delete every event, or none if
-    /// any is busy.
+    /// any is busy. The arrays marked by this or an earlier removal are
+    /// reset either way, as the kernel's `dyn_events_release_all` does.
     pub(super) fn dynamic_clear(&self, caller: &Caller) -> SysResult<()> {
+        let r = self.dynamic_clear_all(caller);
+        if let Some(t) = self.t.upgrade() {
+            t.reset_cleared();
+        }
+        r
+    }
+
+    fn dynamic_clear_all(&self, caller: &Caller) -> SysResult<()> {
         let t = self.t.upgrade();
         let mut st = self.state.lock_ok();
         if st.events.iter().any(|e| e.busy())
