@@ -192,7 +192,7 @@ pub(crate) struct CoreDev {
 /// through `tx`; answers to the ids in `answers.pending` come back in
 /// `answers.done` (the device model's reader puts them there).
 pub(crate) struct ProgramPeer {
-    pub tx: crate::sim::usb::peer::Input,
+    pub tx: crate::sim::usb::peer::input::Input,
     pub answers: Arc<std::sync::Mutex<PeerAnswers>>,
     /// Move the answers to programs' URBs that the peer sent meanwhile
     /// into `answers` (the model takes its own at its steps).

@@ -7,39 +7,31 @@
 //! parses its output into a bounded inbox that the device task drains at
 //! its steps, and a writer thread feeds its input from a queue bounded in
 //! bytes ([`Input`]). A peer is judged by its progress: one that is slow
-//! misses isochronous frames, one that takes nothing for [`STALL`] while
+//! misses isochronous frames, one that takes nothing for [`input::STALL`] while
 //! lines wait, or falls [`OUTBOX_BYTES`] behind, is unplugged.
 
 mod error;
+pub(crate) mod input;
 pub(crate) mod protocol;
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::net::Shutdown;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-use crossbeam_channel::{unbounded, Receiver, Sender};
 
 use crate::base::sync::LockExt;
 use crate::config::DeviceConfig;
 pub(crate) use error::{AnswerError, PeerError};
+use input::write_peer;
+pub(crate) use input::{Input, LINE_COST, OUTBOX_BYTES};
 use protocol::{parse_answer, Answer, MAX_LINE};
 
 /// Answers the peer may send ahead of the task's next step.
 const INBOX: usize = 1024;
-/// Bytes of lines that may wait for the peer to read them (counted in the
-/// memory an external device is charged, `sim::usb::memory`).
-pub(crate) const OUTBOX_BYTES: usize = 1 << 20;
-/// What a queued line costs beyond its text: its `String` and its slot.
-pub(crate) const LINE_COST: usize = 64;
-/// A peer that takes none of its waiting lines for this long does not read.
-pub(crate) const STALL: Duration = Duration::from_secs(10);
 
 /// Takes the inbox's answers whose ids the predicate names.
 pub(crate) type AnswerTaker = Box<dyn Fn(&mut dyn FnMut(u64) -> bool) -> Vec<Answer> + Send>;
@@ -69,119 +61,6 @@ struct Sock {
     /// The device is gone: a connection made now is shut down at once.
     closed: bool,
 }
-
-/// A peer's input: the queue its writer thread feeds it from, bounded in
-/// bytes, and what the peer has taken of it.
-#[derive(Clone)]
-pub(crate) struct Input {
-    tx: Sender<String>,
-    flow: Arc<Flow>,
-}
-
-/// The bytes waiting in a peer's input and the peer's progress through it.
-#[derive(Default)]
-struct Flow {
-    /// Bytes queued and not yet written to the peer ([`LINE_COST`] a line
-    /// included).
-    queued: AtomicUsize,
-    /// Bytes written to the peer so far.
-    taken: AtomicU64,
-    /// The count of bytes taken when it last changed (or the queue was
-    /// last found empty), and when.
-    seen: Mutex<Option<(u64, Instant)>>,
-}
-
-impl Input {
-    /// A queue and the receiving end its writer thread drains.
-    fn new() -> (Input, Receiver<String>) {
-        let (tx, rx) = unbounded();
-        let flow = Arc::new(Flow::default());
-        (Input { tx, flow }, rx)
-    }
-
-    /// Queue a line the peer must get. Err when the peer does not read:
-    /// lines have waited for [`STALL`] with nothing taken, or more than
-    /// [`OUTBOX_BYTES`] wait.
-    pub(crate) fn send(&self, line: String) -> Result<(), PeerError> {
-        self.queue(line, OUTBOX_BYTES)?;
-        Ok(())
-    }
-
-    /// Queue a line the peer can do without (an isochronous frame) if no
-    /// more than `backlog` bytes wait before it: Ok(false) when it is left
-    /// out, Err as for [`Input::send`] when the peer does not read.
-    pub(crate) fn offer(&self, line: String, backlog: usize) -> Result<bool, PeerError> {
-        self.queue(line, backlog.min(OUTBOX_BYTES))
-    }
-
-    fn queue(&self, line: String, backlog: usize) -> Result<bool, PeerError> {
-        let f = &self.flow;
-        let waiting = f.queued.load(Ordering::Acquire);
-        let taken = f.taken.load(Ordering::Acquire);
-        let now = Instant::now();
-        {
-            let mut seen = f.seen.lock_ok();
-            match *seen {
-                // The peer took something, or nothing was waiting: it
-                // is judged from now on.
-                Some((t, _)) if t == taken && waiting > 0 => {}
-                _ => *seen = Some((taken, now)),
-            }
-            if let Some((_, since)) = *seen {
-                let idle = now.duration_since(since);
-                if waiting > 0 && idle >= STALL {
-                    return Err(PeerError::NotReading {
-                        bytes: waiting,
-                        secs: idle.as_secs(),
-                    });
-                }
-            }
-        }
-        let cost = line.len() + LINE_COST;
-        if waiting + cost > backlog {
-            if backlog < OUTBOX_BYTES {
-                return Ok(false);
-            }
-            return Err(PeerError::Behind(waiting));
-        }
-        f.queued.fetch_add(cost, Ordering::AcqRel);
-        match self.tx.send(line) {
-            Ok(()) => Ok(true),
-            Err(_) => {
-                f.queued.fetch_sub(cost, Ordering::AcqRel);
-                Err(PeerError::ClosedInput)
-            }
-        }
-    }
-}
-
-/// The writer thread: feed the peer's lines until the queue closes,
-/// counting the bytes the peer takes as it takes them.
-fn write_peer(mut w: impl Write, rx: Receiver<String>, flow: Arc<Flow>) {
-    for line in rx {
-        let mut rest = line.as_bytes();
-        let ok = loop {
-            if rest.is_empty() {
-                break w.flush().is_ok();
-            }
-            match w.write(rest) {
-                Ok(0) => break false,
-                Ok(n) => {
-                    rest = &rest[n..];
-                    flow.taken.fetch_add(n as u64, Ordering::AcqRel);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => break false,
-            }
-        };
-        flow.queued
-            .fetch_sub(line.len() + LINE_COST, Ordering::AcqRel);
-        if !ok {
-            break;
-        }
-    }
-}
-
 impl Peer {
     /// Start the peer the device's configuration names.
     pub(crate) fn open(cfg: Option<&DeviceConfig>) -> Result<Peer, PeerError> {
@@ -413,50 +292,5 @@ fn read_peer(out: impl Read, inbox: &Mutex<Inbox>) {
     let mut g = inbox.lock_ok();
     if g.end.is_none() {
         g.end = Some(why);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The input is bounded in bytes: a line the peer can do without is
-    /// left out past its backlog, one it must get is refused past
-    /// [`OUTBOX_BYTES`]; what the writer takes makes room again.
-    #[test]
-    fn the_input_is_bounded_in_bytes() {
-        let (input, rx) = Input::new();
-        let line = "x".repeat(1000 - LINE_COST);
-        let mut sent = 0;
-        while input.offer(line.clone(), 64 << 10).unwrap() {
-            sent += 1;
-        }
-        assert_eq!(
-            sent, 65,
-            "64 KiB of 1000-byte lines, and the one that reaches it"
-        );
-        while input.send(line.clone()).is_ok() {
-            sent += 1;
-        }
-        assert_eq!(sent, OUTBOX_BYTES / 1000);
-        assert!(matches!(
-            input.send(line.clone()),
-            Err(PeerError::Behind(n)) if n == sent * 1000
-        ));
-        // The writer takes the lines: the queue empties, and there is
-        // room again.
-        let flow = input.flow.clone();
-        let writer = std::thread::spawn(move || write_peer(std::io::sink(), rx, flow));
-        while input.flow.queued.load(Ordering::Acquire) > 0 {
-            std::thread::yield_now();
-        }
-        assert_eq!(
-            input.flow.taken.load(Ordering::Acquire),
-            (sent * (1000 - LINE_COST)) as u64
-        );
-        assert!(input.offer(line.clone(), 64 << 10).unwrap());
-        assert!(input.send(line).is_ok());
-        drop(input);
-        writer.join().unwrap();
     }
 }
