@@ -725,7 +725,7 @@ fn a_full_hist_map_stays_within_its_charge() {
 }
 
 /// Issue 37: a flood device's memory is what the budget charges for it
-/// (`sim/usb/memory.rs`: its two `transfer_size` buffers and 8 KiB of
+/// (`sim/usb/memory.rs`: its two `transfer_size` buffers and 36 KiB of
 /// state), within 25% either way. Eight devices of 1 MiB transfers are
 /// plugged; once each has completed a bulk IN URB the daemon's RSS has
 /// grown by about their charge.
@@ -790,4 +790,69 @@ fn flood_devices_use_what_they_are_charged() {
         "RSS grew {grown} bytes for a charge of {charge}"
     );
     assert!(m.alive());
+}
+
+/// `buses` buses of 15 ports, each with `mice` HID mice; the daemon's RSS
+/// once every device has its driver (`usb/devices`), in KiB.
+fn topology_rss(buses: usize, mice: usize) -> u64 {
+    let mut cfg = String::from("usb:\n  buses:\n");
+    for b in 1..=buses {
+        cfg += &format!("    - bus: {b}\n      ports: 15\n      hub_poll_ms: 0\n");
+        if mice > 0 {
+            cfg += "      devices:\n";
+            for p in 1..=mice {
+                cfg += &format!("        - port: {p}\n          kind: hid-mouse\n");
+            }
+        }
+    }
+    let mut m = Mount::with_config(&cfg);
+    let deadline = std::time::Instant::now() + common::HANG;
+    loop {
+        let text = m.sh_ok("cat usb/devices");
+        if text.matches("Driver=usbhid").count() == buses * mice
+            && text.matches("Driver=hub").count() == buses
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{text}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // Settled: each mouse polls, each bus runs.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let rss = common::vm_rss_kib(m.child.id()).unwrap();
+    assert!(m.alive());
+    rss
+}
+
+/// Issue 37: a bus and a device cost what the budget counts for them
+/// (`sim/usb/memory.rs`, `BUS_BYTES` and `DEVICE_BYTES`), within 25%
+/// either way: 19 more buses, then 300 HID mice on them, grow the
+/// daemon's RSS by about their charge.
+#[test]
+fn buses_and_devices_use_what_they_are_charged() {
+    use monfs::sim::usb::memory::{device_bytes, BUS_BYTES};
+    let one = topology_rss(1, 0) as usize * 1024;
+    let twenty = topology_rss(20, 0) as usize * 1024;
+    let mice = topology_rss(20, 15) as usize * 1024;
+    let bus = twenty.saturating_sub(one) / 19;
+    let mouse = mice.saturating_sub(twenty) / 300;
+    let charge = device_bytes(&serde_yaml_ng::from_str("{port: 1, kind: hid-mouse}").unwrap());
+    println!(
+        "a bus: {} KiB, counted {} KiB ({:.0}%); a HID mouse: {} KiB, counted {} KiB ({:.0}%)",
+        bus / 1024,
+        BUS_BYTES / 1024,
+        bus as f64 * 100.0 / BUS_BYTES as f64,
+        mouse / 1024,
+        charge / 1024,
+        mouse as f64 * 100.0 / charge as f64
+    );
+    let within = |got: usize, want: usize| got >= want - want / 4 && got <= want + want / 4;
+    assert!(
+        within(bus, BUS_BYTES),
+        "a bus grew RSS by {bus} bytes, counted {BUS_BYTES}"
+    );
+    assert!(
+        within(mouse, charge),
+        "a mouse grew RSS by {mouse} bytes, counted {charge}"
+    );
 }
