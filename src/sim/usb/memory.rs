@@ -178,6 +178,6 @@ mod tests {
         assert_eq!(e.field, "usb.buses[0].devices[0].transfer_size");
         // The value of the field named.
         assert_eq!(e.at, "6:49: ");
-        assert!(e.to_string().contains("needs 91 MiB"), "{e}");
+        assert!(e.to_string().contains("needs 92 MiB"), "{e}");
     }
 }
