@@ -329,10 +329,10 @@ pub(super) fn answer(
         };
         if let Err(e) = sent {
             // The peer does not read: as a device that stopped answering.
-            if let Some(left_out) = PENDING_LOG.allow() {
+            if let Some(suppressed) = PENDING_LOG.allow() {
                 tracing::warn!(
-                    "usb {}: external device's peer {e}: a program's URB stays pending \
-                     ({left_out} more lines like this left out)",
+                    suppressed,
+                    "usb {}: external device's peer {e}: a program's URB stays pending",
                     ctx.dev_name(d)
                 );
             }

@@ -20,6 +20,7 @@ pub(crate) const OUTBOX_BYTES: usize = 1 << 20;
 pub(crate) const LINE_COST: usize = 64;
 /// A peer that takes none of its waiting lines for this long does not read.
 pub(crate) const STALL: Duration = Duration::from_secs(10);
+
 /// A peer's input: the queue its writer thread feeds it from, bounded in
 /// bytes, and what the peer has taken of it.
 #[derive(Clone)]
@@ -53,8 +54,10 @@ impl Input {
     /// lines have waited for [`STALL`] with nothing taken, or more than
     /// [`OUTBOX_BYTES`] wait.
     pub(crate) fn send(&self, line: String) -> Result<(), PeerError> {
-        self.queue(line, OUTBOX_BYTES)?;
-        Ok(())
+        match self.queue(line, OUTBOX_BYTES)? {
+            true => Ok(()),
+            false => Err(PeerError::Behind(self.flow.queued.load(Ordering::Acquire))),
+        }
     }
 
     /// Queue a line the peer can do without (an isochronous frame) if no
@@ -64,6 +67,9 @@ impl Input {
         self.queue(line, backlog.min(OUTBOX_BYTES))
     }
 
+    /// Queue `line` if no more than `backlog` bytes wait before it
+    /// (Ok(false) if more do); Err if the peer does not read or its input
+    /// is closed.
     fn queue(&self, line: String, backlog: usize) -> Result<bool, PeerError> {
         let f = &self.flow;
         let waiting = f.queued.load(Ordering::Acquire);
@@ -89,10 +95,7 @@ impl Input {
         }
         let cost = line.len() + LINE_COST;
         if waiting + cost > backlog {
-            if backlog < OUTBOX_BYTES {
-                return Ok(false);
-            }
-            return Err(PeerError::Behind(waiting));
+            return Ok(false);
         }
         f.queued.fetch_add(cost, Ordering::AcqRel);
         match self.tx.send(line) {
@@ -147,10 +150,7 @@ mod tests {
         while input.offer(line.clone(), 64 << 10).unwrap() {
             sent += 1;
         }
-        assert_eq!(
-            sent, 65,
-            "64 KiB of 1000-byte lines, and the one that reaches it"
-        );
+        assert_eq!(sent, 65, "as many 1000-byte lines as 64 KiB holds");
         while input.send(line.clone()).is_ok() {
             sent += 1;
         }

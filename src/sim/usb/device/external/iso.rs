@@ -167,10 +167,11 @@ impl IsoEps {
         let offered = link.offer(line, ISO_BACKLOG)?;
         self.0[k].slots[j].offered = offered;
         if !offered {
-            if let Some(left_out) = BEHIND_LOG.allow() {
+            if let Some(suppressed) = BEHIND_LOG.allow() {
                 tracing::warn!(
+                    suppressed,
                     "usb {}: external device's peer is behind its input: isochronous frames \
-                     missed ({left_out} more lines like this left out)",
+                     missed",
                     ctx.dev_name(dev)
                 );
             }

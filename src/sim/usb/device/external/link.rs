@@ -19,9 +19,9 @@ use super::super::super::peer::{AnswerError, Peer, PeerError, LINE_COST, OUTBOX_
 pub(super) const CTRL_TIMEOUT: u64 = 5000 * MS;
 /// Unlinked URB ids remembered, so that late answers to them are ignored:
 /// as many as lines can wait for the peer ([`OUTBOX_BYTES`] of them, each
-/// costing at least [`LINE_COST`]) and twice that for the lines in the
-/// pipe or socket and the peer's own buffers. At most 32,768 ids (about
-/// 1 MiB with the set), counted in the device's charge.
+/// costing at least [`LINE_COST`]: 16,384), and as many again for the
+/// lines in the pipe or socket and the peer's own buffers. 32,768 ids take
+/// under 1 MiB with their set, counted in the device's charge.
 const UNLINKED: usize = 2 * OUTBOX_BYTES / LINE_COST;
 
 /// The device's control request timeout (`ctrl_timeout_ms`), ns.
