@@ -320,6 +320,44 @@ fn detaching_usbhid_kills_its_urb_and_the_program_reads_the_keyboard() {
     }
 }
 
+/// A program that gives up on a URB (libusb's timeout discards it) while
+/// the peer is still working on it: the peer's late answer is let go, as
+/// the kernel lets a completion of a killed URB go, and the device stays
+/// (monfs once took it for an answer to a URB not in flight and unplugged
+/// the device).
+#[test]
+fn a_late_answer_to_a_discarded_urb_leaves_the_device_plugged() {
+    let td = tempfile::tempdir().unwrap();
+    let m = Mount::with_config(&config(td.path(), 0));
+    let tool = libusb_tool(m.dir.path());
+    let dev = devnum_of(&m, "usbfs loop");
+    let node = wait_node(&m, &format!("dev/bus/usb/001/{dev:03}"));
+    // Request 0x05 is answered after wValue (0x1f4: 500) ms; the program
+    // waits 100. The peer answers in order, so the next request's answer
+    // comes after the late one.
+    let out = run_libusb(
+        &tool,
+        &node,
+        &[
+            "ctrl-in:c0:5:1f4:0:4:100",
+            "ctrl-in:c0:1:0:0:10",
+            "ctrl-in:c0:5:0:0:4",
+        ],
+    );
+    assert_eq!(
+        out,
+        [
+            "ctrl-in:c0:5:1f4:0:4:100 rc=LIBUSB_ERROR_TIMEOUT ",
+            "ctrl-in:c0:1:0:0:10 rc=5 6d6f6e6673",
+            "ctrl-in:c0:5:0:0:4 rc=4 6c617465",
+        ],
+        "{}",
+        m.log_text()
+    );
+    let log = m.log_text();
+    assert!(!log.contains("unplugging the device"), "{log}");
+}
+
 #[test]
 fn stalls_faults_and_unplug_reach_the_program() {
     let td = tempfile::tempdir().unwrap();
@@ -587,12 +625,12 @@ fn a_device_from_a_capture_answers_a_program_from_the_capture() {
     ));
     let node = wait_node(&m, "dev/bus/usb/001/002");
     let mut more = ops.to_vec();
-    more.extend(["int-in:85:4:300", "ctrl-in:c0:7:0:0:4"]);
+    more.extend(["int-in:85:4:300", "ctrl-in:c0:7:0:0:4:300"]);
     let mut want2: Vec<&str> = want.to_vec();
     // What the capture does not have: the device does not answer.
     want2.extend([
         "int-in:85:4:300 rc=LIBUSB_ERROR_TIMEOUT 0 ",
-        "ctrl-in:c0:7:0:0:4 rc=LIBUSB_ERROR_TIMEOUT ",
+        "ctrl-in:c0:7:0:0:4:300 rc=LIBUSB_ERROR_TIMEOUT ",
     ]);
     assert_eq!(run_libusb(&tool, &node, &more), want2);
     let log = m.log_text();

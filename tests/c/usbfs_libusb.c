@@ -9,7 +9,8 @@
  *   desc                          idVendor:idProduct bNumConfigurations
  *   config                        libusb_get_configuration
  *   string:IDX                    libusb_get_string_descriptor_ascii
- *   ctrl-in:RT:REQ:VAL:IDX:LEN    control IN (numbers in hex)
+ *   ctrl-in:RT:REQ:VAL:IDX:LEN[:TMO]  control IN (numbers in hex, TMO
+ *                                 decimal ms)
  *   ctrl-out:RT:REQ:VAL:IDX:HEX   control OUT (HEX `-`: no data stage)
  *   active:I detach:I attach:I claim:I release:I
  *   alt:I:A  clear:EP  reset
@@ -19,6 +20,8 @@
  *   many-ctrl:N  many-bulk-out:EP:LEN:N  many-bulk-in:EP:LEN:N
  *                                 N synchronous transfers, then the rate
  *   sleep:MS  ready               (ready: print "ready" and flush)
+ * Without TMO a transfer waits up to 20 s (TMO_DEFAULT): only a device that
+ * never answers times out, however busy the host.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +31,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#define TMO_DEFAULT 20000
 
 static libusb_device_handle *h;
 static libusb_context *ctx;
@@ -165,7 +170,9 @@ int main(int argc, char **argv)
 			rc(op, r);
 			printf(" %.*s\n", r > 0 ? r : 0, (char *)buf);
 		} else if (sscanf(op, "ctrl-in:%x:%x:%x:%x:%x", &a, &b, &c, &d, &e) == 5) {
-			r = libusb_control_transfer(h, a, b, c, d, buf, e, 1000);
+			unsigned tmo = TMO_DEFAULT;
+			sscanf(op, "ctrl-in:%*x:%*x:%*x:%*x:%*x:%u", &tmo);
+			r = libusb_control_transfer(h, a, b, c, d, buf, e, tmo);
 			rc(op, r);
 			printf(" ");
 			if (r > 0)
@@ -173,7 +180,7 @@ int main(int argc, char **argv)
 			printf("\n");
 		} else if (sscanf(op, "ctrl-out:%x:%x:%x:%x:%4095s", &a, &b, &c, &d, s) == 5) {
 			n = strcmp(s, "-") == 0 ? 0 : unhex(s, buf, sizeof buf);
-			r = libusb_control_transfer(h, a, b, c, d, buf, n, 1000);
+			r = libusb_control_transfer(h, a, b, c, d, buf, n, TMO_DEFAULT);
 			rc(op, r);
 			printf("\n");
 		} else if (sscanf(op, "active:%u", &a) == 1) {
@@ -202,7 +209,7 @@ int main(int argc, char **argv)
 			printf("\n");
 		} else if (sscanf(op, "bulk-in:%x:%u", &a, &b) == 2 ||
 			   sscanf(op, "int-in:%x:%u", &a, &b) == 2) {
-			unsigned tmo = 1000;
+			unsigned tmo = TMO_DEFAULT;
 			sscanf(op, "%*[^:]:%*x:%*u:%u", &tmo);
 			int got = 0;
 			if (op[0] == 'b')
@@ -215,7 +222,7 @@ int main(int argc, char **argv)
 			printf("\n");
 		} else if (sscanf(op, "bulk-out:%x:%4095[0-9a-f]", &a, s) == 2 ||
 			   sscanf(op, "int-out:%x:%4095[0-9a-f]", &a, s) == 2) {
-			unsigned tmo = 1000;
+			unsigned tmo = TMO_DEFAULT;
 			sscanf(op, "%*[^:]:%*x:%*[0-9a-f]:%u", &tmo);
 			n = unhex(s, buf, sizeof buf);
 			int got = 0;
@@ -233,7 +240,7 @@ int main(int argc, char **argv)
 			double t0 = now_s();
 			int ok = 0;
 			for (unsigned k = 0; k < a; k++)
-				ok += libusb_control_transfer(h, 0x80, 6, 0x0100, 0, buf, 18, 1000) == 18;
+				ok += libusb_control_transfer(h, 0x80, 6, 0x0100, 0, buf, 18, TMO_DEFAULT) == 18;
 			double t = now_s() - t0;
 			printf("%s ok=%d per_s=%.0f\n", op, ok, a / t);
 		} else if (sscanf(op, "many-bulk-out:%x:%u:%u", &a, &b, &c) == 3 ||
@@ -242,7 +249,7 @@ int main(int argc, char **argv)
 			int ok = 0, got;
 			memset(buf, 0x42, sizeof buf);
 			for (unsigned k = 0; k < c; k++)
-				ok += libusb_bulk_transfer(h, a, buf, b, &got, 1000) == 0;
+				ok += libusb_bulk_transfer(h, a, buf, b, &got, TMO_DEFAULT) == 0;
 			double t = now_s() - t0;
 			printf("%s ok=%d per_s=%.0f\n", op, ok, c / t);
 		} else if (sscanf(op, "sleep:%u", &a) == 1) {

@@ -5,7 +5,8 @@ of interface 1, so no driver submits there but the program:
 
 - control: vendor IN request 0x01 answers b"monfs" (up to wLength); vendor
   OUT request 0x02 takes its data; vendor request 0x03 stalls (-32);
-  vendor IN request 0x04 is never answered;
+  vendor IN request 0x04 is never answered; vendor IN request 0x05
+  answers b"late" after wValue milliseconds;
   SET_INTERFACE succeeds; anything else stalls.
 - bulk OUT 0x02 takes everything and keeps it; bulk IN 0x81 answers with
   what OUT took, reversed, once there is some (until then it NAKs: the
@@ -15,6 +16,7 @@ of interface 1, so no driver submits there but the program:
 With an argument, every line it gets is appended to that file.
 """
 import sys
+import time
 
 log = open(sys.argv[1], "a") if len(sys.argv) > 1 else None
 stored = b""
@@ -56,6 +58,10 @@ for line in sys.stdin:
             out(f"complete {i} 0 {len(d)} {d.hex()}")
         elif rt == 0xC0 and req == 0x04:
             pass  # never answered: the URB stays pending
+        elif rt == 0xC0 and req == 0x05:
+            time.sleep(int.from_bytes(s[2:4], "little") / 1000)
+            d = b"late"[:ln]
+            out(f"complete {i} 0 {len(d)} {d.hex()}")
         elif rt == 0x40 and req == 0x02:
             out(f"complete {i} 0 {ln}")
         elif rt == 0x01 and req == 0x0B:

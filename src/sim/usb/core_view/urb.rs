@@ -538,8 +538,7 @@ pub(crate) fn cancel(ctx: &mut Ctx, dev: DevRef, tag: u64, now: u64) -> Result<(
                 Ok(g) => g,
                 Err(e) => e.into_inner(),
             };
-            g.pending.remove(&id);
-            g.done.remove(&id);
+            g.discard(id);
         }
         let _ = p.tx.send(format!("unlink {id} {ENOENT}\n"));
     }

@@ -206,6 +206,37 @@ pub(crate) struct PeerAnswers {
     pub pending: HashSet<u64>,
     /// Answers: id -> (status, actual, data, packets (status, actual)).
     pub done: HashMap<u64, PeerAnswer>,
+    /// Ids of URBs the program discarded (oldest first, at most
+    /// [`DISCARDED`]): the peer, told to unlink them, may have answered
+    /// already, and such a late answer is not a protocol error.
+    discarded: std::collections::VecDeque<u64>,
+    discarded_set: HashSet<u64>,
+}
+
+/// Discarded program URB ids remembered for late answers.
+const DISCARDED: usize = 4096;
+
+impl PeerAnswers {
+    /// The program discarded URB `id`: forget it, and let a late answer
+    /// to it go.
+    pub fn discard(&mut self, id: u64) {
+        self.pending.remove(&id);
+        self.done.remove(&id);
+        if !self.discarded_set.insert(id) {
+            return;
+        }
+        if self.discarded.len() >= DISCARDED {
+            if let Some(old) = self.discarded.pop_front() {
+                self.discarded_set.remove(&old);
+            }
+        }
+        self.discarded.push_back(id);
+    }
+
+    /// Whether `id` is a URB the program discarded.
+    pub fn was_discarded(&self, id: u64) -> bool {
+        self.discarded_set.contains(&id)
+    }
 }
 
 /// One answer of a peer: status, actual length, IN data, and for

@@ -456,6 +456,10 @@ impl ExternalTask {
                 g.done.insert(a.id, (a.status, a.actual, a.data, a.pkts));
                 return Ok(());
             }
+            // A late answer to a URB the program discarded.
+            if g.was_discarded(a.id) {
+                return Ok(());
+            }
         }
         Err(AnswerError::NotInFlight(a.id).into())
     }
