@@ -3,7 +3,9 @@ while a device is unplugged: the capture holds the device's last URB failing
 with -71, the other device's traffic goes on, and tcpdump drops nothing."""
 
 import signal
+import struct
 import subprocess
+import time
 
 import pytest
 from monfs import read_pcap
@@ -15,6 +17,21 @@ KEYBOARD_AND_MOUSE = {
         {"port": 2, "kind": "hid-mouse"},
     ]}]},
 }
+
+
+def wait_for_capture(pcap, completions, timeout=30):
+    """Wait until the capture `pcap` (written with -U) holds these
+    successful completions, as (device, URB id)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            events = read_pcap(pcap)
+        except (ValueError, struct.error, IndexError):  # a record half written
+            events = []
+        if completions <= {(e.devnum, e.id) for e in events if e.kind == "C" and e.status == 0}:
+            return
+        assert time.monotonic() < deadline, "tcpdump never wrote the completions usbmon showed"
+        time.sleep(0.1)
 
 
 @pytest.mark.monfs(config=KEYBOARD_AND_MOUSE)
@@ -36,6 +53,9 @@ def test_tcpdump_captures_an_unplug(monfs, tmp_path):
             monfs.unplug(1, 1)                          # the keyboard
             gone = usbmon.expect(kind="C", status=-71)
             after = usbmon.collect(4, kind="C", status=0)  # the mouse goes on
+            # tcpdump reads the ring at its own pace (a busy host delays
+            # it): stop it once its file holds what usbmon showed.
+            wait_for_capture(pcap, {(a.device, int(a.tag, 16)) for a in after})
             tcpdump.send_signal(signal.SIGINT)
             expect_line(tcpdump, r"^\d+ packets captured", stream="stderr")
             expect_line(tcpdump, r"^0 packets dropped by kernel$", stream="stderr")
