@@ -206,11 +206,10 @@ pub(crate) struct PeerAnswers {
     pub pending: HashSet<u64>,
     /// Answers: id -> (status, actual, data, packets (status, actual)).
     pub done: HashMap<u64, PeerAnswer>,
-    /// Ids of URBs the program discarded (oldest first, at most
-    /// [`DISCARDED`]): the peer, told to unlink them, may have answered
-    /// already, and such a late answer is not a protocol error.
-    discarded: std::collections::VecDeque<u64>,
-    discarded_set: HashSet<u64>,
+    /// Ids of URBs the program discarded: the peer, told to unlink them,
+    /// may have answered already, and such a late answer is not a
+    /// protocol error.
+    discarded: RecentIds<DISCARDED>,
 }
 
 /// Discarded program URB ids remembered for late answers.
@@ -222,20 +221,41 @@ impl PeerAnswers {
     pub fn discard(&mut self, id: u64) {
         self.pending.remove(&id);
         self.done.remove(&id);
-        if !self.discarded_set.insert(id) {
-            return;
-        }
-        if self.discarded.len() >= DISCARDED {
-            if let Some(old) = self.discarded.pop_front() {
-                self.discarded_set.remove(&old);
-            }
-        }
-        self.discarded.push_back(id);
+        self.discarded.insert(id);
     }
 
     /// Whether `id` is a URB the program discarded.
     pub fn was_discarded(&self, id: u64) -> bool {
-        self.discarded_set.contains(&id)
+        self.discarded.contains(id)
+    }
+}
+
+/// URB ids given up on, remembered so that a late answer to one is let
+/// go: the newest `CAP` of them, the oldest forgotten first.
+#[derive(Default)]
+pub(crate) struct RecentIds<const CAP: usize> {
+    /// Oldest first.
+    order: VecDeque<u64>,
+    set: HashSet<u64>,
+}
+
+impl<const CAP: usize> RecentIds<CAP> {
+    /// Remember `id`, forgetting the oldest past `CAP`.
+    pub fn insert(&mut self, id: u64) {
+        if !self.set.insert(id) {
+            return;
+        }
+        if self.order.len() >= CAP {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+        self.order.push_back(id);
+    }
+
+    /// Whether `id` is remembered.
+    pub fn contains(&self, id: u64) -> bool {
+        self.set.contains(&id)
     }
 }
 

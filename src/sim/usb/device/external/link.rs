@@ -4,7 +4,7 @@
 //! the class driver takes it over (the hub driver's enumeration requests
 //! go to it); the class driver then keeps it.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::config::{DeviceConfig, DeviceKind, Ep0Owner};
@@ -54,9 +54,7 @@ pub(crate) struct Link {
     /// Why the peer could not start (reported at the first use).
     start_error: Option<PeerError>,
     next_id: u64,
-    /// The unlinked ids, oldest first, and the same as a set.
-    unlinked: VecDeque<u64>,
-    unlinked_set: HashSet<u64>,
+    unlinked: RecentIds<UNLINKED>,
     timeout: u64,
 }
 
@@ -99,8 +97,7 @@ impl Link {
             peer: None,
             start_error: Some(PeerError::Gone),
             next_id: 1,
-            unlinked: VecDeque::new(),
-            unlinked_set: HashSet::new(),
+            unlinked: RecentIds::default(),
             timeout,
         }
     }
@@ -130,15 +127,7 @@ impl Link {
 
     /// URB `id` is no longer in flight: a late answer to it is ignored.
     pub(super) fn forget(&mut self, id: u64) {
-        if !self.unlinked_set.insert(id) {
-            return;
-        }
-        if self.unlinked.len() >= UNLINKED {
-            if let Some(old) = self.unlinked.pop_front() {
-                self.unlinked_set.remove(&old);
-            }
-        }
-        self.unlinked.push_back(id);
+        self.unlinked.insert(id);
     }
 
     /// The host gave up on URB `id`: forget it and tell the peer.
@@ -149,7 +138,7 @@ impl Link {
 
     /// Whether URB `id` was forgotten.
     pub(super) fn forgotten(&self, id: u64) -> bool {
-        self.unlinked_set.contains(&id)
+        self.unlinked.contains(id)
     }
 
     /// The peer's answers so far, and why it is done if it is; Err: it
