@@ -74,13 +74,25 @@ fn typed(cap: &Path, want: &[String], what: &str) -> String {
 
 /// SIGKILL the peer whose pid it wrote to `pidfile`.
 fn kill_peer(pidfile: &Path) {
+    signal_peer(pidfile, libc::SIGKILL);
+}
+
+/// Send `sig` to the peer whose pid it wrote to `pidfile`.
+fn signal_peer(pidfile: &Path, sig: i32) {
     let pid: i32 = std::fs::read_to_string(pidfile)
         .unwrap()
         .trim()
         .parse()
         .unwrap();
-    // SAFETY: killing the peer this test started through monfs.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    // SAFETY: signalling the peer this test started through monfs.
+    assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+}
+
+/// The address of the device with isochronous IN URBs in `t` (a copy of
+/// `1u`): the third field of its first `S Zi` line's `Zi:1:ADDR:EP`.
+fn iso_devnum(t: &str) -> Option<String> {
+    let l = t.lines().find(|l| l.contains(" S Zi:1:"))?;
+    Some(l.split(' ').nth(3)?.split(':').nth(2)?.to_string())
 }
 
 fn read(p: &Path) -> String {
@@ -303,17 +315,12 @@ fn iso_and_out_peer_answers_in_1u_and_killing_it_unplugs() {
     let (pidfile, log) = (dir.path().join("pid"), dir.path().join("peer.log"));
     let m = Mount::with_config(&iso_config(dir.path(), &pidfile, &log));
     let (mut cat, cap) = cat_1u(&m);
-    // The device's number: the one with isochronous URBs.
-    let dev_of = |t: &str| -> Option<String> {
-        let l = t.lines().find(|l| l.contains(" S Zi:1:"))?;
-        Some(l.split(' ').nth(3)?.split(':').nth(2)?.to_string())
-    };
     // The peer's ISO IN answer: packets of 4, 5, (CRC error), 7, 8 ...
     // bytes at offsets 0, 256, ...; one error; 8 descriptors, 5 shown.
     let zi = " 0:8 8 0:0:4 0:256:5 -84:512:0 0:768:7 0:1024:8 2048 = ";
     let (text, dev) = wait_for("ISO, OUT and discarded URBs in 1u", || {
         let t = read(&cap);
-        let dev = dev_of(&t)?;
+        let dev = iso_devnum(&t)?;
         let has = |pat: &str| t.lines().filter(|l| l.contains(pat)).count();
         let zi_ok = t
             .lines()
@@ -631,17 +638,6 @@ fn a_socket_nobody_listens_on_unplugs_with_a_log_line() {
     });
 }
 
-/// Send `sig` to the peer whose pid it wrote to `pidfile`.
-fn signal_peer(pidfile: &Path, sig: i32) {
-    let pid: i32 = std::fs::read_to_string(pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    // SAFETY: signalling the peer this test started through monfs.
-    assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
-}
-
 /// A peer is judged by its progress, not by a count of lines: stopped for
 /// a few seconds while its isochronous streams run (more than the 1,024
 /// lines the daemon once allowed to wait), it misses frames and stays
@@ -675,7 +671,6 @@ fn a_peer_that_falls_behind_misses_frames_and_one_that_stops_reading_is_unplugge
     });
     signal_peer(&pidfile, libc::SIGCONT);
     let seen = answered(&read(&cap));
-
     wait_for("the peer's ISO answers after it runs again", || {
         (answered(&read(&cap)) >= seen + 3).then_some(())
     });
@@ -695,22 +690,7 @@ fn a_peer_that_falls_behind_misses_frames_and_one_that_stops_reading_is_unplugge
 
     // Stopped for good: unplugged once it has taken nothing for 10 s.
     signal_peer(&pidfile, libc::SIGSTOP);
-    let dev = {
-        let t = read(&cap);
-        let l = t
-            .lines()
-            .rev()
-            .find(|l| l.contains(" S Zi:1:"))
-            .unwrap()
-            .to_string();
-        l.split(' ')
-            .nth(3)
-            .unwrap()
-            .split(':')
-            .nth(2)
-            .unwrap()
-            .to_string()
-    };
+    let dev = iso_devnum(&read(&cap)).unwrap();
     unplugged_with_bus_running(&m, &cap, &dev, "ISO loop");
     let _ = cat.kill();
     let _ = cat.wait();
