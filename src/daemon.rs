@@ -53,6 +53,7 @@ impl Monfs {
             crate::tracefs::UrbTraceSink::new(tracing.clone(), Some(usbmon.clone())),
         )));
         let usb = Arc::new(UsbSim::new(&cfg.usb, seed, clock.clone(), sink));
+        usb.set_timing(cfg.timing);
         let tree = Arc::new(Tree::new(uid, gid));
 
         crate::usbmon::files::install(&usbmon, &tree);

@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use tracing::{error, info};
 
-use monfs::cli::mount::{mount, UringMode};
+use monfs::cli::mount::{mount, Overrides, UringMode};
+use monfs::config::Timing;
 use monfs::fuse::MountOptions;
 
 /// monfs mounts a userspace replica of Linux's usbmon (text and binary),
@@ -54,6 +55,11 @@ enum Cmd {
         /// Override the config's seed (URB tags, data, timing).
         #[arg(long)]
         seed: Option<u64>,
+        /// Override the config's `timing`: `realistic` (a USB bus's
+        /// latencies) or `fast` (the same events in the same order, every
+        /// simulated latency a thousandth as long; for test suites).
+        #[arg(long, value_enum)]
+        timing: Option<Timing>,
         /// Threads serving FUSE requests (at least 2, so that page-cache
         /// updates never wait on the thread that sends them).
         #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(2..=64))]
@@ -158,6 +164,9 @@ enum Cmd {
         /// Override the config's seed (URB tags, data, timing).
         #[arg(long, conflicts_with = "use_mount")]
         seed: Option<u64>,
+        /// Override the config's `timing` (see `monfs mount --timing`).
+        #[arg(long, value_enum, conflicts_with = "use_mount")]
+        timing: Option<Timing>,
         /// Threads serving FUSE requests.
         #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(2..=64))]
         threads: u16,
@@ -331,6 +340,7 @@ fn main() -> ExitCode {
             foreground,
             private,
             seed,
+            timing,
             threads,
             no_mmap,
             io_uring,
@@ -362,7 +372,7 @@ fn main() -> ExitCode {
                     (_, true) => UringMode::Off,
                     _ => UringMode::Auto,
                 },
-                seed,
+                Overrides { seed, timing },
                 cuse,
                 ctl_socket,
                 log_file,
@@ -373,6 +383,7 @@ fn main() -> ExitCode {
         Cmd::Run {
             config,
             seed,
+            timing,
             threads,
             no_mmap,
             no_io_uring,
@@ -393,6 +404,15 @@ fn main() -> ExitCode {
             if let Some(s) = seed {
                 mount_args.push("--seed".into());
                 mount_args.push(s.to_string().into());
+            }
+            if let Some(t) = timing {
+                mount_args.push("--timing".into());
+                let name = if t == Timing::Fast {
+                    "fast"
+                } else {
+                    "realistic"
+                };
+                mount_args.push(name.into());
             }
             mount_args.push("--threads".into());
             mount_args.push(threads.to_string().into());

@@ -16,7 +16,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    bus1_lines, compile_c, compile_c_libs, descriptors_dump, repo_path, run_libusb, Mount,
+    bus1_lines, compile_c, compile_c_libs, descriptors_dump, devnum_of, repo_path, run_libusb,
+    wait_node, Mount,
 };
 
 /// The peer's device: vendor interface 0 without endpoints, interface 1
@@ -55,47 +56,6 @@ fn config(dir: &Path, plug_ms: u64) -> String {
 
 fn libusb_tool(dir: &Path) -> PathBuf {
     compile_c_libs("usbfs_libusb", dir, &["-lusb-1.0"])
-}
-
-/// Wait for a node to appear (the device enumerates after the mount).
-fn wait_node(m: &Mount, rel: &str) -> PathBuf {
-    let p = m.path(rel);
-    let deadline = Instant::now() + common::HANG;
-    while !p.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{rel} never appeared; usb/devices:\n{}",
-            m.sh_ok("cat usb/devices")
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    p
-}
-
-/// The product's devnum in `usb/devices`.
-fn devnum_of(m: &Mount, product: &str) -> u8 {
-    let deadline = Instant::now() + common::HANG;
-    loop {
-        let t = m.sh_ok("cat usb/devices");
-        if let Some(b) = t
-            .split("\n\n")
-            .find(|b| b.contains(&format!("S:  Product={product}\n")) && b.contains("C:*"))
-        {
-            let dev = b
-                .split("Dev#=")
-                .nth(1)
-                .unwrap()
-                .split_whitespace()
-                .next()
-                .unwrap();
-            return dev.parse().unwrap();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{product} never configured:\n{t}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// `cat 1u` into a file beside the mount, attached once it returns.

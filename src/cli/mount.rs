@@ -147,6 +147,27 @@ fn io_uring_note(a: &IoUringAvailability, why: Option<&str>) -> Option<String> {
 }
 
 /// Mount monfs at `mountpoint` and serve it until it is unmounted or a
+/// What the command line sets over the configuration file.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Overrides {
+    /// `--seed`.
+    pub seed: Option<u64>,
+    /// `--timing`.
+    pub timing: Option<crate::config::Timing>,
+}
+
+impl Overrides {
+    /// Set what was given over `cfg`.
+    pub fn apply(&self, cfg: &mut Config) {
+        if self.seed.is_some() {
+            cfg.seed = self.seed;
+        }
+        if let Some(t) = self.timing {
+            cfg.timing = t;
+        }
+    }
+}
+
 /// signal ends it (`monfs mount`); the exit code is 0, 1 (failed) or 2
 /// (usage: a bad configuration, socket or log path).
 #[allow(clippy::too_many_arguments)]
@@ -156,7 +177,7 @@ pub fn mount(
     foreground: bool,
     mut opts: MountOptions,
     uring: UringMode,
-    seed: Option<u64>,
+    overrides: Overrides,
     cuse: bool,
     ctl_socket: Option<PathBuf>,
     log_file: Option<PathBuf>,
@@ -179,9 +200,7 @@ pub fn mount(
             return ExitCode::from(2);
         }
     };
-    if seed.is_some() {
-        cfg.seed = seed;
-    }
+    overrides.apply(&mut cfg);
     // What was asked for and the kernel cannot give fails here, on the
     // terminal and before anything is mounted.
     let avail = match uring {

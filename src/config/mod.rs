@@ -34,6 +34,10 @@ pub struct Config {
     /// `real` (follow the machine's clocks) or `virtual` (fixed start times).
     #[serde(default)]
     pub clock: ClockKind,
+    /// `realistic` (a USB bus's latencies) or `fast` (the same events in
+    /// the same order, with the simulated latencies cut a thousandfold).
+    #[serde(default)]
+    pub timing: Timing,
     /// The simulated USB side.
     #[serde(default)]
     pub usb: UsbConfig,
@@ -54,6 +58,30 @@ pub enum ClockKind {
     Real,
     /// Fixed start values, for byte-identical seeded runs.
     Virtual,
+}
+
+/// How long the simulated buses take.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Timing {
+    /// A USB bus's latencies: the hub's debounce and reset recovery, each
+    /// transfer's time on the bus, the controller's frames.
+    #[default]
+    Realistic,
+    /// Every simulated latency a thousandth as long (a 100 ms debounce takes
+    /// 100 µs, a 1 ms frame 1 µs); events, orders, statuses, lengths and
+    /// bytes are those of `realistic`. For test suites.
+    Fast,
+}
+
+impl Timing {
+    /// How many times shorter than `realistic` the latencies are.
+    pub fn divisor(self) -> u64 {
+        match self {
+            Timing::Realistic => 1,
+            Timing::Fast => 1000,
+        }
+    }
 }
 
 /// The USB side: buses with their devices.

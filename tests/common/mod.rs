@@ -686,3 +686,44 @@ pub fn run_libusb(tool: &Path, node: &Path, ops: &[&str]) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// Wait for a node to appear (the device enumerates after the mount).
+pub fn wait_node(m: &Mount, rel: &str) -> PathBuf {
+    let p = m.path(rel);
+    let deadline = Instant::now() + HANG;
+    while !p.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{rel} never appeared; usb/devices:\n{}",
+            m.sh_ok("cat usb/devices")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    p
+}
+
+/// The product's devnum in `usb/devices`.
+pub fn devnum_of(m: &Mount, product: &str) -> u8 {
+    let deadline = Instant::now() + HANG;
+    loop {
+        let t = m.sh_ok("cat usb/devices");
+        if let Some(b) = t
+            .split("\n\n")
+            .find(|b| b.contains(&format!("S:  Product={product}\n")) && b.contains("C:*"))
+        {
+            let dev = b
+                .split("Dev#=")
+                .nth(1)
+                .unwrap()
+                .split_whitespace()
+                .next()
+                .unwrap();
+            return dev.parse().unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{product} never configured:\n{t}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -73,6 +73,8 @@ impl Bus {
             clock,
             offset: 0,
             floor: 0,
+            async_free: 0,
+            timing: Default::default(),
             spawned: Vec::new(),
             next_devnum: 2,
             used,

@@ -49,6 +49,8 @@ pub mod replay;
 mod replay_program;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_hcd;
 mod usbfs_port;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -266,6 +268,14 @@ impl UsbSim {
     /// Bus numbers configured, ascending.
     pub fn bus_numbers(&self) -> Vec<u16> {
         self.buses.iter().map(|b| b.num).collect()
+    }
+
+    /// Set how long the buses' simulated latencies take (before
+    /// [`UsbSim::start`]).
+    pub fn set_timing(&self, timing: crate::config::Timing) {
+        for b in &self.buses {
+            b.lock().ctx.timing = timing;
+        }
     }
 
     /// Start one thread per bus that runs the simulation in (paced) simulation time.

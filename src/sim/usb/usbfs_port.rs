@@ -91,7 +91,7 @@ impl UsbCorePort for UsbSim {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
@@ -101,23 +101,26 @@ mod tests {
     use crate::usbcore::device::{TransferType, UrbResult};
     use crate::usbmon::event::{EventKind, UrbEvent, UrbSink, XferType};
 
+    /// Collects a bus's events.
     #[derive(Default)]
-    struct Collect(Mutex<Vec<UrbEvent>>);
+    pub(crate) struct Collect(pub Mutex<Vec<UrbEvent>>);
     impl UrbSink for Collect {
         fn urb_event(&self, ev: UrbEvent) {
             self.0.lock_ok().push(ev);
         }
     }
 
+    /// Collects programs' URBs as they complete.
     #[derive(Default)]
-    struct Done(Mutex<Vec<(u64, UrbResult)>>);
+    pub(crate) struct Done(pub Mutex<Vec<(u64, UrbResult)>>);
     impl UrbDone for Done {
         fn done(&self, urb: u64, result: UrbResult) {
             self.0.lock_ok().push((urb, result));
         }
     }
 
-    struct TestClock;
+    /// A clock at 0: requests act at the bus's local time.
+    pub(crate) struct TestClock;
     impl Clock for TestClock {
         fn sim_now(&self) -> u64 {
             0

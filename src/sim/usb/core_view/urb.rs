@@ -22,6 +22,7 @@ struct Finish {
     actual: u32,
     data: Option<Arc<[u8]>>,
     iso: Vec<IsoDesc>,
+    start_frame: i32,
     error_count: i32,
 }
 
@@ -36,7 +37,7 @@ impl Task for Finish {
             self.actual,
             self.data.take(),
             iso,
-            0,
+            self.start_frame,
             self.error_count,
         );
         None
@@ -258,6 +259,7 @@ pub(crate) fn submit(
                 actual: 0,
                 data: None,
                 iso,
+                start_frame: 0,
                 error_count: errs,
             }),
         );
@@ -377,22 +379,34 @@ pub(super) fn answer(
             (urb.len, None)
         };
         let lat = ctx.rng.range(40 * US, 400 * US) + if urb.len > 64 { 100 * US } else { 0 };
-        finish_at(ctx, d, urb.tag, now + lat, status, actual, data, vec![], 0);
+        let lat = ctx.delay(lat);
+        finish_at(
+            ctx,
+            d,
+            urb.tag,
+            now + lat,
+            status,
+            actual,
+            data,
+            vec![],
+            (0, 0),
+        );
         return;
     }
     if recorded {
         if let Some((at, status, actual, data)) =
             crate::sim::usb::replay_program::data(ctx, d, &urb, out.as_deref(), now)
         {
-            finish_at(ctx, d, urb.tag, at, status, actual, data, vec![], 0);
+            finish_at(ctx, d, urb.tag, at, status, actual, data, vec![], (0, 0));
         }
         return;
     }
-    let unit = descriptors::interval_unit_ns(speed);
+    let unit = ctx.delay(descriptors::interval_unit_ns(speed));
+    let key = ep_key(&urb);
+    let per = (urb.interval.max(1) as u64) * unit;
     match urb.xfer {
         XferType::Iso => {
-            let per = (urb.interval.max(1) as u64) * unit;
-            let n = pkts.len() as u64;
+            let (start, end) = ctx.iso_frames(d, key, (pkts.len() as u32, per, unit), now);
             let mut iso = Vec::new();
             let mut off = 0;
             for &l in &pkts {
@@ -407,12 +421,16 @@ pub(super) fn answer(
                 let v: Vec<u8> = (0..urb.len).map(|i| (i as u8).wrapping_mul(7)).collect();
                 Arc::from(v)
             });
-            let at = now + MS + n * per;
-            finish_at(ctx, d, urb.tag, at, 0, urb.len, data, iso, 0);
+            let frame = ctx.start_frame(start);
+            finish_at(ctx, d, urb.tag, end, 0, urb.len, data, iso, (frame, 0));
+        }
+        XferType::Interrupt if !urb.dir_in => {
+            let at = ctx.interrupt_slot(d, key, per, now);
+            finish_at(ctx, d, urb.tag, at, 0, urb.len, None, vec![], (0, 0));
         }
         _ if !urb.dir_in => {
-            let lat = ctx.rng.range(30 * US, 200 * US) + urb.len as u64 * 20;
-            finish_at(ctx, d, urb.tag, now + lat, 0, urb.len, None, vec![], 0);
+            let at = ctx.bulk_done(d, urb.len, now);
+            finish_at(ctx, d, urb.tag, at, 0, urb.len, None, vec![], (0, 0));
         }
         _ if kind == Kind::Dev(DeviceKind::Descriptors) => {
             // Nothing to say: pending (NAK) until killed or unplugged.
@@ -430,7 +448,6 @@ pub(super) fn answer(
             // comes, it is pending (NAK).
         }
         XferType::Interrupt => {
-            let per = (urb.interval.max(1) as u64) * unit;
             let mps = ctx
                 .dev(d)
                 .and_then(|x| x.desc.cfg.endpoint(urb.ep | 0x80))
@@ -438,21 +455,22 @@ pub(super) fn answer(
                 .unwrap_or(8);
             let n = urb.len.min(mps.max(1));
             let data = Some(Arc::from(vec![0u8; n as usize]));
-            finish_at(ctx, d, urb.tag, now + per, 0, n, data, vec![], 0);
+            let at = ctx.interrupt_slot(d, key, per, now);
+            finish_at(ctx, d, urb.tag, at, 0, n, data, vec![], (0, 0));
         }
         _ => {
             let v: Vec<u8> = (0..urb.len).map(|i| (i as u8) ^ 0x5a).collect();
-            let lat = ctx.rng.range(30 * US, 200 * US) + urb.len as u64 * 20;
+            let at = ctx.bulk_done(d, urb.len, now);
             finish_at(
                 ctx,
                 d,
                 urb.tag,
-                now + lat,
+                at,
                 0,
                 urb.len,
                 Some(Arc::from(v)),
                 vec![],
-                0,
+                (0, 0),
             );
         }
     }
@@ -498,7 +516,7 @@ fn finish_at(
     actual: u32,
     data: Option<Arc<[u8]>>,
     iso: Vec<IsoDesc>,
-    error_count: i32,
+    (start_frame, error_count): (i32, i32),
 ) {
     ctx.spawn(
         at,
@@ -509,6 +527,7 @@ fn finish_at(
             actual,
             data,
             iso,
+            start_frame,
             error_count,
         }),
     );

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::base::clock::Clock;
-use crate::config::{Controller, DeviceConfig};
+use crate::config::{Controller, DeviceConfig, Timing};
 use crate::usbmon::event::{
     DataCapture, DeviceEvent, EventKind, IsoDesc, UrbEvent, UrbSink, XferType, EINPROGRESS,
 };
@@ -17,9 +17,11 @@ use super::peer::PeerError;
 use crate::sim::rng::Rng;
 use crate::usbcore::device::{IsoResult, UrbResult};
 
+pub(crate) use endpoint::*;
 pub use tree::Fault;
 pub(crate) use tree::*;
 
+pub(crate) mod endpoint;
 mod tree;
 
 /// Something the bus schedules: a device model's data stream, the hub
@@ -187,7 +189,8 @@ impl Runner {
                             actual: 0,
                             remote: None,
                         });
-                        return Some(now + ctx.rng.range(100 * US, 1000 * US));
+                        let lat = ctx.rng.range(100 * US, 1000 * US);
+                        return Some(now + ctx.delay(lat));
                     }
                     if let Some(mut link) = ctx.dev_mut(target).and_then(|d| d.ep0.take()) {
                         // Answered from outside: wait for it, polled.
@@ -240,9 +243,9 @@ impl Runner {
                     });
                     let lat =
                         ctx.rng.range(40 * US, 400 * US) + if len > 64 { 100 * US } else { 0 };
-                    return Some(now + lat);
+                    return Some(now + ctx.delay(lat));
                 }
-                Op::Delay(ns) => return Some(now + ns),
+                Op::Delay(ns) => return Some(now + ctx.delay(ns)),
                 Op::NewTag => {
                     ctx.tags.free(*tag, URB_SIZE);
                     *tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
@@ -336,6 +339,11 @@ pub(crate) struct Ctx {
     pub offset: u64,
     /// Paced mode: local time the bus has reached (flood catches up to it).
     pub floor: u64,
+    /// Local time until which the bus's asynchronous schedule (control and
+    /// bulk) is taken (see [`endpoint`]).
+    pub async_free: u64,
+    /// How long simulated latencies take.
+    pub timing: Timing,
     pub spawned: Vec<(u64, Box<dyn Task>)>,
     pub(crate) next_devnum: u8,
     pub(crate) used: [bool; 128],
@@ -376,11 +384,18 @@ impl Ctx {
 
     /// Pause between two steps of a driver.
     pub(crate) fn gap(&mut self) -> u64 {
-        if self.rng.chance(1.0 / 8.0) {
+        let ns = if self.rng.chance(1.0 / 8.0) {
             self.rng.range(MS, 4 * MS)
         } else {
             self.rng.range(20 * US, 600 * US)
-        }
+        };
+        self.delay(ns)
+    }
+
+    /// A simulated latency of `ns` in realistic timing, as the bus's timing
+    /// has it (a thousandth of it in fast timing).
+    pub(crate) fn delay(&self, ns: u64) -> u64 {
+        ns / self.timing.divisor()
     }
 
     /// Tell the sink that device `d` was added to the bus (`plugged`) or
@@ -498,15 +513,18 @@ impl Ctx {
     }
 
     /// End the in-flight URB `u` of `dev` with `status` and nothing
-    /// transferred (usb_kill_urb, usb_unlink_urb, a disconnect): an
-    /// isochronous URB's packets each report EXDEV.
+    /// transferred (usb_kill_urb, usb_unlink_urb, a disconnect), given back
+    /// at once whatever is before it on its endpoint: an isochronous URB's
+    /// packets each report EXDEV.
     pub(crate) fn kill(&mut self, dev: DevId, u: &Urb, t: u64, status: i32) -> bool {
         let pkt = u.len.checked_div(u.npk).unwrap_or(0);
         let iso = iso_packets(u.npk, pkt, 0);
-        self.complete(dev, u.tag, t, status, 0, None, iso, 0, 0)
+        self.finish(dev, u.tag, t, status, 0, None, iso, 0, 0, false)
     }
 
-    /// Emit a `C` event for the URB `tag` of `dev` if it is still in flight.
+    /// The device's answer to the URB `tag` of `dev`, if it is still in
+    /// flight: its `C` event now if it heads its endpoint's queue, right
+    /// after the URBs before it otherwise (see [`endpoint`]).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn complete(
         &mut self,
@@ -520,13 +538,44 @@ impl Ctx {
         start_frame: i32,
         error_count: i32,
     ) -> bool {
+        self.finish(
+            dev,
+            tag,
+            t,
+            status,
+            actual,
+            data,
+            iso,
+            start_frame,
+            error_count,
+            true,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &mut self,
+        dev: DevId,
+        tag: u64,
+        t: u64,
+        status: i32,
+        actual: u32,
+        data: Option<Arc<[u8]>>,
+        iso: Vec<IsoDesc>,
+        start_frame: i32,
+        error_count: i32,
+        ordered: bool,
+    ) -> bool {
         let Some(d) = self.devs.get_mut(dev).and_then(|d| d.as_mut()) else {
             return false;
         };
         let Some(pos) = d.inflight.iter().position(|u| u.tag == tag) else {
-            // The model of a driver a program detached still produces:
-            // its data goes to the program's URB waiting on that endpoint
-            // (what the device sends, whoever polls).
+            // The model of a HID driver a program detached still makes
+            // the device's reports: each goes to the program's URB at the
+            // head of that interrupt endpoint (what the device sends,
+            // whoever polls). Other detached models' data goes nowhere:
+            // the generic answerer serves the program's URBs on the bus's
+            // schedule.
             let Some(k) = d.core.suppressed.iter().position(|u| u.tag == tag) else {
                 return false;
             };
@@ -539,14 +588,42 @@ impl Ctx {
                         && u.dir_in == q.dir_in
                         && u.xfer == q.xfer
                         && self.core.urbs.contains_key(&u.tag)
+                        && !d.held.iter().any(|h| h.tag == u.tag)
                 })
                 .map(|u| u.tag);
-            if let (Some(p), 0, true) = (program, status, q.dir_in) {
+            if let (Some(p), 0, true, XferType::Interrupt) = (program, status, q.dir_in, q.xfer) {
                 return self.complete(dev, p, t, 0, actual, data, iso, start_frame, error_count);
             }
             return false;
         };
-        let urb = d.inflight.swap_remove(pos);
+        let h = Held {
+            tag,
+            status,
+            actual,
+            data,
+            iso,
+            start_frame,
+            error_count,
+        };
+        self.complete_in_order(dev, pos, t, h, ordered)
+    }
+
+    /// Emit the `C` event of the in-flight URB at `pos` of `dev` with the
+    /// answer `h`, and tell the program that submitted it.
+    fn give_back(&mut self, dev: DevId, pos: usize, t: u64, h: Held) {
+        let Some(d) = self.devs.get_mut(dev).and_then(|d| d.as_mut()) else {
+            return;
+        };
+        let Held {
+            tag,
+            status,
+            actual,
+            data,
+            iso,
+            start_frame,
+            error_count,
+        } = h;
+        let urb = d.inflight.remove(pos);
         let devnum = d.devnum;
         let mut ev = self.event(t, EventKind::Complete, devnum, &urb);
         ev.status = status;
@@ -586,7 +663,6 @@ impl Ctx {
             self.tags.free(tag, p.size);
             p.done.done(tag, r);
         }
-        true
     }
 
     /// Count a data transfer of `dev` and decide how it ends.

@@ -134,7 +134,13 @@ pub(crate) struct Device {
     /// Current alternate setting per interface number.
     pub alt: [u8; 4],
     pub hub: Option<HubState>,
+    /// URBs in flight, in submission order: each endpoint's queue is its
+    /// URBs here (see [`super::endpoint`]).
     pub inflight: Vec<Urb>,
+    /// Answers that wait for earlier URBs of their endpoint.
+    pub held: Vec<super::endpoint::Held>,
+    /// When its endpoints are next free, for the generic answerer.
+    pub sched: super::endpoint::Sched,
     /// Electrically disconnected (the kernel may not know yet).
     pub gone: bool,
     pub xfers: u64,
@@ -303,6 +309,8 @@ impl Device {
             alt: [0; 4],
             hub: None,
             inflight: Vec::new(),
+            held: Vec::new(),
+            sched: Default::default(),
             gone: false,
             xfers: 0,
             errors: ErrorConfig::default(),

@@ -120,6 +120,15 @@ impl Task for FloodTask {
         if let Some(t) = run_recovery(&mut self.runner, ctx, self.class_tag, now) {
             return Some(t);
         }
+        if ctx
+            .dev(self.dev)
+            .is_some_and(|x| !x.core.quiet_eps.is_empty())
+        {
+            // A program detached usbtest: its stream stops (its URB was
+            // killed) until the driver is attached again.
+            self.phase &= 2;
+            return Some(now + ctx.delay(10 * MS));
+        }
         let d = self.dev;
         let is_in = self.phase >= 2;
         let urb = if is_in { self.inn } else { self.out };

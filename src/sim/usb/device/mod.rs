@@ -129,7 +129,8 @@ pub(crate) fn start_class_driver(ctx: &mut Ctx, d: DevId, now: u64) {
     // Unplugged during the probe: the driver's first URBs go out before the
     // hub driver, busy probing, gets to the port change (and they fail).
     let at = if ctx.alive(d) {
-        now + ctx.rng.range(MS, 8 * MS)
+        let wait = ctx.rng.range(MS, 8 * MS);
+        now + ctx.delay(wait)
     } else {
         now
     };

@@ -72,8 +72,8 @@ impl DeviceClass for Storage {
     fn start(&self, ctx: &mut Ctx, d: DevId, now: u64, _at: u64) {
         let t = StorageTask::new(ctx, d);
         // usb-storage waits `delay_use` before scanning (shortened).
-        let at = now + ctx.rng.range(200 * MS, 300 * MS);
-        ctx.spawn(at, Box::new(t));
+        let wait = ctx.rng.range(200 * MS, 300 * MS);
+        ctx.spawn(now + ctx.delay(wait), Box::new(t));
     }
 }
 
@@ -267,7 +267,8 @@ impl StorageTask {
         self.runner.q.push_back(clear_halt(d, 0x02, t));
         self.cmd = None;
         self.st = St::Idle;
-        Some(now + ctx.rng.range(MS, 5 * MS))
+        let gap = ctx.rng.range(MS, 5 * MS);
+        Some(now + ctx.delay(gap))
     }
 
     // usb-storage's transfer flags (drivers/usb/storage/transport.c): the
@@ -289,7 +290,8 @@ impl StorageTask {
             // usb-storage gives up on the transfer after a timeout.
             return ctx.rng.range(20 * MS, 40 * MS);
         }
-        ctx.rng.range(30 * US, 200 * US) + len as u64 * 25
+        let lat = ctx.rng.range(30 * US, 200 * US) + len as u64 * 25;
+        ctx.delay(lat)
     }
 }
 
@@ -446,7 +448,8 @@ impl Task for StorageTask {
                         let gap = if self.init.is_empty() {
                             self.interval * 9 / 10 + ctx.rng.below(self.interval / 5 + 1)
                         } else {
-                            ctx.rng.range(2 * MS, 8 * MS)
+                            let gap = ctx.rng.range(2 * MS, 8 * MS);
+                            ctx.delay(gap)
                         };
                         Some(now + gap)
                     }

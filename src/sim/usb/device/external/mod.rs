@@ -84,8 +84,6 @@ pub(crate) fn interface_driver(
 const MAX_DATA: u32 = 16384;
 /// How often a waiting control request or bulk URB looks for its answer.
 const POLL: u64 = MS;
-/// usb_unlink_urb's status (an asynchronous unlink: libusb's timeout).
-const ECONNRESET: i32 = -104;
 
 /// One bulk or interrupt endpoint the driver keeps a URB submitted on.
 struct Ep {

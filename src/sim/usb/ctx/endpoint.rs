@@ -1,0 +1,231 @@
+//! The host controller's side of an endpoint, as an HCD keeps it
+//! (`usb_hcd_link_urb_to_ep` and `usb_hcd_giveback_urb` in the kernel's
+//! `drivers/usb/core/hcd.c`, the schedules of `ehci-sched.c` and
+//! `xhci-ring.c`):
+//! * **One ordered queue per endpoint.** A device's URBs in flight are kept
+//!   in submission order ([`super::Device::inflight`]); an endpoint's queue is
+//!   the URBs of that endpoint in that list. Whoever answers a URB (a device
+//!   model, a peer, a capture, the generic answerer) may have its answer
+//!   ready before an earlier URB of the same endpoint has its own: the answer
+//!   is then held ([`Held`]) and the URB is given back right after the ones
+//!   before it, as a controller that serves only an endpoint's head does. An
+//!   unlinked URB (-2, -104, -108) is given back at once and leaves the
+//!   others' order as it was.
+//! * **Time on the bus.** [`Sched`] keeps when each endpoint of a device is
+//!   next free, and [`Ctx::async_free`] when the bus's asynchronous schedule
+//!   (control and bulk) is: a bulk URB takes the time its bytes take on a bus
+//!   of its speed, one after another; an interrupt URB is served at its
+//!   endpoint's next poll; an isochronous URB takes one packet per interval
+//!   from its endpoint's next free (micro)frame (`URB_ISO_ASAP`) and completes
+//!   at the end of its last one.
+
+use std::sync::Arc;
+
+use crate::usbmon::event::{IsoDesc, XferType};
+
+use super::{Ctx, DevId, Urb, ENOENT, ESHUTDOWN, MS, US};
+use crate::sim::usb::descriptors::Speed;
+
+/// -ECONNRESET: an asynchronous unlink.
+pub(crate) const ECONNRESET: i32 = -104;
+
+/// The queue an URB is on: its endpoint's address with the direction bit,
+/// 0 for the control endpoint (one queue for both directions).
+pub(crate) fn ep_key(u: &Urb) -> u8 {
+    if u.xfer == XferType::Control {
+        0
+    } else {
+        u.ep | if u.dir_in { 0x80 } else { 0 }
+    }
+}
+
+/// Whether a completion status is an unlink's, given back at once rather
+/// than in the endpoint's order.
+pub(crate) fn is_unlink(status: i32) -> bool {
+    matches!(status, ENOENT | ECONNRESET | ESHUTDOWN)
+}
+
+/// The answer to a URB that waits behind earlier URBs of its endpoint.
+pub(crate) struct Held {
+    pub tag: u64,
+    pub status: i32,
+    pub actual: u32,
+    pub data: Option<Arc<[u8]>>,
+    pub iso: Vec<IsoDesc>,
+    pub start_frame: i32,
+    pub error_count: i32,
+}
+
+/// When a device's endpoints are next free, bus local time (ns): what the
+/// generic answerer schedules a program's URB from.
+#[derive(Default)]
+pub(crate) struct Sched {
+    /// (endpoint key, free from).
+    free: Vec<(u8, u64)>,
+}
+
+impl Sched {
+    /// When the endpoint `key` is free (0: never used).
+    pub(crate) fn free_at(&self, key: u8) -> u64 {
+        self.free
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map_or(0, |(_, t)| *t)
+    }
+
+    /// The endpoint `key` is busy until `t`.
+    pub(crate) fn busy_until(&mut self, key: u8, t: u64) {
+        match self.free.iter_mut().find(|(k, _)| *k == key) {
+            Some(e) => e.1 = t,
+            None => self.free.push((key, t)),
+        }
+    }
+}
+
+/// The bytes of bulk payload one (micro)frame carries at `speed`, and the
+/// (micro)frame's length in ns: 13 packets of 512 bytes a 125 µs
+/// microframe at high speed, 19 of 64 a 1 ms frame at full speed (USB 2.0
+/// 5.8.4); a low-speed bus (no bulk) carries about 187 bytes a
+/// millisecond.
+fn bulk_per_frame(speed: Speed) -> (u64, u64) {
+    match speed {
+        Speed::High => (13 * 512, 125_000),
+        Speed::Full => (19 * 64, MS),
+        Speed::Low => (187, MS),
+    }
+}
+
+/// The bus time `len` bytes of bulk or control data take at `speed`, ns.
+pub(crate) fn bulk_ns(speed: Speed, len: u32) -> u64 {
+    let (bytes, frame) = bulk_per_frame(speed);
+    (len as u64 * frame).div_ceil(bytes)
+}
+
+/// The first multiple of `per` after `t`.
+pub(crate) fn next_slot(t: u64, per: u64) -> u64 {
+    let per = per.max(1);
+    (t / per + 1) * per
+}
+
+impl Ctx {
+    /// Give back the URB `tag` of `dev` now if it heads its endpoint's queue
+    /// or `status` is an unlink's; hold its answer otherwise. False: it is
+    /// not in flight (or already answered).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn complete_in_order(
+        &mut self,
+        dev: DevId,
+        pos: usize,
+        t: u64,
+        h: Held,
+        ordered: bool,
+    ) -> bool {
+        let Some(d) = self.dev_mut(dev) else {
+            return false;
+        };
+        if d.held.iter().any(|x| x.tag == h.tag) {
+            if !ordered {
+                // Killed while its answer waited: the unlink wins.
+                d.held.retain(|x| x.tag != h.tag);
+            } else {
+                return false;
+            }
+        }
+        let key = ep_key(&d.inflight[pos]);
+        let behind = d.inflight[..pos].iter().any(|u| ep_key(u) == key);
+        if ordered && !is_unlink(h.status) && behind {
+            d.held.push(h);
+            return true;
+        }
+        self.give_back(dev, pos, t, h);
+        self.release(dev, key, t);
+        true
+    }
+
+    /// Give back, at `t`, the held answers now at the head of endpoint
+    /// `key`'s queue.
+    fn release(&mut self, dev: DevId, key: u8, t: u64) {
+        loop {
+            let Some(d) = self.dev_mut(dev) else {
+                return;
+            };
+            let Some(pos) = d.inflight.iter().position(|u| ep_key(u) == key) else {
+                return;
+            };
+            let tag = d.inflight[pos].tag;
+            let Some(k) = d.held.iter().position(|x| x.tag == tag) else {
+                return;
+            };
+            let h = d.held.remove(k);
+            self.give_back(dev, pos, t, h);
+        }
+    }
+}
+
+impl Ctx {
+    /// The `start_frame` the kernel reports for a URB whose first packet is
+    /// in the (micro)frame starting at local time `t`: the frame number, 11
+    /// bits (frames are a thousandth as long in fast timing).
+    pub(crate) fn start_frame(&self, t: u64) -> i32 {
+        ((t * self.timing.divisor() / MS) & 0x7ff) as i32
+    }
+
+    /// When a bulk URB of `len` bytes to `dev`, submitted at `now`, is done
+    /// on the bus: once the asynchronous schedule is free (at once, after
+    /// the controller's few microseconds, if it is idle), the time its
+    /// bytes take at the device's speed.
+    pub(crate) fn bulk_done(&mut self, dev: DevId, len: u32, now: u64) -> u64 {
+        let Some(speed) = self.dev(dev).map(|d| d.speed()) else {
+            return now;
+        };
+        let start = if self.async_free > now {
+            self.async_free
+        } else {
+            let lat = self.rng.range(20 * US, 60 * US);
+            now + self.delay(lat)
+        };
+        let done = start + self.delay(bulk_ns(speed, len));
+        self.async_free = done;
+        done
+    }
+
+    /// When an interrupt URB on endpoint `key` of `dev`, polled every
+    /// `per` ns, is served: the endpoint's first poll after `now` and after
+    /// the URB before it.
+    pub(crate) fn interrupt_slot(&mut self, dev: DevId, key: u8, per: u64, now: u64) -> u64 {
+        let Some(d) = self.dev_mut(dev) else {
+            return now;
+        };
+        let at = next_slot(now.max(d.sched.free_at(key)), per);
+        d.sched.busy_until(key, at);
+        at
+    }
+
+    /// The frames of an isochronous URB of `npk` packets on endpoint `key`
+    /// of `dev`, one every `per` ns of (micro)frames `unit` ns long,
+    /// submitted at `now` with `URB_ISO_ASAP`: it starts right after the
+    /// endpoint's previous URB if that one's frames are still to come, at
+    /// the first interval a frame from now otherwise. Returns its first
+    /// frame's start and its last frame's end.
+    pub(crate) fn iso_frames(
+        &mut self,
+        dev: DevId,
+        key: u8,
+        (npk, per, unit): (u32, u64, u64),
+        now: u64,
+    ) -> (u64, u64) {
+        let slop = self.delay(MS);
+        let Some(d) = self.dev_mut(dev) else {
+            return (now, now);
+        };
+        let free = d.sched.free_at(key);
+        let start = if free > now {
+            free
+        } else {
+            next_slot(now + slop, per)
+        };
+        let next = start + npk as u64 * per;
+        d.sched.busy_until(key, next);
+        (start, start + (npk.max(1) as u64 - 1) * per + unit)
+    }
+}

@@ -1,0 +1,248 @@
+//! The bus as a host controller (see `ctx::endpoint`): programs' URBs on
+//! one endpoint are given back in submission order whoever answers them,
+//! bulk URBs take their bytes' time on the bus, isochronous URBs take their
+//! frames one after another, and fast timing gives the same events as
+//! realistic timing.
+
+use std::sync::Arc;
+
+use super::usbfs_port::tests::{Collect, Done, TestClock};
+use super::UsbSim;
+use crate::base::sync::LockExt;
+use crate::config::{Config, Timing};
+use crate::usbcore::device::{CoreRequest, TransferType, UrbRequest, UsbCorePort, UsbDevice};
+use crate::usbmon::event::{EventKind, UrbEvent, XferType};
+
+const MS: u64 = 1_000_000;
+
+/// One bus with `devices` (YAML flow maps), run for 3 s: the simulator,
+/// its events and its devices but the root hub.
+fn bus(devices: &[&str], controller: &str) -> (UsbSim, Arc<Collect>, Vec<UsbDevice>) {
+    let mut y = format!(
+        "seed: 5\nusb:\n  buses:\n    - bus: 1\n      controller: {controller}\n      devices:\n"
+    );
+    for d in devices {
+        y.push_str(&format!("        - {d}\n"));
+    }
+    let cfg = Config::parse(&y, "t").unwrap();
+    let sink = Arc::new(Collect::default());
+    let sim = UsbSim::run_for_test(&cfg.usb, 5, 3000, Arc::new(TestClock), sink.clone());
+    let devs: Vec<UsbDevice> = sim
+        .devices()
+        .into_iter()
+        .filter(|d| !d.is_root_hub())
+        .collect();
+    (sim, sink, devs)
+}
+
+/// Take interface `intf` of `dev` from its driver for a program.
+fn take(sim: &UsbSim, dev: &UsbDevice, intf: u8, now_ms: &mut u64) {
+    let done = Arc::new(Done::default());
+    sim.request(dev.dev, CoreRequest::DetachDriver(intf), done.clone())
+        .unwrap();
+    *now_ms += 100;
+    sim.run_until(*now_ms * MS);
+    assert_eq!(done.0.lock_ok().len(), 1);
+    sim.claim_interface(dev.dev, intf, 9).unwrap();
+}
+
+fn urb(xfer: TransferType, endpoint: u8, length: u32, npk: usize) -> UrbRequest {
+    let dir_in = endpoint & 0x80 != 0;
+    UrbRequest {
+        xfer,
+        endpoint,
+        setup: None,
+        length: length * npk.max(1) as u32,
+        out: if dir_in {
+            vec![]
+        } else {
+            vec![0x5a; (length * npk.max(1) as u32) as usize]
+        },
+        flags: if dir_in { 0x200 } else { 0 },
+        iso_lengths: vec![length; npk],
+        interval: 0,
+        stream_id: 0,
+    }
+}
+
+/// Submit `n` URBs like `r`; their tags in submission order.
+fn submit_n(sim: &UsbSim, dev: &UsbDevice, r: &UrbRequest, n: usize, got: &Arc<Done>) -> Vec<u64> {
+    (0..n)
+        .map(|_| sim.submit(dev.dev, r.clone(), got.clone()).unwrap())
+        .collect()
+}
+
+fn done_tags(got: &Done) -> Vec<u64> {
+    got.0.lock_ok().iter().map(|(t, _)| *t).collect()
+}
+
+/// The first C events of `tags`, in the order they came (the sink
+/// cleared before they were submitted: a freed tag is reused).
+fn completions(sink: &Collect, tags: &[u64]) -> Vec<UrbEvent> {
+    sink.0
+        .lock_ok()
+        .iter()
+        .filter(|e| e.kind == EventKind::Complete && tags.contains(&e.id))
+        .take(tags.len())
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn queued_interrupt_urbs_get_the_keyboards_reports_in_submission_order() {
+    let (sim, _sink, devs) = bus(&["{port: 1, kind: hid-keyboard}"], "xhci");
+    let mut now = 3000;
+    take(&sim, &devs[0], 0, &mut now);
+    let got = Arc::new(Done::default());
+    let tags = submit_n(
+        &sim,
+        &devs[0],
+        &urb(TransferType::Interrupt, 0x81, 8, 0),
+        4,
+        &got,
+    );
+    sim.run_until((now + 5000) * MS);
+    // A device's reports go to the URB at the head of the endpoint's
+    // queue (monfs once gave them to #0, #3, #2, #1).
+    assert_eq!(done_tags(&got), tags);
+}
+
+#[test]
+fn bulk_urbs_complete_in_order_at_the_rate_of_a_high_speed_bus() {
+    let (sim, sink, devs) = bus(&["{port: 1, kind: flood}"], "xhci");
+    let mut now = 3000;
+    take(&sim, &devs[0], 0, &mut now);
+    for (ep, len, n) in [(0x81u8, 16384u32, 8usize), (0x02, 16384, 8), (0x81, 512, 8)] {
+        let got = Arc::new(Done::default());
+        sink.0.lock_ok().clear();
+        let tags = submit_n(
+            &sim,
+            &devs[0],
+            &urb(TransferType::Bulk, ep, len, 0),
+            n,
+            &got,
+        );
+        now += 1000;
+        sim.run_until(now * MS);
+        assert_eq!(done_tags(&got), tags, "ep {ep:02x}");
+        let c = completions(&sink, &tags);
+        let first = c.first().unwrap().ts.mono_ns;
+        let last = c.last().unwrap().ts.mono_ns;
+        // n URBs back to back: each one's bytes take their time on a bus
+        // carrying 13 x 512 bytes a 125 us microframe (53.2 MB/s), and
+        // nothing else slows them.
+        let per_urb = (len as u64 * 125_000).div_ceil(13 * 512);
+        let span = last - first;
+        let want = per_urb * (n as u64 - 1);
+        assert!(span >= want, "ep {ep:02x}: {span} ns < {want}");
+        assert!(
+            span * 9 <= want * 10,
+            "ep {ep:02x}: {span} ns, below 90% of the bus"
+        );
+        assert!(got
+            .0
+            .lock_ok()
+            .iter()
+            .all(|(_, r)| r.status == 0 && r.actual_length == len));
+    }
+}
+
+#[test]
+fn queued_isochronous_urbs_take_their_frames_one_after_another() {
+    // The audio device (full speed): isochronous OUT 0x01 in interface 1,
+    // one 192-byte packet a 1 ms frame.
+    let (sim, sink, devs) = bus(&["{port: 1, kind: audio}"], "ohci");
+    let mut now = 3000;
+    take(&sim, &devs[0], 1, &mut now);
+    let got = Arc::new(Done::default());
+    sink.0.lock_ok().clear();
+    let r = urb(TransferType::Iso, 0x01, 192, 8);
+    let tags = submit_n(&sim, &devs[0], &r, 60, &got);
+    let submitted = sink
+        .0
+        .lock_ok()
+        .iter()
+        .find(|e| e.kind == EventKind::Submit && e.id == tags[0])
+        .unwrap()
+        .ts
+        .mono_ns;
+    sim.run_until((now + 2000) * MS);
+    assert_eq!(done_tags(&got), tags);
+    let c = completions(&sink, &tags);
+    assert!(c
+        .iter()
+        .all(|e| e.xfer == XferType::Iso && e.error_count == 0));
+    // 60 URBs of 8 packets span 480 frames, one packet a frame.
+    let span = c.last().unwrap().ts.mono_ns - submitted;
+    assert!(span >= 480 * MS, "{span} ns");
+    for w in c.windows(2) {
+        assert_eq!(w[1].ts.mono_ns - w[0].ts.mono_ns, 8 * MS);
+        assert_eq!(w[1].start_frame, (w[0].start_frame + 8) & 0x7ff);
+    }
+    let results = got.0.lock_ok();
+    assert!(results[0]
+        .1
+        .iso
+        .iter()
+        .all(|p| p.status == 0 && p.actual_length == 192));
+    assert_eq!(results[1].1.start_frame, c[1].start_frame);
+}
+
+/// The events of a seeded keyboard-and-flash-drive bus in `timing`, with
+/// the fields that do not depend on time, up to the class drivers' first
+/// data URBs.
+fn seeded_events(timing: Timing, run_ms: u64) -> Vec<String> {
+    let y = "seed: 11\nusb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: hid-keyboard}\n        - {port: 2, kind: mass-storage}\n";
+    let cfg = Config::parse(y, "t").unwrap();
+    let sink = Arc::new(Collect::default());
+    let sim = UsbSim::new(&cfg.usb, 11, Arc::new(TestClock), sink.clone());
+    sim.set_timing(timing);
+    sim.run_until(run_ms * MS);
+    let evs = sink.0.lock_ok();
+    evs.iter()
+        .map(|e| {
+            format!(
+                "{:?} {:x} {:?} {} {} {} {} {} {:?} {:?}",
+                e.kind,
+                e.id,
+                e.xfer,
+                e.devnum,
+                e.epnum,
+                e.status,
+                e.transfer_buffer_length,
+                e.actual_length,
+                e.setup,
+                e.data
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn fast_timing_gives_the_same_enumeration_in_a_fraction_of_the_time() {
+    let real = seeded_events(Timing::Realistic, 3000);
+    let fast = seeded_events(Timing::Fast, 30);
+    // Both enumerate both devices and start their drivers: the keyboard's
+    // interrupt URB and the flash drive's first command.
+    let upto = |v: &[String]| -> usize {
+        v.iter()
+            .position(|l| l.starts_with("Submit") && l.contains(" Bulk "))
+            .expect("the flash drive's first command")
+    };
+    // The keyboard's reports come when its user types, in both timings
+    // at the same times: they are not latencies, and are left out.
+    let keys = |v: &[String], n: usize| -> Vec<String> {
+        v[..=n]
+            .iter()
+            .filter(|l| !l.contains(" Interrupt 2 1 "))
+            .cloned()
+            .collect()
+    };
+    let (nr, nf) = (upto(&real), upto(&fast));
+    let (real, fast) = (keys(&real, nr), keys(&fast, nf));
+    assert!(real.len() > 50, "{}", real.len());
+    if let Some(i) = (0..real.len().min(fast.len())).find(|&i| real[i] != fast[i]) {
+        panic!("event {i}: {} != {}", real[i], fast[i]);
+    }
+    assert_eq!(real.len(), fast.len());
+}

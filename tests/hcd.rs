@@ -1,0 +1,110 @@
+//! The bus as a host controller, through the real mount: a libusb program
+//! (tests/c/usbfs_order.c) keeping several transfers in flight on one
+//! endpoint gets its callbacks in submission order, never moves data
+//! faster than a bus of the device's speed could, and an isochronous
+//! stream takes the frames it spans; `--timing fast` gives the same.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{compile_c_libs, devnum_of, wait_node, Mount};
+
+/// Bus 1 (xHCI, high speed): a flood gadget and a keyboard; bus 2 (OHCI,
+/// full speed): a flood gadget and an audio device (isochronous OUT 0x01,
+/// 192 bytes a 1 ms frame, in interface 1 setting 1).
+const CONFIG: &str = "usb:\n  buses:\n    - bus: 1\n      controller: xhci\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: flood, product: HS Flood}\n        - {port: 2, kind: hid-keyboard}\n    - bus: 2\n      controller: ohci\n      ports: 2\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: flood, product: FS Flood}\n        - {port: 2, kind: audio}\n";
+
+/// One `usbfs_order` run: its counts by name.
+struct Run(Vec<(String, f64)>);
+
+impl Run {
+    fn get(&self, k: &str) -> f64 {
+        self.0.iter().find(|(n, _)| n == k).unwrap().1
+    }
+}
+
+fn order(tool: &Path, m: &Mount, bus: u8, product: &str, args: &str) -> Run {
+    let dev = devnum_of(m, product);
+    let node = wait_node(m, &format!("dev/bus/usb/{bus:03}/{dev:03}"));
+    let o = Command::new(tool)
+        .arg(&node)
+        .args(args.split(' '))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        o.status.success(),
+        "{args}: {out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    Run(out
+        .split_whitespace()
+        .filter_map(|w| w.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
+        .collect())
+}
+
+/// The highest bulk rate of a bus, bytes a second: 13 x 512 bytes a 125
+/// us microframe at high speed, 19 x 64 a 1 ms frame at full speed.
+const HIGH: f64 = 13.0 * 512.0 * 8000.0;
+const FULL: f64 = 19.0 * 64.0 * 1000.0;
+
+/// Streams on every endpoint type: in order, every byte; in `realistic`
+/// timing no faster than the bus (a rate can only fall below the bound on
+/// a busy host, never rise above it).
+fn check_streams(m: &Mount, tool: &Path, realistic: bool) {
+    for (bus, product, args, bound) in [
+        (1, "HS Flood", "0 0 bulk-in 81 512 8 400", HIGH),
+        (1, "HS Flood", "0 0 bulk-out 02 512 8 400", HIGH),
+        (1, "HS Flood", "0 0 bulk-in 81 16384 4 200", HIGH),
+        (1, "HS Flood", "0 0 bulk-out 02 16384 4 200", HIGH),
+        (2, "FS Flood", "0 0 bulk-in 81 4096 4 60", FULL),
+        (2, "FS Flood", "0 0 bulk-out 02 4096 4 60", FULL),
+    ] {
+        let r = order(tool, m, bus, product, args);
+        let parts: Vec<f64> = args.split(' ').filter_map(|w| w.parse().ok()).collect();
+        let (len, total) = (parts[3], parts[5]);
+        assert_eq!(r.get("out_of_order"), 0.0, "{args}");
+        assert_eq!(r.get("status_errors"), 0.0, "{args}");
+        assert_eq!(r.get("bytes"), len * total, "{args}");
+        let rate = r.get("bytes") / r.get("secs");
+        assert!(
+            !realistic || rate <= bound * 1.01,
+            "{args}: {rate} B/s above the bus's {bound}"
+        );
+    }
+    // Four interrupt URBs queued on the keyboard: its reports fill them in
+    // submission order.
+    let r = order(tool, m, 1, "QEMU USB Keyboard", "0 0 int-in 81 8 4 12");
+    assert_eq!(r.get("out_of_order"), 0.0);
+    assert_eq!(r.get("bytes"), 96.0);
+}
+
+#[test]
+fn streams_keep_their_order_and_the_buss_rate() {
+    let td = tempfile::tempdir().unwrap();
+    let m = Mount::with_config(CONFIG);
+    let tool = compile_c_libs("usbfs_order", td.path(), &["-lusb-1.0"]);
+    check_streams(&m, &tool, true);
+    // 60 URBs of 8 packets, 3 in flight, on a 1 ms isochronous endpoint:
+    // every packet sent, in order, and the stream takes at least the 480
+    // frames it spans.
+    let r = order(&tool, &m, 2, "QEMU USB Audio", "1 1 iso-out 01 192 3 60 8");
+    assert_eq!(r.get("out_of_order"), 0.0);
+    assert_eq!((r.get("packets"), r.get("packet_errors")), (480.0, 0.0));
+    assert_eq!(r.get("bytes"), 480.0 * 192.0);
+    assert!(r.get("secs") >= 0.95 * 0.480, "{} s", r.get("secs"));
+}
+
+#[test]
+fn fast_timing_keeps_every_order_and_length() {
+    let td = tempfile::tempdir().unwrap();
+    let m = Mount::start(Some(CONFIG), &["--timing", "fast"]);
+    let tool = compile_c_libs("usbfs_order", td.path(), &["-lusb-1.0"]);
+    check_streams(&m, &tool, false);
+    let r = order(&tool, &m, 2, "QEMU USB Audio", "1 1 iso-out 01 192 3 60 8");
+    assert_eq!(r.get("out_of_order"), 0.0);
+    assert_eq!((r.get("packets"), r.get("packet_errors")), (480.0, 0.0));
+}
