@@ -41,6 +41,10 @@ pub enum ValueError {
     /// An empty command.
     #[error("command: needs at least the program")]
     NoProgram,
+    /// The program cannot be run: not found on PATH, missing or not
+    /// executable.
+    #[error("command: cannot run {0:?}: {1}")]
+    NotRunnable(String, &'static str),
     /// Too many arguments.
     #[error("command: at most {MAX_COMMAND_ARGS} arguments, got {0}")]
     TooManyArgs(usize),

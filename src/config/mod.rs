@@ -389,7 +389,38 @@ impl PeerCommand {
         {
             return Err(ValueError::BadArg(i));
         }
+        if let Some(why) = not_runnable(&v[0]) {
+            return Err(ValueError::NotRunnable(v[0].clone(), why));
+        }
         Ok(PeerCommand(v))
+    }
+}
+
+/// Why `program` cannot be started as `execvp` would start it, if it
+/// cannot: an absolute path must be an executable file, a bare name must
+/// be one in a directory of `PATH`. (A relative path with a slash is left
+/// to the start: it depends on the daemon's working directory.)
+fn not_runnable(program: &str) -> Option<&'static str> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.starts_with('/') {
+        let p = std::path::Path::new(program);
+        return match std::fs::metadata(p) {
+            Err(_) => Some("no such file"),
+            Ok(_) if !runnable(p) => Some("not an executable file"),
+            Ok(_) => None,
+        };
+    }
+    if program.contains('/') {
+        return None;
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    if std::env::split_paths(&path).any(|d| runnable(&d.join(program))) {
+        None
+    } else {
+        Some("not found in PATH")
     }
 }
 

@@ -139,6 +139,32 @@ fn external_needs_descriptors_and_a_command() {
 }
 
 #[test]
+fn a_peer_that_cannot_be_run_is_refused_with_its_reason() {
+    let base = "usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: external\n          descriptors: x.desc\n";
+    let td = tempfile::tempdir().unwrap();
+    let plain = td.path().join("peer.txt");
+    std::fs::write(&plain, "not a program").unwrap();
+    let plain = plain.to_str().unwrap().to_string();
+    for (prog, why) in [
+        ("/nonexistent/peer", "no such file"),
+        (plain.as_str(), "not an executable file"),
+        ("monfs-no-such-peer", "not found in PATH"),
+    ] {
+        let (line, _, msg) = err(&format!("{base}          command: [{prog}]\n"));
+        assert_eq!(line, 5, "{msg}");
+        assert!(
+            msg.contains(&format!("command: cannot run \"{prog}\": {why}")),
+            "{msg}"
+        );
+    }
+    // Found in PATH, or an absolute executable: accepted.
+    for prog in ["sh", "/bin/sh"] {
+        let y = format!("{base}          command: [{prog}]\n");
+        assert!(Config::parse(&y, "c.yaml").is_ok(), "{prog}");
+    }
+}
+
+#[test]
 fn driver_is_auto_or_generic_and_only_for_external() {
     let dev = "usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: external\n          descriptors: x.desc\n          command: [true]\n";
     let c = Config::parse(dev, "c.yaml").unwrap();
