@@ -150,7 +150,10 @@ class Mount:
     ``config``: see :data:`Config`. ``args``: more ``monfs mount`` options
     (``["--no-mmap"]``). ``env``: extra environment for the daemon (and the
     ``command:`` peers it starts, which also find this package on
-    ``PYTHONPATH``). ``peers``: socket peers (:class:`monfs.peer.SocketPeer`)
+    ``PYTHONPATH``). ``seed``: the configuration's seed. ``timing``:
+    ``"fast"`` cuts every simulated latency a thousandfold (enumeration,
+    transfers, frames) with the same events in the same order, for test
+    suites; ``"realistic"`` or None: the configuration's. ``peers``: socket peers (:class:`monfs.peer.SocketPeer`)
     to start before the daemon and stop after it. ``peer_errors``: ``"raise"``
     (default) makes a peer that monfs unplugged for dying or answering
     garbage an error; ``"ignore"`` lets a test provoke that.
@@ -164,6 +167,7 @@ class Mount:
         args: Sequence[str] = (),
         env: Optional[Mapping[str, str]] = None,
         seed: Optional[int] = None,
+        timing: Optional[str] = None,
         log_level: str = "debug",
         timeout: float = HANG,
         peers: Iterable[Any] = (),
@@ -171,11 +175,14 @@ class Mount:
     ) -> None:
         if peer_errors not in ("raise", "ignore"):
             raise ValueError("peer_errors must be 'raise' or 'ignore'")
+        if timing not in (None, "realistic", "fast"):
+            raise ValueError("timing must be 'realistic' or 'fast'")
         self.config = config
         self.binary = find_binary(binary)
         self.args = list(args)
         self.env = dict(env or {})
         self.seed = seed
+        self.timing = timing
         self.log_level = log_level
         self.timeout = timeout
         self.peers = list(peers)
@@ -227,6 +234,8 @@ class Mount:
                 cmd += ["--config", cfg]
             if self.seed is not None:
                 cmd += ["--seed", str(self.seed)]
+            if self.timing is not None:
+                cmd += ["--timing", self.timing]
             cmd += self.args
             env = dict(os.environ)
             env.pop("MONFS_LOG", None)

@@ -14,11 +14,13 @@ PathLike = Union[str, os.PathLike]
 
 
 def run_argv(cmd: Sequence[str], config_path: Optional[str] = None, *, args: Sequence[str] = (),
-             binary: Optional[PathLike] = None) -> list:
+             binary: Optional[PathLike] = None, timing: Optional[str] = None) -> list:
     """The ``monfs run`` command line that runs ``cmd`` with a config file."""
     argv = [find_binary(binary), "run"]
     if config_path is not None:
         argv += ["--config", config_path]
+    if timing is not None:
+        argv += ["--timing", timing]
     return argv + list(args) + ["--"] + list(cmd)
 
 
@@ -28,6 +30,7 @@ def run(
     *,
     args: Sequence[str] = (),
     binary: Optional[PathLike] = None,
+    timing: Optional[str] = None,
     env: Optional[Mapping[str, str]] = None,
     check: bool = False,
     capture_output: bool = True,
@@ -47,14 +50,15 @@ def run(
     ``cmd``'s (``monfs run`` exits with it); ``check=True`` raises
     :class:`subprocess.CalledProcessError` for a non-zero one. Output is
     captured as text unless told otherwise; other keywords go to
-    :func:`subprocess.run`. ``args`` are more mount options.
+    :func:`subprocess.run`. ``args`` are more mount options; ``timing="fast"``
+    is ``--timing fast`` (see :class:`monfs.Mount`).
     """
     workdir = tempfile.mkdtemp(prefix=WORKDIR_PREFIX)
     try:
         cfg = write_config(config, workdir)
         full_env = dict(os.environ)
         full_env.update(env or {})
-        return subprocess.run(run_argv(cmd, cfg, args=args, binary=binary), env=full_env, check=check,
+        return subprocess.run(run_argv(cmd, cfg, args=args, binary=binary, timing=timing), env=full_env, check=check,
                               capture_output=capture_output, text=text, timeout=timeout, **popen)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

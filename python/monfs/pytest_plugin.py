@@ -4,8 +4,8 @@ installed, or with ``-p monfs.pytest_plugin``).
 Fixtures:
 
 * ``monfs``: a fresh :class:`monfs.Mount` per test. Its configuration comes
-  from the test's ``@pytest.mark.monfs(config=..., args=[...], seed=N)``
-  marker, else from an indirect parameter
+  from the test's ``@pytest.mark.monfs(config=..., args=[...], seed=N,
+  timing="fast")`` marker, else from an indirect parameter
   (``@pytest.mark.parametrize("monfs", [cfg1, cfg2], indirect=True)``), else
   from a ``monfs_config`` fixture the suite defines, else the built-in
   default. The daemon's death or a failing peer fails the test, with the log.
@@ -40,7 +40,7 @@ def pytest_configure(config: Any) -> None:
     """Register the ``monfs`` marker."""
     config.addinivalue_line(
         "markers",
-        "monfs(config=None, args=(), seed=None, env=None, peers=(), peer_errors='raise'): "
+        "monfs(config=None, args=(), seed=None, timing=None, env=None, peers=(), peer_errors='raise'): "
         "the configuration and options of the test's `monfs` fixture",
     )
 

@@ -20,8 +20,15 @@ def test_marker_config_and_expect(pytester):
         @pytest.mark.monfs("usb:\\n  buses:\\n    - bus: 5\\n")
         def test_yaml_positional(monfs):
             assert (monfs.root / "usb/usbmon/5u").exists()
-    """ % KBD)
-    pytester.runpytest(*PLUGIN).assert_outcomes(passed=2)
+
+        @pytest.mark.monfs(config=%s, timing="fast")
+        def test_fast(monfs):
+            assert "--timing" in monfs.process.args and "fast" in monfs.process.args
+            with monfs.usbmon_text(1) as r:
+                monfs.fault(1, 1, "stall")
+                r.expect(kind="C", status=-32)
+    """ % (KBD, KBD))
+    pytester.runpytest(*PLUGIN).assert_outcomes(passed=3)
 
 
 def test_indirect_parameter_and_config_fixture(pytester):

@@ -25,3 +25,11 @@ def test_the_command_steers_its_mount_through_the_socket():
     out = monfs.run([sys.executable, "-c", script], KEYBOARD, timeout=120,
                     env={"PYTHONPATH": monfs.__path__[0].rsplit("/", 1)[0]})
     assert out.returncode == 0 and out.stdout.strip() == "bus 1 paused", out.stderr
+
+
+def test_fast_timing_runs_the_command_once_the_devices_are_up():
+    # The keyboard is enumerated and bound (monfs run waits for it) in the
+    # fast timing as in the realistic one.
+    out = monfs.run(["cat", "/sys/kernel/debug/usb/devices"], KEYBOARD, timing="fast", timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "Driver=usbhid" in out.stdout, out.stdout
