@@ -133,6 +133,27 @@ fn libusb_drives_a_python_peer_and_1u_shows_each_urb() {
     let _ = cat.wait();
     let got = bus1_lines(&cap, dev);
     let d = format!("1:{dev:03}");
+    // An isochronous URB's C line has the microframe it started in (xHCI's
+    // MFINDEX, 14 bits, for a high-speed device), as the kernel's does; its
+    // S line the 0 libusb asked for with ISO_ASAP.
+    let frame = |ep: &str| -> u32 {
+        let l = got
+            .iter()
+            .find(|l| l.starts_with(&format!("C {ep}:{d}:")))
+            .unwrap_or_else(|| panic!("no C {ep} line in:\n{}", got.join("\n")));
+        let f: u32 = l
+            .split(" ")
+            .nth(2)
+            .unwrap()
+            .split(':')
+            .nth(2)
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(f < 0x4000, "{l}");
+        f
+    };
+    let (zi, zo) = (frame("Zi"), frame("Zo"));
     in_order(
         &got,
         &[
@@ -154,14 +175,14 @@ fn libusb_drives_a_python_peer_and_1u_shows_each_urb() {
             &format!("C Ii:{d}:5 0:8 4 = 00000001"),
             &format!("S Zi:{d}:3 -115:1:0 4 -18:0:16 -18:16:16 -18:32:16 -18:48:16 64 <"),
             &format!(
-                "C Zi:{d}:3 0:1:0:0 4 0:0:16 0:16:16 0:32:16 0:48:16 64 = 00000000 00000000 \
+                "C Zi:{d}:3 0:1:{zi}:0 4 0:0:16 0:16:16 0:32:16 0:48:16 64 = 00000000 00000000 \
                  00000000 00000000 01010101 01010101 01010101 01010101"
             ),
             &format!(
                 "S Zo:{d}:4 -115:1:0 2 -18:0:64 -18:64:64 128 = 00010203 04050607 08090a0b \
                  0c0d0e0f 10111213 14151617 18191a1b 1c1d1e1f"
             ),
-            &format!("C Zo:{d}:4 0:1:0:0 2 0:0:64 0:64:64 128 >"),
+            &format!("C Zo:{d}:4 0:1:{zo}:0 2 0:0:64 0:64:64 128 >"),
             &format!("S Bi:{d}:1 -115 64 <"),
             // libusb's timeout: DISCARDURB, usb_kill_urb.
             &format!("C Bi:{d}:1 -2 0"),
@@ -347,21 +368,12 @@ fn stalls_faults_and_unplug_reach_the_program() {
             "bulk-out:02:0102030405 rc=0 5",
         ]
     );
-    // A raw caller waits in poll with a bulk IN pending; libusb blocks in
-    // a bulk IN without timeout. Then the device goes.
+    // libusb blocks in a bulk IN without timeout; a raw caller waits in
+    // poll with a control request the device never answers (submitted
+    // after libusb's SET_INTERFACE: it holds ep0's queue, as a device that
+    // NAKs does on a real controller). Then the device goes.
     let (mut cat, cap) = cat_1u(&m);
-    let mut raw = Command::new(&hostile)
-        .arg(&node)
-        .arg("unplugwait")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut raw_out = BufReader::new(raw.stdout.take().unwrap());
     let mut line = String::new();
-    while !line.starts_with("ready") {
-        line.clear();
-        assert!(raw_out.read_line(&mut line).unwrap() > 0, "no ready line");
-    }
     let mut lib = Command::new(&tool)
         .arg(&node)
         .args([
@@ -394,6 +406,18 @@ fn stalls_faults_and_unplug_reach_the_program() {
             "bulk-in:81:64:0 rc=0 5 0504030201"
         ]
     );
+    let mut raw = Command::new(&hostile)
+        .arg(&node)
+        .arg("unplugwait")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut raw_out = BufReader::new(raw.stdout.take().unwrap());
+    line.clear();
+    while !line.starts_with("ready") {
+        line.clear();
+        assert!(raw_out.read_line(&mut line).unwrap() > 0, "no ready line");
+    }
     // Unplug once libusb's bulk IN after its ready line is in flight, as
     // usbmon shows it.
     let deadline = std::time::Instant::now() + common::HANG;

@@ -52,6 +52,9 @@ struct PeerWait {
     urb: Urb,
     /// Packet lengths of an isochronous URB.
     pkts: Vec<u32>,
+    /// An isochronous URB's frames: its start_frame and its last frame's
+    /// end.
+    frames: (i32, u64),
     /// When it was submitted.
     since: u64,
 }
@@ -121,11 +124,37 @@ impl Task for PeerWait {
             }
             let total: u32 = iso.iter().map(|p| p.length).sum();
             let data = self.urb.dir_in.then(|| Arc::from(buf));
-            ctx.complete(self.dev, self.tag, now, 0, total, data, iso, 0, errs);
+            // Not before the end of its frames.
+            let (frame, end) = self.frames;
+            let at = end.max(now);
+            finish_at(
+                ctx,
+                self.dev,
+                self.tag,
+                at,
+                0,
+                total,
+                data,
+                iso,
+                (frame, errs),
+            );
         } else {
             let data = (self.urb.dir_in && actual > 0)
                 .then(|| Arc::from(&data[..(actual as usize).min(data.len())]));
-            ctx.complete(self.dev, self.tag, now, status, actual, data, vec![], 0, 0);
+            // The peer's answer is the device's: the bus carries it at the
+            // endpoint's next poll or in its bytes' time.
+            let at = bus_time(ctx, self.dev, &self.urb, actual, now);
+            finish_at(
+                ctx,
+                self.dev,
+                self.tag,
+                at,
+                status,
+                actual,
+                data,
+                vec![],
+                (0, 0),
+            );
         }
         None
     }
@@ -313,6 +342,16 @@ pub(super) fn answer(
     now: u64,
 ) {
     let id = PEER_IDS + ctx.rng.below(1 << 40);
+    let Some(speed) = ctx.dev(d).map(|x| x.speed()) else {
+        return;
+    };
+    let unit = descriptors::interval_unit_ns(speed);
+    let per = (urb.interval.max(1) as u64) * unit;
+    let frames = if urb.xfer == XferType::Iso {
+        ctx.iso_frames(d, ep_key(&urb), (pkts.len() as u32, per, unit), now)
+    } else {
+        (0, now)
+    };
     let Some(dev) = ctx.dev(d) else {
         return;
     };
@@ -351,13 +390,13 @@ pub(super) fn answer(
                 id,
                 urb,
                 pkts,
+                frames,
                 since: now,
             }),
         );
         return;
     }
     let kind = dev.kind;
-    let speed = dev.speed();
     let recorded = dev.desc.recorded.is_some();
     if urb.xfer == XferType::Control {
         let setup = urb.setup.unwrap_or_default();
@@ -397,16 +436,15 @@ pub(super) fn answer(
         if let Some((at, status, actual, data)) =
             crate::sim::usb::replay_program::data(ctx, d, &urb, out.as_deref(), now)
         {
+            // As recorded, on the bus's schedule.
+            let at = bus_time(ctx, d, &urb, actual, at);
             finish_at(ctx, d, urb.tag, at, status, actual, data, vec![], (0, 0));
         }
         return;
     }
-    let unit = ctx.delay(descriptors::interval_unit_ns(speed));
-    let key = ep_key(&urb);
-    let per = (urb.interval.max(1) as u64) * unit;
     match urb.xfer {
         XferType::Iso => {
-            let (start, end) = ctx.iso_frames(d, key, (pkts.len() as u32, per, unit), now);
+            let (frame, end) = frames;
             let mut iso = Vec::new();
             let mut off = 0;
             for &l in &pkts {
@@ -421,15 +459,10 @@ pub(super) fn answer(
                 let v: Vec<u8> = (0..urb.len).map(|i| (i as u8).wrapping_mul(7)).collect();
                 Arc::from(v)
             });
-            let frame = ctx.start_frame(start);
             finish_at(ctx, d, urb.tag, end, 0, urb.len, data, iso, (frame, 0));
         }
-        XferType::Interrupt if !urb.dir_in => {
-            let at = ctx.interrupt_slot(d, key, per, now);
-            finish_at(ctx, d, urb.tag, at, 0, urb.len, None, vec![], (0, 0));
-        }
         _ if !urb.dir_in => {
-            let at = ctx.bulk_done(d, urb.len, now);
+            let at = bus_time(ctx, d, &urb, urb.len, now);
             finish_at(ctx, d, urb.tag, at, 0, urb.len, None, vec![], (0, 0));
         }
         _ if kind == Kind::Dev(DeviceKind::Descriptors) => {
@@ -455,12 +488,12 @@ pub(super) fn answer(
                 .unwrap_or(8);
             let n = urb.len.min(mps.max(1));
             let data = Some(Arc::from(vec![0u8; n as usize]));
-            let at = ctx.interrupt_slot(d, key, per, now);
+            let at = bus_time(ctx, d, &urb, n, now);
             finish_at(ctx, d, urb.tag, at, 0, n, data, vec![], (0, 0));
         }
         _ => {
             let v: Vec<u8> = (0..urb.len).map(|i| (i as u8) ^ 0x5a).collect();
-            let at = ctx.bulk_done(d, urb.len, now);
+            let at = bus_time(ctx, d, &urb, urb.len, now);
             finish_at(
                 ctx,
                 d,
@@ -473,6 +506,24 @@ pub(super) fn answer(
                 (0, 0),
             );
         }
+    }
+}
+
+/// When the bus gives back a bulk or interrupt URB of `dev` that moves
+/// `len` bytes, its device having them at `now`: a bulk URB once the bytes
+/// had their time on the bus's asynchronous schedule, an interrupt URB at
+/// its endpoint's next poll (one a bInterval, after the URB before it).
+fn bus_time(ctx: &mut Ctx, d: DevId, urb: &Urb, len: u32, now: u64) -> u64 {
+    match urb.xfer {
+        XferType::Interrupt => {
+            let Some(speed) = ctx.dev(d).map(|x| x.speed()) else {
+                return now;
+            };
+            let per = (urb.interval.max(1) as u64) * descriptors::interval_unit_ns(speed);
+            ctx.interrupt_slot(d, ep_key(urb), per, now)
+        }
+        XferType::Bulk => ctx.bulk_done(d, len, now),
+        _ => now,
     }
 }
 

@@ -21,6 +21,7 @@
 
 use std::sync::Arc;
 
+use crate::config::Controller;
 use crate::usbmon::event::{IsoDesc, XferType};
 
 use super::{Ctx, DevId, Urb, ENOENT, ESHUTDOWN, MS, US};
@@ -56,7 +57,8 @@ pub(crate) struct Held {
     pub error_count: i32,
 }
 
-/// When a device's endpoints are next free, bus local time (ns): what the
+/// When a device's periodic endpoints are next free, in realistic time
+/// (ns; in fast timing, local time is a thousandth of it): what the
 /// generic answerer schedules a program's URB from.
 #[derive(Default)]
 pub(crate) struct Sched {
@@ -163,11 +165,25 @@ impl Ctx {
 }
 
 impl Ctx {
-    /// The `start_frame` the kernel reports for a URB whose first packet is
-    /// in the (micro)frame starting at local time `t`: the frame number, 11
-    /// bits (frames are a thousandth as long in fast timing).
-    pub(crate) fn start_frame(&self, t: u64) -> i32 {
-        ((t * self.timing.divisor() / MS) & 0x7ff) as i32
+    /// The `start_frame` the kernel reports for an isochronous URB of `dev`
+    /// whose first packet is in the (micro)frame starting at `t` (realistic
+    /// time, ns): in microframes for
+    /// a high-speed device, frames otherwise, as wide as the controller's
+    /// counter (xHCI: 14 bits of MFINDEX, frames 11 bits; EHCI: its 1024
+    /// frame list, 8192 microframes; OHCI: a 16-bit frame number; UHCI: its
+    /// frame counter).
+    pub(crate) fn start_frame(&self, dev: DevId, t: u64) -> i32 {
+        let ns = t;
+        let high = self.dev(dev).is_some_and(|d| d.speed() == Speed::High);
+        let (n, mask) = match (self.controller, high) {
+            (Controller::Xhci, true) => (ns / 125_000, 0x3fff),
+            (Controller::Xhci, false) => (ns / MS, 0x7ff),
+            (Controller::Ehci, true) => (ns / 125_000, 0x1fff),
+            (Controller::Ehci, false) => (ns / MS, 0x3ff),
+            (Controller::Ohci, _) => (ns / MS, 0xffff),
+            (Controller::Uhci, _) => (ns / MS, 0x7fff_ffff),
+        };
+        (n & mask) as i32
     }
 
     /// When a bulk URB of `len` bytes to `dev`, submitted at `now`, is done
@@ -193,39 +209,41 @@ impl Ctx {
     /// `per` ns, is served: the endpoint's first poll after `now` and after
     /// the URB before it.
     pub(crate) fn interrupt_slot(&mut self, dev: DevId, key: u8, per: u64, now: u64) -> u64 {
+        let div = self.timing.divisor();
         let Some(d) = self.dev_mut(dev) else {
             return now;
         };
-        let at = next_slot(now.max(d.sched.free_at(key)), per);
+        let at = next_slot(now.saturating_mul(div).max(d.sched.free_at(key)), per);
         d.sched.busy_until(key, at);
-        at
+        at / div
     }
 
     /// The frames of an isochronous URB of `npk` packets on endpoint `key`
     /// of `dev`, one every `per` ns of (micro)frames `unit` ns long,
     /// submitted at `now` with `URB_ISO_ASAP`: it starts right after the
     /// endpoint's previous URB if that one's frames are still to come, at
-    /// the first interval a frame from now otherwise. Returns its first
-    /// frame's start and its last frame's end.
+    /// the first interval a frame from now otherwise. Returns its
+    /// `start_frame` and when its last frame ends.
     pub(crate) fn iso_frames(
         &mut self,
         dev: DevId,
         key: u8,
         (npk, per, unit): (u32, u64, u64),
         now: u64,
-    ) -> (u64, u64) {
-        let slop = self.delay(MS);
+    ) -> (i32, u64) {
+        let div = self.timing.divisor();
+        let now = now.saturating_mul(div);
         let Some(d) = self.dev_mut(dev) else {
-            return (now, now);
+            return (0, now / div);
         };
         let free = d.sched.free_at(key);
         let start = if free > now {
             free
         } else {
-            next_slot(now + slop, per)
+            next_slot(now + MS, per)
         };
-        let next = start + npk as u64 * per;
-        d.sched.busy_until(key, next);
-        (start, start + (npk.max(1) as u64 - 1) * per + unit)
+        d.sched.busy_until(key, start + npk as u64 * per);
+        let end = start + (npk.max(1) as u64 - 1) * per + unit;
+        (self.start_frame(dev, start), end / div)
     }
 }

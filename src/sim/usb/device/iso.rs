@@ -430,7 +430,7 @@ impl IsoTask {
             let s = &self.slots[idx];
             (s.tag, s.start, s.outcome)
         };
-        let frame = ((start / MS) & 0x7ff) as i32;
+        let frame = ctx.start_frame(self.dev, start);
         let pl = self.pkt_len;
         match outcome {
             Outcome::SubmitError => {}

@@ -197,7 +197,7 @@ impl IsoEps {
         sl.inflight = false;
         sl.due = now + ctx.rng.range(5 * US, 40 * US);
         let (tag, id, outcome, offered) = (sl.tag, sl.id, sl.outcome, sl.offered);
-        let frame = ((sl.start / MS) & 0x7ff) as i32;
+        let frame = ctx.start_frame(dev, sl.start);
         let answer = sl.answer.take();
         let missed = |st| -> Vec<IsoDesc> {
             (0..npk)
