@@ -24,7 +24,7 @@ fn bus(devices: &[&str], controller: &str) -> (UsbSim, Arc<Collect>, Vec<UsbDevi
     for d in devices {
         y.push_str(&format!("        - {d}\n"));
     }
-    let cfg = Config::parse(&y, "t").unwrap();
+    let cfg = super::load::parse_config(&y, "/t.yaml").unwrap();
     let sink = Arc::new(Collect::default());
     let sim = UsbSim::run_for_test(&cfg.usb, 5, 3000, Arc::new(TestClock), sink.clone());
     let devs: Vec<UsbDevice> = sim
@@ -245,4 +245,57 @@ fn fast_timing_gives_the_same_enumeration_in_a_fraction_of_the_time() {
         panic!("event {i}: {} != {}", real[i], fast[i]);
     }
     assert_eq!(real.len(), fast.len());
+}
+
+#[test]
+fn every_interface_keeps_its_altsetting() {
+    // A vendor device of six interfaces, each with settings 0 and 1
+    // (monfs once kept the first four only, and stalled GET_INTERFACE of
+    // the others).
+    let td = tempfile::tempdir().unwrap();
+    let mut rest = Vec::new();
+    for i in 0..6u8 {
+        for a in 0..2u8 {
+            rest.extend_from_slice(&[9, 4, i, a, 0, 0xff, 0, 0, 0]);
+        }
+    }
+    let total = (9 + rest.len()) as u16;
+    let mut dump = vec![18, 1, 0, 2, 0, 0, 0, 64, 0x34, 0x12, 0x78, 0x56, 1, 0, 0, 0, 0, 1];
+    dump.extend_from_slice(&[9, 2, total as u8, (total >> 8) as u8, 6, 1, 0, 0x80, 50]);
+    dump.extend_from_slice(&rest);
+    let path = td.path().join("six.desc");
+    std::fs::write(&path, &dump).unwrap();
+    let dev = format!("{{port: 1, kind: descriptors, descriptors: {}}}", path.display());
+    let (sim, _sink, devs) = bus(&[&dev], "xhci");
+    let mut now = 3000;
+    for i in [1u8, 5] {
+        let done = Arc::new(Done::default());
+        let req = CoreRequest::SetInterface {
+            interface: i,
+            alt: 1,
+        };
+        sim.request(devs[0].dev, req, done.clone()).unwrap();
+        now += 100;
+        sim.run_until(now * MS);
+        assert_eq!(done.0.lock_ok()[0].1.status, 0, "SET_INTERFACE {i}");
+    }
+    let text = sim.devices_text();
+    let active: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("I:*") && l.contains("Cls=ff"))
+        .collect();
+    assert_eq!(active.len(), 6, "{text}");
+    for (i, l) in active.iter().enumerate() {
+        let want = if i == 1 || i == 5 { "Alt= 1" } else { "Alt= 0" };
+        assert!(l.contains(&format!("If#= {i} {want}")), "{l}");
+    }
+    // GET_INTERFACE of interface 5 answers 1.
+    let got = Arc::new(Done::default());
+    let mut r = urb(TransferType::Control, 0x80, 1, 0);
+    r.setup = Some([0x81, 0x0a, 0, 0, 5, 0, 1, 0]);
+    r.out.clear();
+    sim.submit(devs[0].dev, r, got.clone()).unwrap();
+    sim.run_until((now + 100) * MS);
+    let g = got.0.lock_ok();
+    assert_eq!((g[0].1.status, g[0].1.data.clone()), (0, vec![1]));
 }

@@ -86,7 +86,7 @@ impl Task for CoreCtrl {
                 if st == 0 {
                     if let Some(x) = ctx.dev_mut(self.dev) {
                         x.configured = v != 0;
-                        x.alt = [0; 4];
+                        x.alt = [0; MAX_INTERFACES];
                     }
                 }
                 st

@@ -32,6 +32,9 @@ pub(crate) trait Ep0Link: Send {
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
 }
 
+/// Interfaces a configuration may have (the kernel's USB_MAXINTERFACES).
+pub(crate) const MAX_INTERFACES: usize = 32;
+
 /// Index of a device in [`super::Ctx::devs`]; never reused within a bus.
 pub(crate) type DevId = usize;
 
@@ -131,8 +134,9 @@ pub(crate) struct Device {
     pub strings_read: bool,
     pub configured: bool,
     pub driver_bound: bool,
-    /// Current alternate setting per interface number.
-    pub alt: [u8; 4],
+    /// Current alternate setting per interface number (USB_MAXINTERFACES
+    /// of them, as usbfs allows).
+    pub alt: [u8; MAX_INTERFACES],
     pub hub: Option<HubState>,
     /// URBs in flight, in submission order: each endpoint's queue is its
     /// URBs here (see [`super::endpoint`]).
@@ -306,7 +310,7 @@ impl Device {
             strings_read: false,
             configured: false,
             driver_bound: false,
-            alt: [0; 4],
+            alt: [0; MAX_INTERFACES],
             hub: None,
             inflight: Vec::new(),
             held: Vec::new(),
