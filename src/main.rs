@@ -192,6 +192,13 @@ enum Cmd {
         /// drivers bound, as on a machine booted with them.
         #[arg(long)]
         no_wait: bool,
+        /// Keep the daemon's warnings and errors off the terminal. By
+        /// default `monfs run` shows them as they are logged (`monfs: ...`),
+        /// and exits 125 without starting COMMAND when a simulated device
+        /// fails while it waits for them (a peer that cannot start or
+        /// exits).
+        #[arg(long, short)]
+        quiet: bool,
         /// Without root: run COMMAND as root of the user namespace (uid 0
         /// there, still you outside), for tools that insist on root, such as
         /// trace-cmd. By default COMMAND runs as your own uid and gid. (As
@@ -391,6 +398,7 @@ fn main() -> ExitCode {
             use_mount,
             ns_root,
             no_wait,
+            quiet,
             command,
         } => {
             let config_path = config
@@ -432,6 +440,7 @@ fn main() -> ExitCode {
                 ns_root,
                 config: config_path,
                 wait: !no_wait,
+                quiet,
                 command,
             })
         }

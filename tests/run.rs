@@ -291,3 +291,63 @@ fn killing_monfs_run_ends_the_command_and_the_daemon_and_leaves_nothing() {
     }
     assert_nothing_left(tmp.path());
 }
+
+/// A peer that exits before its device enumerates (it answers ep0, so the
+/// hub driver finds it gone): monfs run says so on
+/// its terminal with the daemon's reason, runs no command and exits 125;
+/// `--quiet` keeps the daemon's warning off the terminal, not monfs run's
+/// own line; `--no-wait` runs the command anyway. A peer command that
+/// cannot be run is refused when the configuration is read (exit 125, the
+/// daemon's exit 2 and its message).
+#[test]
+fn a_peer_that_fails_before_enumeration_stops_the_run_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("peer.yaml");
+    let yaml = |command: &str| {
+        format!(
+            "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          kind: external\n          descriptors: {}\n          ep0: peer\n          command: {command}\n",
+            common::repo_path("tests/data/sysfs/qemu-usb-kbd/descriptors")
+        )
+    };
+    std::fs::write(&cfg, yaml("[sh, -c, \"exit 3\"]")).unwrap();
+    let cfg_s = cfg.to_str().unwrap();
+    let cmd = ["sh", "-c", "echo COMMAND-RAN"];
+    let work = tempfile::tempdir().unwrap();
+    let o = run_in(work.path(), &["--config", cfg_s], &cmd);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(!text(&o.stdout).contains("COMMAND-RAN"));
+    assert!(
+        err.contains("monfs: usb bus 1 port 1: external device's peer"),
+        "{err}"
+    );
+    assert!(
+        err.contains("monfs run: a simulated device failed before the command started"),
+        "{err}"
+    );
+    assert_nothing_left(work.path());
+
+    let o = run_in(work.path(), &["--quiet", "--config", cfg_s], &cmd);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(!err.contains("monfs: usb bus"), "{err}");
+    assert!(
+        err.contains("monfs run: a simulated device failed"),
+        "{err}"
+    );
+
+    let o = run_in(work.path(), &["--no-wait", "--config", cfg_s], &cmd);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("COMMAND-RAN"));
+    assert_nothing_left(work.path());
+
+    std::fs::write(&cfg, yaml("[/nonexistent/peer]")).unwrap();
+    let o = run_in(work.path(), &["--config", cfg_s], &cmd);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains("command: cannot run \"/nonexistent/peer\": no such file"),
+        "{err}"
+    );
+    assert_nothing_left(work.path());
+}

@@ -199,3 +199,119 @@ pub(super) fn show_tail(log: &std::fs::File) {
         eprintln!("  {l}");
     }
 }
+
+/// The daemon's warnings and errors on `monfs run`'s terminal as they are
+/// logged (unless `--quiet`), and the first device failure a simulated
+/// device had before the command started: a thread that follows the log
+/// file from its start.
+pub(super) struct LogEcho {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    failure: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// How often [`LogEcho`] looks at the log.
+const ECHO_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Log lines that end a simulated device before it could enumerate: its
+/// peer could not be started or went away (`sim::usb`'s `peer_gone`).
+pub(super) const DEVICE_FAILED: &str = "external device's peer";
+
+impl LogEcho {
+    pub(super) fn start(log: &std::fs::File, quiet: bool) -> Result<LogEcho, RunError> {
+        use std::os::unix::fs::FileExt;
+        use std::sync::atomic::Ordering;
+        let log = log.try_clone().map_err(io("log file"))?;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let failure = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let (s, f) = (stop.clone(), failure.clone());
+        let thread = std::thread::Builder::new()
+            .name("log-echo".into())
+            .spawn(move || {
+                let (mut at, mut partial) = (0u64, Vec::new());
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    let last = s.load(Ordering::SeqCst);
+                    loop {
+                        let n = log.read_at(&mut buf, at).unwrap_or(0);
+                        if n == 0 {
+                            break;
+                        }
+                        at += n as u64;
+                        partial.extend_from_slice(&buf[..n]);
+                        while let Some(k) = partial.iter().position(|&b| b == b'\n') {
+                            let line: Vec<u8> = partial.drain(..=k).collect();
+                            let line = String::from_utf8_lossy(&line[..k]).to_string();
+                            let Some(msg) = warning(&line) else {
+                                continue;
+                            };
+                            if !quiet {
+                                eprintln!("monfs: {msg}");
+                            }
+                            if msg.contains(DEVICE_FAILED) {
+                                let mut g = f.lock().unwrap_or_else(|e| e.into_inner());
+                                g.get_or_insert_with(|| msg.to_string());
+                            }
+                        }
+                    }
+                    if last {
+                        return;
+                    }
+                    std::thread::sleep(ECHO_EVERY);
+                }
+            })
+            .map_err(io("log thread"))?;
+        Ok(LogEcho {
+            stop,
+            failure,
+            thread: Some(thread),
+        })
+    }
+
+    /// The first device failure logged so far.
+    pub(super) fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl Drop for LogEcho {
+    /// Echo what is left, then stop.
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The message of a WARN or ERROR line of the daemon's log (its time
+/// stamp and level cut), None for other lines.
+fn warning(line: &str) -> Option<&str> {
+    let mut words = line.splitn(3, ' ').filter(|w| !w.is_empty());
+    let first = words.next()?;
+    let rest = line[first.len()..].trim_start();
+    for level in ["WARN ", "ERROR "] {
+        if let Some(m) = rest.strip_prefix(level) {
+            return Some(m.trim_start());
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn warnings_are_cut_from_their_time_stamp() {
+        let w = super::warning;
+        assert_eq!(
+            w("2026-12-02T01:07:27.687794Z  WARN usb bus 1 port 1: gone"),
+            Some("usb bus 1 port 1: gone")
+        );
+        assert_eq!(w("2026-12-02T01:07:27Z ERROR bad"), Some("bad"));
+        assert_eq!(w("2026-12-02T01:07:27Z  INFO mounted"), None);
+        assert_eq!(w("monfs: /tmp/mnt mounted"), None);
+    }
+}

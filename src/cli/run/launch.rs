@@ -7,12 +7,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use nix::mount::{umount2, MntFlags};
 use nix::unistd::{geteuid, Pid};
 
 use super::command::{spawn_command, supervise};
-use super::daemon::{open_log, show_tail, start_daemon, stop_daemon, wait_ready, Daemon};
+use super::daemon::{open_log, show_tail, start_daemon, stop_daemon, wait_ready, Daemon, LogEcho};
 use super::namespace::{enter_namespace, setup_paths};
 use super::{io, sys, RunError, RunOptions, EXIT_START, FUSE_SUPER_MAGIC};
 
@@ -138,15 +139,27 @@ fn run_fresh(opts: &RunOptions, rootless: bool) -> ExitCode {
             return ExitCode::from(EXIT_START);
         }
     }
-    if opts.wait {
-        wait_enumerated(&mnt, expected_devices(opts.config.as_deref()));
-    }
-    let daemon_pid = Pid::from_raw(daemon.child.id() as i32);
     let fail_after_mount = |e: &dyn std::fmt::Display, daemon: &mut Daemon| {
         eprintln!("monfs run: {e}");
         stop_daemon(daemon);
         ExitCode::from(EXIT_START)
     };
+    // The daemon's warnings from now on, on the terminal.
+    let echo = match LogEcho::start(&reader, opts.quiet) {
+        Ok(e) => e,
+        Err(e) => return fail_after_mount(&e, &mut daemon),
+    };
+    if opts.wait {
+        let expected = expected_devices(opts.config.as_deref());
+        if let Err(why) = wait_enumerated(&mnt, expected, &|| echo.failure()) {
+            drop(echo);
+            return fail_after_mount(
+                &format!("a simulated device failed before the command started: {why}"),
+                &mut daemon,
+            );
+        }
+    }
+    let daemon_pid = Pid::from_raw(daemon.child.id() as i32);
     if let Err(e) = setup_paths(&mnt, rootless) {
         return fail_after_mount(&e, &mut daemon);
     }
@@ -158,7 +171,9 @@ fn run_fresh(opts: &RunOptions, rootless: bool) -> ExitCode {
         }
     };
     let status = supervise(child, Some(daemon_pid));
-    if let Some(bad) = stop_daemon(&mut daemon) {
+    let bad = stop_daemon(&mut daemon);
+    drop(echo);
+    if let Some(bad) = bad {
         eprintln!("monfs run: the daemon ended badly ({bad}); its last log lines:");
         show_tail(&reader);
     }
@@ -185,14 +200,20 @@ fn expected_devices(config: Option<&Path>) -> usize {
 }
 
 /// How long [`wait_enumerated`] waits at most.
-const ENUMERATION_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+const ENUMERATION_WAIT: Duration = Duration::from_secs(30);
 
 /// Wait until `usb/devices` and `sys/bus/usb/devices` list `expected`
 /// devices and every interface `usb/devices` shows bound has its `driver`
 /// link, as a machine that boots with its devices has them before its
 /// programs start; at most [`ENUMERATION_WAIT`] (then the command starts
-/// anyway, with a warning).
-fn wait_enumerated(mnt: &Path, expected: usize) {
+/// anyway, with a warning). Err: `failed` said a device failed first (why):
+/// a peer the hub driver found gone while enumerating (`ep0: peer`), or
+/// one its driver found gone before the devices were up.
+fn wait_enumerated(
+    mnt: &Path,
+    expected: usize,
+    failed: &dyn Fn() -> Option<String>,
+) -> Result<(), String> {
     let settled = || {
         let text = std::fs::read_to_string(mnt.join("usb/devices")).unwrap_or_default();
         let listed = text.lines().filter(|l| l.starts_with("T:")).count();
@@ -214,13 +235,17 @@ fn wait_enumerated(mnt: &Path, expected: usize) {
     };
     let end = std::time::Instant::now() + ENUMERATION_WAIT;
     while !settled() {
+        if let Some(why) = failed() {
+            return Err(why);
+        }
         if std::time::Instant::now() >= end {
             eprintln!(
                 "monfs run: the simulated devices did not all enumerate within {} s; starting the command anyway",
                 ENUMERATION_WAIT.as_secs()
             );
-            return;
+            return Ok(());
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(20));
     }
+    Ok(())
 }

@@ -67,6 +67,8 @@ pub struct RunOptions {
     /// Wait until the devices plugged at start have enumerated and their
     /// drivers bound before starting the command.
     pub wait: bool,
+    /// Keep the daemon's warnings off the terminal.
+    pub quiet: bool,
     /// The command and its arguments.
     pub command: Vec<OsString>,
 }

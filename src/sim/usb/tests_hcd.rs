@@ -260,12 +260,17 @@ fn every_interface_keeps_its_altsetting() {
         }
     }
     let total = (9 + rest.len()) as u16;
-    let mut dump = vec![18, 1, 0, 2, 0, 0, 0, 64, 0x34, 0x12, 0x78, 0x56, 1, 0, 0, 0, 0, 1];
+    let mut dump = vec![
+        18, 1, 0, 2, 0, 0, 0, 64, 0x34, 0x12, 0x78, 0x56, 1, 0, 0, 0, 0, 1,
+    ];
     dump.extend_from_slice(&[9, 2, total as u8, (total >> 8) as u8, 6, 1, 0, 0x80, 50]);
     dump.extend_from_slice(&rest);
     let path = td.path().join("six.desc");
     std::fs::write(&path, &dump).unwrap();
-    let dev = format!("{{port: 1, kind: descriptors, descriptors: {}}}", path.display());
+    let dev = format!(
+        "{{port: 1, kind: descriptors, descriptors: {}}}",
+        path.display()
+    );
     let (sim, _sink, devs) = bus(&[&dev], "xhci");
     let mut now = 3000;
     for i in [1u8, 5] {
