@@ -304,3 +304,55 @@ fn every_interface_keeps_its_altsetting() {
     let g = got.0.lock_ok();
     assert_eq!((g[0].1.status, g[0].1.data.clone()), (0, vec![1]));
 }
+
+#[test]
+fn a_reattached_uvcvideo_selects_its_streaming_setting_again() {
+    // A program takes the webcam's streaming interface, selects setting 0
+    // (no bandwidth) and gives it back: uvcvideo's probe selects its
+    // setting again before its URBs go out, and usb/devices says so (it
+    // once said Alt= 0 while uvcvideo's Zi URBs went on).
+    let (sim, sink, devs) = bus(&["{port: 1, kind: webcam}"], "ehci");
+    let cam = &devs[0];
+    let mut now = 3000;
+    take(&sim, cam, 1, &mut now);
+    let req = |r: CoreRequest, now: &mut u64| {
+        let done = Arc::new(Done::default());
+        sim.request(cam.dev, r, done.clone()).unwrap();
+        *now += 200;
+        sim.run_until(*now * MS);
+        let st = done.0.lock_ok()[0].1.status;
+        st
+    };
+    assert_eq!(
+        req(
+            CoreRequest::SetInterface {
+                interface: 1,
+                alt: 0
+            },
+            &mut now
+        ),
+        0
+    );
+    let alt = |sim: &UsbSim| -> String {
+        let t = sim.devices_text();
+        t.lines()
+            .find(|l| l.starts_with("I:*") && l.contains("If#= 1"))
+            .unwrap()
+            .to_string()
+    };
+    assert!(alt(&sim).contains("Alt= 0"), "{}", alt(&sim));
+    sim.release_interface(cam.dev, 1, 9).unwrap();
+    sink.0.lock_ok().clear();
+    assert!(req(CoreRequest::AttachDriver(1), &mut now) >= 0);
+    assert!(alt(&sim).contains("Alt= 1"), "{}", alt(&sim));
+    let evs = sink.0.lock_ok();
+    let set = evs
+        .iter()
+        .position(|e| e.kind == EventKind::Submit && e.setup == Some([1, 0x0b, 1, 0, 1, 0, 0, 0]))
+        .expect("uvcvideo's SET_INTERFACE(1, 1)");
+    let iso = evs
+        .iter()
+        .position(|e| e.kind == EventKind::Submit && e.xfer == XferType::Iso)
+        .expect("uvcvideo's URBs again");
+    assert!(set < iso);
+}

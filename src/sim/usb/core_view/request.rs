@@ -223,20 +223,26 @@ pub(crate) fn request(
             }
             // usbhid's URB for SET_REPORT may go out again.
             x.core.quiet_class = false;
-            let hid = matches!(
+            // A HID driver's probe, and snd-usb-audio's and uvcvideo's
+            // (their stream's SET_INTERFACE, which a program may have
+            // undone), run again before the driver submits.
+            let reprobe = matches!(
                 x.kind,
                 Kind::Dev(DeviceKind::HidKeyboard)
                     | Kind::Dev(DeviceKind::HidMouse)
                     | Kind::Dev(DeviceKind::HidTablet)
+                    | Kind::Dev(DeviceKind::Audio)
+                    | Kind::Dev(DeviceKind::Webcam)
             );
-            if !hid {
+            if !reprobe {
                 unquiet(x);
                 device_changed(ctx, d);
                 later(ctx, 1);
                 return Ok(id);
             }
-            // usbhid_probe's requests (the serial number, SET_IDLE, the
-            // report descriptor, a keyboard's LEDs), then its URB again.
+            // The probe's requests (usbhid's serial number, SET_IDLE,
+            // report descriptor and a keyboard's LEDs; the audio and video
+            // streams' setup and SET_INTERFACE), then its URBs again.
             let mut ops = ctx.class_ops(d);
             ops.retain(|o| !matches!(o, Op::StartStreams(_)));
             let mut runner = Runner::default();
