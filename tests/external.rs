@@ -357,7 +357,8 @@ fn iso_and_out_peer_answers_in_1u_and_killing_it_unplugs() {
     for l in mine.iter().filter(|l| l.contains(" C Zi:")) {
         let (_, rest) = l.split_once(&format!(" C Zi:1:{dev}:3 0:8:")).expect(l);
         let (frame, rest) = rest.split_once(':').unwrap();
-        assert!(frame.parse::<u16>().unwrap() < 2048, "{l}");
+        // xHCI reports a high-speed URB's start in microframes, 14 bits.
+        assert!(frame.parse::<u16>().unwrap() < 0x4000, "{l}");
         let missed = "8 8 -18:0:0 -18:256:0 -18:512:0 -18:768:0 -18:1024:0 2048 = 00000000 ";
         assert!(
             rest.starts_with(missed) || rest.starts_with(&format!("1{}", &zi[4..])),

@@ -19,12 +19,10 @@
 //!   from its endpoint's next free (micro)frame (`URB_ISO_ASAP`) and completes
 //!   at the end of its last one.
 
-use std::sync::Arc;
-
 use crate::config::Controller;
-use crate::usbmon::event::{IsoDesc, XferType};
+use crate::usbmon::event::XferType;
 
-use super::{Ctx, DevId, Urb, ENOENT, ESHUTDOWN, MS, US};
+use super::{Ctx, DevId, Held, Urb, ENOENT, ESHUTDOWN, MS, US};
 use crate::sim::usb::descriptors::Speed;
 
 /// -ECONNRESET: an asynchronous unlink.
@@ -44,44 +42,6 @@ pub(crate) fn ep_key(u: &Urb) -> u8 {
 /// than in the endpoint's order.
 pub(crate) fn is_unlink(status: i32) -> bool {
     matches!(status, ENOENT | ECONNRESET | ESHUTDOWN)
-}
-
-/// The answer to a URB that waits behind earlier URBs of its endpoint.
-pub(crate) struct Held {
-    pub tag: u64,
-    pub status: i32,
-    pub actual: u32,
-    pub data: Option<Arc<[u8]>>,
-    pub iso: Vec<IsoDesc>,
-    pub start_frame: i32,
-    pub error_count: i32,
-}
-
-/// When a device's periodic endpoints are next free, in realistic time
-/// (ns; in fast timing, local time is a thousandth of it): what the
-/// generic answerer schedules a program's URB from.
-#[derive(Default)]
-pub(crate) struct Sched {
-    /// (endpoint key, free from).
-    free: Vec<(u8, u64)>,
-}
-
-impl Sched {
-    /// When the endpoint `key` is free (0: never used).
-    pub(crate) fn free_at(&self, key: u8) -> u64 {
-        self.free
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map_or(0, |(_, t)| *t)
-    }
-
-    /// The endpoint `key` is busy until `t`.
-    pub(crate) fn busy_until(&mut self, key: u8, t: u64) {
-        match self.free.iter_mut().find(|(k, _)| *k == key) {
-            Some(e) => e.1 = t,
-            None => self.free.push((key, t)),
-        }
-    }
 }
 
 /// The bytes of bulk payload one (micro)frame carries at `speed`, and the

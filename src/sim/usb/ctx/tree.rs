@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use crate::config::{DeviceConfig, DeviceKind, ErrorConfig};
-use crate::usbmon::event::{XferType, URB_DIR_IN};
+use crate::usbmon::event::{IsoDesc, XferType, URB_DIR_IN};
 
 use crate::sim::rng::Rng;
 use crate::sim::usb::descriptors::{Descriptors, Speed};
@@ -142,9 +142,9 @@ pub(crate) struct Device {
     /// URBs here (see [`super::endpoint`]).
     pub inflight: Vec<Urb>,
     /// Answers that wait for earlier URBs of their endpoint.
-    pub held: Vec<super::endpoint::Held>,
+    pub held: Vec<Held>,
     /// When its endpoints are next free, for the generic answerer.
-    pub sched: super::endpoint::Sched,
+    pub sched: Sched,
     /// Electrically disconnected (the kernel may not know yet).
     pub gone: bool,
     pub xfers: u64,
@@ -172,6 +172,44 @@ pub(crate) struct Device {
     /// back by GET_IDLE, GET_PROTOCOL): 0, and the report protocol (1).
     pub hid_idle: u8,
     pub hid_protocol: u8,
+}
+
+/// The answer to a URB that waits behind earlier URBs of its endpoint.
+pub(crate) struct Held {
+    pub tag: u64,
+    pub status: i32,
+    pub actual: u32,
+    pub data: Option<Arc<[u8]>>,
+    pub iso: Vec<IsoDesc>,
+    pub start_frame: i32,
+    pub error_count: i32,
+}
+
+/// When a device's periodic endpoints are next free, in realistic time
+/// (ns; in fast timing, local time is a thousandth of it): what the
+/// generic answerer schedules a program's URB from.
+#[derive(Default)]
+pub(crate) struct Sched {
+    /// (endpoint key, free from).
+    free: Vec<(u8, u64)>,
+}
+
+impl Sched {
+    /// When the endpoint `key` is free (0: never used).
+    pub(crate) fn free_at(&self, key: u8) -> u64 {
+        self.free
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map_or(0, |(_, t)| *t)
+    }
+
+    /// The endpoint `key` is busy until `t`.
+    pub(crate) fn busy_until(&mut self, key: u8, t: u64) {
+        match self.free.iter_mut().find(|(k, _)| *k == key) {
+            Some(e) => e.1 = t,
+            None => self.free.push((key, t)),
+        }
+    }
 }
 
 /// A device as programs left it through the USB core (usbfs): see
