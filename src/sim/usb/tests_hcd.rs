@@ -356,3 +356,45 @@ fn a_reattached_uvcvideo_selects_its_streaming_setting_again() {
         .expect("uvcvideo's URBs again");
     assert!(set < iso);
 }
+
+#[test]
+fn a_core_request_behind_a_control_urb_never_answered_times_out() {
+    // An external device whose peer never answers: a program's vendor
+    // request holds ep0's queue, so usb_set_configuration's request waits
+    // behind it (SET_CONFIGURATION is monfs's to answer, not the peer's),
+    // and gives up after USB_CTRL_SET_TIMEOUT (5 s) with
+    // -ETIMEDOUT, as usb_control_msg does; the device stays usable.
+    let td = tempfile::tempdir().unwrap();
+    let mut dump = vec![
+        18, 1, 0, 2, 0xff, 0, 0, 64, 0x34, 0x12, 0x78, 0x56, 1, 0, 0, 0, 0, 1,
+    ];
+    dump.extend_from_slice(&[9, 2, 27, 0, 1, 1, 0, 0x80, 50]);
+    dump.extend_from_slice(&[9, 4, 0, 0, 0, 0xff, 0, 0, 0, 9, 4, 0, 1, 0, 0xff, 0, 0, 0]);
+    let path = td.path().join("v.desc");
+    std::fs::write(&path, &dump).unwrap();
+    let dev = format!(
+        "{{port: 1, kind: external, descriptors: {}, command: [sleep, '600']}}",
+        path.display()
+    );
+    let (sim, _sink, devs) = bus(&[&dev], "xhci");
+    let v = &devs[0];
+    let got = Arc::new(Done::default());
+    let mut r = urb(TransferType::Control, 0x80, 4, 0);
+    r.setup = Some([0xc0, 0x01, 0, 0, 0, 0, 4, 0]);
+    r.out.clear();
+    let vendor = sim.submit(v.dev, r, got.clone()).unwrap();
+    let done = Arc::new(Done::default());
+    let req = CoreRequest::SetConfiguration(1);
+    sim.request(v.dev, req, done.clone()).unwrap();
+    sim.run_until(7900 * MS);
+    assert!(done.0.lock_ok().is_empty(), "it waits for 5 s");
+    sim.run_until(8100 * MS);
+    assert!(got.0.lock_ok().is_empty(), "the peer never answers");
+    assert_eq!(done.0.lock_ok()[0].1.status, -110);
+    // The program gives up on its URB; ep0 serves again.
+    sim.cancel(v.dev, vendor).unwrap();
+    let done = Arc::new(Done::default());
+    sim.request(v.dev, req, done.clone()).unwrap();
+    sim.run_until(8300 * MS);
+    assert_eq!(done.0.lock_ok()[0].1.status, 0);
+}

@@ -112,7 +112,14 @@ impl Task for CoreCtrl {
 struct CoreCtrlWait {
     inner: CoreCtrl,
     status: Arc<CtrlStatus>,
+    /// usb_control_msg's deadline.
+    deadline: u64,
 }
+
+/// USB_CTRL_SET_TIMEOUT: how long usb_set_configuration, usb_set_interface,
+/// usb_clear_halt and the reset's requests wait for their control
+/// transfer (ep0 may be held by a URB the device never answers).
+const CTRL_SET_TIMEOUT: u64 = 5000 * MS;
 
 impl Task for CoreCtrlWait {
     fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
@@ -124,7 +131,20 @@ impl Task for CoreCtrlWait {
             self.inner.result = Some(ENODEV);
             return self.inner.step(ctx, now);
         }
-        Some(now + 100 * US)
+        if now >= self.deadline {
+            // usb_control_msg timed out: usb_kill_urb, -ETIMEDOUT.
+            let (d, tag) = (self.inner.dev, self.inner.tag);
+            let urb = ctx
+                .dev(d)
+                .and_then(|x| x.inflight.iter().find(|u| u.tag == tag).copied());
+            if let Some(u) = urb {
+                ctx.kill(d, &u, now, ENOENT);
+            }
+            ctx.core.urbs.remove(&tag);
+            self.inner.result = Some(ETIMEDOUT);
+            return self.inner.step(ctx, now);
+        }
+        Some((now + 100 * US).min(self.deadline))
     }
 }
 
@@ -287,6 +307,7 @@ pub(crate) fn request(
                 tag,
             },
             status,
+            deadline: now + CTRL_SET_TIMEOUT,
         }),
     );
     Ok(id)
