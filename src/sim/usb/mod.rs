@@ -470,9 +470,12 @@ fn bus_thread(b: &BusShared, clock: &dyn Clock, stop: &AtomicBool) {
                     Some(t) if t <= local => continue,
                     // Nobody takes the events: nap, then run them in a
                     // batch (no wake-up per event, as for a reader). Not
-                    // while a program waits for a URB (usbfs): it must
-                    // complete in time.
-                    _ if !g.ctx.sink.wanted(b.num) && g.ctx.core.urbs.is_empty() => {
+                    // while a program waits for a URB or a core request
+                    // (usbfs): it must complete in time.
+                    _ if !g.ctx.sink.wanted(b.num)
+                        && g.ctx.core.urbs.is_empty()
+                        && g.ctx.core.requests.load(Ordering::SeqCst) == 0 =>
+                    {
                         nap = nap_ns(g.steps - mark.0, now.saturating_sub(mark.1), nap);
                         mark = (g.steps, now);
                         (now + nap, true)

@@ -157,6 +157,34 @@ pub(crate) fn request(
     now: u64,
 ) -> Result<u64, CoreError> {
     let d = live(ctx, dev)?;
+    let requests = ctx.core.requests.clone();
+    requests.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let counted = Arc::new(CountedDone {
+        inner: done,
+        requests,
+        told: Default::default(),
+    });
+    let r = run_request(ctx, d, req, counted.clone(), now);
+    if r.is_err() {
+        // Refused at once: nothing will be told.
+        counted
+            .requests
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+    r
+}
+
+fn run_request(
+    ctx: &mut Ctx,
+    d: DevId,
+    req: CoreRequest,
+    done: Arc<CountedDone>,
+    now: u64,
+) -> Result<u64, CoreError> {
+    let dev = DevRef {
+        bus: ctx.bus,
+        id: d as u64,
+    };
     let id = ctx.rng.below(1 << 62) + 1;
     let later = |ctx: &mut Ctx, status: i32| {
         let at = now + ctx.rng.range(5 * US, 30 * US);

@@ -327,6 +327,27 @@ pub(crate) struct ProgramUrb {
 pub(crate) struct CoreState {
     pub watchers: Vec<Arc<dyn DeviceWatcher>>,
     pub urbs: HashMap<u64, ProgramUrb>,
+    /// Core requests (usbfs's SETINTERFACE, RESET, CONNECT...) a program
+    /// waits for: the bus does not nap while there are any.
+    pub requests: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// A core request's completion, counted in [`CoreState::requests`] until
+/// it is told.
+pub(crate) struct CountedDone {
+    pub inner: Arc<dyn UrbDone>,
+    pub requests: Arc<std::sync::atomic::AtomicUsize>,
+    pub told: std::sync::atomic::AtomicBool,
+}
+
+impl UrbDone for CountedDone {
+    fn done(&self, urb: u64, result: crate::usbcore::device::UrbResult) {
+        use std::sync::atomic::Ordering;
+        if !self.told.swap(true, Ordering::SeqCst) {
+            self.requests.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.inner.done(urb, result);
+    }
 }
 
 impl Device {
