@@ -108,3 +108,72 @@ fn fast_timing_keeps_every_order_and_length() {
     assert_eq!(r.get("out_of_order"), 0.0);
     assert_eq!((r.get("packets"), r.get("packet_errors")), (480.0, 0.0));
 }
+
+/// 10,000 seeded random usbfs calls (tests/c/usbfs_random.c: CONTROL and
+/// BULK with 5 ms timeouts, URBs submitted, discarded and reaped, claims,
+/// driver detaches and attaches, SETINTERFACE, CLEAR_HALT, RESET) on each
+/// kind of built-in device of the default configuration: every call
+/// returns (monfs once left a caller inside USBDEVFS_RESET for good), and
+/// every device is still listed after.
+#[test]
+fn random_usbfs_calls_all_return_and_leave_every_device_listed() {
+    let td = tempfile::tempdir().unwrap();
+    let m = Mount::default_config();
+    let tool = common::compile_c("usbfs_random", td.path());
+    let products = [
+        "QEMU USB Keyboard",
+        "QEMU USB Mouse",
+        "QEMU USB HARDDRIVE",
+        "QEMU USB Audio",
+        "C270 HD WEBCAM",
+        "Flaky Card Reader",
+    ];
+    let listed = |m: &Mount| -> Vec<(u8, u8, String)> {
+        let t = m.sh_ok("cat usb/devices");
+        t.split("\n\n")
+            .filter_map(|b| {
+                let p = b.split("Product=").nth(1)?.lines().next()?.to_string();
+                let bus = b.split("Bus=").nth(1)?[..2].parse().ok()?;
+                let dev = b
+                    .split("Dev#=")
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()?;
+                Some((bus, dev, p))
+            })
+            .collect()
+    };
+    for p in products {
+        devnum_of(&m, p);
+    }
+    let before = listed(&m);
+    for (seed, p) in products.iter().enumerate() {
+        let (bus, dev, _) = before.iter().find(|(_, _, n)| n == p).unwrap();
+        let node = m.path(&format!("dev/bus/usb/{bus:03}/{dev:03}"));
+        let o = Command::new(&tool)
+            .arg(&node)
+            .arg((seed + 1).to_string())
+            .arg("10000")
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{p}: {out}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(out.starts_with("done 10000 calls"), "{p}: {out}");
+    }
+    // Every device is listed again, at its address (a reset keeps it).
+    let deadline = std::time::Instant::now() + common::HANG;
+    while listed(&m) != before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?} != {before:?}",
+            listed(&m)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
