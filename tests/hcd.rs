@@ -177,3 +177,41 @@ fn random_usbfs_calls_all_return_and_leave_every_device_listed() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// A pyusb program that takes the flash drive from usb-storage talks SCSI
+/// to it over the bulk-only transport (tests/data/bot_inquiry.py, under
+/// `monfs run`): INQUIRY, READ CAPACITY, READ(10), an unknown command's
+/// CHECK CONDITION and the sense data REQUEST SENSE then gives (monfs
+/// answered such a program with filler bytes).
+#[test]
+fn pyusb_talks_scsi_to_the_flash_drive() {
+    common::require_fuse();
+    let td = tempfile::tempdir().unwrap();
+    let cfg = td.path().join("disk.yaml");
+    std::fs::write(
+        &cfg,
+        "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: mass-storage}\n",
+    )
+    .unwrap();
+    let o = Command::new(common::monfs_bin())
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .args(["--", "/usr/bin/python3"])
+        .arg(common::repo_path("tests/data/bot_inquiry.py"))
+        .env("TMPDIR", td.path())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "inquiry 0 QEMU QEMU USB HARDDRI",
+            "capacity 0 4194304 512",
+            "read 0 MONFS-LBA-00000001",
+            "unknown 1",
+            "sense 0 key=5 asc=20",
+            "attached",
+        ]
+    );
+}

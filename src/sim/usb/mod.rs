@@ -47,6 +47,7 @@ pub mod memory;
 mod peer;
 pub mod replay;
 mod replay_program;
+mod scsi;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

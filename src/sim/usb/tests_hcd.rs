@@ -398,3 +398,87 @@ fn a_core_request_behind_a_control_urb_never_answered_times_out() {
     sim.run_until(8300 * MS);
     assert_eq!(done.0.lock_ok()[0].1.status, 0);
 }
+
+/// A CBW for `cdb`, tag `tag`, `len` bytes of data in direction `dir_in`.
+fn cbw(tag: u32, len: u32, dir_in: bool, cdb: &[u8]) -> Vec<u8> {
+    let mut b = b"USBC".to_vec();
+    b.extend_from_slice(&tag.to_le_bytes());
+    b.extend_from_slice(&len.to_le_bytes());
+    b.extend_from_slice(&[if dir_in { 0x80 } else { 0 }, 0, cdb.len() as u8]);
+    b.extend_from_slice(cdb);
+    b.resize(31, 0);
+    b
+}
+
+#[test]
+fn a_program_that_takes_the_flash_drive_talks_scsi_to_it() {
+    let (sim, _sink, devs) = bus(&["{port: 1, kind: mass-storage}"], "xhci");
+    let disk = &devs[0];
+    let mut now = 3000;
+    take(&sim, disk, 0, &mut now);
+    // Bulk INs queued first wait (NAK) until a command gives them data.
+    let got = Arc::new(Done::default());
+    let data_in = sim
+        .submit(disk.dev, urb(TransferType::Bulk, 0x81, 36, 0), got.clone())
+        .unwrap();
+    let csw_in = sim
+        .submit(disk.dev, urb(TransferType::Bulk, 0x81, 13, 0), got.clone())
+        .unwrap();
+    now += 10;
+    sim.run_until(now * MS);
+    assert!(got.0.lock_ok().is_empty());
+    let mut out = urb(TransferType::Bulk, 0x02, 31, 0);
+    out.out = cbw(7, 36, true, &[0x12, 0, 0, 0, 36, 0]);
+    let cmd = sim.submit(disk.dev, out, got.clone()).unwrap();
+    now += 10;
+    sim.run_until(now * MS);
+    {
+        let g = got.0.lock_ok();
+        assert_eq!(
+            g.iter().map(|(t, _)| *t).collect::<Vec<_>>(),
+            [cmd, data_in, csw_in]
+        );
+        assert_eq!(&g[1].1.data[8..12], b"QEMU", "{:?}", g[1].1.data);
+        assert_eq!(g[2].1.data, b"USBS\x07\0\0\0\0\0\0\0\0");
+    }
+    // READ(10) of block 1, then a command the drive does not know: CHECK
+    // CONDITION, and REQUEST SENSE says why.
+    let run = |tag: u32, len: u32, cdb: &[u8], now: &mut u64| -> (Vec<u8>, Vec<u8>) {
+        let got = Arc::new(Done::default());
+        let mut out = urb(TransferType::Bulk, 0x02, 31, 0);
+        out.out = cbw(tag, len, true, cdb);
+        sim.submit(disk.dev, out, got.clone()).unwrap();
+        if len > 0 {
+            sim.submit(disk.dev, urb(TransferType::Bulk, 0x81, len, 0), got.clone())
+                .unwrap();
+        }
+        sim.submit(disk.dev, urb(TransferType::Bulk, 0x81, 13, 0), got.clone())
+            .unwrap();
+        *now += 10;
+        sim.run_until(*now * MS);
+        let g = got.0.lock_ok();
+        assert!(g.iter().all(|(_, r)| r.status == 0));
+        let data = if len > 0 { g[1].1.data.clone() } else { vec![] };
+        (data, g.last().unwrap().1.data.clone())
+    };
+    let (sector, status) = run(8, 512, &[0x28, 0, 0, 0, 0, 1, 0, 0, 1, 0], &mut now);
+    assert_eq!(&sector[..18], b"MONFS-LBA-00000001");
+    assert_eq!(status[12], 0);
+    let (_, status) = run(9, 0, &[0xc7, 0, 0, 0, 0, 0], &mut now);
+    assert_eq!(status[12], 1, "CHECK CONDITION");
+    let (sense, status) = run(10, 18, &[0x03, 0, 0, 0, 18, 0], &mut now);
+    assert_eq!((sense[2], sense[12], status[12]), (0x05, 0x20, 0));
+    // WRITE(10) of one block: the CBW, its 512 bytes OUT, then the CSW.
+    let got = Arc::new(Done::default());
+    let mut out = urb(TransferType::Bulk, 0x02, 31, 0);
+    out.out = cbw(11, 512, false, &[0x2a, 0, 0, 0, 0, 9, 0, 0, 1, 0]);
+    sim.submit(disk.dev, out, got.clone()).unwrap();
+    sim.submit(disk.dev, urb(TransferType::Bulk, 0x02, 512, 0), got.clone())
+        .unwrap();
+    sim.submit(disk.dev, urb(TransferType::Bulk, 0x81, 13, 0), got.clone())
+        .unwrap();
+    sim.run_until((now + 10) * MS);
+    let g = got.0.lock_ok();
+    assert_eq!(g.len(), 3);
+    assert_eq!(g[2].1.data, b"USBS\x0b\0\0\0\0\0\0\0\0");
+}

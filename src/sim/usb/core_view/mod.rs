@@ -18,7 +18,8 @@
 //!   built-in devices answer as a generic device of their kind (IN:
 //!   interrupt endpoints a report of zeros each interval, bulk endpoints
 //!   the bytes asked for, isochronous endpoints full packets; OUT:
-//!   everything taken); a device with nothing to say (a `descriptors`
+//!   everything taken; a flash drive's bulk endpoints its SCSI target
+//!   over the bulk-only transport, see `bot`); a device with nothing to say (a `descriptors`
 //!   device) leaves IN URBs pending, as a device that NAKs.
 
 use crate::usbcore::device::{CoreError, DevRef, TransferType};
@@ -30,7 +31,9 @@ pub(crate) use device::*;
 pub(crate) use request::*;
 pub(crate) use urb::*;
 
+mod bot;
 mod device;
+mod finish;
 mod request;
 mod urb;
 

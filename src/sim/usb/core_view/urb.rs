@@ -12,37 +12,8 @@ use crate::usbmon::event::{IsoDesc, XferType};
 use crate::sim::usb::ctx::*;
 use crate::sim::usb::descriptors;
 
+use super::finish::{bus_time, finish_at, Finish};
 use super::*;
-
-/// Completes a program's URB at its step if it is still in flight.
-struct Finish {
-    dev: DevId,
-    tag: u64,
-    status: i32,
-    actual: u32,
-    data: Option<Arc<[u8]>>,
-    iso: Vec<IsoDesc>,
-    start_frame: i32,
-    error_count: i32,
-}
-
-impl Task for Finish {
-    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
-        let iso = std::mem::take(&mut self.iso);
-        ctx.complete(
-            self.dev,
-            self.tag,
-            now,
-            self.status,
-            self.actual,
-            self.data.take(),
-            iso,
-            self.start_frame,
-            self.error_count,
-        );
-        None
-    }
-}
 
 /// Waits for the peer's answer to a program's URB.
 struct PeerWait {
@@ -400,6 +371,11 @@ pub(super) fn answer(
     let recorded = dev.desc.recorded.is_some();
     if urb.xfer == XferType::Control {
         let setup = urb.setup.unwrap_or_default();
+        if kind == Kind::Dev(DeviceKind::MassStorage) && (setup[0], setup[1]) == (0x21, 0xff) {
+            if let Some(b) = ctx.dev_mut(d).and_then(|x| x.core.bot.as_mut()) {
+                b.reset();
+            }
+        }
         let (status, data) = if recorded {
             match crate::sim::usb::replay_program::control(ctx, d, &setup, out.as_deref()) {
                 Some(r) => r,
@@ -440,6 +416,10 @@ pub(super) fn answer(
             let at = bus_time(ctx, d, &urb, actual, at);
             finish_at(ctx, d, urb.tag, at, status, actual, data, vec![], (0, 0));
         }
+        return;
+    }
+    if kind == Kind::Dev(DeviceKind::MassStorage) && urb.xfer == XferType::Bulk {
+        super::bot::urb(ctx, d, &urb, out.as_deref(), now);
         return;
     }
     match urb.xfer {
@@ -509,24 +489,6 @@ pub(super) fn answer(
     }
 }
 
-/// When the bus gives back a bulk or interrupt URB of `dev` that moves
-/// `len` bytes, its device having them at `now`: a bulk URB once the bytes
-/// had their time on the bus's asynchronous schedule, an interrupt URB at
-/// its endpoint's next poll (one a bInterval, after the URB before it).
-fn bus_time(ctx: &mut Ctx, d: DevId, urb: &Urb, len: u32, now: u64) -> u64 {
-    match urb.xfer {
-        XferType::Interrupt => {
-            let Some(speed) = ctx.dev(d).map(|x| x.speed()) else {
-                return now;
-            };
-            let per = (urb.interval.max(1) as u64) * descriptors::interval_unit_ns(speed);
-            ctx.interrupt_slot(d, ep_key(urb), per, now)
-        }
-        XferType::Bulk => ctx.bulk_done(d, len, now),
-        _ => now,
-    }
-}
-
 /// Ids of programs' URBs in the peer protocol start here (the model's own
 /// count up from 1).
 const PEER_IDS: u64 = 1 << 48;
@@ -555,33 +517,6 @@ fn peer_line(id: u64, urb: &Urb, out: Option<&[u8]>, pkts: &[u32]) -> String {
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-#[allow(clippy::too_many_arguments)]
-fn finish_at(
-    ctx: &mut Ctx,
-    d: DevId,
-    tag: u64,
-    at: u64,
-    status: i32,
-    actual: u32,
-    data: Option<Arc<[u8]>>,
-    iso: Vec<IsoDesc>,
-    (start_frame, error_count): (i32, i32),
-) {
-    ctx.spawn(
-        at,
-        Box::new(Finish {
-            dev: d,
-            tag,
-            status,
-            actual,
-            data,
-            iso,
-            start_frame,
-            error_count,
-        }),
-    );
 }
 
 /// `usb_kill_urb` of a program's URB: -ENOENT now (packets of an

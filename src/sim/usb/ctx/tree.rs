@@ -234,6 +234,8 @@ pub(crate) struct CoreDev {
     /// URBs the quiet driver's model still runs (not on the bus): what
     /// they get goes to a program's URB on the same endpoint.
     pub suppressed: Vec<Urb>,
+    /// A flash drive's bulk-only transport for programs.
+    pub bot: Option<Box<crate::sim::usb::scsi::Bot>>,
 }
 
 /// An external device's peer as programs' URBs reach it: lines go out

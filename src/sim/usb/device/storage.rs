@@ -10,6 +10,7 @@ use crate::usbmon::event::URB_SHORT_NOT_OK;
 
 use super::super::ctx::*;
 use super::super::descriptors::{AltDesc, ClassDesc, Where};
+use super::super::scsi::{self, sector_data, CAPACITY};
 use super::class::DeviceClass;
 use super::recovery::{clear_halt, run_recovery};
 
@@ -97,44 +98,6 @@ enum St {
     CswC,
 }
 
-const CAPACITY: u32 = 0x0040_0000; // 2 GiB in 512-byte blocks
-
-fn sector_data(lba: u32, blocks: u32) -> Vec<u8> {
-    let mut v = vec![0u8; blocks as usize * 512];
-    for (i, sec) in v.chunks_mut(512).enumerate() {
-        let l = lba + i as u32;
-        if l == 0 {
-            sec[446..450].copy_from_slice(&[0x00, 0x20, 0x21, 0x00]);
-            sec[450] = 0x0c;
-            sec[454..458].copy_from_slice(&2048u32.to_le_bytes());
-            sec[458..462].copy_from_slice(&(CAPACITY - 2048).to_le_bytes());
-            sec[510] = 0x55;
-            sec[511] = 0xaa;
-            continue;
-        }
-        let head = format!("MONFS-LBA-{l:08x}");
-        sec[..head.len()].copy_from_slice(head.as_bytes());
-        let mut x = (l as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        for b in sec[head.len()..].iter_mut() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            *b = x as u8;
-        }
-    }
-    v
-}
-
-fn pad(s: &str, n: usize) -> Vec<u8> {
-    let mut v: Vec<u8> = s
-        .bytes()
-        .filter(|b| b.is_ascii_graphic() || *b == b' ')
-        .take(n)
-        .collect();
-    v.resize(n, b' ');
-    v
-}
-
 /// usb-storage: CBW, data stage, CSW, with error handling.
 pub(crate) struct StorageTask {
     dev: DevId,
@@ -161,15 +124,12 @@ impl StorageTask {
             .and_then(|c| c.interval_ms)
             .unwrap_or(DEFAULT_INTERVAL_MS) as u64
             * MS;
-        let mut inquiry = vec![0x00, 0x80, 0x05, 0x02, 0x1f, 0x00, 0x00, 0x00];
-        inquiry.extend(pad(
-            dev.desc.manufacturer.as_deref().unwrap_or("Generic"),
-            8,
-        ));
-        inquiry.extend(pad(dev.desc.product.as_deref().unwrap_or("USB Disk"), 16));
-        inquiry.extend(pad("1.00", 4));
-        let mut cap = (CAPACITY - 1).to_be_bytes().to_vec();
-        cap.extend_from_slice(&512u32.to_be_bytes());
+        let (vendor, product) = scsi::names(
+            dev.desc.manufacturer.as_deref(),
+            dev.desc.product.as_deref(),
+        );
+        let inquiry = scsi::inquiry(vendor, product);
+        let cap = scsi::capacity10();
         let init = VecDeque::from(vec![
             Cmd {
                 cdb: vec![0x12, 0, 0, 0, 36, 0],

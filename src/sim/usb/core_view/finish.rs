@@ -1,0 +1,85 @@
+//! When and how the bus gives back a program's URB: the [`Finish`] task
+//! that completes it at its time, and that time for bulk and interrupt
+//! URBs on the bus's schedule (see `ctx::endpoint`).
+
+use std::sync::Arc;
+
+use crate::usbmon::event::{IsoDesc, XferType};
+
+use crate::sim::usb::ctx::*;
+use crate::sim::usb::descriptors;
+
+/// Completes a program's URB at its step if it is still in flight.
+pub(super) struct Finish {
+    pub dev: DevId,
+    pub tag: u64,
+    pub status: i32,
+    pub actual: u32,
+    pub data: Option<Arc<[u8]>>,
+    pub iso: Vec<IsoDesc>,
+    pub start_frame: i32,
+    pub error_count: i32,
+}
+
+impl Task for Finish {
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        let iso = std::mem::take(&mut self.iso);
+        ctx.complete(
+            self.dev,
+            self.tag,
+            now,
+            self.status,
+            self.actual,
+            self.data.take(),
+            iso,
+            self.start_frame,
+            self.error_count,
+        );
+        None
+    }
+}
+
+/// When the bus gives back a bulk or interrupt URB of `dev` that moves
+/// `len` bytes, its device having them at `now`: a bulk URB once the bytes
+/// had their time on the bus's asynchronous schedule, an interrupt URB at
+/// its endpoint's next poll (one a bInterval, after the URB before it).
+pub(super) fn bus_time(ctx: &mut Ctx, d: DevId, urb: &Urb, len: u32, now: u64) -> u64 {
+    match urb.xfer {
+        XferType::Interrupt => {
+            let Some(speed) = ctx.dev(d).map(|x| x.speed()) else {
+                return now;
+            };
+            let per = (urb.interval.max(1) as u64) * descriptors::interval_unit_ns(speed);
+            ctx.interrupt_slot(d, ep_key(urb), per, now)
+        }
+        XferType::Bulk => ctx.bulk_done(d, len, now),
+        _ => now,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn finish_at(
+    ctx: &mut Ctx,
+    d: DevId,
+    tag: u64,
+    at: u64,
+    status: i32,
+    actual: u32,
+    data: Option<Arc<[u8]>>,
+    iso: Vec<IsoDesc>,
+    (start_frame, error_count): (i32, i32),
+) {
+    ctx.spawn(
+        at,
+        Box::new(Finish {
+            dev: d,
+            tag,
+            status,
+            actual,
+            data,
+            iso,
+            start_frame,
+            error_count,
+        }),
+    );
+}
