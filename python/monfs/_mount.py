@@ -268,7 +268,8 @@ class Mount:
         """Stop the daemon (SIGTERM, SIGKILL after ``timeout`` s), reap it,
         unmount anything left, stop the peers and remove the directory.
         Safe to call twice. Raises :class:`DaemonDied` if the daemon had to be
-        killed or exited with an error when asked to stop."""
+        killed, exited with an error when asked to stop, or had died with one
+        before."""
         if self._stopped:
             return
         self._stopped = True
@@ -294,6 +295,11 @@ class Mount:
             rc = p.wait()
             if asked and rc != 0 and problem is None:
                 problem = DaemonDied("monfs exited with status %d when stopped" % rc, self.log(), rc)
+            elif not asked and rc != 0 and problem is None:
+                # It died before it was asked to stop, after the last
+                # check() saw it running (a SIGKILL takes a moment).
+                problem = DaemonDied("monfs (pid %d) exited with status %d while mounted" % (p.pid, rc),
+                                     self.log(), rc)
         if self.workdir is not None and is_mounted(self.root):
             if os.geteuid() == 0:
                 subprocess.run(["umount", "-l", str(self.root)], stderr=subprocess.DEVNULL)

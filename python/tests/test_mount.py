@@ -172,3 +172,20 @@ def test_a_killed_daemon_leaves_no_peer_behind():
     while [p for p in peers if process_alive(p)]:
         assert time.monotonic() < deadline, "the peer outlived the mount"
         time.sleep(0.02)
+
+
+def test_a_daemon_that_died_before_stop_is_reported_by_stop():
+    # The daemon is killed and has exited by the time stop() looks, but no
+    # check() saw it die (as when __exit__'s check runs while a SIGKILL is
+    # still being delivered): stop() reports the death (it once said
+    # nothing, and `with Mount(...)` raised no DaemonDied).
+    m = monfs.Mount(KEYBOARD)
+    m.start()
+    os.kill(m.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while os.waitid(os.P_PID, m.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        assert time.monotonic() < deadline, "the daemon did not die"
+        time.sleep(0.01)
+    with pytest.raises(monfs.DaemonDied, match="while mounted"):
+        m.stop()
+    assert_clean(m)
