@@ -202,7 +202,11 @@ fn pyusb_talks_scsi_to_the_flash_drive() {
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert_eq!(
         out.lines().collect::<Vec<_>>(),
         [

@@ -68,7 +68,7 @@ impl Bus {
             controller: cfg.controller,
             rng,
             tags,
-            devs: vec![Some(root)],
+            devs: vec![Some(Box::new(root))],
             sink,
             clock,
             offset: 0,

@@ -761,7 +761,7 @@ impl Ctx {
         };
         let class_tag = self.tags.alloc(&mut self.rng, URB_SIZE);
         let id = self.devs.len();
-        self.devs.push(Some(Device {
+        self.devs.push(Some(Box::new(Device {
             cfg: Some(cfg.clone()),
             parent: Some(parent),
             port,
@@ -770,7 +770,7 @@ impl Ctx {
             hub,
             errors: cfg.errors,
             ..Device::new(Kind::Dev(cfg.kind), desc, class_tag)
-        }));
+        })));
         (self.plugged)(self, id);
         let powered = {
             let h = self.dev_mut(parent).and_then(|d| d.hub.as_mut()).unwrap();

@@ -332,7 +332,7 @@ pub(crate) struct Ctx {
     pub controller: Controller,
     pub rng: Rng,
     pub tags: TagAlloc,
-    pub devs: Vec<Option<Device>>,
+    pub devs: Vec<Option<Box<Device>>>,
     pub sink: Arc<dyn UrbSink>,
     pub clock: Arc<dyn Clock>,
     /// Added to local time for timestamps.
@@ -368,10 +368,10 @@ pub(crate) struct Ctx {
 
 impl Ctx {
     pub(crate) fn dev(&self, id: DevId) -> Option<&Device> {
-        self.devs.get(id).and_then(|d| d.as_ref())
+        self.devs.get(id).and_then(|d| d.as_deref())
     }
     pub(crate) fn dev_mut(&mut self, id: DevId) -> Option<&mut Device> {
-        self.devs.get_mut(id).and_then(|d| d.as_mut())
+        self.devs.get_mut(id).and_then(|d| d.as_deref_mut())
     }
     /// Present and still connected.
     pub(crate) fn alive(&self, id: DevId) -> bool {
@@ -457,7 +457,7 @@ impl Ctx {
         data: Option<Arc<[u8]>>,
         iso: Vec<IsoDesc>,
     ) {
-        let Some(d) = self.devs.get_mut(dev).and_then(|d| d.as_mut()) else {
+        let Some(d) = self.devs.get_mut(dev).and_then(|d| d.as_deref_mut()) else {
             return;
         };
         if (d.core.quiet_class || !d.core.quiet_eps.is_empty())
@@ -566,7 +566,7 @@ impl Ctx {
         error_count: i32,
         ordered: bool,
     ) -> bool {
-        let Some(d) = self.devs.get_mut(dev).and_then(|d| d.as_mut()) else {
+        let Some(d) = self.devs.get_mut(dev).and_then(|d| d.as_deref_mut()) else {
             return false;
         };
         let Some(pos) = d.inflight.iter().position(|u| u.tag == tag) else {
@@ -611,7 +611,7 @@ impl Ctx {
     /// Emit the `C` event of the in-flight URB at `pos` of `dev` with the
     /// answer `h`, and tell the program that submitted it.
     fn give_back(&mut self, dev: DevId, pos: usize, t: u64, h: Held) {
-        let Some(d) = self.devs.get_mut(dev).and_then(|d| d.as_mut()) else {
+        let Some(d) = self.devs.get_mut(dev).and_then(|d| d.as_deref_mut()) else {
             return;
         };
         let Held {
