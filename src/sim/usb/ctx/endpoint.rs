@@ -11,7 +11,7 @@
 //!   before it, as a controller that serves only an endpoint's head does. An
 //!   unlinked URB (-2, -104, -108) is given back at once and leaves the
 //!   others' order as it was.
-//! * **Time on the bus.** [`Sched`] keeps when each endpoint of a device is
+//! * **Time on the bus.** [`super::Sched`] keeps when each endpoint of a device is
 //!   next free, and [`Ctx::async_free`] when the bus's asynchronous schedule
 //!   (control and bulk) is: a bulk URB takes the time its bytes take on a bus
 //!   of its speed, one after another; an interrupt URB is served at its
@@ -70,10 +70,10 @@ pub(crate) fn next_slot(t: u64, per: u64) -> u64 {
 }
 
 impl Ctx {
-    /// Give back the URB `tag` of `dev` now if it heads its endpoint's queue
-    /// or `status` is an unlink's; hold its answer otherwise. False: it is
-    /// not in flight (or already answered).
-    #[allow(clippy::too_many_arguments)]
+    /// Give back the in-flight URB at `pos` of `dev` with the answer `h`
+    /// now if it heads its endpoint's queue, `h` is an unlink's or `ordered`
+    /// is false (a kill); hold `h` otherwise. False: it was answered
+    /// already.
     pub(super) fn complete_in_order(
         &mut self,
         dev: DevId,
@@ -122,18 +122,14 @@ impl Ctx {
             self.give_back(dev, pos, t, h);
         }
     }
-}
 
-impl Ctx {
     /// The `start_frame` the kernel reports for an isochronous URB of `dev`
-    /// whose first packet is in the (micro)frame starting at `t` (realistic
-    /// time, ns): in microframes for
-    /// a high-speed device, frames otherwise, as wide as the controller's
-    /// counter (xHCI: 14 bits of MFINDEX, frames 11 bits; EHCI: its 1024
-    /// frame list, 8192 microframes; OHCI: a 16-bit frame number; UHCI: its
-    /// frame counter).
-    pub(crate) fn start_frame(&self, dev: DevId, t: u64) -> i32 {
-        let ns = t;
+    /// whose first packet is in the (micro)frame starting at `ns` (realistic
+    /// time): in microframes for a high-speed device, frames otherwise, as
+    /// wide as the controller's counter (xHCI: 14 bits of MFINDEX, frames 11
+    /// bits; EHCI: its 1024-frame list, 8192 microframes; OHCI: a 16-bit
+    /// frame number; UHCI: its frame counter).
+    pub(crate) fn start_frame(&self, dev: DevId, ns: u64) -> i32 {
         let high = self.dev(dev).is_some_and(|d| d.speed() == Speed::High);
         let (n, mask) = match (self.controller, high) {
             (Controller::Xhci, true) => (ns / 125_000, 0x3fff),

@@ -552,6 +552,9 @@ impl Ctx {
         )
     }
 
+    /// [`Ctx::complete`] (`ordered`) and [`Ctx::kill`] (not): the answer
+    /// to a URB in flight, or a detached HID driver's report for the
+    /// program's URB at the head of that endpoint.
     #[allow(clippy::too_many_arguments)]
     fn finish(
         &mut self,
