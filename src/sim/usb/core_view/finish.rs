@@ -10,31 +10,16 @@ use crate::sim::usb::ctx::*;
 use crate::sim::usb::descriptors;
 
 /// Completes a program's URB at its step if it is still in flight.
-pub(super) struct Finish {
-    pub dev: DevId,
-    pub tag: u64,
-    pub status: i32,
-    pub actual: u32,
-    pub data: Option<Arc<[u8]>>,
-    pub iso: Vec<IsoDesc>,
-    pub start_frame: i32,
-    pub error_count: i32,
+struct Finish {
+    dev: DevId,
+    answer: Option<Held>,
 }
 
 impl Task for Finish {
     fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
-        let iso = std::mem::take(&mut self.iso);
-        ctx.complete(
-            self.dev,
-            self.tag,
-            now,
-            self.status,
-            self.actual,
-            self.data.take(),
-            iso,
-            self.start_frame,
-            self.error_count,
-        );
+        if let Some(h) = self.answer.take() {
+            ctx.complete_with(self.dev, now, h);
+        }
         None
     }
 }
@@ -57,6 +42,8 @@ pub(super) fn bus_time(ctx: &mut Ctx, d: DevId, urb: &Urb, len: u32, now: u64) -
     }
 }
 
+/// Complete the URB `tag` of `d` at `at` with this answer (if it is still
+/// in flight then).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn finish_at(
     ctx: &mut Ctx,
@@ -69,17 +56,20 @@ pub(super) fn finish_at(
     iso: Vec<IsoDesc>,
     (start_frame, error_count): (i32, i32),
 ) {
+    let answer = Held {
+        tag,
+        status,
+        actual,
+        data,
+        iso,
+        start_frame,
+        error_count,
+    };
     ctx.spawn(
         at,
         Box::new(Finish {
             dev: d,
-            tag,
-            status,
-            actual,
-            data,
-            iso,
-            start_frame,
-            error_count,
+            answer: Some(answer),
         }),
     );
 }

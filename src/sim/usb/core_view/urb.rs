@@ -12,7 +12,7 @@ use crate::usbmon::event::{IsoDesc, XferType};
 use crate::sim::usb::ctx::*;
 use crate::sim::usb::descriptors;
 
-use super::finish::{bus_time, finish_at, Finish};
+use super::finish::{bus_time, finish_at};
 use super::*;
 
 /// Waits for the peer's answer to a program's URB.
@@ -250,19 +250,7 @@ pub(crate) fn submit(
         } else {
             (outcome.status(), 0)
         };
-        ctx.spawn(
-            at,
-            Box::new(Finish {
-                dev: d,
-                tag,
-                status,
-                actual: 0,
-                data: None,
-                iso,
-                start_frame: 0,
-                error_count: errs,
-            }),
-        );
+        finish_at(ctx, d, tag, at, status, 0, None, iso, (0, errs));
         return Ok(tag);
     }
     answer(ctx, d, urb, out, pkts, now);

@@ -519,7 +519,16 @@ impl Ctx {
     pub(crate) fn kill(&mut self, dev: DevId, u: &Urb, t: u64, status: i32) -> bool {
         let pkt = u.len.checked_div(u.npk).unwrap_or(0);
         let iso = iso_packets(u.npk, pkt, 0);
-        self.finish(dev, u.tag, t, status, 0, None, iso, 0, 0, false)
+        let h = Held {
+            tag: u.tag,
+            status,
+            actual: 0,
+            data: None,
+            iso,
+            start_frame: 0,
+            error_count: 0,
+        };
+        self.finish(dev, t, h, false)
     }
 
     /// The device's answer to the URB `tag` of `dev`, if it is still in
@@ -538,40 +547,31 @@ impl Ctx {
         start_frame: i32,
         error_count: i32,
     ) -> bool {
-        self.finish(
-            dev,
+        let h = Held {
             tag,
-            t,
             status,
             actual,
             data,
             iso,
             start_frame,
             error_count,
-            true,
-        )
+        };
+        self.finish(dev, t, h, true)
+    }
+
+    /// [`Ctx::complete`] with the answer in one piece.
+    pub(crate) fn complete_with(&mut self, dev: DevId, t: u64, h: Held) -> bool {
+        self.finish(dev, t, h, true)
     }
 
     /// [`Ctx::complete`] (`ordered`) and [`Ctx::kill`] (not): the answer
-    /// to a URB in flight, or a detached HID driver's report for the
+    /// `h` to a URB in flight, or a detached HID driver's report for the
     /// program's URB at the head of that endpoint.
-    #[allow(clippy::too_many_arguments)]
-    fn finish(
-        &mut self,
-        dev: DevId,
-        tag: u64,
-        t: u64,
-        status: i32,
-        actual: u32,
-        data: Option<Arc<[u8]>>,
-        iso: Vec<IsoDesc>,
-        start_frame: i32,
-        error_count: i32,
-        ordered: bool,
-    ) -> bool {
+    fn finish(&mut self, dev: DevId, t: u64, h: Held, ordered: bool) -> bool {
         let Some(d) = self.devs.get_mut(dev).and_then(|d| d.as_deref_mut()) else {
             return false;
         };
+        let tag = h.tag;
         let Some(pos) = d.inflight.iter().position(|u| u.tag == tag) else {
             // The model of a HID driver a program detached still makes
             // the device's reports: each goes to the program's URB at the
@@ -594,19 +594,10 @@ impl Ctx {
                         && !d.held.iter().any(|h| h.tag == u.tag)
                 })
                 .map(|u| u.tag);
-            if let (Some(p), 0, true, XferType::Interrupt) = (program, status, q.dir_in, q.xfer) {
-                return self.complete(dev, p, t, 0, actual, data, iso, start_frame, error_count);
+            if let (Some(p), 0, true, XferType::Interrupt) = (program, h.status, q.dir_in, q.xfer) {
+                return self.finish(dev, t, Held { tag: p, ..h }, true);
             }
             return false;
-        };
-        let h = Held {
-            tag,
-            status,
-            actual,
-            data,
-            iso,
-            start_frame,
-            error_count,
         };
         self.complete_in_order(dev, pos, t, h, ordered)
     }
