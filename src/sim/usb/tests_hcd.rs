@@ -507,3 +507,25 @@ fn a_program_that_takes_the_flash_drive_talks_scsi_to_it() {
     assert_eq!(g.len(), 3);
     assert_eq!(g[2].1.data, b"USBS\x0b\0\0\0\0\0\0\0\0");
 }
+
+#[test]
+fn an_isochronous_packet_larger_than_the_endpoint_carries_is_emsgsize() {
+    // The audio device's OUT 0x01 carries 192 bytes a frame (full speed):
+    // usb_submit_urb refuses a 193-byte packet with -EMSGSIZE, and nothing
+    // reaches the bus (no usbmon event).
+    let (sim, sink, devs) = bus(&["{port: 1, kind: audio}"], "ohci");
+    let mut now = 3000;
+    take(&sim, &devs[0], 1, &mut now);
+    sink.0.lock_ok().clear();
+    let got = Arc::new(Done::default());
+    let r = sim.submit(
+        devs[0].dev,
+        urb(TransferType::Iso, 0x01, 193, 2),
+        got.clone(),
+    );
+    assert_eq!(r, Err(crate::usbcore::device::CoreError::Failed(90)));
+    assert!(sink.0.lock_ok().is_empty());
+    assert!(sim
+        .submit(devs[0].dev, urb(TransferType::Iso, 0x01, 192, 2), got)
+        .is_ok());
+}

@@ -10,7 +10,7 @@ use crate::usbcore::device::{CoreError, DevRef, TransferType, UrbDone, UrbReques
 use crate::usbmon::event::{IsoDesc, XferType};
 
 use crate::sim::usb::ctx::*;
-use crate::sim::usb::descriptors;
+use crate::sim::usb::descriptors::{self, Speed};
 
 use super::finish::{bus_time, finish_at};
 use super::*;
@@ -153,6 +153,25 @@ pub(crate) fn submit(
         );
         return Err(CoreError::NoMem);
     }
+    if r.xfer == TransferType::Iso {
+        // usb_submit_urb: a packet larger than the endpoint carries in one
+        // (micro)frame (wMaxPacketSize, times its transactions at high
+        // speed) is -EMSGSIZE, before the URB reaches the bus.
+        let max = ctx.dev(d).and_then(|x| {
+            let e = active_endpoint(x, r.endpoint)?;
+            let mult = if x.speed() == Speed::High {
+                1 + ((e.mps as u32 >> 11) & 3)
+            } else {
+                1
+            };
+            Some((e.mps as u32 & 0x7ff) * mult)
+        });
+        if let Some(max) = max {
+            if r.iso_lengths.iter().any(|&l| l > max) {
+                return Err(CoreError::Failed(EMSGSIZE));
+            }
+        }
+    }
     let npk = r.iso_lengths.len() as u32;
     let size = if r.xfer == TransferType::Iso {
         iso_urb_size(npk)
@@ -255,6 +274,21 @@ pub(crate) fn submit(
     }
     answer(ctx, d, urb, out, pkts, now);
     Ok(tag)
+}
+
+/// -EMSGSIZE, as a positive errno.
+const EMSGSIZE: i32 = 90;
+
+/// The endpoint `addr` of `dev` in the settings its interfaces have now
+/// (any setting's if none of them has it).
+fn active_endpoint(dev: &Device, addr: u8) -> Option<&descriptors::EpDesc> {
+    let cfg = &dev.desc.cfg;
+    cfg.alts
+        .iter()
+        .filter(|a| dev.alt.get(a.num as usize).copied().unwrap_or(0) == a.alt)
+        .flat_map(|a| a.eps.iter())
+        .find(|e| e.addr == addr)
+        .or_else(|| cfg.endpoint(addr))
 }
 
 /// The interval the kernel's URB gets on endpoint `ep` of `d`.
