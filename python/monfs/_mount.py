@@ -193,6 +193,9 @@ class Mount:
         self._readers: List[Any] = []
         self._ctl: Optional[Control] = None
         self._stopped = False
+        # The mount came up (start() returned): a death after that is
+        # reported by check() or stop().
+        self._served = False
         self._final_log: Optional[str] = None
 
     # --- life cycle ---------------------------------------------------
@@ -248,6 +251,7 @@ class Mount:
                                                 stderr=subprocess.STDOUT, env=env,
                                                 start_new_session=True)
             self._wait_serving()
+            self._served = True
         except BaseException:
             self.stop()
             raise
@@ -295,7 +299,7 @@ class Mount:
             rc = p.wait()
             if asked and rc != 0 and problem is None:
                 problem = DaemonDied("monfs exited with status %d when stopped" % rc, self.log(), rc)
-            elif not asked and rc != 0 and problem is None:
+            elif not asked and rc != 0 and problem is None and self._served:
                 # It died before it was asked to stop, after the last
                 # check() saw it running (a SIGKILL takes a moment).
                 problem = DaemonDied("monfs (pid %d) exited with status %d while mounted" % (p.pid, rc),
