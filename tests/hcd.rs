@@ -3,6 +3,8 @@
 //! endpoint gets its callbacks in submission order, never moves data
 //! faster than a bus of the device's speed could, and an isochronous
 //! stream takes the frames it spans; `--timing fast` gives the same.
+//! Random usbfs calls (tests/c/usbfs_random.c) all return, and a pyusb
+//! program talks SCSI to the flash drive.
 
 mod common;
 
@@ -25,6 +27,7 @@ impl Run {
     }
 }
 
+/// Run `usbfs_order` with `args` on the device `product` of `bus`.
 fn order(tool: &Path, m: &Mount, bus: u8, product: &str, args: &str) -> Run {
     let dev = devnum_of(m, product);
     let node = wait_node(m, &format!("dev/bus/usb/{bus:03}/{dev:03}"));
