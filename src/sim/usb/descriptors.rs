@@ -59,6 +59,18 @@ impl EpDesc {
     pub(crate) fn dir_in(&self) -> bool {
         self.addr & 0x80 != 0
     }
+    /// The bytes the endpoint carries in one (micro)frame at `speed`:
+    /// wMaxPacketSize, times the transactions per microframe of a
+    /// high-bandwidth high-speed endpoint (`usb_endpoint_maxp` times
+    /// `usb_endpoint_maxp_mult`).
+    pub(crate) fn max_per_interval(&self, speed: Speed) -> u32 {
+        let mult = if speed == Speed::High {
+            1 + ((self.mps as u32 >> 11) & 3)
+        } else {
+            1
+        };
+        (self.mps as u32 & 0x7ff) * mult
+    }
 }
 
 /// One interface alternate setting.

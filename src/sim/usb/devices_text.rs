@@ -135,11 +135,6 @@ fn dump(ctx: &Ctx, id: DevId, level: u8, index: u8, count: u8, out: &mut String)
                 } else {
                     'O'
                 };
-                let mult = if d.speed() == Speed::High {
-                    ((e.mps >> 11) & 3) + 1
-                } else {
-                    1
-                };
                 let mut ivl = decode_interval_us(d.speed(), e);
                 let unit = if ivl % 1000 != 0 {
                     'u'
@@ -154,7 +149,7 @@ fn dump(ctx: &Ctx, id: DevId, level: u8, index: u8, count: u8, out: &mut String)
                     dir,
                     e.attr,
                     ty,
-                    (e.mps & 0x7ff) * mult,
+                    e.max_per_interval(d.speed()),
                     ivl,
                     unit
                 );

@@ -10,7 +10,7 @@ use crate::usbcore::device::{CoreError, DevRef, TransferType, UrbDone, UrbReques
 use crate::usbmon::event::{IsoDesc, XferType};
 
 use crate::sim::usb::ctx::*;
-use crate::sim::usb::descriptors::{self, Speed};
+use crate::sim::usb::descriptors;
 
 use super::finish::{bus_time, finish_at};
 use super::*;
@@ -157,15 +157,9 @@ pub(crate) fn submit(
         // usb_submit_urb: a packet larger than the endpoint carries in one
         // (micro)frame (wMaxPacketSize, times its transactions at high
         // speed) is -EMSGSIZE, before the URB reaches the bus.
-        let max = ctx.dev(d).and_then(|x| {
-            let e = active_endpoint(x, r.endpoint)?;
-            let mult = if x.speed() == Speed::High {
-                1 + ((e.mps as u32 >> 11) & 3)
-            } else {
-                1
-            };
-            Some((e.mps as u32 & 0x7ff) * mult)
-        });
+        let max = ctx
+            .dev(d)
+            .and_then(|x| Some(active_endpoint(x, r.endpoint)?.max_per_interval(x.speed())));
         if let Some(max) = max {
             if r.iso_lengths.iter().any(|&l| l > max) {
                 return Err(CoreError::Failed(EMSGSIZE));

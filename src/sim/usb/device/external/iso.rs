@@ -52,17 +52,6 @@ struct IsoEp {
     out: Option<Arc<[u8]>>,
 }
 
-/// Bytes per isochronous packet: wMaxPacketSize, times the transactions
-/// per microframe of a high-bandwidth high-speed endpoint.
-fn iso_packet(speed: Speed, e: &descriptors::EpDesc) -> u32 {
-    let mult = if speed == Speed::High {
-        1 + ((e.mps >> 11) & 3) as u32
-    } else {
-        1
-    };
-    (e.mps as u32 & 0x7ff) * mult
-}
-
 /// The isochronous endpoints of a device.
 #[derive(Default)]
 pub(super) struct IsoEps(Vec<IsoEp>);
@@ -80,7 +69,7 @@ impl IsoEps {
         now: u64,
     ) {
         let npk = x.packets.unwrap_or(8);
-        let pkt_len = iso_packet(speed, &e);
+        let pkt_len = e.max_per_interval(speed);
         let unit = descriptors::interval_unit_ns(speed);
         let pkt_ns = descriptors::urb_interval(speed, &e).max(1) as u64 * unit;
         let size = iso_urb_size(npk);
