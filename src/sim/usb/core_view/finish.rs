@@ -24,19 +24,23 @@ impl Task for Finish {
     }
 }
 
+/// A periodic URB's interval and its device's (micro)frame, ns of
+/// realistic time; None: the device is gone.
+pub(super) fn period(ctx: &Ctx, d: DevId, urb: &Urb) -> Option<(u64, u64)> {
+    let unit = descriptors::interval_unit_ns(ctx.dev(d)?.speed());
+    Some((urb.interval.max(1) as u64 * unit, unit))
+}
+
 /// When the bus gives back a bulk or interrupt URB of `dev` that moves
 /// `len` bytes, its device having them at `now`: a bulk URB once the bytes
 /// had their time on the bus's asynchronous schedule, an interrupt URB at
 /// its endpoint's next poll (one a bInterval, after the URB before it).
 pub(super) fn bus_time(ctx: &mut Ctx, d: DevId, urb: &Urb, len: u32, now: u64) -> u64 {
     match urb.xfer {
-        XferType::Interrupt => {
-            let Some(speed) = ctx.dev(d).map(|x| x.speed()) else {
-                return now;
-            };
-            let per = (urb.interval.max(1) as u64) * descriptors::interval_unit_ns(speed);
-            ctx.interrupt_slot(d, ep_key(urb), per, now)
-        }
+        XferType::Interrupt => match period(ctx, d, urb) {
+            Some((per, _)) => ctx.interrupt_slot(d, ep_key(urb), per, now),
+            None => now,
+        },
         XferType::Bulk => ctx.bulk_done(d, len, now),
         _ => now,
     }

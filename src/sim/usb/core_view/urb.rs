@@ -12,7 +12,7 @@ use crate::usbmon::event::{IsoDesc, XferType};
 use crate::sim::usb::ctx::*;
 use crate::sim::usb::descriptors;
 
-use super::finish::{bus_time, finish_at};
+use super::finish::{bus_time, finish_at, period};
 use super::*;
 
 /// Waits for the peer's answer to a program's URB.
@@ -329,15 +329,11 @@ pub(super) fn answer(
     now: u64,
 ) {
     let id = PEER_IDS + ctx.rng.below(1 << 40);
-    let Some(speed) = ctx.dev(d).map(|x| x.speed()) else {
-        return;
-    };
-    let unit = descriptors::interval_unit_ns(speed);
-    let per = (urb.interval.max(1) as u64) * unit;
-    let frames = if urb.xfer == XferType::Iso {
-        ctx.iso_frames(d, ep_key(&urb), (pkts.len() as u32, per, unit), now)
-    } else {
-        (0, now)
+    let frames = match (urb.xfer, period(ctx, d, &urb)) {
+        (XferType::Iso, Some((per, unit))) => {
+            ctx.iso_frames(d, ep_key(&urb), (pkts.len() as u32, per, unit), now)
+        }
+        _ => (0, now),
     };
     let Some(dev) = ctx.dev(d) else {
         return;
