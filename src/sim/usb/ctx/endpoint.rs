@@ -111,6 +111,10 @@ impl Ctx {
             let Some(d) = self.dev_mut(dev) else {
                 return;
             };
+            if d.held.is_empty() {
+                // The usual case, on every completion: nothing waits.
+                return;
+            }
             let Some(pos) = d.inflight.iter().position(|u| ep_key(u) == key) else {
                 return;
             };
