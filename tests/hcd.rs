@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{compile_c_libs, devnum_of, wait_node, Mount};
+use common::{compile_c_libs, devnum_of, stdout_ok, wait_node, Mount};
 
 /// Bus 1 (xHCI, high speed): a flood gadget and a keyboard; bus 2 (OHCI,
 /// full speed): a flood gadget and an audio device (isochronous OUT 0x01,
@@ -31,17 +31,7 @@ impl Run {
 fn order(tool: &Path, m: &Mount, bus: u8, product: &str, args: &str) -> Run {
     let dev = devnum_of(m, product);
     let node = wait_node(m, &format!("dev/bus/usb/{bus:03}/{dev:03}"));
-    let o = Command::new(tool)
-        .arg(&node)
-        .args(args.split(' '))
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout).to_string();
-    assert!(
-        o.status.success(),
-        "{args}: {out}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let out = stdout_ok(Command::new(tool).arg(&node).args(args.split(' ')), args);
     Run(out
         .split_whitespace()
         .filter_map(|w| w.split_once('='))
@@ -155,17 +145,12 @@ fn random_usbfs_calls_all_return_and_leave_every_device_listed() {
     for (seed, p) in products.iter().enumerate() {
         let (bus, dev, _) = before.iter().find(|(_, _, n)| n == p).unwrap();
         let node = m.path(&format!("dev/bus/usb/{bus:03}/{dev:03}"));
-        let o = Command::new(&tool)
-            .arg(&node)
-            .arg((seed + 1).to_string())
-            .arg("10000")
-            .output()
-            .unwrap();
-        let out = String::from_utf8_lossy(&o.stdout);
-        assert!(
-            o.status.success(),
-            "{p}: {out}{}",
-            String::from_utf8_lossy(&o.stderr)
+        let out = stdout_ok(
+            Command::new(&tool)
+                .arg(&node)
+                .arg((seed + 1).to_string())
+                .arg("10000"),
+            p,
         );
         assert!(out.starts_with("done 10000 calls"), "{p}: {out}");
     }
@@ -196,19 +181,14 @@ fn pyusb_talks_scsi_to_the_flash_drive() {
         "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: mass-storage}\n",
     )
     .unwrap();
-    let o = Command::new(common::monfs_bin())
-        .args(["run", "--config"])
-        .arg(&cfg)
-        .args(["--", "/usr/bin/python3"])
-        .arg(common::repo_path("tests/data/bot_inquiry.py"))
-        .env("TMPDIR", td.path())
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&o.stderr)
+    let out = stdout_ok(
+        Command::new(common::monfs_bin())
+            .args(["run", "--config"])
+            .arg(&cfg)
+            .args(["--", "/usr/bin/python3"])
+            .arg(common::repo_path("tests/data/bot_inquiry.py"))
+            .env("TMPDIR", td.path()),
+        "monfs run bot_inquiry.py",
     );
     assert_eq!(
         out.lines().collect::<Vec<_>>(),

@@ -119,18 +119,13 @@ fn replay_sources_are_passed_files_never_paths() {
     // labelled by its absolute path.
     let good = dir.path().join("good.pcap");
     write_events(&good, &sample_events(1), Format::PcapNg, LinkType::Mmapped).unwrap();
-    let o = Command::new(common::monfs_bin())
-        .current_dir(dir.path())
-        .args(["ctl", "/nonexistent", "--socket"])
-        .arg(&sock)
-        .args(["replay", "start", "1", "good.pcap", "speed=1000", "loop"])
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&o.stderr)
+    let out = common::stdout_ok(
+        Command::new(common::monfs_bin())
+            .current_dir(dir.path())
+            .args(["ctl", "/nonexistent", "--socket"])
+            .arg(&sock)
+            .args(["replay", "start", "1", "good.pcap", "speed=1000", "loop"]),
+        "monfs ctl replay start",
     );
     assert_eq!(
         out,

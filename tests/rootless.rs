@@ -235,16 +235,9 @@ fn the_files_belong_to_the_user_with_the_kernels_modes() {
 fn a_producer_the_kernel_keeps_the_daemon_out_of_gets_eperm() {
     let m = UserMount::start();
     let bin = compile_c("user_events_tool", m.dir.path());
-    let o = user_cmd(&bin)
-        .arg(m.path("tracing"))
-        .arg("nodump")
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&o.stderr)
+    let out = common::stdout_ok(
+        user_cmd(&bin).arg(m.path("tracing")).arg("nodump"),
+        "user_events_tool nodump",
     );
     for want in ["new_reg=EPERM", "old_reg=EPERM", "del=EPERM"] {
         assert!(

@@ -635,6 +635,20 @@ pub fn descriptors_dump(device: &[u8; 18], interfaces: u8, rest: &[u8]) -> Vec<u
     b
 }
 
+/// Run `cmd`, which must succeed (`what` and its output name it if it
+/// does not); its standard output.
+pub fn stdout_ok(cmd: &mut Command, what: &str) -> String {
+    let o = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{what}: {}\n{out}{}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
 /// `rel` inside the repository, as a string (for configuration text).
 pub fn repo_path(rel: &str) -> String {
     format!("{}/{rel}", env!("CARGO_MANIFEST_DIR"))
