@@ -164,7 +164,7 @@ pub(crate) fn request(
         requests,
         told: Default::default(),
     });
-    let r = run_request(ctx, d, req, counted.clone(), now);
+    let r = run_request(ctx, (dev, d), req, counted.clone(), now);
     if r.is_err() {
         // Refused at once: nothing will be told.
         counted
@@ -174,17 +174,14 @@ pub(crate) fn request(
     r
 }
 
+/// [`request`] of the live device `d` (`dev` to the core).
 fn run_request(
     ctx: &mut Ctx,
-    d: DevId,
+    (dev, d): (DevRef, DevId),
     req: CoreRequest,
     done: Arc<CountedDone>,
     now: u64,
 ) -> Result<u64, CoreError> {
-    let dev = DevRef {
-        bus: ctx.bus,
-        id: d as u64,
-    };
     let id = ctx.rng.below(1 << 62) + 1;
     let later = |ctx: &mut Ctx, status: i32| {
         let at = now + ctx.rng.range(5 * US, 30 * US);
