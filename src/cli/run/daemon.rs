@@ -290,9 +290,8 @@ impl Drop for LogEcho {
 /// The message of a WARN or ERROR line of the daemon's log (its time
 /// stamp and level cut), None for other lines.
 fn warning(line: &str) -> Option<&str> {
-    let mut words = line.splitn(3, ' ').filter(|w| !w.is_empty());
-    let first = words.next()?;
-    let rest = line[first.len()..].trim_start();
+    let (_stamp, rest) = line.split_once(' ')?;
+    let rest = rest.trim_start();
     for level in ["WARN ", "ERROR "] {
         if let Some(m) = rest.strip_prefix(level) {
             return Some(m.trim_start());
