@@ -202,3 +202,91 @@ fn pyusb_talks_scsi_to_the_flash_drive() {
         ]
     );
 }
+
+/// Isochronous URBs queued without USBDEVFS_URB_ISO_ASAP, each with a
+/// start_frame of its caller's (tests/c/usbfs_iso_stream.c, raw usbfs:
+/// libusb always sets ASAP), on an audio device alone on an OHCI bus:
+/// usbmon's S line shows the caller's value, as devio.c copies it into the
+/// URB; the C lines show the HCD's frames, one URB right after the other
+/// (the HCDs continue a queued endpoint's stream and ignore the caller's
+/// frame); the reap leaves the caller's field as it was (processcompl
+/// writes status, lengths and error_count only).
+#[test]
+fn isochronous_urbs_without_asap_continue_their_endpoints_stream() {
+    let td = tempfile::tempdir().unwrap();
+    let m = Mount::with_config(
+        "usb:\n  buses:\n    - bus: 2\n      controller: ohci\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: audio}\n",
+    );
+    let tool = common::compile_c("usbfs_iso_stream", td.path());
+    let node = wait_node(&m, "dev/bus/usb/002/002");
+    let mut mon = Command::new("cat")
+        .arg(m.path("usb/usbmon/2u"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader's lines of the program's URBs (S with 128 packets, and
+    // the C of the same URBs), read as they come.
+    let stdout = mon.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        let mut ids: Vec<String> = Vec::new();
+        for (n, l) in std::io::BufRead::lines(std::io::BufReader::new(stdout)).enumerate() {
+            let Ok(l) = l else { return };
+            if n == 0 && tx.send(String::new()).is_err() {
+                return;
+            }
+            let w: Vec<&str> = l.split(' ').collect();
+            if w.len() < 6 || w[3] != "Zo:2:002:1" {
+                continue;
+            }
+            if w[2] == "S" && w[5] == "128" {
+                ids.push(w[0].to_string());
+            }
+            if ids.iter().any(|i| i == w[0]) && tx.send(l.clone()).is_err() {
+                return;
+            }
+        }
+    });
+    // The audio driver's stream runs until the program detaches it: a
+    // line of it (an empty string here) says the reader is in place.
+    assert_eq!(rx.recv().unwrap(), "");
+    let out = stdout_ok(
+        Command::new(&tool)
+            .arg(&node)
+            .args("1 1 01 192 128 4".split(' ')),
+        "usbfs_iso_stream",
+    );
+    let reaped: Vec<&str> = out.lines().collect();
+    assert_eq!(reaped.len(), 4, "{out}");
+    for (i, l) in reaped.iter().enumerate() {
+        assert_eq!(
+            *l,
+            format!("urb={i} status=0 start_frame=12345 error_count=0 actual=24576")
+        );
+    }
+    let ours: Vec<String> = rx.iter().take(8).collect();
+    let _ = mon.kill();
+    let _ = mon.wait();
+    let field = |l: &String| l.split(' ').nth(4).unwrap().to_string();
+    let s: Vec<String> = ours
+        .iter()
+        .filter(|l| l.contains(" S "))
+        .map(field)
+        .collect();
+    assert_eq!(s, vec!["-115:1:12345"; 4]);
+    let c: Vec<u32> = ours
+        .iter()
+        .filter(|l| l.contains(" C "))
+        .map(|l| {
+            let f = field(l);
+            let v: Vec<&str> = f.split(':').collect();
+            assert_eq!((v[0], v[3]), ("0", "0"), "{l}");
+            v[2].parse().unwrap()
+        })
+        .collect();
+    assert_eq!(c.len(), 4, "{ours:?}");
+    for w in c.windows(2) {
+        // OHCI's 16-bit frame number.
+        assert_eq!(w[1], (w[0] + 128) & 0xffff, "{c:?}");
+    }
+}

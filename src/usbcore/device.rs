@@ -249,6 +249,10 @@ pub struct UrbRequest {
     pub interval: i32,
     /// Bulk streams' stream id (0: none).
     pub stream_id: u32,
+    /// The caller's `start_frame`, as devio.c copies it into the URB: what
+    /// usbmon shows at submission (the HCD replaces it for isochronous
+    /// URBs and ignores it otherwise).
+    pub start_frame: i32,
 }
 
 /// One isochronous packet's outcome.

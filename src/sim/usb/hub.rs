@@ -266,6 +266,7 @@ impl Ctx {
             flags: URB_DIR_IN,
             setup: None,
             npk: 0,
+            start_frame: 0,
         })
     }
 

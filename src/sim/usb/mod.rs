@@ -219,8 +219,8 @@ impl UsbSim {
     }
 
     /// Run every (unpaused) bus up to simulation time `sim_ns` without
-    /// sleeping, interleaving the buses in time order. Not for use while the
-    /// threads run.
+    /// sleeping, interleaving the buses in time order, and leave their
+    /// clocks at `sim_ns`. Not for use while the threads run.
     pub fn run_until(&self, sim_ns: u64) {
         loop {
             let mut best: Option<(u64, usize)> = None;
@@ -262,6 +262,14 @@ impl UsbSim {
                 .min(sim_ns);
             if g.run_until(limit, BATCH) == 0 {
                 g.run_until(sim_ns, 1);
+            }
+        }
+        // The clock is at `sim_ns` now, whether or not a step was due then:
+        // what a caller submits next is submitted at that time.
+        for b in &self.buses {
+            let mut g = b.lock();
+            if !g.paused {
+                g.cur = g.cur.max(sim_ns);
             }
         }
     }

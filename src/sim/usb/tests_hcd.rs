@@ -62,6 +62,7 @@ fn urb(xfer: TransferType, endpoint: u8, length: u32, npk: usize) -> UrbRequest 
         iso_lengths: vec![length; npk],
         interval: 0,
         stream_id: 0,
+        start_frame: 0,
     }
 }
 
@@ -528,4 +529,82 @@ fn an_isochronous_packet_larger_than_the_endpoint_carries_is_emsgsize() {
     assert!(sim
         .submit(devs[0].dev, urb(TransferType::Iso, 0x01, 192, 2), got)
         .is_ok());
+}
+
+/// An isochronous URB submitted on the audio device's OUT 0x01 (one
+/// 192-byte packet a 1 ms frame) half a frame before the end of the one
+/// queued before it, when the stream's next frame is already too close for
+/// the controller: its result and the start frames of both.
+fn late_on_the_stream(
+    controller: &str,
+    flags: u32,
+    npk: usize,
+) -> (
+    Result<u64, crate::usbcore::device::CoreError>,
+    Vec<UrbEvent>,
+    Arc<Done>,
+) {
+    let (sim, sink, devs) = bus(&["{port: 1, kind: audio}"], controller);
+    let mut now = 3000;
+    take(&sim, &devs[0], 1, &mut now);
+    sink.0.lock_ok().clear();
+    let got = Arc::new(Done::default());
+    let first = sim
+        .submit(
+            devs[0].dev,
+            urb(TransferType::Iso, 0x01, 192, 8),
+            got.clone(),
+        )
+        .unwrap();
+    // It starts at the first frame a frame after its submission and ends 8
+    // frames on.
+    let t = sink.0.lock_ok()[0].ts.mono_ns;
+    let end = (t / MS + 2) * MS + 8 * MS;
+    sim.run_until(end - MS / 2);
+    let mut r = urb(TransferType::Iso, 0x01, 192, npk);
+    r.flags = flags;
+    let second = sim.submit(devs[0].dev, r, got.clone());
+    sim.run_until((now + 100) * MS);
+    let mut tags = vec![first];
+    tags.extend(second.clone());
+    (second, completions(&sink, &tags), got)
+}
+
+#[test]
+fn a_late_isochronous_urb_keeps_its_slot_without_asap_and_skips_ahead_with_it() {
+    const ASAP: u32 = 0x2;
+    // OHCI without URB_ISO_ASAP: the next slot in the stream, no matter
+    // what; the packet whose frame passed is -EXDEV, nothing moved.
+    let (r, c, got) = late_on_the_stream("ohci", 0, 4);
+    assert!(r.is_ok());
+    assert_eq!(c.len(), 2);
+    assert_eq!(c[1].start_frame, (c[0].start_frame + 8) & 0xffff);
+    assert_eq!(c[1].error_count, 1);
+    let results = got.0.lock_ok();
+    let pk: Vec<(i32, u32)> = results[1]
+        .1
+        .iso
+        .iter()
+        .map(|p| (p.status, p.actual_length))
+        .collect();
+    assert_eq!(pk, [(-18, 0), (0, 192), (0, 192), (0, 192)]);
+    assert_eq!(results[1].1.actual_length, 3 * 192);
+    drop(results);
+    // With it: the stream's first slot still ahead, every packet sent.
+    let (r, c, got) = late_on_the_stream("ohci", ASAP, 4);
+    assert!(r.is_ok());
+    assert_eq!(c[1].start_frame, (c[0].start_frame + 9) & 0xffff);
+    assert_eq!(c[1].error_count, 0);
+    assert!(got.0.lock_ok()[1].1.iso.iter().all(|p| p.status == 0));
+    // EHCI refuses a URB whose every frame has passed: -EXDEV from the
+    // submission, an S and an E event on usbmon, nothing reaped.
+    let (r, c, got) = late_on_the_stream("ehci", 0, 1);
+    assert_eq!(r, Err(crate::usbcore::device::CoreError::Failed(18)));
+    assert_eq!(c.len(), 1);
+    assert_eq!(got.0.lock_ok().len(), 1);
+    // xHCI's frame ID falls outside its window: the packets go ASAP.
+    let (r, c, _) = late_on_the_stream("xhci", 0, 1);
+    assert!(r.is_ok());
+    assert_eq!(c[1].error_count, 0);
+    assert_eq!(c[1].start_frame, (c[0].start_frame + 9) & 0x7ff);
 }

@@ -189,6 +189,7 @@ pub(super) mod tests {
             iso_lengths: vec![],
             interval: 0,
             stream_id: 0,
+            start_frame: 0,
         };
         let got = Arc::new(Done::default());
         let tag = sim.submit(kbd.dev, urb, got.clone()).unwrap();

@@ -117,6 +117,7 @@ impl UsbDevFile {
                 iso_lengths: Vec::new(),
                 interval: 0,
                 stream_id: 0,
+                start_frame: 0,
             };
             (urb, if dir_in { data } else { 0 }, timeout, mem)
         } else {
@@ -162,6 +163,7 @@ impl UsbDevFile {
                     0
                 },
                 stream_id: 0,
+                start_frame: 0,
             };
             (urb, if dir_in { data } else { 0 }, timeout, mem)
         };

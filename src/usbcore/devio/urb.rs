@@ -166,6 +166,7 @@ impl UsbDevFile {
             } else {
                 0
             },
+            start_frame: u32_at(&u, abi::urb::START_FRAME) as i32,
         };
         let key = {
             let mut st = ps.st.lock_ok();

@@ -318,6 +318,7 @@ fn run_request(
         iso_lengths: Vec::new(),
         interval: 0,
         stream_id: 0,
+        start_frame: 0,
     };
     let tag = submit(ctx, dev, r, status.clone(), now)?;
     ctx.spawn(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::config::DeviceKind;
 use crate::usbcore::device::{CoreError, DevRef, TransferType, UrbDone, UrbRequest};
-use crate::usbmon::event::{IsoDesc, XferType};
+use crate::usbmon::event::{IsoDesc, XferType, URB_ISO_ASAP};
 
 use crate::sim::usb::ctx::*;
 use crate::sim::usb::descriptors;
@@ -23,9 +23,8 @@ struct PeerWait {
     urb: Urb,
     /// Packet lengths of an isochronous URB.
     pkts: Vec<u32>,
-    /// An isochronous URB's frames: its start_frame and its last frame's
-    /// end.
-    frames: (i32, u64),
+    /// An isochronous URB's place on its endpoint's schedule.
+    slot: IsoSlot,
     /// When it was submitted.
     since: u64,
 }
@@ -93,11 +92,11 @@ impl Task for PeerWait {
                 });
                 off += len;
             }
+            errs += late_packets(&mut iso, self.slot.late);
             let total: u32 = iso.iter().map(|p| p.length).sum();
             let data = self.urb.dir_in.then(|| Arc::from(buf));
             // Not before the end of its frames.
-            let (frame, end) = self.frames;
-            let at = end.max(now);
+            let (frame, at) = (self.slot.start_frame, self.slot.end.max(now));
             finish_at(
                 ctx,
                 self.dev,
@@ -193,6 +192,7 @@ pub(crate) fn submit(
         flags: r.flags,
         setup: r.setup,
         npk,
+        start_frame: r.start_frame,
     };
     // Faults apply to data transfers, as to the drivers'.
     let outcome = if r.endpoint & 0x0f != 0 {
@@ -210,6 +210,30 @@ pub(crate) fn submit(
         ctx.tags.free(tag, size);
         return Err(CoreError::Failed(-st));
     }
+    // The isochronous schedule places it before it joins its endpoint's
+    // queue; EHCI refuses one whose frames have all passed.
+    let slot = match (urb.xfer, period(ctx, d, &urb)) {
+        (XferType::Iso, Some((per, unit))) => {
+            let asap = urb.flags & URB_ISO_ASAP != 0;
+            match ctx.iso_frames(d, ep_key(&urb), (npk, per, unit), asap, now) {
+                Ok(slot) => slot,
+                Err(st) => {
+                    tracing::debug!(
+                        "usb {}: isochronous URB without URB_ISO_ASAP is late: {st}",
+                        ctx.dev_name(d)
+                    );
+                    ctx.submit_error(d, urb, now, st);
+                    ctx.tags.free(tag, size);
+                    return Err(CoreError::Failed(-st));
+                }
+            }
+        }
+        _ => IsoSlot {
+            start_frame: 0,
+            end: now,
+            late: 0,
+        },
+    };
     let out: Option<Arc<[u8]>> = (!r.out.is_empty()).then(|| Arc::from(&r.out[..]));
     let pkts = r.iso_lengths.clone();
     let sub_iso: Vec<IsoDesc> = {
@@ -266,8 +290,23 @@ pub(crate) fn submit(
         finish_at(ctx, d, tag, at, status, 0, None, iso, (0, errs));
         return Ok(tag);
     }
-    answer(ctx, d, urb, out, pkts, now);
+    answer(ctx, d, urb, out, pkts, slot, now);
     Ok(tag)
+}
+
+/// The first `late` packets of an isochronous URB had their frames pass:
+/// each -EXDEV with nothing moved (the status usb_submit_urb gave them).
+/// Returns how many of them were not already errors.
+fn late_packets(iso: &mut [IsoDesc], late: u32) -> i32 {
+    let mut n = 0;
+    for p in iso.iter_mut().take(late as usize) {
+        if p.status == 0 {
+            n += 1;
+        }
+        p.status = EXDEV;
+        p.length = 0;
+    }
+    n
 }
 
 /// -EMSGSIZE, as a positive errno.
@@ -326,15 +365,10 @@ pub(super) fn answer(
     urb: Urb,
     out: Option<Arc<[u8]>>,
     pkts: Vec<u32>,
+    slot: IsoSlot,
     now: u64,
 ) {
     let id = PEER_IDS + ctx.rng.below(1 << 40);
-    let frames = match (urb.xfer, period(ctx, d, &urb)) {
-        (XferType::Iso, Some((per, unit))) => {
-            ctx.iso_frames(d, ep_key(&urb), (pkts.len() as u32, per, unit), now)
-        }
-        _ => (0, now),
-    };
     let Some(dev) = ctx.dev(d) else {
         return;
     };
@@ -373,7 +407,7 @@ pub(super) fn answer(
                 id,
                 urb,
                 pkts,
-                frames,
+                slot,
                 since: now,
             }),
         );
@@ -436,7 +470,6 @@ pub(super) fn answer(
     }
     match urb.xfer {
         XferType::Iso => {
-            let (frame, end) = frames;
             let mut iso = Vec::new();
             let mut off = 0;
             for &l in &pkts {
@@ -447,11 +480,14 @@ pub(super) fn answer(
                 });
                 off += l;
             }
+            let errs = late_packets(&mut iso, slot.late);
+            let total = iso.iter().map(|p| p.length).sum();
             let data = urb.dir_in.then(|| {
                 let v: Vec<u8> = (0..urb.len).map(|i| (i as u8).wrapping_mul(7)).collect();
                 Arc::from(v)
             });
-            finish_at(ctx, d, urb.tag, end, 0, urb.len, data, iso, (frame, 0));
+            let (frame, end) = (slot.start_frame, slot.end);
+            finish_at(ctx, d, urb.tag, end, 0, total, data, iso, (frame, errs));
         }
         _ if !urb.dir_in => {
             let at = bus_time(ctx, d, &urb, urb.len, now);

@@ -22,7 +22,7 @@
 use crate::config::Controller;
 use crate::usbmon::event::XferType;
 
-use super::{Ctx, DevId, Held, Urb, ENOENT, ESHUTDOWN, MS, US};
+use super::{Ctx, DevId, Held, Urb, ENOENT, ESHUTDOWN, EXDEV, MS, US};
 use crate::sim::usb::descriptors::Speed;
 
 /// -ECONNRESET: an asynchronous unlink.
@@ -178,32 +178,78 @@ impl Ctx {
         at / div
     }
 
-    /// The frames of an isochronous URB of `npk` packets on endpoint `key`
-    /// of `dev`, one every `per` ns of (micro)frames `unit` ns long,
-    /// submitted at `now` with `URB_ISO_ASAP`: it starts right after the
-    /// endpoint's previous URB if that one's frames are still to come, at
-    /// the first interval a frame from now otherwise. Returns its
-    /// `start_frame` and when its last frame ends.
+    /// Where an isochronous URB of `npk` packets on endpoint `key` of
+    /// `dev` goes, one packet every `per` ns of (micro)frames `unit` ns
+    /// long, submitted at `now` (before it joins the endpoint's queue), as
+    /// the kernel's HCDs place it. They ignore the caller's `start_frame`:
+    /// * an endpoint with URBs still queued continues its stream right
+    ///   after the last one, whether `URB_ISO_ASAP` is set or not;
+    /// * unless the stream's next slot is already behind the controller
+    ///   (less than a (micro)frame away): with `URB_ISO_ASAP` the URB starts
+    ///   at the stream's first slot still ahead; without it, it keeps its
+    ///   slot and the packets whose frames have passed are -EXDEV
+    ///   ([`IsoSlot::late`]); EHCI refuses a URB whose every frame has
+    ///   passed with -EXDEV (`Err`), the others give back all its packets
+    ///   -EXDEV (OHCI) or put them ASAP (xHCI, whose frame ID falls outside
+    ///   its window);
+    /// * an endpoint with nothing queued starts a new stream at the first
+    ///   interval a frame from now (and not before its last packet's
+    ///   interval is over).
+    ///
+    /// In fast timing the bus runs a thousand times faster than any
+    /// program, so a stream is never behind: it continues.
     pub(crate) fn iso_frames(
         &mut self,
         dev: DevId,
         key: u8,
         (npk, per, unit): (u32, u64, u64),
+        asap: bool,
         now: u64,
-    ) -> (i32, u64) {
+    ) -> Result<IsoSlot, i32> {
         let div = self.timing.divisor();
         let now = now.saturating_mul(div);
+        let controller = self.controller;
         let Some(d) = self.dev_mut(dev) else {
-            return (0, now / div);
+            return Ok(IsoSlot {
+                start_frame: 0,
+                end: now / div,
+                late: 0,
+            });
         };
+        let queued = d.inflight.iter().any(|u| ep_key(u) == key);
         let free = d.sched.free_at(key);
-        let start = if free > now {
-            free
+        let ahead = now + unit;
+        let (start, late) = if queued && (free >= ahead || div > 1) {
+            (free, 0)
+        } else if queued {
+            let missed = (ahead - free).div_ceil(per.max(1));
+            match (asap, controller) {
+                (true, _) | (false, Controller::Xhci) => (free + missed * per, 0),
+                (false, Controller::Ehci) if missed >= npk as u64 => return Err(EXDEV),
+                (false, _) => (free, missed.min(npk as u64) as u32),
+            }
         } else {
-            next_slot(now + MS, per)
+            (next_slot(now + MS, per).max(free), 0)
         };
         d.sched.busy_until(key, start + npk as u64 * per);
         let end = start + (npk.max(1) as u64 - 1) * per + unit;
-        (self.start_frame(dev, start), end / div)
+        Ok(IsoSlot {
+            start_frame: self.start_frame(dev, start),
+            end: end / div,
+            late,
+        })
     }
+}
+
+/// Where an isochronous URB is on its endpoint's schedule
+/// ([`Ctx::iso_frames`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct IsoSlot {
+    /// The `start_frame` the kernel reports.
+    pub start_frame: i32,
+    /// When its last (micro)frame ends: when it is given back.
+    pub end: u64,
+    /// How many of its first packets had their frames pass before the
+    /// URB reached the controller: each -EXDEV, nothing moved.
+    pub late: u32,
 }

@@ -438,7 +438,7 @@ impl Ctx {
             transfer_buffer_length: urb.len,
             actual_length: 0,
             interval: urb.interval,
-            start_frame: 0,
+            start_frame: urb.start_frame,
             error_count: 0,
             xfer_flags: urb.flags,
             setup: urb.setup,
@@ -649,7 +649,9 @@ impl Ctx {
             (p, r)
         });
         ev.iso = iso;
-        ev.start_frame = start_frame;
+        if urb.xfer == XferType::Iso {
+            ev.start_frame = start_frame;
+        }
         ev.error_count = error_count;
         self.events += 1;
         self.sink.urb_event(ev);

@@ -66,6 +66,9 @@ pub(crate) struct Urb {
     pub setup: Option<[u8; 8]>,
     /// Number of ISO packets (0 for other types).
     pub npk: u32,
+    /// The submitter's `start_frame` (0 for drivers' URBs): usbmon shows it
+    /// at submission, and at completion for all but isochronous URBs.
+    pub start_frame: i32,
 }
 
 impl Urb {
@@ -83,6 +86,7 @@ impl Urb {
             flags: if dir_in { URB_DIR_IN } else { 0 },
             setup: Some(setup),
             npk: 0,
+            start_frame: 0,
         }
     }
 }

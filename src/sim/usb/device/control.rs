@@ -121,6 +121,7 @@ impl Ctx {
             flags: flags | if dir_in { URB_DIR_IN } else { 0 },
             setup: None,
             npk: 0,
+            start_frame: 0,
         }
     }
 }
