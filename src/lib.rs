@@ -14,5 +14,6 @@ pub mod monreader;
 pub mod sim;
 pub mod testing;
 pub mod tracefs;
+pub mod udev;
 pub mod usbcore;
 pub mod usbmon;

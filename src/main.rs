@@ -205,6 +205,15 @@ enum Cmd {
         /// root this changes nothing.)
         #[arg(long)]
         ns_root: bool,
+        /// Keep the host's network for COMMAND. By default COMMAND gets a
+        /// network namespace of its own (loopback only, up): uevents belong
+        /// to a network namespace, and in its own one COMMAND hears the
+        /// simulated devices' hot-plug (kernel uevents on netlink group 1,
+        /// udev's on group 2, the udev database in /run/udev) and none of
+        /// the host's. With this option COMMAND reaches the host's network
+        /// and hears no hot-plug event of monfs's.
+        #[arg(long)]
+        host_network: bool,
         /// The command to run, and its arguments (after `--`).
         #[arg(
             required = true,
@@ -397,6 +406,7 @@ fn main() -> ExitCode {
             log_file,
             use_mount,
             ns_root,
+            host_network,
             no_wait,
             quiet,
             command,
@@ -441,6 +451,7 @@ fn main() -> ExitCode {
                 config: config_path,
                 wait: !no_wait,
                 quiet,
+                host_network,
                 command,
             })
         }

@@ -168,6 +168,29 @@ impl Overrides {
     }
 }
 
+/// The variable `monfs run` sets for its daemon: the directory that is
+/// the command's `/run/udev`.
+pub const UEVENTS_ENV: &str = "MONFS_UEVENTS";
+
+/// Announce every topology change of `fs` as the kernel and udev would, in
+/// this process's network namespace (see [`crate::udev::announce`]).
+fn announce_uevents(fs: &Monfs, run_udev: &std::path::Path) {
+    use crate::usbcore::device::UsbCorePort;
+    let queue = Arc::new(crate::usbcore::uevent::UeventQueue::new());
+    match crate::udev::announce::Announcer::new(run_udev) {
+        Ok(a) => {
+            fs.usb.watch(queue.clone());
+            if let Err(e) = a.spawn(queue) {
+                warn!("uevents: no announcer thread: {e}");
+            }
+        }
+        Err(e) => warn!(
+            "uevents: cannot announce (udev database {}): {e}",
+            run_udev.display()
+        ),
+    }
+}
+
 /// signal ends it (`monfs mount`); the exit code is 0, 1 (failed) or 2
 /// (usage: a bad configuration, socket or log path).
 #[allow(clippy::too_many_arguments)]
@@ -272,6 +295,12 @@ pub fn mount(
     let (uid, gid) = (getuid().as_raw(), getgid().as_raw());
     crate::base::budget::bound_allocator();
     let fs = Monfs::new(&cfg, uid, gid);
+    // `monfs run` has its daemon announce the topology's uevents in the
+    // command's network namespace, with the udev database in this
+    // directory (its /run/udev).
+    if let Some(dir) = std::env::var_os(UEVENTS_ENV) {
+        announce_uevents(&fs, std::path::Path::new(&dir));
+    }
     if std::env::var_os("MONFS_FAULT_INJECT").is_some_and(|v| v == "1") {
         info!("MONFS_FAULT_INJECT=1: the test-only `panic` control command is enabled");
         fs.control.enable_fault_injection();

@@ -19,6 +19,7 @@ pub mod abi;
 pub mod device;
 pub mod devio;
 pub mod sysfs;
+pub mod uevent;
 
 /// The stock kernel driver that binds an interface of class `class` and
 /// protocol `proto` on a device no driver knows by vendor and product

@@ -27,9 +27,15 @@ pub(super) fn start_daemon(
     mnt: &Path,
     socket: &Path,
     log: std::fs::File,
+    uevents: Option<&Path>,
 ) -> Result<Daemon, RunError> {
     let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys("pipe"))?;
     let mut cmd = Command::new(&opts.exe);
+    // Announce the topology's uevents here, with this udev database.
+    match uevents {
+        Some(dir) => cmd.env(crate::cli::mount::UEVENTS_ENV, dir),
+        None => cmd.env_remove(crate::cli::mount::UEVENTS_ENV),
+    };
     cmd.arg("--log-level")
         .arg(&opts.log_level)
         .arg("mount")

@@ -120,11 +120,27 @@ fn run_fresh(opts: &RunOptions, rootless: bool) -> ExitCode {
     if let Err(e) = enter_namespace(rootless) {
         return start_failure(e);
     }
+    // The command's own network namespace and udev database, where the
+    // daemon announces the simulated devices' uevents.
+    let mut uevents = None;
+    if opts.host_network {
+        eprintln!(
+            "monfs run: --host-network: the command keeps the host's network and hears no \
+             hot-plug event of monfs's"
+        );
+    } else {
+        match super::netns::enter_netns(rootless)
+            .and_then(|()| super::netns::private_run_udev(rootless))
+        {
+            Ok(dir) => uevents = dir,
+            Err(e) => return start_failure(e),
+        }
+    }
     let reader = match log.try_clone() {
         Ok(f) => f,
         Err(e) => return start_failure(format!("log file: {e}")),
     };
-    let mut daemon = match start_daemon(opts, &mnt, &socket, log) {
+    let mut daemon = match start_daemon(opts, &mnt, &socket, log, uevents) {
         Ok(d) => d,
         Err(e) => {
             return start_failure(e);

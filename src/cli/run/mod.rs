@@ -27,6 +27,7 @@ mod command;
 mod daemon;
 mod launch;
 mod namespace;
+mod netns;
 
 /// Exit status when monfs itself cannot start (as `docker run` and
 /// `podman run` have it); 126 and 127 are CMD that cannot be run or found.
@@ -69,6 +70,8 @@ pub struct RunOptions {
     pub wait: bool,
     /// Keep the daemon's warnings off the terminal.
     pub quiet: bool,
+    /// Keep the host's network namespace (and announce no uevents).
+    pub host_network: bool,
     /// The command and its arguments.
     pub command: Vec<OsString>,
 }

@@ -1,0 +1,231 @@
+//! The announcer of `monfs run`: each uevent of the simulated topology goes
+//! to the command's network namespace as the kernel and udev send it. The
+//! kernel-format message is handed to the kernel's own uevent socket of the
+//! namespace (`uevent_net_rcv_skb`, Linux 4.18+: a sender with CAP_SYS_ADMIN
+//! over the namespace's owner), which broadcasts it on group 1 from port id
+//! 0 with its `SEQNUM` appended, as for a device of its own. Like udevd, the
+//! announcer hears that broadcast, writes the database entry under the
+//! namespace's `/run/udev`, and only then sends the udev-format message on
+//! group 2.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::usbcore::uevent::{Uevent, UeventQueue};
+
+const NETLINK_KOBJECT_UEVENT: i32 = 15;
+/// The kernel's uevent broadcast group, and udev's.
+const GROUP_KERNEL: u32 = 1;
+const GROUP_UDEV: u32 = 2;
+/// `UEVENT_BUFFER_SIZE`.
+const BUFFER: usize = 2048;
+
+fn netlink_socket(groups: u32) -> io::Result<OwnedFd> {
+    // SAFETY: socket(2) returns a new descriptor or -1.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            NETLINK_KOBJECT_UEVENT,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is the new descriptor.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let addr = sockaddr(0, groups);
+    // SAFETY: bind(2) with a sockaddr_nl of its size.
+    let r = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            &addr as *const libc::sockaddr_nl as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_nl>() as u32,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+fn sockaddr(pid: u32, groups: u32) -> libc::sockaddr_nl {
+    // SAFETY: sockaddr_nl is plain data; all zeros is valid.
+    let mut a: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    a.nl_family = libc::AF_NETLINK as u16;
+    a.nl_pid = pid;
+    a.nl_groups = groups;
+    a
+}
+
+fn send_to(fd: &OwnedFd, msg: &[u8], pid: u32, groups: u32) -> io::Result<()> {
+    let a = sockaddr(pid, groups);
+    // SAFETY: sendto(2) of `msg` to a sockaddr_nl of its size.
+    let r = unsafe {
+        libc::sendto(
+            fd.as_raw_fd(),
+            msg.as_ptr().cast(),
+            msg.len(),
+            0,
+            &a as *const libc::sockaddr_nl as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_nl>() as u32,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// One message from `fd` within `timeout`: its bytes and the sender's
+/// port id.
+fn recv(fd: &OwnedFd, timeout: Duration) -> Option<(Vec<u8>, u32)> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll(2) on one pollfd.
+    if unsafe { libc::poll(&mut p, 1, timeout.as_millis() as i32) } <= 0 {
+        return None;
+    }
+    let mut buf = vec![0u8; BUFFER + 64];
+    let mut a = sockaddr(0, 0);
+    let mut alen = std::mem::size_of::<libc::sockaddr_nl>() as u32;
+    // SAFETY: recvfrom(2) into `buf` and a sockaddr_nl of its size.
+    let n = unsafe {
+        libc::recvfrom(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT,
+            &mut a as *mut libc::sockaddr_nl as *mut libc::sockaddr,
+            &mut alen,
+        )
+    };
+    if n < 0 {
+        return None;
+    }
+    buf.truncate(n as usize);
+    Some((buf, a.nl_pid))
+}
+
+/// The sockets of the namespace it was made in, and where its udev
+/// database is.
+pub struct Announcer {
+    /// Sends to the kernel (port id 0) and, multicast, to udev's group.
+    out: OwnedFd,
+    /// Hears the kernel's group, as udevd does.
+    kernel: OwnedFd,
+    run_udev: PathBuf,
+}
+
+impl Announcer {
+    /// Sockets in this process's network namespace, and `run_udev` (the
+    /// namespace's `/run/udev`) made ready: `data/` and the `control`
+    /// socket whose presence tells libudev that udev runs.
+    pub fn new(run_udev: &Path) -> io::Result<Announcer> {
+        let out = netlink_socket(0)?;
+        let kernel = netlink_socket(GROUP_KERNEL)?;
+        std::fs::create_dir_all(run_udev.join("data"))?;
+        let control = run_udev.join("control");
+        if !control.exists() {
+            // Bound, never listening: udevadm's `control` requests fail
+            // (no udevd to ask), libudev's "is udev running" holds.
+            let l = std::os::unix::net::UnixListener::bind(&control)?;
+            std::mem::forget(l);
+        }
+        Ok(Announcer {
+            out,
+            kernel,
+            run_udev: run_udev.to_path_buf(),
+        })
+    }
+
+    /// Announce one event: the kernel's broadcast, the database, udev's.
+    pub fn announce(&self, ev: &Uevent) -> io::Result<()> {
+        let payload = ev.kernel_payload();
+        let mut msg = Vec::with_capacity(16 + payload.len());
+        let len = (16 + payload.len()) as u32;
+        msg.extend_from_slice(&len.to_ne_bytes());
+        // Any type past the control messages, NLM_F_REQUEST: the kernel
+        // handles only requests (netlink_rcv_skb).
+        msg.extend_from_slice(&0x10u16.to_ne_bytes());
+        msg.extend_from_slice(&(libc::NLM_F_REQUEST as u16).to_ne_bytes());
+        msg.extend_from_slice(&0u32.to_ne_bytes());
+        msg.extend_from_slice(&0u32.to_ne_bytes());
+        msg.extend_from_slice(&payload);
+        send_to(&self.out, &msg, 0, 0)?;
+        // The kernel's broadcast of it, with the SEQNUM it appended.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut seqnum = None;
+        while seqnum.is_none() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let Some((m, pid)) = recv(&self.kernel, left) else {
+                break;
+            };
+            if pid == 0 && m.starts_with(&payload) {
+                let tail = String::from_utf8_lossy(&m[payload.len()..]).into_owned();
+                seqnum = tail
+                    .trim_end_matches('\0')
+                    .strip_prefix("SEQNUM=")
+                    .and_then(|s| s.parse::<u64>().ok());
+            }
+        }
+        let Some(seqnum) = seqnum else {
+            return Err(io::Error::other(
+                "the kernel did not broadcast the uevent (no SEQNUM heard)",
+            ));
+        };
+        let props = super::all_properties(ev, seqnum);
+        let db = self.run_udev.join("data").join(super::db_name(ev));
+        if super::removes_entry(ev) {
+            let _ = std::fs::remove_file(&db);
+        } else {
+            // udev's USEC_INITIALIZED: CLOCK_MONOTONIC, in microseconds.
+            let usec = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+                .map_or(0, |t| {
+                    t.tv_sec() as u64 * 1_000_000 + t.tv_nsec() as u64 / 1000
+                });
+            let tmp = db.with_extension("tmp");
+            std::fs::write(&tmp, super::db_text(&props, usec, ev))?;
+            std::fs::rename(&tmp, &db)?;
+        }
+        send_to(&self.out, &super::udev_message(&props), 0, GROUP_UDEV)
+    }
+
+    /// Announce `queue`'s events until it is closed, on a thread of its
+    /// own; a failure is a log line, and the next event is tried.
+    pub fn spawn(self, queue: Arc<UeventQueue>) -> io::Result<std::thread::JoinHandle<()>> {
+        std::thread::Builder::new()
+            .name("uevents".into())
+            .spawn(move || {
+                let mut dropped = 0;
+                loop {
+                    let Some(ev) = queue.next(Duration::from_secs(1)) else {
+                        if queue.is_closed() {
+                            return;
+                        }
+                        continue;
+                    };
+                    if let Err(e) = self.announce(&ev) {
+                        tracing::warn!("uevent {} {}: {e}", ev.action.name(), ev.devpath);
+                    }
+                    let d = queue.dropped();
+                    if d != dropped {
+                        tracing::warn!(
+                            "uevents: {} dropped, the announcer fell behind",
+                            d - dropped
+                        );
+                        dropped = d;
+                    }
+                }
+            })
+    }
+}

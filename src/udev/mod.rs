@@ -1,0 +1,281 @@
+//! What systemd-udevd makes of a USB uevent on Debian, for the programs of
+//! `monfs run`: the properties its rules give a USB device and interface
+//! (`60-persistent-*`, the `usb_id` builtin: `ID_VENDOR`, `ID_MODEL`,
+//! `ID_SERIAL`, `ID_USB_INTERFACES`, ...), the database entry
+//! (`/run/udev/data/c189:N`, `+usb:B-P:C.I`) libudev reads, and the message
+//! it rebroadcasts on netlink group 2 in the "libudev" format
+//! (`sd-device/device-monitor.c`: a header with MurmurHash2 hashes of the
+//! subsystem and devtype and a bloom filter of the tags, which libudev
+//! subscribers' socket filters test, then the properties).
+//!
+//! Plain functions of a [`Uevent`] and the device it is about; the sockets
+//! and files are [`announce`]'s.
+
+pub mod announce;
+
+use crate::usbcore::device::UsbDevice;
+use crate::usbcore::uevent::{Action, Uevent};
+
+/// `UDEV_MONITOR_MAGIC`, sent in network order.
+const MAGIC: u32 = 0xfeed_cafe;
+/// The size of `struct monitor_netlink_header`.
+const HEADER_SIZE: u32 = 40;
+
+/// MurmurHash2 of `data` with seed 0 (systemd's `murmur_hash2`, the hash
+/// libudev's socket filters compare).
+pub fn murmur_hash2(data: &[u8]) -> u32 {
+    const M: u32 = 0x5bd1_e995;
+    let mut h: u32 = data.len() as u32;
+    let mut chunks = data.chunks_exact(4);
+    for c in &mut chunks {
+        let mut k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        k = k.wrapping_mul(M);
+        k ^= k >> 24;
+        k = k.wrapping_mul(M);
+        h = h.wrapping_mul(M);
+        h ^= k;
+    }
+    let r = chunks.remainder();
+    if r.len() >= 3 {
+        h ^= u32::from(r[2]) << 16;
+    }
+    if r.len() >= 2 {
+        h ^= u32::from(r[1]) << 8;
+    }
+    if !r.is_empty() {
+        h ^= u32::from(r[0]);
+        h = h.wrapping_mul(M);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(M);
+    h ^= h >> 15;
+    h
+}
+
+/// The bloom filter bits of one tag (`string_bloom64`).
+fn bloom64(tag: &str) -> u64 {
+    let h = murmur_hash2(tag.as_bytes());
+    [0, 6, 12, 18]
+        .iter()
+        .fold(0u64, |b, s| b | 1u64 << ((h >> s) & 63))
+}
+
+/// udev's `*_ENC` encoding of a string (`encode_devnode_name`): bytes
+/// outside `[0-9A-Za-z#+-.:=@_]` and valid UTF-8 as `\xNN`.
+fn encode(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() || "#+-.:=@_".contains(c) || !c.is_ascii() {
+            out.push(c);
+        } else {
+            out.push_str(&format!("\\x{:02x}", c as u32));
+        }
+    }
+    out
+}
+
+/// The usb_id builtin's cleaning of a string for `ID_VENDOR`/`ID_MODEL`/
+/// `ID_SERIAL` (`udev_replace_whitespace` then `udev_replace_chars`):
+/// surrounding blanks dropped, inner runs of blanks one `_`, anything
+/// outside the allowed characters `_`.
+fn clean(s: &str) -> String {
+    let mut out = String::new();
+    let mut blank = false;
+    for c in s.trim().chars() {
+        if c.is_whitespace() {
+            blank = true;
+            continue;
+        }
+        if blank {
+            out.push('_');
+            blank = false;
+        }
+        if c.is_ascii_alphanumeric() || "#+-.:=@_".contains(c) {
+            out.push(c);
+        } else {
+            out.push('_');
+        }
+    }
+    out
+}
+
+/// The `ID_USB_INTERFACES` value: `:CCSSPP:` for each distinct interface
+/// class triple.
+fn usb_interfaces(d: &UsbDevice) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    for i in &d.interfaces {
+        let t = format!("{:02x}{:02x}{:02x}", i.class, i.subclass, i.protocol);
+        if !seen.contains(&t) {
+            seen.push(t);
+        }
+    }
+    format!(":{}:", seen.join(":"))
+}
+
+/// The path `path_id` gives a device (`ID_PATH`): its controller's
+/// platform device, then `usb-0:PORTS`.
+fn id_path(d: &UsbDevice, interface: Option<u8>) -> String {
+    let ports = d.devpath();
+    let mut p = format!(
+        "platform-{}-usb-0:{}",
+        crate::usbcore::sysfs::controller_name(d.busnum),
+        ports
+    );
+    if let Some(i) = interface {
+        p.push_str(&format!(":{}.{}", d.active_config, i));
+    }
+    p
+}
+
+/// The properties udev adds to a USB device's or interface's event (what
+/// `udevadm info` and a libudev monitor show after the kernel's), in the
+/// order udev's rules set them.
+pub fn udev_properties(ev: &Uevent, d: &UsbDevice) -> Vec<(String, String)> {
+    let mut p: Vec<(String, String)> = Vec::new();
+    let mut add = |k: &str, v: String| p.push((k.to_string(), v));
+    let vendor = d.string(d.descriptor[14]).map(str::to_string);
+    let product = d.string(d.descriptor[15]).map(str::to_string);
+    let serial = d.string(d.descriptor[16]).map(str::to_string);
+    let vid = format!("{:04x}", d.vendor_id());
+    let pid = format!("{:04x}", d.product_id());
+    let vendor_s = vendor
+        .clone()
+        .map(|v| clean(&v))
+        .unwrap_or_else(|| vid.clone());
+    let model_s = product
+        .clone()
+        .map(|v| clean(&v))
+        .unwrap_or_else(|| pid.clone());
+    let rev = format!(
+        "{:04x}",
+        u16::from_le_bytes([d.descriptor[12], d.descriptor[13]])
+    );
+    add("ID_BUS", "usb".into());
+    add("ID_MODEL", model_s.clone());
+    add("ID_MODEL_ENC", encode(product.as_deref().unwrap_or(&pid)));
+    add("ID_MODEL_ID", pid.clone());
+    add(
+        "ID_SERIAL",
+        match &serial {
+            Some(s) => format!("{vendor_s}_{model_s}_{}", clean(s)),
+            None => format!("{vendor_s}_{model_s}"),
+        },
+    );
+    if let Some(s) = &serial {
+        add("ID_SERIAL_SHORT", clean(s));
+    }
+    add("ID_VENDOR", vendor_s);
+    add("ID_VENDOR_ENC", encode(vendor.as_deref().unwrap_or(&vid)));
+    add("ID_VENDOR_ID", vid);
+    add("ID_REVISION", rev);
+    add("ID_USB_INTERFACES", usb_interfaces(d));
+    if let Some(i) = ev
+        .interface
+        .and_then(|n| d.interfaces.iter().find(|x| x.number == n))
+    {
+        add("ID_USB_INTERFACE_NUM", format!("{:02x}", i.number));
+        if let Some(drv) = &i.driver {
+            add("ID_USB_DRIVER", drv.clone());
+        }
+    }
+    add("ID_PATH", id_path(d, ev.interface));
+    add(
+        "ID_PATH_TAG",
+        id_path(d, ev.interface)
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect(),
+    );
+    p
+}
+
+/// Every property of the event as udev sends it: the kernel's (with
+/// `DEVNAME` under `/dev`, and the kernel's `SEQNUM`), then udev's.
+pub fn all_properties(ev: &Uevent, seqnum: u64) -> Vec<(String, String)> {
+    let mut p: Vec<(String, String)> = ev
+        .env
+        .iter()
+        .map(|(k, v)| {
+            if k == "DEVNAME" && !v.starts_with('/') {
+                (k.clone(), format!("/dev/{v}"))
+            } else {
+                (k.clone(), v.clone())
+            }
+        })
+        .collect();
+    p.push(("SEQNUM".into(), seqnum.to_string()));
+    p.extend(udev_properties(ev, &ev.device));
+    p
+}
+
+/// The database file of the event's device (`c189:MINOR` for a
+/// usb_device, `+usb:NAME` for an interface), relative to
+/// `/run/udev/data`.
+pub fn db_name(ev: &Uevent) -> String {
+    match (ev.get("MAJOR"), ev.get("MINOR")) {
+        (Some(ma), Some(mi)) => format!("c{ma}:{mi}"),
+        _ => format!("+usb:{}", ev.devpath.rsplit('/').next().unwrap_or("")),
+    }
+}
+
+/// The database entry udev writes (`device_update_db`): the time it was
+/// initialised, udev's properties (`E:`), its version line.
+pub fn db_text(props: &[(String, String)], usec_initialized: u64, kernel: &Uevent) -> String {
+    let mut s = format!("I:{usec_initialized}\n");
+    for (k, v) in props {
+        if kernel.get(k).is_none() && k != "SEQNUM" {
+            s.push_str(&format!("E:{k}={v}\n"));
+        }
+    }
+    s.push_str("V:1\n");
+    s
+}
+
+/// The message udev sends on group 2: the libudev header, then the
+/// properties, each `KEY=VALUE` NUL-terminated.
+pub fn udev_message(props: &[(String, String)]) -> Vec<u8> {
+    let get = |k: &str| props.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
+    let mut body = Vec::new();
+    for (k, v) in props {
+        body.extend_from_slice(k.as_bytes());
+        body.push(b'=');
+        body.extend_from_slice(v.as_bytes());
+        body.push(0);
+    }
+    let sub = get("SUBSYSTEM").map_or(0, |s| murmur_hash2(s.as_bytes()));
+    let devtype = get("DEVTYPE").map_or(0, |s| murmur_hash2(s.as_bytes()));
+    let tags = get("TAGS").unwrap_or("");
+    let bloom = tags
+        .split(':')
+        .filter(|t| !t.is_empty())
+        .fold(0u64, |b, t| b | bloom64(t));
+    let mut out = Vec::with_capacity(HEADER_SIZE as usize + body.len());
+    out.extend_from_slice(b"libudev\0");
+    out.extend_from_slice(&MAGIC.to_be_bytes());
+    out.extend_from_slice(&HEADER_SIZE.to_ne_bytes());
+    out.extend_from_slice(&HEADER_SIZE.to_ne_bytes());
+    out.extend_from_slice(&(body.len() as u32).to_ne_bytes());
+    out.extend_from_slice(&sub.to_be_bytes());
+    out.extend_from_slice(&devtype.to_be_bytes());
+    out.extend_from_slice(&((bloom >> 32) as u32).to_be_bytes());
+    out.extend_from_slice(&(bloom as u32).to_be_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Whether udev removes the database entry for this event.
+pub fn removes_entry(ev: &Uevent) -> bool {
+    ev.action == Action::Remove
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_are_cleaned_and_encoded_as_udev_does() {
+        assert_eq!(clean("  QEMU  USB Keyboard "), "QEMU_USB_Keyboard");
+        assert_eq!(clean("a/b"), "a_b");
+        assert_eq!(encode("QEMU USB"), "QEMU\\x20USB");
+    }
+}

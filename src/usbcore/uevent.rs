@@ -1,0 +1,505 @@
+//! Hot-plug announcements as the kernel's driver core makes them
+//! (`lib/kobject_uevent.c`, `drivers/base/core.c` `dev_uevent`,
+//! `drivers/base/dd.c` `driver_bound` and `__device_release_driver`): a
+//! [`DeviceWatcher`] that compares each device with what it was and queues
+//! the uevents the kernel would have sent, in its order:
+//! * a device comes: `add` of the usb_device (`device_add` in
+//!   `usb_new_device`), then for each interface `add` and, if a driver
+//!   takes it, `bind` (`usb_set_configuration` adds them one by one and
+//!   each is probed as it is added), then `bind` of the device to `usb`
+//!   (the generic driver's probe returns last);
+//! * a driver is bound to or released from an interface (a class driver,
+//!   usbfs claiming it for a program, a detach): `bind` or `unbind`;
+//! * a configuration change: `unbind` and `remove` of the old interfaces,
+//!   `add` and `bind` of the new ones;
+//! * a device goes (`usb_disconnect`): for each interface `unbind` (if it
+//!   had a driver) and `remove`, then `unbind` and `remove` of the device.
+//!
+//! An event's variables are the `uevent` file's (see [`super::sysfs`]), after
+//! `ACTION`, `DEVPATH` and `SUBSYSTEM`: `DRIVER` only while a driver is
+//! bound (a `bind` has it, an `unbind` no longer). `SEQNUM` is the kernel's:
+//! the one that broadcasts the event appends it. Altsetting changes send
+//! nothing, as in the kernel.
+//!
+//! The watcher runs on a bus's thread: it only queues (at most
+//! [`MAX_QUEUED`] events; past that the oldest are dropped and counted), and
+//! a consumer takes them with [`UeventQueue::next`].
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use super::device::{DevRef, DeviceChange, DeviceWatcher, Interface, UsbDevice};
+use super::sysfs::{controller_name, device_name, device_uevent, interface_name, interface_uevent};
+use crate::base::sync::LockExt;
+
+/// Most events queued for a consumer that does not take them.
+pub const MAX_QUEUED: usize = 4096;
+
+/// What happened to a kernel object (`enum kobject_action`, the names of
+/// `kobject_actions[]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// `add`.
+    Add,
+    /// `remove`.
+    Remove,
+    /// `bind`: a driver took it.
+    Bind,
+    /// `unbind`: its driver let it go.
+    Unbind,
+}
+
+impl Action {
+    /// The kernel's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Add => "add",
+            Action::Remove => "remove",
+            Action::Bind => "bind",
+            Action::Unbind => "unbind",
+        }
+    }
+}
+
+/// One uevent, as the kernel composes it before it appends `SEQNUM`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Uevent {
+    /// What happened.
+    pub action: Action,
+    /// The object's path below `/sys`, from `/devices`.
+    pub devpath: String,
+    /// The variables, in the kernel's order: `ACTION`, `DEVPATH`,
+    /// `SUBSYSTEM`, then the `uevent` file's.
+    pub env: Vec<(String, String)>,
+    /// The device it is about, as it was then (for udev's properties).
+    pub device: Box<UsbDevice>,
+    /// The interface number, for an interface's event.
+    pub interface: Option<u8>,
+}
+
+impl Uevent {
+    /// The value of variable `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.env
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The payload the kernel broadcasts, without its `SEQNUM`:
+    /// `ACTION@DEVPATH`, then each `KEY=VALUE`, each NUL-terminated.
+    pub fn kernel_payload(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(256);
+        out.extend_from_slice(self.action.name().as_bytes());
+        out.push(b'@');
+        out.extend_from_slice(self.devpath.as_bytes());
+        out.push(0);
+        for (k, v) in &self.env {
+            out.extend_from_slice(k.as_bytes());
+            out.push(b'=');
+            out.extend_from_slice(v.as_bytes());
+            out.push(0);
+        }
+        out
+    }
+}
+
+/// A device's path below `/sys`: its hubs' names below the controller.
+pub fn device_devpath(d: &UsbDevice) -> String {
+    let mut p = format!(
+        "/devices/platform/{}/usb{}",
+        controller_name(d.busnum),
+        d.busnum
+    );
+    for n in 1..=d.port_path.len() {
+        let ports: Vec<String> = d.port_path[..n].iter().map(|p| p.to_string()).collect();
+        p.push_str(&format!("/{}-{}", d.busnum, ports.join(".")));
+    }
+    debug_assert!(p.ends_with(&device_name(d)));
+    p
+}
+
+/// `uevent` text lines as variables, without the `DRIVER` line when
+/// `driver` is false.
+fn vars(text: &str, driver: bool) -> impl Iterator<Item = (String, String)> + '_ {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .filter(move |(k, _)| driver || *k != "DRIVER")
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+}
+
+fn event(
+    action: Action,
+    devpath: String,
+    text: &str,
+    driver: bool,
+    d: &UsbDevice,
+    interface: Option<u8>,
+) -> Uevent {
+    let mut env = vec![
+        ("ACTION".to_string(), action.name().to_string()),
+        ("DEVPATH".to_string(), devpath.clone()),
+        ("SUBSYSTEM".to_string(), "usb".to_string()),
+    ];
+    env.extend(vars(text, driver));
+    Uevent {
+        action,
+        devpath,
+        env,
+        device: Box::new(d.clone()),
+        interface,
+    }
+}
+
+fn device_event(action: Action, d: &UsbDevice) -> Uevent {
+    let bound = action == Action::Bind;
+    event(action, device_devpath(d), &device_uevent(d), bound, d, None)
+}
+
+fn interface_event(action: Action, d: &UsbDevice, i: &Interface) -> Uevent {
+    let path = format!("{}/{}", device_devpath(d), interface_name(d, i.number));
+    // An `add` is sent before any driver probes the interface.
+    let bound = action == Action::Bind && i.driver.is_some();
+    event(
+        action,
+        path,
+        &interface_uevent(d, i),
+        bound,
+        d,
+        Some(i.number),
+    )
+}
+
+/// The uevents of an interface going: `unbind` if a driver had it, then
+/// `remove`.
+fn interface_gone(d: &UsbDevice, i: &Interface, out: &mut Vec<Uevent>) {
+    if i.driver.is_some() {
+        out.push(interface_event(Action::Unbind, d, i));
+    }
+    out.push(interface_event(Action::Remove, d, i));
+}
+
+/// The uevents of an interface coming: `add`, then `bind` if a driver
+/// takes it.
+fn interface_come(d: &UsbDevice, i: &Interface, out: &mut Vec<Uevent>) {
+    out.push(interface_event(Action::Add, d, i));
+    if i.driver.is_some() {
+        out.push(interface_event(Action::Bind, d, i));
+    }
+}
+
+/// Whether every interface a stock driver claims by its class has a
+/// driver: the generic driver's probe (which configured the device and had
+/// its interfaces probed) has returned, and the device is bound to `usb`.
+fn probed(d: &UsbDevice) -> bool {
+    d.interfaces
+        .iter()
+        .all(|i| i.driver.is_some() || super::class_driver(i.class, i.protocol).is_none())
+}
+
+/// The uevents that take a device from `old` to `new` (None: not there),
+/// `bound` saying whether its `bind` to `usb` was sent; and whether it is
+/// bound after them. The simulated class drivers bind a while after the
+/// device is added, so the device's `bind` waits for them, to come after
+/// its interfaces' as in the kernel.
+pub fn events_between(
+    old: Option<&UsbDevice>,
+    new: Option<&UsbDevice>,
+    bound: bool,
+) -> (Vec<Uevent>, bool) {
+    let mut out = Vec::new();
+    match (old, new) {
+        (None, Some(n)) => {
+            out.push(device_event(Action::Add, n));
+            for i in &n.interfaces {
+                interface_come(n, i, &mut out);
+            }
+        }
+        (Some(o), None) => {
+            for i in &o.interfaces {
+                interface_gone(o, i, &mut out);
+            }
+            if bound {
+                out.push(device_event(Action::Unbind, o));
+            }
+            out.push(device_event(Action::Remove, o));
+            return (out, false);
+        }
+        (Some(o), Some(n)) if o.active_config != n.active_config => {
+            for i in &o.interfaces {
+                interface_gone(o, i, &mut out);
+            }
+            for i in &n.interfaces {
+                interface_come(n, i, &mut out);
+            }
+        }
+        (Some(o), Some(n)) => {
+            for i in &n.interfaces {
+                match o.interfaces.iter().find(|x| x.number == i.number) {
+                    None => interface_come(n, i, &mut out),
+                    Some(was) if was.driver != i.driver => {
+                        if was.driver.is_some() {
+                            out.push(interface_event(Action::Unbind, o, was));
+                        }
+                        if i.driver.is_some() {
+                            out.push(interface_event(Action::Bind, n, i));
+                        }
+                    }
+                    Some(_) => {}
+                }
+            }
+            for i in &o.interfaces {
+                if !n.interfaces.iter().any(|x| x.number == i.number) {
+                    interface_gone(o, i, &mut out);
+                }
+            }
+        }
+        (None, None) => return (out, bound),
+    }
+    let n = new.expect("a device is there");
+    if !bound && probed(n) {
+        out.push(device_event(Action::Bind, n));
+        return (out, true);
+    }
+    (out, bound)
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Each registered device as the last event left it, and whether its
+    /// `bind` was sent.
+    devices: HashMap<DevRef, (UsbDevice, bool)>,
+    queue: VecDeque<Uevent>,
+    dropped: u64,
+    closed: bool,
+}
+
+/// The uevents of the simulated topology, queued for one consumer (the
+/// announcer of `monfs run`).
+#[derive(Default)]
+pub struct UeventQueue {
+    inner: Mutex<Inner>,
+    cv: Condvar,
+}
+
+impl UeventQueue {
+    /// An empty queue; register it with [`super::device::UsbCorePort::watch`].
+    pub fn new() -> UeventQueue {
+        UeventQueue::default()
+    }
+
+    /// The next event, waiting at most `timeout` for one; None on timeout
+    /// or once [`UeventQueue::close`]d.
+    pub fn next(&self, timeout: Duration) -> Option<Uevent> {
+        let mut g = self.inner.lock_ok();
+        loop {
+            if let Some(e) = g.queue.pop_front() {
+                return Some(e);
+            }
+            if g.closed {
+                return None;
+            }
+            let (ng, t) = self
+                .cv
+                .wait_timeout(g, timeout)
+                .unwrap_or_else(|e| e.into_inner());
+            g = ng;
+            if t.timed_out() && g.queue.is_empty() {
+                return None;
+            }
+        }
+    }
+
+    /// Events dropped because the consumer fell [`MAX_QUEUED`] behind.
+    pub fn dropped(&self) -> u64 {
+        self.inner.lock_ok().dropped
+    }
+
+    /// Whether [`UeventQueue::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.lock_ok().closed
+    }
+
+    /// Wake the consumer for good.
+    pub fn close(&self) {
+        self.inner.lock_ok().closed = true;
+        self.cv.notify_all();
+    }
+
+    /// The devices registered now, for a consumer that starts late.
+    pub fn devices(&self) -> Vec<UsbDevice> {
+        let mut v: Vec<UsbDevice> = self
+            .inner
+            .lock_ok()
+            .devices
+            .values()
+            .map(|(d, _)| d.clone())
+            .collect();
+        v.sort_by_key(|d| (d.busnum, d.devnum));
+        v
+    }
+}
+
+impl DeviceWatcher for UeventQueue {
+    fn changed(&self, change: &DeviceChange) {
+        let mut g = self.inner.lock_ok();
+        let evs = match change {
+            DeviceChange::Added(d) | DeviceChange::Changed(d) => {
+                if d.is_root_hub() {
+                    // Root hubs are there from the start (no hot-plug).
+                    g.devices.insert(d.dev, (d.clone(), true));
+                    return;
+                }
+                let (old, bound) = match g.devices.remove(&d.dev) {
+                    Some((o, b)) => (Some(o), b),
+                    None => (None, false),
+                };
+                let (evs, bound) = events_between(old.as_ref(), Some(d), bound);
+                g.devices.insert(d.dev, (d.clone(), bound));
+                evs
+            }
+            DeviceChange::Removed(r) => match g.devices.remove(r) {
+                Some((old, bound)) if !old.is_root_hub() => {
+                    events_between(Some(&old), None, bound).0
+                }
+                _ => Vec::new(),
+            },
+        };
+        if evs.is_empty() {
+            return;
+        }
+        for e in evs {
+            if g.queue.len() >= MAX_QUEUED {
+                g.queue.pop_front();
+                g.dropped += 1;
+            }
+            g.queue.push_back(e);
+        }
+        drop(g);
+        self.cv.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::usbcore::device::Speed;
+
+    fn keyboard(driver: Option<&str>) -> UsbDevice {
+        let descriptor = [
+            18, 1, 0x00, 0x02, 0, 0, 0, 8, 0x27, 0x06, 0x01, 0x00, 0x00, 0x00, 1, 4, 11, 1,
+        ];
+        UsbDevice {
+            dev: DevRef { bus: 1, id: 3 },
+            busnum: 1,
+            devnum: 2,
+            port_path: vec![1],
+            parent: Some(DevRef { bus: 1, id: 0 }),
+            level: 1,
+            speed: Speed::Full,
+            descriptor,
+            configs: vec![],
+            strings: vec![],
+            active_config: 1,
+            interfaces: vec![Interface {
+                number: 0,
+                alt: 0,
+                num_altsetting: 1,
+                class: 3,
+                subclass: 1,
+                protocol: 1,
+                num_endpoints: 1,
+                string_index: 0,
+                driver: driver.map(str::to_string),
+            }],
+            maxchild: 0,
+            controller: None,
+        }
+    }
+
+    fn summary(evs: &[Uevent]) -> Vec<String> {
+        evs.iter()
+            .map(|e| {
+                format!(
+                    "{} {} {}",
+                    e.action.name(),
+                    e.devpath.rsplit('/').next().unwrap(),
+                    e.get("DRIVER").unwrap_or("-")
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_plug_and_an_unplug_in_the_kernels_order() {
+        let k = keyboard(Some("usbhid"));
+        let (plug, bound) = events_between(None, Some(&k), false);
+        assert!(bound);
+        assert_eq!(
+            summary(&plug),
+            [
+                "add 1-1 -",
+                "add 1-1:1.0 -",
+                "bind 1-1:1.0 usbhid",
+                "bind 1-1 usb"
+            ]
+        );
+        let (unplug, _) = events_between(Some(&k), None, true);
+        assert_eq!(
+            summary(&unplug),
+            [
+                "unbind 1-1:1.0 -",
+                "remove 1-1:1.0 -",
+                "unbind 1-1 -",
+                "remove 1-1 -"
+            ]
+        );
+        let p = String::from_utf8(plug[0].kernel_payload()).unwrap();
+        assert_eq!(
+            p,
+            "add@/devices/platform/monfs_hcd.1/usb1/1-1\0ACTION=add\0\
+             DEVPATH=/devices/platform/monfs_hcd.1/usb1/1-1\0SUBSYSTEM=usb\0MAJOR=189\0\
+             MINOR=1\0DEVNAME=bus/usb/001/002\0DEVTYPE=usb_device\0PRODUCT=627/1/0\0\
+             TYPE=0/0/0\0BUSNUM=001\0DEVNUM=002\0"
+        );
+        let i = String::from_utf8(plug[2].kernel_payload()).unwrap();
+        assert_eq!(
+            i,
+            "bind@/devices/platform/monfs_hcd.1/usb1/1-1/1-1:1.0\0ACTION=bind\0\
+             DEVPATH=/devices/platform/monfs_hcd.1/usb1/1-1/1-1:1.0\0SUBSYSTEM=usb\0\
+             DEVTYPE=usb_interface\0DRIVER=usbhid\0PRODUCT=627/1/0\0TYPE=0/0/0\0\
+             INTERFACE=3/1/1\0MODALIAS=usb:v0627p0001d0000dc00dsc00dp00ic03isc01ip01in00\0"
+        );
+    }
+
+    #[test]
+    fn a_driver_detached_and_a_claim_are_unbind_and_bind() {
+        let q = UeventQueue::new();
+        q.changed(&DeviceChange::Added(keyboard(None)));
+        q.changed(&DeviceChange::Changed(keyboard(Some("usbhid"))));
+        q.changed(&DeviceChange::Changed(keyboard(None)));
+        q.changed(&DeviceChange::Changed(keyboard(Some("usbfs"))));
+        q.changed(&DeviceChange::Removed(DevRef { bus: 1, id: 3 }));
+        let mut evs = Vec::new();
+        while let Some(e) = q.next(Duration::ZERO) {
+            evs.push(e);
+        }
+        assert_eq!(
+            summary(&evs),
+            [
+                "add 1-1 -",
+                "add 1-1:1.0 -",
+                "bind 1-1:1.0 usbhid",
+                "bind 1-1 usb",
+                "unbind 1-1:1.0 -",
+                "bind 1-1:1.0 usbfs",
+                "unbind 1-1:1.0 -",
+                "remove 1-1:1.0 -",
+                "unbind 1-1 -",
+                "remove 1-1 -"
+            ]
+        );
+        assert_eq!(q.dropped(), 0);
+    }
+}
