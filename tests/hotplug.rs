@@ -1,0 +1,214 @@
+//! Hot-plug that programs see inside `monfs run` (as root, and as a user
+//! in the rootless leg): each `monfs ctl plug` and `unplug` is announced in
+//! the command's network namespace as the kernel and udev announce it, the
+//! kernel-format uevents on netlink group 1 in the kernel's order with the
+//! kernel's own SEQNUM, udev's after its database entry is written; libusb's
+//! hot-plug callback fires for each arrival and departure; nothing reaches
+//! the host's namespace; `--host-network` keeps the host's network and
+//! announces nothing.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use common::{compile_c_libs, monfs_bin, repo_path};
+
+/// One keyboard on bus 1 (four ports: the tests plug a mouse on port 3).
+const CONFIG: &str =
+    "usb:\n  buses:\n    - bus: 1\n      ports: 4\n      devices:\n        - {port: 1, kind: hid-keyboard}\n";
+
+/// `monfs run --timing fast --config CONFIG ARGS -- CMD`, with the monfs
+/// binary first on PATH (for `monfs ctl`).
+fn run(dir: &Path, args: &[&str], cmd: &[&str]) -> Output {
+    common::require_fuse();
+    let cfg = dir.join("c.yaml");
+    std::fs::write(&cfg, CONFIG).unwrap();
+    let bin = monfs_bin();
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Command::new(&bin)
+        .args(["run", "--timing", "fast", "--config"])
+        .arg(&cfg)
+        .args(args)
+        .arg("--")
+        .args(cmd)
+        .env("TMPDIR", dir)
+        .env("PATH", path)
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run monfs")
+}
+
+fn ok(o: &Output) -> String {
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{}\nstdout:\n{out}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+#[test]
+fn a_plug_and_an_unplug_are_announced_as_the_kernel_and_udev_announce_them() {
+    let td = tempfile::tempdir().unwrap();
+    let out = ok(&run(
+        td.path(),
+        &[],
+        &["python3", &repo_path("tests/data/hotplug_listen.py")],
+    ));
+    let lines: Vec<&str> = out.lines().collect();
+    // The kernel's events: the action, the object, its driver.
+    let kernel: Vec<String> = lines[..8]
+        .iter()
+        .map(|l| l.rsplit_once(' ').unwrap().0.to_string())
+        .collect();
+    assert_eq!(
+        kernel,
+        [
+            "add 1-3 -",
+            "add 1-3:1.0 -",
+            "bind 1-3:1.0 usbhid",
+            "bind 1-3 usb",
+            "unbind 1-3:1.0 -",
+            "remove 1-3:1.0 -",
+            "unbind 1-3 -",
+            "remove 1-3 -"
+        ],
+        "{out}"
+    );
+    // SEQNUM grows from event to event: it is the kernel's own counter,
+    // which every namespace's uevents share (another namespace's events
+    // between two of ours take the numbers between).
+    let seq: Vec<u64> = lines[..8]
+        .iter()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse().unwrap())
+        .collect();
+    for w in seq.windows(2) {
+        assert!(w[1] > w[0], "{seq:?}");
+    }
+    // libudev's monitor, filtered on usb/usb_device (its socket filter
+    // checks the libudev header's hashes), hears the device's four.
+    assert_eq!(
+        lines[8..12],
+        [
+            "udev: add 1-3",
+            "udev: bind 1-3",
+            "udev: unbind 1-3",
+            "udev: remove 1-3"
+        ],
+        "{out}"
+    );
+    // The database entry of the device while it was plugged.
+    let db = &lines[12..];
+    assert!(db[0].starts_with("I:"), "{out}");
+    for want in [
+        "E:ID_BUS=usb",
+        "E:ID_VENDOR_ID=0627",
+        "E:ID_MODEL_ID=0001",
+        "E:ID_MODEL=QEMU_USB_Mouse",
+        "E:ID_USB_INTERFACES=:030102:",
+    ] {
+        assert!(db.contains(&want), "{want} not in {db:?}");
+    }
+    assert_eq!(db.last(), Some(&"V:1"));
+}
+
+#[test]
+fn libusb_hotplug_callbacks_fire_for_every_plug_and_unplug() {
+    let td = tempfile::tempdir().unwrap();
+    let tool = compile_c_libs("libusb_hotplug", td.path(), &["-lusb-1.0"]);
+    let out = ok(&run(td.path(), &[], &[tool.to_str().unwrap(), "10"]));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "has_hotplug 1");
+    // Ten rounds: the arrival (a new address each time, as the kernel
+    // gives), the device in the same context's list and opened, the
+    // departure; none missed, none doubled.
+    assert_eq!(lines.len(), 1 + 10 * 3, "{out}");
+    for (i, r) in lines[1..].chunks(3).enumerate() {
+        let addr = 3 + i;
+        assert_eq!(r[0], format!("arrived 1:{addr} 0627:0001"), "{out}");
+        assert_eq!(r[1], "listed 1 opened 1", "{out}");
+        assert_eq!(r[2], format!("left 1:{addr}"), "{out}");
+    }
+}
+
+/// A listener on the host's kernel group while a run plugs and unplugs:
+/// none of monfs's uevents (`monfs_hcd` in their path) reach it.
+#[test]
+fn nothing_reaches_the_hosts_namespace() {
+    use std::os::fd::AsRawFd;
+    let td = tempfile::tempdir().unwrap();
+    // SAFETY: socket(2)/bind(2) of a netlink socket on group 1.
+    let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 15) };
+    assert!(fd >= 0);
+    // SAFETY: fd is the new descriptor.
+    let sock = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    // SAFETY: sockaddr_nl is plain data.
+    let mut a: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    a.nl_family = libc::AF_NETLINK as u16;
+    a.nl_groups = 1;
+    // SAFETY: bind with a sockaddr_nl of its size.
+    let r = unsafe {
+        libc::bind(
+            sock.as_raw_fd(),
+            &a as *const libc::sockaddr_nl as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_nl>() as u32,
+        )
+    };
+    assert_eq!(r, 0);
+    let out = ok(&run(
+        td.path(),
+        &[],
+        &["python3", &repo_path("tests/data/hotplug_listen.py")],
+    ));
+    assert!(out.contains("remove 1-3"), "{out}");
+    // Everything the host's group carried meanwhile (the run's events
+    // came and went before it ended).
+    let mut buf = vec![0u8; 8192];
+    loop {
+        // SAFETY: a non-blocking recv into buf.
+        let n = unsafe {
+            libc::recv(
+                sock.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n <= 0 {
+            break;
+        }
+        let m = String::from_utf8_lossy(&buf[..n as usize]);
+        assert!(!m.contains("monfs_hcd"), "the host heard {m:?}");
+    }
+}
+
+#[test]
+fn host_network_keeps_the_hosts_network_and_announces_nothing() {
+    let td = tempfile::tempdir().unwrap();
+    let o = run(
+        td.path(),
+        &["--host-network"],
+        &[
+            "sh",
+            "-c",
+            "readlink /proc/self/ns/net; ls /run/udev/data 2>/dev/null | grep -c c189 || true",
+        ],
+    );
+    let out = ok(&o);
+    let host = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let mut l = out.lines();
+    assert_eq!(l.next(), Some(host.to_str().unwrap()));
+    assert_eq!(l.next(), Some("0"), "{out}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--host-network"));
+    // Without it the command's namespace is another one.
+    let out = ok(&run(td.path(), &[], &["readlink", "/proc/self/ns/net"]));
+    assert_ne!(out.trim(), host.to_str().unwrap());
+}
