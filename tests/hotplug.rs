@@ -212,3 +212,45 @@ fn host_network_keeps_the_hosts_network_and_announces_nothing() {
     let out = ok(&run(td.path(), &[], &["readlink", "/proc/self/ns/net"]));
     assert_ne!(out.trim(), host.to_str().unwrap());
 }
+
+#[test]
+fn pyudev_and_gusb_hear_the_plug_and_the_unplug() {
+    let td = tempfile::tempdir().unwrap();
+    // Debian's interpreter, where python3-pyudev and GUsb's typelib are.
+    let out = ok(&run(
+        td.path(),
+        &[],
+        &[
+            "/usr/bin/python3",
+            &repo_path("tests/data/hotplug_clients.py"),
+        ],
+    ));
+    let lines: Vec<&str> = out.lines().collect();
+    let pyudev: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("pyudev"))
+        .collect();
+    assert_eq!(
+        pyudev,
+        [
+            "pyudev add 1-3 QEMU_USB_Mouse",
+            "pyudev bind 1-3 QEMU_USB_Mouse",
+            "pyudev unbind 1-3 QEMU_USB_Mouse",
+            "pyudev remove 1-3 QEMU_USB_Mouse"
+        ],
+        "{out}"
+    );
+    for want in [
+        "gusb added 0627:0001 1:3",
+        "gusb removed 1:3",
+        "from_sys_path 0627:0001 initialized=True",
+    ] {
+        assert!(lines.contains(&want), "{want} not in:\n{out}");
+    }
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("gusb")).count(),
+        2,
+        "{out}"
+    );
+}
