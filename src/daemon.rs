@@ -37,8 +37,15 @@ pub struct Monfs {
 
 impl Monfs {
     /// Build everything for `cfg`; files are owned by `uid:gid`. Simulators are
-    /// not started yet (see [`Monfs::start`]).
-    pub fn new(cfg: &Config, uid: u32, gid: u32) -> Monfs {
+    /// not started yet (see [`Monfs::start`]). `uevents`, if given, is told
+    /// of every topology change after usbfs and sysfs show it, and counts
+    /// it pending from before (see [`crate::usbcore::uevent::UeventGate`]).
+    pub fn new(
+        cfg: &Config,
+        uid: u32,
+        gid: u32,
+        uevents: Option<Arc<crate::usbcore::uevent::UeventQueue>>,
+    ) -> Monfs {
         let clock: Arc<dyn Clock> = match cfg.clock {
             ClockKind::Real => Arc::new(RealClock::new()),
             ClockKind::Virtual => Arc::new(VirtualClock::new()),
@@ -87,11 +94,18 @@ impl Monfs {
             0o600,
         );
         crate::tracefs::add_files(&tracing, &tree);
+        let port: Arc<dyn crate::usbcore::device::UsbCorePort> = usb.clone();
+        if let Some(q) = &uevents {
+            port.watch(Arc::new(crate::usbcore::uevent::UeventGate(q.clone())));
+        }
         // usbfs: programs drive the simulated devices through the core's port.
         let usbfs = crate::usbcore::devio::UsbFs::install(&tree, usb.clone(), &bus_numbers);
         // sysfs: sys/bus/usb and the device directories, from the same port.
-        let port: Arc<dyn crate::usbcore::device::UsbCorePort> = usb.clone();
         let sysfs = crate::usbcore::sysfs::UsbSysfs::install(&tree, &port);
+        // uevents go out once usbfs and sysfs show the change.
+        if let Some(q) = uevents {
+            port.watch(q);
+        }
         // Napping buses are caught up before, and woken after, requests.
         tree.add_request_hooks(usb.clone());
         let monreader = crate::monreader::MonReaderDev::install(

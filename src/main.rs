@@ -148,7 +148,10 @@ enum Cmd {
     /// tcpdump, trace-cmd) work on the simulated devices, and nothing
     /// changes outside: the mount and the paths live in a private mount
     /// namespace (as any user but root, in a user namespace too, where
-    /// COMMAND still runs as you), and go when COMMAND ends. COMMAND gets
+    /// COMMAND still runs as you), and go when COMMAND ends. COMMAND also
+    /// gets a network namespace of its own (loopback only: it gives up the
+    /// host's network; see --host-network), where plugs and unplugs are
+    /// announced as uevents, with the udev database in /run/udev. COMMAND gets
     /// MONFS_MOUNT (the mount's path) and MONFS_SOCKET (its control socket,
     /// which `monfs ctl` then uses by itself) in its environment, and
     /// SYSTEMD_DEVICE_VERIFY_SYSFS=0, with which libudev accepts monfs's
@@ -233,7 +236,9 @@ enum Cmd {
     /// Send a command to a running daemon's control socket (see `monfs ctl
     /// MOUNTPOINT help`). Exit 0 if it was carried out, 1 if refused. Inside
     /// `monfs run`, where MONFS_SOCKET names the socket, MOUNTPOINT may be
-    /// left out: `monfs ctl plug 1 3 mass-storage`.
+    /// left out: `monfs ctl plug 1 3 mass-storage`. `plug --wait ...` and
+    /// `unplug --wait ...` return once the device is there (enumerated,
+    /// drivers bound) or gone (the `wait` command).
     Ctl {
         /// The mountpoint of the daemon to talk to (optional where
         /// MONFS_SOCKET is set).

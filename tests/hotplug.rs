@@ -254,3 +254,27 @@ fn pyudev_and_gusb_hear_the_plug_and_the_unplug() {
         "{out}"
     );
 }
+
+/// `monfs ctl plug --wait` returns once the device is there and its
+/// uevents are out (its database entry written); `unplug --wait` once the
+/// core let it go and its entry is removed.
+#[test]
+fn plug_and_unplug_wait_until_the_device_is_announced_and_gone() {
+    let td = tempfile::tempdir().unwrap();
+    let out = ok(&run(
+        td.path(),
+        &[],
+        &[
+            "sh",
+            "-c",
+            "monfs ctl plug --wait 1 3 hid-mouse; grep ^E:ID_MODEL= /run/udev/data/c189:2; \
+             ls /sys/bus/usb/devices/1-3:1.0/driver >/dev/null && echo bound; \
+             monfs ctl unplug --wait 1 3; ls /run/udev/data; ls /sys/bus/usb/devices | grep -c ^1-3 || true",
+        ],
+    ));
+    assert_eq!(
+        out,
+        "ok plugged HidMouse on bus 1 port 3\nok bus 1 port 3 present\nE:ID_MODEL=QEMU_USB_Mouse\n\
+         bound\nok unplugged bus 1 port 3\nok bus 1 port 3 gone\n+usb:1-1:1.0\nc189:1\n0\n"
+    );
+}

@@ -529,13 +529,16 @@ class Mount:
             self._ctl = Control(self.socket)
         return self._ctl
 
-    def plug(self, bus: int, ports: Ports, kind: str, **settings: object) -> str:
-        """Hot-plug a device (see :meth:`monfs.Control.plug`)."""
-        return self.ctl.plug(bus, ports, kind, **settings)
+    def plug(self, bus: int, ports: Ports, kind: str, wait: bool = True,
+             **settings: object) -> str:
+        """Hot-plug a device; with ``wait``, return once it is there (see
+        :meth:`monfs.Control.plug`)."""
+        return self.ctl.plug(bus, ports, kind, wait=wait, **settings)
 
-    def unplug(self, bus: int, ports: Ports) -> str:
-        """Unplug a device (see :meth:`monfs.Control.unplug`)."""
-        return self.ctl.unplug(bus, ports)
+    def unplug(self, bus: int, ports: Ports, wait: bool = True) -> str:
+        """Unplug a device; with ``wait``, return once it is gone (see
+        :meth:`monfs.Control.unplug`)."""
+        return self.ctl.unplug(bus, ports, wait=wait)
 
     def fault(self, bus: int, ports: Ports, kind: str) -> str:
         """Fault a device's next transfer (see :meth:`monfs.Control.fault`)."""

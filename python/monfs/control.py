@@ -125,19 +125,33 @@ class Control:
         """The daemon's command list."""
         return self.command("help")
 
-    def plug(self, bus: int, ports: Ports, kind: str, **settings: object) -> str:
+    def plug(self, bus: int, ports: Ports, kind: str, wait: bool = True,
+             **settings: object) -> str:
         """Hot-plug a device of ``kind`` (``hub``, ``hid-keyboard``,
         ``hid-mouse``, ``hid-tablet``, ``mass-storage``, ``audio``,
         ``webcam``, ``flood``, ``descriptors``) at ``ports`` of ``bus``.
         ``settings`` are the device's (``vendor_id=0x1234``,
         ``product="Hot Stick"``, ``interval_ms=8``, ``transfer_size=512``,
         ``descriptors="/abs/dump"`` for kind ``descriptors``; the daemon
-        reads that file itself, so give an absolute path)."""
+        reads that file itself, so give an absolute path). With ``wait``
+        (the default) it returns once the device has enumerated and its
+        drivers are bound (:meth:`wait`)."""
         desc = settings.get("descriptors")
         if isinstance(desc, (str, os.PathLike)):
             settings["descriptors"] = os.path.abspath(os.fspath(desc))
         words = ["plug", str(int(bus)), format_ports(ports), _word(kind)] + _settings(settings)
-        return self.command(" ".join(words))
+        answer = self.command(" ".join(words))
+        if wait:
+            self.wait(bus, ports, present=True)
+        return answer
+
+    def wait(self, bus: int, ports: Ports, present: bool = True, timeout: float = 30.0) -> str:
+        """Return once a device at ``ports`` of ``bus`` has enumerated and
+        had its drivers bound (``present``), or none is there; the daemon
+        wakes on the bus's changes, nothing polls. :class:`CommandError`
+        after ``timeout`` seconds."""
+        return self.command("wait %d %s %s timeout_ms=%d" % (
+            bus, format_ports(ports), "present" if present else "gone", int(timeout * 1000)))
 
     def plug_from_capture(self, bus: int, ports: Ports, capture: PathLike, devaddr: int,
                           **settings: object) -> str:
@@ -147,9 +161,13 @@ class Control:
                  str(int(devaddr))] + _settings(settings)
         return self.command(" ".join(words), file=capture)
 
-    def unplug(self, bus: int, ports: Ports) -> str:
-        """Unplug the device at ``ports`` (its in-flight URBs fail with -71)."""
-        return self.command("unplug %d %s" % (bus, format_ports(ports)))
+    def unplug(self, bus: int, ports: Ports, wait: bool = True) -> str:
+        """Unplug the device at ``ports`` (its in-flight URBs fail with -71);
+        with ``wait`` (the default), return once it is gone."""
+        answer = self.command("unplug %d %s" % (bus, format_ports(ports)))
+        if wait:
+            self.wait(bus, ports, present=False)
+        return answer
 
     def fault(self, bus: int, ports: Ports, kind: str) -> str:
         """Make the device's next data transfer end with ``kind``, one of

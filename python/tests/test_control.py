@@ -109,3 +109,20 @@ def test_control_from_the_environment(monkeypatch):
     monkeypatch.delenv("MONFS_SOCKET")
     with pytest.raises(monfs.MonfsError, match="MONFS_SOCKET"):
         monfs.Control.from_env()
+
+
+def test_plug_and_unplug_return_when_the_device_is_there_and_gone():
+    # The daemon wakes the wait on the bus's changes: right after plug()
+    # the device is listed with its driver bound, right after unplug() it
+    # is not listed.
+    with monfs.Mount(KEYBOARD) as m:
+        m.plug(1, 3, "hid-mouse")
+        text = m.read("usb/devices")
+        assert "Product=QEMU USB Mouse" in text
+        assert "Driver=usbhid" in text.split("Product=QEMU USB Mouse", 1)[1]
+        m.unplug(1, 3)
+        assert "Product=QEMU USB Mouse" not in m.read("usb/devices")
+        # An explicit wait for what is not coming ends in a CommandError.
+        with pytest.raises(monfs.CommandError) as e:
+            m.ctl.wait(1, 3, present=True, timeout=0.2)
+        assert "not present within 200 ms" in e.value.reason

@@ -771,5 +771,42 @@ else:
     res("FAIL", "libusb: the session's usbmon lines differ",
         "kernel: %s || monfs: %s || diff: %s" % (" | ".join(kw or []), " | ".join(mw or []), " ".join(d)))
 
+# ------------------------------------------------------------------ uevents
+# tests/c/uevent_listen.c on netlink group 1, the keyboard's (1-1) events:
+# on the kernel while its port is disabled (the unplug: qemu's xHCI does not
+# report the device again when the port is enabled), inside `monfs run`
+# while `monfs ctl` unplugs and plugs it. The unplug's events are compared:
+# the same actions in the same order, each with the same keys in the same
+# order and the same values, but for what names a place or a number the two
+# buses give differently (SEQNUM, DEVPATH, DEVNAME, MINOR, DEVNUM); the plug
+# half is an INFO line.
+UEV_PLACE = ("SEQNUM", "DEVPATH", "DEVNAME", "MINOR", "DEVNUM")
+
+
+def uevents(side):
+    out = []
+    for ln in lines(side, "uevents.txt") or []:
+        if ln == "ready":
+            continue
+        f = ln.split(" | ")
+        head = f[0].split("@", 1)[0]
+        kv = [x.split("=", 1) for x in f[1:] if "=" in x]
+        name = dict(kv).get("DEVPATH", "").rsplit("/", 1)[-1]
+        kind = name.split(":", 1)[1] if ":" in name else "device"
+        out.append((head, kind, [(k, "-" if k in UEV_PLACE else v) for k, v in kv]))
+    return out
+
+
+def show(evs):
+    return " / ".join("%s %s %s" % (a, k, ",".join("%s=%s" % x for x in kv)) for a, k, kv in evs)
+
+
+ku, mu = uevents("kernel"), uevents("fuse")
+check(len(ku) == 4 and ku == mu[:4],
+      "uevents: the keyboard's unplug, the kernel's actions, keys and values (%d events)" % len(ku),
+      "kernel: %s || monfs: %s" % (show(ku), show(mu[:4])))
+res("INFO", "uevents: monfs's plug of the keyboard (qemu's xHCI gives no replug to compare with)",
+    show(mu[4:]))
+
 # ------------------------------------------------------------------ report
 write_report_and_exit()

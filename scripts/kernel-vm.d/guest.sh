@@ -255,6 +255,19 @@ echo "$KDEV" > $O/kernel/usbfs_devnum.txt
 usbfs_session $O/kernel $M /dev/bus/usb/001/$(printf %03d "$KDEV")
 step "K4l. kernel: libusb session with the keyboard (/dev/bus/usb)"
 libusb_session $O/kernel $M /dev/bus/usb/001/$(printf %03d "$KDEV")
+step "K4h. kernel: the uevents of an unplug of the keyboard (its port disabled)"
+# usb_disconnect of the keyboard alone (qemu's xHCI does not report the
+# device again when the port is enabled, so the plug half is monfs's only).
+PORT=/sys/bus/usb/devices/1-0:1.0/usb1-port1/disable
+if [ -e $PORT ]; then
+	bg kuev "$O/kernel/uevents.txt" uevent_listen 20 4 1-1
+	waitfor 5 "grep -q ready $O/kernel/uevents.txt" || err "kernel: uevent_listen did not start"
+	echo 1 > $PORT
+	finish kuev 20
+	echo 0 > $PORT
+else
+	err "kernel: no $PORT to disable the keyboard's port with"
+fi
 step "K5. kernel: unload usbmon (its /dev/usbmonN names are monfs's next)"
 rmmod usbmon || err "rmmod usbmon failed"
 waitfor 5 '[ ! -e /dev/usbmon1 ]' || err "/dev/usbmon1 still exists after rmmod usbmon"
@@ -329,6 +342,17 @@ monreader_tool -n 2 -N -i 15000 $MNT/dev/monreader > $O/fuse/monreader.txt 2>&1;
 if [ -n "$CUSEFLAG" ]; then
 	monreader_tool -n 2 -N -i 15000 /dev/monreader > $O/cuse/monreader.txt 2>&1; echo $? > $O/cuse/monreader.txt.rc
 fi
+step "M5h. monfs run: the uevents of an unplug and a plug of the keyboard (monfs ctl)"
+mkdir -p /run
+monfs run --timing fast --config /etc/monfs-qemu.yaml -- sh -c '
+	# The keyboard plugs 4 ms after the start (fast timing): its plug is
+	# over, and announced, before the listener starts.
+	monfs ctl wait 1 1 present >/dev/null
+	uevent_listen 40 8 1-1 > /out/fuse/uevents.txt & L=$!
+	n=50; until grep -q ready /out/fuse/uevents.txt || [ $n = 0 ]; do sleep 0.1; n=$((n - 1)); done
+	monfs ctl unplug --wait 1 1 >/dev/null
+	monfs ctl plug 1 1 hid-keyboard >/dev/null
+	wait $L' > $O/fuse/uevents.run 2>&1 || err "monfs run: the uevent session failed: $(tail -3 $O/fuse/uevents.run)"
 step "M6. monfs: unmount"
 kill -TERM $PID_monfs
 finish monfs 10

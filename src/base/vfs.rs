@@ -400,6 +400,41 @@ impl Tree {
         ino
     }
 
+    /// Put a file or symlink at `path` as [`Tree::add`] does, but keep the
+    /// inode of a file or symlink already there (sysfs refreshing an
+    /// attribute): a caller that looked the old one up just before still
+    /// opens or reads it, instead of finding a removed inode (ENOENT). A
+    /// symlink whose target is unchanged is left alone.
+    pub fn set(&self, path: &str, kind: NodeKind, perm: u32) -> u64 {
+        {
+            let mut inner = self.inner.write_ok();
+            if let Some(ino) = inner.resolve(path) {
+                let same_target = |n: &Node| match (&n.kind, &kind) {
+                    (NodeKind::Symlink(a), NodeKind::Symlink(b)) => Some(a == b),
+                    (NodeKind::File(_), NodeKind::File(_)) => Some(false),
+                    _ => None,
+                };
+                match inner.nodes.get(&ino).and_then(same_target) {
+                    Some(true) => return ino,
+                    Some(false) => {
+                        let n = inner.nodes.get_mut(&ino).expect("resolved");
+                        n.kind = kind;
+                        n.perm = perm;
+                        let (parent, name) = (n.parent, n.name.clone());
+                        drop(inner);
+                        // Its attributes (size, mode) may have changed.
+                        if let Some(kc) = self.kernel_cache.get() {
+                            kc.inval_entry(parent, &name);
+                        }
+                        return ino;
+                    }
+                    None => {}
+                }
+            }
+        }
+        self.add(path, kind, perm)
+    }
+
     /// Add a directory at `path` the way eventfs adds an event's directory:
     /// a file of the same name already there (a system's `enable` or
     /// `filter` when an event is named so) stays, listed beside it, and

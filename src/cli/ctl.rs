@@ -22,6 +22,25 @@ pub fn ctl(mountpoint: PathBuf, command: Vec<String>, socket: Option<PathBuf>) -
         eprintln!("monfs ctl: no command given (try `monfs ctl MOUNTPOINT help`)");
         return ExitCode::from(2);
     }
+    // `plug --wait ...` and `unplug --wait ...`: the command, then `wait`
+    // until the device is there (enumerated, drivers bound) or gone.
+    let mut command = command;
+    let then_wait = match command.iter().position(|w| w == "--wait") {
+        Some(i) if matches!(command[0].as_str(), "plug" | "unplug") && command.len() > 3 => {
+            command.remove(i);
+            let what = if command[0] == "plug" {
+                "present"
+            } else {
+                "gone"
+            };
+            Some(format!("wait {} {} {what}", command[1], command[2]))
+        }
+        Some(_) => {
+            eprintln!("monfs ctl: --wait goes with plug and unplug");
+            return ExitCode::from(2);
+        }
+        None => None,
+    };
     let socket = socket.unwrap_or_else(|| {
         std::fs::read_to_string(mountpoint.join("monfs/socket"))
             .map(|s| PathBuf::from(s.trim()))
@@ -44,7 +63,16 @@ pub fn ctl(mountpoint: PathBuf, command: Vec<String>, socket: Option<PathBuf>) -
             return ExitCode::from(1);
         }
     };
-    match crate::control::send(&socket, &line, file.as_ref()) {
+    let code = send(&socket, &line, file.as_ref());
+    match then_wait {
+        Some(w) if code == ExitCode::SUCCESS => send(&socket, &w, None),
+        _ => code,
+    }
+}
+
+/// Send one line, print the answer: 0 for `ok`, 1 otherwise.
+fn send(socket: &std::path::Path, line: &str, file: Option<&std::fs::File>) -> ExitCode {
+    match crate::control::send(socket, line, file) {
         Ok(answer) => {
             print!("{answer}");
             if answer.starts_with("ok") {

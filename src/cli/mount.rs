@@ -172,22 +172,30 @@ impl Overrides {
 /// the command's `/run/udev`.
 pub const UEVENTS_ENV: &str = "MONFS_UEVENTS";
 
-/// Announce every topology change of `fs` as the kernel and udev would, in
-/// this process's network namespace (see [`crate::udev::announce`]).
-fn announce_uevents(fs: &Monfs, run_udev: &std::path::Path) {
-    use crate::usbcore::device::UsbCorePort;
-    let queue = Arc::new(crate::usbcore::uevent::UeventQueue::new());
-    match crate::udev::announce::Announcer::new(run_udev) {
-        Ok(a) => {
-            fs.usb.watch(queue.clone());
-            if let Err(e) = a.spawn(queue) {
-                warn!("uevents: no announcer thread: {e}");
-            }
-        }
-        Err(e) => warn!(
-            "uevents: cannot announce (udev database {}): {e}",
-            run_udev.display()
-        ),
+/// The file of the mount that says how many uevents are still to be
+/// announced.
+pub const UEVENTS_PENDING: &str = "monfs/uevents_pending";
+
+/// Announce every topology change `queue` (watching `fs`'s devices) is told
+/// of as the kernel and udev would, in this process's network namespace
+/// (see [`crate::udev::announce`]), and publish how many are still to be
+/// announced (`monfs run` waits for 0).
+fn announce_uevents(
+    fs: &Monfs,
+    announcer: crate::udev::announce::Announcer,
+    queue: Arc<crate::usbcore::uevent::UeventQueue>,
+) {
+    fs.control.set_uevents(queue.clone());
+    let q = queue.clone();
+    fs.tree.add(
+        UEVENTS_PENDING,
+        crate::base::vfs::NodeKind::File(Arc::new(crate::base::vfs::SnapshotFile::new(
+            move || format!("{}\n", q.pending()).into_bytes(),
+        ))),
+        0o444,
+    );
+    if let Err(e) = announcer.spawn(queue) {
+        warn!("uevents: no announcer thread: {e}");
     }
 }
 
@@ -294,12 +302,25 @@ pub fn mount(
     };
     let (uid, gid) = (getuid().as_raw(), getgid().as_raw());
     crate::base::budget::bound_allocator();
-    let fs = Monfs::new(&cfg, uid, gid);
     // `monfs run` has its daemon announce the topology's uevents in the
     // command's network namespace, with the udev database in this
     // directory (its /run/udev).
-    if let Some(dir) = std::env::var_os(UEVENTS_ENV) {
-        announce_uevents(&fs, std::path::Path::new(&dir));
+    let uevents = std::env::var_os(UEVENTS_ENV).and_then(|dir| {
+        let dir = std::path::PathBuf::from(dir);
+        match crate::udev::announce::Announcer::new(&dir) {
+            Ok(a) => Some((a, Arc::new(crate::usbcore::uevent::UeventQueue::new()))),
+            Err(e) => {
+                warn!(
+                    "uevents: cannot announce (udev database {}): {e}",
+                    dir.display()
+                );
+                None
+            }
+        }
+    });
+    let fs = Monfs::new(&cfg, uid, gid, uevents.as_ref().map(|(_, q)| q.clone()));
+    if let Some((a, q)) = uevents {
+        announce_uevents(&fs, a, q);
     }
     if std::env::var_os("MONFS_FAULT_INJECT").is_some_and(|v| v == "1") {
         info!("MONFS_FAULT_INJECT=1: the test-only `panic` control command is enabled");

@@ -133,6 +133,18 @@ pub enum CtlError {
     #[error("empty command; try help")]
     Empty,
     /// An unknown command.
+    /// `wait` ran out of time.
+    #[error("bus {bus} port {ports}: not {what} within {ms} ms")]
+    WaitTimedOut {
+        /// The bus.
+        bus: u16,
+        /// The port path.
+        ports: String,
+        /// `present` or `gone`.
+        what: &'static str,
+        /// How long it waited.
+        ms: u64,
+    },
     #[error("unknown command {0:?}; try help")]
     UnknownCommand(String),
     /// A line with an odd number of double quotes.

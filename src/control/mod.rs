@@ -27,7 +27,7 @@
 //! [`Control::enable_fault_injection`]); otherwise `panic` is an unknown
 //! command.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,6 +44,7 @@ use crate::sim::usb::{replay, Fault, UsbSim};
 use crate::sim::zvm::{Fault as ZvmFault, Monitor};
 use crate::sim::SimError;
 use crate::tracefs::Tracing;
+use crate::usbcore::device::DevRef;
 pub use error::{CtlError, SocketError};
 pub use socket::{
     default_socket, ensure_private_dir, peer_cred, run_dir, send, send_with_file, tmp_run_dir,
@@ -66,6 +67,7 @@ trace SYSTEM:EVENT field=value ...
 replay start BUS FILE [speed=F] [loop] [after_ms=N]   (monfs ctl only: it opens FILE)
 replay stop BUS
 replay status BUS
+wait BUS PORTS present|gone [timeout_ms=N]   (a device there, enumerated and its drivers bound; or gone)
 help
 (PORTS: a root port, or a path through hubs such as 4.1)
 ";
@@ -98,7 +100,45 @@ pub struct Control {
     /// The memory of devices plugged with `plug` (bus, port path), charged
     /// to the memory budget until they are unplugged (issue 37).
     plugged: Mutex<Vec<(u16, Vec<u8>, crate::base::budget::Grant)>>,
+    /// Told of every topology change, for `wait`.
+    changes: Arc<Changes>,
+    /// The uevents being announced (inside `monfs run`): `wait` returns
+    /// only once its device's are out.
+    uevents: Mutex<Option<Arc<crate::usbcore::uevent::UeventQueue>>>,
 }
+
+/// A device's bus, port path, and whether its probe is over.
+type Where = (u16, Vec<u8>, bool);
+
+/// The devices as the core's changes left them (bus, port path, whether
+/// probed), the same stream sysfs follows, and a condition to wait for the
+/// next change on (`wait` sleeps on it instead of polling).
+#[derive(Default)]
+struct Changes {
+    devices: Mutex<HashMap<DevRef, Where>>,
+    cv: std::sync::Condvar,
+}
+
+impl crate::usbcore::device::DeviceWatcher for Changes {
+    fn changed(&self, change: &crate::usbcore::device::DeviceChange) {
+        use crate::usbcore::device::DeviceChange;
+        let mut g = self.devices.lock_ok();
+        match change {
+            DeviceChange::Added(d) | DeviceChange::Changed(d) => {
+                g.insert(d.dev, (d.busnum, d.port_path.clone(), d.probed));
+            }
+            DeviceChange::Removed(r) => {
+                g.remove(r);
+            }
+        }
+        drop(g);
+        self.cv.notify_all();
+    }
+}
+
+/// The longest `wait` (and its default).
+const WAIT_MAX_MS: u64 = 600_000;
+const WAIT_DEFAULT_MS: u64 = 30_000;
 
 fn parse_bus(s: Option<&str>) -> Result<u16, CtlError> {
     let s = s.ok_or(CtlError::Missing("bus number"))?;
@@ -163,7 +203,11 @@ impl Control {
 
     /// Control over these facilities and simulators.
     pub fn new(usb: Arc<UsbSim>, zvm: Arc<Monitor>, tracing: Arc<Tracing>) -> Self {
+        let changes = Arc::new(Changes::default());
+        crate::usbcore::device::UsbCorePort::watch(&*usb, changes.clone());
         Control {
+            changes,
+            uevents: Mutex::new(None),
             usb,
             zvm,
             tracing,
@@ -171,6 +215,11 @@ impl Control {
             fault_inject: AtomicBool::new(false),
             plugged: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Have `wait` also wait until the uevents queued so far are announced.
+    pub fn set_uevents(&self, q: Arc<crate::usbcore::uevent::UeventQueue>) {
+        *self.uevents.lock_ok() = Some(q);
     }
 
     /// Accept the test-only `panic` command, which panics inside the command
@@ -196,6 +245,14 @@ impl Control {
         files: &mut VecDeque<OwnedFd>,
     ) -> Result<String, CtlError> {
         let line = line.trim();
+        if line.split_whitespace().next() == Some("wait") {
+            // It sleeps: never under the control lock.
+            let r = self.wait(line);
+            if let Err(e) = &r {
+                warn!(command = line, "control command refused: {e}");
+            }
+            return r;
+        }
         let r = self.prepare(line, files).and_then(|replay| {
             let recorded = self.prepare_recorded(line, files)?;
             let descriptors = self.prepare_descriptors(line, files)?;
@@ -207,6 +264,73 @@ impl Control {
             Err(e) => warn!(command = line, "control command refused: {e}"),
         }
         r
+    }
+
+    /// `wait BUS PORTS present|gone [timeout_ms=N]`: return once a device
+    /// at that port path has enumerated and had its drivers bound
+    /// (`present`), or none is there (`gone`); woken by the core's device
+    /// changes, not by polling.
+    fn wait(&self, line: &str) -> Result<String, CtlError> {
+        let words = split_words(line)?;
+        let mut w = words.iter().skip(1).map(String::as_str);
+        let bus = parse_bus(w.next())?;
+        let ports = parse_ports(w.next())?;
+        let (present, what) = match w.next() {
+            Some("present") => (true, "present"),
+            Some("gone") => (false, "gone"),
+            _ => return Err(CtlError::Missing("present or gone")),
+        };
+        let mut ms = WAIT_DEFAULT_MS;
+        for kv in w {
+            match kv.split_once('=') {
+                Some(("timeout_ms", v)) => ms = parse_in("timeout_ms", v, 0, WAIT_MAX_MS)?,
+                _ => return Err(CtlError::NotKeyValue(kv.to_string())),
+            }
+        }
+        // Present: registered and probed; gone: not registered (the core's
+        // usb_disconnect is over: sysfs no longer has it).
+        let done = |g: &HashMap<DevRef, Where>| {
+            let mut at = g.values().filter(|(b, p, _)| *b == bus && *p == ports);
+            if present {
+                at.any(|(_, _, probed)| *probed)
+            } else {
+                at.next().is_none()
+            }
+        };
+        let end = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+        let mut g = self.changes.devices.lock_ok();
+        while !done(&g) {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(CtlError::WaitTimedOut {
+                    bus,
+                    ports: fmt_ports(&ports),
+                    what,
+                    ms,
+                });
+            }
+            g = self
+                .changes
+                .cv
+                .wait_timeout(g, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        drop(g);
+        // Programs hear of it once its uevents are out.
+        let q = self.uevents.lock_ok().clone();
+        if let Some(q) = q {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if !q.wait_announced(left) {
+                return Err(CtlError::WaitTimedOut {
+                    bus,
+                    ports: fmt_ports(&ports),
+                    what,
+                    ms,
+                });
+            }
+        }
+        Ok(format!("bus {bus} port {} {what}", fmt_ports(&ports)))
     }
 
     /// The slow part of a command, done without locks: a `replay` command

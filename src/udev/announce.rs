@@ -217,6 +217,7 @@ impl Announcer {
                     if let Err(e) = self.announce(&ev) {
                         tracing::warn!("uevent {} {}: {e}", ev.action.name(), ev.devpath);
                     }
+                    queue.done();
                     let d = queue.dropped();
                     if d != dropped {
                         tracing::warn!(

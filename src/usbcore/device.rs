@@ -132,6 +132,9 @@ pub struct UsbDevice {
     pub maxchild: u8,
     /// The host controller, for a root hub.
     pub controller: Option<HostController>,
+    /// Whether the generic driver's probe is over: its interfaces had their
+    /// drivers probed (the device is bound to `usb`).
+    pub probed: bool,
 }
 
 impl UsbDevice {

@@ -412,7 +412,7 @@ impl UsbSysfs {
     fn attr(&self, path: &str, bytes: Vec<u8>, perm: u32, size: u64) {
         let inner = SnapshotFile::new(move || bytes.clone());
         self.tree
-            .add(path, NodeKind::File(Arc::new(Attr { inner, size })), perm);
+            .set(path, NodeKind::File(Arc::new(Attr { inner, size })), perm);
     }
 
     fn file(&self, path: &str, text: String, perm: u32) {
@@ -434,7 +434,7 @@ impl UsbSysfs {
     }
 
     fn link(&self, path: &str, target: String) {
-        self.tree.add(path, NodeKind::Symlink(target), 0o777);
+        self.tree.set(path, NodeKind::Symlink(target), 0o777);
     }
 
     /// Add or refresh device `d` (its parent must be shown already).
@@ -644,6 +644,7 @@ mod tests {
             }],
             maxchild: 0,
             controller: None,
+            probed: true,
         }
     }
 

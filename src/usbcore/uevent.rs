@@ -17,7 +17,8 @@
 //!
 //! An event's variables are the `uevent` file's (see [`super::sysfs`]), after
 //! `ACTION`, `DEVPATH` and `SUBSYSTEM`: `DRIVER` only while a driver is
-//! bound (a `bind` has it, an `unbind` no longer). `SEQNUM` is the kernel's:
+//! bound (a `bind` has it, an `unbind` no longer), and no `MODALIAS` in an
+//! `unbind` (`zap_modalias_env`). `SEQNUM` is the kernel's:
 //! the one that broadcasts the event appends it. Altsetting changes send
 //! nothing, as in the kernel.
 //!
@@ -121,11 +122,14 @@ pub fn device_devpath(d: &UsbDevice) -> String {
 }
 
 /// `uevent` text lines as variables, without the `DRIVER` line when
-/// `driver` is false.
-fn vars(text: &str, driver: bool) -> impl Iterator<Item = (String, String)> + '_ {
+/// `driver` is false, and without `MODALIAS` in an `unbind`
+/// (`zap_modalias_env`: no module is to be loaded for a device a driver
+/// let go).
+fn vars(text: &str, driver: bool, action: Action) -> impl Iterator<Item = (String, String)> + '_ {
     text.lines()
         .filter_map(|l| l.split_once('='))
         .filter(move |(k, _)| driver || *k != "DRIVER")
+        .filter(move |(k, _)| action != Action::Unbind || *k != "MODALIAS")
         .map(|(k, v)| (k.to_string(), v.to_string()))
 }
 
@@ -142,7 +146,7 @@ fn event(
         ("DEVPATH".to_string(), devpath.clone()),
         ("SUBSYSTEM".to_string(), "usb".to_string()),
     ];
-    env.extend(vars(text, driver));
+    env.extend(vars(text, driver, action));
     Uevent {
         action,
         devpath,
@@ -187,15 +191,6 @@ fn interface_come(d: &UsbDevice, i: &Interface, out: &mut Vec<Uevent>) {
     if i.driver.is_some() {
         out.push(interface_event(Action::Bind, d, i));
     }
-}
-
-/// Whether every interface a stock driver claims by its class has a
-/// driver: the generic driver's probe (which configured the device and had
-/// its interfaces probed) has returned, and the device is bound to `usb`.
-fn probed(d: &UsbDevice) -> bool {
-    d.interfaces
-        .iter()
-        .all(|i| i.driver.is_some() || super::class_driver(i.class, i.protocol).is_none())
 }
 
 /// The uevents that take a device from `old` to `new` (None: not there),
@@ -258,7 +253,7 @@ pub fn events_between(
         (None, None) => return (out, bound),
     }
     let n = new.expect("a device is there");
-    if !bound && probed(n) {
+    if !bound && n.probed {
         out.push(device_event(Action::Bind, n));
         return (out, true);
     }
@@ -271,6 +266,10 @@ struct Inner {
     /// `bind` was sent.
     devices: HashMap<DevRef, (UsbDevice, bool)>,
     queue: VecDeque<Uevent>,
+    /// Changes the [`UeventGate`] saw that the queue has not yet.
+    incoming: u64,
+    /// Taken by the consumer and not yet [`UeventQueue::done`].
+    taken: u64,
     dropped: u64,
     closed: bool,
 }
@@ -295,6 +294,7 @@ impl UeventQueue {
         let mut g = self.inner.lock_ok();
         loop {
             if let Some(e) = g.queue.pop_front() {
+                g.taken += 1;
                 return Some(e);
             }
             if g.closed {
@@ -309,6 +309,43 @@ impl UeventQueue {
                 return None;
             }
         }
+    }
+
+    /// The consumer is done with an event [`UeventQueue::next`] gave it.
+    pub fn done(&self) {
+        let mut g = self.inner.lock_ok();
+        g.taken = g.taken.saturating_sub(1);
+        drop(g);
+        self.cv.notify_all();
+    }
+
+    /// Wait (at most `timeout`) until every event queued so far has been
+    /// announced; whether it was.
+    pub fn wait_announced(&self, timeout: Duration) -> bool {
+        let end = std::time::Instant::now() + timeout;
+        let mut g = self.inner.lock_ok();
+        while !(g.queue.is_empty() && g.taken == 0) {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() || g.closed {
+                return false;
+            }
+            g = self
+                .cv
+                .wait_timeout(g, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        true
+    }
+
+    /// Events queued or being announced, and devices whose probe is not
+    /// over (their `bind` is still to come): what `monfs run` waits to see
+    /// at 0 before it starts the command, so that the command hears
+    /// nothing of the devices that were there before it.
+    pub fn pending(&self) -> u64 {
+        let g = self.inner.lock_ok();
+        let probing = g.devices.values().filter(|(_, bound)| !bound).count();
+        g.incoming + g.queue.len() as u64 + g.taken + probing as u64
     }
 
     /// Events dropped because the consumer fell [`MAX_QUEUED`] behind.
@@ -341,9 +378,22 @@ impl UeventQueue {
     }
 }
 
+/// Registered before sysfs and usbfs (the queue itself after them, so that
+/// an event goes out only once they show the change): counts the change
+/// as pending from its start, so that no one sees sysfs show a device
+/// while [`UeventQueue::pending`] says 0.
+pub struct UeventGate(pub std::sync::Arc<UeventQueue>);
+
+impl DeviceWatcher for UeventGate {
+    fn changed(&self, _change: &DeviceChange) {
+        self.0.inner.lock_ok().incoming += 1;
+    }
+}
+
 impl DeviceWatcher for UeventQueue {
     fn changed(&self, change: &DeviceChange) {
         let mut g = self.inner.lock_ok();
+        g.incoming = g.incoming.saturating_sub(1);
         let evs = match change {
             DeviceChange::Added(d) | DeviceChange::Changed(d) => {
                 if d.is_root_hub() {
@@ -415,6 +465,7 @@ mod tests {
             }],
             maxchild: 0,
             controller: None,
+            probed: driver.is_some(),
         }
     }
 
@@ -463,6 +514,8 @@ mod tests {
              MINOR=1\0DEVNAME=bus/usb/001/002\0DEVTYPE=usb_device\0PRODUCT=627/1/0\0\
              TYPE=0/0/0\0BUSNUM=001\0DEVNUM=002\0"
         );
+        assert_eq!(unplug[0].get("MODALIAS"), None);
+        assert!(unplug[1].get("MODALIAS").is_some());
         let i = String::from_utf8(plug[2].kernel_payload()).unwrap();
         assert_eq!(
             i,

@@ -247,7 +247,13 @@ fn wait_enumerated(
                 }
             }
         }
-        listed >= expected && devices >= expected && links >= bound
+        // With uevents, also every event of those devices announced.
+        let announced = match std::fs::read_to_string(mnt.join(crate::cli::mount::UEVENTS_PENDING))
+        {
+            Ok(t) => t.trim() == "0",
+            Err(_) => true,
+        };
+        listed >= expected && devices >= expected && links >= bound && announced
     };
     let end = std::time::Instant::now() + ENUMERATION_WAIT;
     while !settled() {

@@ -118,6 +118,7 @@ pub(crate) fn usb_device(ctx: &Ctx, id: DevId) -> Option<UsbDevice> {
                 .to_string(),
             pci_name: descriptors::pci_name(busnum),
         }),
+        probed: d.driver_bound || d.kind == Kind::Root,
     })
 }
 
