@@ -480,10 +480,13 @@ fn bus_thread(b: &BusShared, clock: &dyn Clock, stop: &AtomicBool) {
                     // Nobody takes the events: nap, then run them in a
                     // batch (no wake-up per event, as for a reader). Not
                     // while a program waits for a URB or a core request
-                    // (usbfs): it must complete in time.
+                    // (usbfs): it must complete in time; nor while a
+                    // device comes or goes (sysfs and the uevents show it
+                    // when it happens).
                     _ if !g.ctx.sink.wanted(b.num)
                         && g.ctx.core.urbs.is_empty()
-                        && g.ctx.core.requests.load(Ordering::SeqCst) == 0 =>
+                        && g.ctx.core.requests.load(Ordering::SeqCst) == 0
+                        && !g.ctx.settling() =>
                     {
                         nap = nap_ns(g.steps - mark.0, now.saturating_sub(mark.1), nap);
                         mark = (g.steps, now);

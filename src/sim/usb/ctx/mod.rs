@@ -367,6 +367,17 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
+    /// Whether a device is coming or going: plugged and not yet probed, or
+    /// unplugged and not yet disconnected. The bus then runs in time
+    /// rather than in batches after a nap, so that sysfs, usbfs and the
+    /// uevents show a plug or an unplug when it happens.
+    pub(crate) fn settling(&self) -> bool {
+        self.devs
+            .iter()
+            .flatten()
+            .any(|d| d.kind != Kind::Root && (d.gone || !d.driver_bound))
+    }
+
     pub(crate) fn dev(&self, id: DevId) -> Option<&Device> {
         self.devs.get(id).and_then(|d| d.as_deref())
     }
