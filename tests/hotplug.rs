@@ -10,9 +10,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
-use common::{compile_c_libs, monfs_bin, repo_path};
+use common::{compile_c_libs, monfs_bin, repo_path, stdout_ok};
 
 /// One keyboard on bus 1 (four ports: the tests plug a mouse on port 3).
 const CONFIG: &str =
@@ -20,7 +20,7 @@ const CONFIG: &str =
 
 /// `monfs run --timing fast --config CONFIG ARGS -- CMD`, with the monfs
 /// binary first on PATH (for `monfs ctl`).
-fn run(dir: &Path, args: &[&str], cmd: &[&str]) -> Output {
+fn monfs_run(dir: &Path, args: &[&str], cmd: &[&str]) -> Command {
     common::require_fuse();
     let cfg = dir.join("c.yaml");
     std::fs::write(&cfg, CONFIG).unwrap();
@@ -30,8 +30,8 @@ fn run(dir: &Path, args: &[&str], cmd: &[&str]) -> Output {
         bin.parent().unwrap().display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    Command::new(&bin)
-        .args(["run", "--timing", "fast", "--config"])
+    let mut c = Command::new(&bin);
+    c.args(["run", "--timing", "fast", "--config"])
         .arg(&cfg)
         .args(args)
         .arg("--")
@@ -39,30 +39,23 @@ fn run(dir: &Path, args: &[&str], cmd: &[&str]) -> Output {
         .env("TMPDIR", dir)
         .env("PATH", path)
         .env_remove("XDG_RUNTIME_DIR")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run monfs")
+        .stdin(Stdio::null());
+    c
 }
 
-fn ok(o: &Output) -> String {
-    let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        o.status.success(),
-        "{}\nstdout:\n{out}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
-    out
+/// [`monfs_run`], which must succeed: its output.
+fn run_ok(dir: &Path, args: &[&str], cmd: &[&str]) -> String {
+    stdout_ok(&mut monfs_run(dir, args, cmd), "monfs run")
 }
 
 #[test]
 fn a_plug_and_an_unplug_are_announced_as_the_kernel_and_udev_announce_them() {
     let td = tempfile::tempdir().unwrap();
-    let out = ok(&run(
+    let out = run_ok(
         td.path(),
         &[],
         &["python3", &repo_path("tests/data/hotplug_listen.py")],
-    ));
+    );
     let lines: Vec<&str> = out.lines().collect();
     // The kernel's events: the action, the object, its driver.
     let kernel: Vec<String> = lines[..8]
@@ -124,7 +117,7 @@ fn a_plug_and_an_unplug_are_announced_as_the_kernel_and_udev_announce_them() {
 fn libusb_hotplug_callbacks_fire_for_every_plug_and_unplug() {
     let td = tempfile::tempdir().unwrap();
     let tool = compile_c_libs("libusb_hotplug", td.path(), &["-lusb-1.0"]);
-    let out = ok(&run(td.path(), &[], &[tool.to_str().unwrap(), "10"]));
+    let out = run_ok(td.path(), &[], &[tool.to_str().unwrap(), "10"]);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], "has_hotplug 1");
     // Ten rounds: the arrival (a new address each time, as the kernel
@@ -163,11 +156,11 @@ fn nothing_reaches_the_hosts_namespace() {
         )
     };
     assert_eq!(r, 0);
-    let out = ok(&run(
+    let out = run_ok(
         td.path(),
         &[],
         &["python3", &repo_path("tests/data/hotplug_listen.py")],
-    ));
+    );
     assert!(out.contains("remove 1-3"), "{out}");
     // Everything the host's group carried meanwhile (the run's events
     // came and went before it ended).
@@ -193,7 +186,7 @@ fn nothing_reaches_the_hosts_namespace() {
 #[test]
 fn host_network_keeps_the_hosts_network_and_announces_nothing() {
     let td = tempfile::tempdir().unwrap();
-    let o = run(
+    let o = monfs_run(
         td.path(),
         &["--host-network"],
         &[
@@ -201,15 +194,18 @@ fn host_network_keeps_the_hosts_network_and_announces_nothing() {
             "-c",
             "readlink /proc/self/ns/net; ls /run/udev/data 2>/dev/null | grep -c c189 || true",
         ],
-    );
-    let out = ok(&o);
+    )
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
     let host = std::fs::read_link("/proc/self/ns/net").unwrap();
     let mut l = out.lines();
     assert_eq!(l.next(), Some(host.to_str().unwrap()));
     assert_eq!(l.next(), Some("0"), "{out}");
     assert!(String::from_utf8_lossy(&o.stderr).contains("--host-network"));
     // Without it the command's namespace is another one.
-    let out = ok(&run(td.path(), &[], &["readlink", "/proc/self/ns/net"]));
+    let out = run_ok(td.path(), &[], &["readlink", "/proc/self/ns/net"]);
     assert_ne!(out.trim(), host.to_str().unwrap());
 }
 
@@ -217,14 +213,14 @@ fn host_network_keeps_the_hosts_network_and_announces_nothing() {
 fn pyudev_and_gusb_hear_the_plug_and_the_unplug() {
     let td = tempfile::tempdir().unwrap();
     // Debian's interpreter, where python3-pyudev and GUsb's typelib are.
-    let out = ok(&run(
+    let out = run_ok(
         td.path(),
         &[],
         &[
             "/usr/bin/python3",
             &repo_path("tests/data/hotplug_clients.py"),
         ],
-    ));
+    );
     let lines: Vec<&str> = out.lines().collect();
     let pyudev: Vec<&str> = lines
         .iter()
@@ -261,7 +257,7 @@ fn pyudev_and_gusb_hear_the_plug_and_the_unplug() {
 #[test]
 fn plug_and_unplug_wait_until_the_device_is_announced_and_gone() {
     let td = tempfile::tempdir().unwrap();
-    let out = ok(&run(
+    let out = run_ok(
         td.path(),
         &[],
         &[
@@ -271,7 +267,7 @@ fn plug_and_unplug_wait_until_the_device_is_announced_and_gone() {
              ls /sys/bus/usb/devices/1-3:1.0/driver >/dev/null && echo bound; \
              monfs ctl unplug --wait 1 3; ls /run/udev/data; ls /sys/bus/usb/devices | grep -c ^1-3 || true",
         ],
-    ));
+    );
     assert_eq!(
         out,
         "ok plugged HidMouse on bus 1 port 3\nok bus 1 port 3 present\nE:ID_MODEL=QEMU_USB_Mouse\n\

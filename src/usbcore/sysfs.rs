@@ -605,11 +605,13 @@ impl DeviceWatcher for UsbSysfs {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::usbcore::device::Interface;
 
-    fn keyboard() -> UsbDevice {
+    /// A full-speed HID keyboard at 1-1.4, usbhid bound (also the
+    /// uevent tests' device).
+    pub(crate) fn keyboard() -> UsbDevice {
         let descriptor = [
             18, 1, 0x00, 0x02, 0, 0, 0, 64, 0x6b, 0x1d, 0x04, 0x01, 0x12, 0x06, 1, 2, 3, 1,
         ];

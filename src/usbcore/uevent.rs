@@ -434,39 +434,16 @@ impl DeviceWatcher for UeventQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::usbcore::device::Speed;
 
+    /// sysfs's test keyboard, at root port 1, with `driver` on its
+    /// interface (probed once it has one).
     fn keyboard(driver: Option<&str>) -> UsbDevice {
-        let descriptor = [
-            18, 1, 0x00, 0x02, 0, 0, 0, 8, 0x27, 0x06, 0x01, 0x00, 0x00, 0x00, 1, 4, 11, 1,
-        ];
-        UsbDevice {
-            dev: DevRef { bus: 1, id: 3 },
-            busnum: 1,
-            devnum: 2,
-            port_path: vec![1],
-            parent: Some(DevRef { bus: 1, id: 0 }),
-            level: 1,
-            speed: Speed::Full,
-            descriptor,
-            configs: vec![],
-            strings: vec![],
-            active_config: 1,
-            interfaces: vec![Interface {
-                number: 0,
-                alt: 0,
-                num_altsetting: 1,
-                class: 3,
-                subclass: 1,
-                protocol: 1,
-                num_endpoints: 1,
-                string_index: 0,
-                driver: driver.map(str::to_string),
-            }],
-            maxchild: 0,
-            controller: None,
-            probed: driver.is_some(),
-        }
+        let mut d = crate::usbcore::sysfs::tests::keyboard();
+        d.port_path = vec![1];
+        d.level = 1;
+        d.interfaces[0].driver = driver.map(str::to_string);
+        d.probed = driver.is_some();
+        d
     }
 
     fn summary(evs: &[Uevent]) -> Vec<String> {
@@ -511,7 +488,7 @@ mod tests {
             p,
             "add@/devices/platform/monfs_hcd.1/usb1/1-1\0ACTION=add\0\
              DEVPATH=/devices/platform/monfs_hcd.1/usb1/1-1\0SUBSYSTEM=usb\0MAJOR=189\0\
-             MINOR=1\0DEVNAME=bus/usb/001/002\0DEVTYPE=usb_device\0PRODUCT=627/1/0\0\
+             MINOR=1\0DEVNAME=bus/usb/001/002\0DEVTYPE=usb_device\0PRODUCT=1d6b/104/612\0\
              TYPE=0/0/0\0BUSNUM=001\0DEVNUM=002\0"
         );
         assert_eq!(unplug[0].get("MODALIAS"), None);
@@ -521,8 +498,8 @@ mod tests {
             i,
             "bind@/devices/platform/monfs_hcd.1/usb1/1-1/1-1:1.0\0ACTION=bind\0\
              DEVPATH=/devices/platform/monfs_hcd.1/usb1/1-1/1-1:1.0\0SUBSYSTEM=usb\0\
-             DEVTYPE=usb_interface\0DRIVER=usbhid\0PRODUCT=627/1/0\0TYPE=0/0/0\0\
-             INTERFACE=3/1/1\0MODALIAS=usb:v0627p0001d0000dc00dsc00dp00ic03isc01ip01in00\0"
+             DEVTYPE=usb_interface\0DRIVER=usbhid\0PRODUCT=1d6b/104/612\0TYPE=0/0/0\0\
+             INTERFACE=3/1/1\0MODALIAS=usb:v1D6Bp0104d0612dc00dsc00dp00ic03isc01ip01in00\0"
         );
     }
 
@@ -533,7 +510,7 @@ mod tests {
         q.changed(&DeviceChange::Changed(keyboard(Some("usbhid"))));
         q.changed(&DeviceChange::Changed(keyboard(None)));
         q.changed(&DeviceChange::Changed(keyboard(Some("usbfs"))));
-        q.changed(&DeviceChange::Removed(DevRef { bus: 1, id: 3 }));
+        q.changed(&DeviceChange::Removed(DevRef { bus: 1, id: 2 }));
         let mut evs = Vec::new();
         while let Some(e) = q.next(Duration::ZERO) {
             evs.push(e);
