@@ -8,7 +8,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use nix::sys::socket::{
@@ -308,8 +308,8 @@ struct Conns(std::sync::Mutex<Vec<Arc<Conn>>>);
 struct Conn {
     /// [`CONN_IDLE`], [`CONN_BUSY`] or [`CONN_EVICTED`].
     state: AtomicUsize,
-    /// When it last finished a command, or was opened (ms of a monotonic count).
-    last: std::sync::atomic::AtomicU64,
+    /// When it last finished a command, or was opened ([`tick`]).
+    last: AtomicU64,
     /// Its socket, to shut down when it is evicted.
     stream: Option<UnixStream>,
 }
@@ -321,12 +321,12 @@ const CONN_BUSY: usize = 1;
 /// Closed for a new connection: carries out nothing more.
 const CONN_EVICTED: usize = 2;
 
-fn mono_ms() -> u64 {
-    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    START
-        .get_or_init(std::time::Instant::now)
-        .elapsed()
-        .as_millis() as u64
+/// A count that grows at every connection's opening and finished command:
+/// the connection idle longest has the smallest. (Milliseconds tied when
+/// several finished within one, and the tie went by the list's order.)
+fn tick() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 impl Conns {
@@ -363,7 +363,7 @@ impl Conns {
         }
         let me = Arc::new(Conn {
             state: AtomicUsize::new(CONN_IDLE),
-            last: std::sync::atomic::AtomicU64::new(mono_ms()),
+            last: AtomicU64::new(tick()),
             stream: s.try_clone().ok(),
         });
         all.push(me.clone());
@@ -475,7 +475,7 @@ impl Conn {
             return false;
         }
         f();
-        self.last.store(mono_ms(), Ordering::Relaxed);
+        self.last.store(tick(), Ordering::Relaxed);
         let _ =
             self.state
                 .compare_exchange(CONN_BUSY, CONN_IDLE, Ordering::AcqRel, Ordering::Acquire);
