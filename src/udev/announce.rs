@@ -200,7 +200,7 @@ impl Announcer {
         send_to(&self.out, &super::udev_message(&props), 0, GROUP_UDEV)
     }
 
-    /// Announce `queue`'s events until it is closed, on a thread of its
+    /// Announce `queue`'s events for the daemon's life, on a thread of its
     /// own; a failure is a log line, and the next event is tried.
     pub fn spawn(self, queue: Arc<UeventQueue>) -> io::Result<std::thread::JoinHandle<()>> {
         std::thread::Builder::new()
@@ -209,9 +209,6 @@ impl Announcer {
                 let mut dropped = 0;
                 loop {
                     let Some(ev) = queue.next(Duration::from_secs(1)) else {
-                        if queue.is_closed() {
-                            return;
-                        }
                         continue;
                     };
                     if let Err(e) = self.announce(&ev) {

@@ -271,7 +271,6 @@ struct Inner {
     /// Taken by the consumer and not yet [`UeventQueue::done`].
     taken: u64,
     dropped: u64,
-    closed: bool,
 }
 
 /// The uevents of the simulated topology, queued for one consumer (the
@@ -288,17 +287,13 @@ impl UeventQueue {
         UeventQueue::default()
     }
 
-    /// The next event, waiting at most `timeout` for one; None on timeout
-    /// or once [`UeventQueue::close`]d.
+    /// The next event, waiting at most `timeout` for one; None on timeout.
     pub fn next(&self, timeout: Duration) -> Option<Uevent> {
         let mut g = self.inner.lock_ok();
         loop {
             if let Some(e) = g.queue.pop_front() {
                 g.taken += 1;
                 return Some(e);
-            }
-            if g.closed {
-                return None;
             }
             let (ng, t) = self
                 .cv
@@ -326,7 +321,7 @@ impl UeventQueue {
         let mut g = self.inner.lock_ok();
         while !(g.queue.is_empty() && g.taken == 0) {
             let left = end.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() || g.closed {
+            if left.is_zero() {
                 return false;
             }
             g = self
@@ -351,30 +346,6 @@ impl UeventQueue {
     /// Events dropped because the consumer fell [`MAX_QUEUED`] behind.
     pub fn dropped(&self) -> u64 {
         self.inner.lock_ok().dropped
-    }
-
-    /// Whether [`UeventQueue::close`] was called.
-    pub fn is_closed(&self) -> bool {
-        self.inner.lock_ok().closed
-    }
-
-    /// Wake the consumer for good.
-    pub fn close(&self) {
-        self.inner.lock_ok().closed = true;
-        self.cv.notify_all();
-    }
-
-    /// The devices registered now, for a consumer that starts late.
-    pub fn devices(&self) -> Vec<UsbDevice> {
-        let mut v: Vec<UsbDevice> = self
-            .inner
-            .lock_ok()
-            .devices
-            .values()
-            .map(|(d, _)| d.clone())
-            .collect();
-        v.sort_by_key(|d| (d.busnum, d.devnum));
-        v
     }
 }
 
