@@ -132,7 +132,6 @@ pub enum CtlError {
     /// An empty line.
     #[error("empty command; try help")]
     Empty,
-    /// An unknown command.
     /// `wait` ran out of time.
     #[error("bus {bus} port {ports}: not {what} within {ms} ms")]
     WaitTimedOut {
@@ -145,6 +144,7 @@ pub enum CtlError {
         /// How long it waited.
         ms: u64,
     },
+    /// An unknown command.
     #[error("unknown command {0:?}; try help")]
     UnknownCommand(String),
     /// A line with an odd number of double quotes.

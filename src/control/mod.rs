@@ -297,17 +297,18 @@ impl Control {
                 at.next().is_none()
             }
         };
+        let timed_out = || CtlError::WaitTimedOut {
+            bus,
+            ports: fmt_ports(&ports),
+            what,
+            ms,
+        };
         let end = std::time::Instant::now() + std::time::Duration::from_millis(ms);
         let mut g = self.changes.devices.lock_ok();
         while !done(&g) {
             let left = end.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
-                return Err(CtlError::WaitTimedOut {
-                    bus,
-                    ports: fmt_ports(&ports),
-                    what,
-                    ms,
-                });
+                return Err(timed_out());
             }
             g = self
                 .changes
@@ -322,12 +323,7 @@ impl Control {
         if let Some(q) = q {
             let left = end.saturating_duration_since(std::time::Instant::now());
             if !q.wait_announced(left) {
-                return Err(CtlError::WaitTimedOut {
-                    bus,
-                    ports: fmt_ports(&ports),
-                    what,
-                    ms,
-                });
+                return Err(timed_out());
             }
         }
         Ok(format!("bus {bus} port {} {what}", fmt_ports(&ports)))
