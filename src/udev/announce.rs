@@ -121,6 +121,8 @@ pub struct Announcer {
     /// Hears the kernel's group, as udevd does.
     kernel: OwnedFd,
     run_udev: PathBuf,
+    /// The `control` socket, held for the daemon's life.
+    _control: Option<std::os::unix::net::UnixListener>,
 }
 
 impl Announcer {
@@ -132,16 +134,18 @@ impl Announcer {
         let kernel = netlink_socket(GROUP_KERNEL)?;
         std::fs::create_dir_all(run_udev.join("data"))?;
         let control = run_udev.join("control");
-        if !control.exists() {
-            // Bound, never listening: udevadm's `control` requests fail
-            // (no udevd to ask), libudev's "is udev running" holds.
-            let l = std::os::unix::net::UnixListener::bind(&control)?;
-            std::mem::forget(l);
-        }
+        // Listening, never accepting: libudev's "is udev running" holds;
+        // udevadm's `control` requests get no answer (no udevd to ask).
+        let control = if control.exists() {
+            None
+        } else {
+            Some(std::os::unix::net::UnixListener::bind(&control)?)
+        };
         Ok(Announcer {
             out,
             kernel,
             run_udev: run_udev.to_path_buf(),
+            _control: control,
         })
     }
 

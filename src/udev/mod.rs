@@ -178,14 +178,13 @@ pub fn udev_properties(ev: &Uevent, d: &UsbDevice) -> Vec<(String, String)> {
             add("ID_USB_DRIVER", drv.clone());
         }
     }
-    add("ID_PATH", id_path(d, ev.interface));
-    add(
-        "ID_PATH_TAG",
-        id_path(d, ev.interface)
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-            .collect(),
-    );
+    let path = id_path(d, ev.interface);
+    let tag = path
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    add("ID_PATH", path);
+    add("ID_PATH_TAG", tag);
     p
 }
 
