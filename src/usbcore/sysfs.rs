@@ -70,18 +70,28 @@ pub fn speed_text(s: Speed) -> &'static str {
     }
 }
 
-/// A device's directory, relative to the mount: the chain of its hubs'
-/// names below the controller.
-fn device_dir(d: &UsbDevice, names: &HashMap<DevRef, String>) -> Option<String> {
-    if d.is_root_hub() {
-        return Some(format!(
-            "{SYS}/devices/platform/{}/{}",
-            controller_name(d.busnum),
-            device_name(d)
-        ));
+/// A device's path below `/sys` (its uevents' `DEVPATH`): the chain of its
+/// hubs' names below the controller.
+pub fn device_devpath(d: &UsbDevice) -> String {
+    let mut p = format!(
+        "/devices/platform/{}/usb{}",
+        controller_name(d.busnum),
+        d.busnum
+    );
+    for n in 1..=d.port_path.len() {
+        let ports: Vec<String> = d.port_path[..n].iter().map(|p| p.to_string()).collect();
+        p.push_str(&format!("/{}-{}", d.busnum, ports.join(".")));
     }
-    let parent = names.get(&d.parent?)?;
-    Some(format!("{parent}/{}", device_name(d)))
+    p
+}
+
+/// A device's directory, relative to the mount; None while its hub is
+/// not shown.
+fn device_dir(d: &UsbDevice, names: &HashMap<DevRef, String>) -> Option<String> {
+    if let Some(parent) = d.parent {
+        names.get(&parent)?;
+    }
+    Some(format!("{SYS}{}", device_devpath(d)))
 }
 
 /// A relative symlink target, as sysfs makes them: from directory

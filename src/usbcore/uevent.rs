@@ -31,7 +31,7 @@ use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use super::device::{DevRef, DeviceChange, DeviceWatcher, Interface, UsbDevice};
-use super::sysfs::{controller_name, device_name, device_uevent, interface_name, interface_uevent};
+use super::sysfs::{device_devpath, device_uevent, interface_name, interface_uevent};
 use crate::base::sync::LockExt;
 
 /// Most events queued for a consumer that does not take them.
@@ -104,21 +104,6 @@ impl Uevent {
         }
         out
     }
-}
-
-/// A device's path below `/sys`: its hubs' names below the controller.
-pub fn device_devpath(d: &UsbDevice) -> String {
-    let mut p = format!(
-        "/devices/platform/{}/usb{}",
-        controller_name(d.busnum),
-        d.busnum
-    );
-    for n in 1..=d.port_path.len() {
-        let ports: Vec<String> = d.port_path[..n].iter().map(|p| p.to_string()).collect();
-        p.push_str(&format!("/{}-{}", d.busnum, ports.join(".")));
-    }
-    debug_assert!(p.ends_with(&device_name(d)));
-    p
 }
 
 /// `uevent` text lines as variables, without the `DRIVER` line when
