@@ -45,7 +45,9 @@ impl HField {
         }
     }
 
-    /// The text of a field inside an expression (`expr_field_str()`).
+    /// The text of a field inside an expression (`expr_field_str()`):
+    /// a bucketed operand with its size, as 6.12.118 (measured in qemu) and
+    /// later print it.
     pub(super) fn expr_part(&self, out: &mut String) {
         if self.flags & FL_VAR_REF != 0 {
             out.push('$');
@@ -57,6 +59,9 @@ impl HField {
             if let Some(f) = self.flag_name() {
                 let _ = write!(out, ".{f}");
             }
+        }
+        if self.buckets != 0 {
+            let _ = write!(out, "={}", self.buckets);
         }
     }
 }
