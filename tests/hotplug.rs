@@ -110,6 +110,18 @@ fn a_plug_and_an_unplug_are_announced_as_the_kernel_and_udev_announce_them() {
     ] {
         assert!(db.contains(&want), "{want} not in {db:?}");
     }
+    // What udev's hwdb builtin adds, as systemd's own reader of this
+    // machine's hwdb.bin gives it for the device's lookup string.
+    let hw = Command::new("systemd-hwdb")
+        .args(["query", "usb:v0627p0001:QEMU USB Mouse"])
+        .output()
+        .expect("systemd-hwdb (Debian's udev) runs");
+    let hw = String::from_utf8(hw.stdout).unwrap();
+    assert!(hw.contains("ID_VENDOR_FROM_DATABASE="), "{hw}");
+    for l in hw.lines() {
+        let want = format!("E:{l}");
+        assert!(db.contains(&want.as_str()), "{want} not in {db:?}");
+    }
     assert_eq!(db.last(), Some(&"V:1"));
 }
 

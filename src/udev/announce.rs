@@ -121,6 +121,8 @@ pub struct Announcer {
     /// Hears the kernel's group, as udevd does.
     kernel: OwnedFd,
     run_udev: PathBuf,
+    /// The hardware database udev's `hwdb` builtin would read.
+    hwdb: Option<super::hwdb::Hwdb>,
     /// The `control` socket, held for the daemon's life.
     _control: Option<std::os::unix::net::UnixListener>,
 }
@@ -145,6 +147,7 @@ impl Announcer {
             out,
             kernel,
             run_udev: run_udev.to_path_buf(),
+            hwdb: super::hwdb::Hwdb::open_default(),
             _control: control,
         })
     }
@@ -187,16 +190,21 @@ impl Announcer {
                 "the kernel did not broadcast the uevent (no SEQNUM heard)",
             ));
         };
-        let props = super::all_properties(ev, seqnum);
         let db = self.run_udev.join("data").join(super::db_name(ev));
+        // udev's USEC_INITIALIZED: CLOCK_MONOTONIC in microseconds when the
+        // device was first seen, kept in its database entry (`I:`).
+        let usec = std::fs::read_to_string(&db)
+            .ok()
+            .and_then(|t| t.lines().next()?.strip_prefix("I:")?.parse::<u64>().ok())
+            .unwrap_or_else(|| {
+                nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).map_or(0, |t| {
+                    t.tv_sec() as u64 * 1_000_000 + t.tv_nsec() as u64 / 1000
+                })
+            });
+        let props = super::all_properties(ev, seqnum, usec, self.hwdb.as_ref());
         if super::removes_entry(ev) {
             let _ = std::fs::remove_file(&db);
         } else {
-            // udev's USEC_INITIALIZED: CLOCK_MONOTONIC, in microseconds.
-            let usec = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-                .map_or(0, |t| {
-                    t.tv_sec() as u64 * 1_000_000 + t.tv_nsec() as u64 / 1000
-                });
             let tmp = db.with_extension("tmp");
             std::fs::write(&tmp, super::db_text(&props, usec, ev))?;
             std::fs::rename(&tmp, &db)?;

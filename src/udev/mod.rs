@@ -12,9 +12,12 @@
 //! and files are [`announce`]'s.
 
 pub mod announce;
+pub mod hwdb;
 
 use crate::usbcore::device::UsbDevice;
+use crate::usbcore::sysfs;
 use crate::usbcore::uevent::{Action, Uevent};
+use hwdb::Hwdb;
 
 /// `UDEV_MONITOR_MAGIC`, sent in network order.
 const MAGIC: u32 = 0xfeed_cafe;
@@ -129,8 +132,9 @@ fn id_path(d: &UsbDevice, interface: Option<u8>) -> String {
 
 /// The properties udev adds to a USB device's or interface's event (what
 /// `udevadm info` and a libudev monitor show after the kernel's), in the
-/// order udev's rules set them.
-pub fn udev_properties(ev: &Uevent, d: &UsbDevice) -> Vec<(String, String)> {
+/// order udev's rules set them; `hwdb`'s properties (the `hwdb` builtin's)
+/// when there is a database.
+pub fn udev_properties(ev: &Uevent, d: &UsbDevice, hwdb: Option<&Hwdb>) -> Vec<(String, String)> {
     let mut p: Vec<(String, String)> = Vec::new();
     let mut add = |k: &str, v: String| p.push((k.to_string(), v));
     let vendor = d.string(d.descriptor[14]).map(str::to_string);
@@ -178,6 +182,12 @@ pub fn udev_properties(ev: &Uevent, d: &UsbDevice) -> Vec<(String, String)> {
             add("ID_USB_DRIVER", drv.clone());
         }
     }
+    for (k, v) in hwdb
+        .map(|h| hwdb_properties(h, d, ev.interface))
+        .unwrap_or_default()
+    {
+        add(&k, v);
+    }
     let path = id_path(d, ev.interface);
     let tag = path
         .chars()
@@ -188,9 +198,35 @@ pub fn udev_properties(ev: &Uevent, d: &UsbDevice) -> Vec<(String, String)> {
     p
 }
 
+/// What udev's `hwdb` builtin adds (`50-udev-default.rules`): a device is
+/// looked up as `usb:vVVVVpPPPP:PRODUCT` (its `idVendor`, `idProduct` and
+/// `product` attributes); an interface by its modalias first and, when
+/// that gives nothing, as its device. An interface keeps what it was
+/// given at its `add` in later events (udev's database), so its modalias is
+/// the interface's, not the event's (an `unbind` carries none).
+pub fn hwdb_properties(h: &Hwdb, d: &UsbDevice, interface: Option<u8>) -> Vec<(String, String)> {
+    if let Some(i) = interface.and_then(|n| d.interfaces.iter().find(|x| x.number == n)) {
+        let found = h.lookup(&sysfs::modalias(d, i));
+        if !found.is_empty() {
+            return found;
+        }
+    }
+    let product = d.string(d.descriptor[15]).unwrap_or("");
+    h.lookup(&format!(
+        "usb:v{:04X}p{:04X}:{product}",
+        d.vendor_id(),
+        d.product_id()
+    ))
+}
+
 /// Every property of the event as udev sends it: the kernel's (with
 /// `DEVNAME` under `/dev`, and the kernel's `SEQNUM`), then udev's.
-pub fn all_properties(ev: &Uevent, seqnum: u64) -> Vec<(String, String)> {
+pub fn all_properties(
+    ev: &Uevent,
+    seqnum: u64,
+    usec_initialized: u64,
+    hwdb: Option<&Hwdb>,
+) -> Vec<(String, String)> {
     let mut p: Vec<(String, String)> = ev
         .env
         .iter()
@@ -203,7 +239,8 @@ pub fn all_properties(ev: &Uevent, seqnum: u64) -> Vec<(String, String)> {
         })
         .collect();
     p.push(("SEQNUM".into(), seqnum.to_string()));
-    p.extend(udev_properties(ev, &ev.device));
+    p.push(("USEC_INITIALIZED".into(), usec_initialized.to_string()));
+    p.extend(udev_properties(ev, &ev.device, hwdb));
     p
 }
 
@@ -222,7 +259,7 @@ pub fn db_name(ev: &Uevent) -> String {
 pub fn db_text(props: &[(String, String)], usec_initialized: u64, kernel: &Uevent) -> String {
     let mut s = format!("I:{usec_initialized}\n");
     for (k, v) in props {
-        if kernel.get(k).is_none() && k != "SEQNUM" {
+        if kernel.get(k).is_none() && k != "SEQNUM" && k != "USEC_INITIALIZED" {
             s.push_str(&format!("E:{k}={v}\n"));
         }
     }

@@ -217,7 +217,7 @@ pub fn device_uevent(d: &UsbDevice) -> String {
 }
 
 /// An interface's `modalias` (without the newline).
-fn modalias(d: &UsbDevice, i: &super::device::Interface) -> String {
+pub fn modalias(d: &UsbDevice, i: &super::device::Interface) -> String {
     let desc = &d.descriptor;
     format!(
         "usb:v{:04X}p{:04X}d{:04X}dc{:02X}dsc{:02X}dp{:02X}ic{:02X}isc{:02X}ip{:02X}in{:02X}",
