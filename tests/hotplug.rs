@@ -129,12 +129,46 @@ fn a_plug_and_an_unplug_are_announced_as_the_kernel_and_udev_announce_them() {
 fn libusb_hotplug_callbacks_fire_for_every_plug_and_unplug() {
     let td = tempfile::tempdir().unwrap();
     let tool = compile_c_libs("libusb_hotplug", td.path(), &["-lusb-1.0"]);
-    let out = run_ok(td.path(), &[], &[tool.to_str().unwrap(), "10"]);
+    hotplug_rounds(td.path(), &tool);
+}
+
+/// The same program on libusb built with `--disable-udev`, whose backend
+/// reads the kernel's group itself and takes only messages from port id
+/// 0 (`os/linux_netlink.c`). `scripts/libusb-netlink` builds Debian 12's
+/// libusb 1.0.26 so, sets `MONFS_LIBUSB_NETLINK` to the build's tree and
+/// runs this test.
+#[test]
+#[ignore = "needs libusb built with --disable-udev: run by scripts/libusb-netlink"]
+fn libusb_built_without_udev_hears_the_kernels_uevents() {
+    let tree = std::env::var("MONFS_LIBUSB_NETLINK")
+        .expect("MONFS_LIBUSB_NETLINK: the tree of a libusb built with --disable-udev");
+    let tree = Path::new(&tree);
+    let td = tempfile::tempdir().unwrap();
+    let inc = td.path().join("include/libusb-1.0");
+    std::fs::create_dir_all(&inc).unwrap();
+    std::fs::copy(tree.join("libusb/libusb.h"), inc.join("libusb.h")).unwrap();
+    let lib = tree.join("libusb/.libs/libusb-1.0.a");
+    let nm = Command::new("nm").arg(&lib).output().expect("nm runs");
+    let syms = String::from_utf8_lossy(&nm.stdout);
+    assert!(
+        syms.contains("linux_netlink_start_event_monitor") && !syms.contains("udev_monitor"),
+        "{} is not a netlink build",
+        lib.display()
+    );
+    let flags = [format!("-I{}", td.path().join("include").display())];
+    let libs = [lib.to_str().unwrap(), "-lpthread"];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let tool = common::compile_c_full("libusb_hotplug", td.path(), "hotplug_nl", &flags, &libs);
+    hotplug_rounds(td.path(), &tool);
+}
+
+/// Ten rounds of tests/c/libusb_hotplug.c inside `monfs run`: the arrival
+/// (a new address each time, as the kernel gives), the device in the same
+/// context's list and opened, the departure; none missed, none doubled.
+fn hotplug_rounds(dir: &Path, tool: &Path) {
+    let out = run_ok(dir, &[], &[tool.to_str().unwrap(), "10"]);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], "has_hotplug 1");
-    // Ten rounds: the arrival (a new address each time, as the kernel
-    // gives), the device in the same context's list and opened, the
-    // departure; none missed, none doubled.
     assert_eq!(lines.len(), 1 + 10 * 3, "{out}");
     for (i, r) in lines[1..].chunks(3).enumerate() {
         let addr = 3 + i;

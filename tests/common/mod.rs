@@ -353,7 +353,9 @@ fn compile_c_as(name: &str, out_dir: &Path, bin_name: &str, flags: &[&str]) -> P
     compile_c_full(name, out_dir, bin_name, flags, &[])
 }
 
-fn compile_c_full(
+/// Compile `tests/c/NAME.c` (or `examples/NAME.c`) into `out_dir/bin_name`
+/// with extra compiler `flags` and `libs` after the source.
+pub fn compile_c_full(
     name: &str,
     out_dir: &Path,
     bin_name: &str,
