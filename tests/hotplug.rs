@@ -107,6 +107,10 @@ fn a_plug_and_an_unplug_are_announced_as_the_kernel_and_udev_announce_them() {
         "E:ID_MODEL_ID=0001",
         "E:ID_MODEL=QEMU_USB_Mouse",
         "E:ID_USB_INTERFACES=:030102:",
+        // 71-seat.rules: a device of class 00 is for a seat.
+        "E:ID_FOR_SEAT=usb-platform_monfs_hcd_1_usb_0_3",
+        "G:seat",
+        "Q:seat",
     ] {
         assert!(db.contains(&want), "{want} not in {db:?}");
     }

@@ -202,12 +202,25 @@ impl Announcer {
                 })
             });
         let props = super::all_properties(ev, seqnum, usec, self.hwdb.as_ref());
+        // The tags' index (`/run/udev/tags/TAG/ID`), which libudev's
+        // enumerations by tag read.
+        let tagged = |t: &str| self.run_udev.join("tags").join(t).join(super::db_name(ev));
         if super::removes_entry(ev) {
             let _ = std::fs::remove_file(&db);
+            for t in super::tag_list(&props) {
+                let _ = std::fs::remove_file(tagged(t));
+            }
         } else {
             let tmp = db.with_extension("tmp");
             std::fs::write(&tmp, super::db_text(&props, usec, ev))?;
             std::fs::rename(&tmp, &db)?;
+            for t in super::tag_list(&props) {
+                let f = tagged(t);
+                if let Some(d) = f.parent() {
+                    std::fs::create_dir_all(d)?;
+                }
+                std::fs::write(f, b"")?;
+            }
         }
         send_to(&self.out, &super::udev_message(&props), 0, GROUP_UDEV)
     }

@@ -195,7 +195,66 @@ pub fn udev_properties(ev: &Uevent, d: &UsbDevice, hwdb: Option<&Hwdb>) -> Vec<(
         .collect();
     add("ID_PATH", path);
     add("ID_PATH_TAG", tag);
+    let tags = tags(&p, ev);
+    if tags.contains(&"seat") {
+        let tag = p.last().map(|(_, v)| v.clone()).unwrap_or_default();
+        p.push(("ID_FOR_SEAT".into(), format!("usb-{tag}")));
+    }
+    if !tags.is_empty() {
+        let t = format!(":{}:", tags.join(":"));
+        p.push(("TAGS".into(), t.clone()));
+        p.push(("CURRENT_TAGS".into(), t));
+    }
     p
+}
+
+/// The tags Debian's rules give a USB device (`70-uaccess.rules`,
+/// `71-seat.rules`), sorted (udev keeps them in a hash set, so their order
+/// is not one to rely on): `uaccess` for a device node whose interfaces or
+/// hwdb entry name it as one for the logged-in user (a PTP camera, a
+/// software radio, a hardware wallet, ...), `seat` for those and for every
+/// device of class 00 (per interface) or 09 (hub). `props` are the
+/// event's udev properties so far. A `remove` carries what the database
+/// held, so it gets the same.
+fn tags(props: &[(String, String)], ev: &Uevent) -> Vec<&'static str> {
+    let get = |k: &str| props.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
+    let set = |k: &str| get(k).is_some_and(|v| !v.is_empty());
+    let one = |k: &str| get(k) == Some("1");
+    let device = ev.interface.is_none();
+    if !device {
+        return Vec::new();
+    }
+    let uaccess = get("ID_USB_INTERFACES").is_some_and(|v| v.contains(":060101:"))
+        || [
+            "ID_SMARTCARD_READER",
+            "ID_SECURITY_TOKEN",
+            "ID_PDA",
+            "COLOR_MEASUREMENT_DEVICE",
+            "DDC_DEVICE",
+            "ID_MEDIA_PLAYER",
+            "ID_SOFTWARE_RADIO",
+            "ID_MAKER_TOOL",
+            "ID_SIGNAL_ANALYZER",
+        ]
+        .iter()
+        .any(|k| set(k))
+        || [
+            "ID_REMOTE_CONTROL",
+            "ID_AV_PRODUCTION_CONTROLLER",
+            "ID_AV_LIGHTS",
+            "ID_HARDWARE_WALLET",
+        ]
+        .iter()
+        .any(|k| one(k));
+    let class = ev.device.descriptor[4];
+    let mut t = Vec::new();
+    if uaccess || class == 0x00 || class == 0x09 {
+        t.push("seat");
+    }
+    if uaccess {
+        t.push("uaccess");
+    }
+    t
 }
 
 /// What udev's `hwdb` builtin adds (`50-udev-default.rules`): a device is
@@ -255,16 +314,32 @@ pub fn db_name(ev: &Uevent) -> String {
 }
 
 /// The database entry udev writes (`device_update_db`): the time it was
-/// initialised, udev's properties (`E:`), its version line.
+/// initialised, udev's properties (`E:`), the tags (`G:`, and `Q:` for the
+/// current ones), its version line.
 pub fn db_text(props: &[(String, String)], usec_initialized: u64, kernel: &Uevent) -> String {
     let mut s = format!("I:{usec_initialized}\n");
     for (k, v) in props {
-        if kernel.get(k).is_none() && k != "SEQNUM" && k != "USEC_INITIALIZED" {
+        let own = ["SEQNUM", "USEC_INITIALIZED", "TAGS", "CURRENT_TAGS"].contains(&k.as_str());
+        if kernel.get(k).is_none() && !own {
             s.push_str(&format!("E:{k}={v}\n"));
+        }
+    }
+    for prefix in ["G", "Q"] {
+        for t in tag_list(props) {
+            s.push_str(&format!("{prefix}:{t}\n"));
         }
     }
     s.push_str("V:1\n");
     s
+}
+
+/// The event's tags (its `TAGS` property, split).
+pub fn tag_list(props: &[(String, String)]) -> Vec<&str> {
+    props
+        .iter()
+        .find(|(k, _)| k == "TAGS")
+        .map(|(_, v)| v.split(':').filter(|t| !t.is_empty()).collect())
+        .unwrap_or_default()
 }
 
 /// The message udev sends on group 2: the libudev header, then the
@@ -280,11 +355,7 @@ pub fn udev_message(props: &[(String, String)]) -> Vec<u8> {
     }
     let sub = get("SUBSYSTEM").map_or(0, |s| murmur_hash2(s.as_bytes()));
     let devtype = get("DEVTYPE").map_or(0, |s| murmur_hash2(s.as_bytes()));
-    let tags = get("TAGS").unwrap_or("");
-    let bloom = tags
-        .split(':')
-        .filter(|t| !t.is_empty())
-        .fold(0u64, |b, t| b | bloom64(t));
+    let bloom = tag_list(props).iter().fold(0u64, |b, t| b | bloom64(t));
     let mut out = Vec::with_capacity(HEADER_SIZE as usize + body.len());
     out.extend_from_slice(b"libudev\0");
     out.extend_from_slice(&MAGIC.to_be_bytes());
