@@ -321,6 +321,33 @@ fn plug_and_unplug_wait_until_the_device_is_announced_and_gone() {
     assert_eq!(
         out,
         "ok plugged HidMouse on bus 1 port 3\nok bus 1 port 3 present\nE:ID_MODEL=QEMU_USB_Mouse\n\
-         bound\nok unplugged bus 1 port 3\nok bus 1 port 3 gone\n+usb:1-1:1.0\nc189:1\n0\n"
+         bound\nok unplugged bus 1 port 3\nok bus 1 port 3 gone\n+usb:1-0:1.0\n+usb:1-1:1.0\nc189:0\nc189:1\n0\n"
+    );
+}
+
+/// libudev finds a device through its number (`/sys/dev/char/189:N`, as
+/// the kernel links it) and so by tag (`/run/udev/tags/seat/c189:N`):
+/// pyudev's enumeration by tag lists the plugged device, and neither it nor
+/// the link is left after the unplug.
+#[test]
+fn libudev_enumerates_by_tag_through_the_device_numbers() {
+    let td = tempfile::tempdir().unwrap();
+    let seat = "/usr/bin/python3 -c 'import pyudev; \
+                print(sorted(d.sys_name for d in pyudev.Context().list_devices(tag=\"seat\")))'";
+    let out = run_ok(
+        td.path(),
+        &[],
+        &[
+            "sh",
+            "-c",
+            &format!(
+                "monfs ctl plug --wait 1 3 hid-mouse >/dev/null; readlink /sys/dev/char/189:2; {seat}; \
+                 monfs ctl unplug --wait 1 3 >/dev/null; ls /sys/dev/char; {seat}"
+            ),
+        ],
+    );
+    assert_eq!(
+        out,
+        "../../devices/platform/monfs_hcd.1/usb1/1-3\n['1-1', '1-3', 'usb1']\n189:0\n189:1\n['1-1', 'usb1']\n"
     );
 }

@@ -383,6 +383,8 @@ struct Shown {
     /// Its name and its interfaces' names, as linked in
     /// `sys/bus/usb/devices`.
     links: Vec<String>,
+    /// Its `sys/dev/char/MAJOR:MINOR` link.
+    devnode: String,
 }
 
 /// The sysfs tree of the USB devices, kept in step with the port.
@@ -401,6 +403,7 @@ impl UsbSysfs {
         });
         let bus = format!("{SYS}/bus/usb");
         tree.add(&format!("{bus}/devices"), NodeKind::Dir, 0o755);
+        tree.add(&format!("{SYS}/dev/char"), NodeKind::Dir, 0o755);
         for drv in ["usb", "usbfs", "hub"] {
             me.driver_dir(drv);
         }
@@ -576,7 +579,19 @@ impl UsbSysfs {
                 rel(&format!("{bus_usb}/devices"), &target),
             );
         }
-        shown.insert(d.dev, Shown { dir, links });
+        // /sys/dev/char/189:N, which libudev resolves a device number (and
+        // so a database or tag entry `c189:N`) through.
+        let chardev = format!("{SYS}/dev/char");
+        let devnode = format!("{chardev}/{USB_DEVICE_MAJOR}:{}", minor(d));
+        self.link(&devnode, rel(&chardev, &dir));
+        shown.insert(
+            d.dev,
+            Shown {
+                dir,
+                links,
+                devnode,
+            },
+        );
     }
 
     /// Remove device `dev` and whatever hangs below it.
@@ -600,6 +615,7 @@ impl UsbSysfs {
             for l in &s.links {
                 self.tree.remove(&format!("{SYS}/bus/usb/devices/{l}"));
             }
+            self.tree.remove(&s.devnode);
         }
         self.tree.remove(&all[0].dir);
     }

@@ -352,11 +352,6 @@ impl DeviceWatcher for UeventQueue {
         g.incoming = g.incoming.saturating_sub(1);
         let evs = match change {
             DeviceChange::Added(d) | DeviceChange::Changed(d) => {
-                if d.is_root_hub() {
-                    // Root hubs are there from the start (no hot-plug).
-                    g.devices.insert(d.dev, (d.clone(), true));
-                    return;
-                }
                 let (old, bound) = match g.devices.remove(&d.dev) {
                     Some((o, b)) => (Some(o), b),
                     None => (None, false),
@@ -366,9 +361,7 @@ impl DeviceWatcher for UeventQueue {
                 evs
             }
             DeviceChange::Removed(r) => match g.devices.remove(r) {
-                Some((old, bound)) if !old.is_root_hub() => {
-                    events_between(Some(&old), None, bound).0
-                }
+                Some((old, bound)) => events_between(Some(&old), None, bound).0,
                 _ => Vec::new(),
             },
         };

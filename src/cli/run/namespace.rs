@@ -307,6 +307,16 @@ pub(super) fn setup_paths(mnt: &Path, rootless: bool) -> Result<(), RunError> {
         if !add.is_empty() {
             graft(Path::new("/sys/devices/platform"), &|_| false, &add)?;
         }
+        // /sys/dev/char is monfs's: the simulated devices' numbers, as the
+        // udev database under /run/udev is theirs.
+        let chardev = mnt.join("sys/dev/char");
+        if chardev.is_dir() && Path::new("/sys/dev").is_dir() {
+            graft(
+                Path::new("/sys/dev"),
+                &|_| false,
+                &[(OsString::from("char"), chardev)],
+            )?;
+        }
     }
     Ok(())
 }
