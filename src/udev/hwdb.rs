@@ -118,84 +118,14 @@ impl Hwdb {
     /// Every property the database gives `search`, in the order udev adds
     /// them (first match of each key; a later winner keeps its place).
     pub fn lookup(&self, search: &str) -> Vec<(String, String)> {
-        let mut found: Vec<Found> = Vec::new();
-        let mut pattern = Vec::new();
-        self.descend(self.root, search.as_bytes(), 0, &mut pattern, &mut found, 0);
-        found.into_iter().map(|f| (f.key, f.value)).collect()
-    }
-
-    /// Follow `search` from position `i` at node `off`; `pattern` is the
-    /// path so far.
-    fn descend(
-        &self,
-        off: usize,
-        search: &[u8],
-        mut i: usize,
-        pattern: &mut Vec<u8>,
-        found: &mut Vec<Found>,
-        depth: usize,
-    ) {
-        let Some(node) = self.node(off) else { return };
-        if depth > MAX_DEPTH {
-            return;
-        }
-        let start = pattern.len();
-        for (p, &c) in node.prefix.iter().enumerate() {
-            if matches!(c, b'*' | b'?' | b'[') {
-                pattern.extend_from_slice(&node.prefix[..p]);
-                self.glob(off, p, search, pattern, found, depth);
-                pattern.truncate(start);
-                return;
-            }
-            if search.get(i + p) != Some(&c) {
-                return;
-            }
-        }
-        pattern.extend_from_slice(node.prefix);
-        i += node.prefix.len();
-        for &(c, child) in &node.children {
-            if matches!(c, b'*' | b'?' | b'[') {
-                pattern.push(c);
-                self.glob(child, 0, search, pattern, found, depth + 1);
-                pattern.pop();
-            }
-        }
-        if i == search.len() {
-            self.take(&node, found);
-            return;
-        }
-        if let Some(&(c, child)) = node.children.iter().find(|(c, _)| *c == search[i]) {
-            pattern.push(c);
-            self.descend(child, search, i + 1, pattern, found, depth + 1);
-        }
-    }
-
-    /// Every complete pattern below node `off` (its prefix from position
-    /// `p` on), each matched whole against `search`.
-    fn glob(
-        &self,
-        off: usize,
-        p: usize,
-        search: &[u8],
-        pattern: &mut Vec<u8>,
-        found: &mut Vec<Found>,
-        depth: usize,
-    ) {
-        let Some(node) = self.node(off) else { return };
-        if depth > MAX_DEPTH {
-            return;
-        }
-        let start = pattern.len();
-        pattern.extend_from_slice(node.prefix.get(p..).unwrap_or(&[]));
-        for &(c, child) in &node.children {
-            pattern.push(c);
-            self.glob(child, 0, search, pattern, found, depth + 1);
-            pattern.pop();
-        }
-        if node.count > 0 && fnmatch(pattern, search) {
-            self.take(&node, found);
-        }
-        pattern.truncate(start);
+        let mut w = Walk {
+            db: self,
+            search: search.as_bytes(),
+            pattern: Vec::new(),
+            found: Vec::new(),
+        };
+        w.descend(self.root, 0, 0);
+        w.found.into_iter().map(|f| (f.key, f.value)).collect()
     }
 
     /// A node's value entries into `found`: keys stored with a leading
@@ -238,15 +168,79 @@ impl Hwdb {
                         (new.priority, new.line) < (old.priority, old.line)
                     };
                     if !lower {
-                        old.value = new.value;
-                        old.priority = new.priority;
-                        old.filename = new.filename;
-                        old.line = new.line;
+                        *old = new;
                     }
                 }
                 None => found.push(new),
             }
         }
+    }
+}
+
+/// One lookup's walk: the string looked up, the pattern of the path so far
+/// and what matched.
+struct Walk<'a> {
+    db: &'a Hwdb,
+    search: &'a [u8],
+    pattern: Vec<u8>,
+    found: Vec<Found>,
+}
+
+impl Walk<'_> {
+    /// Follow the search string from position `i` at node `off`.
+    fn descend(&mut self, off: usize, mut i: usize, depth: usize) {
+        let Some(node) = self.db.node(off).filter(|_| depth <= MAX_DEPTH) else {
+            return;
+        };
+        let start = self.pattern.len();
+        for (p, &c) in node.prefix.iter().enumerate() {
+            if matches!(c, b'*' | b'?' | b'[') {
+                self.pattern.extend_from_slice(&node.prefix[..p]);
+                self.glob(off, p, depth);
+                self.pattern.truncate(start);
+                return;
+            }
+            if self.search.get(i + p) != Some(&c) {
+                return;
+            }
+        }
+        self.pattern.extend_from_slice(node.prefix);
+        i += node.prefix.len();
+        for &(c, child) in &node.children {
+            if matches!(c, b'*' | b'?' | b'[') {
+                self.pattern.push(c);
+                self.glob(child, 0, depth + 1);
+                self.pattern.pop();
+            }
+        }
+        if i == self.search.len() {
+            self.db.take(&node, &mut self.found);
+            return;
+        }
+        if let Some(&(c, child)) = node.children.iter().find(|(c, _)| *c == self.search[i]) {
+            self.pattern.push(c);
+            self.descend(child, i + 1, depth + 1);
+        }
+    }
+
+    /// Every complete pattern below node `off` (its prefix from position
+    /// `p` on), each matched whole against the search string.
+    fn glob(&mut self, off: usize, p: usize, depth: usize) {
+        let Some(node) = self.db.node(off).filter(|_| depth <= MAX_DEPTH) else {
+            return;
+        };
+        let start = self.pattern.len();
+        self.pattern
+            .extend_from_slice(node.prefix.get(p..).unwrap_or(&[]));
+        for &(c, child) in &node.children {
+            self.pattern.push(c);
+            self.glob(child, 0, depth + 1);
+            self.pattern.pop();
+        }
+        if node.count > 0 && fnmatch(&self.pattern, self.search) {
+            self.db.take(&node, &mut self.found);
+        }
+        self.pattern.truncate(start);
     }
 }
 
