@@ -27,6 +27,8 @@
 #                               sets TX_DEBS (their paths)
 
 TX_CACHE=${MONFS_LIBTRACEFS_CACHE:-/var/tmp/monfs-libtracefs}
+# Another suite's packages: set TX_SUITE (and TX_CACHE) after sourcing, as
+# scripts/libusb-netlink does for bookworm's sources.
 TX_SUITE=trixie
 _TX_APT=()
 

@@ -189,15 +189,14 @@ pub fn udev_properties(ev: &Uevent, d: &UsbDevice, hwdb: Option<&Hwdb>) -> Vec<(
         add(&k, v);
     }
     let path = id_path(d, ev.interface);
-    let tag = path
+    let tag: String = path
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
     add("ID_PATH", path);
-    add("ID_PATH_TAG", tag);
+    add("ID_PATH_TAG", tag.clone());
     let tags = tags(&p, ev);
     if tags.contains(&"seat") {
-        let tag = p.last().map(|(_, v)| v.clone()).unwrap_or_default();
         p.push(("ID_FOR_SEAT".into(), format!("usb-{tag}")));
     }
     if !tags.is_empty() {
@@ -213,15 +212,14 @@ pub fn udev_properties(ev: &Uevent, d: &UsbDevice, hwdb: Option<&Hwdb>) -> Vec<(
 /// is not one to rely on): `uaccess` for a device node whose interfaces or
 /// hwdb entry name it as one for the logged-in user (a PTP camera, a
 /// software radio, a hardware wallet, ...), `seat` for those and for every
-/// device of class 00 (per interface) or 09 (hub). `props` are the
+/// device of class 00 (classes given per interface) or 09 (hub). `props` are the
 /// event's udev properties so far. A `remove` carries what the database
 /// held, so it gets the same.
 fn tags(props: &[(String, String)], ev: &Uevent) -> Vec<&'static str> {
     let get = |k: &str| props.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
     let set = |k: &str| get(k).is_some_and(|v| !v.is_empty());
     let one = |k: &str| get(k) == Some("1");
-    let device = ev.interface.is_none();
-    if !device {
+    if ev.interface.is_some() {
         return Vec::new();
     }
     let uaccess = get("ID_USB_INTERFACES").is_some_and(|v| v.contains(":060101:"))
