@@ -117,9 +117,10 @@ fn write_raw(path: &std::ffi::CStr, data: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The signals [`supervise`] takes, blocked from before CMD starts (whose
-/// mask is emptied again before exec), so that none is missed.
-fn supervised_signals() -> SigSet {
+/// The signals [`supervise`] takes, blocked in the calling thread (from the
+/// start of `monfs run`, so in all its threads; CMD's mask is emptied again
+/// before exec, and std empties the daemon's), so that none is missed.
+pub(super) fn supervised_signals() -> SigSet {
     let mut set = SigSet::empty();
     for s in [
         Signal::SIGINT,

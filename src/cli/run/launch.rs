@@ -19,6 +19,10 @@ use super::{io, sys, RunError, RunOptions, EXIT_START, FUSE_SUPER_MAGIC};
 
 /// Run `opts.command` as described in the module docs; its exit status.
 pub fn run(opts: RunOptions) -> ExitCode {
+    // Blocked before any thread starts (the log echo's, ...), so that every
+    // thread inherits the mask and a SIGTERM sent to monfs run waits for
+    // supervise() instead of ending the process in whichever thread it hits.
+    super::command::supervised_signals();
     let rootless = !geteuid().is_root();
     match &opts.use_mount {
         Some(dir) => run_on_existing(&opts, dir, rootless),
