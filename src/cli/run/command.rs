@@ -24,7 +24,7 @@ pub(super) fn spawn_command(
     } else {
         (0, 0)
     };
-    supervised_signals();
+    // The signals supervise() takes are blocked since run() began.
     let mut cmd = Command::new(&opts.command[0]);
     cmd.args(&opts.command[1..])
         .env("MONFS_MOUNT", mnt)
