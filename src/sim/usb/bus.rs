@@ -52,7 +52,8 @@ impl Bus {
         let class_tag = tags.alloc(&mut rng, URB_SIZE);
         let mut used = [false; 128];
         used[1] = true;
-        let root = Device {
+        let mut devs = DevSlots::default();
+        devs.insert(Device {
             devnum: 1,
             reserved: 1,
             visible: true,
@@ -62,18 +63,20 @@ impl Bus {
                 ..Default::default()
             }),
             ..Device::new(Kind::Root, desc, class_tag)
-        };
+        });
         let ctx = Ctx {
             bus: busnum,
             controller: cfg.controller,
             rng,
             tags,
-            devs: vec![Some(Box::new(root))],
+            devs,
             sink,
             clock,
             offset: 0,
             floor: 0,
             async_free: 0,
+            periodic: [0; 2],
+            periodic_dirty: false,
             timing: Default::default(),
             spawned: Vec::new(),
             next_devnum: 2,

@@ -267,6 +267,7 @@ impl Ctx {
             setup: None,
             npk: 0,
             start_frame: 0,
+            sched_frame: 0,
         })
     }
 
@@ -761,8 +762,7 @@ impl Ctx {
             None
         };
         let class_tag = self.tags.alloc(&mut self.rng, URB_SIZE);
-        let id = self.devs.len();
-        self.devs.push(Some(Box::new(Device {
+        let id = self.devs.insert(Device {
             cfg: Some(cfg.clone()),
             parent: Some(parent),
             port,
@@ -771,7 +771,7 @@ impl Ctx {
             hub,
             errors: cfg.errors,
             ..Device::new(Kind::Dev(cfg.kind), desc, class_tag)
-        })));
+        });
         (self.plugged)(self, id);
         let powered = {
             let h = self.dev_mut(parent).and_then(|d| d.hub.as_mut()).unwrap();
@@ -922,7 +922,7 @@ impl Ctx {
                 (self.core_event)(self, d, false);
             }
             self.announce(d, now, false);
-            if let Some(dev) = self.devs[d].take() {
+            if let Some(dev) = self.devs.remove(d) {
                 if dev.reserved != 0 {
                     self.used[dev.reserved as usize] = false;
                 }

@@ -747,12 +747,19 @@ fn unplug_fails_urbs_and_removes_device() {
             "S Co:1:001:0 s 23 01 0010 0004 0000 0",
         ],
     );
-    // ISO URBs of the audio device are killed at disconnect.
+    // ISO URBs of the audio device are killed at disconnect, each with the
+    // frame its controller had placed it at (4 frames after the one
+    // before).
+    let killed: Vec<&String> = l
+        .iter()
+        .filter(|x| x.starts_with("C Zo:1:006:1 -108:1:"))
+        .collect();
     assert!(
-        l.iter()
-            .any(|x| x.starts_with("C Zo:1:006:1 -108:1:0:0 4 -18:0:0")),
+        killed.len() >= 2 && killed.iter().all(|x| x.contains(":0 4 -18:0:0 -18:192:0")),
         "{l:#?}"
     );
+    let frame = |x: &str| -> u32 { x.split(':').nth(5).unwrap().parse().unwrap() };
+    assert_eq!(frame(killed[1]), frame(killed[0]) + 4, "{killed:#?}");
     // The hub's own status URB fails with EPROTO.
     assert!(
         l.iter().any(|x| x.starts_with("C Ii:1:005:1 -71:2048 0")),
@@ -1056,12 +1063,12 @@ fn unread_buses_nap_for_a_bounded_number_of_steps() {
 
 #[test]
 fn killed_iso_in_urbs_show_their_buffer() {
-    let (sim, _, sink) = run(&default_cfg(), 5, 2500);
+    let (sim, before, sink) = run(&default_cfg(), 5, 2500);
     sim.unplug(2, &[1]).unwrap(); // the webcam
     sim.run_until(3_500_000_000);
-    let l: Vec<String> = sink
-        .take()
+    let l: Vec<String> = before
         .iter()
+        .chain(sink.take().iter())
         .filter(|e| e.bus == 2)
         .map(body)
         .collect();
@@ -1074,6 +1081,30 @@ fn killed_iso_in_urbs_show_their_buffer() {
     // text prints an ISO completion, not `Z` (no buffer).
     let zeros = " = 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000";
     assert!(killed.iter().all(|x| x.ends_with(zeros)), "{killed:#?}");
+    // Each killed URB reports the frame its controller had placed it at,
+    // as a completed one does: the stream's start frames go on from the
+    // last completion's, one URB's frames apart (they were 0).
+    let frames: Vec<(i64, bool)> = sink_frames(&l);
+    let (done, _) = *frames.iter().rev().find(|(_, k)| !k).expect("a completion");
+    let killed: Vec<i64> = frames.iter().filter(|(_, k)| *k).map(|(f, _)| *f).collect();
+    let step = frames[1].0 - frames[0].0;
+    assert!(step > 0, "{frames:?}");
+    for (i, f) in killed.iter().enumerate() {
+        assert_eq!(*f, done + step * (i as i64 + 1), "{frames:?}");
+    }
+}
+
+/// The start frames of bus 2's webcam's isochronous completions in the
+/// lines `l` (`C Zi:2:002:1 STATUS:INTERVAL:FRAME:ERRORS ...`), and whether
+/// each was killed.
+fn sink_frames(l: &[String]) -> Vec<(i64, bool)> {
+    l.iter()
+        .filter(|x| x.starts_with("C Zi:2:002:1 "))
+        .map(|x| {
+            let f: Vec<&str> = x.split(' ').nth(2).unwrap().split(':').collect();
+            (f[2].parse().unwrap(), f[0] == "-108")
+        })
+        .collect()
 }
 
 /// A device unplugged at any point of its enumeration leaves its port free
@@ -1147,4 +1178,43 @@ fn requests_to_an_unplugged_device_fail_until_it_is_disconnected() {
             "unplugged at {at} ns: nothing failed: {kbd:#?}"
         );
     }
+}
+
+/// An unplugged device gives its slot back: a bus that has a keyboard
+/// plugged and unplugged 200 times keeps as many slots as it had devices
+/// at once, and the name of a device that went (an open usbfs file's, a
+/// task's) finds nothing, not the device now in its slot.
+#[test]
+fn unplugged_devices_give_their_slots_back() {
+    use crate::usbcore::device::UsbCorePort;
+    let yaml = "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: hid-keyboard}\n";
+    let cfg = Config::parse(yaml, "t").unwrap().usb;
+    let sink = Arc::new(Collect::default());
+    let sim = UsbSim::run_for_test(&cfg, 3, 2000, Arc::new(TestClock), sink.clone());
+    let kbd = |sim: &UsbSim| {
+        sim.devices()
+            .into_iter()
+            .find(|d| d.port_path == [1])
+            .expect("the keyboard")
+    };
+    let first = kbd(&sim);
+    let slots = sim.bus(1).unwrap().lock().ctx.devs.slots();
+    assert_eq!(slots, 2, "the root hub and the keyboard");
+    let dev: DeviceConfig = serde_yaml_ng::from_str("{port: 1, kind: hid-keyboard}").unwrap();
+    let mut t = 2_000_000_000;
+    for _ in 0..200 {
+        sim.unplug(1, &[1]).unwrap();
+        t += 1_000_000_000;
+        sim.run_until(t);
+        assert!(sim.device(first.dev).is_none(), "a gone device is found");
+        sim.plug(1, &[1], &dev).unwrap();
+        t += 2_000_000_000;
+        sim.run_until(t);
+        sink.take();
+    }
+    let last = kbd(&sim);
+    assert_ne!(last.dev, first.dev, "a reused slot names its device anew");
+    assert!(sim.device(first.dev).is_none());
+    assert!(sim.device(last.dev).is_some());
+    assert_eq!(sim.bus(1).unwrap().lock().ctx.devs.slots(), slots);
 }

@@ -608,3 +608,77 @@ fn a_late_isochronous_urb_keeps_its_slot_without_asap_and_skips_ahead_with_it() 
     assert_eq!(c[1].error_count, 0);
     assert_eq!(c[1].start_frame, (c[0].start_frame + 9) & 0x7ff);
 }
+
+#[test]
+fn bulk_gets_what_the_periodic_schedule_leaves_of_each_microframe() {
+    // A high-speed camera-like device (a descriptor dump) streams on a
+    // high-bandwidth isochronous IN endpoint, 3 x 1024 bytes every
+    // microframe: 3072 of the 6656 bytes a microframe carries. The
+    // controller serves it first, so a program's bulk transfers to a
+    // flood device on the same bus get the rest of each microframe.
+    let td = tempfile::tempdir().unwrap();
+    let mut dump = vec![
+        18, 1, 0, 2, 0, 0, 0, 64, 0x34, 0x12, 0x78, 0x56, 1, 0, 0, 0, 0, 1,
+    ];
+    dump.extend_from_slice(&[9, 2, 34, 0, 1, 1, 0, 0x80, 50]);
+    dump.extend_from_slice(&[9, 4, 0, 0, 0, 0xff, 0, 0, 0]);
+    dump.extend_from_slice(&[9, 4, 0, 1, 1, 0xff, 0, 0, 0]);
+    dump.extend_from_slice(&[7, 5, 0x81, 0x05, 0x00, 0x14, 1]);
+    let path = td.path().join("hb.desc");
+    std::fs::write(&path, &dump).unwrap();
+    let cam = format!(
+        "{{port: 2, kind: descriptors, descriptors: {}}}",
+        path.display()
+    );
+    let (sim, sink, devs) = bus(&["{port: 1, kind: flood}", &cam], "ehci");
+    let (flood, cam) = (&devs[0], &devs[1]);
+    let mut now = 3000;
+    take(&sim, flood, 0, &mut now);
+    sim.claim_interface(cam.dev, 0, 9).unwrap();
+    let done = Arc::new(Done::default());
+    sim.request(
+        cam.dev,
+        CoreRequest::SetInterface {
+            interface: 0,
+            alt: 1,
+        },
+        done.clone(),
+    )
+    .unwrap();
+    now += 100;
+    sim.run_until(now * MS);
+    assert_eq!(done.0.lock_ok()[0].1.status, 0);
+    let span = |sim: &UsbSim, now: &mut u64, stream: bool| {
+        let iso = Arc::new(Done::default());
+        if stream {
+            // 3 URBs of 64 microframes each: the stream outlasts the bulk.
+            submit_n(sim, cam, &urb(TransferType::Iso, 0x81, 3072, 64), 3, &iso);
+        }
+        let got = Arc::new(Done::default());
+        sink.0.lock_ok().clear();
+        let tags = submit_n(
+            sim,
+            flood,
+            &urb(TransferType::Bulk, 0x81, 16384, 0),
+            8,
+            &got,
+        );
+        *now += 1000;
+        sim.run_until(*now * MS);
+        assert_eq!(done_tags(&got), tags);
+        let c = completions(&sink, &tags);
+        c.last().unwrap().ts.mono_ns - c.first().unwrap().ts.mono_ns
+    };
+    let alone = span(&sim, &mut now, false);
+    let shared = span(&sim, &mut now, true);
+    // 16 KiB take 307.7 us of a whole microframe's rate; with 3072 of 6656
+    // bytes taken by the stream, 571.4 us.
+    let per_urb = (16384u64 * 125_000).div_ceil(13 * 512);
+    let want = per_urb * 7 * 6656 / (6656 - 3072);
+    assert!(alone < want * 6 / 10, "alone {alone} ns");
+    assert!(shared >= want, "{shared} ns < {want}");
+    assert!(
+        shared * 9 <= want * 10,
+        "{shared} ns, below 90% of what is left"
+    );
+}

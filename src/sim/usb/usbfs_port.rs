@@ -30,8 +30,8 @@ impl UsbCorePort for UsbSim {
         let mut out = Vec::new();
         for b in &self.buses {
             let g = b.current(&*self.clock);
-            let mut v: Vec<UsbDevice> = (0..g.ctx.devs.len())
-                .filter_map(|i| core_view::usb_device(&g.ctx, i))
+            let mut v: Vec<UsbDevice> = (g.ctx.devs.iter())
+                .filter_map(|(i, _)| core_view::usb_device(&g.ctx, i))
                 .collect();
             v.sort_by_key(|d| d.devnum);
             out.extend(v);

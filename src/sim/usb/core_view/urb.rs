@@ -158,7 +158,7 @@ pub(crate) fn submit(
         // speed) is -EMSGSIZE, before the URB reaches the bus.
         let max = ctx
             .dev(d)
-            .and_then(|x| Some(active_endpoint(x, r.endpoint)?.max_per_interval(x.speed())));
+            .and_then(|x| Some(x.active_endpoint(r.endpoint)?.max_per_interval(x.speed())));
         if let Some(max) = max {
             if r.iso_lengths.iter().any(|&l| l > max) {
                 return Err(CoreError::Failed(EMSGSIZE));
@@ -182,7 +182,7 @@ pub(crate) fn submit(
         default_interval(ctx, d, r.endpoint)
     };
     let tag = ctx.tags.alloc(&mut ctx.rng, size);
-    let urb = Urb {
+    let mut urb = Urb {
         tag,
         xfer: xfer_of(r.xfer),
         ep: r.endpoint & 0x0f,
@@ -193,6 +193,7 @@ pub(crate) fn submit(
         setup: r.setup,
         npk,
         start_frame: r.start_frame,
+        sched_frame: 0,
     };
     // Faults apply to data transfers, as to the drivers'.
     let outcome = if r.endpoint & 0x0f != 0 {
@@ -266,6 +267,7 @@ pub(crate) fn submit(
     } else {
         None
     };
+    urb.sched_frame = slot.start_frame;
     ctx.submit(d, urb, now, sdata, sub_iso.clone());
     if outcome != Outcome::Ok {
         // An injected fault ends it a little later.
@@ -311,18 +313,6 @@ fn late_packets(iso: &mut [IsoDesc], late: u32) -> i32 {
 
 /// -EMSGSIZE, as a positive errno.
 const EMSGSIZE: i32 = 90;
-
-/// The endpoint `addr` of `dev` in the settings its interfaces have now
-/// (any setting's if none of them has it).
-fn active_endpoint(dev: &Device, addr: u8) -> Option<&descriptors::EpDesc> {
-    let cfg = &dev.desc.cfg;
-    cfg.alts
-        .iter()
-        .filter(|a| dev.alt.get(a.num as usize).copied().unwrap_or(0) == a.alt)
-        .flat_map(|a| a.eps.iter())
-        .find(|e| e.addr == addr)
-        .or_else(|| cfg.endpoint(addr))
-}
 
 /// The interval the kernel's URB gets on endpoint `ep` of `d`.
 fn default_interval(ctx: &Ctx, d: DevId, ep: u8) -> i32 {
@@ -441,17 +431,10 @@ pub(super) fn answer(
         };
         let lat = ctx.rng.range(40 * US, 400 * US) + if urb.len > 64 { 100 * US } else { 0 };
         let lat = ctx.delay(lat);
-        finish_at(
-            ctx,
-            d,
-            urb.tag,
-            now + lat,
-            status,
-            actual,
-            data,
-            vec![],
-            (0, 0),
-        );
+        // The device's answer, then its bytes' time on the bus.
+        let moved = if urb.dir_in { actual } else { urb.len };
+        let at = ctx.async_done(d, 8 + moved, now + lat);
+        finish_at(ctx, d, urb.tag, at, status, actual, data, vec![], (0, 0));
         return;
     }
     if recorded {

@@ -14,7 +14,11 @@
 //! * **Time on the bus.** [`super::Sched`] keeps when each endpoint of a device is
 //!   next free, and [`Ctx::async_free`] when the bus's asynchronous schedule
 //!   (control and bulk) is: a bulk URB takes the time its bytes take on a bus
-//!   of its speed, one after another; an interrupt URB is served at its
+//!   of its speed, one after another, in what the periodic schedule leaves
+//!   of each (micro)frame ([`Ctx::periodic_share`]: the controller serves
+//!   isochronous and interrupt endpoints first, USB 2.0 5.6.4 and 5.7.4);
+//!   a control transfer takes its setup packet's and data's time there
+//!   too; an interrupt URB is served at its
 //!   endpoint's next poll; an isochronous URB takes one packet per interval
 //!   from its endpoint's next free (micro)frame (`URB_ISO_ASAP`) and completes
 //!   at the end of its last one.
@@ -61,6 +65,18 @@ fn bulk_per_frame(speed: Speed) -> (u64, u64) {
 pub(crate) fn bulk_ns(speed: Speed, len: u32) -> u64 {
     let (bytes, frame) = bulk_per_frame(speed);
     (len as u64 * frame).div_ceil(bytes)
+}
+
+/// The most of a (micro)frame the periodic schedule may take, in
+/// millionths: 80% (USB 2.0 5.6.4, 5.7.4); control and bulk keep the rest.
+const PERIODIC_MAX: u64 = 800_000;
+
+/// Which part of the bus a device's transfers take time on: the
+/// high-speed wire (0) or the full- and low-speed one (1: a full-speed
+/// bus, or the transaction translator of the hub a full- or low-speed
+/// device hangs off).
+fn segment(speed: Speed) -> usize {
+    usize::from(speed != Speed::High)
 }
 
 /// The first multiple of `per` after `t`.
@@ -146,21 +162,72 @@ impl Ctx {
         (n & mask) as i32
     }
 
+    /// The share of `speed`'s segment of the bus that the periodic schedule
+    /// takes now, in millionths: every isochronous or interrupt endpoint
+    /// with URBs queued reserves its packets (wMaxPacketSize times its
+    /// transactions) once an interval, as the HCDs reserve them
+    /// (`ehci-sched.c`'s budget, xHCI's bandwidth check), up to 80%.
+    /// Recomputed only after a periodic URB joined or left a queue.
+    pub(crate) fn periodic_share(&mut self, speed: Speed) -> u64 {
+        if self.periodic_dirty {
+            let mut share = [0u64; 2];
+            for (_, d) in self.devs.iter() {
+                if d.gone {
+                    continue;
+                }
+                let speed = d.speed();
+                let unit = crate::sim::usb::descriptors::interval_unit_ns(speed);
+                let mut seen: Vec<u8> = Vec::new();
+                for u in d.inflight.iter().filter(|u| u.is_periodic()) {
+                    let key = ep_key(u);
+                    if seen.contains(&key) {
+                        continue;
+                    }
+                    seen.push(key);
+                    let bytes = d
+                        .active_endpoint(key)
+                        .map_or(u.len, |e| e.max_per_interval(speed));
+                    let per = u.interval.max(1) as u64 * unit;
+                    share[segment(speed)] += bulk_ns(speed, bytes) * 1_000_000 / per;
+                }
+            }
+            self.periodic = share.map(|s| s.min(PERIODIC_MAX));
+            self.periodic_dirty = false;
+        }
+        self.periodic[segment(speed)]
+    }
+
     /// When a bulk URB of `len` bytes to `dev`, submitted at `now`, is done
     /// on the bus: once the asynchronous schedule is free (at once, after
     /// the controller's few microseconds, if it is idle), the time its
-    /// bytes take at the device's speed.
+    /// bytes take at the device's speed in what the periodic schedule
+    /// leaves of each (micro)frame.
     pub(crate) fn bulk_done(&mut self, dev: DevId, len: u32, now: u64) -> u64 {
-        let Some(speed) = self.dev(dev).map(|d| d.speed()) else {
+        if self.dev(dev).is_none() {
             return now;
-        };
-        let start = if self.async_free > now {
+        }
+        let ready = if self.async_free > now {
             self.async_free
         } else {
             let lat = self.rng.range(20 * US, 60 * US);
             now + self.delay(lat)
         };
-        let done = start + self.delay(bulk_ns(speed, len));
+        self.async_done(dev, len, ready)
+    }
+
+    /// When `len` bytes of `dev`'s control or bulk transfers, ready at
+    /// `ready` (the device has its answer, the controller the transfer),
+    /// are through the bus: once the asynchronous schedule is free, the
+    /// time they take at the device's speed in what the periodic schedule
+    /// leaves of each (micro)frame. A control transfer counts its setup
+    /// packet's 8 bytes with its data.
+    pub(crate) fn async_done(&mut self, dev: DevId, len: u32, ready: u64) -> u64 {
+        let Some(speed) = self.dev(dev).map(|d| d.speed()) else {
+            return ready;
+        };
+        let periodic = self.periodic_share(speed);
+        let ns = bulk_ns(speed, len) * 1_000_000 / (1_000_000 - periodic);
+        let done = self.async_free.max(ready) + self.delay(ns);
         self.async_free = done;
         done
     }

@@ -34,6 +34,11 @@ pub(crate) trait Task: Send {
 }
 
 impl Urb {
+    /// An isochronous or interrupt URB: on the bus's periodic schedule.
+    pub(crate) fn is_periodic(&self) -> bool {
+        matches!(self.xfer, XferType::Iso | XferType::Interrupt)
+    }
+
     /// What a submission of this URB carries: nothing to read yet for IN,
     /// the OUT data if there is any.
     pub(crate) fn submit_data(&self, ctx: &Ctx, out: &Option<Arc<[u8]>>) -> Option<Arc<[u8]>> {
@@ -332,7 +337,7 @@ pub(crate) struct Ctx {
     pub controller: Controller,
     pub rng: Rng,
     pub tags: TagAlloc,
-    pub devs: Vec<Option<Box<Device>>>,
+    pub devs: DevSlots,
     pub sink: Arc<dyn UrbSink>,
     pub clock: Arc<dyn Clock>,
     /// Added to local time for timestamps.
@@ -342,6 +347,11 @@ pub(crate) struct Ctx {
     /// Local time until which the bus's asynchronous schedule (control and
     /// bulk) is taken (see [`endpoint`]).
     pub async_free: u64,
+    /// The periodic schedule's share of each segment's time, in
+    /// millionths (see [`endpoint`]); recomputed when `periodic_dirty`.
+    pub periodic: [u64; 2],
+    /// A periodic URB joined or left a queue since `periodic` was computed.
+    pub periodic_dirty: bool,
     /// How long simulated latencies take.
     pub timing: Timing,
     pub spawned: Vec<(u64, Box<dyn Task>)>,
@@ -374,15 +384,15 @@ impl Ctx {
     pub(crate) fn settling(&self) -> bool {
         self.devs
             .iter()
-            .flatten()
+            .map(|(_, d)| d)
             .any(|d| d.kind != Kind::Root && (d.gone || !d.driver_bound))
     }
 
     pub(crate) fn dev(&self, id: DevId) -> Option<&Device> {
-        self.devs.get(id).and_then(|d| d.as_deref())
+        self.devs.get(id)
     }
     pub(crate) fn dev_mut(&mut self, id: DevId) -> Option<&mut Device> {
-        self.devs.get_mut(id).and_then(|d| d.as_deref_mut())
+        self.devs.get_mut(id)
     }
     /// Present and still connected.
     pub(crate) fn alive(&self, id: DevId) -> bool {
@@ -468,7 +478,7 @@ impl Ctx {
         data: Option<Arc<[u8]>>,
         iso: Vec<IsoDesc>,
     ) {
-        let Some(d) = self.devs.get_mut(dev).and_then(|d| d.as_deref_mut()) else {
+        let Some(d) = self.devs.get_mut(dev) else {
             return;
         };
         if (d.core.quiet_class || !d.core.quiet_eps.is_empty())
@@ -489,6 +499,7 @@ impl Ctx {
             }
         }
         d.inflight.push(urb);
+        self.periodic_dirty |= urb.is_periodic();
         let devnum = d.devnum;
         let mut ev = self.event(t, EventKind::Submit, devnum, &urb);
         ev.data = data;
@@ -526,7 +537,8 @@ impl Ctx {
     /// End the in-flight URB `u` of `dev` with `status` and nothing
     /// transferred (usb_kill_urb, usb_unlink_urb, a disconnect), given back
     /// at once whatever is before it on its endpoint: an isochronous URB's
-    /// packets each report EXDEV.
+    /// packets each report EXDEV, and its start frame is where its
+    /// controller had placed it.
     pub(crate) fn kill(&mut self, dev: DevId, u: &Urb, t: u64, status: i32) -> bool {
         let pkt = u.len.checked_div(u.npk).unwrap_or(0);
         let iso = iso_packets(u.npk, pkt, 0);
@@ -536,7 +548,7 @@ impl Ctx {
             actual: 0,
             data: None,
             iso,
-            start_frame: 0,
+            start_frame: u.sched_frame,
             error_count: 0,
         };
         self.finish(dev, t, h, false)
@@ -579,7 +591,7 @@ impl Ctx {
     /// `h` to a URB in flight, or a detached HID driver's report for the
     /// program's URB at the head of that endpoint.
     fn finish(&mut self, dev: DevId, t: u64, h: Held, ordered: bool) -> bool {
-        let Some(d) = self.devs.get_mut(dev).and_then(|d| d.as_deref_mut()) else {
+        let Some(d) = self.devs.get_mut(dev) else {
             return false;
         };
         let tag = h.tag;
@@ -616,7 +628,7 @@ impl Ctx {
     /// Emit the `C` event of the in-flight URB at `pos` of `dev` with the
     /// answer `h`, and tell the program that submitted it.
     fn give_back(&mut self, dev: DevId, pos: usize, t: u64, h: Held) {
-        let Some(d) = self.devs.get_mut(dev).and_then(|d| d.as_deref_mut()) else {
+        let Some(d) = self.devs.get_mut(dev) else {
             return;
         };
         let Held {
@@ -629,6 +641,7 @@ impl Ctx {
             error_count,
         } = h;
         let urb = d.inflight.remove(pos);
+        self.periodic_dirty |= urb.is_periodic();
         let devnum = d.devnum;
         let mut ev = self.event(t, EventKind::Complete, devnum, &urb);
         ev.status = status;

@@ -35,8 +35,87 @@ pub(crate) trait Ep0Link: Send {
 /// Interfaces a configuration may have (the kernel's USB_MAXINTERFACES).
 pub(crate) const MAX_INTERFACES: usize = 32;
 
-/// Index of a device in [`super::Ctx::devs`]; never reused within a bus.
+/// A device's name on its bus ([`DevSlots`]): its slot in the low 32 bits
+/// and the slot's generation above them, so that a slot freed by an
+/// unplug can hold the next device while whatever still holds the old
+/// name (a task, an open usbfs file, a URB) finds nothing there.
 pub(crate) type DevId = usize;
+
+/// The devices of a bus, each in a slot that an unplugged device gives
+/// back for the next plug: the table is as large as the most devices the
+/// bus had at once, however often devices come and go.
+#[derive(Default)]
+pub(crate) struct DevSlots {
+    slots: Vec<Option<Box<Device>>>,
+    /// Each slot's generation: bumped when its device is removed.
+    gens: Vec<u32>,
+    /// Empty slots, the most recently freed last.
+    free: Vec<usize>,
+}
+
+/// The bits of a [`DevId`] that hold its slot.
+const SLOT_BITS: u32 = 32;
+
+impl DevSlots {
+    fn split(id: DevId) -> (usize, u32) {
+        let id = id as u64;
+        ((id & 0xffff_ffff) as usize, (id >> SLOT_BITS) as u32)
+    }
+
+    fn slot(&self, id: DevId) -> Option<usize> {
+        let (i, g) = Self::split(id);
+        (self.gens.get(i) == Some(&g)).then_some(i)
+    }
+
+    /// The device named `id`, if it is still there.
+    pub(crate) fn get(&self, id: DevId) -> Option<&Device> {
+        self.slots[self.slot(id)?].as_deref()
+    }
+
+    /// The device named `id`, if it is still there.
+    pub(crate) fn get_mut(&mut self, id: DevId) -> Option<&mut Device> {
+        let i = self.slot(id)?;
+        self.slots[i].as_deref_mut()
+    }
+
+    /// Put `dev` in a free slot (the first device gets id 0); its name.
+    pub(crate) fn insert(&mut self, dev: Device) -> DevId {
+        let i = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(None);
+                self.gens.push(0);
+                self.slots.len() - 1
+            }
+        };
+        self.slots[i] = Some(Box::new(dev));
+        ((u64::from(self.gens[i]) << SLOT_BITS) | i as u64) as DevId
+    }
+
+    /// Take the device named `id` out; its slot is free for the next one
+    /// and `id` names nothing from now on.
+    pub(crate) fn remove(&mut self, id: DevId) -> Option<Box<Device>> {
+        let i = self.slot(id)?;
+        let dev = self.slots[i].take()?;
+        self.gens[i] = self.gens[i].wrapping_add(1);
+        self.free.push(i);
+        Some(dev)
+    }
+
+    /// How many slots the table has (the most devices it held at once).
+    #[cfg(test)]
+    pub(crate) fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Every device with its name, in slot order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (DevId, &Device)> {
+        self.slots.iter().enumerate().filter_map(|(i, d)| {
+            let id = ((u64::from(self.gens[i]) << SLOT_BITS) | i as u64) as DevId;
+            Some((id, d.as_deref()?))
+        })
+    }
+}
 
 pub(crate) const ENOENT: i32 = -2;
 pub(crate) const ENODEV: i32 = -19;
@@ -69,6 +148,10 @@ pub(crate) struct Urb {
     /// The submitter's `start_frame` (0 for drivers' URBs): usbmon shows it
     /// at submission, and at completion for all but isochronous URBs.
     pub start_frame: i32,
+    /// An isochronous URB's first (micro)frame as its controller placed it
+    /// ([`super::Ctx::start_frame`]): what its completion reports, a kill's
+    /// included (the HCD set `urb->start_frame` when it queued the URB).
+    pub sched_frame: i32,
 }
 
 impl Urb {
@@ -87,6 +170,7 @@ impl Urb {
             setup: Some(setup),
             npk: 0,
             start_frame: 0,
+            sched_frame: 0,
         }
     }
 }
@@ -394,6 +478,18 @@ impl Device {
             hid_idle: 0,
             hid_protocol: 1,
         }
+    }
+
+    /// The endpoint `addr` in the settings its interfaces have now (any
+    /// setting's if none of them has it).
+    pub(crate) fn active_endpoint(&self, addr: u8) -> Option<&super::super::descriptors::EpDesc> {
+        let cfg = &self.desc.cfg;
+        cfg.alts
+            .iter()
+            .filter(|a| self.alt.get(a.num as usize).copied().unwrap_or(0) == a.alt)
+            .flat_map(|a| a.eps.iter())
+            .find(|e| e.addr == addr)
+            .or_else(|| cfg.endpoint(addr))
     }
 
     pub(crate) fn is_hub(&self) -> bool {

@@ -122,6 +122,7 @@ impl Ctx {
             setup: None,
             npk: 0,
             start_frame: 0,
+            sched_frame: 0,
         }
     }
 }

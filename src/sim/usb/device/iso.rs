@@ -398,6 +398,7 @@ impl IsoTask {
         self.next_start = start + dur;
         let mut urb = self.urb;
         urb.tag = self.slots[idx].tag;
+        urb.sched_frame = ctx.start_frame(self.dev, start);
         let out = if outcome == Outcome::SubmitError {
             // The submission fails; the slot is retried when its turn would
             // have ended.

@@ -245,13 +245,18 @@ impl StorageTask {
         ctx.data_urb(self.dev, 0x81, 13, URB_NO_TRANSFER_DMA_MAP, self.class_tag)
     }
 
-    fn latency(ctx: &mut Ctx, len: u32, outcome: Outcome) -> u64 {
-        if outcome == Outcome::Unlink {
+    /// How long after `now` a transfer of `len` bytes completes: the
+    /// device's time to answer, then the bytes' time on the bus's
+    /// asynchronous schedule, shared with every other control and bulk
+    /// transfer of the bus.
+    fn latency(&self, ctx: &mut Ctx, len: u32, now: u64) -> u64 {
+        if self.outcome == Outcome::Unlink {
             // usb-storage gives up on the transfer after a timeout.
             return ctx.rng.range(20 * MS, 40 * MS);
         }
-        let lat = ctx.rng.range(30 * US, 200 * US) + len as u64 * 25;
-        ctx.delay(lat)
+        let lat = ctx.rng.range(30 * US, 200 * US);
+        let ready = now + ctx.delay(lat);
+        ctx.async_done(self.dev, len, ready) - now
     }
 }
 
@@ -300,7 +305,7 @@ impl Task for StorageTask {
                 }
                 ctx.submit(d, urb, now, self.cbw.clone(), Vec::new());
                 self.st = St::CbwC;
-                Some(now + Self::latency(ctx, 31, self.outcome))
+                Some(now + self.latency(ctx, 31, now))
             }
             St::CbwC => {
                 let tag = self.class_tag;
@@ -337,7 +342,7 @@ impl Task for StorageTask {
                 };
                 ctx.submit(d, urb, now, data, Vec::new());
                 self.st = St::DataC;
-                Some(now + Self::latency(ctx, len, self.outcome))
+                Some(now + self.latency(ctx, len, now))
             }
             St::DataC => {
                 let tag = self.data_tag;
@@ -380,7 +385,7 @@ impl Task for StorageTask {
                 let e = ctx.empty.clone();
                 ctx.submit(d, urb, now, Some(e), Vec::new());
                 self.st = St::CswC;
-                Some(now + Self::latency(ctx, 13, self.outcome))
+                Some(now + self.latency(ctx, 13, now))
             }
             St::CswC => {
                 let tag = self.class_tag;

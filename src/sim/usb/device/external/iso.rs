@@ -131,6 +131,7 @@ impl IsoEps {
         iso.next_start = start + dur;
         let mut urb = iso.urb;
         urb.tag = iso.slots[j].tag;
+        urb.sched_frame = ctx.start_frame(dev, start);
         let pl = iso.pkt_len;
         let out = iso.out.clone();
         let sl = &mut iso.slots[j];
