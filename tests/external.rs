@@ -420,10 +420,16 @@ fn iso_and_out_peer_answers_in_1u_and_killing_it_unplugs() {
                 || l.contains(&format!(" C Bi:1:{dev}:1 -108 0"))),
         "{dump}"
     );
-    let shut = format!(
-        " C Zi:1:{dev}:3 -108:8:0:0 8 -18:0:0 -18:256:0 -18:512:0 -18:768:0 -18:1024:0 2048 = 00000000 "
+    // (Each with the frame the HCD had placed it at: `-108:8:FRAME:0`.)
+    let (shut, packets) = (
+        format!(" C Zi:1:{dev}:3 -108:8:"),
+        ":0 8 -18:0:0 -18:256:0 -18:512:0 -18:768:0 -18:1024:0 2048 = 00000000 ",
     );
-    assert!(tail.iter().any(|l| l.contains(&shut)), "{dump}");
+    assert!(
+        tail.iter()
+            .any(|l| l.contains(&shut) && l.contains(packets)),
+        "{dump}"
+    );
     // Nothing is submitted, and nothing completes normally, afterwards.
     assert!(
         tail.iter()
