@@ -203,6 +203,54 @@ fn pyusb_talks_scsi_to_the_flash_drive() {
     );
 }
 
+/// A pyusb program that takes the webcam's and the audio device's
+/// streaming interfaces from uvcvideo and snd-usb-audio gets the answers
+/// those drivers get (tests/data/class_requests.py, under `monfs run`):
+/// UVC's probe and commit controls (SET_CUR, GET_CUR/MAX/DEF of the probe,
+/// GET_INFO, GET_LEN), UAC's sampling frequency on the endpoint, the
+/// settings selected, and a stall for a control the device does not have.
+#[test]
+fn pyusb_sends_uvc_and_uac_requests_as_the_drivers_do() {
+    common::require_fuse();
+    let td = tempfile::tempdir().unwrap();
+    let cfg = td.path().join("av.yaml");
+    std::fs::write(
+        &cfg,
+        "usb:\n  buses:\n    - bus: 1\n      controller: ehci\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: webcam}\n        - {port: 2, kind: audio}\n",
+    )
+    .unwrap();
+    let out = stdout_ok(
+        Command::new(common::monfs_bin())
+            .args(["run", "--timing", "fast", "--config"])
+            .arg(&cfg)
+            .args(["--", "/usr/bin/python3"])
+            .arg(common::repo_path("tests/data/class_requests.py"))
+            .env("TMPDIR", td.path()),
+        "monfs run class_requests.py",
+    );
+    // The probe block: bmHint 1, format 1, frame 1, 333333 x 100 ns,
+    // dwMaxVideoFrameSize 614400, dwMaxPayloadTransferSize 1024.
+    let block = "0100010115160500000000000000000000000060090000040000";
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "uvc SET_CUR probe 0 26".to_string(),
+            format!("uvc GET_CUR probe 0 {block}"),
+            format!("uvc GET_MAX probe 0 {block}"),
+            format!("uvc GET_DEF probe 0 {block}"),
+            "uvc GET_INFO probe 0 03".to_string(),
+            "uvc GET_LEN commit 0 1a00".to_string(),
+            "uvc GET_MIN commit -32".to_string(),
+            "uvc SET_CUR commit 0 26".to_string(),
+            "uvc GET_CUR selector 9 -32".to_string(),
+            "uvc alt 1".to_string(),
+            "uac SET_CUR sampling frequency 0 3".to_string(),
+            "uac GET_CUR selector 9 -32".to_string(),
+            "attached 32".to_string(),
+        ]
+    );
+}
+
 /// Isochronous URBs queued without USBDEVFS_URB_ISO_ASAP, each with a
 /// start_frame of its caller's (tests/c/usbfs_iso_stream.c, raw usbfs:
 /// libusb always sets ASAP), on an audio device alone on an OHCI bus:

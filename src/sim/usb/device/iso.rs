@@ -202,11 +202,24 @@ impl DeviceClass for Webcam {
         })
     }
 
-    // UVC SET_CUR / GET_CUR of the probe and commit controls.
+    // The streaming interface's probe and commit controls (UVC 1.1 4.3.1.1:
+    // both take SET_CUR and the GET requests; commit only SET_CUR and
+    // GET_CUR, GET_INFO, GET_LEN). Other selectors and entities stall, as
+    // a camera's unsupported controls do.
     fn ep0(&self, _ctx: &mut Ctx, _d: DevId, s: &[u8; 8]) -> Option<(i32, Option<Vec<u8>>)> {
+        let (selector, intf) = (s[3], s[4]);
+        let probe = match (selector, intf, s[5]) {
+            (1, 1, 0) => true,
+            (2, 1, 0) => false,
+            _ => return None,
+        };
         match (s[0], s[1]) {
             (0x21, 0x01) => Some((0, None)),
-            (0xa1, 0x81) | (0xa1, 0x82) | (0xa1, 0x83) => Some((0, Some(uvc_probe()))),
+            (0xa1, 0x81) => Some((0, Some(uvc_probe()))),
+            (0xa1, 0x82..=0x84 | 0x87) if probe => Some((0, Some(uvc_probe()))),
+            // GET_INFO: supports GET and SET; GET_LEN: the block's length.
+            (0xa1, 0x86) => Some((0, Some(vec![0x03]))),
+            (0xa1, 0x85) => Some((0, Some(vec![26, 0]))),
             _ => None,
         }
     }
