@@ -162,6 +162,25 @@ libusb_session() { # libusb_session OUTDIR TEXTDIR DEVNODE
 	echo "libusb: $(wc -l < "$1/usbfs_libusb.txt") answers, $(wc -l < "$1/libusb_1u.txt") lines of 1u"
 	cat "$1/usbfs_libusb.err"
 }
+# The isochronous session of tests/c/usbfs_iso.c with the audio device
+# (qemu's usb-audio; monfs's kind: audio; bus 2), and the usbmon lines it
+# causes (2u).
+iso_session() { # iso_session OUTDIR TEXTDIR DEVNODE
+	bg iso2u "$1/iso_2u.txt" cat "$2/2u"
+	sleep 0.5
+	usbfs_iso "$3" > "$1/usbfs_iso.txt" 2>&1
+	echo $? > "$1/usbfs_iso.txt.rc"
+	sleep 1
+	finish iso2u 0
+	echo "usbfs iso: $(wc -l < "$1/usbfs_iso.txt") lines, $(wc -l < "$1/iso_2u.txt") lines of 2u"
+	cat "$1/usbfs_iso.txt"
+}
+audio_devnum_kernel() {
+	for d in /sys/bus/usb/devices/2-*; do
+		[ "$(cat $d/product 2>/dev/null)" = "QEMU USB Audio" ] && cat $d/devnum && return 0
+	done
+	return 1
+}
 kbd_devnum_kernel() {
 	for d in /sys/bus/usb/devices/1-*; do
 		[ "$(cat $d/product 2>/dev/null)" = "QEMU USB Keyboard" ] && cat $d/devnum && return 0
@@ -206,13 +225,14 @@ for d in /sys/class/usbmon/*; do
 	n=/dev/$(basename "$d")
 	[ -e "$n" ] || mknod -m 600 "$n" c $(tr ':' ' ' < "$d/dev")
 done
-step "K2. kernel: enumeration of qemu's usb-kbd, usb-tablet, usb-storage on qemu-xhci"
+step "K2. kernel: enumeration of qemu's usb-kbd, usb-tablet, usb-storage, usb-mouse on qemu-xhci, usb-audio on a second one"
 bg kenum "$O/kernel/0u_enum.txt" cat $M/0u
 bg kenumh "$O/kernel/hdr0_enum.txt" usbmon_hdr getx /dev/usbmon0 100000 60
 sleep 0.5
-load xhci_pci usbhid hid_generic usb_storage sd_mod
+load xhci_pci usbhid hid_generic usb_storage sd_mod snd_usb_audio
 waitfor 20 '[ -e /sys/bus/usb/devices/1-1 ] && [ -e /sys/bus/usb/devices/1-2 ] && [ -e /sys/bus/usb/devices/1-3 ]' \
 	|| err "kernel: the three qemu USB devices did not appear on bus 1"
+waitfor 20 '[ -e /sys/bus/usb/devices/2-1 ]' || err "kernel: qemu's usb-audio did not appear on bus 2"
 STICK=
 waitfor 20 'ls /sys/block | grep -q ^sd' || err "kernel: the qemu USB stick gave no /dev/sd*"
 for b in /sys/block/sd*; do [ -e "$b" ] && STICK=/dev/$(basename $b); done
@@ -225,7 +245,7 @@ for d in /sys/bus/usb/devices/[0-9]*-[0-9]*; do
 	case $d in *:*) continue ;; esac
 	echo "$(basename $d) busnum=$(cat $d/busnum) devnum=$(cat $d/devnum) id=$(cat $d/idVendor):$(cat $d/idProduct) speed=$(cat $d/speed) product=$(cat $d/product 2>/dev/null)"
 done | tee $O/kernel/sysfs_devices.txt
-for d in /sys/bus/usb/devices/1-[0-9]; do # qemu's descriptors, for the simulator's
+for d in /sys/bus/usb/devices/[12]-[0-9]; do # qemu's descriptors, for the simulator's
 	echo "$(basename $d) descriptors $(od -An -v -tx1 $d/descriptors | tr -d ' \n')"
 	for s in manufacturer product serial configuration; do
 		[ -e $d/$s ] && echo "$(basename $d) $s $(cat $d/$s)"
@@ -255,6 +275,10 @@ echo "$KDEV" > $O/kernel/usbfs_devnum.txt
 usbfs_session $O/kernel $M /dev/bus/usb/001/$(printf %03d "$KDEV")
 step "K4l. kernel: libusb session with the keyboard (/dev/bus/usb)"
 libusb_session $O/kernel $M /dev/bus/usb/001/$(printf %03d "$KDEV")
+step "K4i. kernel: usbfs isochronous session with the audio device (/dev/bus/usb)"
+KADEV=$(audio_devnum_kernel) || err "kernel: no QEMU USB Audio in sysfs"
+echo "$KADEV" > $O/kernel/iso_devnum.txt
+iso_session $O/kernel $M /dev/bus/usb/002/$(printf %03d "$KADEV")
 step "K4h. kernel: the uevents of an unplug of the keyboard (its port disabled)"
 # usb_disconnect of the keyboard alone (qemu's xHCI does not report the
 # device again when the port is enabled, so the plug half is monfs's only).
@@ -299,7 +323,7 @@ if [ -n "$CUSEFLAG" ]; then
 	bg cenumh "$O/cuse/hdr0_enum.txt" usbmon_hdr getx /dev/usbmon0 100000 60
 fi
 echo "monfs up at $(up); devices plug in 4 s after the start"
-waitfor 30 '[ $(grep -c "^T:.*Lev=01" $MNT/usb/devices 2>/dev/null) -ge 3 ]' || err "monfs: the three devices did not enumerate"
+waitfor 30 '[ $(grep -c "^T:.*Lev=01" $MNT/usb/devices 2>/dev/null) -ge 5 ]' || err "monfs: the five devices did not enumerate"
 sleep 3
 finish fenum 0
 finish fenumh 0
@@ -332,6 +356,11 @@ echo "$MDEV" > $O/fuse/usbfs_devnum.txt
 usbfs_session $O/fuse $MNT/usb/usbmon $MNT/dev/bus/usb/001/$(printf %03d "$MDEV")
 step "M3l. monfs: libusb session with the keyboard (dev/bus/usb)"
 libusb_session $O/fuse $MNT/usb/usbmon $MNT/dev/bus/usb/001/$(printf %03d "$MDEV")
+step "M3i. monfs: usbfs isochronous session with the audio device (dev/bus/usb)"
+MADEV=$(awk '/^T:/ {d = $0; sub(/.*Dev#= */, "", d); sub(/ .*/, "", d)} /Product=QEMU USB Audio/ {print d; exit}' $MNT/usb/devices)
+[ -n "$MADEV" ] || err "monfs: no QEMU USB Audio in usb/devices"
+echo "$MADEV" > $O/fuse/iso_devnum.txt
+iso_session $O/fuse $MNT/usb/usbmon $MNT/dev/bus/usb/002/$(printf %03d "$MADEV")
 if [ -n "$CUSEFLAG" ]; then
 	step "M4. monfs: clients and tcpdump -i usbmon1 on the CUSE devices"
 	TCPDUMP=1 run_clients $O/cuse /dev/usbmon1 $MNT/usb/usbmon monfs_traffic
