@@ -332,11 +332,15 @@ fn every_interface_keeps_its_altsetting() {
 }
 
 #[test]
-fn a_reattached_uvcvideo_selects_its_streaming_setting_again() {
+fn a_streaming_interface_given_back_stays_without_a_driver() {
     // A program takes the webcam's streaming interface, selects setting 0
-    // (no bandwidth) and gives it back: uvcvideo's probe selects its
-    // setting again before its URBs go out, and usb/devices says so (it
-    // once said Alt= 0 while uvcvideo's Zi URBs went on).
+    // (no bandwidth) and gives it back (USBDEVFS_CONNECT): uvcvideo
+    // matches the control interface only and claims the streaming one
+    // from its probe, so nothing binds it: CONNECT gives 0, no request
+    // goes out, the setting stays 0 and uvcvideo's stream stays stopped,
+    // as the kernel does (measured in kernel-vm with snd-usb-audio's
+    // streaming interface; monfs once rebound it and restarted the
+    // stream).
     let (sim, sink, devs) = bus(&["{port: 1, kind: webcam}"], "ehci");
     let cam = &devs[0];
     let mut now = 3000;
@@ -369,18 +373,18 @@ fn a_reattached_uvcvideo_selects_its_streaming_setting_again() {
     assert!(alt(&sim).contains("Alt= 0"), "{}", alt(&sim));
     sim.release_interface(cam.dev, 1, 9).unwrap();
     sink.0.lock_ok().clear();
-    assert!(req(CoreRequest::AttachDriver(1), &mut now) >= 0);
-    assert!(alt(&sim).contains("Alt= 1"), "{}", alt(&sim));
+    assert_eq!(req(CoreRequest::AttachDriver(1), &mut now), 0);
+    assert!(alt(&sim).contains("Alt= 0"), "{}", alt(&sim));
+    assert!(alt(&sim).contains("Driver=(none)"), "{}", alt(&sim));
     let evs = sink.0.lock_ok();
-    let set = evs
-        .iter()
-        .position(|e| e.kind == EventKind::Submit && e.setup == Some([1, 0x0b, 1, 0, 1, 0, 0, 0]))
-        .expect("uvcvideo's SET_INTERFACE(1, 1)");
-    let iso = evs
-        .iter()
-        .position(|e| e.kind == EventKind::Submit && e.xfer == XferType::Iso)
-        .expect("uvcvideo's URBs again");
-    assert!(set < iso);
+    assert!(
+        !evs.iter()
+            .any(|e| e.devnum == cam.devnum && e.kind == EventKind::Submit),
+        "{:?}",
+        evs.iter()
+            .filter(|e| e.devnum == cam.devnum)
+            .collect::<Vec<_>>()
+    );
 }
 
 #[test]

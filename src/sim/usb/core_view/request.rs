@@ -257,8 +257,17 @@ fn run_request(
                 return Err(CoreError::NoDevice);
             };
             x.core.detached.retain(|i| *i != intf);
+            // snd-usb-audio and uvcvideo match the control interface
+            // only (audio and video class, subclass 1) and claim the
+            // streaming ones from its probe: a streaming interface let go
+            // stays without a driver (CONNECT gives 0, GETDRIVER ENODATA,
+            // no request goes out), as on Linux.
             let bound = usb_device(ctx, d)
-                .and_then(|u| u.interface(intf).map(|i| i.driver.is_some()))
+                .and_then(|u| {
+                    let i = u.interface(intf)?;
+                    let streaming = matches!(i.class, 0x01 | 0x0e) && i.subclass == 2;
+                    Some(i.driver.is_some() && !streaming)
+                })
                 .unwrap_or(false);
             let x = ctx.dev_mut(d).unwrap();
             if !bound {
@@ -268,16 +277,12 @@ fn run_request(
             }
             // usbhid's URB for SET_REPORT may go out again.
             x.core.quiet_class = false;
-            // A HID driver's probe, and snd-usb-audio's and uvcvideo's
-            // (their stream's SET_INTERFACE, which a program may have
-            // undone), run again before the driver submits.
+            // A HID driver's probe runs again before the driver submits.
             let reprobe = matches!(
                 x.kind,
                 Kind::Dev(DeviceKind::HidKeyboard)
                     | Kind::Dev(DeviceKind::HidMouse)
                     | Kind::Dev(DeviceKind::HidTablet)
-                    | Kind::Dev(DeviceKind::Audio)
-                    | Kind::Dev(DeviceKind::Webcam)
             );
             if !reprobe {
                 unquiet(x);
@@ -286,8 +291,8 @@ fn run_request(
                 return Ok(id);
             }
             // The probe's requests (usbhid's serial number, SET_IDLE,
-            // report descriptor and a keyboard's LEDs; the audio and video
-            // streams' setup and SET_INTERFACE), then its URBs again.
+            // report descriptor and a keyboard's LEDs), then its URBs
+            // again.
             let mut ops = ctx.class_ops(d);
             ops.retain(|o| !matches!(o, Op::StartStreams(_)));
             let mut runner = Runner::default();
