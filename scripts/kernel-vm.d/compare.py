@@ -895,14 +895,11 @@ ks, ms_ = spread(ko), spread(mo)
 check(ks is not None and ks <= 2,
       "usbfs iso: kernel: each URB's start frame is its submission's frame plus a constant (within 2)",
       "start frame - submission ms: %s; distances between start frames %s" % (ko, kd))
-known_usb(ms_ is not None and ms_ <= 2 and len(mo) == len(ko),
-          "usbfs iso: monfs places each URB as the kernel did: its start frame is its submission's frame "
-          "plus a constant (within 2)",
-          "monfs: start frame - submission ms %s, distances %s || kernel: %s, distances %s"
-          % (mo, md, ko, kd),
-          "qemu's xHCI has no Contiguous Frame ID capability, so 6.12's xhci-hcd reports each URB at "
-          "the frame after MFINDEX + IST at its submission; monfs's xhci continues the stream's frames "
-          "(as xhci-hcd does on a controller with CFC) and has no setting for a controller without it")
+check(ms_ is not None and ms_ <= 2 and len(mo) == len(ko),
+      "usbfs iso: monfs places each URB as the kernel did: its start frame is its submission's frame "
+      "plus a constant (within 2)",
+      "monfs: start frame - submission ms %s, distances %s || kernel: %s, distances %s"
+      % (mo, md, ko, kd))
 res("INFO", "usbfs iso: not compared: URB tags and times; a completion's start frame as a value (the "
     "frame counter's value when the stream starts depends on when the program runs; where each URB was "
     "put is checked against its submission's time instead); the distances between start frames as values "

@@ -123,6 +123,13 @@ pub struct BusConfig {
     /// Interval between the root hub's port-status control transfers, ms (0: off).
     #[serde(default = "default_hub_poll")]
     pub hub_poll_ms: u32,
+    /// xHCI only: whether the controller has the Contiguous Frame ID
+    /// capability (HCCPARAMS1 CFC). With it (the default) xhci-hcd
+    /// continues a queued isochronous stream's frame numbers; without it
+    /// (as qemu's xHCI) it reports each URB at the frame after MFINDEX at
+    /// its submission. Other controllers ignore it.
+    #[serde(default = "default_true")]
+    pub contiguous_frames: bool,
     /// Devices on the root hub.
     #[serde(default, deserialize_with = "unique_ports")]
     pub devices: Vec<DeviceConfig>,
@@ -182,6 +189,10 @@ impl ReplaySpeed {
 fn default_ports() -> PortCount {
     PortCount(4)
 }
+fn default_true() -> bool {
+    true
+}
+
 fn default_hub_poll() -> u32 {
     1000
 }

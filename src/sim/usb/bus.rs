@@ -67,6 +67,7 @@ impl Bus {
         let ctx = Ctx {
             bus: busnum,
             controller: cfg.controller,
+            cfc: cfg.contiguous_frames,
             rng,
             tags,
             devs,

@@ -686,3 +686,46 @@ fn bulk_gets_what_the_periodic_schedule_leaves_of_each_microframe() {
         "{shared} ns, below 90% of what is left"
     );
 }
+
+#[test]
+fn an_xhci_without_contiguous_frame_ids_reports_each_urb_by_its_submission() {
+    // Three isochronous URBs of 8 packets queued at once on the audio
+    // device's 1 ms endpoint. An xHCI with Contiguous Frame ID capability
+    // (the default) reports the stream's frames, 8 apart; one without it
+    // (qemu's) reports each by MFINDEX at its submission plus the
+    // controller's threshold (7 frames) and 10 microframes, rounded up to a
+    // frame: all three the same frame here. Either way the packets go out
+    // one frame after another, so the URBs complete 8 ms apart.
+    for (cfc, same) in [(true, false), (false, true)] {
+        let controller = format!("xhci\n      contiguous_frames: {cfc}");
+        let (sim, sink, devs) = bus(&["{port: 1, kind: audio}"], &controller);
+        let mut now = 3000;
+        take(&sim, &devs[0], 1, &mut now);
+        sink.0.lock_ok().clear();
+        let got = Arc::new(Done::default());
+        let tags = submit_n(
+            &sim,
+            &devs[0],
+            &urb(TransferType::Iso, 0x01, 192, 8),
+            3,
+            &got,
+        );
+        let submitted = sink.0.lock_ok()[0].ts.mono_ns;
+        now += 100;
+        sim.run_until(now * MS);
+        let c = completions(&sink, &tags);
+        assert_eq!(c.len(), 3);
+        let frames: Vec<i32> = c.iter().map(|e| e.start_frame).collect();
+        if same {
+            let uf = (submitted / 125_000) & 0x3fff;
+            let want = ((uf + 56 + 10).next_multiple_of(8) >> 3) as i32;
+            assert_eq!(frames, [want; 3], "cfc {cfc}");
+        } else {
+            assert_eq!(frames[1], (frames[0] + 8) & 0x7ff, "cfc {cfc}");
+            assert_eq!(frames[2], (frames[1] + 8) & 0x7ff, "cfc {cfc}");
+        }
+        let ts: Vec<u64> = c.iter().map(|e| e.ts.mono_ns).collect();
+        assert_eq!(ts[1] - ts[0], 8 * MS, "cfc {cfc}");
+        assert_eq!(ts[2] - ts[1], 8 * MS, "cfc {cfc}");
+    }
+}

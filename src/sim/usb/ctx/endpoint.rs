@@ -197,6 +197,40 @@ impl Ctx {
         self.periodic[segment(speed)]
     }
 
+    /// The `start_frame` the kernel reports for an isochronous URB of `dev`
+    /// submitted at `submitted` whose first packet the controller places
+    /// in the (micro)frame starting at `start` (realistic time), packets
+    /// `per` ns apart. xhci-hcd on a controller without Contiguous Frame
+    /// ID capability (`xhci_queue_isoc_tx_prepare`) does not continue a
+    /// stream's numbers: it reads MFINDEX at the submission and names the
+    /// first interval boundary past it plus the controller's isochronous
+    /// scheduling threshold (IST: 7 frames, qemu's) and 10 microframes,
+    /// in frames for a full- or low-speed device, in microframes for a
+    /// high-speed one; the controller still sends the packets right after
+    /// the stream's last ones.
+    pub(crate) fn reported_start_frame(
+        &self,
+        dev: DevId,
+        start: u64,
+        submitted: u64,
+        per: u64,
+    ) -> i32 {
+        if self.controller != Controller::Xhci || self.cfc {
+            return self.start_frame(dev, start);
+        }
+        const IST_UFRAMES: u64 = 7 << 3;
+        const CFC_DELAY: u64 = 10;
+        let high = self.dev(dev).is_some_and(|d| d.speed() == Speed::High);
+        let mf = (submitted / 125_000) & 0x3fff;
+        let uf = (mf + IST_UFRAMES + CFC_DELAY).next_multiple_of(8);
+        let per_uf = (per / 125_000).max(1);
+        if high {
+            uf.next_multiple_of(per_uf) as i32
+        } else {
+            (uf.next_multiple_of(per_uf) >> 3) as i32
+        }
+    }
+
     /// When a bulk URB of `len` bytes to `dev`, submitted at `now`, is done
     /// on the bus: once the asynchronous schedule is free (at once, after
     /// the controller's few microseconds, if it is idle), the time its
@@ -301,7 +335,7 @@ impl Ctx {
         d.sched.busy_until(key, start + npk as u64 * per);
         let end = start + (npk.max(1) as u64 - 1) * per + unit;
         Ok(IsoSlot {
-            start_frame: self.start_frame(dev, start),
+            start_frame: self.reported_start_frame(dev, start, now, per),
             end: end / div,
             late,
         })

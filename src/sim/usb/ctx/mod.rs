@@ -335,6 +335,9 @@ impl Runner {
 pub(crate) struct Ctx {
     pub bus: u16,
     pub controller: Controller,
+    /// An xHCI controller's Contiguous Frame ID capability
+    /// ([`crate::config::BusConfig::contiguous_frames`]).
+    pub cfc: bool,
     pub rng: Rng,
     pub tags: TagAlloc,
     pub devs: DevSlots,
