@@ -187,10 +187,18 @@ impl Bus {
     }
 
     /// Local time for an external request (plug/unplug) arriving now.
+    ///
+    /// A paced bus's thread may be behind the clock (it runs a batch of
+    /// steps on one clock reading): a request then takes the time of the
+    /// bus's next step if that is earlier, so that what was due before it
+    /// (an earlier URB's completion, say) still comes first, as on a
+    /// controller that gave it back before the request arrived. The time
+    /// never goes back: every step left is at or after it.
     fn request_time(&self) -> u64 {
         if self.realtime && !self.paused {
-            self.cur
-                .max(self.ctx.clock.sim_now().saturating_sub(self.ctx.offset))
+            let now = self.ctx.clock.sim_now().saturating_sub(self.ctx.offset);
+            let due = self.next_time().unwrap_or(u64::MAX);
+            self.cur.max(now.min(due))
         } else {
             self.cur
         }

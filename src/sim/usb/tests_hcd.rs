@@ -729,3 +729,68 @@ fn an_xhci_without_contiguous_frame_ids_reports_each_urb_by_its_submission() {
         assert_eq!(ts[2] - ts[1], 8 * MS, "cfc {cfc}");
     }
 }
+
+/// A clock the test sets.
+struct SetClock(std::sync::atomic::AtomicU64);
+
+impl crate::base::clock::Clock for SetClock {
+    fn sim_now(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+    fn at(&self, sim_ns: u64) -> crate::base::clock::Timestamp {
+        crate::base::clock::Timestamp {
+            mono_ns: sim_ns,
+            wall_ns: sim_ns,
+        }
+    }
+}
+
+#[test]
+fn a_submission_to_a_bus_behind_the_clock_comes_after_what_was_due_before_it() {
+    // A paced bus whose thread is behind the clock (a batch run on one
+    // clock reading) gets a program's URB: the completions due before the
+    // request came must come before its submission, in usbmon's raw order
+    // too (monfs once stamped the submission with the clock's time and
+    // gave the earlier completions back after it, as kernel-vm saw).
+    let cfg = super::load::parse_config(
+        "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: flood, rate: 1000}\n",
+        "/t.yaml",
+    )
+    .unwrap();
+    let clock = Arc::new(SetClock(0.into()));
+    let sink = Arc::new(Collect::default());
+    let sim = UsbSim::run_for_test(&cfg.usb, 5, 3000, clock.clone(), sink.clone());
+    let flood = sim
+        .devices()
+        .into_iter()
+        .find(|d| !d.is_root_hub())
+        .unwrap();
+    let mut now = 3000;
+    take(&sim, &flood, 0, &mut now);
+    let got = Arc::new(Done::default());
+    let r = urb(TransferType::Bulk, 0x81, 16384, 0);
+    submit_n(&sim, &flood, &r, 4, &got);
+    sink.0.lock_ok().clear();
+    // The clock is 5 ms on; the bus has run none of it (its four bulk
+    // URBs, 308 us each, are due in the first 1.3 ms).
+    sim.bus(1).unwrap().lock().realtime = true;
+    clock
+        .0
+        .store((now + 5) * MS, std::sync::atomic::Ordering::SeqCst);
+    let late = sim.submit(flood.dev, r.clone(), got.clone()).unwrap();
+    sim.bus(1).unwrap().lock().realtime = false;
+    sim.run_until((now + 100) * MS);
+    let evs = sink.0.lock_ok();
+    let ts: Vec<u64> = evs.iter().map(|e| e.ts.mono_ns).collect();
+    assert!(ts.windows(2).all(|w| w[0] <= w[1]), "{ts:?}");
+    let s = evs
+        .iter()
+        .position(|e| e.kind == EventKind::Submit && e.id == late)
+        .unwrap();
+    let earlier = evs[..s]
+        .iter()
+        .filter(|e| e.kind == EventKind::Complete)
+        .count();
+    assert_eq!(earlier, 0, "the submission came first: {:?}", &evs[..=s]);
+    assert_eq!(done_tags(&got).len(), 5);
+}
