@@ -344,7 +344,22 @@ fn a_streaming_interface_given_back_stays_without_a_driver() {
     let (sim, sink, devs) = bus(&["{port: 1, kind: webcam}"], "ehci");
     let cam = &devs[0];
     let mut now = 3000;
+    sink.0.lock_ok().clear();
     take(&sim, cam, 1, &mut now);
+    // usb_unbind_interface put the streaming interface, left in setting 1
+    // by uvcvideo, back to setting 0 before the detach returned.
+    let evs: Vec<UrbEvent> = sink.0.lock_ok().clone();
+    let set = evs
+        .iter()
+        .find(|s| {
+            s.kind == EventKind::Submit
+                && s.devnum == cam.devnum
+                && s.setup == Some([1, 0x0b, 0, 0, 1, 0, 0, 0])
+        })
+        .expect("no SET_INTERFACE(1, 0)");
+    assert!(evs
+        .iter()
+        .any(|e| e.kind == EventKind::Complete && e.id == set.id && e.status == 0));
     let req = |r: CoreRequest, now: &mut u64| {
         let done = Arc::new(Done::default());
         sim.request(cam.dev, r, done.clone()).unwrap();

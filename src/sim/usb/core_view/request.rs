@@ -245,9 +245,35 @@ fn run_request(
             if i.driver.is_none() {
                 return Err(CoreError::NoDriver);
             }
+            let alt = ctx
+                .dev(d)
+                .and_then(|x| x.alt.get(intf as usize).copied())
+                .unwrap_or(0);
             detach(ctx, d, intf, now);
             device_changed(ctx, d);
-            later(ctx, 0);
+            if alt == 0 {
+                later(ctx, 0);
+                return Ok(id);
+            }
+            // usb_unbind_interface puts an interface left in another
+            // setting back to setting 0 (a SET_INTERFACE on the bus)
+            // before the driver is gone and the ioctl returns.
+            let mut runner = Runner::default();
+            runner
+                .q
+                .push_back(ctrl(d, setup(0x01, 0x0b, 0, intf as u16, 0)));
+            let tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
+            let at = now + ctx.rng.range(5 * US, 30 * US);
+            ctx.spawn(
+                at,
+                Box::new(Unbound {
+                    dev: d,
+                    runner,
+                    tag,
+                    done: done.clone(),
+                    id,
+                }),
+            );
             return Ok(id);
         }
         CoreRequest::AttachDriver(intf) => {
@@ -390,6 +416,30 @@ impl Task for Reprobe {
                 ..Default::default()
             },
         );
+        None
+    }
+}
+
+/// A driver's interface let go in a setting other than 0: the core's
+/// SET_INTERFACE to setting 0, then the answer to the detach.
+struct Unbound {
+    dev: DevId,
+    runner: Runner,
+    tag: u64,
+    done: Arc<dyn UrbDone>,
+    id: u64,
+}
+
+impl Task for Unbound {
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        if ctx.alive(self.dev) {
+            if let Some(t) = self.runner.step(ctx, None, &mut self.tag, now) {
+                return Some(t);
+            }
+            device_changed(ctx, self.dev);
+        }
+        ctx.tags.free(self.tag, URB_SIZE);
+        self.done.done(self.id, UrbResult::default());
         None
     }
 }
