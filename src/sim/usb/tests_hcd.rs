@@ -809,3 +809,58 @@ fn a_submission_to_a_bus_behind_the_clock_comes_after_what_was_due_before_it() {
     assert_eq!(earlier, 0, "the submission came first: {:?}", &evs[..=s]);
     assert_eq!(done_tags(&got).len(), 5);
 }
+
+#[test]
+fn a_program_that_releases_an_interface_in_another_setting_leaves_it_in_setting_0() {
+    // usbfs is a driver too: releasing its claim unbinds it, and
+    // usb_unbind_interface puts the interface back to setting 0 (libusb
+    // programs that stream release without selecting setting 0 first).
+    let (sim, sink, devs) = bus(&["{port: 1, kind: audio}"], "ohci");
+    let audio = &devs[0];
+    let mut now = 3000;
+    take(&sim, audio, 1, &mut now);
+    let done = Arc::new(Done::default());
+    sim.request(
+        audio.dev,
+        CoreRequest::SetInterface {
+            interface: 1,
+            alt: 1,
+        },
+        done.clone(),
+    )
+    .unwrap();
+    now += 100;
+    sim.run_until(now * MS);
+    assert_eq!(done.0.lock_ok()[0].1.status, 0);
+    sink.0.lock_ok().clear();
+    sim.release_interface(audio.dev, 1, 9).unwrap();
+    now += 100;
+    sim.run_until(now * MS);
+    let evs: Vec<String> = sink
+        .0
+        .lock_ok()
+        .iter()
+        .filter(|e| e.devnum == audio.devnum)
+        .map(|e| format!("{:?} {:?} {}", e.kind, e.setup, e.status))
+        .collect();
+    assert_eq!(
+        evs,
+        [
+            "Submit Some([1, 11, 0, 0, 1, 0, 0, 0]) -115",
+            "Complete Some([1, 11, 0, 0, 1, 0, 0, 0]) 0"
+        ],
+        "{evs:?}"
+    );
+    let t = sim.devices_text();
+    let line = t
+        .lines()
+        .find(|l| l.starts_with("I:*") && l.contains("If#= 1"))
+        .unwrap();
+    assert!(line.contains("Alt= 0"), "{line}");
+    // A release with nothing claimed sends nothing.
+    sink.0.lock_ok().clear();
+    sim.release_interface(audio.dev, 1, 9).unwrap();
+    now += 100;
+    sim.run_until(now * MS);
+    assert!(sink.0.lock_ok().iter().all(|e| e.devnum != audio.devnum));
+}

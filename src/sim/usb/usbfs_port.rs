@@ -84,8 +84,8 @@ impl UsbCorePort for UsbSim {
     }
 
     fn release_interface(&self, dev: DevRef, interface: u8, owner: u64) -> Result<(), CoreError> {
-        self.with_bus(dev.bus, |ctx, _| {
-            core_view::release(ctx, dev, interface, owner)
+        self.with_bus(dev.bus, |ctx, now| {
+            core_view::release(ctx, dev, interface, owner, now)
         })
     }
 }

@@ -270,8 +270,7 @@ fn run_request(
                     dev: d,
                     runner,
                     tag,
-                    done: done.clone(),
-                    id,
+                    done: Some((done.clone(), id)),
                 }),
             );
             return Ok(id);
@@ -421,13 +420,13 @@ impl Task for Reprobe {
 }
 
 /// A driver's interface let go in a setting other than 0: the core's
-/// SET_INTERFACE to setting 0, then the answer to the detach.
+/// SET_INTERFACE to setting 0, then the answer to the detach (if a request
+/// waits for it).
 struct Unbound {
     dev: DevId,
     runner: Runner,
     tag: u64,
-    done: Arc<dyn UrbDone>,
-    id: u64,
+    done: Option<(Arc<dyn UrbDone>, u64)>,
 }
 
 impl Task for Unbound {
@@ -439,7 +438,9 @@ impl Task for Unbound {
             device_changed(ctx, self.dev);
         }
         ctx.tags.free(self.tag, URB_SIZE);
-        self.done.done(self.id, UrbResult::default());
+        if let Some((done, id)) = self.done.take() {
+            done.done(id, UrbResult::default());
+        }
         None
     }
 }
@@ -520,15 +521,44 @@ pub(crate) fn claim(ctx: &mut Ctx, dev: DevRef, intf: u8, owner: u64) -> Result<
 }
 
 /// `usb_driver_release_interface` of a program's claim.
-pub(crate) fn release(ctx: &mut Ctx, dev: DevRef, intf: u8, owner: u64) -> Result<(), CoreError> {
+/// Like any driver's unbinding, it puts an interface left in a setting
+/// other than 0 back to setting 0 (usb_unbind_interface's SET_INTERFACE,
+/// which here follows the release instead of coming before it returns).
+pub(crate) fn release(
+    ctx: &mut Ctx,
+    dev: DevRef,
+    intf: u8,
+    owner: u64,
+    now: u64,
+) -> Result<(), CoreError> {
     let d = dev.id as DevId;
+    let mut reset = false;
     if let Some(x) = ctx.dev_mut(d) {
+        let claimed = x.core.claims.contains(&(intf, owner));
         x.core.claims.retain(|c| *c != (intf, owner));
         // usbfs's release leaves the interface without a driver.
         if !x.core.detached.contains(&intf) && x.kind != Kind::Root {
             x.core.detached.push(intf);
             quiet(x, intf);
         }
+        reset = claimed && !x.gone && x.alt.get(intf as usize).is_some_and(|a| *a != 0);
+    }
+    if reset {
+        let mut runner = Runner::default();
+        runner
+            .q
+            .push_back(ctrl(d, setup(0x01, 0x0b, 0, intf as u16, 0)));
+        let tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
+        let at = now + ctx.rng.range(5 * US, 30 * US);
+        ctx.spawn(
+            at,
+            Box::new(Unbound {
+                dev: d,
+                runner,
+                tag,
+                done: None,
+            }),
+        );
     }
     device_changed(ctx, d);
     Ok(())
