@@ -551,13 +551,7 @@ def setups(side, fn="0u_enum.txt"):
 # Divergences of monfs from the kernel that the comparison shows and that are
 # not mended yet: each check named here is reported INFO with its reason
 # instead of FAIL (a check that is not named here fails as ever).
-KNOWN_ENUM = {
-    "QEMU USB Audio": "monfs's kind: audio is not qemu's usb-audio yet: qemu's has a feature unit "
-    "(mute, volume), configuration and interface strings and a synchronous endpoint without a "
-    "sampling-frequency control, and snd-usb-audio's probe reads its mixer controls (about 35 "
-    "requests); monfs's model sets the stream's setting and sampling frequency and streams, as a "
-    "player would",
-}
+KNOWN_ENUM = {}
 
 
 def known_usb(ok, title, detail, why):

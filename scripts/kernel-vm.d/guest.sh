@@ -250,6 +250,9 @@ for d in /sys/bus/usb/devices/[12]-[0-9]; do # qemu's descriptors, for the simul
 	for s in manufacturer product serial configuration; do
 		[ -e $d/$s ] && echo "$(basename $d) $s $(cat $d/$s)"
 	done
+	# every string the device answers (interface and unit names too)
+	usb_strings /dev/bus/usb/$(printf %03d $(cat $d/busnum))/$(printf %03d $(cat $d/devnum)) 15 |
+		sed "s/^/$(basename $d) string /"
 	for i in $d/$(basename $d):*; do
 		echo "$(basename $i) driver $(basename $(readlink $i/driver) 2>/dev/null)"
 	done

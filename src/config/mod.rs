@@ -298,6 +298,12 @@ pub struct DeviceConfig {
     /// the bus thread can go).
     #[serde(default)]
     pub rate: Option<u32>,
+    /// For `audio`: whether a player opens the device's PCM once
+    /// snd-usb-audio has probed it (default true): it sets the streaming
+    /// interface's setting 1 and streams. `false`: the device stays idle
+    /// at setting 0 after the probe, as on a machine where nothing plays.
+    #[serde(default)]
+    pub player: Option<bool>,
     /// For `kind: descriptors`: the raw sysfs `descriptors` file of a real
     /// device (relative paths: from the configuration file's directory).
     #[serde(default)]
@@ -951,6 +957,11 @@ fn unique_ports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<DeviceConfig>, D:
         if !external && dev.driver != DriverMode::Auto {
             return Err(serde::de::Error::custom(format!(
                 "devices[{i}]: `driver` is only for kind external"
+            )));
+        }
+        if dev.player.is_some() && dev.kind != DeviceKind::Audio {
+            return Err(serde::de::Error::custom(format!(
+                "devices[{i}]: `player` is only for kind audio"
             )));
         }
         check_endpoints(dev).map_err(|m| serde::de::Error::custom(format!("devices[{i}]{m}")))?;

@@ -183,6 +183,13 @@ fn driver_is_auto_or_generic_and_only_for_external() {
         msg.contains("devices[0]: `driver` is only for kind external"),
         "{msg}"
     );
+    let (_, _, msg) = err(
+        "usb:\n  buses:\n    - bus: 1\n      devices:\n        - {port: 1, kind: webcam, player: false}\n",
+    );
+    assert!(
+        msg.contains("devices[0]: `player` is only for kind audio"),
+        "{msg}"
+    );
     // Which interfaces each binds.
     let auto = DriverMode::Auto;
     assert_eq!(auto.interface_driver(3, 1, false), Some("usbhid"));

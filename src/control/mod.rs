@@ -453,6 +453,7 @@ impl Control {
                     errors: ErrorConfig::default(),
                     transfer_size: None,
                     rate: None,
+                    player: None,
                     descriptors: None,
                     command: None,
                     socket: None,

@@ -3,7 +3,9 @@
  * compares the outputs and the usbmon lines of the endpoint). The first
  * interface setting with an isochronous OUT endpoint is found in the
  * descriptors read from the node; its interface's driver is detached, the
- * interface claimed and set to that setting; INFLIGHT URBs of NPK packets of
+ * interface claimed and set to that setting; UAC1's sampling-frequency
+ * control of the endpoint set to 48 kHz and read (SET_CUR, GET_CUR: their
+ * statuses); INFLIGHT URBs of NPK packets of
  * wMaxPacketSize bytes (silence) with USBDEVFS_URB_ISO_ASAP are submitted,
  * and each one reaped is replaced by a new one until TOTAL were submitted;
  * all are reaped. Then, once the stream has drained, one URB without
@@ -110,6 +112,19 @@ int main(int argc, char **argv)
 	show("claim", ioctl(fd, USBDEVFS_CLAIMINTERFACE, &uintf));
 	struct usbdevfs_setinterface si = { intf, alt };
 	show("set-interface", ioctl(fd, USBDEVFS_SETINTERFACE, &si));
+	/* UAC1's sampling-frequency control of the endpoint, SET_CUR 48 kHz
+	 * and GET_CUR, as a user-space player would send them: the device's
+	 * answers (a device whose endpoint lacks the control stalls them). */
+	unsigned char freq[3] = { 0x80, 0xbb, 0x00 };
+	struct usbdevfs_ctrltransfer sf = { 0x22, 0x01, 0x0100, ep, 3, 1000, freq };
+	show("set-sampling-frequency", ioctl(fd, USBDEVFS_CONTROL, &sf));
+	unsigned char cur[3] = { 0 };
+	struct usbdevfs_ctrltransfer gf = { 0xa2, 0x81, 0x0100, ep, 3, 1000, cur };
+	r = ioctl(fd, USBDEVFS_CONTROL, &gf);
+	if (r < 0)
+		printf("get-sampling-frequency errno=%d\n", errno);
+	else
+		printf("get-sampling-frequency rc=%d %02x%02x%02x\n", r, cur[0], cur[1], cur[2]);
 
 	static struct usbdevfs_urb *urbs[TOTAL + 1];
 	int submitted = 0, reaped = 0;

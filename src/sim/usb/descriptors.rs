@@ -81,6 +81,8 @@ pub(crate) struct AltDesc {
     pub class: u8,
     pub sub: u8,
     pub proto: u8,
+    /// iInterface (0: none).
+    pub istr: u8,
     /// Class-specific descriptors between the interface and its endpoints.
     pub extra: Vec<u8>,
     pub eps: Vec<EpDesc>,
@@ -96,6 +98,7 @@ impl AltDesc {
             class: class.0,
             sub: class.1,
             proto: class.2,
+            istr: 0,
             extra: vec![],
             eps: vec![
                 EpDesc::new(0x81, 0x02, mps, 0),
@@ -162,7 +165,7 @@ impl ConfigDesc {
                 a.class,
                 a.sub,
                 a.proto,
-                0,
+                a.istr,
             ]);
             b.extend_from_slice(&a.extra);
             for e in &a.eps {
@@ -265,6 +268,9 @@ pub(crate) struct Descriptors {
     /// iInterface of each interface's setting 0 in `cfg` (read after
     /// SET_CONFIGURATION, as the kernel does for sysfs), 0 for none.
     pub intf_strings: Vec<u8>,
+    /// The strings besides manufacturer, product, serial number and
+    /// configuration (interface, terminal and unit names), by index.
+    pub other_strings: Vec<(u8, String)>,
     /// For a device taken from a capture: its recorded strings, answered
     /// byte for byte.
     pub recorded: Option<Arc<RecordedDevice>>,
@@ -288,7 +294,10 @@ impl Descriptors {
         } else if idx == self.cfg.i_cfg {
             self.configuration.as_deref()
         } else {
-            None
+            self.other_strings
+                .iter()
+                .find(|(i, _)| *i == idx)
+                .map(|(_, s)| s.as_str())
         }?;
         Some(string_descriptor(s))
     }
@@ -472,6 +481,7 @@ pub(crate) fn root_hub(controller: Controller, nports: u8, bus: u16) -> Descript
                 class: 9,
                 sub: 0,
                 proto: 0,
+                istr: 0,
                 extra: vec![],
                 eps: vec![ep],
             }],
@@ -487,6 +497,7 @@ pub(crate) fn root_hub(controller: Controller, nports: u8, bus: u16) -> Descript
         raw: None,
         all_cfgs: vec![],
         intf_strings: vec![],
+        other_strings: vec![],
         recorded: None,
     }
 }
@@ -565,8 +576,12 @@ pub(crate) struct ClassDesc {
     pub hub_desc: Vec<u8>,
     /// Downstream ports (hubs).
     pub nports: u8,
-    /// bcdUSB 2.00 even at full speed.
-    pub usb2: bool,
+    /// bcdUSB, if not the speed's (2.00 at high speed, 1.10 below).
+    pub bcd_usb: Option<u16>,
+    /// The strings besides manufacturer, product, serial number and
+    /// configuration (the interfaces' `istr` and class descriptors' name
+    /// them), by index.
+    pub other_strings: Vec<(u8, &'static str)>,
 }
 
 /// The descriptors of a configured device whose class said `c`.
@@ -603,7 +618,7 @@ pub(crate) fn assemble(at: &Where<'_>, c: ClassDesc) -> Descriptors {
     Descriptors {
         speed,
         dev: DeviceDesc {
-            bcd_usb: if at.hs() || c.usb2 { 0x0200 } else { 0x0110 },
+            bcd_usb: c.bcd_usb.unwrap_or(if at.hs() { 0x0200 } else { 0x0110 }),
             class: c.class.0,
             sub: c.class.1,
             proto: c.class.2,
@@ -615,6 +630,12 @@ pub(crate) fn assemble(at: &Where<'_>, c: ClassDesc) -> Descriptors {
             i_prod,
             i_ser,
         },
+        intf_strings: first_settings(&c.alts).map(|a| a.istr).collect(),
+        other_strings: c
+            .other_strings
+            .iter()
+            .map(|&(i, s)| (i, s.to_string()))
+            .collect(),
         cfg: ConfigDesc {
             value: 1,
             attr: c.attr,
@@ -633,9 +654,16 @@ pub(crate) fn assemble(at: &Where<'_>, c: ClassDesc) -> Descriptors {
         driver: c.driver,
         raw: None,
         all_cfgs: vec![],
-        intf_strings: vec![],
         recorded: None,
     }
+}
+
+/// Each interface's first setting in `alts`, in interface order.
+fn first_settings(alts: &[AltDesc]) -> impl Iterator<Item = &AltDesc> {
+    alts.iter()
+        .enumerate()
+        .filter(|&(i, a)| !alts[..i].iter().any(|b| b.num == a.num))
+        .map(|(_, a)| a)
 }
 
 #[cfg(test)]

@@ -373,12 +373,82 @@ fn devices_enumerate_in_order_with_class_setup() {
             "S Co:1:005:0 s 23 03 0004 0001 0000 0",
         ],
     );
-    let audio = std_enum(1, 6, "0064 100 <");
+    let audio = std_enum(1, 6, "0071 113 <");
+    // qemu's usb-audio: every request of its enumeration and of
+    // snd-usb-audio's probe as the 6.12 kernel sent them in kernel-vm (its
+    // usbmon capture of bus 2), then the player's SET_INTERFACE and its
+    // stream.
+    let setups: Vec<String> = audio
+        .iter()
+        .filter(|l| l.starts_with("S C") && l.contains(" s "))
+        .map(|l| l.split(' ').skip(3).take(5).collect::<Vec<_>>().join(" "))
+        .collect();
+    let mut want = vec![
+        "80 06 0100 0000 0012",
+        "80 06 0200 0000 0009",
+        "80 06 0200 0000 0071",
+        "80 06 0300 0000 00ff",
+        "80 06 0302 0409 00ff",
+        "80 06 0301 0409 00ff",
+        "80 06 0303 0409 00ff",
+        "00 09 0001 0000 0000",
+        "80 06 0304 0409 00ff",
+        "80 06 0305 0409 00ff",
+        "80 06 0309 0409 00ff",
+        "80 06 0302 0409 00ff",
+        "80 06 0301 0409 00ff",
+        "01 0b 0000 0001 0000",
+        "01 0b 0001 0001 0000",
+        "80 06 030a 0409 00ff",
+        "01 0b 0000 0001 0000",
+        "80 06 0307 0409 00ff",
+        "a1 81 0100 0200 0001",
+        "80 06 0307 0409 00ff",
+        "a1 83 0201 0200 0002",
+        "a1 82 0201 0200 0002",
+        "a1 84 0201 0200 0002",
+        "21 04 0201 0200 0002",
+        "21 04 0201 0200 0002",
+        "21 04 0201 0200 0002",
+        "21 04 0201 0200 0002",
+        "21 04 0201 0200 0002",
+        "21 04 0201 0200 0002",
+        "21 04 0201 0200 0002",
+        "21 04 0201 0200 0002",
+        "21 04 0201 0200 0002",
+        "21 04 0201 0200 0002",
+        "a1 84 0201 0200 0002",
+        "a1 81 0201 0200 0002",
+        "21 01 0201 0200 0002",
+        "a1 81 0201 0200 0002",
+        "21 01 0201 0200 0002",
+        "a1 81 0201 0200 0002",
+        "21 01 0201 0200 0002",
+        "a1 81 0201 0200 0002",
+        "21 01 0201 0200 0002",
+        "a1 81 0201 0200 0002",
+        "21 01 0201 0200 0002",
+        "a1 81 0202 0200 0002",
+    ];
+    want.push("01 0b 0001 0001 0000");
+    assert_eq!(setups, want, "{}", audio.join("\n"));
     in_order(
         &audio,
         &[
+            "C Ci:1:006:0 0 2 = 0008",
+            "C Ci:1:006:0 0 2 = 0180",
+            "C Ci:1:006:0 0 2 = 8800",
+            "S Co:1:006:0 s 21 04 0201 0200 0002 2 = 4400",
+            // (qemu's xHCI reports the data stage's 2 bytes with the
+            // stall: "-32 2 >"; monfs's control path reports none.)
+            "C Co:1:006:0 -32 ",
+            "S Co:1:006:0 s 21 01 0201 0200 0002 2 = 8800",
+            "C Co:1:006:0 0 2 >",
+            "C Ci:1:006:0 0 2 = 8900",
+            "C Ci:1:006:0 0 2 = 1101",
+            "C Ci:1:006:0 0 2 = 2202",
+            "C Ci:1:006:0 0 2 = 4404",
             "S Co:1:006:0 s 01 0b 0001 0001 0000 0",
-            "S Co:1:006:0 s 22 01 0100 0001 0003 3 = 80bb00",
             "S Zo:1:006:1 -115:1:0 4 -18:0:192 -18:192:192 -18:384:192 -18:576:192 768 =",
             "C Zo:1:006:1 0:1:",
         ],
@@ -397,6 +467,42 @@ fn devices_enumerate_in_order_with_class_setup() {
         ],
     );
     std_enum(2, 3, "0020 32 <");
+}
+
+/// `player: false`: the audio device gets snd-usb-audio's probe and is
+/// left at setting 0 with no stream, as on a machine where nothing plays
+/// (the kernel-vm guest); the default has a player: its setting, then the
+/// stream.
+#[test]
+fn audio_without_a_player_stays_idle_after_the_probe() {
+    let yaml = |player: &str| {
+        format!("usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - {{port: 1, kind: audio{player}}}\n")
+    };
+    let lines = |player: &str| {
+        let cfg = Config::parse(&yaml(player), "t").unwrap().usb;
+        let (_, evs, _) = run(&cfg, 5, 2500);
+        dev_lines(&evs, 1, 2)
+    };
+    let idle = lines(", player: false");
+    let playing = lines("");
+    let last_setup = |l: &[String]| {
+        l.iter()
+            .rfind(|x| x.starts_with("S C") && x.contains(" s "))
+            .cloned()
+            .unwrap()
+    };
+    // The probe ends with GET_CUR of channel 2's volume.
+    assert_eq!(
+        last_setup(&idle),
+        "S Ci:1:002:0 s a1 81 0202 0200 0002 2 <",
+        "{idle:#?}"
+    );
+    assert!(!idle.iter().any(|x| x.contains(" Zo:")), "{idle:#?}");
+    assert_eq!(
+        last_setup(&playing),
+        "S Co:1:002:0 s 01 0b 0001 0001 0000 0"
+    );
+    assert!(playing.iter().any(|x| x.starts_with("C Zo:1:002:1 0:1:")));
 }
 
 #[test]
@@ -619,7 +725,7 @@ E:  Ad=81(I) Atr=03(Int.) MxPS=   8 Ivl=8ms
         "I:* If#= 0 Alt= 0 #EPs= 2 Cls=08(stor.) Sub=06 Prot=50 Driver=usb-storage\nE:  Ad=81(I) Atr=02(Bulk) MxPS= 512 Ivl=0ms\nE:  Ad=02(O) Atr=02(Bulk) MxPS= 512 Ivl=0ms\n",
         "\nT:  Bus=01 Lev=01 Prnt=01 Port=03 Cnt=04 Dev#=  5 Spd=480  MxCh= 4\n",
         "\nT:  Bus=01 Lev=02 Prnt=05 Port=00 Cnt=01 Dev#=  6 Spd=12   MxCh= 0\n",
-        "I:  If#= 1 Alt= 0 #EPs= 0 Cls=01(audio) Sub=02 Prot=00 Driver=snd-usb-audio\nI:* If#= 1 Alt= 1 #EPs= 1 Cls=01(audio) Sub=02 Prot=00 Driver=snd-usb-audio\nE:  Ad=01(O) Atr=09(Isoc) MxPS= 192 Ivl=1ms\n",
+        "I:* If#= 0 Alt= 0 #EPs= 0 Cls=01(audio) Sub=01 Prot=04 Driver=snd-usb-audio\nI:  If#= 1 Alt= 0 #EPs= 0 Cls=01(audio) Sub=02 Prot=00 Driver=snd-usb-audio\nI:* If#= 1 Alt= 1 #EPs= 1 Cls=01(audio) Sub=02 Prot=00 Driver=snd-usb-audio\nE:  Ad=01(O) Atr=0d(Isoc) MxPS= 192 Ivl=1ms\n",
         "\nT:  Bus=02 Lev=00 Prnt=00 Port=00 Cnt=00 Dev#=  1 Spd=480  MxCh= 2\n",
         "D:  Ver= 2.00 Cls=ef(misc ) Sub=02 Prot=01 MxPS=64 #Cfgs=  1\n",
         "A:  FirstIf#= 0 IfCount= 2 Cls=0e(video) Sub=03 Prot=00\n",

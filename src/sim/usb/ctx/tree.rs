@@ -260,6 +260,10 @@ pub(crate) struct Device {
     /// back by GET_IDLE, GET_PROTOCOL): 0, and the report protocol (1).
     pub hid_idle: u8,
     pub hid_protocol: u8,
+    /// What the device model of its class keeps of its own (an audio
+    /// device's mixer controls, say), of a type the class defines; None
+    /// until the class first needs it.
+    pub class_state: Option<Box<dyn std::any::Any + Send>>,
 }
 
 /// The answer to a URB that waits behind earlier URBs of its endpoint.
@@ -477,6 +481,7 @@ impl Device {
             core: Default::default(),
             hid_idle: 0,
             hid_protocol: 1,
+            class_state: None,
         }
     }
 

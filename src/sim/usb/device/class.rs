@@ -22,8 +22,15 @@ pub(crate) trait DeviceClass: Sync {
     /// class always has one).
     fn descriptors(&self, at: &Where<'_>) -> Option<ClassDesc>;
     /// A request on ep0 of device `d` beyond the standard ones that the
-    /// class answers: (status, IN data); None: it stalls.
-    fn ep0(&self, _ctx: &mut Ctx, _d: DevId, _s: &[u8; 8]) -> Option<(i32, Option<Vec<u8>>)> {
+    /// class answers, with its OUT data `out`: (status, IN data); None: it
+    /// stalls.
+    fn ep0(
+        &self,
+        _ctx: &mut Ctx,
+        _d: DevId,
+        _s: &[u8; 8],
+        _out: Option<&[u8]>,
+    ) -> Option<(i32, Option<Vec<u8>>)> {
         None
     }
     /// Whether GET_STATUS of an interface or an endpoint stalls. Real

@@ -15,7 +15,7 @@ impl Ctx {
         &mut self,
         target: DevId,
         s: &[u8; 8],
-        _out: Option<&[u8]>,
+        out: Option<&[u8]>,
     ) -> (i32, Option<Vec<u8>>) {
         let value = u16::from_le_bytes([s[2], s[3]]);
         let index = u16::from_le_bytes([s[4], s[5]]);
@@ -79,7 +79,7 @@ impl Ctx {
             (0x02, 0x01) | (0x02, 0x03) | (0x00, 0x01) | (0x00, 0x03) => ok,
             _ => {
                 let kind = dev.kind;
-                class_of(kind).ep0(self, target, s).unwrap_or(stall)
+                class_of(kind).ep0(self, target, s, out).unwrap_or(stall)
             }
         }
     }

@@ -98,6 +98,7 @@ fn dump_config(c: &crate::capture::usbdesc::DumpConfig, speed: Speed) -> ConfigD
             class: i.class,
             sub: i.sub,
             proto: i.proto,
+            istr: i.i_intf,
             extra: vec![],
             eps: i
                 .eps
@@ -199,6 +200,7 @@ pub(super) fn from_dump(
         raw: Some(dump.clone()),
         all_cfgs: if all.len() > 1 { all } else { vec![] },
         intf_strings,
+        other_strings: vec![],
         recorded,
     }
 }

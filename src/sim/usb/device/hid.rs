@@ -91,6 +91,7 @@ impl DeviceClass for Hid {
             class: 3,
             sub,
             proto,
+            istr: 0,
             extra: hid_class_desc(if tablet { 0x0001 } else { 0x0111 }, report.len()),
             eps: vec![EpDesc::new(
                 0x81,
@@ -126,7 +127,13 @@ impl DeviceClass for Hid {
 
     // SET_IDLE, SET_REPORT, SET_PROTOCOL, GET_IDLE, GET_PROTOCOL (as
     // qemu's hid device answers them), the report descriptor.
-    fn ep0(&self, ctx: &mut Ctx, d: DevId, s: &[u8; 8]) -> Option<(i32, Option<Vec<u8>>)> {
+    fn ep0(
+        &self,
+        ctx: &mut Ctx,
+        d: DevId,
+        s: &[u8; 8],
+        _out: Option<&[u8]>,
+    ) -> Option<(i32, Option<Vec<u8>>)> {
         let value = u16::from_le_bytes([s[2], s[3]]);
         let dev = ctx.dev_mut(d)?;
         match (s[0], s[1]) {

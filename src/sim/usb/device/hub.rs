@@ -42,6 +42,7 @@ impl DeviceClass for Hub {
                 class: 9,
                 sub: 0,
                 proto: 0,
+                istr: 0,
                 extra: vec![],
                 eps: vec![EpDesc::new(0x81, 0x03, bytes, if hs { 0x0c } else { 0xff })],
             }],
@@ -51,7 +52,13 @@ impl DeviceClass for Hub {
         })
     }
 
-    fn ep0(&self, ctx: &mut Ctx, d: DevId, s: &[u8; 8]) -> Option<(i32, Option<Vec<u8>>)> {
+    fn ep0(
+        &self,
+        ctx: &mut Ctx,
+        d: DevId,
+        s: &[u8; 8],
+        _out: Option<&[u8]>,
+    ) -> Option<(i32, Option<Vec<u8>>)> {
         let value = u16::from_le_bytes([s[2], s[3]]);
         let index = u16::from_le_bytes([s[4], s[5]]);
         let dev = ctx.dev(d)?;

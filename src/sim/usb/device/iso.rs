@@ -13,8 +13,123 @@ use super::super::ctx::*;
 use super::super::descriptors::{self, AltDesc, ClassDesc, EpDesc, IadDesc, Speed, Where};
 use super::class::DeviceClass;
 
-/// `kind: audio`.
+/// `kind: audio`: qemu's usb-audio as snd-usb-audio sees it (its
+/// descriptors, strings and answers read from qemu 7.2's device in
+/// kernel-vm): a full-speed USB audio class 1 speaker, a USB streaming
+/// input terminal (ID 1), a feature unit (ID 2: mute on the master
+/// channel, volume on channels 1 and 2), a speaker output terminal (ID 3),
+/// and a 48 kHz 16-bit stereo stream on a synchronous isochronous OUT
+/// endpoint without a sampling-frequency control.
 pub(super) struct Audio;
+
+/// The feature unit's entity ID.
+const FEATURE_UNIT: u8 = 2;
+/// The feature unit's name (iFeature) and the stream setting's (the
+/// iInterface of interface 1's setting 1), string indexes.
+const I_FEATURE: u8 = 7;
+const I_STREAM: u8 = 10;
+/// UAC1 control selectors of the feature unit: mute, volume.
+const MUTE: u8 = 1;
+const VOLUME: u8 = 2;
+/// UAC1 request codes.
+const SET_CUR: u8 = 0x01;
+const SET_RES: u8 = 0x04;
+const GET_CUR: u8 = 0x81;
+const GET_MIN: u8 = 0x82;
+const GET_MAX: u8 = 0x83;
+const GET_RES: u8 = 0x84;
+/// The volume control's range and resolution (1/256 dB) as the device
+/// reports them: GET_MIN 0x8001, GET_MAX 0x0800, GET_RES 0x0088.
+const VOL_MIN: i32 = -0x7fff;
+const VOL_MAX: i32 = 0x0800;
+const VOL_RES: i32 = 0x0088;
+
+/// A control request's answer: its status and IN data.
+type Answer = (i32, Option<Vec<u8>>);
+
+/// What the device keeps of its feature unit: the mute switch and each
+/// channel's volume as one of 256 levels evenly spaced from `VOL_MIN` to
+/// `VOL_MAX`, SET_CUR taking the nearest. The levels model what
+/// snd-usb-audio's probe read from the device in kernel-vm: a SET_CUR of
+/// 0x0088, 0x0110, 0x0220, 0x0440 read back 0x0089, 0x0111, 0x0222,
+/// 0x0444, and 0 read back 0 (level 240, where the device starts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Mixer {
+    mute: u8,
+    level: [u8; 2],
+}
+
+impl Default for Mixer {
+    fn default() -> Self {
+        Mixer {
+            mute: 0,
+            level: [Mixer::level_of(0); 2],
+        }
+    }
+}
+
+impl Mixer {
+    /// The level nearest to the volume `v`.
+    fn level_of(v: i32) -> u8 {
+        let span = VOL_MAX - VOL_MIN;
+        let n = ((v.clamp(VOL_MIN, VOL_MAX) - VOL_MIN) * 255 * 2 + span) / (2 * span);
+        n as u8
+    }
+
+    /// The volume of `level`, as GET_CUR reads it.
+    fn volume(level: u8) -> i32 {
+        let span = VOL_MAX - VOL_MIN;
+        VOL_MIN + (level as i32 * span * 2 + 255) / (2 * 255)
+    }
+
+    /// The mixer of `dev` (the initial one until a SET_CUR changed it).
+    fn of(dev: &Device) -> Mixer {
+        dev.class_state
+            .as_ref()
+            .and_then(|s| s.downcast_ref::<Mixer>())
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Keep `self` as the mixer of `dev`.
+    fn store(self, dev: &mut Device) {
+        dev.class_state = Some(Box::new(self));
+    }
+
+    /// The answer to the feature unit request `req` for `selector` and
+    /// `channel` with OUT data `out`: (status, IN data) and the mixer
+    /// after it; None: the device stalls it (other controls, channels and
+    /// requests, SET_RES, a short SET_CUR).
+    fn request(
+        self,
+        req: u8,
+        selector: u8,
+        channel: u8,
+        out: Option<&[u8]>,
+    ) -> Option<(Answer, Mixer)> {
+        let mut m = self;
+        let answer = |v: i32| Some(vec![v as u16 as u8, (v as u16 >> 8) as u8]);
+        let data = match (selector, channel, req) {
+            (MUTE, 0, GET_CUR) => Some(vec![m.mute]),
+            (MUTE, 0, SET_CUR) => {
+                m.mute = *out?.first()?;
+                None
+            }
+            (VOLUME, 1 | 2, GET_CUR) => answer(Mixer::volume(m.level[channel as usize - 1])),
+            (VOLUME, 1 | 2, GET_MIN) => answer(VOL_MIN),
+            (VOLUME, 1 | 2, GET_MAX) => answer(VOL_MAX),
+            (VOLUME, 1 | 2, GET_RES) => answer(VOL_RES),
+            (VOLUME, 1 | 2, SET_CUR) => {
+                let b = out.filter(|b| b.len() >= 2)?;
+                let v = i16::from_le_bytes([b[0], b[1]]) as i32;
+                m.level[channel as usize - 1] = Mixer::level_of(v);
+                None
+            }
+            _ => return None,
+        };
+        Some(((0, data), m))
+    }
+}
 
 impl DeviceClass for Audio {
     fn stalls_recipient_status(&self) -> bool {
@@ -34,29 +149,74 @@ impl DeviceClass for Audio {
 
     fn descriptors(&self, at: &Where<'_>) -> Option<ClassDesc> {
         let interval = at.interval(self.default_interval_ms(DeviceKind::Audio));
-        // Audio control: header, input terminal (USB streaming), output
-        // terminal (speaker).
+        // Audio control (bInterfaceProtocol 0x04, which UAC1 does not
+        // define: snd-usb-audio logs "unknown interface protocol 0x4,
+        // assuming v1"): the header, the USB streaming input terminal
+        // (2 channels, left and right front), the feature unit (mute on
+        // the master channel, volume on channels 1 and 2), the speaker.
         let ac = vec![
-            9, 0x24, 0x01, 0x00, 0x01, 30, 0x00, 0x01, 0x01, // header, 1 streaming iface
-            12, 0x24, 0x02, 0x01, 0x01, 0x01, 0x00, 0x02, 0x03, 0x00, 0x00,
-            0x00, // input terminal
-            9, 0x24, 0x03, 0x02, 0x01, 0x03, 0x00, 0x01, 0x00, // output terminal: speaker
+            9,
+            0x24,
+            0x01,
+            0x00,
+            0x01,
+            43,
+            0x00,
+            0x01,
+            0x01, // header, 1 streaming iface
+            12,
+            0x24,
+            0x02,
+            0x01,
+            0x01,
+            0x01,
+            0x00,
+            0x02,
+            0x03,
+            0x00,
+            0x00,
+            0x06, // input terminal 1, iTerminal 6
+            13,
+            0x24,
+            0x06,
+            FEATURE_UNIT,
+            0x01,
+            0x02,
+            0x01,
+            0x00,
+            0x02,
+            0x00,
+            0x02,
+            0x00,
+            I_FEATURE, // feature unit 2 (source 1), iFeature 7
+            9,
+            0x24,
+            0x03,
+            0x03,
+            0x01,
+            0x03,
+            0x00,
+            FEATURE_UNIT,
+            0x08, // output terminal 3: speaker (source 2), iTerminal 8
         ];
         let as_general = vec![
-            7, 0x24, 0x01, 0x01, 0x01, 0x01, 0x00, // AS general: terminal 1, PCM
+            7, 0x24, 0x01, 0x01, 0x00, 0x01, 0x00, // AS general: terminal 1, no delay, PCM
             11, 0x24, 0x02, 0x01, 0x02, 0x02, 0x10, 0x01, 0x80, 0xbb,
             0x00, // type I, 2ch, 16 bit, 48 kHz
         ];
-        let mut ep = EpDesc::new(0x01, 0x09, 192, interval.min(16));
+        // Synchronous; the class-specific endpoint descriptor has no
+        // sampling-frequency control.
+        let mut ep = EpDesc::new(0x01, 0x0d, 192, interval.min(16));
         ep.audio = true;
-        ep.extra = vec![7, 0x25, 0x01, 0x01, 0x00, 0x00, 0x00];
+        ep.extra = vec![7, 0x25, 0x01, 0x00, 0x00, 0x00, 0x00];
         let alts = vec![
             AltDesc {
                 num: 0,
                 alt: 0,
                 class: 1,
                 sub: 1,
-                proto: 0,
+                proto: 0x04,
+                istr: 5,
                 extra: ac,
                 eps: vec![],
             },
@@ -66,6 +226,7 @@ impl DeviceClass for Audio {
                 class: 1,
                 sub: 2,
                 proto: 0,
+                istr: 9,
                 extra: vec![],
                 eps: vec![],
             },
@@ -75,6 +236,7 @@ impl DeviceClass for Audio {
                 class: 1,
                 sub: 2,
                 proto: 0,
+                istr: I_STREAM,
                 extra: as_general,
                 eps: vec![ep],
             },
@@ -87,33 +249,143 @@ impl DeviceClass for Audio {
             mfr: Some("QEMU".to_string()),
             prod: Some("QEMU USB Audio".to_string()),
             ser: Some(format!("1-{}-{}", at.pci(), at.path_s())),
+            strings: Some((1, 2, 3, 4, "Audio Configuration")),
+            other_strings: AUDIO_STRINGS.to_vec(),
             driver: "snd-usb-audio",
             alts,
+            bcd_usb: Some(0x0100),
             ..ClassDesc::default()
         })
     }
 
-    // UAC1 SET_CUR sampling frequency on the endpoint.
-    fn ep0(&self, _ctx: &mut Ctx, _d: DevId, s: &[u8; 8]) -> Option<(i32, Option<Vec<u8>>)> {
-        ((s[0], s[1]) == (0x22, 0x01)).then_some((0, None))
+    // The feature unit's controls (interface 0, entity 2); everything
+    // else, the endpoint's requests too, stalls.
+    fn ep0(
+        &self,
+        ctx: &mut Ctx,
+        d: DevId,
+        s: &[u8; 8],
+        out: Option<&[u8]>,
+    ) -> Option<(i32, Option<Vec<u8>>)> {
+        let (selector, channel) = (s[3], s[2]);
+        if !matches!(s[0], 0x21 | 0xa1) || (s[4], s[5]) != (0, FEATURE_UNIT) {
+            return None;
+        }
+        let dev = ctx.dev_mut(d)?;
+        let (answer, mixer) = Mixer::of(dev).request(s[1], selector, channel, out)?;
+        mixer.store(dev);
+        Some(answer)
     }
 
-    fn class_ops(&self, _dev: &Device, d: DevId) -> Vec<Op> {
-        vec![
-            ctrl(d, setup(0x01, 0x0b, 1, 1, 0)),
-            Op::Ctrl {
-                target: d,
-                setup: setup(0x22, 0x01, 0x0100, 0x0001, 3),
-                out: Some(Arc::from(vec![0x80, 0xbb, 0x00])),
-                tag: None,
-            },
-            Op::StartStreams(d),
-        ]
+    fn class_ops(&self, dev: &Device, d: DevId) -> Vec<Op> {
+        let mut ops = probe_ops(dev, d);
+        if player(dev) {
+            // A player opens the PCM: the stream's setting (the endpoint
+            // has no sampling-frequency control, so no SET_CUR of it),
+            // then the stream.
+            ops.push(ctrl(d, setup(0x01, 0x0b, 1, 1, 0)));
+        }
+        ops.push(Op::StartStreams(d));
+        ops
     }
 
     fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
-        start_stream(ctx, d, at);
+        if ctx.dev(d).is_some_and(player) {
+            start_stream(ctx, d, at);
+        }
     }
+}
+
+/// qemu's usb-audio's strings besides manufacturer, product, serial number
+/// and configuration: the interfaces' (5, 9, 10) and the terminals' and
+/// the feature unit's (6, 8, 7).
+const AUDIO_STRINGS: [(u8, &str); 6] = [
+    (5, "Audio Device"),
+    (6, "Audio Output Pipe"),
+    (7, "Audio Output Volume Control"),
+    (8, "Audio Output Terminal"),
+    (9, "Audio Output - Disabled"),
+    (10, "Audio Output - 48 kHz Stereo"),
+];
+
+/// Whether a player streams to audio device `dev` once snd-usb-audio has
+/// probed it.
+fn player(dev: &Device) -> bool {
+    dev.cfg.as_ref().is_none_or(|c| c.player.unwrap_or(true))
+}
+
+/// snd-usb-audio's probe of the audio device `dev` (sound/usb/card.c,
+/// stream.c, mixer.c), as the 6.12 kernel made it in kernel-vm: the
+/// product and manufacturer strings for the card's names; the streaming
+/// interface set to 0, to its setting 1 (the core reads that setting's
+/// string) and back to 0; then the mixer: the feature unit's name and its
+/// master mute, its name again and the volume of channel 1 (maximum,
+/// minimum, resolution; SET_RES of half the resolution, which the device
+/// stalls and the driver tries 10 times; the resolution again, then the
+/// check of it: the current value, and SET_CUR and GET_CUR of it plus the
+/// resolution, doubled until a value reads back as set or leaves the
+/// range; the saved value set back), and the current volume of channel 2.
+fn probe_ops(dev: &Device, d: DevId) -> Vec<Op> {
+    let string = |i: u16| ctrl(d, setup(0x80, 0x06, 0x0300 | i, 0x0409, 255));
+    let fu = (FEATURE_UNIT as u16) << 8;
+    let get = |req: u8, cs: u8, ch: u8, len: u16| {
+        ctrl(d, setup(0xa1, req, (cs as u16) << 8 | ch as u16, fu, len))
+    };
+    let set = |req: u8, ch: u8, v: i32| Op::Ctrl {
+        target: d,
+        setup: setup(0x21, req, (VOLUME as u16) << 8 | ch as u16, fu, 2),
+        out: Some(Arc::from((v as u16).to_le_bytes().to_vec())),
+        tag: None,
+    };
+    let (i_prod, i_mfr) = (dev.desc.dev.i_prod, dev.desc.dev.i_mfr);
+    let mut ops = vec![];
+    for i in [i_prod, i_mfr] {
+        if i != 0 {
+            ops.push(string(i as u16));
+        }
+    }
+    ops.extend([
+        ctrl(d, setup(0x01, 0x0b, 0, 1, 0)),
+        ctrl(d, setup(0x01, 0x0b, 1, 1, 0)),
+        string(I_STREAM as u16),
+        ctrl(d, setup(0x01, 0x0b, 0, 1, 0)),
+        string(I_FEATURE as u16),
+        get(GET_CUR, MUTE, 0, 1),
+        string(I_FEATURE as u16),
+        get(GET_MAX, VOLUME, 1, 2),
+        get(GET_MIN, VOLUME, 1, 2),
+        get(GET_RES, VOLUME, 1, 2),
+    ]);
+    // The device stalls SET_RES: snd_usb_mixer_set_ctl_value tries 10
+    // times, then the driver keeps the resolution it read.
+    ops.extend((0..10).map(|_| set(SET_RES, 1, VOL_RES / 2)));
+    ops.push(get(GET_RES, VOLUME, 1, 2));
+    ops.push(get(GET_CUR, VOLUME, 1, 2));
+    // The resolution check, against what the device will read back.
+    let mixer = Mixer::of(dev);
+    let saved = Mixer::volume(mixer.level[0]);
+    let mut res = VOL_RES;
+    if VOL_MIN + res < VOL_MAX {
+        loop {
+            let test = if saved < VOL_MAX {
+                saved + res
+            } else {
+                saved - res
+            };
+            if !(VOL_MIN..=VOL_MAX).contains(&test) {
+                break;
+            }
+            ops.push(set(SET_CUR, 1, test));
+            ops.push(get(GET_CUR, VOLUME, 1, 2));
+            if Mixer::volume(Mixer::level_of(test)) == test {
+                break;
+            }
+            res *= 2;
+        }
+        ops.push(set(SET_CUR, 1, saved));
+    }
+    ops.push(get(GET_CUR, VOLUME, 2, 2));
+    ops
 }
 
 /// `kind: webcam`.
@@ -157,6 +429,7 @@ impl DeviceClass for Webcam {
                 class: 0x0e,
                 sub: 1,
                 proto: 0,
+                istr: 0,
                 extra: vc,
                 eps: vec![],
             },
@@ -166,6 +439,7 @@ impl DeviceClass for Webcam {
                 class: 0x0e,
                 sub: 2,
                 proto: 0,
+                istr: 0,
                 extra: vs,
                 eps: vec![],
             },
@@ -175,6 +449,7 @@ impl DeviceClass for Webcam {
                 class: 0x0e,
                 sub: 2,
                 proto: 0,
+                istr: 0,
                 extra: vec![],
                 eps: vec![EpDesc::new(0x81, 0x05, mps, ival)],
             },
@@ -197,7 +472,7 @@ impl DeviceClass for Webcam {
             }],
             alts,
             // A USB 2.0 device even on a full-speed port.
-            usb2: true,
+            bcd_usb: Some(0x0200),
             ..ClassDesc::default()
         })
     }
@@ -206,7 +481,13 @@ impl DeviceClass for Webcam {
     // both take SET_CUR and the GET requests; commit only SET_CUR and
     // GET_CUR, GET_INFO, GET_LEN). Other selectors and entities stall, as
     // a camera's unsupported controls do.
-    fn ep0(&self, _ctx: &mut Ctx, _d: DevId, s: &[u8; 8]) -> Option<(i32, Option<Vec<u8>>)> {
+    fn ep0(
+        &self,
+        _ctx: &mut Ctx,
+        _d: DevId,
+        s: &[u8; 8],
+        _out: Option<&[u8]>,
+    ) -> Option<(i32, Option<Vec<u8>>)> {
         let (selector, intf) = (s[3], s[4]);
         let probe = match (selector, intf, s[5]) {
             (1, 1, 0) => true,
@@ -508,5 +789,60 @@ impl Task for IsoTask {
         }
         let front = *self.queue.front()?;
         Some(self.slots[front].due.max(now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The feature unit answers as qemu's did to snd-usb-audio's probe in
+    /// kernel-vm: the volume's range and resolution, the values SET_CUR
+    /// leaves (read back by GET_CUR), a stalled SET_RES, the mute switch.
+    #[test]
+    fn mixer_answers_as_qemu() {
+        let m = Mixer::default();
+        let get = |m: Mixer, req, cs, ch| m.request(req, cs, ch, None).map(|(a, _)| a);
+        assert_eq!(get(m, GET_CUR, MUTE, 0), Some((0, Some(vec![0]))));
+        assert_eq!(
+            get(m, GET_MAX, VOLUME, 1),
+            Some((0, Some(vec![0x00, 0x08])))
+        );
+        assert_eq!(
+            get(m, GET_MIN, VOLUME, 1),
+            Some((0, Some(vec![0x01, 0x80])))
+        );
+        assert_eq!(
+            get(m, GET_RES, VOLUME, 2),
+            Some((0, Some(vec![0x88, 0x00])))
+        );
+        assert_eq!(get(m, GET_CUR, VOLUME, 2), Some((0, Some(vec![0, 0]))));
+        assert_eq!(m.request(SET_RES, VOLUME, 1, Some(&[0x44, 0])), None);
+        assert_eq!(get(m, GET_MIN, MUTE, 0), None);
+        assert_eq!(get(m, GET_CUR, VOLUME, 0), None);
+        assert_eq!(get(m, GET_CUR, VOLUME, 3), None);
+        for (set, back) in [
+            (0x0088u16, 0x0089u16),
+            (0x0110, 0x0111),
+            (0x0220, 0x0222),
+            (0x0440, 0x0444),
+            (0x0000, 0x0000),
+            (0x0800, 0x0800),
+            (0x8001, 0x8001),
+            (0x8000, 0x8001),
+        ] {
+            let (a, m2) = m
+                .request(SET_CUR, VOLUME, 1, Some(&set.to_le_bytes()))
+                .unwrap();
+            assert_eq!(a, (0, None));
+            assert_eq!(
+                get(m2, GET_CUR, VOLUME, 1),
+                Some((0, Some(back.to_le_bytes().to_vec()))),
+                "{set:#06x}"
+            );
+            assert_eq!(get(m2, GET_CUR, VOLUME, 2), Some((0, Some(vec![0, 0]))));
+        }
+        let (_, m2) = m.request(SET_CUR, MUTE, 0, Some(&[1])).unwrap();
+        assert_eq!(get(m2, GET_CUR, MUTE, 0), Some((0, Some(vec![1]))));
     }
 }

@@ -192,6 +192,34 @@ mod tests {
                 assert_eq!(d.string(i), Some(string_descriptor(s)), "{kind:?} string {i}");
             }
         }
+        // qemu's usb-audio, full speed on its own xHCI (bus 2 port 1 in
+        // kernel-vm, whose controller is 00:04.0): its descriptors and
+        // every string it answers (read through usbfs).
+        let cfg = dev("audio");
+        let d = describe(&cfg, Speed::High, 1, &[1], 0);
+        assert_eq!(d.speed, Speed::Full);
+        let mut got = d.dev.bytes().to_vec();
+        got.extend(d.cfg.bytes());
+        assert_eq!(
+            got,
+            hex("1201000100000040f446020000000102030109027100020104c03209040000000101040509240100012b0001010c24020101010002030000060d24060201020100020002000709240303010300020809040100000102000909040101010102000a072401010001000b2402010202100180bb000905010dc00001000007250100000000")
+        );
+        assert_eq!(d.intf_strings, [5, 9]);
+        for (i, s) in [
+            (1, "QEMU"),
+            (2, "QEMU USB Audio"),
+            (3, "1-0000:00:04.0-1"),
+            (4, "Audio Configuration"),
+            (5, "Audio Device"),
+            (6, "Audio Output Pipe"),
+            (7, "Audio Output Volume Control"),
+            (8, "Audio Output Terminal"),
+            (9, "Audio Output - Disabled"),
+            (10, "Audio Output - 48 kHz Stereo"),
+        ] {
+            assert_eq!(d.string(i), Some(string_descriptor(s)), "audio string {i}");
+        }
+        assert_eq!(d.string(11), None);
         assert_eq!(
             hid::TABLET_REPORT.to_vec(),
             hex("05010902a1010901a10005091901290315002501950375018102950175058101050109300931150026ff7f350046ff7f751095028102050109381581257f35004500750895018106c0c0")

@@ -58,7 +58,13 @@ impl DeviceClass for Storage {
     }
 
     // Bulk-only mass storage: GET_MAX_LUN, reset.
-    fn ep0(&self, _ctx: &mut Ctx, _d: DevId, s: &[u8; 8]) -> Option<(i32, Option<Vec<u8>>)> {
+    fn ep0(
+        &self,
+        _ctx: &mut Ctx,
+        _d: DevId,
+        s: &[u8; 8],
+        _out: Option<&[u8]>,
+    ) -> Option<(i32, Option<Vec<u8>>)> {
         match (s[0], s[1]) {
             (0xa1, 0xfe) => Some((0, Some(vec![0]))),
             (0x21, 0xff) => Some((0, None)),
