@@ -154,49 +154,14 @@ impl DeviceClass for Audio {
         // assuming v1"): the header, the USB streaming input terminal
         // (2 channels, left and right front), the feature unit (mute on
         // the master channel, volume on channels 1 and 2), the speaker.
+        #[rustfmt::skip]
         let ac = vec![
-            9,
-            0x24,
-            0x01,
-            0x00,
-            0x01,
-            43,
-            0x00,
-            0x01,
-            0x01, // header, 1 streaming iface
-            12,
-            0x24,
-            0x02,
-            0x01,
-            0x01,
-            0x01,
-            0x00,
-            0x02,
-            0x03,
-            0x00,
-            0x00,
+            9, 0x24, 0x01, 0x00, 0x01, 43, 0x00, 0x01, 0x01, // header, 1 streaming iface
+            12, 0x24, 0x02, 0x01, 0x01, 0x01, 0x00, 0x02, 0x03, 0x00, 0x00,
             0x06, // input terminal 1, iTerminal 6
-            13,
-            0x24,
-            0x06,
-            FEATURE_UNIT,
-            0x01,
-            0x02,
-            0x01,
-            0x00,
-            0x02,
-            0x00,
-            0x02,
-            0x00,
+            13, 0x24, 0x06, FEATURE_UNIT, 0x01, 0x02, 0x01, 0x00, 0x02, 0x00, 0x02, 0x00,
             I_FEATURE, // feature unit 2 (source 1), iFeature 7
-            9,
-            0x24,
-            0x03,
-            0x03,
-            0x01,
-            0x03,
-            0x00,
-            FEATURE_UNIT,
+            9, 0x24, 0x03, 0x03, 0x01, 0x03, 0x00, FEATURE_UNIT,
             0x08, // output terminal 3: speaker (source 2), iTerminal 8
         ];
         let as_general = vec![
