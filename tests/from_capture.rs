@@ -160,6 +160,27 @@ fn a_recorded_keyboard_answers_like_the_recording() {
         link.to_string_lossy().ends_with("/drivers/usbhid"),
         "{link:?}"
     );
+    // A libusb program that takes it from usbhid and keeps four interrupt
+    // IN transfers queued gets the recording's reports in submission order
+    // (tests/c/usbfs_order.c; a replay answers whichever URB it has).
+    let tool = common::compile_c_libs("usbfs_order", dir.path(), &["-lusb-1.0"]);
+    let node = common::wait_node(&m2, &format!("dev/bus/usb/001/{:03}", 2));
+    let out = common::stdout_ok(
+        Command::new(&tool)
+            .arg(&node)
+            .args(["0", "0", "int-in", "81", "8", "4", "12"]),
+        "usbfs_order int-in",
+    );
+    let count = |k: &str| -> f64 {
+        out.split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("no {k} in {out}"))
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(count("out_of_order"), 0.0, "{out}");
+    assert_eq!(count("status_errors"), 0.0, "{out}");
+    assert_eq!(count("bytes"), 96.0, "{out}");
 }
 
 #[test]

@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{compile_c_libs, devnum_of, stdout_ok, wait_node, Mount};
+use common::{compile_c_libs, descriptors_dump, devnum_of, stdout_ok, wait_node, Mount};
 
 /// Bus 1 (xHCI, high speed): a flood gadget and a keyboard; bus 2 (OHCI,
 /// full speed): a flood gadget and an audio device (isochronous OUT 0x01,
@@ -89,6 +89,63 @@ fn streams_keep_their_order_and_the_buss_rate() {
     assert_eq!((r.get("packets"), r.get("packet_errors")), (480.0, 0.0));
     assert_eq!(r.get("bytes"), 480.0 * 192.0);
     assert!(r.get("secs") >= 0.95 * 0.480, "{} s", r.get("secs"));
+}
+
+/// A peer (`kind: external`) that answers a program's bulk URBs out of
+/// order: of every two IN URBs it holds, the later one first. Whoever
+/// answers, the bus gives an endpoint's URBs back in submission order, so
+/// the program's 8 IN and 8 OUT transfers in flight complete in order with
+/// the peer's bytes.
+const OUT_OF_ORDER_PEER: &str = r#"
+import sys
+held = None
+for line in sys.stdin:
+    w = line.split()
+    if not w or w[0] != "submit":
+        continue
+    i, ep, ty, ln = w[1], w[2], w[3], int(w[4])
+    if ty == "C":
+        print(f"complete {i} 0 0", flush=True)
+    elif ty == "B" and ep == "81":
+        if held is None:
+            held = (i, ln)
+            continue
+        for j, n in ((i, ln), held):
+            print(f"complete {j} 0 {n} " + "5a" * n, flush=True)
+        held = None
+    elif ty == "B":
+        print(f"complete {i} 0 {ln}", flush=True)
+"#;
+
+#[test]
+fn an_external_peer_answering_out_of_order_still_completes_in_order() {
+    let td = tempfile::tempdir().unwrap();
+    let dev = [
+        18, 1, 0, 2, 0xff, 0, 0, 64, 0x34, 0x12, 0x79, 0x56, 1, 0, 1, 2, 0, 1,
+    ];
+    let rest = [
+        9, 4, 0, 0, 2, 0xff, 0, 0, 0, // interface 0
+        7, 5, 0x81, 2, 0, 2, 0, // bulk IN, 512
+        7, 5, 0x02, 2, 0, 2, 0, // bulk OUT, 512
+    ];
+    let desc = td.path().join("bulk.desc");
+    std::fs::write(&desc, descriptors_dump(&dev, 1, &rest)).unwrap();
+    let peer = td.path().join("peer.py");
+    std::fs::write(&peer, OUT_OF_ORDER_PEER).unwrap();
+    let m = Mount::with_config(&format!(
+        "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          kind: external\n          descriptors: {}\n          manufacturer: monfs\n          product: Bulk Peer\n          command: [python3, {}]\n",
+        desc.display(),
+        peer.display()
+    ));
+    let tool = compile_c_libs("usbfs_order", td.path(), &["-lusb-1.0"]);
+    for args in ["0 0 bulk-in 81 512 8 400", "0 0 bulk-out 02 512 8 400"] {
+        let r = order(&tool, &m, 1, "Bulk Peer", args);
+        assert_eq!(r.get("out_of_order"), 0.0, "{args}");
+        assert_eq!(r.get("status_errors"), 0.0, "{args}");
+        assert_eq!(r.get("bytes"), 512.0 * 400.0, "{args}");
+        let rate = r.get("bytes") / r.get("secs");
+        assert!(rate <= HIGH * 1.01, "{args}: {rate} B/s");
+    }
 }
 
 #[test]
