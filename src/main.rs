@@ -143,8 +143,9 @@ enum Cmd {
     /// monfs run mounts a monfs that only COMMAND sees and runs COMMAND
     /// where the kernel's paths are monfs's: /dev/usbmonN,
     /// /sys/kernel/debug/usb/usbmon and usb/devices, /sys/kernel/tracing and
-    /// /sys/kernel/debug/tracing, /dev/monreader, /dev/bus/usb, /sys/bus/usb
-    /// and the USB devices in /sys/devices. So unmodified tools (lsusb, libusb and pyusb programs,
+    /// /sys/kernel/debug/tracing, /dev/monreader, /dev/bus/usb, /sys/bus/usb,
+    /// /sys/dev/char (the USB devices' 189:N links) and the USB devices in
+    /// /sys/devices. So unmodified tools (lsusb, libusb and pyusb programs,
     /// tcpdump, trace-cmd) work on the simulated devices, and nothing
     /// changes outside: the mount and the paths live in a private mount
     /// namespace (as any user but root, in a user namespace too, where
