@@ -46,6 +46,21 @@ fn take(sim: &UsbSim, dev: &UsbDevice, intf: u8, now_ms: &mut u64) {
     sim.claim_interface(dev.dev, intf, 9).unwrap();
 }
 
+/// A program's SET_INTERFACE on `dev`, run for 100 ms: its status.
+fn set_interface(sim: &UsbSim, dev: &UsbDevice, interface: u8, alt: u8, now_ms: &mut u64) -> i32 {
+    let done = Arc::new(Done::default());
+    sim.request(
+        dev.dev,
+        CoreRequest::SetInterface { interface, alt },
+        done.clone(),
+    )
+    .unwrap();
+    *now_ms += 100;
+    sim.run_until(*now_ms * MS);
+    let st = done.0.lock_ok()[0].1.status;
+    st
+}
+
 fn urb(xfer: TransferType, endpoint: u8, length: u32, npk: usize) -> UrbRequest {
     let dir_in = endpoint & 0x80 != 0;
     UrbRequest {
@@ -300,15 +315,11 @@ fn every_interface_keeps_its_altsetting() {
     let (sim, _sink, devs) = bus(&[&dev], "xhci");
     let mut now = 3000;
     for i in [1u8, 5] {
-        let done = Arc::new(Done::default());
-        let req = CoreRequest::SetInterface {
-            interface: i,
-            alt: 1,
-        };
-        sim.request(devs[0].dev, req, done.clone()).unwrap();
-        now += 100;
-        sim.run_until(now * MS);
-        assert_eq!(done.0.lock_ok()[0].1.status, 0, "SET_INTERFACE {i}");
+        assert_eq!(
+            set_interface(&sim, &devs[0], i, 1, &mut now),
+            0,
+            "SET_INTERFACE {i}"
+        );
     }
     let text = sim.devices_text();
     let active: Vec<&str> = text
@@ -654,19 +665,7 @@ fn bulk_gets_what_the_periodic_schedule_leaves_of_each_microframe() {
     let mut now = 3000;
     take(&sim, flood, 0, &mut now);
     sim.claim_interface(cam.dev, 0, 9).unwrap();
-    let done = Arc::new(Done::default());
-    sim.request(
-        cam.dev,
-        CoreRequest::SetInterface {
-            interface: 0,
-            alt: 1,
-        },
-        done.clone(),
-    )
-    .unwrap();
-    now += 100;
-    sim.run_until(now * MS);
-    assert_eq!(done.0.lock_ok()[0].1.status, 0);
+    assert_eq!(set_interface(&sim, cam, 0, 1, &mut now), 0);
     let span = |sim: &UsbSim, now: &mut u64, stream: bool| {
         let iso = Arc::new(Done::default());
         if stream {
@@ -819,19 +818,7 @@ fn a_program_that_releases_an_interface_in_another_setting_leaves_it_in_setting_
     let audio = &devs[0];
     let mut now = 3000;
     take(&sim, audio, 1, &mut now);
-    let done = Arc::new(Done::default());
-    sim.request(
-        audio.dev,
-        CoreRequest::SetInterface {
-            interface: 1,
-            alt: 1,
-        },
-        done.clone(),
-    )
-    .unwrap();
-    now += 100;
-    sim.run_until(now * MS);
-    assert_eq!(done.0.lock_ok()[0].1.status, 0);
+    assert_eq!(set_interface(&sim, audio, 1, 1, &mut now), 0);
     sink.0.lock_ok().clear();
     sim.release_interface(audio.dev, 1, 9).unwrap();
     now += 100;

@@ -256,23 +256,9 @@ fn run_request(
                 return Ok(id);
             }
             // usb_unbind_interface puts an interface left in another
-            // setting back to setting 0 (a SET_INTERFACE on the bus)
-            // before the driver is gone and the ioctl returns.
-            let mut runner = Runner::default();
-            runner
-                .q
-                .push_back(ctrl(d, setup(0x01, 0x0b, 0, intf as u16, 0)));
-            let tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
-            let at = now + ctx.rng.range(5 * US, 30 * US);
-            ctx.spawn(
-                at,
-                Box::new(Unbound {
-                    dev: d,
-                    runner,
-                    tag,
-                    done: Some((done.clone(), id)),
-                }),
-            );
+            // setting back to setting 0 before the driver is gone and the
+            // ioctl returns.
+            back_to_setting_0(ctx, d, intf, now, Some((done.clone(), id)));
             return Ok(id);
         }
         CoreRequest::AttachDriver(intf) => {
@@ -419,6 +405,33 @@ impl Task for Reprobe {
     }
 }
 
+/// usb_unbind_interface of interface `intf` of `d`, left in a setting
+/// other than 0: the core's SET_INTERFACE to setting 0 on the bus, then
+/// `done` (the detach request waiting for it), if any.
+fn back_to_setting_0(
+    ctx: &mut Ctx,
+    d: DevId,
+    intf: u8,
+    now: u64,
+    done: Option<(Arc<dyn UrbDone>, u64)>,
+) {
+    let mut runner = Runner::default();
+    runner
+        .q
+        .push_back(ctrl(d, setup(0x01, 0x0b, 0, intf as u16, 0)));
+    let tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
+    let at = now + ctx.rng.range(5 * US, 30 * US);
+    ctx.spawn(
+        at,
+        Box::new(Unbound {
+            dev: d,
+            runner,
+            tag,
+            done,
+        }),
+    );
+}
+
 /// A driver's interface let go in a setting other than 0: the core's
 /// SET_INTERFACE to setting 0, then the answer to the detach (if a request
 /// waits for it).
@@ -544,21 +557,7 @@ pub(crate) fn release(
         reset = claimed && !x.gone && x.alt.get(intf as usize).is_some_and(|a| *a != 0);
     }
     if reset {
-        let mut runner = Runner::default();
-        runner
-            .q
-            .push_back(ctrl(d, setup(0x01, 0x0b, 0, intf as u16, 0)));
-        let tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
-        let at = now + ctx.rng.range(5 * US, 30 * US);
-        ctx.spawn(
-            at,
-            Box::new(Unbound {
-                dev: d,
-                runner,
-                tag,
-                done: None,
-            }),
-        );
+        back_to_setting_0(ctx, d, intf, now, None);
     }
     device_changed(ctx, d);
     Ok(())
