@@ -439,9 +439,9 @@ fn devices_enumerate_in_order_with_class_setup() {
             "C Ci:1:006:0 0 2 = 0180",
             "C Ci:1:006:0 0 2 = 8800",
             "S Co:1:006:0 s 21 04 0201 0200 0002 2 = 4400",
-            // (qemu's xHCI reports the data stage's 2 bytes with the
-            // stall: "-32 2 >"; monfs's control path reports none.)
-            "C Co:1:006:0 -32 ",
+            // qemu's device stalls after the data stage: the stall counts
+            // its 2 bytes, as kernel-vm shows.
+            "C Co:1:006:0 -32 2 >",
             "S Co:1:006:0 s 21 01 0201 0200 0002 2 = 8800",
             "C Co:1:006:0 0 2 >",
             "C Ci:1:006:0 0 2 = 8900",

@@ -420,7 +420,9 @@ pub(super) fn answer(
         } else {
             ctx.handle_ctrl(d, &setup, out.as_deref())
         };
-        let (actual, data) = if status != 0 {
+        let (actual, data) = if status == EPIPE && !urb.dir_in {
+            (ctx.refused_out_moved(d, urb.len), None)
+        } else if status != 0 {
             (0, None)
         } else if urb.dir_in {
             let v = data.unwrap_or_default();

@@ -148,7 +148,13 @@ impl Runner {
                 }
             }
             let data = if p.status == 0 { p.data } else { None };
-            let actual = if p.status == 0 { p.actual } else { 0 };
+            // A refused request of a device that stalls after its data
+            // stage counts its OUT data (`actual` says what moved).
+            let actual = match p.status {
+                0 => p.actual,
+                EPIPE if p.remote.is_none() => p.actual,
+                _ => 0,
+            };
             self.last = Some((p.target, p.status, data.clone()));
             ctx.complete(
                 p.target,
@@ -235,6 +241,8 @@ impl Runner {
                         let d = data.unwrap_or_default();
                         let n = d.len().min(len as usize);
                         (n as u32, Some(Arc::from(&d[..n])))
+                    } else if status == EPIPE {
+                        (ctx.refused_out_moved(target, len), out)
                     } else {
                         (len, out)
                     };

@@ -33,11 +33,14 @@ pub(crate) trait DeviceClass: Sync {
     ) -> Option<(i32, Option<Vec<u8>>)> {
         None
     }
-    /// Whether GET_STATUS of an interface or an endpoint stalls. Real
-    /// devices answer `0000`; qemu's devices, which the HID, storage and
-    /// audio classes model, have no case for it and stall (measured in
-    /// kernel-vm with qemu 7.2's usb-kbd).
-    fn stalls_recipient_status(&self) -> bool {
+    /// Whether the class models a qemu device, whose USB core answers
+    /// control requests its own way (measured in kernel-vm with qemu 7.2):
+    /// GET_STATUS of an interface or an endpoint stalls (real devices
+    /// answer `0000`), and a request with OUT data that the device refuses
+    /// stalls after the data stage, so its completion counts the data
+    /// (`-32 2` in usbmon where a device stalling at once gives `-32 0`).
+    /// The HID, storage and audio classes model qemu's devices.
+    fn qemu_control(&self) -> bool {
         false
     }
     /// The class driver's requests after SET_CONFIGURATION.

@@ -10,6 +10,21 @@ use super::super::descriptors;
 use super::class_of;
 
 impl Ctx {
+    /// What a control transfer of `target` with `len` bytes of OUT data
+    /// that the device refused (stalled) counts as moved: the data, where
+    /// the device stalls after its data stage (qemu's,
+    /// [`super::class::DeviceClass::qemu_control`]), else nothing.
+    pub(crate) fn refused_out_moved(&self, target: DevId, len: u32) -> u32 {
+        let qemu = self
+            .dev(target)
+            .is_some_and(|d| matches!(d.kind, Kind::Dev(_)) && class_of(d.kind).qemu_control());
+        if qemu {
+            len
+        } else {
+            0
+        }
+    }
+
     /// Answer a control request on `target`'s ep0: (status, IN data).
     pub(crate) fn handle_ctrl(
         &mut self,
@@ -44,7 +59,7 @@ impl Ctx {
             (0x80, 0x00) => (0, Some(vec![u8::from(is_hub), 0])),
             // GET_STATUS of an interface or endpoint, GET_CONFIGURATION,
             // GET_INTERFACE (programs ask them; the hub driver does not).
-            (0x81, 0x00) | (0x82, 0x00) if class_of(dev.kind).stalls_recipient_status() => stall,
+            (0x81, 0x00) | (0x82, 0x00) if class_of(dev.kind).qemu_control() => stall,
             (0x81, 0x00) | (0x82, 0x00) => (0, Some(vec![0, 0])),
             (0x80, 0x08) => (
                 0,

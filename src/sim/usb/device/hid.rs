@@ -29,7 +29,7 @@ fn hid_usage(c: u8) -> u8 {
 pub(super) struct Hid;
 
 impl DeviceClass for Hid {
-    fn stalls_recipient_status(&self) -> bool {
+    fn qemu_control(&self) -> bool {
         true // qemu's device
     }
     fn kinds(&self) -> &'static [DeviceKind] {

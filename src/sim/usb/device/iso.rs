@@ -132,7 +132,7 @@ impl Mixer {
 }
 
 impl DeviceClass for Audio {
-    fn stalls_recipient_status(&self) -> bool {
+    fn qemu_control(&self) -> bool {
         true // qemu's device
     }
     fn kinds(&self) -> &'static [DeviceKind] {

@@ -21,7 +21,7 @@ const DEFAULT_INTERVAL_MS: u32 = 200;
 pub(super) struct Storage;
 
 impl DeviceClass for Storage {
-    fn stalls_recipient_status(&self) -> bool {
+    fn qemu_control(&self) -> bool {
         true // qemu's device
     }
     fn kinds(&self) -> &'static [DeviceKind] {
