@@ -789,7 +789,7 @@ else:
 # ------------------------------------------------------------------ isochronous
 # tests/c/usbfs_iso.c with the audio device (qemu's usb-audio, monfs's kind:
 # audio; alone on bus 2, its usbmon lines from 2u): the detach of its streaming interface's driver, a claim, the
-# setting with the isochronous OUT endpoint, 12 URBs of 32 packets with
+# setting with the isochronous OUT endpoint, 12 URBs of 128 packets with
 # URB_ISO_ASAP, 3 in flight, a URB without it once the stream drained,
 # setting 0, the release and the attach. Compared: the program's answers
 # before and after the stream; the URBs in reap order with their status,

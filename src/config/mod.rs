@@ -130,6 +130,12 @@ pub struct BusConfig {
     /// its submission. Other controllers ignore it.
     #[serde(default = "default_true")]
     pub contiguous_frames: bool,
+    /// Start the bus paused: nothing happens on it (its root hub's and
+    /// devices' enumeration, timed plugs, traffic; its simulation time
+    /// stands still) until `monfs ctl resume BUS`, so that a reader can
+    /// open its capture first.
+    #[serde(default)]
+    pub paused: bool,
     /// Devices on the root hub.
     #[serde(default, deserialize_with = "unique_ports")]
     pub devices: Vec<DeviceConfig>,

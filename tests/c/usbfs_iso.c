@@ -11,7 +11,7 @@
  * all are reaped. Then, once the stream has drained, one URB without
  * USBDEVFS_URB_ISO_ASAP (its start_frame 0: xHCI places it as it likes).
  * Then setting 0, the release and the driver's attach again. A URB lasts
- * NPK frames (32 ms at full speed), so that the program's reap and
+ * NPK frames (128 ms at full speed), so that the program's reap and
  * resubmission, slow under emulation, stay well within one URB's time and
  * the order of the endpoint's submissions and completions is the HCD's,
  * not the program's speed.
@@ -35,7 +35,7 @@
 
 #define INFLIGHT 3
 #define TOTAL 12
-#define NPK 32
+#define NPK 128
 
 static void show(const char *what, int r)
 {

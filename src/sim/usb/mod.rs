@@ -175,6 +175,7 @@ impl UsbSim {
             .iter()
             .map(|b| {
                 let mut bus = Bus::new(b, seed, clock.clone(), sink.clone());
+                bus.paused = b.paused;
                 let replay = b.replay.as_ref().map(|r| {
                     let h = replay::ReplayHandle::new(&r.file);
                     // Loaded here, before any thread or lock exists.

@@ -954,6 +954,35 @@ fn paused_bus_is_silent() {
 }
 
 #[test]
+fn a_bus_configured_paused_waits_for_its_resume() {
+    let yaml = "usb:\n  buses:\n    - bus: 1\n      paused: true\n      devices:\n        - {port: 1, kind: hid-keyboard}\n    - bus: 2\n";
+    let cfg = Config::parse(yaml, "t").unwrap().usb;
+    let sink = Arc::new(Collect::default());
+    let sim = UsbSim::new(&cfg, 1, Arc::new(TestClock), sink.clone());
+    sim.run_until(3_000_000_000);
+    let evs = sink.take();
+    assert!(evs.iter().all(|e| e.bus == 2) && !evs.is_empty());
+    assert!(!sim.devices_text().contains("QEMU USB Keyboard"));
+    // Resumed: the root hub and the keyboard enumerate from the start.
+    sim.set_paused(1, false).unwrap();
+    sim.run_until(6_000_000_000);
+    let l: Vec<String> = sink
+        .take()
+        .iter()
+        .filter(|e| e.bus == 1)
+        .map(body)
+        .collect();
+    in_order(
+        &l,
+        &[
+            "S Ii:1:001:1 -115:2048 4 <",
+            "S Ci:1:002:0 s 80 06 0100 0000 0012 18 <",
+        ],
+    );
+    assert!(sim.devices_text().contains("QEMU USB Keyboard"));
+}
+
+#[test]
 fn threads_run_paced_and_stop() {
     let cfg = default_cfg();
     let sink = Arc::new(Collect::default());
