@@ -58,7 +58,7 @@ fn a_plug_and_an_unplug_are_announced_as_the_kernel_and_udev_announce_them() {
     );
     let lines: Vec<&str> = out.lines().collect();
     // The kernel's events: the action, the object, its driver.
-    let kernel: Vec<String> = lines[..8]
+    let kernel: Vec<String> = lines[..9]
         .iter()
         .map(|l| l.rsplit_once(' ').unwrap().0.to_string())
         .collect();
@@ -66,6 +66,8 @@ fn a_plug_and_an_unplug_are_announced_as_the_kernel_and_udev_announce_them() {
         kernel,
         [
             "add 1-3 -",
+            // its configuration has remote wakeup: power/wakeup appears
+            "change 1-3 usb",
             "add 1-3:1.0 -",
             "bind 1-3:1.0 usbhid",
             "bind 1-3 usb",
@@ -79,7 +81,7 @@ fn a_plug_and_an_unplug_are_announced_as_the_kernel_and_udev_announce_them() {
     // SEQNUM grows from event to event: it is the kernel's own counter,
     // which every namespace's uevents share (another namespace's events
     // between two of ours take the numbers between).
-    let seq: Vec<u64> = lines[..8]
+    let seq: Vec<u64> = lines[..9]
         .iter()
         .map(|l| l.rsplit_once(' ').unwrap().1.parse().unwrap())
         .collect();
@@ -87,11 +89,12 @@ fn a_plug_and_an_unplug_are_announced_as_the_kernel_and_udev_announce_them() {
         assert!(w[1] > w[0], "{seq:?}");
     }
     // libudev's monitor, filtered on usb/usb_device (its socket filter
-    // checks the libudev header's hashes), hears the device's four.
+    // checks the libudev header's hashes), hears the device's five.
     assert_eq!(
-        lines[8..12],
+        lines[9..14],
         [
             "udev: add 1-3",
+            "udev: change 1-3",
             "udev: bind 1-3",
             "udev: unbind 1-3",
             "udev: remove 1-3"
@@ -99,7 +102,7 @@ fn a_plug_and_an_unplug_are_announced_as_the_kernel_and_udev_announce_them() {
         "{out}"
     );
     // The database entry of the device while it was plugged.
-    let db = &lines[12..];
+    let db = &lines[14..];
     assert!(db[0].starts_with("I:"), "{out}");
     for want in [
         "E:ID_BUS=usb",
@@ -281,6 +284,7 @@ fn pyudev_and_gusb_hear_the_plug_and_the_unplug() {
         pyudev,
         [
             "pyudev add 1-3 QEMU_USB_Mouse",
+            "pyudev change 1-3 QEMU_USB_Mouse",
             "pyudev bind 1-3 QEMU_USB_Mouse",
             "pyudev unbind 1-3 QEMU_USB_Mouse",
             "pyudev remove 1-3 QEMU_USB_Mouse"

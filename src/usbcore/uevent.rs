@@ -7,10 +7,14 @@
 //!   `usb_new_device`), then for each interface `add` and, if a driver
 //!   takes it, `bind` (`usb_set_configuration` adds them one by one and
 //!   each is probed as it is added), then `bind` of the device to `usb`
-//!   (the generic driver's probe returns last);
+//!   (the generic driver's probe returns last); between the device's `add`
+//!   and its interfaces', a `change` of the device when its configuration
+//!   has the remote wakeup bit (its `power/wakeup` attributes appear as
+//!   `usb_set_device_state` makes it wakeup-capable);
 //! * a driver is bound to or released from an interface (a class driver,
 //!   usbfs claiming it for a program, a detach): `bind` or `unbind`;
 //! * a configuration change: `unbind` and `remove` of the old interfaces,
+//!   the device's `change` if the new configuration has remote wakeup,
 //!   `add` and `bind` of the new ones;
 //! * a device goes (`usb_disconnect`): for each interface `unbind` (if it
 //!   had a driver) and `remove`, then `unbind` and `remove` of the device.
@@ -49,6 +53,8 @@ pub enum Action {
     Bind,
     /// `unbind`: its driver let it go.
     Unbind,
+    /// `change`: here only a device's wakeup attributes appearing.
+    Change,
 }
 
 impl Action {
@@ -59,6 +65,7 @@ impl Action {
             Action::Remove => "remove",
             Action::Bind => "bind",
             Action::Unbind => "unbind",
+            Action::Change => "change",
         }
     }
 }
@@ -142,7 +149,9 @@ fn event(
 }
 
 fn device_event(action: Action, d: &UsbDevice) -> Uevent {
-    let bound = action == Action::Bind;
+    // the generic driver is bound from its probe on, which sets the
+    // configuration (a `change` comes from there)
+    let bound = action == Action::Bind || action == Action::Change;
     event(action, device_devpath(d), &device_uevent(d), bound, d, None)
 }
 
@@ -178,6 +187,20 @@ fn interface_come(d: &UsbDevice, i: &Interface, out: &mut Vec<Uevent>) {
     }
 }
 
+/// Whether the device can wake the system: not a root hub (its HCD makes
+/// it wakeup-capable before it is registered, with no event), and its
+/// active configuration has the remote wakeup bit (`usb_set_device_state`
+/// makes it wakeup-capable when it is configured, and
+/// `device_set_wakeup_capable` of a registered device adds the `power/wakeup`
+/// attributes and sends a `change`; it takes them away without one).
+fn can_wake(d: Option<&UsbDevice>) -> bool {
+    d.is_some_and(|d| {
+        !d.is_root_hub()
+            && d.active_config != 0
+            && d.config(d.active_config).is_some_and(|c| c[7] & 0x20 != 0)
+    })
+}
+
 /// The uevents that take a device from `old` to `new` (None: not there),
 /// `bound` saying whether its `bind` to `usb` was sent; and whether it is
 /// bound after them. The simulated class drivers bind a while after the
@@ -192,6 +215,9 @@ pub fn events_between(
     match (old, new) {
         (None, Some(n)) => {
             out.push(device_event(Action::Add, n));
+            if can_wake(new) {
+                out.push(device_event(Action::Change, n));
+            }
             for i in &n.interfaces {
                 interface_come(n, i, &mut out);
             }
@@ -209,6 +235,10 @@ pub fn events_between(
         (Some(o), Some(n)) if o.active_config != n.active_config => {
             for i in &o.interfaces {
                 interface_gone(o, i, &mut out);
+            }
+            // usb_disable_device took the old one's state back to Address
+            if can_wake(new) {
+                out.push(device_event(Action::Change, n));
             }
             for i in &n.interfaces {
                 interface_come(n, i, &mut out);
@@ -417,6 +447,7 @@ mod tests {
             summary(&plug),
             [
                 "add 1-1 -",
+                "change 1-1 usb",
                 "add 1-1:1.0 -",
                 "bind 1-1:1.0 usbhid",
                 "bind 1-1 usb"
@@ -442,13 +473,50 @@ mod tests {
         );
         assert_eq!(unplug[0].get("MODALIAS"), None);
         assert!(unplug[1].get("MODALIAS").is_some());
-        let i = String::from_utf8(plug[2].kernel_payload()).unwrap();
+        // the change: the device's variables with the generic driver's
+        let c = String::from_utf8(plug[1].kernel_payload()).unwrap();
+        assert_eq!(
+            c,
+            "change@/devices/platform/monfs_hcd.1/usb1/1-1\0ACTION=change\0\
+             DEVPATH=/devices/platform/monfs_hcd.1/usb1/1-1\0SUBSYSTEM=usb\0MAJOR=189\0\
+             MINOR=1\0DEVNAME=bus/usb/001/002\0DEVTYPE=usb_device\0DRIVER=usb\0\
+             PRODUCT=1d6b/104/612\0TYPE=0/0/0\0BUSNUM=001\0DEVNUM=002\0"
+        );
+        let i = String::from_utf8(plug[3].kernel_payload()).unwrap();
         assert_eq!(
             i,
             "bind@/devices/platform/monfs_hcd.1/usb1/1-1/1-1:1.0\0ACTION=bind\0\
              DEVPATH=/devices/platform/monfs_hcd.1/usb1/1-1/1-1:1.0\0SUBSYSTEM=usb\0\
              DEVTYPE=usb_interface\0DRIVER=usbhid\0PRODUCT=1d6b/104/612\0TYPE=0/0/0\0\
              INTERFACE=3/1/1\0MODALIAS=usb:v1D6Bp0104d0612dc00dsc00dp00ic03isc01ip01in00\0"
+        );
+    }
+
+    #[test]
+    fn a_change_only_with_remote_wakeup_also_at_a_configuration_change() {
+        // qemu's usb-storage: bmAttributes 0xc0 (Debian 12's 6.12 sent no change)
+        let mut k = keyboard(Some("usbhid"));
+        k.configs[0][7] = 0xc0;
+        let (plug, _) = events_between(None, Some(&k), false);
+        assert_eq!(
+            summary(&plug),
+            [
+                "add 1-1 -",
+                "add 1-1:1.0 -",
+                "bind 1-1:1.0 usbhid",
+                "bind 1-1 usb"
+            ]
+        );
+        // a configuration change to one with remote wakeup: change between
+        // the old interfaces' removal and the new ones' add
+        let w = keyboard(Some("usbhid"));
+        let mut u = w.clone();
+        u.active_config = 0;
+        u.interfaces.clear();
+        let (cfg, _) = events_between(Some(&u), Some(&w), true);
+        assert_eq!(
+            summary(&cfg),
+            ["change 1-1 usb", "add 1-1:1.0 -", "bind 1-1:1.0 usbhid"]
         );
     }
 
@@ -468,6 +536,7 @@ mod tests {
             summary(&evs),
             [
                 "add 1-1 -",
+                "change 1-1 usb",
                 "add 1-1:1.0 -",
                 "bind 1-1:1.0 usbhid",
                 "bind 1-1 usb",

@@ -57,7 +57,7 @@ db = open("/run/udev/data/c189:2").read()
 subprocess.run(["monfs", "ctl", "unplug", "1", "3"], check=True, stdout=subprocess.DEVNULL)
 hear("remove", "1-3")
 udev = []
-while len(udev) < 4:
+while len(udev) < 5:
     line = mon.stdout.readline()
     if line.startswith("UDEV"):
         w = line.split()
