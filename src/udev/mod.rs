@@ -154,33 +154,35 @@ pub fn udev_properties(ev: &Uevent, d: &UsbDevice, hwdb: Option<&Hwdb>) -> Vec<(
         "{:04x}",
         u16::from_le_bytes([d.descriptor[12], d.descriptor[13]])
     );
-    add("ID_BUS", "usb".into());
-    add("ID_MODEL", model_s.clone());
-    add("ID_MODEL_ENC", encode(product.as_deref().unwrap_or(&pid)));
-    add("ID_MODEL_ID", pid.clone());
-    add(
-        "ID_SERIAL",
-        match &serial {
-            Some(s) => format!("{vendor_s}_{model_s}_{}", clean(s)),
+    // The usb_id builtin runs for a usb_device only (`50-udev-default.rules`:
+    // `SUBSYSTEM=="usb", ENV{DEVTYPE}=="usb_device", IMPORT{builtin}="usb_id"`;
+    // the other rules that import it match other subsystems): an
+    // interface's event gets the hwdb's properties and its path only.
+    if ev.interface.is_none() {
+        let serial_s = serial.as_deref().map(clean);
+        let id_serial = match &serial_s {
+            Some(s) => format!("{vendor_s}_{model_s}_{s}"),
             None => format!("{vendor_s}_{model_s}"),
-        },
-    );
-    if let Some(s) = &serial {
-        add("ID_SERIAL_SHORT", clean(s));
-    }
-    add("ID_VENDOR", vendor_s);
-    add("ID_VENDOR_ENC", encode(vendor.as_deref().unwrap_or(&vid)));
-    add("ID_VENDOR_ID", vid);
-    add("ID_REVISION", rev);
-    add("ID_USB_INTERFACES", usb_interfaces(d));
-    if let Some(i) = ev
-        .interface
-        .and_then(|n| d.interfaces.iter().find(|x| x.number == n))
-    {
-        add("ID_USB_INTERFACE_NUM", format!("{:02x}", i.number));
-        if let Some(drv) = &i.driver {
-            add("ID_USB_DRIVER", drv.clone());
+        };
+        let model_enc = encode(product.as_deref().unwrap_or(&pid));
+        let vendor_enc = encode(vendor.as_deref().unwrap_or(&vid));
+        add("ID_BUS", "usb".into());
+        // The same values again with an ID_USB_ prefix: systemd 252's
+        // usb_id sets both, in this order (as udevd on Debian 12 sends them).
+        for prefix in ["ID_", "ID_USB_"] {
+            add(&format!("{prefix}MODEL"), model_s.clone());
+            add(&format!("{prefix}MODEL_ENC"), model_enc.clone());
+            add(&format!("{prefix}MODEL_ID"), pid.clone());
+            add(&format!("{prefix}SERIAL"), id_serial.clone());
+            if let Some(s) = &serial_s {
+                add(&format!("{prefix}SERIAL_SHORT"), s.clone());
+            }
+            add(&format!("{prefix}VENDOR"), vendor_s.clone());
+            add(&format!("{prefix}VENDOR_ENC"), vendor_enc.clone());
+            add(&format!("{prefix}VENDOR_ID"), vid.clone());
+            add(&format!("{prefix}REVISION"), rev.clone());
         }
+        add("ID_USB_INTERFACES", usb_interfaces(d));
     }
     for (k, v) in hwdb
         .map(|h| hwdb_properties(h, d, ev.interface))
@@ -376,6 +378,65 @@ pub fn removes_entry(ev: &Uevent) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The keys of udev's properties for the events of a keyboard's plug
+    /// (add, change, add and bind of its interface, bind).
+    fn plug_keys() -> Vec<Vec<String>> {
+        let mut d = crate::usbcore::sysfs::tests::keyboard();
+        d.port_path = vec![1];
+        d.level = 1;
+        d.interfaces[0].driver = Some("usbhid".into());
+        d.probed = true;
+        // with a serial number, as qemu's devices have
+        d.descriptor[16] = 3;
+        d.strings.push((3, "1-0000:00:04.0-1".into()));
+        let (evs, _) = crate::usbcore::uevent::events_between(None, Some(&d), false);
+        evs.iter()
+            .map(|e| {
+                udev_properties(e, &e.device, None)
+                    .into_iter()
+                    .map(|(k, _)| k)
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn usb_id_gives_a_device_both_prefixes_and_an_interface_nothing() {
+        let keys = plug_keys();
+        // add 1-1: usb_id's properties as Debian 12's udevd sent them for
+        // qemu's usb-storage, then the path (and the seat's, class 00).
+        assert_eq!(
+            keys[0][..20],
+            [
+                "ID_BUS",
+                "ID_MODEL",
+                "ID_MODEL_ENC",
+                "ID_MODEL_ID",
+                "ID_SERIAL",
+                "ID_SERIAL_SHORT",
+                "ID_VENDOR",
+                "ID_VENDOR_ENC",
+                "ID_VENDOR_ID",
+                "ID_REVISION",
+                "ID_USB_MODEL",
+                "ID_USB_MODEL_ENC",
+                "ID_USB_MODEL_ID",
+                "ID_USB_SERIAL",
+                "ID_USB_SERIAL_SHORT",
+                "ID_USB_VENDOR",
+                "ID_USB_VENDOR_ENC",
+                "ID_USB_VENDOR_ID",
+                "ID_USB_REVISION",
+                "ID_USB_INTERFACES",
+            ]
+        );
+        // add and bind of 1-1:1.0 (after the device's change): no usb_id
+        // (it runs for usb_device only)
+        for k in &keys[2..4] {
+            assert_eq!(k, &["ID_PATH", "ID_PATH_TAG"]);
+        }
+    }
 
     #[test]
     fn strings_are_cleaned_and_encoded_as_udev_does() {
