@@ -198,6 +198,19 @@ pub fn udev_properties(ev: &Uevent, d: &UsbDevice, hwdb: Option<&Hwdb>) -> Vec<(
     add("ID_PATH", path);
     add("ID_PATH_TAG", tag.clone());
     let tags = tags(&p, ev);
+    if ev.gone {
+        // An unplug's events reach udevd's workers after the device left
+        // sysfs: usb_id and the seat rules read attributes that are gone,
+        // and an unbind has no MODALIAS for the hwdb; path_id works from
+        // the path. The tags are the database's (`TAGS` is sticky), none
+        // set by this event (no `CURRENT_TAGS`). The `unbind` writes that
+        // to the database, which its `remove` then carries.
+        p.retain(|(k, _)| k == "ID_PATH" || k == "ID_PATH_TAG");
+        if !tags.is_empty() {
+            p.push(("TAGS".into(), format!(":{}:", tags.join(":"))));
+        }
+        return p;
+    }
     if tags.contains(&"seat") {
         p.push(("ID_FOR_SEAT".into(), format!("usb-{tag}")));
     }
@@ -215,8 +228,8 @@ pub fn udev_properties(ev: &Uevent, d: &UsbDevice, hwdb: Option<&Hwdb>) -> Vec<(
 /// hwdb entry name it as one for the logged-in user (a PTP camera, a
 /// software radio, a hardware wallet, ...), `seat` for those and for every
 /// device of class 00 (classes given per interface) or 09 (hub). `props` are the
-/// event's udev properties so far. A `remove` carries what the database
-/// held, so it gets the same.
+/// event's udev properties so far. An unplug's events carry the tags the
+/// database held, which are these.
 fn tags(props: &[(String, String)], ev: &Uevent) -> Vec<&'static str> {
     let get = |k: &str| props.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
     let set = |k: &str| get(k).is_some_and(|v| !v.is_empty());
@@ -324,8 +337,8 @@ pub fn db_text(props: &[(String, String)], usec_initialized: u64, kernel: &Ueven
             s.push_str(&format!("E:{k}={v}\n"));
         }
     }
-    for prefix in ["G", "Q"] {
-        for t in tag_list(props) {
+    for (prefix, key) in [("G", "TAGS"), ("Q", "CURRENT_TAGS")] {
+        for t in tags_of(props, key) {
             s.push_str(&format!("{prefix}:{t}\n"));
         }
     }
@@ -335,9 +348,14 @@ pub fn db_text(props: &[(String, String)], usec_initialized: u64, kernel: &Ueven
 
 /// The event's tags (its `TAGS` property, split).
 pub fn tag_list(props: &[(String, String)]) -> Vec<&str> {
+    tags_of(props, "TAGS")
+}
+
+/// The tags of property `key` (`TAGS` or `CURRENT_TAGS`), split.
+fn tags_of<'a>(props: &'a [(String, String)], key: &str) -> Vec<&'a str> {
     props
         .iter()
-        .find(|(k, _)| k == "TAGS")
+        .find(|(k, _)| k == key)
         .map(|(_, v)| v.split(':').filter(|t| !t.is_empty()).collect())
         .unwrap_or_default()
 }
@@ -436,6 +454,33 @@ mod tests {
         for k in &keys[2..4] {
             assert_eq!(k, &["ID_PATH", "ID_PATH_TAG"]);
         }
+    }
+
+    #[test]
+    fn an_unplugs_events_carry_the_path_and_the_databases_tags_only() {
+        let mut d = crate::usbcore::sysfs::tests::keyboard();
+        d.port_path = vec![1];
+        d.level = 1;
+        d.interfaces[0].driver = Some("usbhid".into());
+        d.probed = true;
+        let (evs, _) = crate::usbcore::uevent::events_between(Some(&d), None, true);
+        let props: Vec<Vec<(String, String)>> = evs
+            .iter()
+            .map(|e| udev_properties(e, &e.device, None))
+            .collect();
+        let keys = |p: &Vec<(String, String)>| p.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+        // unbind and remove of 1-1:1.0, as Debian 12's udevd sent them
+        for p in &props[..2] {
+            assert_eq!(keys(p), ["ID_PATH", "ID_PATH_TAG"]);
+        }
+        // unbind and remove of 1-1: a class 00 device keeps its seat tag
+        for p in &props[2..] {
+            assert_eq!(keys(p), ["ID_PATH", "ID_PATH_TAG", "TAGS"]);
+            assert_eq!(p[2].1, ":seat:");
+        }
+        // its database entry in between: the tag, not a current one
+        let db = db_text(&all_properties(&evs[2], 9, 1, None), 1, &evs[2]);
+        assert!(db.contains("G:seat\n") && !db.contains("Q:"), "{db}");
     }
 
     #[test]

@@ -84,6 +84,10 @@ pub struct Uevent {
     pub device: Box<UsbDevice>,
     /// The interface number, for an interface's event.
     pub interface: Option<u8>,
+    /// Whether the device has left sysfs by the time udev handles the
+    /// event: an unplug's (`usb_disconnect` removes the interfaces and the
+    /// device at once, before udevd's workers read their attributes).
+    pub gone: bool,
 }
 
 impl Uevent {
@@ -145,6 +149,7 @@ fn event(
         env,
         device: Box::new(d.clone()),
         interface,
+        gone: false,
     }
 }
 
@@ -230,6 +235,9 @@ pub fn events_between(
                 out.push(device_event(Action::Unbind, o));
             }
             out.push(device_event(Action::Remove, o));
+            for e in &mut out {
+                e.gone = true;
+            }
             return (out, false);
         }
         (Some(o), Some(n)) if o.active_config != n.active_config => {
