@@ -188,6 +188,51 @@ kbd_devnum_kernel() {
 	return 1
 }
 
+# The hot-plug recordings: udevadm monitor --kernel --udev --property in
+# OUTDIR/udev_NAME.txt while something unplugs or plugs a device.
+# udevadm prints its header once its sockets are bound.
+udev_record() { # udev_record OUTDIR NAME CMD... (waitfor uses _n, so _uf)
+	_uf=$1/udev_$2.txt; _un=$2; shift 2
+	bg umon "$_uf" udevadm monitor --kernel --udev --property
+	waitfor 10 "grep -qs '^UDEV - ' $_uf" || err "$_uf: udevadm monitor did not start"
+	sleep 0.5
+	"$@" || err "$_un: $* failed"
+	finish umon 0
+	echo "$_un: $(grep -c '^KERNEL\[' "$_uf") KERNEL, $(grep -c '^UDEV *\[' "$_uf") UDEV events"
+}
+hp() { # hp REQUEST: ask the host (hotplug.py, on ttyS1) and wait for its answer
+	echo "$*" >&3
+	read -t 60 -r _a <&3 || { err "kernel: no answer from the host to '$*'"; return 1; }
+	echo "host: $* -> $_a"
+	echo "$* $_a" >> $O/kernel/hotplug.txt
+	case $_a in ok*) return 0 ;; *) err "kernel: the host answered '$*' with '$_a'"; return 1 ;; esac
+}
+settle() { # after a hot-plug: udevd's queue empty, and a second for stragglers
+	udevadm settle -t 30 || err "kernel: udevadm settle timed out"
+	sleep 1
+}
+hp_wait() { # hp_wait REQUEST CONDITION: ask, wait until CONDITION holds, settle
+	hp "$1" || return 1
+	waitfor 30 "$2" || err "kernel: after '$1': not $2"
+	settle
+}
+hotplug_kernel() {
+	udev_record $O/kernel kbd_unplug hp_wait "unplug kbd" '[ ! -e /sys/bus/usb/devices/1-1 ]'
+	udev_record $O/kernel kbd_plug hp_wait "plug kbd" '[ -e /sys/bus/usb/devices/1-1:1.0/driver ] && ls /sys/bus/usb/devices/1-1:1.0/*/hidraw >/dev/null 2>&1'
+	udev_record $O/kernel stick_unplug hp_wait "unplug stick" '[ ! -e /sys/bus/usb/devices/1-3 ] && ! ls /sys/block | grep -q ^sd'
+	udev_record $O/kernel stick_plug hp_wait "plug stick" 'ls /sys/block | grep -q ^sd'
+}
+monfs_hotplug() { # inside monfs run (the same steps: monfs ctl)
+	monfs ctl wait 1 1 present >/dev/null
+	monfs ctl wait 1 3 present >/dev/null
+	monfs ctl wait 2 1 present >/dev/null   # the audio device plugs last
+	udev_record $O/fuse kbd_unplug monfs_ctl unplug --wait 1 1
+	udev_record $O/fuse kbd_plug monfs_ctl plug --wait 1 1 hid-keyboard
+	udev_record $O/fuse stick_unplug monfs_ctl unplug --wait 1 3
+	udev_record $O/fuse stick_plug monfs_ctl plug --wait 1 3 mass-storage
+}
+monfs_ctl() { monfs ctl "$@" >/dev/null && sleep 1; }
+
 kernel_traffic() { # SCSI reads (and first some writes) on the qemu USB stick, each a separate command
 	_i=0
 	while [ $_i -lt 40 ]; do
@@ -201,6 +246,9 @@ kernel_traffic() { # SCSI reads (and first some writes) on the qemu USB stick, e
 monfs_traffic() { # monfs's storage simulation makes its own traffic
 	sleep 3
 }
+
+# sourced inside monfs run for the functions above (monfs_hotplug)
+[ "${GUEST_LIB:-0}" = 1 ] && return 0
 
 mkdir -p $O/kernel $O/fuse $O/cuse
 echo "kernel $KV flavour $KFLAVOR cuse=$CUSE" > $O/info.txt
@@ -282,6 +330,32 @@ step "K4i. kernel: usbfs isochronous session with the audio device (/dev/bus/usb
 KADEV=$(audio_devnum_kernel) || err "kernel: no QEMU USB Audio in sysfs"
 echo "$KADEV" > $O/kernel/iso_devnum.txt
 iso_session $O/kernel $M /dev/bus/usb/002/$(printf %03d "$KADEV")
+step "K4p. kernel: hot-plug through qemu's monitor with udevd, udevadm monitor --kernel --udev --property"
+# The host (scripts/kernel-vm.d/hotplug.py) unplugs and plugs qemu's
+# keyboard and stick on the guest's request (device_del, device_add); each
+# is recorded by udevadm monitor while Debian's udevd (its rules, hwdb.bin)
+# runs. udevd stops afterwards: nothing else here runs with it.
+if [ -c /dev/ttyS1 ] && stty -F /dev/ttyS1 raw -echo; then
+	exec 3<>/dev/ttyS1
+	mkdir -p /run
+	udevd_ok=1
+	systemd-udevd --daemon --resolve-names=never > $O/kernel/udevd.log 2>&1 || { err "kernel: systemd-udevd --daemon failed: $(tail -1 $O/kernel/udevd.log)"; udevd_ok=0; }
+	waitfor 10 '[ -S /run/udev/control ]' || { err "kernel: udevd made no /run/udev/control"; udevd_ok=0; }
+	if [ $udevd_ok = 1 ]; then
+		# as systemd-udev-trigger does at boot: udevd's database for the
+		# USB devices the kernel found before udevd ran, which a remove
+		# event's properties come from
+		udevadm trigger --action=add --subsystem-match=usb || err "kernel: udevadm trigger failed"
+		settle
+		hotplug_kernel
+	fi
+	echo bye >&3
+	read -t 10 -r _a <&3
+	udevadm control --exit || err "kernel: udevadm control --exit failed"
+	exec 3>&-
+else
+	err "kernel: no /dev/ttyS1 to ask the host for hot-plugs"
+fi
 step "K4h. kernel: the uevents of an unplug of the keyboard (its port disabled)"
 # usb_disconnect of the keyboard alone (qemu's xHCI does not report the
 # device again when the port is enabled, so the plug half is monfs's only).
@@ -386,11 +460,15 @@ monfs run --timing fast --config /etc/monfs-qemu.yaml -- sh -c '
 	# The keyboard plugs 4 ms after the start (fast timing): its plug is
 	# over, and announced, before the listener starts.
 	monfs ctl wait 1 1 present >/dev/null
-	uevent_listen 40 8 1-1 > /out/fuse/uevents.txt & L=$!
+	uevent_listen 40 9 1-1 > /out/fuse/uevents.txt & L=$!
 	n=50; until grep -q ready /out/fuse/uevents.txt || [ $n = 0 ]; do sleep 0.1; n=$((n - 1)); done
 	monfs ctl unplug --wait 1 1 >/dev/null
 	monfs ctl plug 1 1 hid-keyboard >/dev/null
 	wait $L' > $O/fuse/uevents.run 2>&1 || err "monfs run: the uevent session failed: $(tail -3 $O/fuse/uevents.run)"
+step "M5p. monfs run: udevadm monitor --kernel --udev --property during an unplug and a plug of the keyboard and the stick (monfs ctl)"
+monfs run --timing fast --config /etc/monfs-qemu.yaml -- sh -c 'GUEST_LIB=1; . /guest.sh; monfs_hotplug' \
+	> $O/fuse/hotplug.run 2>&1 || err "monfs run: the hot-plug session failed: $(tail -3 $O/fuse/hotplug.run)"
+cat $O/fuse/hotplug.run
 step "M6. monfs: unmount"
 kill -TERM $PID_monfs
 finish monfs 10

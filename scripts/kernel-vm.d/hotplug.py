@@ -1,0 +1,169 @@
+#!/usr/bin/python3
+"""The host side of the kernel-vm guest's hot-plug steps.
+
+scripts/kernel-vm starts this beside qemu. It connects to qemu's QMP socket
+and to the socket of the guest's second serial port (/dev/ttyS1), and
+serves the guest's requests there, one line each, answering each with one
+line that starts with "ok" or "error":
+
+    unplug kbd | unplug stick     device_del, then wait for DEVICE_DELETED
+    plug kbd | plug stick         device_add on the device's port again
+    bye                           the guest is done: exit
+
+The keyboard is qemu's usb-kbd with id kbd on port 1 of xhci.0; the stick
+is usb-storage with id ustick on port 3, first with drive `stick` (-drive
+if=none) and after its re-add with the block node `stick2` (-blockdev, its
+own image), since a drive of -drive is deleted with the device that used
+it. The answer to `unplug stick` says whether the drive `stick` was still
+there afterwards. Everything is logged to LOG.
+
+    hotplug.py QMP_SOCKET SERIAL_SOCKET LOG
+"""
+import json
+import os
+import socket
+import sys
+import time
+
+DEVICES = {
+    "kbd": {"driver": "usb-kbd", "id": "kbd", "bus": "xhci.0", "port": "1"},
+    "stick": {"driver": "usb-storage", "id": "ustick", "bus": "xhci.0", "port": "3", "drive": "stick2"},
+}
+
+
+def connect(path, deadline):
+    while True:
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(path)
+            return s
+        except OSError:
+            s.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+class Lines:
+    """Lines from a stream socket, with a timeout."""
+
+    def __init__(self, sock):
+        self.sock, self.buf = sock, b""
+
+    def readline(self, timeout=None):
+        end = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            if end is not None:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return None
+                self.sock.settimeout(left)
+            try:
+                data = self.sock.recv(4096)
+            except (TimeoutError, socket.timeout):
+                return None
+            finally:
+                self.sock.settimeout(None)
+            if not data:
+                return b""
+            self.buf += data
+        ln, _, self.buf = self.buf.partition(b"\n")
+        return ln + b"\n"
+
+
+class Qmp:
+    def __init__(self, sock, log):
+        self.sock, self.lines, self.log = sock, Lines(sock), log
+        self.events = []
+        self.log("qmp greeting %s" % self.lines.readline().decode().strip())
+        self.execute("qmp_capabilities")
+
+    def read(self, timeout=None):
+        ln = self.lines.readline(timeout)
+        if ln is None:
+            return None
+        if not ln:
+            raise EOFError("qmp closed")
+        self.log("qmp <- %s" % ln.decode().strip())
+        return json.loads(ln)
+
+    def execute(self, cmd, **args):
+        req = {"execute": cmd}
+        if args:
+            req["arguments"] = args
+        self.log("qmp -> %s" % json.dumps(req))
+        self.sock.sendall(json.dumps(req).encode() + b"\n")
+        while True:
+            msg = self.read()
+            if "event" in msg:
+                self.events.append(msg)
+                continue
+            if "error" in msg:
+                raise RuntimeError("%s: %s" % (cmd, msg["error"].get("desc")))
+            return msg.get("return")
+
+    def wait_event(self, name, device, secs):
+        end = time.monotonic() + secs
+        while True:
+            for i, e in enumerate(self.events):
+                if e["event"] == name and e.get("data", {}).get("device") == device:
+                    del self.events[i]
+                    return True
+            left = end - time.monotonic()
+            msg = self.read(left) if left > 0 else None
+            if msg is None:
+                return False
+            self.events.append(msg)
+
+
+def main():
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    qmp_path, ser_path, log_path = sys.argv[1:]
+    logf = open(log_path, "a", buffering=1)
+    t0 = time.monotonic()
+
+    def log(s):
+        logf.write("%8.3f %s\n" % (time.monotonic() - t0, s))
+
+    deadline = time.monotonic() + 60
+    qmp = Qmp(connect(qmp_path, deadline), log)
+    ser = connect(ser_path, deadline)
+    log("connected to %s and %s" % (qmp_path, ser_path))
+    rf = Lines(ser)
+    while True:
+        raw = rf.readline()
+        if not raw:
+            log("serial closed")
+            return
+        req = raw.decode("ascii", "replace").strip()
+        if not req:
+            continue
+        log("guest: %s" % req)
+        words = req.split()
+        try:
+            if words == ["bye"]:
+                ser.sendall(b"ok bye\n")
+                return
+            if len(words) != 2 or words[0] not in ("plug", "unplug") or words[1] not in DEVICES:
+                raise RuntimeError("unknown request %r" % req)
+            dev = DEVICES[words[1]]
+            if words[0] == "unplug":
+                qmp.execute("device_del", id=dev["id"])
+                if not qmp.wait_event("DEVICE_DELETED", dev["id"], 20):
+                    raise RuntimeError("no DEVICE_DELETED for %s within 20 s" % dev["id"])
+                answer = "ok"
+                if words[1] == "stick":
+                    names = [b.get("device") for b in qmp.execute("query-block") or []]
+                    answer += " drive-stick-after-device_del=%s" % ("present" if "stick" in names else "deleted")
+            else:
+                qmp.execute("device_add", **dev)
+                answer = "ok"
+        except (RuntimeError, EOFError, OSError, ValueError) as e:
+            answer = "error %s" % e
+        log("answer: %s" % answer)
+        ser.sendall(answer.encode() + b"\n")
+
+
+if __name__ == "__main__":
+    main()
