@@ -223,6 +223,8 @@ hotplug_kernel() {
 	udev_record $O/kernel stick_plug hp_wait "plug stick" 'ls /sys/block | grep -q ^sd'
 }
 monfs_hotplug() { # inside monfs run (the same steps: monfs ctl)
+	monfs ctl resume 1 >/dev/null   # the buses start paused (monfs-qemu.yaml)
+	monfs ctl resume 2 >/dev/null
 	monfs ctl wait 1 1 present >/dev/null
 	monfs ctl wait 1 3 present >/dev/null
 	monfs ctl wait 2 1 present >/dev/null   # the audio device plugs last
@@ -457,8 +459,10 @@ fi
 step "M5h. monfs run: the uevents of an unplug and a plug of the keyboard (monfs ctl)"
 mkdir -p /run
 monfs run --timing fast --config /etc/monfs-qemu.yaml -- sh -c '
-	# The keyboard plugs 4 ms after the start (fast timing): its plug is
-	# over, and announced, before the listener starts.
+	# The buses start paused (monfs-qemu.yaml); the keyboard plugs 4 ms
+	# after its bus resumes (fast timing): its plug is over, and
+	# announced, before the listener starts.
+	monfs ctl resume 1 >/dev/null
 	monfs ctl wait 1 1 present >/dev/null
 	uevent_listen 40 9 1-1 > /out/fuse/uevents.txt & L=$!
 	n=50; until grep -q ready /out/fuse/uevents.txt || [ $n = 0 ]; do sleep 0.1; n=$((n - 1)); done
