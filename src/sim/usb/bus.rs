@@ -187,21 +187,29 @@ impl Bus {
     }
 
     /// Local time for an external request (plug/unplug) arriving now.
-    ///
-    /// A paced bus's thread may be behind the clock (it runs a batch of
-    /// steps on one clock reading): a request then takes the time of the
-    /// bus's next step if that is earlier, so that what was due before it
-    /// (an earlier URB's completion, say) still comes first, as on a
-    /// controller that gave it back before the request arrived. The time
-    /// never goes back: every step left is at or after it.
     fn request_time(&self) -> u64 {
         if self.realtime && !self.paused {
-            let now = self.ctx.clock.sim_now().saturating_sub(self.ctx.offset);
-            let due = self.next_time().unwrap_or(u64::MAX);
-            self.cur.max(now.min(due))
+            self.cur
+                .max(self.ctx.clock.sim_now().saturating_sub(self.ctx.offset))
         } else {
             self.cur
         }
+    }
+
+    /// The local time of a request arriving now, once the steps due before
+    /// it have run. A paced bus's thread may be behind the clock (it runs a
+    /// batch of steps on one clock reading): what was due before the
+    /// request (an earlier URB's completion, say) then happens first, at
+    /// its own time, as on a controller that gave it back before the
+    /// request arrived.
+    fn catch_up(&mut self) -> u64 {
+        let now = self.request_time();
+        if self.realtime && !self.paused {
+            while self.next_time().is_some_and(|t| t <= now) {
+                self.run_until(now, usize::MAX);
+            }
+        }
+        now
     }
 
     /// Schedule a task from outside (a replay) at the current local time.
@@ -228,7 +236,7 @@ impl Bus {
     /// Run `f` on the bus at the local time of a request arriving now (a
     /// program's, through the USB core), then schedule what it spawned.
     pub(crate) fn with_ctx<R>(&mut self, f: impl FnOnce(&mut Ctx, u64) -> R) -> R {
-        let now = self.request_time();
+        let now = self.catch_up();
         let r = f(&mut self.ctx, now);
         self.flush_spawned(now);
         r

@@ -763,9 +763,9 @@ impl crate::base::clock::Clock for SetClock {
 fn a_submission_to_a_bus_behind_the_clock_comes_after_what_was_due_before_it() {
     // A paced bus whose thread is behind the clock (a batch run on one
     // clock reading) gets a program's URB: the completions due before the
-    // request came must come before its submission, in usbmon's raw order
-    // too (monfs once stamped the submission with the clock's time and
-    // gave the earlier completions back after it, as kernel-vm saw).
+    // request came happen first, at their times, and the submission at the
+    // request's, in usbmon's raw order too (monfs once gave the earlier
+    // completions back after the submission, as kernel-vm saw).
     let cfg = super::load::parse_config(
         "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: flood, rate: 1000}\n",
         "/t.yaml",
@@ -805,7 +805,14 @@ fn a_submission_to_a_bus_behind_the_clock_comes_after_what_was_due_before_it() {
         .iter()
         .filter(|e| e.kind == EventKind::Complete)
         .count();
-    assert_eq!(earlier, 0, "the submission came first: {:?}", &evs[..=s]);
+    assert_eq!(
+        earlier,
+        4,
+        "the four due completions came first: {:?}",
+        &evs[..=s]
+    );
+    // The submission at the request's time, the clock's.
+    assert_eq!(evs[s].ts.mono_ns, (now + 5) * MS);
     assert_eq!(done_tags(&got).len(), 5);
 }
 
