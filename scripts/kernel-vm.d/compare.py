@@ -909,14 +909,27 @@ else:
     res("FAIL", "usbfs iso: the endpoint's usbmon S and C lines differ",
         "kernel: %s || monfs: %s || diff: %s" % (" | ".join(kl), " | ".join(ml), " ".join(d)))
 (ko, kd), (mo, md) = iso_placement(kw or []), iso_placement(mw or [])
-spread = lambda o: min(max(o) - min(o), 2048 - (max(o) - min(o))) if o else None
-ks, ms_ = spread(ko), spread(mo)
-check(ks is not None and ks <= 2,
-      "usbfs iso: kernel: each URB's start frame is its submission's frame plus a constant (within 2)",
+def placed(o):
+    """How many of the offsets `o` (start frame - submission ms, modulo
+    2048) are within 2 of their median. A stream whose frames continue
+    gives offsets that move by a URB's frames less the program's time at
+    each URB; frames read off MFINDEX at submission give one offset, but
+    for a URB whose submission stamp the guest's clock took late on a busy
+    host (seen: the kernel's first URB 9 ms off, the other twelve equal)."""
+    if not o:
+        return 0
+    m = sorted(o)[len(o) // 2]
+    return sum(1 for x in o if min((x - m) % 2048, (m - x) % 2048) <= 2)
+
+
+kp, mp = placed(ko), placed(mo)
+check(ko and kp >= len(ko) - 1,
+      "usbfs iso: kernel: each URB's start frame is its submission's frame plus a constant (within 2, "
+      "one URB aside)",
       "start frame - submission ms: %s; distances between start frames %s" % (ko, kd))
-check(ms_ is not None and ms_ <= 2 and len(mo) == len(ko),
+check(mo and mp >= len(mo) - 1 and len(mo) == len(ko),
       "usbfs iso: monfs places each URB as the kernel did: its start frame is its submission's frame "
-      "plus a constant (within 2)",
+      "plus a constant (within 2, one URB aside)",
       "monfs: start frame - submission ms %s, distances %s || kernel: %s, distances %s"
       % (mo, md, ko, kd))
 res("INFO", "usbfs iso: not compared: URB tags and times; a completion's start frame as a value (the "
