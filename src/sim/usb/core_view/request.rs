@@ -306,19 +306,15 @@ fn run_request(
             // again.
             let mut ops = ctx.class_ops(d);
             ops.retain(|o| !matches!(o, Op::StartStreams(_)));
-            let mut runner = Runner::default();
-            runner.q.extend(ops);
-            let tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
-            let at = now + ctx.rng.range(20 * US, 200 * US);
-            ctx.spawn(
-                at,
-                Box::new(Reprobe {
-                    dev: d,
-                    runner,
-                    tag,
-                    done: done.clone(),
-                    id,
-                }),
+            let wait = (20 * US, 200 * US);
+            spawn_core_ops(
+                ctx,
+                d,
+                ops,
+                now,
+                wait,
+                After::Reprobe,
+                Some((done.clone(), id)),
             );
             return Ok(id);
         }
@@ -366,17 +362,55 @@ fn unquiet(x: &mut Device) {
     }
 }
 
-/// A HID driver bound again (USBDEVFS_CONNECT): its probe's requests on
-/// the bus, then its model submits again.
-struct Reprobe {
+/// What a run of the core's own requests is for.
+#[derive(Clone, Copy)]
+enum After {
+    /// A HID driver bound again (USBDEVFS_CONNECT): its probe's requests,
+    /// then its model submits again (the answer: 1, or ENODEV if the
+    /// device went meanwhile).
+    Reprobe,
+    /// usb_unbind_interface's SET_INTERFACE to setting 0 (the answer: 0).
+    Unbind,
+}
+
+/// The core's own requests `ops` to `d` (through a [`Runner`]), from a
+/// moment in `wait` after `now`, then what they were for, then the answer
+/// to the request waiting for them (`done`), if any.
+fn spawn_core_ops(
+    ctx: &mut Ctx,
+    d: DevId,
+    ops: Vec<Op>,
+    now: u64,
+    wait: (u64, u64),
+    after: After,
+    done: Option<(Arc<dyn UrbDone>, u64)>,
+) {
+    let mut runner = Runner::default();
+    runner.q.extend(ops);
+    let tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
+    let at = now + ctx.rng.range(wait.0, wait.1);
+    ctx.spawn(
+        at,
+        Box::new(CoreOps {
+            dev: d,
+            runner,
+            tag,
+            after,
+            done,
+        }),
+    );
+}
+
+/// See [`spawn_core_ops`].
+struct CoreOps {
     dev: DevId,
     runner: Runner,
     tag: u64,
-    done: Arc<dyn UrbDone>,
-    id: u64,
+    after: After,
+    done: Option<(Arc<dyn UrbDone>, u64)>,
 }
 
-impl Task for Reprobe {
+impl Task for CoreOps {
     fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
         if ctx.alive(self.dev) {
             if let Some(t) = self.runner.step(ctx, None, &mut self.tag, now) {
@@ -384,23 +418,26 @@ impl Task for Reprobe {
             }
         }
         ctx.tags.free(self.tag, URB_SIZE);
-        let status = match ctx.dev_mut(self.dev) {
-            Some(x) if !x.gone => {
+        let status = match (self.after, ctx.dev_mut(self.dev)) {
+            (After::Reprobe, Some(x)) if !x.gone => {
                 unquiet(x);
                 1
             }
-            _ => ENODEV,
+            (After::Reprobe, _) => ENODEV,
+            (After::Unbind, _) => 0,
         };
-        if status == 1 {
+        if ctx.alive(self.dev) {
             device_changed(ctx, self.dev);
         }
-        self.done.done(
-            self.id,
-            UrbResult {
-                status,
-                ..Default::default()
-            },
-        );
+        if let Some((done, id)) = self.done.take() {
+            done.done(
+                id,
+                UrbResult {
+                    status,
+                    ..Default::default()
+                },
+            );
+        }
         None
     }
 }
@@ -415,47 +452,16 @@ fn back_to_setting_0(
     now: u64,
     done: Option<(Arc<dyn UrbDone>, u64)>,
 ) {
-    let mut runner = Runner::default();
-    runner
-        .q
-        .push_back(ctrl(d, setup(0x01, 0x0b, 0, intf as u16, 0)));
-    let tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
-    let at = now + ctx.rng.range(5 * US, 30 * US);
-    ctx.spawn(
-        at,
-        Box::new(Unbound {
-            dev: d,
-            runner,
-            tag,
-            done,
-        }),
+    let op = ctrl(d, setup(0x01, 0x0b, 0, intf as u16, 0));
+    spawn_core_ops(
+        ctx,
+        d,
+        vec![op],
+        now,
+        (5 * US, 30 * US),
+        After::Unbind,
+        done,
     );
-}
-
-/// A driver's interface let go in a setting other than 0: the core's
-/// SET_INTERFACE to setting 0, then the answer to the detach (if a request
-/// waits for it).
-struct Unbound {
-    dev: DevId,
-    runner: Runner,
-    tag: u64,
-    done: Option<(Arc<dyn UrbDone>, u64)>,
-}
-
-impl Task for Unbound {
-    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
-        if ctx.alive(self.dev) {
-            if let Some(t) = self.runner.step(ctx, None, &mut self.tag, now) {
-                return Some(t);
-            }
-            device_changed(ctx, self.dev);
-        }
-        ctx.tags.free(self.tag, URB_SIZE);
-        if let Some((done, id)) = self.done.take() {
-            done.done(id, UrbResult::default());
-        }
-        None
-    }
 }
 
 /// Mark interface `intf`'s endpoints quiet for the class driver.
