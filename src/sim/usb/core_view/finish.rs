@@ -7,7 +7,6 @@ use std::sync::Arc;
 use crate::usbmon::event::{IsoDesc, XferType};
 
 use crate::sim::usb::ctx::*;
-use crate::sim::usb::descriptors;
 
 /// Completes a program's URB at its step if it is still in flight.
 struct Finish {
@@ -27,8 +26,7 @@ impl Task for Finish {
 /// A periodic URB's interval and its device's (micro)frame, ns of
 /// realistic time; None: the device is gone.
 pub(super) fn period(ctx: &Ctx, d: DevId, urb: &Urb) -> Option<(u64, u64)> {
-    let unit = descriptors::interval_unit_ns(ctx.dev(d)?.speed());
-    Some((urb.interval.max(1) as u64 * unit, unit))
+    Some(ctx.dev(d)?.period(urb))
 }
 
 /// When the bus gives back a bulk or interrupt URB of `dev` that moves

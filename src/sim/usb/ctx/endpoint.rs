@@ -176,7 +176,6 @@ impl Ctx {
                     continue;
                 }
                 let speed = d.speed();
-                let unit = crate::sim::usb::descriptors::interval_unit_ns(speed);
                 let mut seen: Vec<u8> = Vec::new();
                 for u in d.inflight.iter().filter(|u| u.is_periodic()) {
                     let key = ep_key(u);
@@ -187,7 +186,7 @@ impl Ctx {
                     let bytes = d
                         .active_endpoint(key)
                         .map_or(u.len, |e| e.max_per_interval(speed));
-                    let per = u.interval.max(1) as u64 * unit;
+                    let (per, _) = d.period(u);
                     share[segment(speed)] += bulk_ns(speed, bytes) * 1_000_000 / per;
                 }
             }

@@ -62,6 +62,11 @@ impl DevSlots {
         ((id & 0xffff_ffff) as usize, (id >> SLOT_BITS) as u32)
     }
 
+    /// The name of the device in slot `i` now.
+    fn id(&self, i: usize) -> DevId {
+        ((u64::from(self.gens[i]) << SLOT_BITS) | i as u64) as DevId
+    }
+
     fn slot(&self, id: DevId) -> Option<usize> {
         let (i, g) = Self::split(id);
         (self.gens.get(i) == Some(&g)).then_some(i)
@@ -89,7 +94,7 @@ impl DevSlots {
             }
         };
         self.slots[i] = Some(Box::new(dev));
-        ((u64::from(self.gens[i]) << SLOT_BITS) | i as u64) as DevId
+        self.id(i)
     }
 
     /// Take the device named `id` out; its slot is free for the next one
@@ -110,10 +115,10 @@ impl DevSlots {
 
     /// Every device with its name, in slot order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (DevId, &Device)> {
-        self.slots.iter().enumerate().filter_map(|(i, d)| {
-            let id = ((u64::from(self.gens[i]) << SLOT_BITS) | i as u64) as DevId;
-            Some((id, d.as_deref()?))
-        })
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| Some((self.id(i), d.as_deref()?)))
     }
 }
 
@@ -495,6 +500,13 @@ impl Device {
             .flat_map(|a| a.eps.iter())
             .find(|e| e.addr == addr)
             .or_else(|| cfg.endpoint(addr))
+    }
+
+    /// A periodic URB of this device's interval and the device's
+    /// (micro)frame, ns of realistic time.
+    pub(crate) fn period(&self, urb: &Urb) -> (u64, u64) {
+        let unit = super::super::descriptors::interval_unit_ns(self.speed());
+        (urb.interval.max(1) as u64 * unit, unit)
     }
 
     pub(crate) fn is_hub(&self) -> bool {
