@@ -38,8 +38,7 @@ pub struct Monfs {
 impl Monfs {
     /// Build everything for `cfg`; files are owned by `uid:gid`. Simulators are
     /// not started yet (see [`Monfs::start`]). `uevents`, if given, is told
-    /// of every topology change after usbfs and sysfs show it, and counts
-    /// it pending from before (see [`crate::usbcore::uevent::UeventGate`]).
+    /// of every topology change after usbfs and sysfs show it.
     pub fn new(
         cfg: &Config,
         uid: u32,
@@ -95,9 +94,6 @@ impl Monfs {
         );
         crate::tracefs::add_files(&tracing, &tree);
         let port: Arc<dyn crate::usbcore::device::UsbCorePort> = usb.clone();
-        if let Some(q) = &uevents {
-            port.watch(Arc::new(crate::usbcore::uevent::UeventGate(q.clone())));
-        }
         // usbfs: programs drive the simulated devices through the core's port.
         let usbfs = crate::usbcore::devio::UsbFs::install(&tree, usb.clone(), &bus_numbers);
         // sysfs: sys/bus/usb and the device directories, from the same port.

@@ -388,3 +388,35 @@ fn plug_and_unplug_fire_their_trace_events() {
     assert_eq!(mouse(&all, "usb_device_plug").len(), 1, "{all}");
     assert_eq!(mouse(&all, "usb_device_unplug").len(), 2, "{all}");
 }
+
+/// `wait settled` answers once no device on a running bus is coming or
+/// going: a device plugged just before is listed with its driver bound by
+/// then. A paused bus's device is not waited for; once the bus is resumed,
+/// the next `wait settled` returns with it enumerated too.
+#[test]
+fn wait_settled_returns_once_every_device_on_a_running_bus_is_up() {
+    let cfg = "usb:\n  buses:\n    - bus: 1\n      ports: 4\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          kind: hid-keyboard\n    - bus: 2\n      ports: 2\n      paused: true\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          kind: hid-mouse\n";
+    let m = Mount::with_config(cfg);
+    let (ok, out) = m.ctl(&["plug", "1", "3", "hid-mouse", "product=Settled Mouse"]);
+    assert!(ok, "{out}");
+    let (ok, out) = m.ctl(&["wait", "settled"]);
+    assert_eq!((ok, out.trim()), (true, "ok settled"));
+    let devices = m.sh_ok("cat usb/devices");
+    // Bus 1: its root hub, the keyboard and the mouse, both bound; bus 2:
+    // its root hub only (the paused bus has not enumerated its mouse).
+    assert!(devices.contains("S:  Product=Settled Mouse"), "{devices}");
+    assert_eq!(devices.matches("Driver=usbhid").count(), 2, "{devices}");
+    assert_eq!(devices.matches("T:  Bus=02").count(), 1, "{devices}");
+    let links = m.sh_ok("readlink sys/bus/usb/devices/1-3:1.0/driver");
+    assert!(links.trim_end().ends_with("/usbhid"), "{links}");
+    let (ok, out) = m.ctl(&["resume", "2"]);
+    assert!(ok, "{out}");
+    let (ok, out) = m.ctl(&["wait", "settled", "timeout_ms=60000"]);
+    assert_eq!((ok, out.trim()), (true, "ok settled"));
+    let devices = m.sh_ok("cat usb/devices");
+    assert_eq!(devices.matches("T:  Bus=02").count(), 2, "{devices}");
+    assert_eq!(devices.matches("Driver=usbhid").count(), 3, "{devices}");
+    // A word it does not take changes nothing and says why.
+    let (ok, out) = m.ctl(&["wait", "settled", "soon"]);
+    assert!(!ok && out.starts_with("error: "), "{out}");
+}

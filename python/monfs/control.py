@@ -153,6 +153,14 @@ class Control:
         return self.command("wait %d %s %s timeout_ms=%d" % (
             bus, format_ports(ports), "present" if present else "gone", int(timeout * 1000)))
 
+    def settle(self, timeout: float = 30.0) -> str:
+        """Return once no device on a running bus is coming or going:
+        every plugged device enumerated with its drivers bound, every
+        unplugged one gone (paused buses are not waited for). What
+        ``monfs run`` waits for before it starts its command.
+        :class:`CommandError` after ``timeout`` seconds."""
+        return self.command("wait settled timeout_ms=%d" % int(timeout * 1000))
+
     def plug_from_capture(self, bus: int, ports: Ports, capture: PathLike, devaddr: int,
                           **settings: object) -> str:
         """Plug the device with address ``devaddr`` of a usbmon capture

@@ -126,3 +126,8 @@ def test_plug_and_unplug_return_when_the_device_is_there_and_gone():
         with pytest.raises(monfs.CommandError) as e:
             m.ctl.wait(1, 3, present=True, timeout=0.2)
         assert "not present within 200 ms" in e.value.reason
+        # settle() after a plug that did not wait: the device is up.
+        m.plug(1, 3, "hid-mouse", wait=False)
+        assert m.ctl.settle() == "settled"
+        text = m.read("usb/devices")
+        assert "Driver=usbhid" in text.split("Product=QEMU USB Mouse", 1)[1]

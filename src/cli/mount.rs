@@ -172,28 +172,16 @@ impl Overrides {
 /// the command's `/run/udev`.
 pub const UEVENTS_ENV: &str = "MONFS_UEVENTS";
 
-/// The file of the mount that says how many uevents are still to be
-/// announced.
-pub const UEVENTS_PENDING: &str = "monfs/uevents_pending";
-
 /// Announce every topology change `queue` (watching `fs`'s devices) is told
 /// of as the kernel and udev would, in this process's network namespace
-/// (see [`crate::udev::announce`]), and publish how many are still to be
-/// announced (`monfs run` waits for 0).
+/// (see [`crate::udev::announce`]); control's `wait` waits for them to
+/// be out.
 fn announce_uevents(
     fs: &Monfs,
     announcer: crate::udev::announce::Announcer,
     queue: Arc<crate::usbcore::uevent::UeventQueue>,
 ) {
     fs.control.set_uevents(queue.clone());
-    let q = queue.clone();
-    fs.tree.add(
-        UEVENTS_PENDING,
-        crate::base::vfs::NodeKind::File(Arc::new(crate::base::vfs::SnapshotFile::new(
-            move || format!("{}\n", q.pending()).into_bytes(),
-        ))),
-        0o444,
-    );
     if let Err(e) = announcer.spawn(queue) {
         warn!("uevents: no announcer thread: {e}");
     }

@@ -144,6 +144,12 @@ pub enum CtlError {
         /// How long it waited.
         ms: u64,
     },
+    /// `wait settled` ran out of time.
+    #[error("devices still coming or going after {ms} ms")]
+    NotSettled {
+        /// How long it waited.
+        ms: u64,
+    },
     /// An unknown command.
     #[error("unknown command {0:?}; try help")]
     UnknownCommand(String),

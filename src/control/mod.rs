@@ -30,7 +30,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tracing::{info, warn};
@@ -68,6 +68,7 @@ replay start BUS FILE [speed=F] [loop] [after_ms=N]   (monfs ctl only: it opens 
 replay stop BUS
 replay status BUS
 wait BUS PORTS present|gone [timeout_ms=N]   (a device there, enumerated and its drivers bound; or gone)
+wait settled [timeout_ms=N]   (no device on a running bus still coming or going)
 help
 (PORTS: a root port, or a path through hubs such as 4.1)
 ";
@@ -116,6 +117,9 @@ type Where = (u16, Vec<u8>, bool);
 #[derive(Default)]
 struct Changes {
     devices: Mutex<HashMap<DevRef, Where>>,
+    /// Changes seen so far (counted under `devices`'s lock): a waiter that
+    /// looked at the buses without that lock sees whether it missed one.
+    seen: AtomicU64,
     cv: std::sync::Condvar,
 }
 
@@ -131,6 +135,7 @@ impl crate::usbcore::device::DeviceWatcher for Changes {
                 g.remove(r);
             }
         }
+        self.seen.fetch_add(1, Ordering::SeqCst);
         drop(g);
         self.cv.notify_all();
     }
@@ -139,6 +144,18 @@ impl crate::usbcore::device::DeviceWatcher for Changes {
 /// The longest `wait` (and its default).
 const WAIT_MAX_MS: u64 = 600_000;
 const WAIT_DEFAULT_MS: u64 = 30_000;
+
+/// A wait's `timeout_ms=N` (the only key it takes), or the default.
+fn wait_timeout<'a>(words: impl Iterator<Item = &'a str>) -> Result<u64, CtlError> {
+    let mut ms = WAIT_DEFAULT_MS;
+    for kv in words {
+        match kv.split_once('=') {
+            Some(("timeout_ms", v)) => ms = parse_in("timeout_ms", v, 0, WAIT_MAX_MS)?,
+            _ => return Err(CtlError::NotKeyValue(kv.to_string())),
+        }
+    }
+    Ok(ms)
+}
 
 fn parse_bus(s: Option<&str>) -> Result<u16, CtlError> {
     let s = s.ok_or(CtlError::Missing("bus number"))?;
@@ -272,6 +289,9 @@ impl Control {
     /// changes, not by polling.
     fn wait(&self, line: &str) -> Result<String, CtlError> {
         let words = split_words(line)?;
+        if words.get(1).map(String::as_str) == Some("settled") {
+            return self.wait_settled(&words[2..]);
+        }
         let mut w = words.iter().skip(1).map(String::as_str);
         let bus = parse_bus(w.next())?;
         let ports = parse_ports(w.next())?;
@@ -280,13 +300,7 @@ impl Control {
             Some("gone") => (false, "gone"),
             _ => return Err(CtlError::Missing("present or gone")),
         };
-        let mut ms = WAIT_DEFAULT_MS;
-        for kv in w {
-            match kv.split_once('=') {
-                Some(("timeout_ms", v)) => ms = parse_in("timeout_ms", v, 0, WAIT_MAX_MS)?,
-                _ => return Err(CtlError::NotKeyValue(kv.to_string())),
-            }
-        }
+        let ms = wait_timeout(w)?;
         // Present: registered and probed; gone: not registered (the core's
         // usb_disconnect is over: sysfs no longer has it).
         let done = |g: &HashMap<DevRef, Where>| {
@@ -327,6 +341,51 @@ impl Control {
             }
         }
         Ok(format!("bus {bus} port {} {what}", fmt_ports(&ports)))
+    }
+
+    /// `wait settled [timeout_ms=N]`: return once no device on a running
+    /// bus is coming or going (every plugged device probed, every unplugged
+    /// one disconnected) and, inside `monfs run`, their uevents are out:
+    /// what `monfs run` waits for before it starts its command. Woken by
+    /// the core's device changes, which every probe and disconnect makes.
+    fn wait_settled(&self, words: &[String]) -> Result<String, CtlError> {
+        let ms = wait_timeout(words.iter().map(String::as_str))?;
+        let end = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+        let mut g = self.changes.devices.lock_ok();
+        loop {
+            // The buses call the watchers with their lock held: they are
+            // looked at without `devices`'s lock, and a change meanwhile
+            // shows in `seen`.
+            let seen = self.changes.seen.load(Ordering::SeqCst);
+            drop(g);
+            let settling = self.usb.settling();
+            g = self.changes.devices.lock_ok();
+            if !settling {
+                break;
+            }
+            if self.changes.seen.load(Ordering::SeqCst) != seen {
+                continue;
+            }
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(CtlError::NotSettled { ms });
+            }
+            g = self
+                .changes
+                .cv
+                .wait_timeout(g, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        drop(g);
+        let q = self.uevents.lock_ok().clone();
+        if let Some(q) = q {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if !q.wait_announced(left) {
+                return Err(CtlError::NotSettled { ms });
+            }
+        }
+        Ok("settled".into())
     }
 
     /// The slow part of a command, done without locks: a `replay` command

@@ -289,8 +289,6 @@ struct Inner {
     /// `bind` was sent.
     devices: HashMap<DevRef, (UsbDevice, bool)>,
     queue: VecDeque<Uevent>,
-    /// Changes the [`UeventGate`] saw that the queue has not yet.
-    incoming: u64,
     /// Taken by the consumer and not yet [`UeventQueue::done`].
     taken: u64,
     dropped: u64,
@@ -356,38 +354,15 @@ impl UeventQueue {
         true
     }
 
-    /// Events queued or being announced, and devices whose probe is not
-    /// over (their `bind` is still to come): what `monfs run` waits to see
-    /// at 0 before it starts the command, so that the command hears
-    /// nothing of the devices that were there before it.
-    pub fn pending(&self) -> u64 {
-        let g = self.inner.lock_ok();
-        let probing = g.devices.values().filter(|(_, bound)| !bound).count();
-        g.incoming + g.queue.len() as u64 + g.taken + probing as u64
-    }
-
     /// Events dropped because the consumer fell [`MAX_QUEUED`] behind.
     pub fn dropped(&self) -> u64 {
         self.inner.lock_ok().dropped
     }
 }
 
-/// Registered before sysfs and usbfs (the queue itself after them, so that
-/// an event goes out only once they show the change): counts the change
-/// as pending from its start, so that no one sees sysfs show a device
-/// while [`UeventQueue::pending`] says 0.
-pub struct UeventGate(pub std::sync::Arc<UeventQueue>);
-
-impl DeviceWatcher for UeventGate {
-    fn changed(&self, _change: &DeviceChange) {
-        self.0.inner.lock_ok().incoming += 1;
-    }
-}
-
 impl DeviceWatcher for UeventQueue {
     fn changed(&self, change: &DeviceChange) {
         let mut g = self.inner.lock_ok();
-        g.incoming = g.incoming.saturating_sub(1);
         let evs = match change {
             DeviceChange::Added(d) | DeviceChange::Changed(d) => {
                 let (old, bound) = match g.devices.remove(&d.dev) {

@@ -212,8 +212,52 @@ pub(super) fn show_tail(log: &std::fs::File) {
 /// file from its start.
 pub(super) struct LogEcho {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    failure: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    tail: std::sync::Arc<std::sync::Mutex<Tail>>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Where [`LogEcho`] is in the log, and the first device failure it read
+/// there with who is told of it. Read by its thread, and by a caller that
+/// must have seen every line logged so far.
+struct Tail {
+    log: std::fs::File,
+    at: u64,
+    partial: Vec<u8>,
+    quiet: bool,
+    failure: Option<String>,
+    tell: Option<Box<dyn FnOnce(String) + Send>>,
+}
+
+impl Tail {
+    /// Echo every line logged so far; note the first device failure.
+    fn read(&mut self) {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = self.log.read_at(&mut buf, self.at).unwrap_or(0);
+            if n == 0 {
+                return;
+            }
+            self.at += n as u64;
+            self.partial.extend_from_slice(&buf[..n]);
+            while let Some(k) = self.partial.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.partial.drain(..=k).collect();
+                let line = String::from_utf8_lossy(&line[..k]).to_string();
+                let Some(msg) = warning(&line) else {
+                    continue;
+                };
+                if !self.quiet {
+                    eprintln!("monfs: {msg}");
+                }
+                if msg.contains(DEVICE_FAILED) && self.failure.is_none() {
+                    self.failure = Some(msg.to_string());
+                    if let Some(tell) = self.tell.take() {
+                        tell(msg.to_string());
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// How often [`LogEcho`] looks at the log.
@@ -225,61 +269,51 @@ pub(super) const DEVICE_FAILED: &str = "external device's peer";
 
 impl LogEcho {
     pub(super) fn start(log: &std::fs::File, quiet: bool) -> Result<LogEcho, RunError> {
-        use std::os::unix::fs::FileExt;
         use std::sync::atomic::Ordering;
-        let log = log.try_clone().map_err(io("log file"))?;
+        let tail = std::sync::Arc::new(std::sync::Mutex::new(Tail {
+            log: log.try_clone().map_err(io("log file"))?,
+            at: 0,
+            partial: Vec::new(),
+            quiet,
+            failure: None,
+            tell: None,
+        }));
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let failure = std::sync::Arc::new(std::sync::Mutex::new(None));
-        let (s, f) = (stop.clone(), failure.clone());
+        let (s, t) = (stop.clone(), tail.clone());
         let thread = std::thread::Builder::new()
             .name("log-echo".into())
-            .spawn(move || {
-                let (mut at, mut partial) = (0u64, Vec::new());
-                let mut buf = vec![0u8; 64 * 1024];
-                loop {
-                    let last = s.load(Ordering::SeqCst);
-                    loop {
-                        let n = log.read_at(&mut buf, at).unwrap_or(0);
-                        if n == 0 {
-                            break;
-                        }
-                        at += n as u64;
-                        partial.extend_from_slice(&buf[..n]);
-                        while let Some(k) = partial.iter().position(|&b| b == b'\n') {
-                            let line: Vec<u8> = partial.drain(..=k).collect();
-                            let line = String::from_utf8_lossy(&line[..k]).to_string();
-                            let Some(msg) = warning(&line) else {
-                                continue;
-                            };
-                            if !quiet {
-                                eprintln!("monfs: {msg}");
-                            }
-                            if msg.contains(DEVICE_FAILED) {
-                                let mut g = f.lock().unwrap_or_else(|e| e.into_inner());
-                                g.get_or_insert_with(|| msg.to_string());
-                            }
-                        }
-                    }
-                    if last {
-                        return;
-                    }
-                    std::thread::sleep(ECHO_EVERY);
+            .spawn(move || loop {
+                let last = s.load(Ordering::SeqCst);
+                t.lock().unwrap_or_else(|e| e.into_inner()).read();
+                if last {
+                    return;
                 }
+                std::thread::sleep(ECHO_EVERY);
             })
             .map_err(io("log thread"))?;
         Ok(LogEcho {
             stop,
-            failure,
+            tail,
             thread: Some(thread),
         })
     }
 
-    /// The first device failure logged so far.
-    pub(super) fn failure(&self) -> Option<String> {
-        self.failure
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+    /// Have `tell` called with the first device failure: now if one was
+    /// logged already, else when the echo reads it.
+    pub(super) fn on_failure(&self, tell: impl FnOnce(String) + Send + 'static) {
+        let mut g = self.tail.lock().unwrap_or_else(|e| e.into_inner());
+        g.read();
+        match g.failure.clone() {
+            Some(why) => tell(why),
+            None => g.tell = Some(Box::new(tell)),
+        }
+    }
+
+    /// The first device failure among every line logged so far (read now).
+    pub(super) fn failure_now(&self) -> Option<String> {
+        let mut g = self.tail.lock().unwrap_or_else(|e| e.into_inner());
+        g.read();
+        g.failure.clone()
     }
 }
 

@@ -3,7 +3,6 @@
 //! before CMD starts.
 
 use std::io::Read;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -170,8 +169,7 @@ fn run_fresh(opts: &RunOptions, rootless: bool) -> ExitCode {
         Err(e) => return fail_after_mount(&e, &mut daemon),
     };
     if opts.wait {
-        let expected = expected_devices(opts.config.as_deref());
-        if let Err(why) = wait_enumerated(&mnt, expected, &|| echo.failure()) {
+        if let Err(why) = wait_settled(&socket, &echo) {
             drop(echo);
             return fail_after_mount(
                 &format!("a simulated device failed before the command started: {why}"),
@@ -202,76 +200,60 @@ fn run_fresh(opts: &RunOptions, rootless: bool) -> ExitCode {
     ExitCode::from(status)
 }
 
-/// How many devices (root hubs included) the configuration has plugged
-/// at start: those without `plug_after_ms`, behind hubs too.
-fn expected_devices(config: Option<&Path>) -> usize {
-    fn count(devs: &[crate::config::DeviceConfig]) -> usize {
-        devs.iter()
-            .filter(|d| d.plug_after_ms == 0)
-            .map(|d| 1 + count(&d.devices))
-            .sum()
-    }
-    let cfg = match config {
-        Some(p) => crate::sim::usb::load::load_config(p).ok(),
-        None => Some(crate::config::Config::builtin()),
-    };
-    cfg.map(|c| c.usb.buses.iter().map(|b| 1 + count(&b.devices)).sum())
-        .unwrap_or(0)
-}
-
-/// How long [`wait_enumerated`] waits at most.
+/// How long [`wait_settled`] waits at most.
 const ENUMERATION_WAIT: Duration = Duration::from_secs(30);
 
-/// Wait until `usb/devices` and `sys/bus/usb/devices` list `expected`
-/// devices and every interface `usb/devices` shows bound has its `driver`
-/// link, as a machine that boots with its devices has them before its
-/// programs start; at most [`ENUMERATION_WAIT`] (then the command starts
-/// anyway, with a warning). Err: `failed` said a device failed first (why):
-/// a peer the hub driver found gone while enumerating (`ep0: peer`), or
-/// one its driver found gone before the devices were up.
-fn wait_enumerated(
-    mnt: &Path,
-    expected: usize,
-    failed: &dyn Fn() -> Option<String>,
-) -> Result<(), String> {
-    let settled = || {
-        let text = std::fs::read_to_string(mnt.join("usb/devices")).unwrap_or_default();
-        let listed = text.lines().filter(|l| l.starts_with("T:")).count();
-        let bound = text
-            .lines()
-            .filter(|l| l.starts_with("I:*") && !l.contains("Driver=(none)"))
-            .count();
-        let (mut devices, mut links) = (0, 0);
-        if let Ok(rd) = std::fs::read_dir(mnt.join("sys/bus/usb/devices")) {
-            for e in rd.flatten() {
-                if e.file_name().as_bytes().contains(&b':') {
-                    links += usize::from(e.path().join("driver").is_symlink());
-                } else {
-                    devices += 1;
-                }
-            }
-        }
-        // With uevents, also every event of those devices announced.
-        let announced = match std::fs::read_to_string(mnt.join(crate::cli::mount::UEVENTS_PENDING))
-        {
-            Ok(t) => t.trim() == "0",
-            Err(_) => true,
-        };
-        listed >= expected && devices >= expected && links >= bound && announced
-    };
-    let end = std::time::Instant::now() + ENUMERATION_WAIT;
-    while !settled() {
-        if let Some(why) = failed() {
-            return Err(why);
-        }
-        if std::time::Instant::now() >= end {
+/// What ends [`wait_settled`].
+enum Settle {
+    /// The daemon's answer to `wait settled`.
+    Answer(std::io::Result<String>),
+    /// A device failed first: why.
+    Failed(String),
+}
+
+/// Wait until no simulated device is still coming or going, as a machine
+/// that boots with its devices has them before its programs start: every
+/// device plugged at start enumerated with its drivers bound, and its
+/// uevents announced. The daemon answers `wait settled` on the control
+/// socket when its USB core says so; nothing polls. At most
+/// [`ENUMERATION_WAIT`] (then the command starts anyway, with a warning).
+/// Err: a device failed first (why), as the log said: a peer the hub
+/// driver found gone while enumerating (`ep0: peer`), or one its driver
+/// found gone before the devices were up.
+fn wait_settled(socket: &Path, echo: &LogEcho) -> Result<(), String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let failed = tx.clone();
+    echo.on_failure(move |why| {
+        let _ = failed.send(Settle::Failed(why));
+    });
+    let socket = socket.to_path_buf();
+    let command = format!("wait settled timeout_ms={}", ENUMERATION_WAIT.as_millis());
+    // Its thread ends with the answer, or when the daemon is stopped.
+    let _ = std::thread::Builder::new()
+        .name("wait-settled".into())
+        .spawn(move || {
+            let _ = tx.send(Settle::Answer(crate::control::send(
+                &socket, &command, None,
+            )));
+        });
+    match rx.recv() {
+        Ok(Settle::Failed(why)) => Err(why),
+        // The daemon logs a failure before the device is gone: every line
+        // before the answer is read now.
+        Ok(Settle::Answer(Ok(a))) if a.trim() == "ok settled" => match echo.failure_now() {
+            Some(why) => Err(why),
+            None => Ok(()),
+        },
+        Ok(Settle::Answer(a)) => {
+            let why = match a {
+                Ok(a) => a.trim().to_string(),
+                Err(e) => e.to_string(),
+            };
             eprintln!(
-                "monfs run: the simulated devices did not all enumerate within {} s; starting the command anyway",
-                ENUMERATION_WAIT.as_secs()
+                "monfs run: the simulated devices did not all enumerate ({why}); starting the command anyway"
             );
-            return Ok(());
+            Ok(())
         }
-        std::thread::sleep(Duration::from_millis(20));
+        Err(_) => Ok(()),
     }
-    Ok(())
 }

@@ -354,6 +354,17 @@ impl UsbSim {
             .ok_or(SimError::NoBus(bus))
     }
 
+    /// Whether a device on a running bus is coming or going: plugged and
+    /// not yet probed (or given up on), or unplugged and not yet
+    /// disconnected. `wait settled` waits for this to end; paused buses
+    /// are left out, as they do nothing until resumed.
+    pub fn settling(&self) -> bool {
+        self.buses.iter().any(|b| {
+            let g = b.lock();
+            !g.paused && g.ctx.settling()
+        })
+    }
+
     /// Pause/resume a bus (no events while paused). Err for an unknown bus.
     pub fn set_paused(&self, bus: u16, paused: bool) -> Result<(), SimError> {
         let b = self.bus(bus)?;
