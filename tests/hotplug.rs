@@ -306,6 +306,31 @@ fn pyudev_and_gusb_hear_the_plug_and_the_unplug() {
     );
 }
 
+/// A device of several interfaces that one driver takes (qemu's
+/// usb-audio: an AudioControl and an AudioStreaming interface, both
+/// snd-usb-audio's): each interface is added after the one before it is
+/// bound, as `usb_set_configuration` adds and probes them one by one.
+#[test]
+fn an_audio_devices_interfaces_are_added_and_bound_one_by_one() {
+    let td = tempfile::tempdir().unwrap();
+    let out = run_ok(
+        td.path(),
+        &[],
+        &[
+            "python3",
+            &repo_path("tests/data/interface_uevents.py"),
+            "1",
+            "3",
+            "audio",
+        ],
+    );
+    assert_eq!(
+        out,
+        "add 1-3 -\nadd 1-3:1.0 -\nbind 1-3:1.0 snd-usb-audio\nadd 1-3:1.1 -\n\
+         bind 1-3:1.1 snd-usb-audio\nbind 1-3 usb\n"
+    );
+}
+
 /// `monfs ctl plug --wait` returns once the device is there and its
 /// uevents are out (its database entry written); `unplug --wait` once the
 /// core let it go and its entry is removed.

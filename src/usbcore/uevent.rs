@@ -6,7 +6,9 @@
 //! * a device comes: `add` of the usb_device (`device_add` in
 //!   `usb_new_device`), then for each interface `add` and, if a driver
 //!   takes it, `bind` (`usb_set_configuration` adds them one by one and
-//!   each is probed as it is added), then `bind` of the device to `usb`
+//!   each is probed as it is added: while a simulated class driver probes,
+//!   only the first is announced, and each next one after the bind of the
+//!   one before), then `bind` of the device to `usb`
 //!   (the generic driver's probe returns last); between the device's `add`
 //!   and its interfaces', a `change` of the device when its configuration
 //!   has the remote wakeup bit (its `power/wakeup` attributes appear as
@@ -206,6 +208,20 @@ fn can_wake(d: Option<&UsbDevice>) -> bool {
     })
 }
 
+/// The interfaces of `d` the kernel has added by now. `usb_set_configuration`
+/// adds them one by one, and each `device_add` probes its driver before the
+/// next interface is added: while the device's probe is not over, only its
+/// first interface is there; the next come with the drivers' binds (a
+/// simulated class driver binds every interface at once), each added after
+/// the one before it is bound, as in the kernel.
+fn added_interfaces(d: &UsbDevice) -> &[Interface] {
+    if d.probed || d.is_root_hub() {
+        &d.interfaces
+    } else {
+        &d.interfaces[..d.interfaces.len().min(1)]
+    }
+}
+
 /// The uevents that take a device from `old` to `new` (None: not there),
 /// `bound` saying whether its `bind` to `usb` was sent; and whether it is
 /// bound after them. The simulated class drivers bind a while after the
@@ -223,12 +239,12 @@ pub fn events_between(
             if can_wake(new) {
                 out.push(device_event(Action::Change, n));
             }
-            for i in &n.interfaces {
+            for i in added_interfaces(n) {
                 interface_come(n, i, &mut out);
             }
         }
         (Some(o), None) => {
-            for i in &o.interfaces {
+            for i in added_interfaces(o) {
                 interface_gone(o, i, &mut out);
             }
             if bound {
@@ -241,20 +257,20 @@ pub fn events_between(
             return (out, false);
         }
         (Some(o), Some(n)) if o.active_config != n.active_config => {
-            for i in &o.interfaces {
+            for i in added_interfaces(o) {
                 interface_gone(o, i, &mut out);
             }
             // usb_disable_device took the old one's state back to Address
             if can_wake(new) {
                 out.push(device_event(Action::Change, n));
             }
-            for i in &n.interfaces {
+            for i in added_interfaces(n) {
                 interface_come(n, i, &mut out);
             }
         }
         (Some(o), Some(n)) => {
-            for i in &n.interfaces {
-                match o.interfaces.iter().find(|x| x.number == i.number) {
+            for i in added_interfaces(n) {
+                match added_interfaces(o).iter().find(|x| x.number == i.number) {
                     None => interface_come(n, i, &mut out),
                     Some(was) if was.driver != i.driver => {
                         if was.driver.is_some() {
@@ -267,8 +283,8 @@ pub fn events_between(
                     Some(_) => {}
                 }
             }
-            for i in &o.interfaces {
-                if !n.interfaces.iter().any(|x| x.number == i.number) {
+            for i in added_interfaces(o) {
+                if !added_interfaces(n).iter().any(|x| x.number == i.number) {
                     interface_gone(o, i, &mut out);
                 }
             }
@@ -532,5 +548,49 @@ mod tests {
             ]
         );
         assert_eq!(q.dropped(), 0);
+    }
+
+    /// A device of two interfaces whose driver takes both (snd-usb-audio,
+    /// uvcvideo, a composite HID device): the second interface is added
+    /// only once the first is bound, as `usb_set_configuration` adds each
+    /// after probing the one before; they go in the order they came.
+    #[test]
+    fn each_interface_is_added_after_the_one_before_is_bound() {
+        let two = |driver: Option<&str>| {
+            let mut d = keyboard(driver);
+            let mut second = d.interfaces[0].clone();
+            second.number = 1;
+            d.interfaces.push(second);
+            d
+        };
+        let q = UeventQueue::new();
+        q.changed(&DeviceChange::Added(two(None)));
+        q.changed(&DeviceChange::Changed(two(Some("usbhid"))));
+        q.changed(&DeviceChange::Removed(DevRef { bus: 1, id: 2 }));
+        let mut evs = Vec::new();
+        while let Some(e) = q.next(Duration::ZERO) {
+            evs.push(e);
+        }
+        assert_eq!(
+            summary(&evs),
+            [
+                "add 1-1 -",
+                "change 1-1 usb",
+                "add 1-1:1.0 -",
+                "bind 1-1:1.0 usbhid",
+                "add 1-1:1.1 -",
+                "bind 1-1:1.1 usbhid",
+                "bind 1-1 usb",
+                "unbind 1-1:1.0 -",
+                "remove 1-1:1.0 -",
+                "unbind 1-1:1.1 -",
+                "remove 1-1:1.1 -",
+                "unbind 1-1 -",
+                "remove 1-1 -"
+            ]
+        );
+        // The events carry the whole device (udev's ID_USB_INTERFACES
+        // reads every interface's class from its descriptors).
+        assert!(evs.iter().all(|e| e.device.interfaces.len() == 2));
     }
 }
