@@ -117,17 +117,18 @@ type Where = (u16, Vec<u8>, bool);
 #[derive(Default)]
 struct Changes {
     devices: Mutex<HashMap<DevRef, Where>>,
-    /// Changes seen so far (counted under `devices`'s lock): a waiter that
-    /// looked at the buses without that lock sees whether it missed one.
+    /// The number of the last change seen (stored under `devices`'s lock):
+    /// a waiter that looked at the buses without that lock sees whether it
+    /// missed one.
     seen: AtomicU64,
     cv: std::sync::Condvar,
 }
 
 impl crate::usbcore::device::DeviceWatcher for Changes {
-    fn changed(&self, change: &crate::usbcore::device::DeviceChange) {
+    fn changed(&self, event: &crate::usbcore::device::DeviceEvent) {
         use crate::usbcore::device::DeviceChange;
         let mut g = self.devices.lock_ok();
-        match change {
+        match &event.change {
             DeviceChange::Added(d) | DeviceChange::Changed(d) => {
                 g.insert(d.dev, (d.busnum, d.port_path.clone(), d.probed));
             }
@@ -135,7 +136,7 @@ impl crate::usbcore::device::DeviceWatcher for Changes {
                 g.remove(r);
             }
         }
-        self.seen.fetch_add(1, Ordering::SeqCst);
+        self.seen.store(event.seq, Ordering::SeqCst);
         drop(g);
         self.cv.notify_all();
     }

@@ -9,11 +9,14 @@
 //! The simulator implements [`UsbCorePort`] so that a program's URBs go
 //! through the same bus, hub and device code as the simulated drivers'
 //! (and so appear in usbmon). Completions are delivered asynchronously
-//! through [`UrbDone`]; plugs and unplugs through [`DeviceWatcher`]. Both
+//! through [`UrbDone`]; plugs, unplugs and driver changes through the one
+//! numbered stream [`DeviceChanges`] to each [`DeviceWatcher`]. Both
 //! are called from a bus's thread with the bus locked: they must not block
 //! and must not call back into the port.
 
 use std::sync::Arc;
+
+use crate::base::clock::Timestamp;
 
 /// A device as the port names it: its bus and an identity that is never
 /// reused on that bus (a devnum is reused after an unplug; this is not).
@@ -386,11 +389,100 @@ pub enum DeviceChange {
     Removed(DevRef),
 }
 
-/// Told of plugs and unplugs. Called on a bus's thread with the bus
-/// locked: must not block or call the port.
+/// One change of the topology as the stream of changes carries it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceEvent {
+    /// Its place in the stream: 1 for the first change, one more for each
+    /// next, across every bus.
+    pub seq: u64,
+    /// When it happened, on its bus's clock (the time usbmon stamps that
+    /// bus's URBs with).
+    pub time: Timestamp,
+    /// What changed.
+    pub change: DeviceChange,
+}
+
+/// Told of every change of the topology. Called on a bus's thread with the
+/// bus locked and the stream's order held: must not block or call the port.
 pub trait DeviceWatcher: Send + Sync {
     /// A device came, changed or went.
-    fn changed(&self, change: &DeviceChange);
+    fn changed(&self, event: &DeviceEvent);
+}
+
+/// The one stream of topology changes (the kernel's `usb_register_notify`
+/// chain and its driver core's events in one): what the provider of the
+/// devices sends each change into, numbered and in one order across every
+/// bus, and what sysfs, usbfs, the uevents and control's `wait` follow.
+#[derive(Default)]
+pub struct DeviceChanges {
+    /// The last number given, and the sysfs name of every device there
+    /// (for the log line of its removal); held while the watchers are
+    /// told, so that every watcher sees the changes in the order of their
+    /// numbers.
+    seq: std::sync::Mutex<(u64, std::collections::HashMap<DevRef, String>)>,
+    watchers: std::sync::RwLock<Vec<Arc<dyn DeviceWatcher>>>,
+}
+
+impl DeviceChanges {
+    /// Register a watcher (for good); it is told of the changes from now.
+    pub fn watch(&self, watcher: Arc<dyn DeviceWatcher>) {
+        self.watchers
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(watcher);
+    }
+
+    /// Whether anyone follows the stream (when none does, a provider need
+    /// not describe its changes).
+    pub fn watched(&self) -> bool {
+        !self
+            .watchers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+
+    /// Number `change`, stamp it with `time` and tell every watcher, in
+    /// the order they registered.
+    pub fn send(&self, time: Timestamp, change: DeviceChange) {
+        let mut g = self.seq.lock().unwrap_or_else(|e| e.into_inner());
+        let (seq, names) = &mut *g;
+        *seq += 1;
+        let event = DeviceEvent {
+            seq: *seq,
+            time,
+            change,
+        };
+        let what = match &event.change {
+            DeviceChange::Added(d) => {
+                format!("added {}", names.entry(d.dev).or_insert(sysfs_name(d)))
+            }
+            DeviceChange::Changed(d) => format!("changed {}", sysfs_name(d)),
+            DeviceChange::Removed(r) => match names.remove(r) {
+                Some(n) => format!("removed {n}"),
+                None => format!("removed bus {} device {}", r.bus, r.id),
+            },
+        };
+        tracing::debug!(seq = event.seq, "usb topology: {what}");
+        for w in self
+            .watchers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            w.changed(&event);
+        }
+    }
+}
+
+/// A device's name in sysfs: `usbN` for a root hub, `BUS-PORTS` for a
+/// device.
+fn sysfs_name(d: &UsbDevice) -> String {
+    if d.is_root_hub() {
+        format!("usb{}", d.busnum)
+    } else {
+        format!("{}-{}", d.busnum, d.devpath())
+    }
 }
 
 /// The port: what the USB core's users need from the device provider.

@@ -24,7 +24,9 @@ use crate::base::errno::SysResult;
 use crate::base::sync::LockExt;
 use crate::base::vfs::{Caller, FileNode, NodeKind, OpenFile, OpenFlags, SnapshotFile, Tree};
 
-use super::device::{DevRef, DeviceChange, DeviceWatcher, Speed, UsbCorePort, UsbDevice};
+use super::device::{
+    DevRef, DeviceChange, DeviceEvent, DeviceWatcher, Speed, UsbCorePort, UsbDevice,
+};
 
 /// The major number of USB devices (`USB_DEVICE_MAJOR`).
 pub const USB_DEVICE_MAJOR: u32 = 189;
@@ -622,8 +624,8 @@ impl UsbSysfs {
 }
 
 impl DeviceWatcher for UsbSysfs {
-    fn changed(&self, change: &DeviceChange) {
-        match change {
+    fn changed(&self, event: &DeviceEvent) {
+        match &event.change {
             DeviceChange::Added(d) | DeviceChange::Changed(d) => self.show(d),
             DeviceChange::Removed(dev) => self.hide(*dev),
         }

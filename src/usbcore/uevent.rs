@@ -36,7 +36,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-use super::device::{DevRef, DeviceChange, DeviceWatcher, Interface, UsbDevice};
+use super::device::{DevRef, DeviceChange, DeviceEvent, DeviceWatcher, Interface, UsbDevice};
 use super::sysfs::{device_devpath, device_uevent, interface_name, interface_uevent};
 use crate::base::sync::LockExt;
 
@@ -377,7 +377,8 @@ impl UeventQueue {
 }
 
 impl DeviceWatcher for UeventQueue {
-    fn changed(&self, change: &DeviceChange) {
+    fn changed(&self, event: &DeviceEvent) {
+        let change = &event.change;
         let mut g = self.inner.lock_ok();
         let evs = match change {
             DeviceChange::Added(d) | DeviceChange::Changed(d) => {
@@ -412,6 +413,7 @@ impl DeviceWatcher for UeventQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::clock::Timestamp;
 
     /// sysfs's test keyboard, at root port 1, with `driver` on its
     /// interface (probed once it has one).
@@ -422,6 +424,17 @@ mod tests {
         d.interfaces[0].driver = driver.map(str::to_string);
         d.probed = driver.is_some();
         d
+    }
+
+    /// A stream of changes with a queue of uevents following it.
+    fn stream() -> (
+        crate::usbcore::device::DeviceChanges,
+        std::sync::Arc<UeventQueue>,
+    ) {
+        let s = crate::usbcore::device::DeviceChanges::default();
+        let q = std::sync::Arc::new(UeventQueue::new());
+        s.watch(q.clone());
+        (s, q)
     }
 
     fn summary(evs: &[Uevent]) -> Vec<String> {
@@ -521,12 +534,21 @@ mod tests {
 
     #[test]
     fn a_driver_detached_and_a_claim_are_unbind_and_bind() {
-        let q = UeventQueue::new();
-        q.changed(&DeviceChange::Added(keyboard(None)));
-        q.changed(&DeviceChange::Changed(keyboard(Some("usbhid"))));
-        q.changed(&DeviceChange::Changed(keyboard(None)));
-        q.changed(&DeviceChange::Changed(keyboard(Some("usbfs"))));
-        q.changed(&DeviceChange::Removed(DevRef { bus: 1, id: 2 }));
+        let (s, q) = stream();
+        s.send(Timestamp::default(), DeviceChange::Added(keyboard(None)));
+        s.send(
+            Timestamp::default(),
+            DeviceChange::Changed(keyboard(Some("usbhid"))),
+        );
+        s.send(Timestamp::default(), DeviceChange::Changed(keyboard(None)));
+        s.send(
+            Timestamp::default(),
+            DeviceChange::Changed(keyboard(Some("usbfs"))),
+        );
+        s.send(
+            Timestamp::default(),
+            DeviceChange::Removed(DevRef { bus: 1, id: 2 }),
+        );
         let mut evs = Vec::new();
         while let Some(e) = q.next(Duration::ZERO) {
             evs.push(e);
@@ -563,10 +585,16 @@ mod tests {
             d.interfaces.push(second);
             d
         };
-        let q = UeventQueue::new();
-        q.changed(&DeviceChange::Added(two(None)));
-        q.changed(&DeviceChange::Changed(two(Some("usbhid"))));
-        q.changed(&DeviceChange::Removed(DevRef { bus: 1, id: 2 }));
+        let (s, q) = stream();
+        s.send(Timestamp::default(), DeviceChange::Added(two(None)));
+        s.send(
+            Timestamp::default(),
+            DeviceChange::Changed(two(Some("usbhid"))),
+        );
+        s.send(
+            Timestamp::default(),
+            DeviceChange::Removed(DevRef { bus: 1, id: 2 }),
+        );
         let mut evs = Vec::new();
         while let Some(e) = q.next(Duration::ZERO) {
             evs.push(e);

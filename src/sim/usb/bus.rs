@@ -75,6 +75,7 @@ impl Bus {
             clock,
             offset: 0,
             floor: 0,
+            now: 0,
             async_free: 0,
             periodic: [0; 2],
             periodic_dirty: false,
@@ -168,6 +169,7 @@ impl Bus {
             n += 1;
             self.steps += 1;
             self.cur = t;
+            self.ctx.now = t;
             let Some(mut task) = self.tasks[idx].take() else {
                 continue;
             };
@@ -186,14 +188,17 @@ impl Bus {
         n
     }
 
-    /// Local time for an external request (plug/unplug) arriving now.
-    fn request_time(&self) -> u64 {
-        if self.realtime && !self.paused {
+    /// Local time for an external request (plug/unplug) arriving now, which
+    /// the request's topology changes are stamped with.
+    fn request_time(&mut self) -> u64 {
+        let t = if self.realtime && !self.paused {
             self.cur
                 .max(self.ctx.clock.sim_now().saturating_sub(self.ctx.offset))
         } else {
             self.cur
-        }
+        };
+        self.ctx.now = t;
+        t
     }
 
     /// The local time of a request arriving now, once the steps due before
@@ -209,6 +214,7 @@ impl Bus {
                 self.run_until(now, usize::MAX);
             }
         }
+        self.ctx.now = now;
         now
     }
 

@@ -158,6 +158,8 @@ impl BusShared {
 pub struct UsbSim {
     buses: Vec<Arc<BusShared>>,
     clock: Arc<dyn Clock>,
+    /// The stream of topology changes every bus sends into.
+    changes: Arc<crate::usbcore::device::DeviceChanges>,
     stop: Arc<AtomicBool>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -170,12 +172,14 @@ impl UsbSim {
         clock: Arc<dyn Clock>,
         sink: Arc<dyn UrbSink>,
     ) -> UsbSim {
+        let changes = Arc::new(crate::usbcore::device::DeviceChanges::default());
         let mut buses: Vec<Arc<BusShared>> = cfg
             .buses
             .iter()
             .map(|b| {
                 let mut bus = Bus::new(b, seed, clock.clone(), sink.clone());
                 bus.paused = b.paused;
+                bus.ctx.core.changes = changes.clone();
                 let replay = b.replay.as_ref().map(|r| {
                     let h = replay::ReplayHandle::new(&r.file);
                     // Loaded here, before any thread or lock exists.
@@ -198,6 +202,7 @@ impl UsbSim {
         buses.sort_by_key(|b| b.num);
         UsbSim {
             buses,
+            changes,
             clock,
             stop: Arc::new(AtomicBool::new(false)),
             threads: Mutex::new(Vec::new()),

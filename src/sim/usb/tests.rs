@@ -1353,3 +1353,59 @@ fn unplugged_devices_give_their_slots_back() {
     assert!(sim.device(last.dev).is_some());
     assert_eq!(sim.bus(1).unwrap().lock().ctx.devs.slots(), slots);
 }
+
+/// The topology's changes form one stream across the buses: numbered 1, 2,
+/// 3... in the order every watcher hears them, each stamped with its bus's
+/// time (never earlier on a bus than the change before it), a device's
+/// `Added` before its `Changed` (its driver bound) and its `Removed` last.
+#[test]
+fn topology_changes_are_one_numbered_stream_across_buses() {
+    use crate::usbcore::device::{DeviceChange, DeviceEvent, DeviceWatcher, UsbCorePort};
+    #[derive(Default)]
+    struct Heard(Mutex<Vec<DeviceEvent>>);
+    impl DeviceWatcher for Heard {
+        fn changed(&self, event: &DeviceEvent) {
+            self.0.lock_ok().push(event.clone());
+        }
+    }
+    let yaml = "usb:\n  buses:\n    - bus: 1\n      devices:\n        - {port: 1, kind: hid-keyboard}\n    - bus: 2\n      devices:\n        - {port: 1, kind: mass-storage}\n";
+    let cfg = Config::parse(yaml, "t").unwrap().usb;
+    let sim = UsbSim::new(&cfg, 1, Arc::new(TestClock), Arc::new(Collect::default()));
+    let heard = Arc::new(Heard::default());
+    sim.watch(heard.clone());
+    sim.run_until(3_000_000_000);
+    sim.unplug(2, &[1]).unwrap();
+    sim.run_until(4_000_000_000);
+    let evs = heard.0.lock_ok().clone();
+    let seqs: Vec<u64> = evs.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=evs.len() as u64).collect::<Vec<_>>());
+    let bus_of = |c: &DeviceChange| match c {
+        DeviceChange::Added(d) | DeviceChange::Changed(d) => d.busnum,
+        DeviceChange::Removed(r) => r.bus,
+    };
+    for bus in [1, 2] {
+        let times: Vec<u64> = evs
+            .iter()
+            .filter(|e| bus_of(&e.change) == bus)
+            .map(|e| e.time.mono_ns)
+            .collect();
+        assert!(!times.is_empty(), "bus {bus} sent nothing");
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+        // TestClock: monotonic time is 100 s plus the bus's local time.
+        assert!(times.iter().all(|t| *t > 100_000_000_000), "{times:?}");
+    }
+    // The stick: added, bound (changed), removed, in that order.
+    let stick: Vec<&str> = evs
+        .iter()
+        .filter(|e| bus_of(&e.change) == 2)
+        .filter_map(|e| match &e.change {
+            DeviceChange::Added(d) if !d.is_root_hub() => Some("added"),
+            DeviceChange::Changed(d) if !d.is_root_hub() && d.probed => Some("bound"),
+            DeviceChange::Removed(_) => Some("removed"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(stick.first(), Some(&"added"), "{stick:?}");
+    assert_eq!(stick.last(), Some(&"removed"), "{stick:?}");
+    assert!(stick.contains(&"bound"), "{stick:?}");
+}

@@ -46,9 +46,7 @@ impl UsbCorePort for UsbSim {
     }
 
     fn watch(&self, watcher: Arc<dyn DeviceWatcher>) {
-        for b in &self.buses {
-            b.lock().ctx.core.watchers.push(watcher.clone());
-        }
+        self.changes.watch(watcher);
     }
 
     fn submit(

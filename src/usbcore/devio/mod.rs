@@ -34,8 +34,8 @@ use crate::base::vfs::{
 
 use super::abi::{self, u16_at, u32_at, u64_at};
 use super::device::{
-    CoreError, CoreRequest, DevRef, DeviceChange, DeviceWatcher, TransferType, UrbDone, UrbRequest,
-    UrbResult, UsbCorePort, UsbDevice,
+    CoreError, CoreRequest, DevRef, DeviceChange, DeviceEvent, DeviceWatcher, TransferType,
+    UrbDone, UrbRequest, UrbResult, UsbCorePort, UsbDevice,
 };
 
 use memory::Budget;
@@ -255,11 +255,11 @@ impl Drop for UsbFs {
 struct Watcher(Weak<UsbFs>);
 
 impl DeviceWatcher for Watcher {
-    fn changed(&self, change: &DeviceChange) {
+    fn changed(&self, event: &DeviceEvent) {
         let Some(fs) = self.0.upgrade() else {
             return;
         };
-        match change {
+        match &event.change {
             DeviceChange::Added(d) => fs.added(d),
             DeviceChange::Changed(_) => {}
             DeviceChange::Removed(dev) => fs.removed(*dev),

@@ -160,16 +160,19 @@ pub(crate) fn driver_of(d: &Device, num: u8, class: u8, proto: u8) -> Option<Str
 /// state, as the kernel's sysfs shows new `driver` links and attributes at
 /// once.
 pub(crate) fn device_changed(ctx: &mut Ctx, id: DevId) {
-    if ctx.core.watchers.is_empty() {
+    if !ctx.core.changes.watched() {
         return;
     }
     let Some(u) = usb_device(ctx, id) else {
         return;
     };
-    let change = DeviceChange::Changed(u);
-    for w in &ctx.core.watchers {
-        w.changed(&change);
-    }
+    send(ctx, DeviceChange::Changed(u));
+}
+
+/// Send `change` into the stream, stamped with the bus's time now.
+fn send(ctx: &Ctx, change: DeviceChange) {
+    let time = ctx.clock.at(ctx.now + ctx.offset);
+    ctx.core.changes.send(time, change);
 }
 
 /// A device was registered with the core (`added`) or is going: tell the
@@ -196,7 +199,5 @@ pub(crate) fn device_event(ctx: &mut Ctx, id: DevId, added: bool) {
             id: id as u64,
         })
     };
-    for w in &ctx.core.watchers {
-        w.changed(&change);
-    }
+    send(ctx, change);
 }

@@ -355,6 +355,9 @@ pub(crate) struct Ctx {
     pub offset: u64,
     /// Paced mode: local time the bus has reached (flood catches up to it).
     pub floor: u64,
+    /// Local time of the step or request being run (what a topology
+    /// change is stamped with).
+    pub now: u64,
     /// Local time until which the bus's asynchronous schedule (control and
     /// bulk) is taken (see [`endpoint`]).
     pub async_free: u64,

@@ -11,7 +11,7 @@ use crate::usbmon::event::{IsoDesc, XferType, URB_DIR_IN};
 use crate::sim::rng::Rng;
 use crate::sim::usb::descriptors::{Descriptors, Speed};
 use crate::sim::usb::peer::PeerError;
-use crate::usbcore::device::{DeviceWatcher, UrbDone};
+use crate::usbcore::device::UrbDone;
 
 /// How a control request ends: status, actual length, IN data.
 pub(crate) type CtrlResult = (i32, u32, Option<Arc<[u8]>>);
@@ -424,7 +424,8 @@ pub(crate) struct ProgramUrb {
 /// programs' URBs in flight by tag.
 #[derive(Default)]
 pub(crate) struct CoreState {
-    pub watchers: Vec<Arc<dyn DeviceWatcher>>,
+    /// The stream of topology changes, one for every bus of the simulator.
+    pub changes: Arc<crate::usbcore::device::DeviceChanges>,
     pub urbs: HashMap<u64, ProgramUrb>,
     /// Core requests (usbfs's SETINTERFACE, RESET, CONNECT...) a program
     /// waits for: the bus does not nap while there are any.
