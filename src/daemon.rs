@@ -58,7 +58,7 @@ impl Monfs {
         let sink = Arc::new(crate::usbmon::event::Ordered::new(Arc::new(
             crate::tracefs::UrbTraceSink::new(tracing.clone(), Some(usbmon.clone())),
         )));
-        let usb = Arc::new(UsbSim::new(&cfg.usb, seed, clock.clone(), sink));
+        let usb = Arc::new(UsbSim::new(&cfg.usb, seed, clock.clone(), sink.clone()));
         usb.set_timing(cfg.timing);
         let tree = Arc::new(Tree::new(uid, gid));
 
@@ -102,6 +102,12 @@ impl Monfs {
         if let Some(q) = uevents {
             port.watch(q);
         }
+        // usb:usb_device_plug and usb_device_unplug, in the URB events'
+        // order.
+        port.watch(Arc::new(PlugEvents {
+            sink,
+            known: Default::default(),
+        }));
         // Napping buses are caught up before, and woken after, requests.
         tree.add_request_hooks(usb.clone());
         let monreader = crate::monreader::MonReaderDev::install(
@@ -178,5 +184,59 @@ impl Monfs {
     pub fn stop(&self) {
         self.usb.stop();
         self.zvm.stop();
+    }
+}
+
+/// The stream of topology changes as the sink of URB events takes a device
+/// coming and going (`usb:usb_device_plug` when `usb_new_device` has
+/// registered it, `usb:usb_device_unplug` when `usb_disconnect` lets it
+/// go): through the sink, so that they are stamped in one order with the
+/// URB events. Root hubs are not announced.
+struct PlugEvents {
+    sink: Arc<dyn crate::usbmon::event::UrbSink>,
+    /// Each announced device as it was plugged (what its unplug says).
+    known: std::sync::Mutex<
+        std::collections::HashMap<
+            crate::usbcore::device::DevRef,
+            crate::usbmon::event::DeviceEvent,
+        >,
+    >,
+}
+
+impl crate::usbcore::device::DeviceWatcher for PlugEvents {
+    fn changed(&self, event: &crate::usbcore::device::DeviceEvent) {
+        use crate::base::sync::LockExt;
+        use crate::usbcore::device::DeviceChange;
+        let mut known = self.known.lock_ok();
+        match &event.change {
+            DeviceChange::Added(d) if !d.is_root_hub() => {
+                let name = d
+                    .strings
+                    .iter()
+                    .find(|(i, _)| *i != 0 && *i == d.descriptor[15])
+                    .map(|(_, s)| s.clone())
+                    .unwrap_or_default();
+                let ev = crate::usbmon::event::DeviceEvent {
+                    ts: event.time,
+                    plugged: true,
+                    bus: d.busnum,
+                    devnum: d.devnum,
+                    devpath: format!("{}-{}", d.busnum, d.devpath()),
+                    vendor: d.vendor_id(),
+                    product: d.product_id(),
+                    name,
+                };
+                self.sink.device_event(&ev);
+                known.insert(d.dev, ev);
+            }
+            DeviceChange::Removed(r) => {
+                if let Some(mut ev) = known.remove(r) {
+                    ev.ts = event.time;
+                    ev.plugged = false;
+                    self.sink.device_event(&ev);
+                }
+            }
+            _ => {}
+        }
     }
 }

@@ -921,7 +921,6 @@ impl Ctx {
             if self.dev(d).is_some_and(|x| x.core.registered) {
                 (self.core_event)(self, d, false);
             }
-            self.announce(d, now, false);
             if let Some(dev) = self.devs.remove(d) {
                 if dev.reserved != 0 {
                     self.used[dev.reserved as usize] = false;

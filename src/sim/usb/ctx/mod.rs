@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::base::clock::Clock;
 use crate::config::{Controller, DeviceConfig, Timing};
 use crate::usbmon::event::{
-    DataCapture, DeviceEvent, EventKind, IsoDesc, UrbEvent, UrbSink, XferType, EINPROGRESS,
+    DataCapture, EventKind, IsoDesc, UrbEvent, UrbSink, XferType, EINPROGRESS,
 };
 
 use super::descriptors::{Descriptors, Speed};
@@ -300,9 +300,8 @@ impl Runner {
                     self.push_front(ops);
                 }
                 Op::ClassSetup(d) => {
-                    (ctx.core_event)(ctx, d, true);
                     // usb_new_device is done: the device is on the bus.
-                    ctx.announce(d, now, true);
+                    (ctx.core_event)(ctx, d, true);
                     let ops = ctx.class_ops(d);
                     self.push_front(ops);
                 }
@@ -431,32 +430,6 @@ impl Ctx {
     /// has it (a thousandth of it in fast timing).
     pub(crate) fn delay(&self, ns: u64) -> u64 {
         ns / self.timing.divisor()
-    }
-
-    /// Tell the sink that device `d` was added to the bus (`plugged`) or
-    /// is being removed, once each way.
-    pub(crate) fn announce(&mut self, d: DevId, t: u64, plugged: bool) {
-        let bus = self.bus;
-        let ts = self.clock.at(t + self.offset);
-        let Some(dev) = self.dev_mut(d) else {
-            return;
-        };
-        if dev.announced == plugged || dev.kind == Kind::Root {
-            return;
-        }
-        dev.announced = plugged;
-        let path: Vec<String> = dev.path.iter().map(|p| p.to_string()).collect();
-        let ev = DeviceEvent {
-            ts,
-            plugged,
-            bus,
-            devnum: dev.devnum,
-            devpath: format!("{bus}-{}", path.join(".")),
-            vendor: dev.desc.dev.vid,
-            product: dev.desc.dev.pid,
-            name: dev.desc.product.clone().unwrap_or_default(),
-        };
-        self.sink.device_event(&ev);
     }
 
     pub(crate) fn event(&self, t: u64, kind: EventKind, devnum: u8, urb: &Urb) -> UrbEvent {

@@ -256,9 +256,6 @@ pub(crate) struct Device {
     pub given_up: bool,
     /// The hub driver's enumeration attempt (hub_port_connect's loop).
     pub enum_try: u8,
-    /// Announced as added to the bus (`usb:usb_device_plug`): its removal
-    /// is announced too.
-    pub announced: bool,
     /// What programs did to it through the USB core (usbfs).
     pub core: CoreDev,
     /// A HID device's idle rate and protocol (SET_IDLE, SET_PROTOCOL; read
@@ -483,7 +480,6 @@ impl Device {
             remote_ep0: false,
             given_up: false,
             enum_try: 0,
-            announced: false,
             core: Default::default(),
             hid_idle: 0,
             hid_protocol: 1,
