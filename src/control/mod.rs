@@ -312,36 +312,47 @@ impl Control {
                 at.next().is_none()
             }
         };
-        let timed_out = || CtlError::WaitTimedOut {
-            bus,
-            ports: fmt_ports(&ports),
-            what,
-            ms,
-        };
-        let end = std::time::Instant::now() + std::time::Duration::from_millis(ms);
-        let mut g = self.changes.devices.lock_ok();
-        while !done(&g) {
-            let left = end.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return Err(timed_out());
-            }
-            g = self
-                .changes
-                .cv
-                .wait_timeout(g, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-        drop(g);
-        // Programs hear of it once its uevents are out.
-        let q = self.uevents.lock_ok().clone();
-        if let Some(q) = q {
-            let left = end.saturating_duration_since(std::time::Instant::now());
-            if !q.wait_announced(left) {
-                return Err(timed_out());
-            }
+        if !self.wait_until(ms, || done(&self.changes.devices.lock_ok())) {
+            return Err(CtlError::WaitTimedOut {
+                bus,
+                ports: fmt_ports(&ports),
+                what,
+                ms,
+            });
         }
         Ok(format!("bus {bus} port {} {what}", fmt_ports(&ports)))
+    }
+
+    /// Sleep on the core's changes until `ready` (asked now, then after
+    /// each change), then, inside `monfs run`, until the uevents queued by
+    /// then are out: programs hear of a device once they are. False: `ms`
+    /// passed first. `ready` takes the locks it needs itself (the buses
+    /// call the watchers with their own held); a change between its answer
+    /// and the sleep shows in `seen`.
+    fn wait_until(&self, ms: u64, mut ready: impl FnMut() -> bool) -> bool {
+        let end = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+        loop {
+            let seen = self.changes.seen.load(Ordering::SeqCst);
+            if ready() {
+                break;
+            }
+            let g = self.changes.devices.lock_ok();
+            if self.changes.seen.load(Ordering::SeqCst) != seen {
+                continue;
+            }
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            drop(
+                self.changes
+                    .cv
+                    .wait_timeout(g, left)
+                    .unwrap_or_else(|e| e.into_inner()),
+            );
+        }
+        let q = self.uevents.lock_ok().clone();
+        q.is_none_or(|q| q.wait_announced(end.saturating_duration_since(std::time::Instant::now())))
     }
 
     /// `wait settled [timeout_ms=N]`: return once no device on a running
@@ -351,40 +362,8 @@ impl Control {
     /// the core's device changes, which every probe and disconnect makes.
     fn wait_settled(&self, words: &[String]) -> Result<String, CtlError> {
         let ms = wait_timeout(words.iter().map(String::as_str))?;
-        let end = std::time::Instant::now() + std::time::Duration::from_millis(ms);
-        let mut g = self.changes.devices.lock_ok();
-        loop {
-            // The buses call the watchers with their lock held: they are
-            // looked at without `devices`'s lock, and a change meanwhile
-            // shows in `seen`.
-            let seen = self.changes.seen.load(Ordering::SeqCst);
-            drop(g);
-            let settling = self.usb.settling();
-            g = self.changes.devices.lock_ok();
-            if !settling {
-                break;
-            }
-            if self.changes.seen.load(Ordering::SeqCst) != seen {
-                continue;
-            }
-            let left = end.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return Err(CtlError::NotSettled { ms });
-            }
-            g = self
-                .changes
-                .cv
-                .wait_timeout(g, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-        drop(g);
-        let q = self.uevents.lock_ok().clone();
-        if let Some(q) = q {
-            let left = end.saturating_duration_since(std::time::Instant::now());
-            if !q.wait_announced(left) {
-                return Err(CtlError::NotSettled { ms });
-            }
+        if !self.wait_until(ms, || !self.usb.settling()) {
+            return Err(CtlError::NotSettled { ms });
         }
         Ok("settled".into())
     }

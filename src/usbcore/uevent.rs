@@ -426,15 +426,20 @@ mod tests {
         d
     }
 
-    /// A stream of changes with a queue of uevents following it.
-    fn stream() -> (
-        crate::usbcore::device::DeviceChanges,
-        std::sync::Arc<UeventQueue>,
-    ) {
+    /// The uevents a queue following a stream of `changes` makes of them.
+    fn through_stream(changes: Vec<DeviceChange>) -> Vec<Uevent> {
         let s = crate::usbcore::device::DeviceChanges::default();
         let q = std::sync::Arc::new(UeventQueue::new());
         s.watch(q.clone());
-        (s, q)
+        for c in changes {
+            s.send(Timestamp::default(), c);
+        }
+        let mut evs = Vec::new();
+        while let Some(e) = q.next(Duration::ZERO) {
+            evs.push(e);
+        }
+        assert_eq!(q.dropped(), 0);
+        evs
     }
 
     fn summary(evs: &[Uevent]) -> Vec<String> {
@@ -534,25 +539,13 @@ mod tests {
 
     #[test]
     fn a_driver_detached_and_a_claim_are_unbind_and_bind() {
-        let (s, q) = stream();
-        s.send(Timestamp::default(), DeviceChange::Added(keyboard(None)));
-        s.send(
-            Timestamp::default(),
+        let evs = through_stream(vec![
+            DeviceChange::Added(keyboard(None)),
             DeviceChange::Changed(keyboard(Some("usbhid"))),
-        );
-        s.send(Timestamp::default(), DeviceChange::Changed(keyboard(None)));
-        s.send(
-            Timestamp::default(),
+            DeviceChange::Changed(keyboard(None)),
             DeviceChange::Changed(keyboard(Some("usbfs"))),
-        );
-        s.send(
-            Timestamp::default(),
             DeviceChange::Removed(DevRef { bus: 1, id: 2 }),
-        );
-        let mut evs = Vec::new();
-        while let Some(e) = q.next(Duration::ZERO) {
-            evs.push(e);
-        }
+        ]);
         assert_eq!(
             summary(&evs),
             [
@@ -569,7 +562,6 @@ mod tests {
                 "remove 1-1 -"
             ]
         );
-        assert_eq!(q.dropped(), 0);
     }
 
     /// A device of two interfaces whose driver takes both (snd-usb-audio,
@@ -585,20 +577,11 @@ mod tests {
             d.interfaces.push(second);
             d
         };
-        let (s, q) = stream();
-        s.send(Timestamp::default(), DeviceChange::Added(two(None)));
-        s.send(
-            Timestamp::default(),
+        let evs = through_stream(vec![
+            DeviceChange::Added(two(None)),
             DeviceChange::Changed(two(Some("usbhid"))),
-        );
-        s.send(
-            Timestamp::default(),
             DeviceChange::Removed(DevRef { bus: 1, id: 2 }),
-        );
-        let mut evs = Vec::new();
-        while let Some(e) = q.next(Duration::ZERO) {
-            evs.push(e);
-        }
+        ]);
         assert_eq!(
             summary(&evs),
             [
