@@ -360,9 +360,10 @@ impl UsbSim {
     }
 
     /// Whether a device on a running bus is coming or going: plugged and
-    /// not yet probed (or given up on), or unplugged and not yet
-    /// disconnected. `wait settled` waits for this to end; paused buses
-    /// are left out, as they do nothing until resumed.
+    /// not yet probed (one the hub driver gave up on counts until it is
+    /// unplugged), or unplugged and not yet disconnected. `wait settled`
+    /// waits for this to end; paused buses are left out, as they do
+    /// nothing until resumed.
     pub fn settling(&self) -> bool {
         self.buses.iter().any(|b| {
             let g = b.lock();
