@@ -221,6 +221,9 @@ hotplug_kernel() {
 	udev_record $O/kernel kbd_plug hp_wait "plug kbd" '[ -e /sys/bus/usb/devices/1-1:1.0/driver ] && ls /sys/bus/usb/devices/1-1:1.0/*/hidraw >/dev/null 2>&1'
 	udev_record $O/kernel stick_unplug hp_wait "unplug stick" '[ ! -e /sys/bus/usb/devices/1-3 ] && ! ls /sys/block | grep -q ^sd'
 	udev_record $O/kernel stick_plug hp_wait "plug stick" 'ls /sys/block | grep -q ^sd'
+	# two interfaces one driver takes (snd-usb-audio, loaded since boot)
+	udev_record $O/kernel audio_unplug hp_wait "unplug audio" '[ ! -e /sys/bus/usb/devices/2-1 ]'
+	udev_record $O/kernel audio_plug hp_wait "plug audio" '[ -e /sys/bus/usb/devices/2-1:1.1/driver ]'
 }
 monfs_hotplug() { # inside monfs run (the same steps: monfs ctl)
 	monfs ctl resume 1 >/dev/null   # the buses start paused (monfs-qemu.yaml)
@@ -232,6 +235,8 @@ monfs_hotplug() { # inside monfs run (the same steps: monfs ctl)
 	udev_record $O/fuse kbd_plug monfs_ctl plug --wait 1 1 hid-keyboard
 	udev_record $O/fuse stick_unplug monfs_ctl unplug --wait 1 3
 	udev_record $O/fuse stick_plug monfs_ctl plug --wait 1 3 mass-storage
+	udev_record $O/fuse audio_unplug monfs_ctl unplug --wait 2 1
+	udev_record $O/fuse audio_plug monfs_ctl plug --wait 2 1 audio
 }
 monfs_ctl() { monfs ctl "$@" >/dev/null && sleep 1; }
 
@@ -476,7 +481,7 @@ monfs run --timing fast --config /etc/monfs-qemu.yaml -- sh -c '
 	monfs ctl unplug --wait 1 1 >/dev/null
 	monfs ctl plug 1 1 hid-keyboard >/dev/null
 	wait $L' > $O/fuse/uevents.run 2>&1 || err "monfs run: the uevent session failed: $(tail -3 $O/fuse/uevents.run)"
-step "M5p. monfs run: udevadm monitor --kernel --udev --property during an unplug and a plug of the keyboard and the stick (monfs ctl)"
+step "M5p. monfs run: udevadm monitor --kernel --udev --property during an unplug and a plug of the keyboard, the stick and the audio device (monfs ctl)"
 monfs run --timing fast --config /etc/monfs-qemu.yaml -- sh -c 'GUEST_LIB=1; . /guest.sh; monfs_hotplug' \
 	> $O/fuse/hotplug.run 2>&1 || err "monfs run: the hot-plug session failed: $(tail -3 $O/fuse/hotplug.run)"
 cat $O/fuse/hotplug.run

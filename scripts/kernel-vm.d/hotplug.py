@@ -6,16 +6,17 @@ and to the socket of the guest's second serial port (/dev/ttyS1), and
 serves the guest's requests there, one line each, answering each with one
 line that starts with "ok" or "error":
 
-    unplug kbd | unplug stick     device_del, then wait for DEVICE_DELETED
-    plug kbd | plug stick         device_add on the device's port again
+    unplug kbd|stick|audio        device_del, then wait for DEVICE_DELETED
+    plug kbd|stick|audio          device_add on the device's port again
     bye                           the guest is done: exit
 
 The keyboard is qemu's usb-kbd with id kbd on port 1 of xhci.0; the stick
 is usb-storage with id ustick on port 3, first with drive `stick` (-drive
 if=none) and after its re-add with the block node `stick2` (-blockdev, its
 own image), since a drive of -drive is deleted with the device that used
-it. The answer to `unplug stick` says whether the drive `stick` was still
-there afterwards. Everything is logged to LOG.
+it. The audio device is usb-audio with id uaudio on port 1 of xhci2.0
+(audiodev snd0). The answer to `unplug stick` says whether the drive
+`stick` was still there afterwards. Everything is logged to LOG.
 
     hotplug.py QMP_SOCKET SERIAL_SOCKET LOG
 """
@@ -28,6 +29,8 @@ import time
 DEVICES = {
     "kbd": {"driver": "usb-kbd", "id": "kbd", "bus": "xhci.0", "port": "1"},
     "stick": {"driver": "usb-storage", "id": "ustick", "bus": "xhci.0", "port": "3", "drive": "stick2"},
+    "audio": {"driver": "usb-audio", "id": "uaudio", "bus": "xhci2.0", "port": "1", "audiodev": "snd0",
+              "buffer": 393216},
 }
 
 

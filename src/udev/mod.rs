@@ -198,13 +198,15 @@ pub fn udev_properties(ev: &Uevent, d: &UsbDevice, hwdb: Option<&Hwdb>) -> Vec<(
     add("ID_PATH", path);
     add("ID_PATH_TAG", tag.clone());
     let tags = tags(&p, ev);
-    if ev.gone {
+    if ev.gone && !ev.after_bind {
         // An unplug's events reach udevd's workers after the device left
         // sysfs: usb_id and the seat rules read attributes that are gone,
         // and an unbind has no MODALIAS for the hwdb; path_id works from
         // the path. The tags are the database's (`TAGS` is sticky), none
         // set by this event (no `CURRENT_TAGS`). The `unbind` writes that
-        // to the database, which its `remove` then carries.
+        // to the database, which its `remove` then carries; an interface
+        // removed with no `unbind` before (`after_bind`) carries its
+        // `bind`'s entry whole.
         p.retain(|(k, _)| k == "ID_PATH" || k == "ID_PATH_TAG");
         if !tags.is_empty() {
             p.push(("TAGS".into(), format!(":{}:", tags.join(":"))));
