@@ -91,8 +91,9 @@ pub struct Uevent {
     /// device at once, before udevd's workers read their attributes).
     pub gone: bool,
     /// The `remove` of an interface its driver let go without an `unbind`
-    /// (one it claimed: see [`claimed`]): udev's database still holds what
-    /// its `bind` wrote, and the `remove` carries that.
+    /// (one it claimed from its probe of an earlier interface): udev's
+    /// database still holds what its `bind` wrote, and the `remove`
+    /// carries that.
     pub after_bind: bool,
 }
 
