@@ -447,7 +447,7 @@ fn serve_conn(ctl: &Control, mut s: UnixStream, me: &Conn) {
             if line.len() > MAX_LINE {
                 return close_with(&mut s, "line too long");
             }
-            if !me.run(|| answer(ctl, &mut s, &mut answering, line, &mut files)) {
+            if !me.run(|stamp| answer(ctl, &mut s, &mut answering, line, &mut files, stamp)) {
                 return;
             }
         }
@@ -457,7 +457,7 @@ fn serve_conn(ctl: &Control, mut s: UnixStream, me: &Conn) {
         }
         if eof {
             // A last line without a newline still counts.
-            me.run(|| answer(ctl, &mut s, &mut answering, &pending, &mut files));
+            me.run(|stamp| answer(ctl, &mut s, &mut answering, &pending, &mut files, stamp));
             return;
         }
     }
@@ -465,8 +465,12 @@ fn serve_conn(ctl: &Control, mut s: UnixStream, me: &Conn) {
 
 impl Conn {
     /// Carry out `f` (a command) unless the connection was evicted; whether
-    /// it was carried out.
-    fn run(&self, f: impl FnOnce()) -> bool {
+    /// it was carried out. `f` calls the stamp it is given right before it
+    /// sends its answer: the connection is idle from then on, before its
+    /// client can read the answer and open another connection (stamped
+    /// after its own time otherwise, it could count as idle for less time
+    /// than that newer one). Without an answer, it is stamped at the end.
+    fn run(&self, f: impl FnOnce(&dyn Fn())) -> bool {
         if self
             .state
             .compare_exchange(CONN_IDLE, CONN_BUSY, Ordering::AcqRel, Ordering::Acquire)
@@ -474,8 +478,14 @@ impl Conn {
         {
             return false;
         }
-        f();
-        self.last.store(tick(), Ordering::Relaxed);
+        let stamped = std::cell::Cell::new(false);
+        let stamp = || {
+            if !stamped.replace(true) {
+                self.last.store(tick(), Ordering::Relaxed);
+            }
+        };
+        f(&stamp);
+        stamp();
         let _ =
             self.state
                 .compare_exchange(CONN_BUSY, CONN_IDLE, Ordering::AcqRel, Ordering::Acquire);
@@ -500,8 +510,10 @@ fn answer(
     answering: &mut bool,
     line: &[u8],
     files: &mut VecDeque<OwnedFd>,
+    stamp: &dyn Fn(),
 ) {
     let Ok(line) = std::str::from_utf8(line) else {
+        stamp();
         if *answering && out.write_all(b"error: not UTF-8\n").is_err() {
             *answering = false;
         }
@@ -518,6 +530,7 @@ fn answer(
     };
     // A client that went away still gets every command it sent carried
     // out; only the answers are dropped.
+    stamp();
     if *answering && out.write_all(reply.as_bytes()).is_err() {
         *answering = false;
     }
