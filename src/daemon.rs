@@ -210,21 +210,16 @@ impl crate::usbcore::device::DeviceWatcher for PlugEvents {
         let mut known = self.known.lock_ok();
         match &event.change {
             DeviceChange::Added(d) if !d.is_root_hub() => {
-                let name = d
-                    .strings
-                    .iter()
-                    .find(|(i, _)| *i != 0 && *i == d.descriptor[15])
-                    .map(|(_, s)| s.clone())
-                    .unwrap_or_default();
                 let ev = crate::usbmon::event::DeviceEvent {
                     ts: event.time,
                     plugged: true,
                     bus: d.busnum,
                     devnum: d.devnum,
-                    devpath: format!("{}-{}", d.busnum, d.devpath()),
+                    devpath: d.name(),
                     vendor: d.vendor_id(),
                     product: d.product_id(),
-                    name,
+                    // iProduct's string
+                    name: d.string(d.descriptor[15]).unwrap_or_default().to_string(),
                 };
                 self.sink.device_event(&ev);
                 known.insert(d.dev, ev);

@@ -156,6 +156,16 @@ impl UsbDevice {
         u16::from_le_bytes([self.descriptor[10], self.descriptor[11]])
     }
 
+    /// The kernel's name of the device (sysfs's): `usbB` for a root hub,
+    /// `B-P.P...` below it.
+    pub fn name(&self) -> String {
+        if self.is_root_hub() {
+            format!("usb{}", self.busnum)
+        } else {
+            format!("{}-{}", self.busnum, self.devpath())
+        }
+    }
+
     /// The string descriptor `idx`, decoded, if the core knows it.
     pub fn string(&self, idx: u8) -> Option<&str> {
         if idx == 0 {
@@ -455,9 +465,9 @@ impl DeviceChanges {
         };
         let what = match &event.change {
             DeviceChange::Added(d) => {
-                format!("added {}", names.entry(d.dev).or_insert(sysfs_name(d)))
+                format!("added {}", names.entry(d.dev).or_insert(d.name()))
             }
-            DeviceChange::Changed(d) => format!("changed {}", sysfs_name(d)),
+            DeviceChange::Changed(d) => format!("changed {}", d.name()),
             DeviceChange::Removed(r) => match names.remove(r) {
                 Some(n) => format!("removed {n}"),
                 None => format!("removed bus {} device {}", r.bus, r.id),
@@ -472,16 +482,6 @@ impl DeviceChanges {
         {
             w.changed(&event);
         }
-    }
-}
-
-/// A device's name in sysfs: `usbN` for a root hub, `BUS-PORTS` for a
-/// device.
-fn sysfs_name(d: &UsbDevice) -> String {
-    if d.is_root_hub() {
-        format!("usb{}", d.busnum)
-    } else {
-        format!("{}-{}", d.busnum, d.devpath())
     }
 }
 

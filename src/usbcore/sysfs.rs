@@ -40,15 +40,6 @@ pub fn controller_name(bus: u16) -> String {
     format!("monfs_hcd.{bus}")
 }
 
-/// The kernel's device name: `usbB` for a root hub, `B-P.P...` below it.
-pub fn device_name(d: &UsbDevice) -> String {
-    if d.is_root_hub() {
-        format!("usb{}", d.busnum)
-    } else {
-        format!("{}-{}", d.busnum, d.devpath())
-    }
-}
-
 /// An interface's name: `B-DEVPATH:CONFIG.IFNUM` (`1-1:1.0`; a root hub's
 /// is `1-0:1.0`).
 pub fn interface_name(d: &UsbDevice, ifnum: u8) -> String {
@@ -525,7 +516,7 @@ impl UsbSysfs {
             self.file(&format!("{dir}/ep_00/{name}"), text, 0o444);
         }
         // Interfaces: those gone first (a new configuration), then each.
-        let name = device_name(d);
+        let name = d.name();
         let old_links = shown
             .get(&d.dev)
             .map(|s| s.links.clone())
@@ -704,7 +695,7 @@ pub(crate) mod tests {
             "MAJOR=189\nMINOR=1\nDEVNAME=bus/usb/001/002\nDEVTYPE=usb_device\nDRIVER=usb\n\
              PRODUCT=1d6b/104/612\nTYPE=0/0/0\nBUSNUM=001\nDEVNUM=002\n"
         );
-        assert_eq!(device_name(&d), "1-1.4");
+        assert_eq!(d.name(), "1-1.4");
         assert_eq!(interface_name(&d, 0), "1-1.4:1.0");
     }
 
