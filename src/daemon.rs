@@ -21,6 +21,8 @@ pub struct Monfs {
     pub usbfs: Arc<crate::usbcore::devio::UsbFs>,
     /// The USB part of sysfs, `sys/`.
     pub sysfs: Arc<crate::usbcore::sysfs::UsbSysfs>,
+    /// The HID core and hidraw, `dev/hidrawN`.
+    pub hid: Arc<crate::hid::HidCore>,
     /// The clock every producer stamps events with.
     pub clock: Arc<dyn Clock>,
     /// tracefs event tracing under `tracing/`.
@@ -98,8 +100,13 @@ impl Monfs {
         let usbfs = crate::usbcore::devio::UsbFs::install(&tree, usb.clone(), &bus_numbers);
         // sysfs: sys/bus/usb and the device directories, from the same port.
         let sysfs = crate::usbcore::sysfs::UsbSysfs::install(&tree, &port);
-        // uevents go out once usbfs and sysfs show the change.
+        // The HID core: HID devices and hidraw nodes of usbhid's
+        // interfaces, shown after the interface directories sysfs writes.
+        let hid = crate::hid::HidCore::install(&tree, &port);
+        // uevents go out once usbfs, sysfs and the HID core show the
+        // change; the HID core's devices among them.
         if let Some(q) = uevents {
+            q.children_from(hid.clone());
             port.watch(q);
         }
         // usb:usb_device_plug and usb_device_unplug, in the URB events'
@@ -140,6 +147,7 @@ impl Monfs {
             usb,
             usbfs,
             sysfs,
+            hid,
             clock,
             tracing,
             monreader,

@@ -10,6 +10,7 @@ pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod fuse;
+pub mod hid;
 pub mod monreader;
 pub mod sim;
 pub mod testing;

@@ -336,7 +336,8 @@ fn an_audio_devices_interfaces_are_added_and_bound_one_by_one() {
 
 /// `monfs ctl plug --wait` returns once the device is there and its
 /// uevents are out (its database entry written); `unplug --wait` once the
-/// core let it go and its entry is removed.
+/// core let it go and its entry is removed (the keyboard at 1-1 keeps its
+/// HID device's and hidraw node's).
 #[test]
 fn plug_and_unplug_wait_until_the_device_is_announced_and_gone() {
     let td = tempfile::tempdir().unwrap();
@@ -354,7 +355,8 @@ fn plug_and_unplug_wait_until_the_device_is_announced_and_gone() {
     assert_eq!(
         out,
         "ok plugged HidMouse on bus 1 port 3\nok bus 1 port 3 present\nE:ID_MODEL=QEMU_USB_Mouse\n\
-         bound\nok unplugged bus 1 port 3\nok bus 1 port 3 gone\n+usb:1-0:1.0\n+usb:1-1:1.0\nc189:0\nc189:1\n0\n"
+         bound\nok unplugged bus 1 port 3\nok bus 1 port 3 gone\n+hid:0003:0627:0001.0001\n+usb:1-0:1.0\n\
+         +usb:1-1:1.0\nc189:0\nc189:1\nc244:0\n0\n"
     );
 }
 
@@ -381,6 +383,7 @@ fn libudev_enumerates_by_tag_through_the_device_numbers() {
     );
     assert_eq!(
         out,
-        "../../devices/platform/monfs_hcd.1/usb1/1-3\n['1-1', '1-3', 'usb1']\n189:0\n189:1\n['1-1', 'usb1']\n"
+        "../../devices/platform/monfs_hcd.1/usb1/1-3\n['1-1', '1-3', 'usb1']\n189:0\n189:1\n244:0\n\
+         ['1-1', 'usb1']\n"
     );
 }

@@ -984,9 +984,11 @@ res("INFO", "uevents: monfs's plug of the keyboard (a port enabled again gives n
 # actions in the same order, each with the same keys in the same order
 # and the same values, but for what names a place or a time the two
 # systems give differently (HOTPLUG_PLACE) and what only a real system has
-# (HOTPLUG_REAL, each an INFO line with its reason). The other subsystems'
-# events under the device (hid, input, hidraw, scsi, block, ...), which
-# monfs does not simulate, are INFO lines.
+# (HOTPLUG_REAL, each an INFO line with its reason). The HID core's
+# events under an interface (the HID device and its hidraw node) are
+# compared the same way; the other subsystems' events under the device
+# (input, leds, wakeup, scsi, block, ...), which monfs does not simulate,
+# are INFO lines.
 HOTPLUG_DEVICES = (("kbd", "1-1", "the keyboard"), ("stick", "1-3", "the stick"),
                    ("audio", "2-1", "the audio device"))
 HOTPLUG_PLACE = OrderedDict([
@@ -1025,13 +1027,16 @@ def monitor_events(side, name):
 
 def hotplug_usb(evs, port):
     """The USB subsystem's events of the device at PORT (1-1) and of its
-    interfaces: [(source, action, what, [(key, value)])], values of
-    HOTPLUG_PLACE written -, HOTPLUG_REAL's left out; and the others."""
+    interfaces, and the HID core's below them (what: hid, hidraw):
+    [(source, action, what, [(key, value)])], values of HOTPLUG_PLACE
+    written -, HOTPLUG_REAL's left out; and the others."""
     mine, others = [], []
     for src, action, devpath, subsys, kv in evs:
         last = devpath.rsplit("/", 1)[-1]
-        if subsys == "usb" and (last == port or last.startswith(port + ":")):
-            what = last.split(":", 1)[1] if ":" in last else "device"
+        usb = subsys == "usb" and (last == port or last.startswith(port + ":"))
+        hid = subsys in ("hid", "hidraw") and "/%s:" % port in devpath
+        if usb or hid:
+            what = subsys if hid else last.split(":", 1)[1] if ":" in last else "device"
             kv = [(k, "-" if k in HOTPLUG_PLACE else SLOT.sub("-0000:00:SLOT-", v))
                   for k, v in kv if k not in HOTPLUG_REAL]
             mine.append((src, action, what, kv))
@@ -1076,7 +1081,7 @@ def hotplug_compare():
                     # so their events come in either order: each object's
                     # own events keep theirs, objects by name.
                     k, m = per_object(k), per_object(m)
-                title = "hot-plug: %s's %s, %s events (usb): " % (label, direction, src)
+                title = "hot-plug: %s's %s, %s events (usb, hid, hidraw): " % (label, direction, src)
                 ka, ma = [(a, w) for a, w, _ in k], [(a, w) for a, w, _ in m]
                 if not check(bool(k) and ka == ma, title + "the same actions in the same order (%d)" % len(k),
                              "kernel: %s || monfs: %s" % (" ".join("%s %s" % x for x in ka),
@@ -1093,7 +1098,8 @@ def hotplug_compare():
                             diffs.append("%s %s: %s: kernel %r, monfs %r" % (a, w, key, kd[key], md[key]))
                 check(not diffs, title + "each event's keys in order and values",
                       " | ".join(diffs) if diffs else show_evs(k))
-            res("INFO", "hot-plug: %s's %s: the other subsystems' events under it (monfs simulates USB's only)"
+            res("INFO", "hot-plug: %s's %s: the other subsystems' events under it (monfs simulates "
+                "USB's, HID's and hidraw's only)"
                 % (label, direction),
                 "kernel: %s || monfs: %s" % (" ".join("%s %s %s(%s)" % e for e in kother) or "none",
                                               " ".join("%s %s %s(%s)" % e for e in mother) or "none"))

@@ -171,6 +171,10 @@ impl Overrides {
 /// The variable `monfs run` sets for its daemon: the directory that is
 /// the command's `/run/udev`.
 pub const UEVENTS_ENV: &str = "MONFS_UEVENTS";
+/// Set by `monfs run` (whose namespace has a `/dev` of its own) for the
+/// announcer to put class device nodes (`/dev/hidrawN`) into `/dev` as
+/// devices come, and take them away as they go.
+pub const DEVNODES_ENV: &str = "MONFS_DEVNODES";
 
 /// Announce every topology change `queue` (watching `fs`'s devices) is told
 /// of as the kernel and udev would, in this process's network namespace
@@ -296,7 +300,12 @@ pub fn mount(
     let uevents = std::env::var_os(UEVENTS_ENV).and_then(|dir| {
         let dir = std::path::PathBuf::from(dir);
         match crate::udev::announce::Announcer::new(&dir) {
-            Ok(a) => Some((a, Arc::new(crate::usbcore::uevent::UeventQueue::new()))),
+            Ok(mut a) => {
+                if std::env::var_os(DEVNODES_ENV).is_some_and(|v| v == "1") {
+                    a.place_nodes(mountpoint.join("dev"), "/dev".into());
+                }
+                Some((a, Arc::new(crate::usbcore::uevent::UeventQueue::new())))
+            }
             Err(e) => {
                 warn!(
                     "uevents: cannot announce (udev database {}): {e}",

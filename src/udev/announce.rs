@@ -125,6 +125,9 @@ pub struct Announcer {
     hwdb: Option<super::hwdb::Hwdb>,
     /// The `control` socket, held for the daemon's life.
     _control: Option<std::os::unix::net::UnixListener>,
+    /// Where class devices' nodes come from (the mount's `dev/`) and go
+    /// (a `/dev` of the namespace's own), when the announcer places them.
+    nodes: Option<(PathBuf, PathBuf)>,
 }
 
 impl Announcer {
@@ -149,11 +152,71 @@ impl Announcer {
             run_udev: run_udev.to_path_buf(),
             hwdb: super::hwdb::Hwdb::open_default(),
             _control: control,
+            nodes: None,
         })
+    }
+
+    /// Put each class device's node (`DEVNAME` of a device not of the
+    /// `usb` subsystem, whose nodes are the mount's `dev/bus/usb`) from
+    /// `from` into `to` before its `add` goes out, and take it away
+    /// before its `remove`, as devtmpfs does. `to` must be a directory of
+    /// this mount namespace's own.
+    pub fn place_nodes(&mut self, from: PathBuf, to: PathBuf) {
+        self.nodes = Some((from, to));
+    }
+
+    /// devtmpfs's part of event `ev`: its node made or taken away.
+    fn node(&self, ev: &Uevent) -> io::Result<()> {
+        let Some((from, to)) = &self.nodes else {
+            return Ok(());
+        };
+        let Some(name) = ev.get("DEVNAME") else {
+            return Ok(());
+        };
+        let safe = !name.is_empty()
+            && name
+                .split('/')
+                .all(|c| !c.is_empty() && c != "." && c != "..");
+        if ev.get("SUBSYSTEM") == Some("usb") || !safe {
+            return Ok(());
+        }
+        let dst = to.join(name);
+        match ev.action {
+            crate::usbcore::uevent::Action::Add => {
+                if let Some(dir) = dst.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&dst)?;
+                nix::mount::mount(
+                    Some(&from.join(name)),
+                    &dst,
+                    None::<&str>,
+                    nix::mount::MsFlags::MS_BIND,
+                    None::<&str>,
+                )
+                .map_err(io::Error::from)
+            }
+            crate::usbcore::uevent::Action::Remove => {
+                let _ = nix::mount::umount2(&dst, nix::mount::MntFlags::MNT_DETACH);
+                std::fs::remove_file(&dst)
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Announce one event: the kernel's broadcast, the database, udev's.
     pub fn announce(&self, ev: &Uevent) -> io::Result<()> {
+        if let Err(e) = self.node(ev) {
+            tracing::warn!(
+                "uevent {} {}: node {}: {e}",
+                ev.action.name(),
+                ev.devpath,
+                ev.get("DEVNAME").unwrap_or("")
+            );
+        }
         let payload = ev.kernel_payload();
         let mut msg = Vec::with_capacity(16 + payload.len());
         let len = (16 + payload.len()) as u32;

@@ -135,6 +135,19 @@ fn id_path(d: &UsbDevice, interface: Option<u8>) -> String {
 /// order udev's rules set them; `hwdb`'s properties (the `hwdb` builtin's)
 /// when there is a database.
 pub fn udev_properties(ev: &Uevent, d: &UsbDevice, hwdb: Option<&Hwdb>) -> Vec<(String, String)> {
+    match ev.get("SUBSYSTEM") {
+        Some("usb") | None => {}
+        // The HID device gets nothing of udev's; its hidraw node what the
+        // hwdb has for the USB device (the `hwdb` builtin finds no entry
+        // for the HID modalias and walks up to the interface's), but not
+        // at its removal (Debian's 6.12 and udev 252 in kernel-vm).
+        Some("hidraw") if ev.action != Action::Remove && !ev.gone => {
+            return hwdb
+                .map(|h| hwdb_properties(h, d, ev.interface))
+                .unwrap_or_default();
+        }
+        Some(_) => return Vec::new(),
+    }
     let mut p: Vec<(String, String)> = Vec::new();
     let mut add = |k: &str, v: String| p.push((k.to_string(), v));
     let vendor = d.string(d.descriptor[14]).map(str::to_string);
@@ -318,13 +331,17 @@ pub fn all_properties(
     p
 }
 
-/// The database file of the event's device (`c189:MINOR` for a
-/// usb_device, `+usb:NAME` for an interface), relative to
-/// `/run/udev/data`.
+/// The database file of the event's device (`cMAJOR:MINOR` for a device
+/// with a node, `c189:MINOR` for a usb_device; `+SUBSYSTEM:NAME` for the
+/// others, `+usb:NAME` for an interface), relative to `/run/udev/data`.
 pub fn db_name(ev: &Uevent) -> String {
     match (ev.get("MAJOR"), ev.get("MINOR")) {
         (Some(ma), Some(mi)) => format!("c{ma}:{mi}"),
-        _ => format!("+usb:{}", ev.devpath.rsplit('/').next().unwrap_or("")),
+        _ => format!(
+            "+{}:{}",
+            ev.get("SUBSYSTEM").unwrap_or("usb"),
+            ev.devpath.rsplit('/').next().unwrap_or("")
+        ),
     }
 }
 

@@ -87,6 +87,9 @@ pub struct Interface {
     /// program claimed it), None (no driver: vendor class, external peers
     /// unless they name one, a detached driver).
     pub driver: Option<String>,
+    /// The HID report descriptor the device gave usbhid's probe, while
+    /// usbhid has the interface and knows it; empty otherwise.
+    pub report_descriptor: Vec<u8>,
 }
 
 /// What a root hub's host controller is.
@@ -485,6 +488,48 @@ impl DeviceChanges {
     }
 }
 
+/// Told of what a kernel driver's own URB brought in: usbhid's interrupt
+/// IN reports, which the HID core hands to hidraw (`hid_irq_in` calling
+/// `hid_input_report`). Called on a bus's thread with the bus locked, after
+/// the URB's completion: must not block or call the port.
+pub trait DriverInput: Send + Sync {
+    /// The URB on IN endpoint `endpoint` of `dev` completed with `data`.
+    fn input(&self, dev: DevRef, endpoint: u8, data: &[u8]);
+}
+
+/// Everyone told of the kernel drivers' IN data, shared by every bus.
+#[derive(Default)]
+pub struct DriverInputs {
+    taps: std::sync::RwLock<Vec<Arc<dyn DriverInput>>>,
+}
+
+impl DriverInputs {
+    /// Register a tap (for good).
+    pub fn tap(&self, tap: Arc<dyn DriverInput>) {
+        self.taps
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(tap);
+    }
+
+    /// Whether anyone listens (when none does, a provider need not call
+    /// [`DriverInputs::send`]).
+    pub fn tapped(&self) -> bool {
+        !self
+            .taps
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+
+    /// Tell every tap of `data` from `endpoint` of `dev`.
+    pub fn send(&self, dev: DevRef, endpoint: u8, data: &[u8]) {
+        for t in self.taps.read().unwrap_or_else(|e| e.into_inner()).iter() {
+            t.input(dev, endpoint, data);
+        }
+    }
+}
+
 /// The port: what the USB core's users need from the device provider.
 pub trait UsbCorePort: Send + Sync {
     /// Every registered device, root hubs included, by bus then devnum.
@@ -493,6 +538,8 @@ pub trait UsbCorePort: Send + Sync {
     fn device(&self, dev: DevRef) -> Option<UsbDevice>;
     /// Register a watcher of plugs and unplugs (for good).
     fn watch(&self, watcher: Arc<dyn DeviceWatcher>);
+    /// Register a tap of the kernel drivers' IN data (for good).
+    fn tap_input(&self, tap: Arc<dyn DriverInput>);
     /// `usb_submit_urb` of a program's URB: the `S` event now, the `C`
     /// event and `done` later. Returns the URB's id (its usbmon tag).
     /// Err: the URB was not submitted (the `E` event, if the kernel shows

@@ -90,7 +90,7 @@ fn device_dir(d: &UsbDevice, names: &HashMap<DevRef, String>) -> Option<String> 
 /// A relative symlink target, as sysfs makes them: from directory
 /// `from_dir` up to the common ancestor and down to `to` (both relative to
 /// the mount).
-fn rel(from_dir: &str, to: &str) -> String {
+pub(crate) fn rel(from_dir: &str, to: &str) -> String {
     let a: Vec<&str> = from_dir.split('/').filter(|p| !p.is_empty()).collect();
     let b: Vec<&str> = to.split('/').filter(|p| !p.is_empty()).collect();
     let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
@@ -349,7 +349,7 @@ pub fn interface_attributes(
 }
 
 /// The size `stat` shows for a text attribute (a page, as sysfs has it).
-const ATTR_SIZE: u64 = 4096;
+pub(crate) const ATTR_SIZE: u64 = 4096;
 /// The size of the `descriptors` binary attribute (`18 + 65535`).
 const DESCRIPTORS_SIZE: u64 = 18 + 65535;
 
@@ -358,6 +358,13 @@ const DESCRIPTORS_SIZE: u64 = 18 + 65535;
 struct Attr {
     inner: SnapshotFile,
     size: u64,
+}
+
+/// A sysfs attribute file holding `bytes`, of the size `stat` gives sysfs
+/// files (`size`: [`ATTR_SIZE`] for text attributes).
+pub(crate) fn attribute(bytes: Vec<u8>, size: u64) -> NodeKind {
+    let inner = SnapshotFile::new(move || bytes.clone());
+    NodeKind::File(Arc::new(Attr { inner, size }))
 }
 
 impl FileNode for Attr {
@@ -416,9 +423,7 @@ impl UsbSysfs {
     }
 
     fn attr(&self, path: &str, bytes: Vec<u8>, perm: u32, size: u64) {
-        let inner = SnapshotFile::new(move || bytes.clone());
-        self.tree
-            .set(path, NodeKind::File(Arc::new(Attr { inner, size })), perm);
+        self.tree.set(path, attribute(bytes, size), perm);
     }
 
     fn file(&self, path: &str, text: String, perm: u32) {
@@ -662,6 +667,7 @@ pub(crate) mod tests {
                 num_endpoints: 1,
                 string_index: 0,
                 driver: Some("usbhid".into()),
+                report_descriptor: Vec::new(),
             }],
             maxchild: 0,
             controller: None,

@@ -124,6 +124,104 @@ impl Uevent {
     }
 }
 
+/// A device a driver makes below an interface while it binds it (the HID
+/// device usbhid adds, and hidraw's node below that), for its uevents.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChildDevice {
+    /// Its path below `/sys`.
+    pub devpath: String,
+    /// Its subsystem (`hid`, `hidraw`).
+    pub subsystem: String,
+    /// Its `uevent` variables without `DRIVER`, in the kernel's order.
+    pub vars: Vec<(String, String)>,
+    /// The driver that binds it, if one does (`hid-generic`).
+    pub driver: Option<String>,
+}
+
+/// Who knows the devices drivers make below interfaces (the HID core).
+/// Asked on the stream's thread after it was told of the same change.
+pub trait ChildDevices: Send + Sync {
+    /// What the driver of interface `interface` of `d` made, parents
+    /// first.
+    fn children(&self, d: &UsbDevice, interface: u8) -> Vec<ChildDevice>;
+}
+
+fn child_event(action: Action, c: &ChildDevice, like: &Uevent) -> Uevent {
+    let bound = action == Action::Bind;
+    let mut env = vec![
+        ("ACTION".to_string(), action.name().to_string()),
+        ("DEVPATH".to_string(), c.devpath.clone()),
+        ("SUBSYSTEM".to_string(), c.subsystem.clone()),
+    ];
+    if bound {
+        if let Some(d) = &c.driver {
+            env.push(("DRIVER".into(), d.clone()));
+        }
+    }
+    env.extend(
+        c.vars
+            .iter()
+            .filter(|(k, _)| action != Action::Unbind || k != "MODALIAS")
+            .cloned(),
+    );
+    Uevent {
+        action,
+        devpath: c.devpath.clone(),
+        env,
+        device: like.device.clone(),
+        interface: like.interface,
+        gone: like.gone,
+        after_bind: false,
+    }
+}
+
+/// Put the events of the devices drivers make below interfaces among an
+/// interface's: before its `bind`, each child's `add` (parents first),
+/// then the `bind` of those a driver takes (children first: a driver's
+/// probe makes them); before its `unbind`, or its `remove` when no
+/// `unbind` came, each child's `unbind` and `remove`, children first.
+/// `announced` keeps what each interface's bind announced, which its
+/// going takes back.
+fn with_children(
+    evs: Vec<Uevent>,
+    kids: Option<&dyn ChildDevices>,
+    announced: &mut HashMap<(DevRef, u8), Vec<ChildDevice>>,
+) -> Vec<Uevent> {
+    let mut out = Vec::with_capacity(evs.len());
+    for e in evs {
+        let Some(n) = e.interface.filter(|_| e.get("SUBSYSTEM") == Some("usb")) else {
+            out.push(e);
+            continue;
+        };
+        let key = (e.device.dev, n);
+        match e.action {
+            Action::Bind => {
+                let c = kids.map(|k| k.children(&e.device, n)).unwrap_or_default();
+                for x in &c {
+                    out.push(child_event(Action::Add, x, &e));
+                }
+                for x in c.iter().rev().filter(|x| x.driver.is_some()) {
+                    out.push(child_event(Action::Bind, x, &e));
+                }
+                if !c.is_empty() {
+                    announced.insert(key, c);
+                }
+            }
+            Action::Unbind | Action::Remove => {
+                for x in announced.remove(&key).unwrap_or_default().iter().rev() {
+                    if x.driver.is_some() {
+                        out.push(child_event(Action::Unbind, x, &e));
+                    }
+                    out.push(child_event(Action::Remove, x, &e));
+                }
+            }
+            _ => {}
+        }
+        out.push(e);
+    }
+    out
+}
+
 /// `uevent` text lines as variables, without the `DRIVER` line when
 /// `driver` is false, and without `MODALIAS` in an `unbind`
 /// (`zap_modalias_env`: no module is to be loaded for a device a driver
@@ -341,6 +439,9 @@ struct Inner {
     /// Each registered device as the last event left it, and whether its
     /// `bind` was sent.
     devices: HashMap<DevRef, (UsbDevice, bool)>,
+    /// The devices each interface's driver made, as its `bind` announced
+    /// them.
+    children: HashMap<(DevRef, u8), Vec<ChildDevice>>,
     queue: VecDeque<Uevent>,
     /// Taken by the consumer and not yet [`UeventQueue::done`].
     taken: u64,
@@ -353,12 +454,19 @@ struct Inner {
 pub struct UeventQueue {
     inner: Mutex<Inner>,
     cv: Condvar,
+    kids: std::sync::RwLock<Option<std::sync::Arc<dyn ChildDevices>>>,
 }
 
 impl UeventQueue {
     /// An empty queue; register it with [`super::device::UsbCorePort::watch`].
     pub fn new() -> UeventQueue {
         UeventQueue::default()
+    }
+
+    /// Announce the devices `kids` says drivers make below interfaces
+    /// (register `kids` with the port before this queue).
+    pub fn children_from(&self, kids: std::sync::Arc<dyn ChildDevices>) {
+        *self.kids.write().unwrap_or_else(|e| e.into_inner()) = Some(kids);
     }
 
     /// The next event, waiting at most `timeout` for one; None on timeout.
@@ -435,6 +543,8 @@ impl DeviceWatcher for UeventQueue {
         if evs.is_empty() {
             return;
         }
+        let kids = self.kids.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let evs = with_children(evs, kids.as_deref(), &mut g.children);
         for e in evs {
             if g.queue.len() >= MAX_QUEUED {
                 g.queue.pop_front();

@@ -32,9 +32,15 @@ pub(super) fn start_daemon(
     let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys("pipe"))?;
     let mut cmd = Command::new(&opts.exe);
     // Announce the topology's uevents here, with this udev database.
+    // Its class nodes go into /dev as their devices come and go: this
+    // namespace's /dev is private (private_dev).
     match uevents {
-        Some(dir) => cmd.env(crate::cli::mount::UEVENTS_ENV, dir),
-        None => cmd.env_remove(crate::cli::mount::UEVENTS_ENV),
+        Some(dir) => cmd
+            .env(crate::cli::mount::UEVENTS_ENV, dir)
+            .env(crate::cli::mount::DEVNODES_ENV, "1"),
+        None => cmd
+            .env_remove(crate::cli::mount::UEVENTS_ENV)
+            .env_remove(crate::cli::mount::DEVNODES_ENV),
     };
     cmd.arg("--log-level")
         .arg(&opts.log_level)

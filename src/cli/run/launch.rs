@@ -13,7 +13,7 @@ use nix::unistd::{geteuid, Pid};
 
 use super::command::{spawn_command, supervise};
 use super::daemon::{open_log, show_tail, start_daemon, stop_daemon, wait_ready, Daemon, LogEcho};
-use super::namespace::{enter_namespace, setup_paths};
+use super::namespace::{enter_namespace, private_dev, setup_paths};
 use super::{io, sys, RunError, RunOptions, EXIT_START, FUSE_SUPER_MAGIC};
 
 /// Run `opts.command` as described in the module docs; its exit status.
@@ -43,7 +43,10 @@ fn run_on_existing(opts: &RunOptions, dir: &Path, rootless: bool) -> ExitCode {
     let socket = std::fs::read_to_string(mnt.join("monfs/socket"))
         .map(|s| PathBuf::from(s.trim()))
         .unwrap_or_else(|_| crate::control::default_socket(&mnt));
-    if let Err(e) = enter_namespace(rootless).and_then(|()| setup_paths(&mnt, rootless)) {
+    if let Err(e) = enter_namespace(rootless)
+        .and_then(|()| private_dev())
+        .and_then(|()| setup_paths(&mnt, rootless))
+    {
         return start_failure(e);
     }
     let child = match spawn_command(opts, &mnt, &socket, rootless) {
@@ -120,7 +123,7 @@ fn run_fresh(opts: &RunOptions, rootless: bool) -> ExitCode {
         Ok(f) => f,
         Err(e) => return start_failure(e),
     };
-    if let Err(e) = enter_namespace(rootless) {
+    if let Err(e) = enter_namespace(rootless).and_then(|()| private_dev()) {
         return start_failure(e);
     }
     // The command's own network namespace and udev database, where the

@@ -193,6 +193,23 @@ fn graft(
     Ok(())
 }
 
+/// Whether the machine's `/dev` entry `name` is one monfs replaces:
+/// usbmonN, monreader, bus/ (usbfs) and the class nodes of the simulated
+/// devices (hidrawN), which the command must not reach on the machine.
+fn replaced_in_dev(name: &OsStr) -> bool {
+    let n = name.as_bytes();
+    n.starts_with(b"usbmon") || n == b"monreader" || n == b"bus" || n.starts_with(b"hidraw")
+}
+
+/// Cover `/dev` with a tmpfs holding what the machine's has but the
+/// entries monfs replaces ([`replaced_in_dev`]). Done before the daemon
+/// starts, so that its announcer adds and removes the class nodes of
+/// plugged devices here, as devtmpfs does, and never in the machine's
+/// `/dev`; [`setup_paths`] then places monfs's own entries.
+pub(super) fn private_dev() -> Result<(), RunError> {
+    graft(Path::new("/dev"), &replaced_in_dev, &[])
+}
+
 /// Put monfs's files where the kernel's are, in this (private) namespace.
 pub(super) fn setup_paths(mnt: &Path, rootless: bool) -> Result<(), RunError> {
     let tracing_src = mnt.join("tracing");
@@ -262,28 +279,40 @@ pub(super) fn setup_paths(mnt: &Path, rootless: bool) -> Result<(), RunError> {
         place(&mnt.join("usb/devices"), &debug.join("usb/devices"))?;
         place(&tracing_src, &debug.join("tracing"))?;
     }
-    // /dev: what the machine has, but usbmonN, monreader and bus/ are ours.
-    let mut add: Vec<(OsString, PathBuf)> = Vec::new();
+    // /dev (made private by private_dev): monfs's usbmonN, monreader,
+    // bus/ and class nodes. A class node the daemon placed already (it
+    // announced the device before this) stays as it is.
+    let mut empty_bus = true;
     if let Ok(rd) = std::fs::read_dir(mnt.join("dev")) {
         for e in rd.flatten() {
-            add.push((e.file_name(), e.path()));
+            empty_bus &= e.file_name() != "bus";
+            let dst = Path::new("/dev").join(e.file_name());
+            if dst.symlink_metadata().is_err() {
+                place(&e.path(), &dst)?;
+            }
         }
     }
-    let empty_bus = !add.iter().any(|(n, _)| n == "bus");
-    graft(
-        Path::new("/dev"),
-        &|n: &OsStr| {
-            let n = n.as_bytes();
-            n.starts_with(b"usbmon") || n == b"monreader" || n == b"bus"
-        },
-        &add,
-    )?;
     if empty_bus {
         // No usbfs in this mount: an empty /dev/bus/usb, not the machine's.
         let _ = std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o755)
             .create("/dev/bus/usb");
+    }
+    // /sys/bus/hid and /sys/class/hidraw: the HID core's, not the
+    // machine's.
+    for (parent, name) in [("bus", "hid"), ("class", "hidraw")] {
+        let src = mnt.join("sys").join(parent).join(name);
+        let parent = Path::new("/sys").join(parent);
+        if !src.is_dir() || !parent.is_dir() {
+            continue;
+        }
+        let host = parent.join(name);
+        if host.is_dir() {
+            bind(&src, &host)?;
+        } else {
+            graft(&parent, &|_| false, &[(OsString::from(name), src)])?;
+        }
     }
     // /sys/bus/usb and the devices under /sys/devices/platform.
     let sys_usb = mnt.join("sys/bus/usb");

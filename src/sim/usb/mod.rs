@@ -160,6 +160,8 @@ pub struct UsbSim {
     clock: Arc<dyn Clock>,
     /// The stream of topology changes every bus sends into.
     changes: Arc<crate::usbcore::device::DeviceChanges>,
+    /// The kernel drivers' IN data every bus sends into.
+    inputs: Arc<crate::usbcore::device::DriverInputs>,
     stop: Arc<AtomicBool>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -173,6 +175,7 @@ impl UsbSim {
         sink: Arc<dyn UrbSink>,
     ) -> UsbSim {
         let changes = Arc::new(crate::usbcore::device::DeviceChanges::default());
+        let inputs = Arc::new(crate::usbcore::device::DriverInputs::default());
         let mut buses: Vec<Arc<BusShared>> = cfg
             .buses
             .iter()
@@ -180,6 +183,7 @@ impl UsbSim {
                 let mut bus = Bus::new(b, seed, clock.clone(), sink.clone());
                 bus.paused = b.paused;
                 bus.ctx.core.changes = changes.clone();
+                bus.ctx.core.inputs = inputs.clone();
                 let replay = b.replay.as_ref().map(|r| {
                     let h = replay::ReplayHandle::new(&r.file);
                     // Loaded here, before any thread or lock exists.
@@ -203,6 +207,7 @@ impl UsbSim {
         UsbSim {
             buses,
             changes,
+            inputs,
             clock,
             stop: Arc::new(AtomicBool::new(false)),
             threads: Mutex::new(Vec::new()),

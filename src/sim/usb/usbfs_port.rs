@@ -49,6 +49,10 @@ impl UsbCorePort for UsbSim {
         self.changes.watch(watcher);
     }
 
+    fn tap_input(&self, tap: Arc<dyn crate::usbcore::device::DriverInput>) {
+        self.inputs.tap(tap);
+    }
+
     fn submit(
         &self,
         dev: DevRef,

@@ -75,6 +75,10 @@ pub(crate) fn usb_device(ctx: &Ctx, id: DevId) -> Option<UsbDevice> {
                 protocol: alt.proto,
                 num_endpoints: alt.eps.len() as u8,
                 string_index: 0,
+                report_descriptor: match driver_of(d, a.num, alt.class, alt.proto) {
+                    Some(ref n) if n == "usbhid" && alt.class == 3 => d.desc.report.clone(),
+                    _ => Vec::new(),
+                },
                 driver: driver_of(d, a.num, alt.class, alt.proto),
             });
         }

@@ -262,6 +262,10 @@ pub(crate) struct Device {
     /// back by GET_IDLE, GET_PROTOCOL): 0, and the report protocol (1).
     pub hid_idle: u8,
     pub hid_protocol: u8,
+    /// A HID device's input report as it stands (the last one its
+    /// interrupt endpoint gave), which qemu's devices answer GET_REPORT
+    /// with.
+    pub hid_last: Vec<u8>,
     /// What the device model of its class keeps of its own (an audio
     /// device's mixer controls, say), of a type the class defines; None
     /// until the class first needs it.
@@ -423,6 +427,8 @@ pub(crate) struct ProgramUrb {
 pub(crate) struct CoreState {
     /// The stream of topology changes, one for every bus of the simulator.
     pub changes: Arc<crate::usbcore::device::DeviceChanges>,
+    /// The kernel drivers' IN data (usbhid's reports), for the HID core.
+    pub inputs: Arc<crate::usbcore::device::DriverInputs>,
     pub urbs: HashMap<u64, ProgramUrb>,
     /// Core requests (usbfs's SETINTERFACE, RESET, CONNECT...) a program
     /// waits for: the bus does not nap while there are any.
@@ -483,6 +489,7 @@ impl Device {
             core: Default::default(),
             hid_idle: 0,
             hid_protocol: 1,
+            hid_last: Vec::new(),
             class_state: None,
         }
     }

@@ -146,7 +146,33 @@ impl DeviceClass for Hid {
                 dev.hid_protocol = value as u8;
                 Some((0, None))
             }
-            (0x21, 0x09) => Some((0, None)),
+            // SET_REPORT: qemu's keyboard takes its LEDs; its mouse and
+            // tablet stall.
+            (0x21, 0x09) if dev.kind == Kind::Dev(DeviceKind::HidKeyboard) => Some((0, None)),
+            (0x21, 0x09) => None,
+            // GET_REPORT of any type and ID: qemu's devices answer with
+            // their input report as it stands (hid_keyboard_poll: nothing
+            // under 2 bytes; hid_pointer_poll: the motion since the last
+            // report, none by then).
+            (0xa1, 0x01) => {
+                let len = u16::from_le_bytes([s[6], s[7]]) as usize;
+                let mut r = dev.hid_last.clone();
+                let kind = dev.kind;
+                let full = match kind {
+                    Kind::Dev(DeviceKind::HidKeyboard) => 8,
+                    Kind::Dev(DeviceKind::HidTablet) => 6,
+                    _ => 4,
+                };
+                r.resize(full, 0);
+                if kind == Kind::Dev(DeviceKind::HidMouse) {
+                    r[1..].fill(0);
+                }
+                if kind == Kind::Dev(DeviceKind::HidKeyboard) && len < 2 {
+                    r.clear();
+                }
+                r.truncate(len);
+                Some((0, Some(r)))
+            }
             (0xa1, 0x02) => Some((0, Some(vec![dev.hid_idle]))),
             (0xa1, 0x03) => Some((0, Some(vec![dev.hid_protocol]))),
             (0x81, 0x06) if value >> 8 == 0x22 => Some((0, Some(dev.desc.report.clone()))),
@@ -240,6 +266,7 @@ pub(crate) type HidTask = InLoop<HidInput>;
 /// The input of a HID keyboard (typing a text), mouse or tablet (moving
 /// about, clicking now and then).
 pub(crate) struct HidInput {
+    dev: DevId,
     kbd: bool,
     /// The absolute pointer: its position (0..=0x7fff each way).
     tablet: Option<(u16, u16)>,
@@ -263,6 +290,7 @@ fn hid_task(ctx: &mut Ctx, d: DevId, at: u64) -> Option<HidTask> {
     // the tablet's 6 bytes in an 8-byte packet, the others fill theirs.
     let len = if tablet.is_some() { 6 } else { ep.mps as u32 };
     Some(InLoop::new(ctx, d, 0x81, len, |ctx| HidInput {
+        dev: d,
         kbd,
         tablet,
         unit,
@@ -338,6 +366,9 @@ impl InSource for HidInput {
 
     fn data(&mut self, ctx: &mut Ctx, now: u64) -> (u32, Arc<[u8]>) {
         let r = self.report(ctx, now);
+        if let Some(d) = ctx.dev_mut(self.dev) {
+            d.hid_last.clone_from(&r);
+        }
         (r.len() as u32, Arc::from(r))
     }
 }

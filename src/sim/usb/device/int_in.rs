@@ -144,7 +144,15 @@ impl<S: InSource> Task for InLoop<S> {
             );
         }
         let (n, data) = self.src.data(ctx, now);
-        ctx.complete(dev, tag, now, 0, n, Some(data), Vec::new(), 0, 0);
+        ctx.complete(dev, tag, now, 0, n, Some(data.clone()), Vec::new(), 0, 0);
+        if ctx.core.inputs.tapped() {
+            let r = crate::usbcore::device::DevRef {
+                bus: ctx.bus,
+                id: dev as u64,
+            };
+            let got = &data[..(n as usize).min(data.len())];
+            ctx.core.inputs.send(r, self.ep, got);
+        }
         Some(now + ctx.rng.range(8 * US, 40 * US))
     }
 }

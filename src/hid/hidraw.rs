@@ -1,0 +1,435 @@
+//! hidraw's node, `dev/hidrawN`, as `drivers/hid/hidraw.c` serves it.
+//!
+//! * `read(2)`: the oldest input report queued for this open file (at most
+//!   63 are kept; newer ones are dropped while it is full), cut to the
+//!   buffer; blocks (EAGAIN when non-blocking) while there is none, EIO
+//!   once the device is gone and nothing is left.
+//! * `write(2)`: an output report, its first byte the report ID (0: the
+//!   device numbers none), through the interrupt OUT endpoint when there
+//!   is one, else by SET_REPORT; EINVAL under 2 or over 16384 bytes.
+//! * `poll`: writable always, readable with a report queued, POLLERR and
+//!   POLLHUP once the device is gone.
+//! * ioctls: HIDIOCGRDESCSIZE, HIDIOCGRDESC, HIDIOCGRAWINFO,
+//!   HIDIOCGRAWNAME/PHYS/UNIQ(len), HIDIOCSFEATURE(len), HIDIOCGFEATURE(len),
+//!   HIDIOCSINPUT, HIDIOCGINPUT, HIDIOCSOUTPUT, HIDIOCGOUTPUT (len) with hidraw.c's checks
+//!   and errnos; ENODEV once the device is gone.
+//!
+//! A transfer waits for its URB as `usb_control_msg` does: at most
+//! [`CTRL_TIMEOUT`], then the URB is killed and the call fails with
+//! ETIMEDOUT.
+
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use crate::base::errno::{Errno, SysResult};
+use crate::base::sync::LockExt;
+use crate::base::vfs::{
+    Caller, FileNode, IoctlReply, IoctlRequest, OpenFile, OpenFlags, Waker, POLL_READABLE,
+};
+use crate::usbcore::device::{TransferType, UrbDone, UrbRequest, UrbResult, UsbCorePort};
+
+use super::device::{HidDevice, RawList, HID_MAX_BUFFER_SIZE, HID_MAX_DESCRIPTOR_SIZE};
+
+/// `USB_CTRL_SET_TIMEOUT` and `USB_CTRL_GET_TIMEOUT`.
+pub const CTRL_TIMEOUT: Duration = Duration::from_secs(5);
+/// `BUS_USB` as HIDIOCGRAWINFO gives it.
+const BUS_USB: u32 = super::BUS_USB as u32;
+
+/// `_IOC_NR` of the commands.
+const NR_GRDESCSIZE: u32 = 0x01;
+const NR_GRDESC: u32 = 0x02;
+const NR_GRAWINFO: u32 = 0x03;
+const NR_GRAWNAME: u32 = 0x04;
+const NR_GRAWPHYS: u32 = 0x05;
+const NR_SFEATURE: u32 = 0x06;
+const NR_GFEATURE: u32 = 0x07;
+const NR_GRAWUNIQ: u32 = 0x08;
+const NR_SINPUT: u32 = 0x09;
+const NR_GINPUT: u32 = 0x0a;
+const NR_SOUTPUT: u32 = 0x0b;
+const NR_GOUTPUT: u32 = 0x0c;
+/// `_IOC_READ`.
+const IOC_READ: u32 = 2;
+
+/// `_IOR('H', nr, size)`.
+const fn ior(nr: u32, size: u32) -> u32 {
+    (IOC_READ << 30) | (size << 16) | ((b'H' as u32) << 8) | nr
+}
+/// HIDIOCGRDESCSIZE.
+pub const HIDIOCGRDESCSIZE: u32 = ior(NR_GRDESCSIZE, 4);
+/// HIDIOCGRDESC (`struct hidraw_report_descriptor`: a u32 and 4096 bytes).
+pub const HIDIOCGRDESC: u32 = ior(NR_GRDESC, 4 + HID_MAX_DESCRIPTOR_SIZE as u32);
+/// HIDIOCGRAWINFO (`struct hidraw_devinfo`).
+pub const HIDIOCGRAWINFO: u32 = ior(NR_GRAWINFO, 8);
+
+/// `enum hid_report_type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReportType {
+    Input = 0,
+    Output = 1,
+    Feature = 2,
+}
+
+/// The node: opens reach the device while it is there.
+pub struct HidrawNode {
+    pub(super) dev: Weak<HidDevice>,
+    pub(super) core: Arc<dyn UsbCorePort>,
+}
+
+impl FileNode for HidrawNode {
+    fn open(&self, _flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
+        // hidraw_open: ENODEV once the device went.
+        let dev = self
+            .dev
+            .upgrade()
+            .filter(|d| d.exists())
+            .ok_or(Errno::ENODEV)?;
+        let list = Arc::new(RawList::default());
+        let mut lists = dev.lists.lock_ok();
+        // Closed files' entries go here too, not only at the next report.
+        lists.retain(|w| w.strong_count() > 0);
+        lists.push(Arc::downgrade(&list));
+        drop(lists);
+        Ok(Arc::new(HidrawFile {
+            dev,
+            list,
+            port: self.core.clone(),
+        }))
+    }
+}
+
+struct HidrawFile {
+    dev: Arc<HidDevice>,
+    list: Arc<RawList>,
+    port: Arc<dyn UsbCorePort>,
+}
+
+/// A URB's completion, waited for by the request's thread.
+#[derive(Default)]
+struct Wait {
+    r: Mutex<Option<UrbResult>>,
+    cv: Condvar,
+}
+
+impl UrbDone for Wait {
+    fn done(&self, _urb: u64, result: UrbResult) {
+        *self.r.lock_ok() = Some(result);
+        self.cv.notify_all();
+    }
+}
+
+impl Wait {
+    fn until(&self, end: Instant) -> Option<UrbResult> {
+        let mut g = self.r.lock_ok();
+        loop {
+            if let Some(r) = g.take() {
+                return Some(r);
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            g = self
+                .cv
+                .wait_timeout(g, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+impl HidrawFile {
+    /// `usb_start_wait_urb`: submit `urb`, wait for it at most
+    /// [`CTRL_TIMEOUT`] (then kill it: ETIMEDOUT); its IN data, or the
+    /// errno of its status.
+    fn transfer(&self, urb: UrbRequest) -> SysResult<(u32, Vec<u8>)> {
+        let w = Arc::new(Wait::default());
+        let id = self
+            .port
+            .submit(self.dev.dev, urb, w.clone())
+            .map_err(|e| Errno(e.errno()))?;
+        let r = match w.until(Instant::now() + CTRL_TIMEOUT) {
+            Some(r) => r,
+            None => {
+                let _ = self.port.cancel(self.dev.dev, id);
+                let _ = w.until(Instant::now() + Duration::from_secs(1));
+                return Err(Errno(libc::ETIMEDOUT));
+            }
+        };
+        if r.status < 0 {
+            return Err(Errno(-r.status));
+        }
+        let mut data = r.data;
+        data.truncate(r.actual_length as usize);
+        Ok((r.actual_length, data))
+    }
+
+    /// `usb_control_msg` to the interface: a class request.
+    fn control(
+        &self,
+        request: u8,
+        rtype: ReportType,
+        id: u8,
+        data: &[u8],
+        len: u16,
+        dir_in: bool,
+    ) -> SysResult<(u32, Vec<u8>)> {
+        let value = (((rtype as u16) + 1) << 8) | u16::from(id);
+        let rt = if dir_in { 0xa1 } else { 0x21 };
+        let ifnum = u16::from(self.dev.ifnum);
+        let mut setup = [0u8; 8];
+        setup[0] = rt;
+        setup[1] = request;
+        setup[2..4].copy_from_slice(&value.to_le_bytes());
+        setup[4..6].copy_from_slice(&ifnum.to_le_bytes());
+        setup[6..8].copy_from_slice(&len.to_le_bytes());
+        self.transfer(UrbRequest {
+            xfer: TransferType::Control,
+            endpoint: if dir_in { 0x80 } else { 0 },
+            setup: Some(setup),
+            length: u32::from(len),
+            out: if dir_in { Vec::new() } else { data.to_vec() },
+            flags: if dir_in { 0x0200 } else { 0 },
+            iso_lengths: Vec::new(),
+            interval: 0,
+            stream_id: 0,
+            start_frame: 0,
+        })
+    }
+
+    /// `hidraw_send_report`: `buf` (report ID first) as a report of
+    /// `rtype`; the bytes sent, the report ID counted.
+    fn send_report(&self, buf: &[u8], rtype: ReportType) -> SysResult<i32> {
+        if !self.dev.exists() {
+            return Err(Errno::ENODEV);
+        }
+        if buf.len() > HID_MAX_BUFFER_SIZE || buf.len() < 2 {
+            tracing::debug!(
+                hid = %self.dev.dev_name(),
+                len = buf.len(),
+                "hidraw: a report of a length hidraw refuses (EINVAL)"
+            );
+            return Err(Errno::EINVAL);
+        }
+        let id = buf[0];
+        // Report 0: the device numbers none, its ID is not sent.
+        let body = if id == 0 { &buf[1..] } else { buf };
+        let skipped = i32::from(id == 0);
+        if rtype == ReportType::Output {
+            if let Some((ep, _)) = self.dev.out_ep {
+                // usbhid_output_report: usb_interrupt_msg.
+                let (sent, _) = self.transfer(UrbRequest {
+                    xfer: TransferType::Interrupt,
+                    endpoint: ep,
+                    setup: None,
+                    length: body.len() as u32,
+                    out: body.to_vec(),
+                    flags: 0,
+                    iso_lengths: Vec::new(),
+                    interval: 0,
+                    stream_id: 0,
+                    start_frame: 0,
+                })?;
+                return Ok(sent as i32 + skipped);
+            }
+        }
+        // usbhid_set_raw_report: SET_REPORT.
+        let (sent, _) = self.control(0x09, rtype, id, body, body.len() as u16, false)?;
+        Ok(sent as i32 + skipped)
+    }
+
+    /// `hidraw_get_report`: the report of `rtype` whose ID is `first[0]`,
+    /// at most `count` bytes with the ID first.
+    fn get_report(&self, first: u8, count: usize, rtype: ReportType) -> SysResult<Vec<u8>> {
+        if !self.dev.exists() {
+            return Err(Errno::ENODEV);
+        }
+        let count = count.min(HID_MAX_BUFFER_SIZE);
+        if count < 2 {
+            return Err(Errno::EINVAL);
+        }
+        // usbhid_get_raw_report: report 0 is asked for without its ID,
+        // which stays in byte 0.
+        let (want, skipped) = if first == 0 {
+            (count - 1, true)
+        } else {
+            (count, false)
+        };
+        let (_, got) = self.control(0x01, rtype, first, &[], want as u16, true)?;
+        let mut out = Vec::with_capacity(count);
+        if skipped {
+            out.push(0);
+        }
+        out.extend_from_slice(&got);
+        out.truncate(count);
+        Ok(out)
+    }
+
+    /// A string ioctl (`HIDIOCGRAWNAME` and the like): the string with
+    /// its NUL, cut to `size`.
+    fn string(s: &str, size: u32) -> IoctlReply {
+        let mut b = s.as_bytes().to_vec();
+        b.push(0);
+        b.truncate(size as usize);
+        IoctlReply {
+            result: b.len() as i32,
+            output: b,
+            ..Default::default()
+        }
+    }
+
+    /// The bytes a variable-length command carries in: what the kernel
+    /// copied, else read from the caller.
+    fn argument(req: &IoctlRequest<'_>, len: usize) -> SysResult<Vec<u8>> {
+        if req.input.len() >= len {
+            return Ok(req.input[..len].to_vec());
+        }
+        req.mem.read(req.arg, len)
+    }
+}
+
+impl OpenFile for HidrawFile {
+    fn read(&self, _offset: u64, size: u32) -> SysResult<Vec<u8>> {
+        let mut q = self.list.q.lock_ok();
+        // A read of 0 bytes takes reports and copies nothing, and goes on
+        // until one is there, as hidraw_read's loop does.
+        if size == 0 {
+            q.clear();
+        }
+        if let Some(mut r) = q.pop_front() {
+            r.truncate(size as usize);
+            return Ok(r);
+        }
+        if !self.dev.exists() {
+            return Err(Errno::EIO);
+        }
+        Err(Errno::EAGAIN)
+    }
+
+    fn write(&self, _offset: u64, data: &[u8], _caller: &Caller) -> SysResult<u32> {
+        self.send_report(data, ReportType::Output).map(|n| n as u32)
+    }
+
+    fn poll(&self) -> u32 {
+        let mut m = (libc::POLLOUT | libc::POLLWRNORM) as u32;
+        if !self.list.q.lock_ok().is_empty() {
+            m |= POLL_READABLE;
+        }
+        if !self.dev.exists() {
+            m |= (libc::POLLERR | libc::POLLHUP) as u32;
+        }
+        m
+    }
+
+    fn set_waker(&self, waker: Waker) {
+        *self.list.waker.lock_ok() = Some(waker);
+    }
+
+    fn is_stream(&self) -> bool {
+        true
+    }
+
+    fn compat_ioctl(&self) -> bool {
+        true
+    }
+
+    fn ioctl(&self, req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
+        // hidraw's transfers block whatever the file's flags.
+        if !self.dev.exists() {
+            return Err(Errno::ENODEV);
+        }
+        let reply = |output: Vec<u8>, result: i32| IoctlReply {
+            result,
+            output,
+            ..Default::default()
+        };
+        match req.cmd {
+            HIDIOCGRDESCSIZE => {
+                return Ok(reply(
+                    (self.dev.rdesc.len() as i32).to_ne_bytes().to_vec(),
+                    0,
+                ));
+            }
+            HIDIOCGRDESC => {
+                let b = req.mem.read(req.arg, 4)?;
+                let len = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize;
+                if len > HID_MAX_DESCRIPTOR_SIZE - 1 {
+                    return Err(Errno::EINVAL);
+                }
+                let n = len.min(self.dev.rdesc.len());
+                req.mem.write(req.arg + 4, &self.dev.rdesc[..n])?;
+                return Ok(reply(Vec::new(), 0));
+            }
+            HIDIOCGRAWINFO => {
+                let mut o = BUS_USB.to_ne_bytes().to_vec();
+                o.extend_from_slice(&self.dev.vendor.to_ne_bytes());
+                o.extend_from_slice(&self.dev.product.to_ne_bytes());
+                return Ok(reply(o, 0));
+            }
+            _ => {}
+        }
+        let (dir, ty, nr, size) = (
+            req.cmd >> 30,
+            (req.cmd >> 8) & 0xff,
+            req.cmd & 0xff,
+            (req.cmd >> 16) & 0x3fff,
+        );
+        if ty != u32::from(b'H') {
+            return Err(Errno::EINVAL);
+        }
+        let len = size as usize;
+        let set = |rtype| -> SysResult<IoctlReply> {
+            let buf = Self::argument(req, len.min(HID_MAX_BUFFER_SIZE + 1))?;
+            let n = self.send_report(&buf, rtype)?;
+            Ok(reply(Vec::new(), n))
+        };
+        let get = |rtype| -> SysResult<IoctlReply> {
+            if len < 1 {
+                return Err(Errno::EINVAL);
+            }
+            let first = Self::argument(req, 1)?[0];
+            let out = self.get_report(first, len, rtype)?;
+            let n = out.len() as i32;
+            Ok(reply(out, n))
+        };
+        match nr {
+            NR_SFEATURE => return set(ReportType::Feature),
+            NR_GFEATURE => return get(ReportType::Feature),
+            NR_SINPUT => return set(ReportType::Input),
+            NR_GINPUT => return get(ReportType::Input),
+            NR_SOUTPUT => return set(ReportType::Output),
+            NR_GOUTPUT => return get(ReportType::Output),
+            _ => {}
+        }
+        if dir != IOC_READ {
+            return Err(Errno::EINVAL);
+        }
+        match nr {
+            NR_GRAWNAME => Ok(Self::string(&self.dev.name, size)),
+            NR_GRAWPHYS => Ok(Self::string(&self.dev.phys, size)),
+            NR_GRAWUNIQ => Ok(Self::string(&self.dev.uniq, size)),
+            _ => Err(Errno::ENOTTY),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_numbers_are_the_kernels() {
+        // From <linux/hidraw.h> as the C compiler computes them.
+        assert_eq!(HIDIOCGRDESCSIZE, 0x8004_4801);
+        assert_eq!(HIDIOCGRDESC, 0x9004_4802);
+        assert_eq!(HIDIOCGRAWINFO, 0x8008_4803);
+    }
+
+    #[test]
+    fn strings_are_cut_with_or_without_their_nul() {
+        let r = HidrawFile::string("QEMU", 64);
+        assert_eq!((r.result, r.output.as_slice()), (5, &b"QEMU\0"[..]));
+        let r = HidrawFile::string("QEMU", 2);
+        assert_eq!((r.result, r.output.as_slice()), (2, &b"QE"[..]));
+    }
+}

@@ -1,0 +1,528 @@
+//! The HID core above usbhid (`drivers/hid/hid-core.c`, usbhid's probe in
+//! `drivers/hid/usbhid/hid-core.c`) and its raw interface, hidraw
+//! (`drivers/hid/hidraw.c`, [`hidraw`]).
+//!
+//! For every interface the USB core shows bound to usbhid with a report
+//! descriptor, [`HidCore`] makes the HID device the kernel makes: named
+//! `BUS:VVVV:PPPP.NNNN` (the number counts up from 1 and is never reused),
+//! under the interface's sysfs directory with its `uevent`, `modalias`,
+//! `report_descriptor` and `country` attributes and the `hid-generic`
+//! driver's link; and its hidraw node `dev/hidrawN` (the lowest free
+//! minor) with `hidraw/hidrawN` below it, `sys/class/hidraw/hidrawN` and
+//! `sys/dev/char/MAJOR:N`. The uevents of both come from the uevent queue,
+//! between the interface's `add` and its `bind`, as the kernel sends them
+//! ([`HidCore`] is its [`ChildDevices`]).
+//!
+//! Input reports reach hidraw from usbhid's interrupt IN URB (a
+//! [`DriverInput`] tap); output, feature and input reports that programs
+//! send or ask for go to the device as usbhid sends them: as new URBs
+//! through the same port usbfs uses (`usb_control_msg` SET_REPORT and
+//! GET_REPORT, `usb_interrupt_msg` on an interrupt OUT endpoint), so usbmon
+//! shows them.
+//!
+//! Like usbfs and sysfs, nothing here imports the simulator.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use crate::base::sync::LockExt;
+use crate::base::vfs::{NodeKind, Tree};
+use crate::usbcore::device::{
+    DevRef, DeviceChange, DeviceEvent, DeviceWatcher, DriverInput, Interface, UsbCorePort,
+    UsbDevice,
+};
+use crate::usbcore::sysfs::{attribute, device_devpath, interface_name, rel, ATTR_SIZE};
+use crate::usbcore::uevent::{ChildDevice, ChildDevices};
+
+mod device;
+pub mod hidraw;
+
+pub use device::*;
+
+/// Where the sysfs tree starts in the mount.
+const SYS: &str = "sys";
+
+/// What the HID descriptor and the endpoints of interface `ifnum` (its
+/// current setting) in configuration `cfg` say: (bcdHID, bCountryCode,
+/// interrupt IN endpoint, interrupt OUT endpoint with its bInterval).
+fn hid_descriptor(cfg: &[u8], ifnum: u8, alt: u8) -> (u16, u8, Option<u8>, Option<(u8, u8)>) {
+    let (mut bcd, mut country, mut in_ep, mut out_ep) = (0, 0, None, None);
+    let mut inside = false;
+    let mut off = 0;
+    while off + 2 <= cfg.len() {
+        let len = cfg[off] as usize;
+        if len < 2 || off + len > cfg.len() {
+            break;
+        }
+        let d = &cfg[off..off + len];
+        match d[1] {
+            4 if len >= 9 => inside = d[2] == ifnum && d[3] == alt,
+            0x21 if inside && len >= 6 => {
+                bcd = u16::from_le_bytes([d[2], d[3]]);
+                country = d[4];
+            }
+            5 if inside && len >= 7 && d[3] & 3 == 3 => {
+                if d[2] & 0x80 != 0 {
+                    in_ep.get_or_insert(d[2]);
+                } else {
+                    out_ep.get_or_insert((d[2], d[6]));
+                }
+            }
+            _ => {}
+        }
+        off += len;
+    }
+    (bcd, country, in_ep, out_ep)
+}
+
+/// `strscpy` into a kernel buffer of `size` bytes: at most `size - 1`
+/// bytes, not cutting a character in two.
+fn bounded(s: &str, size: usize) -> String {
+    let mut end = s.len().min(size - 1);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+#[derive(Default)]
+struct State {
+    /// The last HID device number given.
+    last_id: u32,
+    /// By USB device and interface.
+    devices: HashMap<(DevRef, u8), Arc<HidDevice>>,
+    /// By hidraw minor.
+    minors: BTreeMap<u32, Arc<HidDevice>>,
+    /// Each bus's controller name (`bus->bus_name`), from its root hub.
+    controllers: HashMap<u16, String>,
+}
+
+/// The HID core: the HID devices usbhid's interfaces have, their sysfs and
+/// hidraw nodes.
+pub struct HidCore {
+    tree: Arc<Tree>,
+    port: Arc<dyn UsbCorePort>,
+    st: Mutex<State>,
+}
+
+impl HidCore {
+    /// Make the core, its fixed sysfs directories, and follow `port`'s
+    /// devices (register it before the uevent queue, whose
+    /// [`ChildDevices`] it is).
+    pub fn install(tree: &Arc<Tree>, port: &Arc<dyn UsbCorePort>) -> Arc<HidCore> {
+        let me = Arc::new(HidCore {
+            tree: tree.clone(),
+            port: port.clone(),
+            st: Mutex::new(State::default()),
+        });
+        for d in [
+            "bus/hid/devices",
+            "bus/hid/drivers/hid-generic",
+            "class/hidraw",
+            "dev/char",
+        ] {
+            tree.add(&format!("{SYS}/{d}"), NodeKind::Dir, 0o755);
+        }
+        for f in ["bind", "unbind", "uevent"] {
+            tree.set(
+                &format!("{SYS}/bus/hid/drivers/{HID_GENERIC}/{f}"),
+                attribute(Vec::new(), ATTR_SIZE),
+                0o200,
+            );
+        }
+        port.watch(me.clone());
+        port.tap_input(me.clone());
+        let mut devices = port.devices();
+        devices.sort_by_key(|d| (d.busnum, d.level, d.port_path.clone()));
+        for d in &devices {
+            me.update(d);
+        }
+        me
+    }
+
+    /// The HID device with hidraw minor `minor`.
+    pub fn by_minor(&self, minor: u32) -> Option<Arc<HidDevice>> {
+        self.st.lock_ok().minors.get(&minor).cloned()
+    }
+
+    /// Bring `d`'s HID devices in line with its interfaces: make those
+    /// usbhid has now, drop those it no longer has, show them again (a
+    /// change of the USB device rewrites its interface directories).
+    fn update(&self, d: &UsbDevice) {
+        let mut st = self.st.lock_ok();
+        if let Some(c) = &d.controller {
+            st.controllers.insert(d.busnum, c.pci_name.clone());
+        }
+        let want: Vec<&Interface> = d
+            .interfaces
+            .iter()
+            .filter(|i| i.driver.as_deref() == Some("usbhid") && !i.report_descriptor.is_empty())
+            .collect();
+        let gone: Vec<(DevRef, u8)> = st
+            .devices
+            .keys()
+            .filter(|(r, n)| *r == d.dev && !want.iter().any(|i| i.number == *n))
+            .copied()
+            .collect();
+        for k in gone {
+            self.remove(&mut st, k);
+        }
+        for i in want {
+            let h = match st.devices.get(&(d.dev, i.number)) {
+                Some(h) => h.clone(),
+                None => match self.make(&mut st, d, i) {
+                    Some(h) => h,
+                    None => continue,
+                },
+            };
+            self.show(&h);
+        }
+    }
+
+    /// `usbhid_probe` and `hid_add_device`: a new HID device for interface
+    /// `i` of `d`, with the lowest free hidraw minor (None: all 64 taken,
+    /// as `hidraw_connect` fails).
+    fn make(&self, st: &mut State, d: &UsbDevice, i: &Interface) -> Option<Arc<HidDevice>> {
+        let minor = (0..HIDRAW_MAX_DEVICES).find(|m| !st.minors.contains_key(m));
+        let Some(minor) = minor else {
+            tracing::warn!(
+                device = %d.name(),
+                interface = i.number,
+                "hidraw: all {HIDRAW_MAX_DEVICES} minors taken, no node"
+            );
+            return None;
+        };
+        st.last_id += 1;
+        let cfg = d.config(d.active_config).unwrap_or(&[]);
+        let (version, country, in_ep, out_ep) = hid_descriptor(cfg, i.number, i.alt);
+        let mfr = d.string(d.descriptor[14]);
+        let prod = d.string(d.descriptor[15]);
+        let name = match (mfr, prod) {
+            (Some(m), Some(p)) => format!("{m} {p}"),
+            (Some(m), None) => m.to_string(),
+            (None, Some(p)) => p.to_string(),
+            (None, None) => format!("HID {:04x}:{:04x}", d.vendor_id(), d.product_id()),
+        };
+        let controller = st.controllers.get(&d.busnum).cloned().unwrap_or_default();
+        let phys = bounded(
+            &format!("usb-{controller}-{}/input{}", d.devpath(), i.number),
+            64,
+        );
+        let h = Arc::new(HidDevice {
+            id: st.last_id,
+            minor,
+            dev: d.dev,
+            ifnum: i.number,
+            vendor: d.vendor_id(),
+            product: d.product_id(),
+            version,
+            country,
+            name: bounded(&name, 128),
+            phys,
+            uniq: bounded(d.string(d.descriptor[16]).unwrap_or(""), 64),
+            rdesc: i.report_descriptor.clone(),
+            out_ep,
+            in_ep: in_ep.unwrap_or(0x81),
+            iface_devpath: format!("{}/{}", device_devpath(d), interface_name(d, i.number)),
+            exist: AtomicBool::new(true),
+            lists: Mutex::new(Vec::new()),
+        });
+        st.devices.insert((d.dev, i.number), h.clone());
+        st.minors.insert(minor, h.clone());
+        self.tree.add(
+            &format!("dev/hidraw{minor}"),
+            NodeKind::File(Arc::new(hidraw::HidrawNode {
+                dev: Arc::downgrade(&h),
+                core: self.port.clone(),
+            })),
+            0o600,
+        );
+        tracing::debug!(
+            hid = %h.dev_name(),
+            "hid: {} on {} bound, hidraw{minor}",
+            h.name,
+            d.name()
+        );
+        Some(h)
+    }
+
+    /// Write the sysfs of HID device `h` (again).
+    fn show(&self, h: &HidDevice) {
+        let dir = format!("{SYS}{}", h.devpath());
+        let text = |path: &str, s: String, perm: u32| {
+            self.tree
+                .set(path, attribute(s.into_bytes(), ATTR_SIZE), perm)
+        };
+        let link = |path: &str, to: &str| {
+            self.tree
+                .set(path, NodeKind::Symlink(rel(parent(path), to)), 0o777)
+        };
+        let mut uevent = format!("DRIVER={HID_GENERIC}\n");
+        for (k, v) in h.uevent_vars() {
+            uevent.push_str(&format!("{k}={v}\n"));
+        }
+        text(&format!("{dir}/uevent"), uevent, 0o644);
+        text(
+            &format!("{dir}/modalias"),
+            format!("{}\n", h.modalias()),
+            0o444,
+        );
+        text(
+            &format!("{dir}/country"),
+            format!("{:02x}\n", h.country),
+            0o444,
+        );
+        self.tree.set(
+            &format!("{dir}/report_descriptor"),
+            attribute(h.rdesc.clone(), HID_MAX_DESCRIPTOR_SIZE as u64),
+            0o444,
+        );
+        link(&format!("{dir}/subsystem"), &format!("{SYS}/bus/hid"));
+        link(
+            &format!("{dir}/driver"),
+            &format!("{SYS}/bus/hid/drivers/{HID_GENERIC}"),
+        );
+        link(&format!("{SYS}/bus/hid/devices/{}", h.dev_name()), &dir);
+        link(
+            &format!("{SYS}/bus/hid/drivers/{HID_GENERIC}/{}", h.dev_name()),
+            &dir,
+        );
+        let raw = format!("{SYS}{}", h.hidraw_devpath());
+        let mut uevent = String::new();
+        for (k, v) in h.hidraw_vars() {
+            uevent.push_str(&format!("{k}={v}\n"));
+        }
+        text(&format!("{raw}/uevent"), uevent, 0o644);
+        text(
+            &format!("{raw}/dev"),
+            format!("{HIDRAW_MAJOR}:{}\n", h.minor),
+            0o444,
+        );
+        link(&format!("{raw}/subsystem"), &format!("{SYS}/class/hidraw"));
+        link(&format!("{raw}/device"), &dir);
+        link(&format!("{SYS}/class/hidraw/hidraw{}", h.minor), &raw);
+        link(&format!("{SYS}/dev/char/{HIDRAW_MAJOR}:{}", h.minor), &raw);
+    }
+
+    /// `hid_disconnect` and `hid_destroy_device`: HID device `k` goes.
+    fn remove(&self, st: &mut State, k: (DevRef, u8)) {
+        let Some(h) = st.devices.remove(&k) else {
+            return;
+        };
+        st.minors.remove(&h.minor);
+        h.gone();
+        for p in [
+            format!("dev/hidraw{}", h.minor),
+            format!("{SYS}/class/hidraw/hidraw{}", h.minor),
+            format!("{SYS}/dev/char/{HIDRAW_MAJOR}:{}", h.minor),
+            format!("{SYS}/bus/hid/devices/{}", h.dev_name()),
+            format!("{SYS}/bus/hid/drivers/{HID_GENERIC}/{}", h.dev_name()),
+            format!("{SYS}{}", h.devpath()),
+        ] {
+            self.tree.remove(&p);
+        }
+    }
+}
+
+/// The directory part of a tree path.
+fn parent(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(p, _)| p)
+}
+
+impl DeviceWatcher for HidCore {
+    fn changed(&self, event: &DeviceEvent) {
+        match &event.change {
+            DeviceChange::Added(d) | DeviceChange::Changed(d) => self.update(d),
+            DeviceChange::Removed(r) => {
+                let mut st = self.st.lock_ok();
+                let keys: Vec<(DevRef, u8)> =
+                    st.devices.keys().filter(|(x, _)| x == r).copied().collect();
+                for k in keys {
+                    self.remove(&mut st, k);
+                }
+            }
+        }
+    }
+}
+
+impl DriverInput for HidCore {
+    fn input(&self, dev: DevRef, endpoint: u8, data: &[u8]) {
+        let hits: Vec<Arc<HidDevice>> = self
+            .st
+            .lock_ok()
+            .devices
+            .values()
+            .filter(|h| h.dev == dev && h.in_ep == endpoint)
+            .cloned()
+            .collect();
+        for h in hits {
+            h.report(data);
+        }
+    }
+}
+
+impl ChildDevices for HidCore {
+    fn children(&self, d: &UsbDevice, interface: u8) -> Vec<ChildDevice> {
+        let Some(h) = self.st.lock_ok().devices.get(&(d.dev, interface)).cloned() else {
+            return Vec::new();
+        };
+        vec![
+            ChildDevice {
+                devpath: h.devpath(),
+                subsystem: "hid".into(),
+                vars: h.uevent_vars(),
+                driver: Some(HID_GENERIC.into()),
+            },
+            ChildDevice {
+                devpath: h.hidraw_devpath(),
+                subsystem: "hidraw".into(),
+                vars: h.hidraw_vars(),
+                driver: None,
+            },
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hid_descriptor_and_endpoints_of_qemus_keyboard() {
+        // qemu's usb-kbd configuration (see sim::usb::device tests).
+        let cfg = [
+            9, 2, 0x22, 0, 1, 1, 8, 0xa0, 0x32, 9, 4, 0, 0, 1, 3, 1, 1, 0, 9, 0x21, 0x11, 1, 0, 1,
+            0x22, 0x3f, 0, 7, 5, 0x81, 3, 8, 0, 7,
+        ];
+        assert_eq!(hid_descriptor(&cfg, 0, 0), (0x0111, 0, Some(0x81), None));
+        assert_eq!(hid_descriptor(&cfg, 1, 0), (0, 0, None, None));
+    }
+
+    #[test]
+    fn names_are_cut_as_strscpy_cuts_them() {
+        assert_eq!(bounded("abc", 3), "ab");
+        assert_eq!(bounded("aé", 3), "a");
+        assert_eq!(bounded("", 64), "");
+    }
+}
+
+#[cfg(test)]
+mod order_tests {
+    use super::*;
+    use crate::base::clock::Timestamp;
+    use crate::usbcore::device::{CoreError, CoreRequest, DeviceChanges, UrbDone, UrbRequest};
+    use crate::usbcore::uevent::UeventQueue;
+    use std::time::Duration;
+
+    /// A port with no devices of its own: the test sends the changes.
+    struct NoPort;
+    impl UsbCorePort for NoPort {
+        fn devices(&self) -> Vec<UsbDevice> {
+            Vec::new()
+        }
+        fn device(&self, _: DevRef) -> Option<UsbDevice> {
+            None
+        }
+        fn watch(&self, _: Arc<dyn DeviceWatcher>) {}
+        fn tap_input(&self, _: Arc<dyn DriverInput>) {}
+        fn submit(&self, _: DevRef, _: UrbRequest, _: Arc<dyn UrbDone>) -> Result<u64, CoreError> {
+            Err(CoreError::NoDevice)
+        }
+        fn cancel(&self, _: DevRef, _: u64) -> Result<(), CoreError> {
+            Err(CoreError::NoDevice)
+        }
+        fn request(
+            &self,
+            _: DevRef,
+            _: CoreRequest,
+            _: Arc<dyn UrbDone>,
+        ) -> Result<u64, CoreError> {
+            Err(CoreError::NoDevice)
+        }
+        fn claim_interface(&self, _: DevRef, _: u8, _: u64) -> Result<(), CoreError> {
+            Ok(())
+        }
+        fn release_interface(&self, _: DevRef, _: u8, _: u64) -> Result<(), CoreError> {
+            Ok(())
+        }
+    }
+
+    fn keyboard(driver: Option<&str>) -> UsbDevice {
+        let mut k = crate::usbcore::sysfs::tests::keyboard();
+        k.interfaces[0].driver = driver.map(str::to_string);
+        k.interfaces[0].report_descriptor = if driver == Some("usbhid") {
+            vec![0x05, 0x01, 0x09, 0x06, 0xa1, 0x01, 0xc0]
+        } else {
+            Vec::new()
+        };
+        k.probed = driver.is_some();
+        k
+    }
+
+    /// The kernel's order, measured on Debian's 6.12 in kernel-vm with
+    /// qemu's usb-kbd (its input and LED devices aside): the HID device's
+    /// `add`, hidraw's, the HID device's `bind` before the interface's; at
+    /// the unplug hidraw's `remove`, the HID device's `unbind` (no
+    /// MODALIAS) and `remove` before the interface's `unbind`. A detach of
+    /// usbhid takes them away the same way, and the next HID device has
+    /// the next number and the freed minor.
+    #[test]
+    fn hid_and_hidraw_events_come_inside_the_interfaces() {
+        let tree = Arc::new(Tree::new(0, 0));
+        let port: Arc<dyn UsbCorePort> = Arc::new(NoPort);
+        let hid = HidCore::install(&tree, &port);
+        let s = DeviceChanges::default();
+        let q = Arc::new(UeventQueue::new());
+        q.children_from(hid.clone());
+        s.watch(hid.clone());
+        s.watch(q.clone());
+        for c in [
+            DeviceChange::Added(keyboard(None)),
+            DeviceChange::Changed(keyboard(Some("usbhid"))),
+            DeviceChange::Changed(keyboard(None)),
+            DeviceChange::Changed(keyboard(Some("usbhid"))),
+            DeviceChange::Removed(keyboard(None).dev),
+        ] {
+            s.send(Timestamp::default(), c);
+        }
+        let mut got = Vec::new();
+        while let Some(e) = q.next(Duration::ZERO) {
+            got.push(format!(
+                "{} {} {} {}",
+                e.action.name(),
+                e.devpath.rsplit('/').next().unwrap(),
+                e.get("DRIVER").unwrap_or("-"),
+                e.get("MODALIAS").map_or("-", |_| "m")
+            ));
+        }
+        let want = [
+            "add 1-1.4 - -",
+            "change 1-1.4 usb -",
+            "add 1-1.4:1.0 - m",
+            "add 0003:1D6B:0104.0001 - m",
+            "add hidraw0 - -",
+            "bind 0003:1D6B:0104.0001 hid-generic m",
+            "bind 1-1.4:1.0 usbhid m",
+            "bind 1-1.4 usb -",
+            "remove hidraw0 - -",
+            "unbind 0003:1D6B:0104.0001 - -",
+            "remove 0003:1D6B:0104.0001 - m",
+            "unbind 1-1.4:1.0 - -",
+            "add 0003:1D6B:0104.0002 - m",
+            "add hidraw0 - -",
+            "bind 0003:1D6B:0104.0002 hid-generic m",
+            "bind 1-1.4:1.0 usbhid m",
+            "remove hidraw0 - -",
+            "unbind 0003:1D6B:0104.0002 - -",
+            "remove 0003:1D6B:0104.0002 - m",
+            "unbind 1-1.4:1.0 - -",
+            "remove 1-1.4:1.0 - m",
+            "unbind 1-1.4 - -",
+            "remove 1-1.4 - -",
+        ];
+        assert_eq!(got, want);
+        assert!(tree.resolve("dev/hidraw0").is_err());
+        assert!(tree.resolve("sys/class/hidraw/hidraw0").is_err());
+    }
+}

@@ -1,0 +1,267 @@
+//! hidraw inside `monfs run` (as root, and as a user in the rootless leg):
+//! Debian's hidapi (its hidraw backend) enumerates the simulated keyboard,
+//! opens it by VID:PID, reads its typing and sends output and feature
+//! reports, which reach the device as the URBs usbhid makes (usbmon shows
+//! them); raw system calls get hidraw.c's answers and errnos, also after
+//! an unplug; the HID device's and hidraw's uevents come between the
+//! interface's `add` and `bind` as the kernel sends them; python3-hid
+//! (hidapi's libusb backend) detaches usbhid, and hidraw comes back with
+//! the next HID device number when it lets go.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::{compile_c, compile_c_libs, monfs_bin, stdout_ok};
+
+/// One keyboard on bus 1, typing from the start (fast timing).
+const CONFIG: &str =
+    "seed: 7\nusb:\n  buses:\n    - bus: 1\n      ports: 4\n      devices:\n        - {port: 1, kind: hid-keyboard}\n";
+
+/// `monfs run --timing fast --config CONFIG -- CMD` in `dir`, with the
+/// monfs binary and `dir` first on PATH; its output, which must be a
+/// success.
+fn run(dir: &Path, cmd: &str) -> String {
+    common::require_fuse();
+    let cfg = dir.join("c.yaml");
+    std::fs::write(&cfg, CONFIG).unwrap();
+    let bin = monfs_bin();
+    let path = format!(
+        "{}:{}:{}",
+        bin.parent().unwrap().display(),
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut c = Command::new(&bin);
+    c.args(["run", "--timing", "fast", "--config"])
+        .arg(&cfg)
+        .args(["--", "sh", "-c", cmd])
+        .current_dir(dir)
+        .env("TMPDIR", dir)
+        .env("PATH", path)
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdin(Stdio::null());
+    stdout_ok(&mut c, "monfs run")
+}
+
+/// The lines of `out` that start with `word `, without it.
+fn lines<'a>(out: &'a str, word: &str) -> Vec<&'a str> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix(word)?.strip_prefix(' '))
+        .collect()
+}
+
+#[test]
+fn hidapi_reads_the_keyboard_and_its_reports_reach_the_device() {
+    let td = tempfile::tempdir().unwrap();
+    compile_c_libs("hidraw_hidapi", td.path(), &["-lhidapi-hidraw"]);
+    let out = run(
+        td.path(),
+        "cat /sys/kernel/debug/usb/usbmon/1u > mon & sleep 0.2; hidraw_hidapi 4; \
+         ls -l /dev/hidraw0 | cut -c1-10; sleep 0.2; kill $!; \
+         grep -E ' [SC] (C[io]:1:002:0|Ii:1:002:1) ' mon | cut -d' ' -f3-",
+    );
+    assert_eq!(
+        lines(&out, "enum"),
+        ["/dev/hidraw0 0627:0001 QEMU|QEMU USB Keyboard|68284-0000:00:04.0-1 if=0 usage=0001:0006 bus=1"],
+        "{out}"
+    );
+    // The reads are the reports of usbhid's interrupt URBs, one each, in
+    // the order they completed after the open (usbmon's C lines).
+    let reads: Vec<String> = lines(&out, "read")
+        .iter()
+        .map(|r| {
+            let (n, bytes) = r.split_once(':').unwrap();
+            assert_eq!(n, "8", "{out}");
+            bytes.split_whitespace().collect()
+        })
+        .collect();
+    assert_eq!(reads.len(), 4, "{out}");
+    let urbs: Vec<String> = out
+        .lines()
+        .filter(|l| l.starts_with("C Ii:1:002:1 0:"))
+        .filter_map(|l| Some(l.split_once(" = ")?.1.replace(' ', "")))
+        .collect();
+    assert!(urbs.windows(4).any(|w| w == reads.as_slice()), "{out}");
+    assert_eq!(lines(&out, "write"), ["2"], "{out}");
+    assert_eq!(lines(&out, "send_feature"), ["2"], "{out}");
+    // GET_REPORT: qemu's keyboard answers with its keys whatever the type
+    // (8 bytes), after the report ID hidraw keeps in byte 0.
+    assert_eq!(lines(&out, "feature").len(), 1, "{out}");
+    assert!(lines(&out, "feature")[0].starts_with("9: 00 "), "{out}");
+    assert!(lines(&out, "input")[0].starts_with("3: 00 "), "{out}");
+    assert!(out.contains("\n-rw-------\n"), "{out}");
+    // usbhid's URBs for them, as usb_control_msg makes them: SET_REPORT of
+    // the output report (wValue 0x0200) and of the feature report
+    // (0x0300), the ID of report 0 not sent; GET_REPORT of the feature
+    // (wLength 8: the buffer less the ID byte) and of the input report.
+    let ctl: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains(" s a1 01 ") || l.contains(" s 21 09 "))
+        .collect();
+    let want_tail = [
+        "S Co:1:002:0 s 21 09 0200 0000 0001 1 = 02",
+        "S Co:1:002:0 s 21 09 0300 0000 0001 1 = 01",
+        "S Ci:1:002:0 s a1 01 0300 0000 0008 8 <",
+        "S Ci:1:002:0 s a1 01 0100 0000 0002 2 <",
+    ];
+    assert_eq!(ctl, want_tail, "{out}");
+}
+
+#[test]
+fn raw_calls_get_hidraws_answers_and_errnos_also_after_an_unplug() {
+    let td = tempfile::tempdir().unwrap();
+    compile_c("hidraw_hostile", td.path());
+    let out = run(
+        td.path(),
+        "hidraw_hostile /dev/hidraw0 /sys/class/hidraw/hidraw0/device/report_descriptor; \
+         hidraw_hostile --gone /dev/hidraw0 sh -c 'monfs ctl unplug --wait 1 1 >/dev/null'",
+    );
+    let got: Vec<&str> = out.lines().collect();
+    let want = [
+        "rdescsize 0",
+        "size_is_sysfs_length 1",
+        // HID_MAX_DESCRIPTOR_SIZE - 1 at most
+        "rdesc_4096 -22",
+        "rdesc_5 0",
+        "rdesc_5_bytes 1",
+        "rdesc_all 0",
+        "rdesc_is_sysfs 1",
+        "rawinfo 0",
+        "info 3 0627 0001",
+        "name 23 QEMU QEMU USB Keyboard",
+        // cut to the buffer, without its NUL
+        "name_4 4",
+        "name_4_is QEMU",
+        "phys 26 usb-0000:00:04.0-1/input0",
+        "uniq 21 68284-0000:00:04.0-1",
+        // reports of under 2 or over 16384 bytes
+        "write_1 -22",
+        "write_16385 -22",
+        "gfeature_1 -22",
+        "sfeature_1 -22",
+        "gfeature_id_ff 8",
+        "not_H -22",
+        "H_write_name -22",
+        "H_unknown -25",
+        "read_0 0",
+        "read_3 3",
+        "poll 1",
+        "poll_out 1",
+        "opens 10000",
+        "still_works 0",
+        // after the unplug: what was queued, then EIO; POLLERR|POLLHUP;
+        // ENODEV; the node is gone
+        "read_after_unplug -5",
+        "poll_err_hup 1",
+        "ioctl_after_unplug -19",
+        "write_after_unplug -19",
+        "open_after_unplug -2",
+    ];
+    assert_eq!(got, want, "{out}");
+}
+
+#[test]
+fn hid_and_hidraw_uevents_come_between_the_interfaces_add_and_bind() {
+    let td = tempfile::tempdir().unwrap();
+    // The kernel's broadcasts (group 1, port id 0), a field a line.
+    let listen = "import socket, sys\n\
+                  s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 15)\n\
+                  s.bind((0, 1))\n\
+                  open('ready', 'w').close()\n\
+                  for _ in range(int(sys.argv[1])):\n\
+                  \x20   m, a = s.recvfrom(8192)\n\
+                  \x20   if a[0] == 0:\n\
+                  \x20       print('\\n'.join(m.decode().split('\\0')[1:]), flush=True)\n";
+    std::fs::write(td.path().join("listen.py"), listen).unwrap();
+    let out = run(
+        td.path(),
+        "/usr/bin/python3 listen.py 15 > ev & while [ ! -e ready ]; do sleep 0.05; done; \
+         monfs ctl plug --wait 1 3 hid-mouse >/dev/null; ls /dev/hidraw*; \
+         monfs ctl unplug --wait 1 3 >/dev/null; ls /dev/hidraw*; wait; \
+         grep -E '^(ACTION|DEVPATH|SUBSYSTEM|DRIVER|HID_|MODALIAS=hid|MAJOR|MINOR|DEVNAME=hid)' ev",
+    );
+    assert!(
+        out.starts_with("/dev/hidraw0\n/dev/hidraw1\n/dev/hidraw0\n"),
+        "{out}"
+    );
+    let events: Vec<String> = out
+        .split("ACTION=")
+        .skip(1)
+        .map(|e| {
+            let get = |k: &str| {
+                e.lines()
+                    .find_map(|l| l.strip_prefix(k)?.strip_prefix('='))
+                    .unwrap_or("-")
+            };
+            format!(
+                "{} {} {} {}",
+                e.lines().next().unwrap(),
+                get("DEVPATH").rsplit('/').next().unwrap(),
+                get("SUBSYSTEM"),
+                get("DRIVER")
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "add 1-3 usb -",
+            "change 1-3 usb usb",
+            "add 1-3:1.0 usb -",
+            "add 0003:0627:0001.0002 hid -",
+            "add hidraw1 hidraw -",
+            "bind 0003:0627:0001.0002 hid hid-generic",
+            "bind 1-3:1.0 usb usbhid",
+            "bind 1-3 usb usb",
+            "remove hidraw1 hidraw -",
+            "unbind 0003:0627:0001.0002 hid -",
+            "remove 0003:0627:0001.0002 hid -",
+            "unbind 1-3:1.0 usb -",
+            "remove 1-3:1.0 usb -",
+            "unbind 1-3 usb -",
+            "remove 1-3 usb -",
+        ],
+        "{out}"
+    );
+    // The HID device's variables, as hid_uevent gives them.
+    for want in [
+        "HID_ID=0003:00000627:00000001",
+        "HID_NAME=QEMU QEMU USB Mouse",
+        "HID_PHYS=usb-0000:00:04.0-3/input0",
+        "HID_UNIQ=89126-0000:00:04.0-3",
+        "MODALIAS=hid:b0003g0001v00000627p00000001",
+        "MAJOR=244",
+        "MINOR=1",
+        "DEVNAME=hidraw1",
+    ] {
+        assert!(out.lines().any(|l| l == want), "{want} in {out}");
+    }
+}
+
+#[test]
+fn python3_hid_takes_the_keyboard_from_usbhid_and_gives_it_back() {
+    let td = tempfile::tempdir().unwrap();
+    let py = "import hid\n\
+              h = hid.device()\n\
+              h.open(0x0627, 0x0001)\n\
+              print('manufacturer', h.get_manufacturer_string())\n\
+              print('read', len(h.read(8)))\n\
+              print('write', h.write([0, 2]))\n\
+              import os\n\
+              print('hidraw while open', os.path.exists('/dev/hidraw0'))\n\
+              h.close()\n";
+    std::fs::write(td.path().join("t.py"), py).unwrap();
+    let out = run(
+        td.path(),
+        "/usr/bin/python3 t.py; monfs ctl wait settled >/dev/null; \
+         cat /sys/class/hidraw/hidraw0/device/uevent | grep HID_UNIQ; \
+         basename $(readlink -f /sys/class/hidraw/hidraw0/device)",
+    );
+    assert_eq!(
+        out,
+        "manufacturer QEMU\nread 8\nwrite 2\nhidraw while open False\n\
+         HID_UNIQ=68284-0000:00:04.0-1\n0003:0627:0001.0002\n"
+    );
+}
