@@ -974,6 +974,50 @@ check(len(ku) == 4 and ku == mu[:4],
 res("INFO", "uevents: monfs's plug of the keyboard (a port enabled again gives no replug on qemu's xHCI; "
     "the hot-plug checks compare a plug through qemu's monitor)", show(mu[4:]))
 
+# ------------------------------------------------------------------ hidraw
+# tests/c/hidraw_hostile.c (--no-read) and tests/c/hidraw_hidapi.c (no
+# reads) on the keyboard's hidraw node: the same answers, but for the PCI
+# slot in HID_PHYS and HID_UNIQ (qemu's serial names it) and the node's
+# name; and the same usbmon lines on the keyboard's ep0 (usbhid's
+# SET_REPORT and GET_REPORT URBs for them), tags, times and the device
+# number aside. hidapi's string getters on the open device look it up by
+# the number fstat gives: monfs's node is a file of the mount (no number),
+# an INFO line until it is a character device.
+HIDAPI_BY_NUMBER = ("manufacturer ",)
+
+
+def hidraw_answers(side, name):
+    out = []
+    for ln in lines(side, name) or []:
+        ln = SLOT.sub("-0000:00:SLOT-", ln)
+        ln = re.sub(r"/dev/hidraw[0-9]+", "NODE", ln)
+        out.append(ln)
+    return out
+
+
+def hidraw_compare():
+    for name, what in (("hidraw_hostile.txt", "raw calls (tests/c/hidraw_hostile.c)"),
+                       ("hidraw_hidapi.txt", "hidapi, hidraw backend (tests/c/hidraw_hidapi.c)")):
+        k, m = hidraw_answers("kernel", name), hidraw_answers("fuse", name)
+        kc = [ln for ln in k if not ln.startswith(HIDAPI_BY_NUMBER)]
+        mc = [ln for ln in m if not ln.startswith(HIDAPI_BY_NUMBER)]
+        check(bool(kc) and kc == mc and rc("kernel", name + ".rc") == 0 and rc("fuse", name + ".rc") == 0,
+              "hidraw: the keyboard's %s answer the same (%d)" % (what, len(kc)),
+              "kernel: %s || monfs: %s" % (" | ".join(kc), " | ".join(mc)))
+        kn = [ln for ln in k if ln.startswith(HIDAPI_BY_NUMBER)]
+        mn = [ln for ln in m if ln.startswith(HIDAPI_BY_NUMBER)]
+        if kn or mn:
+            res("INFO", "hidraw: hidapi's lookup of the open node by its device number",
+                "kernel: %s || monfs: %s" % (" | ".join(kn), " | ".join(mn)))
+    ep0 = lambda side: [ln for ln in device_lines(side, "hidraw_1u.txt") or []
+                        if re.match(r"[SC] C[io]:1:DEV:0 ", ln)]
+    k, m = ep0("kernel"), ep0("fuse")
+    check(bool(k) and k == m, "hidraw: the usbmon lines of the session on the keyboard's ep0 (%d)" % len(k),
+          "kernel: %s || monfs: %s" % (" | ".join(k), " | ".join(m)))
+
+
+hidraw_compare()
+
 # ------------------------------------------------------------------ hot-plug: udevadm monitor
 # `udevadm monitor --kernel --udev --property` while qemu's keyboard and
 # stick are unplugged (device_del) and plugged (device_add) through qemu's

@@ -181,6 +181,31 @@ audio_devnum_kernel() {
 	done
 	return 1
 }
+# The keyboard's hidraw node under SYSDIR (its class/hidraw directory):
+# the one whose HID device is the QEMU USB Keyboard.
+kbd_hidraw() { # kbd_hidraw SYSDIR
+	for d in $1/hidraw*; do
+		grep -q "^HID_NAME=QEMU QEMU USB Keyboard$" $d/device/uevent 2>/dev/null && basename $d && return 0
+	done
+	return 1
+}
+# tests/c/hidraw_hostile.c (no reads: qemu's keyboard is idle) and
+# tests/c/hidraw_hidapi.c (Debian's hidapi, hidraw backend: no reads) on
+# the keyboard's hidraw node, and the usbmon lines they cause (1u). hidapi
+# enumerates through /sys/class/hidraw: on monfs it runs in `monfs run
+# --use` (HIDAPI_RUN), where /sys and /dev/hidrawN are monfs's.
+hidraw_session() { # hidraw_session OUTDIR TEXTDIR NODE SYSFS_REPORT_DESCRIPTOR HIDAPI_NODE
+	bg hr1u "$1/hidraw_1u.txt" cat "$2/1u"
+	sleep 0.5
+	hidraw_hostile --no-read "$3" "$4" > "$1/hidraw_hostile.txt" 2>&1
+	echo $? > "$1/hidraw_hostile.txt.rc"
+	$HIDAPI_RUN hidraw_hidapi 0 "$5" > "$1/hidraw_hidapi.txt" 2>&1
+	echo $? > "$1/hidraw_hidapi.txt.rc"
+	sleep 1
+	finish hr1u 0
+	echo "hidraw: $(wc -l < "$1/hidraw_hostile.txt") + $(wc -l < "$1/hidraw_hidapi.txt") answers, $(wc -l < "$1/hidraw_1u.txt") lines of 1u"
+}
+
 kbd_devnum_kernel() {
 	for d in /sys/bus/usb/devices/1-*; do
 		[ "$(cat $d/product 2>/dev/null)" = "QEMU USB Keyboard" ] && cat $d/devnum && return 0
@@ -333,6 +358,9 @@ echo "$KDEV" > $O/kernel/usbfs_devnum.txt
 usbfs_session $O/kernel $M /dev/bus/usb/001/$(printf %03d "$KDEV")
 step "K4l. kernel: libusb session with the keyboard (/dev/bus/usb)"
 libusb_session $O/kernel $M /dev/bus/usb/001/$(printf %03d "$KDEV")
+step "K4h. kernel: hidraw session with the keyboard (/dev/hidrawN)"
+KHR=$(kbd_hidraw /sys/class/hidraw) || err "kernel: no hidraw node of the QEMU USB Keyboard"
+HIDAPI_RUN= hidraw_session $O/kernel $M /dev/$KHR /sys/class/hidraw/$KHR/device/report_descriptor /dev/$KHR
 step "K4i. kernel: usbfs isochronous session with the audio device (/dev/bus/usb)"
 KADEV=$(audio_devnum_kernel) || err "kernel: no QEMU USB Audio in sysfs"
 echo "$KADEV" > $O/kernel/iso_devnum.txt
@@ -453,6 +481,10 @@ echo "$MDEV" > $O/fuse/usbfs_devnum.txt
 usbfs_session $O/fuse $MNT/usb/usbmon $MNT/dev/bus/usb/001/$(printf %03d "$MDEV")
 step "M3l. monfs: libusb session with the keyboard (dev/bus/usb)"
 libusb_session $O/fuse $MNT/usb/usbmon $MNT/dev/bus/usb/001/$(printf %03d "$MDEV")
+step "M3h. monfs: hidraw session with the keyboard (dev/hidrawN)"
+MHR=$(kbd_hidraw $MNT/sys/class/hidraw) || err "monfs: no hidraw node of the QEMU USB Keyboard"
+HIDAPI_RUN="monfs run --use $MNT --" hidraw_session $O/fuse $MNT/usb/usbmon $MNT/dev/$MHR \
+	$MNT/sys/class/hidraw/$MHR/device/report_descriptor /dev/$MHR
 step "M3i. monfs: usbfs isochronous session with the audio device (dev/bus/usb)"
 MADEV=$(awk '/^T:/ {d = $0; sub(/.*Dev#= */, "", d); sub(/ .*/, "", d)} /Product=QEMU USB Audio/ {print d; exit}' $MNT/usb/devices)
 [ -n "$MADEV" ] || err "monfs: no QEMU USB Audio in usb/devices"

@@ -4,11 +4,12 @@
  * feature report, get a feature and an input report. Prints what it got,
  * one line each, for tests/hidraw.rs.
  *
- *   hidraw_hidapi READS
+ *   hidraw_hidapi READS [PATH]   (PATH: open that node, enumerate only it)
  */
 #include <hidapi/hidapi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <wchar.h>
 
 static void hex(const char *what, int n, const unsigned char *b)
@@ -25,17 +26,25 @@ int main(int argc, char **argv)
 	if (hid_init())
 		return 1;
 	struct hid_device_info *all = hid_enumerate(0x0627, 0x0001), *c;
+	const char *path = argc > 2 ? argv[2] : NULL;
 	for (c = all; c; c = c->next)
-		printf("enum %s %04x:%04x %ls|%ls|%ls if=%d usage=%04x:%04x bus=%d\n", c->path,
+		if (!path || !strcmp(path, c->path))
+			printf("enum %s %04x:%04x %ls|%ls|%ls if=%d usage=%04x:%04x bus=%d\n", c->path,
 		       c->vendor_id, c->product_id, c->manufacturer_string, c->product_string,
 		       c->serial_number, c->interface_number, c->usage_page, c->usage,
 		       (int)c->bus_type);
 	hid_free_enumeration(all);
-	hid_device *h = hid_open(0x0627, 0x0001, NULL);
+	hid_device *h = path ? hid_open_path(path) : hid_open(0x0627, 0x0001, NULL);
 	if (!h) {
 		printf("open: %ls\n", hid_error(NULL));
 		return 1;
 	}
+	/* hidapi finds the open device's strings by its device number */
+	wchar_t str[128];
+	if (hid_get_manufacturer_string(h, str, 128) == 0)
+		printf("manufacturer %ls\n", str);
+	else
+		printf("manufacturer error: %ls\n", hid_error(h));
 	unsigned char buf[64];
 	for (int i = 0; i < reads; i++) {
 		int n = hid_read(h, buf, sizeof buf);
