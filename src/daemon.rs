@@ -165,7 +165,10 @@ impl Monfs {
         let Ok(dev) = self.tree.resolve("dev") else {
             return out;
         };
-        for (name, ino) in &dev.children {
+        // usbmonN and monreader; class nodes (hidrawN) come and go with
+        // their devices and are not made here.
+        let fixed = |n: &str| n.starts_with("usbmon") || n == "monreader";
+        for (name, ino) in dev.children.iter().filter(|(n, _)| fixed(n)) {
             if let Ok(crate::base::vfs::Node {
                 kind: NodeKind::File(f),
                 ..

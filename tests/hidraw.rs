@@ -45,6 +45,17 @@ fn run(dir: &Path, cmd: &str) -> String {
     stdout_ok(&mut c, "monfs run")
 }
 
+/// Whether this run's hidraw nodes are character devices: `monfs run` as
+/// root makes them through CUSE where `/dev/cuse` can be used.
+fn char_devices() -> bool {
+    !common::rootless()
+        && std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/cuse")
+            .is_ok()
+}
+
 /// The lines of `out` that start with `word `, without it.
 fn lines<'a>(out: &'a str, word: &str) -> Vec<&'a str> {
     out.lines()
@@ -91,7 +102,13 @@ fn hidapi_reads_the_keyboard_and_its_reports_reach_the_device() {
     assert_eq!(lines(&out, "feature").len(), 1, "{out}");
     assert!(lines(&out, "feature")[0].starts_with("9: 00 "), "{out}");
     assert!(lines(&out, "input")[0].starts_with("3: 00 "), "{out}");
-    assert!(out.contains("\n-rw-------\n"), "{out}");
+    // A character device (CUSE), or the mount's file bound there.
+    let mode = if char_devices() {
+        "crw-------"
+    } else {
+        "-rw-------"
+    };
+    assert!(out.contains(&format!("\n{mode}\n")), "{out}");
     // usbhid's URBs for them, as usb_control_msg makes them: SET_REPORT of
     // the output report (wValue 0x0200) and of the feature report
     // (0x0300), the ID of report 0 not sent; GET_REPORT of the feature
@@ -179,13 +196,24 @@ fn hid_and_hidraw_uevents_come_between_the_interfaces_add_and_bind() {
         td.path(),
         "/usr/bin/python3 listen.py 15 > ev & while [ ! -e ready ]; do sleep 0.05; done; \
          monfs ctl plug --wait 1 3 hid-mouse >/dev/null; ls /dev/hidraw*; \
+         echo dev $(cat /sys/class/hidraw/hidraw1/dev); \
          monfs ctl unplug --wait 1 3 >/dev/null; ls /dev/hidraw*; wait; \
          grep -E '^(ACTION|DEVPATH|SUBSYSTEM|DRIVER|HID_|MODALIAS=hid|MAJOR|MINOR|DEVNAME=hid)' ev",
     );
+    // hidraw's major: 244 for the mount's files, CUSE's for character
+    // devices; sysfs and the uevents agree.
+    let dev = lines(&out, "dev")[0];
     assert!(
-        out.starts_with("/dev/hidraw0\n/dev/hidraw1\n/dev/hidraw0\n"),
+        out.starts_with(&format!(
+            "/dev/hidraw0\n/dev/hidraw1\ndev {dev}\n/dev/hidraw0\n"
+        )),
         "{out}"
     );
+    let (major, minor) = dev.split_once(':').unwrap();
+    assert_eq!(minor, "1", "{out}");
+    if !char_devices() {
+        assert_eq!(major, "244", "{out}");
+    }
     let events: Vec<String> = out
         .split("ACTION=")
         .skip(1)
@@ -232,7 +260,7 @@ fn hid_and_hidraw_uevents_come_between_the_interfaces_add_and_bind() {
         "HID_PHYS=usb-0000:00:04.0-3/input0",
         "HID_UNIQ=89126-0000:00:04.0-3",
         "MODALIAS=hid:b0003g0001v00000627p00000001",
-        "MAJOR=244",
+        &format!("MAJOR={major}"),
         "MINOR=1",
         "DEVNAME=hidraw1",
     ] {

@@ -349,14 +349,19 @@ fn plug_and_unplug_wait_until_the_device_is_announced_and_gone() {
             "-c",
             "monfs ctl plug --wait 1 3 hid-mouse; grep ^E:ID_MODEL= /run/udev/data/c189:2; \
              ls /sys/bus/usb/devices/1-3:1.0/driver >/dev/null && echo bound; \
-             monfs ctl unplug --wait 1 3; ls /run/udev/data; ls /sys/bus/usb/devices | grep -c ^1-3 || true",
+             monfs ctl unplug --wait 1 3; ls /run/udev/data; ls /sys/bus/usb/devices | grep -c ^1-3 || true; \
+             cut -d: -f1 /sys/class/hidraw/hidraw0/dev",
         ],
     );
+    // hidraw's major: 244, or its character devices' where root has CUSE.
+    let (out, major) = out.trim_end().rsplit_once('\n').unwrap();
     assert_eq!(
-        out,
-        "ok plugged HidMouse on bus 1 port 3\nok bus 1 port 3 present\nE:ID_MODEL=QEMU_USB_Mouse\n\
-         bound\nok unplugged bus 1 port 3\nok bus 1 port 3 gone\n+hid:0003:0627:0001.0001\n+usb:1-0:1.0\n\
-         +usb:1-1:1.0\nc189:0\nc189:1\nc244:0\n0\n"
+        format!("{out}\n"),
+        format!(
+            "ok plugged HidMouse on bus 1 port 3\nok bus 1 port 3 present\nE:ID_MODEL=QEMU_USB_Mouse\n\
+             bound\nok unplugged bus 1 port 3\nok bus 1 port 3 gone\n+hid:0003:0627:0001.0001\n+usb:1-0:1.0\n\
+             +usb:1-1:1.0\nc189:0\nc189:1\nc{major}:0\n0\n"
+        )
     );
 }
 
@@ -377,13 +382,17 @@ fn libudev_enumerates_by_tag_through_the_device_numbers() {
             "-c",
             &format!(
                 "monfs ctl plug --wait 1 3 hid-mouse >/dev/null; readlink /sys/dev/char/189:2; {seat}; \
-                 monfs ctl unplug --wait 1 3 >/dev/null; ls /sys/dev/char; {seat}"
+                 monfs ctl unplug --wait 1 3 >/dev/null; ls /sys/dev/char; {seat}; \
+                 cat /sys/class/hidraw/hidraw0/dev"
             ),
         ],
     );
+    let (out, hidraw) = out.trim_end().rsplit_once('\n').unwrap();
     assert_eq!(
-        out,
-        "../../devices/platform/monfs_hcd.1/usb1/1-3\n['1-1', '1-3', 'usb1']\n189:0\n189:1\n244:0\n\
-         ['1-1', 'usb1']\n"
+        format!("{out}\n"),
+        format!(
+            "../../devices/platform/monfs_hcd.1/usb1/1-3\n['1-1', '1-3', 'usb1']\n189:0\n189:1\n{hidraw}\n\
+             ['1-1', 'usb1']\n"
+        )
     );
 }

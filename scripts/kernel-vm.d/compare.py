@@ -987,10 +987,14 @@ HIDAPI_BY_NUMBER = ("manufacturer ",)
 
 
 def hidraw_answers(side, name):
+    """The answers, the PCI slot, the node's name and the bytes of the
+    reports got (GET_REPORT: monfs's keyboard types, qemu's is idle; the
+    lengths are compared) written as placeholders."""
     out = []
     for ln in lines(side, name) or []:
         ln = SLOT.sub("-0000:00:SLOT-", ln)
         ln = re.sub(r"/dev/hidraw[0-9]+", "NODE", ln)
+        ln = re.sub(r"^((feature|input) [0-9]+):.*", r"\1: BYTES", ln)
         out.append(ln)
     return out
 
@@ -1009,7 +1013,28 @@ def hidraw_compare():
         if kn or mn:
             res("INFO", "hidraw: hidapi's lookup of the open node by its device number",
                 "kernel: %s || monfs: %s" % (" | ".join(kn), " | ".join(mn)))
-    ep0 = lambda side: [ln for ln in device_lines(side, "hidraw_1u.txt") or []
+    # Inside monfs run as root with /dev/cuse, the node is a character
+    # device whose number is sysfs's, and hidapi finds the open device by
+    # it: all its answers are the kernel's.
+    cu = lines("fuse", "hidraw_cuse.txt") or []
+    if read("cuse", "nodes.txt") is None:
+        res("INFO", "hidraw: no CUSE in this run: monfs run's hidraw node is the mount's file", " | ".join(cu))
+    else:
+        num = re.match(r"number (\S+) sysfs (\S+)$", cu[1]) if len(cu) > 1 else None
+        check(bool(cu) and cu[0] == "type character special file" and num is not None
+              and num.group(1) == num.group(2),
+              "hidraw: monfs run's node is a character device of sysfs's number (CUSE)", " | ".join(cu[:2]))
+        k = hidraw_answers("kernel", "hidraw_hidapi.txt")
+        m = [SLOT.sub("-0000:00:SLOT-", re.sub(r"/dev/hidraw[0-9]+", "NODE", ln)) for ln in cu[2:]]
+        m = [re.sub(r"^((feature|input) [0-9]+):.*", r"\1: BYTES", ln) for ln in m]
+        check(bool(k) and k == m, "hidraw: hidapi on monfs run's character device answers the kernel's, "
+              "its lookups by device number included (%d)" % len(k),
+              "kernel: %s || monfs: %s" % (" | ".join(k), " | ".join(m)))
+        k, m = hidraw_answers("kernel", "hidraw_hostile.txt"), hidraw_answers("fuse", "hidraw_cuse_hostile.txt")
+        check(bool(k) and k == m, "hidraw: raw calls on monfs run's character device answer the kernel's (%d)" % len(k),
+              "kernel: %s || monfs: %s" % (" | ".join(k), " | ".join(m)))
+    ep0 = lambda side: [re.sub(r"^(C Ci:1:DEV:0 0 [0-9]+) = .*", r"\1 = BYTES", ln)
+                        for ln in device_lines(side, "hidraw_1u.txt") or []
                         if re.match(r"[SC] C[io]:1:DEV:0 ", ln)]
     k, m = ep0("kernel"), ep0("fuse")
     check(bool(k) and k == m, "hidraw: the usbmon lines of the session on the keyboard's ep0 (%d)" % len(k),
@@ -1081,7 +1106,10 @@ def hotplug_usb(evs, port):
         hid = subsys in ("hid", "hidraw") and "/%s:" % port in devpath
         if usb or hid:
             what = subsys if hid else last.split(":", 1)[1] if ":" in last else "device"
-            kv = [(k, "-" if k in HOTPLUG_PLACE else SLOT.sub("-0000:00:SLOT-", v))
+            # hidraw's major is dynamic on both (monfs's is CUSE's in
+            # monfs run as root)
+            place = lambda k: k in HOTPLUG_PLACE or (subsys == "hidraw" and k == "MAJOR")
+            kv = [(k, "-" if place(k) else SLOT.sub("-0000:00:SLOT-", v))
                   for k, v in kv if k not in HOTPLUG_REAL]
             mine.append((src, action, what, kv))
         elif "/%s/" % port in devpath + "/" or "/%s:" % port in devpath:

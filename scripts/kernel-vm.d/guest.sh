@@ -513,6 +513,20 @@ monfs run --timing fast --config /etc/monfs-qemu.yaml -- sh -c '
 	monfs ctl unplug --wait 1 1 >/dev/null
 	monfs ctl plug 1 1 hid-keyboard >/dev/null
 	wait $L' > $O/fuse/uevents.run 2>&1 || err "monfs run: the uevent session failed: $(tail -3 $O/fuse/uevents.run)"
+step "M5c. monfs run: the keyboard's hidraw node (a character device through CUSE as root), hidapi on it"
+monfs run --timing fast --config /etc/monfs-qemu.yaml -- sh -c '
+	monfs ctl resume 1 >/dev/null
+	monfs ctl wait 1 1 present >/dev/null
+	monfs ctl wait settled >/dev/null
+	for d in /sys/class/hidraw/hidraw*; do
+		grep -q "^HID_NAME=QEMU QEMU USB Keyboard$" $d/device/uevent && N=$(basename $d)
+	done
+	echo "type $(stat -c %F /dev/$N)"
+	echo "number $(printf %d:%d 0x$(stat -c %t /dev/$N) 0x$(stat -c %T /dev/$N)) sysfs $(cat /sys/class/hidraw/$N/dev)"
+	hidraw_hidapi 0 /dev/$N
+	hidraw_hostile --no-read /dev/$N /sys/class/hidraw/$N/device/report_descriptor > /out/fuse/hidraw_cuse_hostile.txt 2>&1
+	' > $O/fuse/hidraw_cuse.txt 2>&1 || err "monfs run: the hidraw session failed: $(tail -3 $O/fuse/hidraw_cuse.txt)"
+cat $O/fuse/hidraw_cuse.txt
 step "M5p. monfs run: udevadm monitor --kernel --udev --property during an unplug and a plug of the keyboard, the stick and the audio device (monfs ctl)"
 monfs run --timing fast --config /etc/monfs-qemu.yaml -- sh -c 'GUEST_LIB=1; . /guest.sh; monfs_hotplug' \
 	> $O/fuse/hotplug.run 2>&1 || err "monfs run: the hot-plug session failed: $(tail -3 $O/fuse/hotplug.run)"

@@ -186,6 +186,23 @@ impl OpenFlags {
     }
 }
 
+/// Serves minor `N` of a class of character devices: the node behind it.
+pub type MinorNode = Arc<dyn Fn(u32) -> Arc<dyn FileNode> + Send + Sync>;
+
+/// Makes real character devices of a facility's nodes (CUSE), for the
+/// classes whose nodes come and go with their devices (hidraw): a major
+/// reserved per class for the daemon's life, and a device per minor made
+/// at its first use and kept (its node answers for whatever device has the
+/// minor at each open).
+pub trait CharDevices: Send + Sync {
+    /// Reserve a major for `class`, whose minor N `node(N)` serves; None if
+    /// no character device can be made.
+    fn reserve(&self, class: &str, node: MinorNode) -> Option<u32>;
+    /// Make sure device `major:minor` of a reserved major exists (made now,
+    /// or before); whether it can be opened.
+    fn ensure(&self, major: u32, minor: u32) -> bool;
+}
+
 /// A file in the tree: knows its mode and how to open it.
 pub trait FileNode: Send + Sync {
     /// Open the file.

@@ -180,6 +180,17 @@ pub const DEVNODES_ENV: &str = "MONFS_DEVNODES";
 /// of as the kernel and udev would, in this process's network namespace
 /// (see [`crate::udev::announce`]); control's `wait` waits for them to
 /// be out.
+/// Character devices (CUSE) for the class nodes (hidrawN), where this
+/// daemon can make them: as root with a usable `/dev/cuse`. None: the
+/// nodes are the mount's files.
+fn class_char_devices(fs: &Monfs) -> Option<Arc<dyn crate::base::vfs::CharDevices>> {
+    if !getuid().is_root() {
+        return None;
+    }
+    let c = Arc::new(crate::fuse::CuseClasses::new()?);
+    fs.hid.use_char_devices(&*c).then_some(c)
+}
+
 fn announce_uevents(
     fs: &Monfs,
     announcer: crate::udev::announce::Announcer,
@@ -300,12 +311,7 @@ pub fn mount(
     let uevents = std::env::var_os(UEVENTS_ENV).and_then(|dir| {
         let dir = std::path::PathBuf::from(dir);
         match crate::udev::announce::Announcer::new(&dir) {
-            Ok(mut a) => {
-                if std::env::var_os(DEVNODES_ENV).is_some_and(|v| v == "1") {
-                    a.place_nodes(mountpoint.join("dev"), "/dev".into());
-                }
-                Some((a, Arc::new(crate::usbcore::uevent::UeventQueue::new())))
-            }
+            Ok(a) => Some((a, Arc::new(crate::usbcore::uevent::UeventQueue::new()))),
             Err(e) => {
                 warn!(
                     "uevents: cannot announce (udev database {}): {e}",
@@ -316,7 +322,14 @@ pub fn mount(
         }
     });
     let fs = Monfs::new(&cfg, uid, gid, uevents.as_ref().map(|(_, q)| q.clone()));
-    if let Some((a, q)) = uevents {
+    if let Some((mut a, q)) = uevents {
+        if std::env::var_os(DEVNODES_ENV).is_some_and(|v| v == "1") {
+            a.place_nodes(
+                mountpoint.join("dev"),
+                "/dev".into(),
+                class_char_devices(&fs),
+            );
+        }
         announce_uevents(&fs, a, q);
     }
     if std::env::var_os("MONFS_FAULT_INJECT").is_some_and(|v| v == "1") {

@@ -8,7 +8,8 @@ use anyhow::Context;
 use tracing::debug;
 
 use crate::base::errno::Errno;
-use crate::base::vfs::{CallerMemory, IoctlLayout, IoctlRequest, Tree};
+use crate::base::sync::LockExt;
+use crate::base::vfs::{CallerMemory, IoctlLayout, IoctlRequest, MinorNode, Tree};
 
 use super::handle::{Handle, IoctlCall};
 use super::proto::{self, Reader};
@@ -95,6 +96,117 @@ pub(super) const CUSE_IOCTL_MAX: u64 = 32 * 4096;
 
 /// The kernel's CUSE device.
 pub const DEVICE: &str = "/dev/cuse";
+
+/// The class devices' CUSE character devices ([`CharDevices`]): per class
+/// a device named `monfs.PID.CLASS` holds a dynamic major (its minor is
+/// 255, above every class's minors), and each minor's device
+/// (`monfs.PID.CLASSN`) is made at its first use and kept. Each is a
+/// session of its own with one request thread.
+///
+/// [`CharDevices`]: crate::base::vfs::CharDevices
+pub struct CuseClasses {
+    /// (class, its node per minor) by major.
+    classes: std::sync::Mutex<std::collections::HashMap<u32, (String, MinorNode)>>,
+    /// The sessions, the reserving ones included, by (major, minor).
+    sessions: std::sync::Mutex<std::collections::HashMap<(u32, u32), Arc<Session>>>,
+}
+
+/// The minor that reserves a class's major.
+const RESERVING_MINOR: u32 = 255;
+
+/// A node no one opens: the reserving device's.
+struct Refuse;
+
+impl crate::base::vfs::FileNode for Refuse {
+    fn open(
+        &self,
+        _flags: crate::base::vfs::OpenFlags,
+        _caller: &crate::base::vfs::Caller,
+    ) -> Result<Arc<dyn crate::base::vfs::OpenFile>, Errno> {
+        Err(Errno::ENODEV)
+    }
+}
+
+impl CuseClasses {
+    /// The maker, if `/dev/cuse` can be used.
+    pub fn new() -> Option<CuseClasses> {
+        check_device(std::path::Path::new(DEVICE)).ok()?;
+        Some(CuseClasses {
+            classes: Default::default(),
+            sessions: Default::default(),
+        })
+    }
+
+    /// Start CUSE device `name` (`major` 0: a dynamic one) served by
+    /// `node`; its major once the kernel made it.
+    fn start(
+        &self,
+        node: Arc<dyn crate::base::vfs::FileNode>,
+        name: &str,
+        major: u32,
+        minor: u32,
+    ) -> anyhow::Result<u32> {
+        let s = Session::cuse(node, name, major, minor)?;
+        let runner = Arc::clone(&s);
+        std::thread::Builder::new()
+            .name(format!("cuse-{name}"))
+            .spawn(move || runner.run(1))
+            .context("spawn a CUSE thread")?;
+        // The kernel makes the device when it has the INIT answer.
+        let sys = format!("/sys/class/cuse/{name}/dev");
+        for _ in 0..400 {
+            if let Ok(t) = std::fs::read_to_string(&sys) {
+                let major = t
+                    .trim()
+                    .split(':')
+                    .next()
+                    .and_then(|m| m.parse().ok())
+                    .context("its dev attribute")?;
+                self.sessions.lock_ok().insert((major, minor), s);
+                debug!(device = %name, number = %t.trim(), "CUSE class device ready");
+                return Ok(major);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        s.shutdown();
+        anyhow::bail!("{sys} did not appear")
+    }
+}
+
+impl crate::base::vfs::CharDevices for CuseClasses {
+    fn reserve(&self, class: &str, node: MinorNode) -> Option<u32> {
+        let name = format!("monfs.{}.{class}", std::process::id());
+        match self.start(Arc::new(Refuse), &name, 0, RESERVING_MINOR) {
+            Ok(major) => {
+                self.classes
+                    .lock_ok()
+                    .insert(major, (class.to_string(), node));
+                Some(major)
+            }
+            Err(e) => {
+                tracing::warn!("CUSE: no character devices for {class}: {e:#}");
+                None
+            }
+        }
+    }
+
+    fn ensure(&self, major: u32, minor: u32) -> bool {
+        if self.sessions.lock_ok().contains_key(&(major, minor)) {
+            return true;
+        }
+        let Some((class, node)) = self.classes.lock_ok().get(&major).cloned() else {
+            return false;
+        };
+        let name = format!("monfs.{}.{class}{minor}", std::process::id());
+        match self.start(node(minor), &name, major, minor) {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!("CUSE: no character device {major}:{minor} ({name}): {e:#}");
+                false
+            }
+        }
+    }
+}
 
 /// Whether CUSE devices can be created through `path` (the kernel's is
 /// [`DEVICE`]): it opens the device, read and write, as [`Session::cuse`]

@@ -14,9 +14,10 @@ pub const BUS_USB: u16 = 3;
 /// `HID_GROUP_GENERIC`: the group `hid_scan_report` gives a device no
 /// specialised driver claims (every device monfs makes).
 pub const HID_GROUP_GENERIC: u16 = 1;
-/// hidraw's major number. The kernel allocates it at boot
-/// (`alloc_chrdev_region`); 244 is what Debian's 6.12 gave it in
-/// `scripts/kernel-vm`.
+/// hidraw's major number when its nodes are files of the mount. The
+/// kernel allocates it at boot (`alloc_chrdev_region`); 244 is what
+/// Debian's 6.12 gave it in `scripts/kernel-vm`. With character devices
+/// (CUSE) it is the major reserved for them.
 pub const HIDRAW_MAJOR: u32 = 244;
 /// `HIDRAW_MAX_DEVICES`: minors 0..64.
 pub const HIDRAW_MAX_DEVICES: u32 = 64;
@@ -34,6 +35,8 @@ pub const HIDRAW_BUFFER_SIZE: usize = 64;
 pub struct HidDevice {
     /// The device's number in its name (`.NNNN`).
     pub id: u32,
+    /// Its hidraw node's major and minor.
+    pub major: u32,
     /// Its hidraw minor.
     pub minor: u32,
     /// The USB device and interface usbhid bound.
@@ -113,7 +116,7 @@ impl HidDevice {
     /// The hidraw class device's variables (`dev_uevent`).
     pub fn hidraw_vars(&self) -> Vec<(String, String)> {
         vec![
-            ("MAJOR".into(), HIDRAW_MAJOR.to_string()),
+            ("MAJOR".into(), self.major.to_string()),
             ("MINOR".into(), self.minor.to_string()),
             ("DEVNAME".into(), format!("hidraw{}", self.minor)),
         ]

@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 use crate::base::errno::{Errno, SysResult};
 use crate::base::sync::LockExt;
 use crate::base::vfs::{
-    Caller, FileNode, IoctlReply, IoctlRequest, OpenFile, OpenFlags, Waker, POLL_READABLE,
+    Caller, FileNode, IoctlLayout, IoctlReply, IoctlRequest, OpenFile, OpenFlags, Waker,
+    POLL_READABLE,
 };
 use crate::usbcore::device::{TransferType, UrbDone, UrbRequest, UrbResult, UsbCorePort};
 
@@ -73,7 +74,7 @@ enum ReportType {
 /// The node: opens reach the device while it is there.
 pub struct HidrawNode {
     pub(super) dev: Weak<HidDevice>,
-    pub(super) core: Arc<dyn UsbCorePort>,
+    pub(super) port: Arc<dyn UsbCorePort>,
 }
 
 impl FileNode for HidrawNode {
@@ -93,7 +94,7 @@ impl FileNode for HidrawNode {
         Ok(Arc::new(HidrawFile {
             dev,
             list,
-            port: self.core.clone(),
+            port: self.port.clone(),
         }))
     }
 }
@@ -331,6 +332,44 @@ impl OpenFile for HidrawFile {
 
     fn compat_ioctl(&self) -> bool {
         true
+    }
+
+    /// The caller memory each command touches, for the character device
+    /// (CUSE copies exactly these): what [`OpenFile::ioctl`] reads and
+    /// writes.
+    fn ioctl_layout(&self, cmd: u32, arg: u64, input: &[u8], _compat: bool) -> IoctlLayout {
+        let mut l = IoctlLayout::default();
+        let size = u64::from((cmd >> 16) & 0x3fff);
+        match cmd {
+            HIDIOCGRDESCSIZE => l.output.push((arg, 4)),
+            HIDIOCGRDESC => {
+                l.input.push((arg, 4));
+                if let Some(b) = input.get(..4) {
+                    let len = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize;
+                    if len < HID_MAX_DESCRIPTOR_SIZE {
+                        l.output
+                            .push((arg + 4, len.min(self.dev.rdesc.len()) as u64));
+                    }
+                }
+            }
+            HIDIOCGRAWINFO => l.output.push((arg, 8)),
+            _ if (cmd >> 8) & 0xff != u32::from(b'H') => {}
+            _ => match cmd & 0xff {
+                NR_SFEATURE | NR_SINPUT | NR_SOUTPUT => {
+                    l.input
+                        .push((arg, size.min(HID_MAX_BUFFER_SIZE as u64 + 1)));
+                }
+                NR_GFEATURE | NR_GINPUT | NR_GOUTPUT if size > 0 => {
+                    l.input.push((arg, 1));
+                    l.output.push((arg, size.min(HID_MAX_BUFFER_SIZE as u64)));
+                }
+                NR_GRAWNAME | NR_GRAWPHYS | NR_GRAWUNIQ if cmd >> 30 == IOC_READ => {
+                    l.output.push((arg, size));
+                }
+                _ => {}
+            },
+        }
+        l
     }
 
     fn ioctl(&self, req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {

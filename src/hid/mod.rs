@@ -104,6 +104,9 @@ pub struct HidCore {
     tree: Arc<Tree>,
     port: Arc<dyn UsbCorePort>,
     st: Mutex<State>,
+    /// hidraw's major ([`HIDRAW_MAJOR`], or the one reserved for its
+    /// character devices).
+    major: std::sync::atomic::AtomicU32,
 }
 
 impl HidCore {
@@ -115,6 +118,7 @@ impl HidCore {
             tree: tree.clone(),
             port: port.clone(),
             st: Mutex::new(State::default()),
+            major: std::sync::atomic::AtomicU32::new(HIDRAW_MAJOR),
         });
         for d in [
             "bus/hid/devices",
@@ -139,6 +143,31 @@ impl HidCore {
             me.update(d);
         }
         me
+    }
+
+    /// Serve hidraw's nodes as character devices too (before any HID
+    /// device is there): the major `chardevs` reserves for them is
+    /// hidraw's from now on, and minor N's device opens whatever HID
+    /// device has minor N then. Whether it could.
+    pub fn use_char_devices(
+        self: &Arc<Self>,
+        chardevs: &dyn crate::base::vfs::CharDevices,
+    ) -> bool {
+        let core = Arc::downgrade(self);
+        let node: crate::base::vfs::MinorNode = Arc::new(move |minor| {
+            Arc::new(MinorNode {
+                core: core.clone(),
+                minor,
+            }) as Arc<dyn crate::base::vfs::FileNode>
+        });
+        match chardevs.reserve("hidraw", node) {
+            Some(m) => {
+                self.major.store(m, std::sync::atomic::Ordering::SeqCst);
+                tracing::info!(major = m, "hidraw: character devices (CUSE)");
+                true
+            }
+            None => false,
+        }
     }
 
     /// The HID device with hidraw minor `minor`.
@@ -211,6 +240,7 @@ impl HidCore {
         );
         let h = Arc::new(HidDevice {
             id: st.last_id,
+            major: self.major.load(std::sync::atomic::Ordering::SeqCst),
             minor,
             dev: d.dev,
             ifnum: i.number,
@@ -234,7 +264,7 @@ impl HidCore {
             &format!("dev/hidraw{minor}"),
             NodeKind::File(Arc::new(hidraw::HidrawNode {
                 dev: Arc::downgrade(&h),
-                core: self.port.clone(),
+                port: self.port.clone(),
             })),
             0o600,
         );
@@ -296,13 +326,13 @@ impl HidCore {
         text(&format!("{raw}/uevent"), uevent, 0o644);
         text(
             &format!("{raw}/dev"),
-            format!("{HIDRAW_MAJOR}:{}\n", h.minor),
+            format!("{}:{}\n", h.major, h.minor),
             0o444,
         );
         link(&format!("{raw}/subsystem"), &format!("{SYS}/class/hidraw"));
         link(&format!("{raw}/device"), &dir);
         link(&format!("{SYS}/class/hidraw/hidraw{}", h.minor), &raw);
-        link(&format!("{SYS}/dev/char/{HIDRAW_MAJOR}:{}", h.minor), &raw);
+        link(&format!("{SYS}/dev/char/{}:{}", h.major, h.minor), &raw);
     }
 
     /// `hid_disconnect` and `hid_destroy_device`: HID device `k` goes.
@@ -315,13 +345,42 @@ impl HidCore {
         for p in [
             format!("dev/hidraw{}", h.minor),
             format!("{SYS}/class/hidraw/hidraw{}", h.minor),
-            format!("{SYS}/dev/char/{HIDRAW_MAJOR}:{}", h.minor),
+            format!("{SYS}/dev/char/{}:{}", h.major, h.minor),
             format!("{SYS}/bus/hid/devices/{}", h.dev_name()),
             format!("{SYS}/bus/hid/drivers/{HID_GENERIC}/{}", h.dev_name()),
             format!("{SYS}{}", h.devpath()),
         ] {
             self.tree.remove(&p);
         }
+    }
+}
+
+/// Minor N of hidraw's character device: opens the HID device that has
+/// minor N now (ENODEV when none has), as the kernel's `hidraw_open`
+/// looks its table up.
+pub struct MinorNode {
+    core: std::sync::Weak<HidCore>,
+    minor: u32,
+}
+
+impl crate::base::vfs::FileNode for MinorNode {
+    fn open(
+        &self,
+        flags: crate::base::vfs::OpenFlags,
+        caller: &crate::base::vfs::Caller,
+    ) -> crate::base::errno::SysResult<Arc<dyn crate::base::vfs::OpenFile>> {
+        let core = self
+            .core
+            .upgrade()
+            .ok_or(crate::base::errno::Errno::ENODEV)?;
+        let dev = core
+            .by_minor(self.minor)
+            .ok_or(crate::base::errno::Errno::ENODEV)?;
+        hidraw::HidrawNode {
+            dev: Arc::downgrade(&dev),
+            port: core.port.clone(),
+        }
+        .open(flags, caller)
     }
 }
 

@@ -126,8 +126,15 @@ pub struct Announcer {
     /// The `control` socket, held for the daemon's life.
     _control: Option<std::os::unix::net::UnixListener>,
     /// Where class devices' nodes come from (the mount's `dev/`) and go
-    /// (a `/dev` of the namespace's own), when the announcer places them.
-    nodes: Option<(PathBuf, PathBuf)>,
+    /// (a `/dev` of the namespace's own), when the announcer places them,
+    /// and who makes them character devices, if anyone does.
+    nodes: Option<Nodes>,
+}
+
+struct Nodes {
+    from: PathBuf,
+    to: PathBuf,
+    chardevs: Option<Arc<dyn crate::base::vfs::CharDevices>>,
 }
 
 impl Announcer {
@@ -157,17 +164,24 @@ impl Announcer {
     }
 
     /// Put each class device's node (`DEVNAME` of a device not of the
-    /// `usb` subsystem, whose nodes are the mount's `dev/bus/usb`) from
-    /// `from` into `to` before its `add` goes out, and take it away
-    /// before its `remove`, as devtmpfs does. `to` must be a directory of
-    /// this mount namespace's own.
-    pub fn place_nodes(&mut self, from: PathBuf, to: PathBuf) {
-        self.nodes = Some((from, to));
+    /// `usb` subsystem, whose nodes are the mount's `dev/bus/usb`) into
+    /// `to` before its `add` goes out, and take it away before its
+    /// `remove`, as devtmpfs does: a character device of its `MAJOR` and
+    /// `MINOR` where `chardevs` makes it one, else the mount's file under
+    /// `from` bound there. `to` must be a directory of this mount
+    /// namespace's own.
+    pub fn place_nodes(
+        &mut self,
+        from: PathBuf,
+        to: PathBuf,
+        chardevs: Option<Arc<dyn crate::base::vfs::CharDevices>>,
+    ) {
+        self.nodes = Some(Nodes { from, to, chardevs });
     }
 
     /// devtmpfs's part of event `ev`: its node made or taken away.
     fn node(&self, ev: &Uevent) -> io::Result<()> {
-        let Some((from, to)) = &self.nodes else {
+        let Some(Nodes { from, to, chardevs }) = &self.nodes else {
             return Ok(());
         };
         let Some(name) = ev.get("DEVNAME") else {
@@ -185,6 +199,22 @@ impl Announcer {
             crate::usbcore::uevent::Action::Add => {
                 if let Some(dir) = dst.parent() {
                     std::fs::create_dir_all(dir)?;
+                }
+                let number = ev
+                    .get("MAJOR")
+                    .zip(ev.get("MINOR"))
+                    .and_then(|(ma, mi)| Some((ma.parse::<u32>().ok()?, mi.parse::<u32>().ok()?)));
+                if let (Some(c), Some((ma, mi))) = (chardevs, number) {
+                    if c.ensure(ma, mi) {
+                        use nix::sys::stat::{makedev, mknod, Mode, SFlag};
+                        return mknod(
+                            &dst,
+                            SFlag::S_IFCHR,
+                            Mode::from_bits_truncate(0o600),
+                            makedev(ma.into(), mi.into()),
+                        )
+                        .map_err(io::Error::from);
+                    }
                 }
                 std::fs::OpenOptions::new()
                     .write(true)
