@@ -90,6 +90,8 @@ impl Bus {
             core: Default::default(),
             core_event: super::core_view::device_event,
             describe: super::device::describe,
+            probing: super::device::probing,
+            changed: super::core_view::device_changed,
         };
         let mut bus = Bus {
             ctx,

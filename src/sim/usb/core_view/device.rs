@@ -9,7 +9,7 @@ use crate::usbcore::device::{
 
 use crate::sim::usb::ctx::*;
 use crate::sim::usb::descriptors::{self, Speed};
-use crate::sim::usb::device::external_interface_driver;
+use crate::sim::usb::device::{external_interface_driver, hid_probe_pending, hid_report, probing};
 use crate::usbcore::class_driver;
 
 use super::*;
@@ -76,7 +76,9 @@ pub(crate) fn usb_device(ctx: &Ctx, id: DevId) -> Option<UsbDevice> {
                 num_endpoints: alt.eps.len() as u8,
                 string_index: 0,
                 report_descriptor: match driver_of(d, a.num, alt.class, alt.proto) {
-                    Some(ref n) if n == "usbhid" && alt.class == 3 => d.desc.report.clone(),
+                    Some(ref n) if n == "usbhid" && alt.class == 3 => hid_report(d, a.num)
+                        .map(<[u8]>::to_vec)
+                        .unwrap_or_else(|| d.desc.report.clone()),
                     _ => Vec::new(),
                 },
                 driver: driver_of(d, a.num, alt.class, alt.proto),
@@ -122,7 +124,7 @@ pub(crate) fn usb_device(ctx: &Ctx, id: DevId) -> Option<UsbDevice> {
                 .to_string(),
             pci_name: descriptors::pci_name(busnum),
         }),
-        probed: d.driver_bound || d.kind == Kind::Root,
+        probed: (d.driver_bound && !probing(d)) || d.kind == Kind::Root,
     })
 }
 
@@ -149,6 +151,15 @@ pub(crate) fn driver_of(d: &Device, num: u8, class: u8, proto: u8) -> Option<Str
     }
     let name = match d.kind {
         Kind::Root => Some("hub"),
+        // usbhid is bound once its probe read the report descriptor (and
+        // not if it could not).
+        Kind::Dev(DeviceKind::External)
+            if class == 3
+                && (hid_probe_pending(d, num)
+                    || d.hid_probed.iter().any(|(i, r)| *i == num && r.is_empty())) =>
+        {
+            None
+        }
         Kind::Dev(DeviceKind::External) => external_interface_driver(d, num, class, proto),
         Kind::Dev(DeviceKind::FromCapture) | Kind::Dev(DeviceKind::Descriptors) => {
             class_driver(class, proto)

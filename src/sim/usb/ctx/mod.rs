@@ -387,6 +387,13 @@ pub(crate) struct Ctx {
     /// port's speed, the bus, its port path, a salt for serial numbers),
     /// from its class.
     pub describe: fn(&DeviceConfig, Speed, u16, &[u8], u64) -> Descriptors,
+    /// Whether a bound device's class driver still probes one of its
+    /// interfaces (usbhid reading an external device's report
+    /// descriptor): it is still coming.
+    pub probing: fn(&Device) -> bool,
+    /// Tell the core's watchers a device changed (a driver bound to one of
+    /// its interfaces); the bus supplies it.
+    pub changed: fn(&mut Ctx, DevId),
 }
 
 impl Ctx {
@@ -398,7 +405,7 @@ impl Ctx {
         self.devs
             .iter()
             .map(|(_, d)| d)
-            .any(|d| d.kind != Kind::Root && (d.gone || !d.driver_bound))
+            .any(|d| d.kind != Kind::Root && (d.gone || !d.driver_bound || (self.probing)(d)))
     }
 
     pub(crate) fn dev(&self, id: DevId) -> Option<&Device> {

@@ -266,6 +266,9 @@ pub(crate) struct Device {
     /// interrupt endpoint gave), which qemu's devices answer GET_REPORT
     /// with.
     pub hid_last: Vec<u8>,
+    /// The report descriptors usbhid's probe read from an external
+    /// device's peer, by interface (empty: the probe failed).
+    pub hid_probed: Vec<(u8, Vec<u8>)>,
     /// What the device model of its class keeps of its own (an audio
     /// device's mixer controls, say), of a type the class defines; None
     /// until the class first needs it.
@@ -490,6 +493,7 @@ impl Device {
             hid_idle: 0,
             hid_protocol: 1,
             hid_last: Vec::new(),
+            hid_probed: Vec::new(),
             class_state: None,
         }
     }

@@ -18,7 +18,9 @@ use crate::config::{DeviceConfig, DeviceKind};
 use super::ctx::*;
 use super::descriptors::{self, Descriptors, Speed, Where};
 use class::DeviceClass;
-pub(crate) use external::interface_driver as external_interface_driver;
+pub(crate) use external::{
+    hid_probe_pending, hid_report, interface_driver as external_interface_driver, probing,
+};
 
 mod class;
 mod control;

@@ -193,6 +193,62 @@ fn hid_interfaces(cfg: &[u8]) -> Vec<(u8, u8, u8, u16)> {
     out
 }
 
+/// The raw bytes of the device's active configuration (its dump's).
+fn active_config(dev: &Device) -> Option<Vec<u8>> {
+    let r = dev.desc.raw.as_ref()?;
+    let i = r
+        .configs
+        .iter()
+        .position(|c| c.value == dev.desc.cfg.value)?;
+    r.config_bytes(i).map(<[u8]>::to_vec)
+}
+
+/// Whether usbhid's probe of HID interface `num` of external device `dev`
+/// is still running (its report descriptor not read yet): the kernel binds
+/// usbhid, makes the HID device and its hidraw node, and only then
+/// announces the interface bound, and the device's generic driver after
+/// its interfaces.
+pub(crate) fn hid_probe_pending(dev: &Device, num: u8) -> bool {
+    dev.kind == Kind::Dev(DeviceKind::External)
+        && dev.driver_bound
+        && !dev.hid_probed.iter().any(|(i, _)| *i == num)
+        && active_config(dev).is_some_and(|c| hid_interfaces(&c).iter().any(|h| h.0 == num))
+}
+
+/// Whether a bound device's driver still probes an interface: usbhid
+/// reading an external device's report descriptor from its peer.
+pub(crate) fn probing(d: &Device) -> bool {
+    d.desc.cfg.alts.iter().any(|a| hid_probe_pending(d, a.num))
+}
+
+/// The report descriptor usbhid's probe read from interface `num` of
+/// external device `dev`; None: not read, or the probe failed.
+pub(crate) fn hid_report(dev: &Device, num: u8) -> Option<&[u8]> {
+    dev.hid_probed
+        .iter()
+        .find(|(i, r)| *i == num && !r.is_empty())
+        .map(|(_, r)| r.as_slice())
+}
+
+/// usbhid's probe read (`Some`) or failed to read (`None`) the report
+/// descriptor of the interface `s` (its GET_DESCRIPTOR) asked for: the
+/// interface is bound with it now, or stays without a driver.
+fn hid_probe_done(ctx: &mut Ctx, d: DevId, s: &[u8; 8], report: Option<&[u8]>) {
+    if s[0] != 0x81 || s[1] != 0x06 || s[3] != 0x22 {
+        return;
+    }
+    let num = s[4];
+    let Some(dev) = ctx.dev_mut(d) else {
+        return;
+    };
+    if dev.hid_probed.iter().any(|(i, _)| *i == num) {
+        return;
+    }
+    dev.hid_probed
+        .push((num, report.map(<[u8]>::to_vec).unwrap_or_default()));
+    (ctx.changed)(ctx, d);
+}
+
 /// The setting of the device's configuration that holds an `endpoints:`
 /// entry's endpoint: (interface, setting, descriptor); the entry's `alt`,
 /// or the lowest setting that has it.
@@ -237,14 +293,10 @@ impl ExternalTask {
         t.ctrl_timeout = ctrl_timeout(dev.cfg.as_ref());
         // usbhid's probe: the serial number, then per HID interface
         // SET_IDLE, the report descriptor and (boot keyboards) the LEDs.
-        let raw_cfg = dev.desc.raw.as_ref().and_then(|r| {
-            let i = r
-                .configs
-                .iter()
-                .position(|c| c.value == dev.desc.cfg.value)?;
-            r.config_bytes(i).map(<[u8]>::to_vec)
-        });
-        let hids = raw_cfg.as_deref().map(hid_interfaces).unwrap_or_default();
+        let hids = active_config(dev)
+            .as_deref()
+            .map(hid_interfaces)
+            .unwrap_or_default();
         if !hids.is_empty() && dev.desc.dev.i_ser != 0 {
             let s = setup(0x80, 0x06, 0x0300 | dev.desc.dev.i_ser as u16, 0x0409, 255);
             t.ctrl.push_back(CtrlReq {
@@ -472,13 +524,30 @@ impl ExternalTask {
                 } else {
                     (0, None)
                 };
-                ctx.complete(dev, c.urb.tag, now, status, actual, data, vec![], 0, 0);
+                ctx.complete(
+                    dev,
+                    c.urb.tag,
+                    now,
+                    status,
+                    actual,
+                    data.clone(),
+                    vec![],
+                    0,
+                    0,
+                );
                 if c.fresh {
                     ctx.tags.free(c.urb.tag, URB_SIZE);
                 }
                 let s = c.setup;
                 self.cur = None;
                 self.set_interface_done(ctx, &s, status);
+                let got = data.filter(|_| status == 0);
+                hid_probe_done(
+                    ctx,
+                    dev,
+                    &s,
+                    got.as_deref().map(|d| &d[..(actual as usize).min(d.len())]),
+                );
                 return Ok(Some(now + ctx.gap()));
             }
             if now >= c.deadline {
@@ -491,6 +560,7 @@ impl ExternalTask {
                 let s = c.setup;
                 self.cur = None;
                 self.set_interface_done(ctx, &s, ENOENT);
+                hid_probe_done(ctx, dev, &s, None);
                 self.link.give_up(id, ENOENT)?;
                 return Ok(Some(now + ctx.gap()));
             }
@@ -628,8 +698,29 @@ impl ExternalTask {
                     self.link.give_up(id, st)?;
                 } else if let Some(a) = e.answer.take() {
                     e.inflight = false;
-                    let data = (!a.data.is_empty()).then(|| Arc::from(a.data));
-                    ctx.complete(dev, tag, now, a.status, a.actual, data, vec![], 0, 0);
+                    let data: Option<Arc<[u8]>> = (!a.data.is_empty()).then(|| Arc::from(a.data));
+                    ctx.complete(
+                        dev,
+                        tag,
+                        now,
+                        a.status,
+                        a.actual,
+                        data.clone(),
+                        vec![],
+                        0,
+                        0,
+                    );
+                    if let (0, Some(d), true) = (a.status, &data, e.urb.dir_in) {
+                        // The interrupt IN report usbhid hands the HID core.
+                        if ctx.core.inputs.tapped() {
+                            let r = crate::usbcore::device::DevRef {
+                                bus: ctx.bus,
+                                id: dev as u64,
+                            };
+                            let n = (a.actual as usize).min(d.len());
+                            ctx.core.inputs.send(r, e.urb.ep | 0x80, &d[..n]);
+                        }
+                    }
                     if a.status == EPIPE {
                         let ep = e.urb.ep | if e.urb.dir_in { 0x80 } else { 0 };
                         self.halt(dev, ep);
