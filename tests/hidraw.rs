@@ -23,9 +23,14 @@ const CONFIG: &str =
 /// monfs binary and `dir` first on PATH; its output, which must be a
 /// success.
 fn run(dir: &Path, cmd: &str) -> String {
+    run_config(dir, CONFIG, cmd)
+}
+
+/// [`run`] with the configuration `config`.
+fn run_config(dir: &Path, config: &str, cmd: &str) -> String {
     common::require_fuse();
     let cfg = dir.join("c.yaml");
-    std::fs::write(&cfg, CONFIG).unwrap();
+    std::fs::write(&cfg, config).unwrap();
     let bin = monfs_bin();
     let path = format!(
         "{}:{}:{}",
@@ -291,5 +296,121 @@ fn python3_hid_takes_the_keyboard_from_usbhid_and_gives_it_back() {
         out,
         "manufacturer QEMU\nread 8\nwrite 2\nhidraw while open False\n\
          HID_UNIQ=68284-0000:00:04.0-1\n0003:0627:0001.0002\n"
+    );
+}
+
+/// A HID device of your own: examples/hid_vendor.py (the Python package's
+/// HidDevice peer) as an `external` device with numbered reports and an
+/// interrupt OUT endpoint, driven by hidapi (tests/c/hidraw_vendor.c) and
+/// by the package's hidraw reader: its input reports come in, the output
+/// report goes through the OUT endpoint (usb_interrupt_msg), the feature
+/// report by SET_REPORT and back by GET_REPORT, and the peer records what
+/// it got; an ID it does not know stalls.
+#[test]
+fn a_python_hid_peer_of_your_own_driven_by_hidapi() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    compile_c_libs("hidraw_vendor", dir, &["-lhidapi-hidraw"]);
+    let example = common::repo_path("examples/hid_vendor.py");
+    let dump = dir.join("vendor.desc");
+    let o = Command::new("/usr/bin/python3")
+        .arg(&example)
+        .arg("--dump")
+        .arg(&dump)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let log = dir.join("got");
+    let cfg = format!(
+        "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          \
+         kind: external\n          descriptors: {}\n          manufacturer: monfs\n          product: Vendor HID\n          \
+         serial: \"7\"\n          command: [/usr/bin/python3, {example}, --log, {}]\n",
+        dump.display(),
+        log.display()
+    );
+    let reader = "import sys; sys.path.insert(0, sys.argv[1])\n\
+                  from monfs.hidraw import Hidraw, find\n\
+                  with Hidraw(find(0x1209, 3)[0], numbered=True) as h:\n\
+                  \x20   r = h.read_report()\n\
+                  \x20   print('report', r.report_id, len(r.data), r.data[1:].hex())\n\
+                  \x20   print('info', h.info(), h.name(), h.uniq())\n\
+                  \x20   print('descriptor', len(h.report_descriptor()))\n\
+                  \x20   print('set', h.set_feature(3, bytes(range(8))))\n\
+                  \x20   print('get', h.get_feature(3, 8))\n";
+    std::fs::write(dir.join("reader.py"), reader).unwrap();
+    let out = run_config(
+        dir,
+        &cfg,
+        &format!(
+            "cat /sys/kernel/debug/usb/usbmon/1u > mon & sleep 0.2; hidraw_vendor; \
+             /usr/bin/python3 reader.py {}; sleep 0.2; kill $!; \
+             grep -E ' S (Io|Co|Ci):1:002:' mon | cut -d' ' -f3-",
+            common::repo_path("python")
+        ),
+    );
+    // Input report 1: a counter, then 0x11s; two in a row.
+    let reads = lines(&out, "read");
+    assert_eq!(reads.len(), 2, "{out}");
+    let counter = |r: &str| {
+        let b: Vec<u8> = r
+            .split_whitespace()
+            .skip(1)
+            .map(|x| u8::from_str_radix(x, 16).unwrap())
+            .collect();
+        assert_eq!((b[0], &b[2..]), (1, &[0x11u8; 7][..]), "{out}");
+        b[1]
+    };
+    assert_eq!(
+        counter(reads[1]),
+        counter(reads[0]).wrapping_add(1),
+        "{out}"
+    );
+    assert_eq!(lines(&out, "write"), ["9"], "{out}");
+    assert_eq!(lines(&out, "send_feature"), ["9"], "{out}");
+    assert_eq!(
+        lines(&out, "feature"),
+        ["9: 03 c0 c1 c2 c3 c4 c5 c6 c7"],
+        "{out}"
+    );
+    assert_eq!(lines(&out, "feature_9"), ["-1"], "{out}");
+    // The package's reader: a Report, the ids and strings, the descriptor.
+    assert_eq!(
+        lines(&out, "report")[0]
+            .split(' ')
+            .take(2)
+            .collect::<Vec<_>>(),
+        ["1", "8"],
+        "{out}"
+    );
+    assert!(
+        lines(&out, "report")[0].ends_with(" 11111111111111"),
+        "{out}"
+    );
+    assert_eq!(
+        lines(&out, "info"),
+        ["HidrawInfo(bustype=3, vendor=4617, product=3) monfs Vendor HID 7"],
+        "{out}"
+    );
+    assert_eq!(lines(&out, "descriptor"), ["53"], "{out}");
+    assert_eq!(lines(&out, "set"), ["9"], "{out}");
+    assert_eq!(
+        lines(&out, "get"),
+        ["Report(report_id=3, data=b'\\x00\\x01\\x02\\x03\\x04\\x05\\x06\\x07')"],
+        "{out}"
+    );
+    // usbhid's URBs: the output report on the interrupt OUT endpoint, the
+    // feature reports by SET_REPORT and GET_REPORT (ID 3 sent and asked).
+    for want in [
+        "S Io:1:002:2 -115:1 9 = 02a0a1a2 a3a4a5a6 a7",
+        "S Co:1:002:0 s 21 09 0303 0000 0009 9 = 03c0c1c2 c3c4c5c6 c7",
+        "S Ci:1:002:0 s a1 01 0303 0000 0010 16 <",
+        "S Ci:1:002:0 s a1 01 0309 0000 0010 16 <",
+    ] {
+        assert!(out.lines().any(|l| l == want), "{want} in {out}");
+    }
+    // What the peer got, in order.
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "output 2 a0a1a2a3a4a5a6a7\nfeature 3 c0c1c2c3c4c5c6c7\nfeature 3 0001020304050607\n"
     );
 }

@@ -18,7 +18,8 @@ fed by simulated USB devices. This package drives it from a test suite:
 * :func:`run` runs a command under ``monfs run``, where the kernel's paths
   are monfs's.
 * :mod:`monfs.peer` writes an external device as a class;
-  :mod:`monfs.descriptors` builds its descriptors.
+  :mod:`monfs.descriptors` builds its descriptors; :mod:`monfs.hidraw`
+  reads and writes hidraw nodes as HID programs do.
 * The pytest plugin (:mod:`monfs.pytest_plugin`, loaded automatically once
   installed) gives a ``monfs`` fixture: a fresh mount per test.
 

@@ -29,7 +29,7 @@ __all__ = [
     "TRANSFER_TYPES", "hid_item", "usage_page", "usage", "usage_minimum", "usage_maximum",
     "logical_minimum", "logical_maximum", "report_size", "report_count", "report_id",
     "input", "output", "feature", "collection", "hid_report", "BOOT_KEYBOARD_REPORT",
-    "BOOT_MOUSE_REPORT",
+    "BOOT_MOUSE_REPORT", "vendor_report",
 ]
 
 #: ``bmAttributes`` transfer type of an endpoint, by name.
@@ -231,3 +231,19 @@ BOOT_MOUSE_REPORT = hid_report(
                           usage_page(1), usage(0x30), usage(0x31), logical_minimum(-127),
                           logical_maximum(127), report_size(8), report_count(2), input(0x06))),
 )
+
+
+def vendor_report(input_id: int = 1, output_id: int = 2, feature_id: int = 3, size: int = 8,
+                  page: int = 0xFF00) -> bytes:
+    """A vendor-defined device's report descriptor (usage page ``page``, an
+    application collection): an input report, an output report and a
+    feature report of ``size`` bytes each, numbered ``input_id``,
+    ``output_id`` and ``feature_id`` (a report whose ID is 0 is left out:
+    numbered and unnumbered reports do not mix). The kind of device FIDO
+    keys, UPS and relay boards and firmware updaters present."""
+    body = []
+    for rid, item, u in ((input_id, input, 1), (output_id, output, 2), (feature_id, feature, 3)):
+        if rid:
+            body += [report_id(rid), usage(u), logical_minimum(0), logical_maximum(255),
+                     report_size(8), report_count(size), item(0x02)]
+    return hid_report(usage_page(page), usage(1), collection(1, *body))

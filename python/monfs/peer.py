@@ -46,7 +46,7 @@ from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Seque
 from . import descriptors as _d
 
 __all__ = [
-    "Device", "Stall", "UrbError", "Setup", "Urb", "endpoint", "control", "serve", "main",
+    "Device", "HidDevice", "Stall", "UrbError", "Setup", "Urb", "endpoint", "control", "serve", "main",
     "SocketPeer", "STALL", "EPROTO", "EOVERFLOW", "EILSEQ", "ETIME", "EREMOTEIO",
 ]
 
@@ -300,6 +300,73 @@ class Device:
         if fn is not None:
             fn(packets)
         return 0, b"", [(0, len(p)) for p in packets]
+
+
+class HidDevice(Device):
+    """A HID device whose reports are kept by type and ID, as usbhid and
+    hidraw reach them (set :attr:`report_descriptor`):
+
+    * :meth:`send_report` queues an input report on the interrupt IN
+      endpoint (its ID first when it has one);
+    * GET_REPORT of a feature or an input report answers
+      :attr:`features` / :attr:`inputs` by report ID (the ID first when
+      not 0), and stalls for an ID it has not;
+    * SET_REPORT (output, feature, input) and output reports on
+      :attr:`out_endpoint` (an interrupt OUT endpoint, if the interface
+      has one) call :meth:`on_report`, which records them in
+      :attr:`received` as ``(type, report ID, data)``.
+
+    Set :attr:`numbered` when the descriptor numbers its reports: an
+    output report on the OUT endpoint then starts with its ID."""
+
+    out_endpoint: Optional[int] = None
+    numbered: bool = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: Feature reports by ID, for GET_REPORT.
+        self.features: Dict[int, bytes] = {}
+        #: Input reports by ID, for GET_REPORT.
+        self.inputs: Dict[int, bytes] = {}
+        #: What the host sent: ``(type, report ID, data)``, type
+        #: ``"output"``, ``"feature"`` or ``"input"``.
+        self.received: List[Tuple[str, int, bytes]] = []
+        if self.out_endpoint is not None and self.out_endpoint not in self._endpoints:
+            self._endpoints[self.out_endpoint] = self._output
+
+    def send_report(self, report_id: int, data: bytes, ep: int = 0x81) -> None:
+        """Queue input report ``report_id`` (0: unnumbered) for the host."""
+        self.send(ep, (bytes([report_id]) if report_id else b"") + bytes(data))
+
+    def on_report(self, kind: str, report_id: int, data: bytes) -> None:
+        """The host sent report ``report_id`` of type ``kind``: recorded in
+        :attr:`received`. Override to act on it; raise :class:`Stall` to
+        refuse a SET_REPORT."""
+        with self._lock:
+            self.received.append((kind, report_id, bytes(data)))
+
+    def _output(self, data: bytes) -> None:
+        if self.numbered and data:
+            self.on_report("output", data[0], data[1:])
+        else:
+            self.on_report("output", 0, data)
+
+    def answer_control(self, setup: Setup, data: Optional[bytes]) -> Optional[bytes]:
+        types = {1: "input", 2: "output", 3: "feature"}
+        rt, req, kind, rid = setup.request_type, setup.request, setup.value >> 8, setup.value & 0xFF
+        if (rt, req) not in self._controls and kind in types:
+            if rt == 0x21 and req == 0x09:  # SET_REPORT
+                body = data or b""
+                if rid and body[:1] == bytes([rid]):
+                    body = body[1:]
+                self.on_report(types[kind], rid, body)
+                return None
+            if rt == 0xA1 and req == 0x01 and kind in (1, 3):  # GET_REPORT
+                table = self.inputs if kind == 1 else self.features
+                if rid not in table:
+                    raise Stall()
+                return (bytes([rid]) if rid else b"") + table[rid]
+        return super().answer_control(setup, data)
 
 
 def _parse_submit(w: List[str]) -> Urb:

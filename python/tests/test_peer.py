@@ -225,3 +225,30 @@ def test_command_peer_named_by_module_and_class(tmp_path):
         with m.usbmon_text(1) as r:
             e = r.expect(kind="C", xfer="I", status=0, device=lambda n: n != 1)
             assert e.data[2] == 0x04
+
+
+class Vendor(peer.HidDevice):
+    report_descriptor = d.vendor_report(input_id=1, output_id=2, feature_id=3, size=4)
+    out_endpoint = 0x02
+    numbered = True
+
+
+def test_hid_device_keeps_reports_by_type_and_id():
+    v = Vendor()
+    v.features[3] = b"\x0a\x0b\x0c\x0d"
+    get = peer.Setup(0xA1, 0x01, 0x0303, 0, 16)
+    assert v.answer_control(get, None) == b"\x03\x0a\x0b\x0c\x0d"
+    with pytest.raises(peer.Stall):
+        v.answer_control(peer.Setup(0xA1, 0x01, 0x0309, 0, 16), None)
+    # SET_REPORT of a numbered feature report: its ID leads the data
+    assert v.answer_control(peer.Setup(0x21, 0x09, 0x0303, 0, 5), b"\x03\x01\x02\x03\x04") is None
+    # an output report on the interrupt OUT endpoint
+    urb = peer.Urb(7, 0x02, "I", 5, None, b"\x02\xaa\xbb\xcc\xdd", ())
+    assert v.answer(urb) == (0, b"", ())
+    v.send_report(1, b"\x01\x02\x03\x04")
+    assert v.answer(peer.Urb(8, 0x81, "I", 64, None, None, ())) == (0, b"\x01\x01\x02\x03\x04", ())
+    assert v.received == [("feature", 3, b"\x01\x02\x03\x04"), ("output", 2, b"\xaa\xbb\xcc\xdd")]
+    # the descriptor: vendor page, three numbered 4-byte reports
+    r = v.report_descriptor
+    assert r.startswith(bytes.fromhex("0600ff0901a101")) and r.endswith(b"\xc0")
+    assert [r[i + 1] for i in range(len(r) - 1) if r[i] == 0x85] == [1, 2, 3]
