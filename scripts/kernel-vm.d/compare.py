@@ -1003,6 +1003,10 @@ def hidraw_compare():
     for name, what in (("hidraw_hostile.txt", "raw calls (tests/c/hidraw_hostile.c)"),
                        ("hidraw_hidapi.txt", "hidapi, hidraw backend (tests/c/hidraw_hidapi.c)")):
         k, m = hidraw_answers("kernel", name), hidraw_answers("fuse", name)
+        # HIDIOCREVOKE needs a NULL argument, which a FUSE file's caller
+        # cannot pass (the kernel copies the int in first): compared on
+        # the character device below.
+        k = [ln for ln in k if not ln.startswith(("revoke", "others_work"))]
         kc = [ln for ln in k if not ln.startswith(HIDAPI_BY_NUMBER)]
         mc = [ln for ln in m if not ln.startswith(HIDAPI_BY_NUMBER)]
         check(bool(kc) and kc == mc and rc("kernel", name + ".rc") == 0 and rc("fuse", name + ".rc") == 0,

@@ -189,7 +189,8 @@ kbd_hidraw() { # kbd_hidraw SYSDIR
 	done
 	return 1
 }
-# tests/c/hidraw_hostile.c (no reads: qemu's keyboard is idle) and
+# tests/c/hidraw_hostile.c (no reads: qemu's keyboard is idle; HIDIOCREVOKE
+# with HIDRAW_REVOKE=--revoke, on character devices only) and
 # tests/c/hidraw_hidapi.c (Debian's hidapi, hidraw backend: no reads) on
 # the keyboard's hidraw node, and the usbmon lines they cause (1u). hidapi
 # enumerates through /sys/class/hidraw: on monfs it runs in `monfs run
@@ -197,7 +198,7 @@ kbd_hidraw() { # kbd_hidraw SYSDIR
 hidraw_session() { # hidraw_session OUTDIR TEXTDIR NODE SYSFS_REPORT_DESCRIPTOR HIDAPI_NODE
 	bg hr1u "$1/hidraw_1u.txt" cat "$2/1u"
 	sleep 0.5
-	hidraw_hostile --no-read "$3" "$4" > "$1/hidraw_hostile.txt" 2>&1
+	hidraw_hostile --no-read $HIDRAW_REVOKE "$3" "$4" > "$1/hidraw_hostile.txt" 2>&1
 	echo $? > "$1/hidraw_hostile.txt.rc"
 	$HIDAPI_RUN hidraw_hidapi 0 "$5" > "$1/hidraw_hidapi.txt" 2>&1
 	echo $? > "$1/hidraw_hidapi.txt.rc"
@@ -360,7 +361,7 @@ step "K4l. kernel: libusb session with the keyboard (/dev/bus/usb)"
 libusb_session $O/kernel $M /dev/bus/usb/001/$(printf %03d "$KDEV")
 step "K4h. kernel: hidraw session with the keyboard (/dev/hidrawN)"
 KHR=$(kbd_hidraw /sys/class/hidraw) || err "kernel: no hidraw node of the QEMU USB Keyboard"
-HIDAPI_RUN= hidraw_session $O/kernel $M /dev/$KHR /sys/class/hidraw/$KHR/device/report_descriptor /dev/$KHR
+HIDAPI_RUN= HIDRAW_REVOKE=--revoke hidraw_session $O/kernel $M /dev/$KHR /sys/class/hidraw/$KHR/device/report_descriptor /dev/$KHR
 step "K4i. kernel: usbfs isochronous session with the audio device (/dev/bus/usb)"
 KADEV=$(audio_devnum_kernel) || err "kernel: no QEMU USB Audio in sysfs"
 echo "$KADEV" > $O/kernel/iso_devnum.txt
@@ -483,7 +484,7 @@ step "M3l. monfs: libusb session with the keyboard (dev/bus/usb)"
 libusb_session $O/fuse $MNT/usb/usbmon $MNT/dev/bus/usb/001/$(printf %03d "$MDEV")
 step "M3h. monfs: hidraw session with the keyboard (dev/hidrawN)"
 MHR=$(kbd_hidraw $MNT/sys/class/hidraw) || err "monfs: no hidraw node of the QEMU USB Keyboard"
-HIDAPI_RUN="monfs run --use $MNT --" hidraw_session $O/fuse $MNT/usb/usbmon $MNT/dev/$MHR \
+HIDAPI_RUN="monfs run --use $MNT --" HIDRAW_REVOKE= hidraw_session $O/fuse $MNT/usb/usbmon $MNT/dev/$MHR \
 	$MNT/sys/class/hidraw/$MHR/device/report_descriptor /dev/$MHR
 step "M3i. monfs: usbfs isochronous session with the audio device (dev/bus/usb)"
 MADEV=$(awk '/^T:/ {d = $0; sub(/.*Dev#= */, "", d); sub(/ .*/, "", d)} /Product=QEMU USB Audio/ {print d; exit}' $MNT/usb/devices)
@@ -524,7 +525,7 @@ monfs run --timing fast --config /etc/monfs-qemu.yaml -- sh -c '
 	echo "type $(stat -c %F /dev/$N)"
 	echo "number $(printf %d:%d 0x$(stat -c %t /dev/$N) 0x$(stat -c %T /dev/$N)) sysfs $(cat /sys/class/hidraw/$N/dev)"
 	hidraw_hidapi 0 /dev/$N
-	hidraw_hostile --no-read /dev/$N /sys/class/hidraw/$N/device/report_descriptor > /out/fuse/hidraw_cuse_hostile.txt 2>&1
+	hidraw_hostile --no-read --revoke /dev/$N /sys/class/hidraw/$N/device/report_descriptor > /out/fuse/hidraw_cuse_hostile.txt 2>&1
 	' > $O/fuse/hidraw_cuse.txt 2>&1 || err "monfs run: the hidraw session failed: $(tail -3 $O/fuse/hidraw_cuse.txt)"
 cat $O/fuse/hidraw_cuse.txt
 step "M5p. monfs run: udevadm monitor --kernel --udev --property during an unplug and a plug of the keyboard, the stick and the audio device (monfs ctl)"

@@ -150,11 +150,16 @@ impl HidDevice {
 pub struct RawList {
     pub(super) q: Mutex<VecDeque<Vec<u8>>>,
     pub(super) waker: Mutex<Option<Waker>>,
+    /// HIDIOCREVOKE'd: no more reports, every call ENODEV.
+    pub(super) revoked: AtomicBool,
 }
 
 impl RawList {
-    /// Queue a report, unless the ring is full.
+    /// Queue a report, unless the ring is full or the file revoked.
     pub(super) fn push(&self, data: &[u8]) {
+        if self.revoked.load(Ordering::SeqCst) {
+            return;
+        }
         {
             let mut q = self.q.lock_ok();
             if q.len() >= HIDRAW_BUFFER_SIZE - 1 {

@@ -18,6 +18,7 @@
 //! [`CTRL_TIMEOUT`], then the URB is killed and the call fails with
 //! ETIMEDOUT.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -62,6 +63,9 @@ pub const HIDIOCGRDESCSIZE: u32 = ior(NR_GRDESCSIZE, 4);
 pub const HIDIOCGRDESC: u32 = ior(NR_GRDESC, 4 + HID_MAX_DESCRIPTOR_SIZE as u32);
 /// HIDIOCGRAWINFO (`struct hidraw_devinfo`).
 pub const HIDIOCGRAWINFO: u32 = ior(NR_GRAWINFO, 8);
+/// HIDIOCREVOKE, `_IOW('H', 0x0D, int)` (Linux 6.12): this open file
+/// reaches the device no more.
+pub const HIDIOCREVOKE: u32 = (1 << 30) | (4 << 16) | ((b'H' as u32) << 8) | 0x0d;
 
 /// `enum hid_report_type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,6 +144,10 @@ impl Wait {
 }
 
 impl HidrawFile {
+    fn revoked(&self) -> bool {
+        self.list.revoked.load(Ordering::SeqCst)
+    }
+
     /// `usb_start_wait_urb`: submit `urb`, wait for it at most
     /// [`CTRL_TIMEOUT`] (then kill it: ETIMEDOUT); its IN data, or the
     /// errno of its status.
@@ -291,6 +299,9 @@ impl HidrawFile {
 
 impl OpenFile for HidrawFile {
     fn read(&self, _offset: u64, size: u32) -> SysResult<Vec<u8>> {
+        if self.revoked() {
+            return Err(Errno::ENODEV);
+        }
         let mut q = self.list.q.lock_ok();
         // A read of 0 bytes takes reports and copies nothing, and goes on
         // until one is there, as hidraw_read's loop does.
@@ -308,6 +319,9 @@ impl OpenFile for HidrawFile {
     }
 
     fn write(&self, _offset: u64, data: &[u8], _caller: &Caller) -> SysResult<u32> {
+        if self.revoked() {
+            return Err(Errno::ENODEV);
+        }
         self.send_report(data, ReportType::Output).map(|n| n as u32)
     }
 
@@ -316,7 +330,7 @@ impl OpenFile for HidrawFile {
         if !self.list.q.lock_ok().is_empty() {
             m |= POLL_READABLE;
         }
-        if !self.dev.exists() {
+        if !self.dev.exists() || self.revoked() {
             m |= (libc::POLLERR | libc::POLLHUP) as u32;
         }
         m
@@ -374,8 +388,18 @@ impl OpenFile for HidrawFile {
 
     fn ioctl(&self, req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
         // hidraw's transfers block whatever the file's flags.
-        if !self.dev.exists() {
+        if !self.dev.exists() || self.revoked() {
             return Err(Errno::ENODEV);
+        }
+        if req.cmd == HIDIOCREVOKE {
+            // Its argument must be NULL (a FUSE file's caller cannot get
+            // here with NULL: the kernel copies the int in first, EFAULT).
+            if req.arg != 0 {
+                return Err(Errno::EINVAL);
+            }
+            self.list.revoked.store(true, Ordering::SeqCst);
+            self.list.q.lock_ok().clear();
+            return Ok(IoctlReply::default());
         }
         let reply = |output: Vec<u8>, result: i32| IoctlReply {
             result,

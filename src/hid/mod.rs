@@ -475,7 +475,7 @@ mod order_tests {
     use std::time::Duration;
 
     /// A port with no devices of its own: the test sends the changes.
-    struct NoPort;
+    pub(super) struct NoPort;
     impl UsbCorePort for NoPort {
         fn devices(&self) -> Vec<UsbDevice> {
             Vec::new()
@@ -583,5 +583,76 @@ mod order_tests {
         assert_eq!(got, want);
         assert!(tree.resolve("dev/hidraw0").is_err());
         assert!(tree.resolve("sys/class/hidraw/hidraw0").is_err());
+    }
+}
+
+#[cfg(test)]
+mod revoke_tests {
+    use super::*;
+    use crate::base::errno::Errno;
+    use crate::base::vfs::{Caller, CallerMemory, IoctlRequest, OpenFile, OpenFlags};
+
+    struct NoMemory;
+    impl CallerMemory for NoMemory {
+        fn read(&self, _: u64, _: usize) -> crate::base::errno::SysResult<Vec<u8>> {
+            Err(Errno::EFAULT)
+        }
+        fn write(&self, _: u64, _: &[u8]) -> crate::base::errno::SysResult<()> {
+            Err(Errno::EFAULT)
+        }
+    }
+
+    fn ioctl(f: &dyn OpenFile, cmd: u32, arg: u64) -> Result<i32, Errno> {
+        let mem = NoMemory;
+        let req = IoctlRequest {
+            cmd,
+            arg,
+            input: &[],
+            out_size: 4,
+            nonblock: false,
+            caller: Caller::default(),
+            retry: false,
+            file_id: (0, 0),
+            mem: &mem,
+            compat: false,
+        };
+        f.ioctl(&req).map(|r| r.result)
+    }
+
+    /// HIDIOCREVOKE (hidraw.c, Linux 6.12): EINVAL with an argument; with
+    /// none the open file is cut off: its queued reports go, reads,
+    /// writes and ioctls give ENODEV, poll POLLERR|POLLHUP, new reports
+    /// pass it by; other open files go on.
+    #[test]
+    fn a_revoked_file_reaches_the_device_no_more() {
+        let tree = Arc::new(Tree::new(0, 0));
+        let port: Arc<dyn UsbCorePort> = Arc::new(super::order_tests::NoPort);
+        let hid = HidCore::install(&tree, &port);
+        let mut k = crate::usbcore::sysfs::tests::keyboard();
+        k.interfaces[0].report_descriptor = vec![0x05, 0x01, 0xc0];
+        hid.update(&k);
+        let crate::base::vfs::NodeKind::File(node) = tree.resolve("dev/hidraw0").unwrap().kind
+        else {
+            panic!("dev/hidraw0 is a file");
+        };
+        let flags = OpenFlags {
+            flags: libc::O_RDWR,
+        };
+        let (a, b) = (
+            node.open(flags, &Caller::default()).unwrap(),
+            node.open(flags, &Caller::default()).unwrap(),
+        );
+        hid.input(k.dev, 0x81, &[1, 2, 3]);
+        assert_eq!(ioctl(&*a, hidraw::HIDIOCREVOKE, 8), Err(Errno::EINVAL));
+        assert_eq!(ioctl(&*a, hidraw::HIDIOCREVOKE, 0), Ok(0));
+        hid.input(k.dev, 0x81, &[4]);
+        assert_eq!(a.read(0, 64), Err(Errno::ENODEV));
+        assert_eq!(ioctl(&*a, hidraw::HIDIOCGRDESCSIZE, 0), Err(Errno::ENODEV));
+        assert_eq!(ioctl(&*a, hidraw::HIDIOCREVOKE, 0), Err(Errno::ENODEV));
+        let hup = (libc::POLLERR | libc::POLLHUP) as u32;
+        assert_eq!(a.poll() & hup, hup);
+        assert_eq!(b.read(0, 64), Ok(vec![1, 2, 3]));
+        assert_eq!(b.read(0, 64), Ok(vec![4]));
+        assert_eq!(b.poll() & hup, 0);
     }
 }

@@ -3,11 +3,15 @@
  * line is a call and its result (the return value, or -ERRNO), for
  * tests/hidraw.rs to compare with what hidraw.c gives.
  *
- *   hidraw_hostile [--no-read] NODE SYSFS_REPORT_DESCRIPTOR
+ *   hidraw_hostile [--no-read] [--revoke] NODE SYSFS_REPORT_DESCRIPTOR
  *                                        (the device there; --no-read: no
  *                                        read(2) nor poll, for a device
  *                                        that sends nothing, as qemu's idle
- *                                        keyboard in scripts/kernel-vm)
+ *                                        keyboard in scripts/kernel-vm;
+ *                                        --revoke: HIDIOCREVOKE on a second
+ *                                        open, for a character device: a
+ *                                        FUSE file's caller cannot pass it
+ *                                        NULL)
  *   hidraw_hostile --gone NODE CTL_COMMAND...          (the device unplugged
  *                                                       by the command meanwhile)
  */
@@ -21,6 +25,10 @@
 #include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#ifndef HIDIOCREVOKE /* Linux 6.12's; Debian 12's headers are older */
+#define HIDIOCREVOKE _IOW('H', 0x0D, int)
+#endif
 
 static long r(long v)
 {
@@ -67,10 +75,12 @@ int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "--gone"))
 		return gone(argv);
-	int reads = 1;
-	if (argc > 1 && !strcmp(argv[1], "--no-read")) {
-		reads = 0;
-		argv++;
+	int reads = 1, revoke = 0;
+	for (; argv[1] && !strncmp(argv[1], "--", 2); argv++) {
+		if (!strcmp(argv[1], "--no-read"))
+			reads = 0;
+		else if (!strcmp(argv[1], "--revoke"))
+			revoke = 1;
 	}
 	int fd = open(argv[1], O_RDWR);
 	if (fd < 0) {
@@ -141,6 +151,20 @@ int main(int argc, char **argv)
 	}
 	show("opens", opened);
 	show("still_works", r(ioctl(fd, HIDIOCGRDESCSIZE, &size)));
+	if (revoke) {
+		int f2 = open(argv[1], O_RDWR | O_NONBLOCK);
+		unsigned char w[2] = { 0, 0 };
+		show("revoke_arg", r(ioctl(f2, HIDIOCREVOKE, &size)));
+		show("revoke", r(ioctl(f2, HIDIOCREVOKE, NULL)));
+		show("revoked_read", r(read(f2, big, 8)));
+		show("revoked_write", r(write(f2, w, 2)));
+		show("revoked_ioctl", r(ioctl(f2, HIDIOCGRDESCSIZE, &size)));
+		struct pollfd q = { f2, POLLIN | POLLOUT, 0 };
+		poll(&q, 1, 0);
+		show("revoked_poll_err_hup", (q.revents & (POLLERR | POLLHUP)) == (POLLERR | POLLHUP));
+		close(f2);
+		show("others_work", r(ioctl(fd, HIDIOCGRDESCSIZE, &size)));
+	}
 	close(fd);
 	return 0;
 }
