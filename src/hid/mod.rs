@@ -49,20 +49,14 @@ const SYS: &str = "sys";
 fn hid_descriptor(cfg: &[u8], ifnum: u8, alt: u8) -> (u16, u8, Option<u8>, Option<(u8, u8)>) {
     let (mut bcd, mut country, mut in_ep, mut out_ep) = (0, 0, None, None);
     let mut inside = false;
-    let mut off = 0;
-    while off + 2 <= cfg.len() {
-        let len = cfg[off] as usize;
-        if len < 2 || off + len > cfg.len() {
-            break;
-        }
-        let d = &cfg[off..off + len];
+    for d in crate::usbcore::abi::descriptors(cfg) {
         match d[1] {
-            4 if len >= 9 => inside = d[2] == ifnum && d[3] == alt,
-            0x21 if inside && len >= 6 => {
+            4 if d.len() >= 9 => inside = d[2] == ifnum && d[3] == alt,
+            0x21 if inside && d.len() >= 6 => {
                 bcd = u16::from_le_bytes([d[2], d[3]]);
                 country = d[4];
             }
-            5 if inside && len >= 7 && d[3] & 3 == 3 => {
+            5 if inside && d.len() >= 7 && d[3] & 3 == 3 => {
                 if d[2] & 0x80 != 0 {
                     in_ep.get_or_insert(d[2]);
                 } else {
@@ -71,7 +65,6 @@ fn hid_descriptor(cfg: &[u8], ifnum: u8, alt: u8) -> (u16, u8, Option<u8>, Optio
             }
             _ => {}
         }
-        off += len;
     }
     (bcd, country, in_ep, out_ep)
 }

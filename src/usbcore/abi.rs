@@ -156,6 +156,22 @@ pub mod urb {
     pub const ISO: usize = 56;
 }
 
+/// The descriptors of a raw configuration descriptor (or any run of
+/// descriptors), one slice each, up to the first malformed one (a length
+/// under 2 or past the end).
+pub fn descriptors(cfg: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut off = 0;
+    std::iter::from_fn(move || {
+        let len = *cfg.get(off)? as usize;
+        if len < 2 || off + len > cfg.len() {
+            return None;
+        }
+        let d = &cfg[off..off + len];
+        off += len;
+        Some(d)
+    })
+}
+
 /// A little-endian u32 at `off` of `b` (0 past its end).
 pub fn u32_at(b: &[u8], off: usize) -> u32 {
     b.get(off..off + 4)

@@ -115,17 +115,11 @@ struct Endpoint {
 /// configuration descriptor.
 fn endpoints(config: &[u8], ifnum: u8, alt: u8) -> Vec<Endpoint> {
     let mut out = Vec::new();
-    let mut at = 0;
     let mut current: Option<(u8, u8)> = None;
-    while at + 2 <= config.len() {
-        let len = config[at] as usize;
-        if len < 2 || at + len > config.len() {
-            break;
-        }
-        let d = &config[at..at + len];
+    for d in super::abi::descriptors(config) {
         match d[1] {
-            4 if len >= 9 => current = Some((d[2], d[3])),
-            5 if len >= 7 && current == Some((ifnum, alt)) => out.push(Endpoint {
+            4 if d.len() >= 9 => current = Some((d[2], d[3])),
+            5 if d.len() >= 7 && current == Some((ifnum, alt)) => out.push(Endpoint {
                 length: d[0],
                 address: d[2],
                 attributes: d[3],
@@ -134,7 +128,6 @@ fn endpoints(config: &[u8], ifnum: u8, alt: u8) -> Vec<Endpoint> {
             }),
             _ => {}
         }
-        at += len;
     }
     out
 }

@@ -3,6 +3,7 @@
 //! the URB interval it derives from bInterval.
 
 use super::*;
+use crate::usbcore::abi::descriptors;
 
 /// findintfep: the interface (of any setting of the active configuration)
 /// that has endpoint `ep`.
@@ -46,20 +47,6 @@ pub(super) fn endpoint(d: &UsbDevice, ep: u8) -> Option<(u8, u8, u16)> {
         }
     }
     None
-}
-
-/// The descriptors of a configuration, one slice each.
-pub(super) fn descriptors(cfg: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let mut off = 0;
-    std::iter::from_fn(move || {
-        let len = *cfg.get(off)? as usize;
-        if len < 2 || off + len > cfg.len() {
-            return None;
-        }
-        let d = &cfg[off..off + len];
-        off += len;
-        Some(d)
-    })
 }
 
 /// The URB interval devio.c sets from bInterval.

@@ -170,16 +170,10 @@ fn to_peer(s: &[u8; 8]) -> bool {
 fn hid_interfaces(cfg: &[u8]) -> Vec<(u8, u8, u8, u16)> {
     let mut out = vec![];
     let mut cur: Option<(u8, u8, u8, u8, u8)> = None;
-    let mut i = 0;
-    while i + 2 <= cfg.len() {
-        let l = cfg[i] as usize;
-        if l < 2 || i + l > cfg.len() {
-            break;
-        }
-        let d = &cfg[i..i + l];
+    for d in crate::usbcore::abi::descriptors(cfg) {
         match d[1] {
-            4 if l >= 9 => cur = Some((d[2], d[3], d[5], d[6], d[7])),
-            0x21 if l >= 9 => {
+            4 if d.len() >= 9 => cur = Some((d[2], d[3], d[5], d[6], d[7])),
+            0x21 if d.len() >= 9 => {
                 if let Some((num, 0, 3, sub, proto)) = cur {
                     if !out.iter().any(|h: &(u8, u8, u8, u16)| h.0 == num) {
                         out.push((num, sub, proto, u16::from_le_bytes([d[7], d[8]])));
@@ -188,7 +182,6 @@ fn hid_interfaces(cfg: &[u8]) -> Vec<(u8, u8, u8, u16)> {
             }
             _ => {}
         }
-        i += l;
     }
     out
 }
