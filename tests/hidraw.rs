@@ -74,8 +74,11 @@ fn hidapi_reads_the_keyboard_and_its_reports_reach_the_device() {
     compile_c_libs("hidraw_hidapi", td.path(), &["-lhidapi-hidraw"]);
     let out = run(
         td.path(),
-        "cat /sys/kernel/debug/usb/usbmon/1u > mon & sleep 0.2; hidraw_hidapi 4; \
-         ls -l /dev/hidraw0 | cut -c1-10; sleep 0.2; kill $!; \
+        // 1u is open before the program starts (the shell opens it), and
+        // read until the completion of the program's last request is in.
+        "exec 3< /sys/kernel/debug/usb/usbmon/1u; cat <&3 > mon & hidraw_hidapi 4; \
+         ls -l /dev/hidraw0 | cut -c1-10; \
+         until [ \"$(grep -c ' C Ci:1:002:0 ' mon)\" -ge 2 ]; do sleep 0.05; done; kill $!; \
          grep -E ' [SC] (C[io]:1:002:0|Ii:1:002:1) ' mon | cut -d' ' -f3-",
     );
     assert_eq!(
@@ -342,8 +345,9 @@ fn a_python_hid_peer_of_your_own_driven_by_hidapi() {
         dir,
         &cfg,
         &format!(
-            "cat /sys/kernel/debug/usb/usbmon/1u > mon & sleep 0.2; hidraw_vendor; \
-             /usr/bin/python3 reader.py {}; sleep 0.2; kill $!; \
+            "exec 3< /sys/kernel/debug/usb/usbmon/1u; cat <&3 > mon & hidraw_vendor; \
+             /usr/bin/python3 reader.py {}; \
+             until [ \"$(grep -c ' C Ci:1:002:0 ' mon)\" -ge 3 ]; do sleep 0.05; done; kill $!; \
              grep -E ' S (Io|Co|Ci):1:002:' mon | cut -d' ' -f3-",
             common::repo_path("python")
         ),
