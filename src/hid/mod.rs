@@ -89,6 +89,10 @@ struct State {
     minors: BTreeMap<u32, Arc<HidDevice>>,
     /// Each bus's controller name (`bus->bus_name`), from its root hub.
     controllers: HashMap<u16, String>,
+    /// Each USB device's active configuration as last seen: a new one
+    /// unbinds every interface's driver, and usbhid's new probe makes new
+    /// HID devices.
+    configs: HashMap<DevRef, u8>,
 }
 
 /// The HID core: the HID devices usbhid's interfaces have, their sysfs and
@@ -181,10 +185,11 @@ impl HidCore {
             .iter()
             .filter(|i| i.driver.as_deref() == Some("usbhid") && !i.report_descriptor.is_empty())
             .collect();
+        let reconfigured = st.configs.insert(d.dev, d.active_config) != Some(d.active_config);
         let gone: Vec<(DevRef, u8)> = st
             .devices
             .keys()
-            .filter(|(r, n)| *r == d.dev && !want.iter().any(|i| i.number == *n))
+            .filter(|(r, n)| *r == d.dev && (reconfigured || !want.iter().any(|i| i.number == *n)))
             .copied()
             .collect();
         for k in gone {
@@ -388,6 +393,7 @@ impl DeviceWatcher for HidCore {
             DeviceChange::Added(d) | DeviceChange::Changed(d) => self.update(d),
             DeviceChange::Removed(r) => {
                 let mut st = self.st.lock_ok();
+                st.configs.remove(r);
                 let keys: Vec<(DevRef, u8)> =
                     st.devices.keys().filter(|(x, _)| x == r).copied().collect();
                 for k in keys {
