@@ -4,8 +4,8 @@ Python package's peer class (monfs.peer.HidDevice): a vendor-defined
 device (usage page 0xFF00, ids 1209:0003) with numbered 8-byte reports, as
 FIDO keys, UPS and relay boards and firmware updaters present:
 
-* input report 1 on interrupt IN 0x81, each poll: a counter byte, then 7
-  bytes of 0x11;
+* input report 1 on interrupt IN 0x81 (bInterval 7: every 8 ms at high
+  speed), each poll: a counter byte, then 7 bytes of 0x11;
 * output report 2 on interrupt OUT 0x02 (hidraw's write, hidapi's
   hid_write);
 * feature report 3 (HIDIOCSFEATURE/HIDIOCGFEATURE, hid_send_feature_report
@@ -34,8 +34,8 @@ REPORT = d.vendor_report(input_id=1, output_id=2, feature_id=3, size=8)
 def dump() -> bytes:
     return d.descriptors_file(
         d.device(0x1209, 0x0003, bcd_usb=0x0200, manufacturer=1, product=2, serial=3),
-        d.configuration(d.interface(0, [d.endpoint(0x81, "interrupt", 64, interval=1),
-                                        d.endpoint(0x02, "interrupt", 64, interval=1)],
+        d.configuration(d.interface(0, [d.endpoint(0x81, "interrupt", 64, interval=7),
+                                        d.endpoint(0x02, "interrupt", 64, interval=7)],
                                     cls=3, extra=d.hid(len(REPORT)))),
     )
 
