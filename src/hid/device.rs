@@ -47,8 +47,6 @@ pub struct HidDevice {
     pub vendor: u16,
     /// idProduct.
     pub product: u16,
-    /// bcdHID of its HID descriptor (`hid->version`).
-    pub version: u16,
     /// bCountryCode of its HID descriptor.
     pub country: u8,
     /// `hid->name`: manufacturer and product strings (or `HID vvvv:pppp`).
@@ -59,9 +57,9 @@ pub struct HidDevice {
     pub uniq: String,
     /// The report descriptor.
     pub rdesc: Vec<u8>,
-    /// The interrupt OUT endpoint (address, bInterval), if it has one:
-    /// output reports go there, else by SET_REPORT.
-    pub out_ep: Option<(u8, u8)>,
+    /// The interrupt OUT endpoint, if it has one: output reports go there,
+    /// else by SET_REPORT.
+    pub out_ep: Option<u8>,
     /// The interrupt IN endpoint usbhid polls.
     pub in_ep: u8,
     /// The interface's path below `/sys`.

@@ -225,7 +225,7 @@ impl HidrawFile {
         let body = if id == 0 { &buf[1..] } else { buf };
         let skipped = i32::from(id == 0);
         if rtype == ReportType::Output {
-            if let Some((ep, _)) = self.dev.out_ep {
+            if let Some(ep) = self.dev.out_ep {
                 // usbhid_output_report: usb_interrupt_msg.
                 let (sent, _) = self.transfer(UrbRequest {
                     xfer: TransferType::Interrupt,

@@ -44,29 +44,26 @@ pub use device::*;
 const SYS: &str = "sys";
 
 /// What the HID descriptor and the endpoints of interface `ifnum` (its
-/// current setting) in configuration `cfg` say: (bcdHID, bCountryCode,
-/// interrupt IN endpoint, interrupt OUT endpoint with its bInterval).
-fn hid_descriptor(cfg: &[u8], ifnum: u8, alt: u8) -> (u16, u8, Option<u8>, Option<(u8, u8)>) {
-    let (mut bcd, mut country, mut in_ep, mut out_ep) = (0, 0, None, None);
+/// current setting) in configuration `cfg` say: (bCountryCode, interrupt
+/// IN endpoint, interrupt OUT endpoint).
+fn hid_descriptor(cfg: &[u8], ifnum: u8, alt: u8) -> (u8, Option<u8>, Option<u8>) {
+    let (mut country, mut in_ep, mut out_ep) = (0, None, None);
     let mut inside = false;
     for d in crate::usbcore::abi::descriptors(cfg) {
         match d[1] {
             4 if d.len() >= 9 => inside = d[2] == ifnum && d[3] == alt,
-            0x21 if inside && d.len() >= 6 => {
-                bcd = u16::from_le_bytes([d[2], d[3]]);
-                country = d[4];
-            }
+            0x21 if inside && d.len() >= 6 => country = d[4],
             5 if inside && d.len() >= 7 && d[3] & 3 == 3 => {
                 if d[2] & 0x80 != 0 {
                     in_ep.get_or_insert(d[2]);
                 } else {
-                    out_ep.get_or_insert((d[2], d[6]));
+                    out_ep.get_or_insert(d[2]);
                 }
             }
             _ => {}
         }
     }
-    (bcd, country, in_ep, out_ep)
+    (country, in_ep, out_ep)
 }
 
 /// `strscpy` into a kernel buffer of `size` bytes: at most `size - 1`
@@ -222,7 +219,7 @@ impl HidCore {
         };
         st.last_id += 1;
         let cfg = d.config(d.active_config).unwrap_or(&[]);
-        let (version, country, in_ep, out_ep) = hid_descriptor(cfg, i.number, i.alt);
+        let (country, in_ep, out_ep) = hid_descriptor(cfg, i.number, i.alt);
         let mfr = d.string(d.descriptor[14]);
         let prod = d.string(d.descriptor[15]);
         let name = match (mfr, prod) {
@@ -244,7 +241,6 @@ impl HidCore {
             ifnum: i.number,
             vendor: d.vendor_id(),
             product: d.product_id(),
-            version,
             country,
             name: bounded(&name, 128),
             phys,
@@ -453,8 +449,8 @@ mod tests {
             9, 2, 0x22, 0, 1, 1, 8, 0xa0, 0x32, 9, 4, 0, 0, 1, 3, 1, 1, 0, 9, 0x21, 0x11, 1, 0, 1,
             0x22, 0x3f, 0, 7, 5, 0x81, 3, 8, 0, 7,
         ];
-        assert_eq!(hid_descriptor(&cfg, 0, 0), (0x0111, 0, Some(0x81), None));
-        assert_eq!(hid_descriptor(&cfg, 1, 0), (0, 0, None, None));
+        assert_eq!(hid_descriptor(&cfg, 0, 0), (0, Some(0x81), None));
+        assert_eq!(hid_descriptor(&cfg, 1, 0), (0, None, None));
     }
 
     #[test]
