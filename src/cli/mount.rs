@@ -176,10 +176,6 @@ pub const UEVENTS_ENV: &str = "MONFS_UEVENTS";
 /// devices come, and take them away as they go.
 pub const DEVNODES_ENV: &str = "MONFS_DEVNODES";
 
-/// Announce every topology change `queue` (watching `fs`'s devices) is told
-/// of as the kernel and udev would, in this process's network namespace
-/// (see [`crate::udev::announce`]); control's `wait` waits for them to
-/// be out.
 /// Character devices (CUSE) for the class nodes (hidrawN), where this
 /// daemon can make them: as root with a usable `/dev/cuse`. None: the
 /// nodes are the mount's files.
@@ -191,6 +187,10 @@ fn class_char_devices(fs: &Monfs) -> Option<Arc<dyn crate::base::vfs::CharDevice
     fs.hid.use_char_devices(&*c).then_some(c)
 }
 
+/// Announce every topology change `queue` (watching `fs`'s devices) is told
+/// of as the kernel and udev would, in this process's network namespace
+/// (see [`crate::udev::announce`]); control's `wait` waits for them to
+/// be out.
 fn announce_uevents(
     fs: &Monfs,
     announcer: crate::udev::announce::Announcer,
@@ -555,24 +555,12 @@ fn start_cuse(
             .spawn(move || runner.run(2))
             .expect("spawn CUSE thread");
         // Wait for the kernel to create the device, and learn its number.
-        let sys = format!("/sys/class/cuse/{name}/dev");
-        let mut dev = None;
-        for _ in 0..200 {
-            if let Ok(t) = std::fs::read_to_string(&sys) {
-                dev = Some(t.trim().to_string());
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        match dev {
-            Some(d) => {
-                info!(device = %format!("/dev/{name}"), number = %d, "CUSE device ready");
+        match crate::fuse::cuse_device_number(&name, 200) {
+            Some((major, minor)) => {
+                let number = format!("{major}:{minor}");
+                info!(device = %format!("/dev/{name}"), number = %number, "CUSE device ready");
                 if name == "usbmon0" {
-                    usbmon_major = d
-                        .split(':')
-                        .next()
-                        .and_then(|m| m.parse().ok())
-                        .unwrap_or(0);
+                    usbmon_major = major;
                 }
             }
             None => error!(device = %name, "CUSE device did not appear in /sys/class/cuse"),

@@ -152,25 +152,29 @@ impl CuseClasses {
             .name(format!("cuse-{name}"))
             .spawn(move || runner.run(1))
             .context("spawn a CUSE thread")?;
-        // The kernel makes the device when it has the INIT answer.
-        let sys = format!("/sys/class/cuse/{name}/dev");
-        for _ in 0..400 {
-            if let Ok(t) = std::fs::read_to_string(&sys) {
-                let major = t
-                    .trim()
-                    .split(':')
-                    .next()
-                    .and_then(|m| m.parse().ok())
-                    .context("its dev attribute")?;
-                self.sessions.lock_ok().insert((major, minor), s);
-                debug!(device = %name, number = %t.trim(), "CUSE class device ready");
-                return Ok(major);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        s.shutdown();
-        anyhow::bail!("{sys} did not appear")
+        let Some((major, got)) = device_number(name, 400) else {
+            s.shutdown();
+            anyhow::bail!("/sys/class/cuse/{name}/dev did not appear");
+        };
+        self.sessions.lock_ok().insert((major, minor), s);
+        debug!(device = %name, number = %format!("{major}:{got}"), "CUSE class device ready");
+        Ok(major)
     }
+}
+
+/// The number of CUSE device `name` (its `/sys/class/cuse/NAME/dev`) once
+/// the kernel has made it, which it does when it has the INIT answer:
+/// looked for every 5 ms, `tries` times at most.
+pub fn device_number(name: &str, tries: u32) -> Option<(u32, u32)> {
+    let sys = format!("/sys/class/cuse/{name}/dev");
+    for _ in 0..tries {
+        if let Ok(t) = std::fs::read_to_string(&sys) {
+            let (ma, mi) = t.trim().split_once(':')?;
+            return Some((ma.parse().ok()?, mi.parse().ok()?));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    None
 }
 
 impl crate::base::vfs::CharDevices for CuseClasses {

@@ -43,7 +43,10 @@ mod state;
 mod uring;
 mod uring_loop;
 
-pub use cuse::{check_device as check_cuse, CuseClasses, DEVICE as CUSE_DEVICE};
+pub use cuse::{
+    check_device as check_cuse, device_number as cuse_device_number, CuseClasses,
+    DEVICE as CUSE_DEVICE,
+};
 pub use error::{CpuListError, CuseError, UnmountError};
 pub use mount::{
     mounts_as_root, parse_cpu_list, recover_stale_mount, unmount, CpuList, MountOptions,
