@@ -414,6 +414,20 @@ impl Ctx {
     pub(crate) fn dev_mut(&mut self, id: DevId) -> Option<&mut Device> {
         self.devs.get_mut(id)
     }
+    /// A kernel driver's URB on IN endpoint `ep` of device `id` completed
+    /// with `data` (the first `actual` bytes count): tell the core's taps
+    /// (usbhid's reports reach the HID core), if any listens.
+    pub(crate) fn driver_input(&self, id: DevId, ep: u8, data: &[u8], actual: u32) {
+        if self.core.inputs.tapped() {
+            let dev = crate::usbcore::device::DevRef {
+                bus: self.bus,
+                id: id as u64,
+            };
+            let n = (actual as usize).min(data.len());
+            self.core.inputs.send(dev, ep, &data[..n]);
+        }
+    }
+
     /// Present and still connected.
     pub(crate) fn alive(&self, id: DevId) -> bool {
         self.dev(id).is_some_and(|d| !d.gone)

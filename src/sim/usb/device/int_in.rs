@@ -145,14 +145,7 @@ impl<S: InSource> Task for InLoop<S> {
         }
         let (n, data) = self.src.data(ctx, now);
         ctx.complete(dev, tag, now, 0, n, Some(data.clone()), Vec::new(), 0, 0);
-        if ctx.core.inputs.tapped() {
-            let r = crate::usbcore::device::DevRef {
-                bus: ctx.bus,
-                id: dev as u64,
-            };
-            let got = &data[..(n as usize).min(data.len())];
-            ctx.core.inputs.send(r, self.ep, got);
-        }
+        ctx.driver_input(dev, self.ep, &data, n);
         Some(now + ctx.rng.range(8 * US, 40 * US))
     }
 }

@@ -187,13 +187,13 @@ fn hid_interfaces(cfg: &[u8]) -> Vec<(u8, u8, u8, u16)> {
 }
 
 /// The raw bytes of the device's active configuration (its dump's).
-fn active_config(dev: &Device) -> Option<Vec<u8>> {
+fn active_config(dev: &Device) -> Option<&[u8]> {
     let r = dev.desc.raw.as_ref()?;
     let i = r
         .configs
         .iter()
         .position(|c| c.value == dev.desc.cfg.value)?;
-    r.config_bytes(i).map(<[u8]>::to_vec)
+    r.config_bytes(i)
 }
 
 /// Whether usbhid's probe of HID interface `num` of external device `dev`
@@ -205,7 +205,7 @@ pub(crate) fn hid_probe_pending(dev: &Device, num: u8) -> bool {
     dev.kind == Kind::Dev(DeviceKind::External)
         && dev.driver_bound
         && !dev.hid_probed.iter().any(|(i, _)| *i == num)
-        && active_config(dev).is_some_and(|c| hid_interfaces(&c).iter().any(|h| h.0 == num))
+        && active_config(dev).is_some_and(|c| hid_interfaces(c).iter().any(|h| h.0 == num))
 }
 
 /// Whether a bound device's driver still probes an interface: usbhid
@@ -286,10 +286,7 @@ impl ExternalTask {
         t.ctrl_timeout = ctrl_timeout(dev.cfg.as_ref());
         // usbhid's probe: the serial number, then per HID interface
         // SET_IDLE, the report descriptor and (boot keyboards) the LEDs.
-        let hids = active_config(dev)
-            .as_deref()
-            .map(hid_interfaces)
-            .unwrap_or_default();
+        let hids = active_config(dev).map(hid_interfaces).unwrap_or_default();
         if !hids.is_empty() && dev.desc.dev.i_ser != 0 {
             let s = setup(0x80, 0x06, 0x0300 | dev.desc.dev.i_ser as u16, 0x0409, 255);
             t.ctrl.push_back(CtrlReq {
@@ -705,14 +702,7 @@ impl ExternalTask {
                     );
                     if let (0, Some(d), true) = (a.status, &data, e.urb.dir_in) {
                         // The interrupt IN report usbhid hands the HID core.
-                        if ctx.core.inputs.tapped() {
-                            let r = crate::usbcore::device::DevRef {
-                                bus: ctx.bus,
-                                id: dev as u64,
-                            };
-                            let n = (a.actual as usize).min(d.len());
-                            ctx.core.inputs.send(r, e.urb.ep | 0x80, &d[..n]);
-                        }
+                        ctx.driver_input(dev, e.urb.ep | 0x80, d, a.actual);
                     }
                     if a.status == EPIPE {
                         let ep = e.urb.ep | if e.urb.dir_in { 0x80 } else { 0 };
