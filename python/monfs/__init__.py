@@ -19,7 +19,8 @@ fed by simulated USB devices. This package drives it from a test suite:
   are monfs's.
 * :mod:`monfs.peer` writes an external device as a class;
   :mod:`monfs.descriptors` builds its descriptors; :mod:`monfs.hidraw`
-  reads and writes hidraw nodes as HID programs do.
+  reads and writes hidraw nodes as HID programs do, and :mod:`monfs.evdev`
+  the input layer's ``/dev/input/eventN`` as input programs do.
 * The pytest plugin (:mod:`monfs.pytest_plugin`, loaded automatically once
   installed) gives a ``monfs`` fixture: a fresh mount per test.
 

@@ -18,18 +18,24 @@ Counts and lengths (``bNumEndpoints``, ``bNumInterfaces``, ``wTotalLength``)
 are computed. The HID report helpers encode short items
 (``usage_page(1) + usage(6) + collection(1, ...)``), and
 :data:`BOOT_KEYBOARD_REPORT` and :data:`BOOT_MOUSE_REPORT` are the boot
-protocol's.
+protocol's. :func:`keyboard_report`, :func:`mouse_report`,
+:func:`tablet_report` and :func:`consumer_report` are whole devices' (qemu's
+usb-kbd, usb-mouse and usb-tablet, and a media key device), and
+:func:`keyboard_input`, :func:`mouse_input`, :func:`tablet_input` and
+:func:`consumer_input` make their input reports.
 """
 
 import struct
-from typing import Dict, Iterable, Sequence
+from typing import Dict, Iterable, List, Sequence
 
 __all__ = [
     "device", "configuration", "interface", "endpoint", "hid", "string", "descriptors_file",
     "TRANSFER_TYPES", "hid_item", "usage_page", "usage", "usage_minimum", "usage_maximum",
     "logical_minimum", "logical_maximum", "report_size", "report_count", "report_id",
+    "physical_minimum", "physical_maximum", "unit_exponent", "unit",
     "input", "output", "feature", "collection", "hid_report", "BOOT_KEYBOARD_REPORT",
-    "BOOT_MOUSE_REPORT", "vendor_report",
+    "BOOT_MOUSE_REPORT", "vendor_report", "keyboard_report", "mouse_report", "tablet_report",
+    "consumer_report", "keyboard_input", "mouse_input", "tablet_input", "consumer_input",
 ]
 
 #: ``bmAttributes`` transfer type of an endpoint, by name.
@@ -162,6 +168,32 @@ def logical_maximum(v: int) -> bytes:
     return hid_item(1, 0x2, _signed(v) or b"\0")
 
 
+def physical_minimum(v: int) -> bytes:
+    """Physical Minimum (global, signed)."""
+    return hid_item(1, 0x3, _signed(v) or b"\0")
+
+
+def physical_maximum(v: int) -> bytes:
+    """Physical Maximum (global, signed); with Physical Minimum 0 and
+    Maximum 0, the physical range is the logical one."""
+    return hid_item(1, 0x4, _signed(v) or b"\0")
+
+
+def unit_exponent(e: int) -> bytes:
+    """Unit Exponent (global): the power of ten of the physical unit, -8
+    to 7 (a nibble)."""
+    if not -8 <= e <= 7:
+        raise ValueError("a unit exponent is -8 to 7")
+    return hid_item(1, 0x5, bytes([e & 0xF]))
+
+
+def unit(u: int) -> bytes:
+    """Unit (global): the system and the exponents of length, mass, time
+    ... by nibble (HID 1.11 section 6.2.2.7): 0x11 centimetres, 0x13
+    inches, 0x14 degrees, 0 none."""
+    return hid_item(1, 0x6, _unsigned(u) or b"\0")
+
+
 def report_size(bits: int) -> bytes:
     """Report Size in bits (global)."""
     return hid_item(1, 0x7, _unsigned(bits) or b"\0")
@@ -247,3 +279,131 @@ def vendor_report(input_id: int = 1, output_id: int = 2, feature_id: int = 3, si
             body += [report_id(rid), usage(u), logical_minimum(0), logical_maximum(255),
                      report_size(8), report_count(size), item(0x02)]
     return hid_report(usage_page(page), usage(1), collection(1, *body))
+
+
+def keyboard_report() -> bytes:
+    """qemu's usb-kbd report descriptor (63 bytes): a boot keyboard with 8
+    modifier bits, a reserved byte, 5 LED outputs (Num, Caps, Scroll
+    Lock, Compose, Kana) and 3 bits of padding, and a 6-key array of
+    usages 0 to 255. Its key array's Logical Maximum is the one byte 0xff,
+    as qemu writes it: the kernel reads it unsigned (255) since the
+    minimum is 0. :func:`keyboard_input` makes its reports."""
+    return hid_report(
+        usage_page(1), usage(6),
+        collection(1,
+                   report_size(1), report_count(8), usage_page(7), usage_minimum(0xE0),
+                   usage_maximum(0xE7), logical_minimum(0), logical_maximum(1), input(0x02),
+                   report_count(1), report_size(8), input(0x01),
+                   report_count(5), report_size(1), usage_page(8), usage_minimum(1), usage_maximum(5),
+                   output(0x02),
+                   report_count(1), report_size(3), output(0x01),
+                   report_count(6), report_size(8), logical_minimum(0), hid_item(1, 0x2, b"\xff"),
+                   usage_page(7), usage_minimum(0), usage_maximum(0xFF), input(0x00)),
+    )
+
+
+def _buttons(buttons: int) -> List[bytes]:
+    if not 1 <= buttons <= 32:
+        raise ValueError("a mouse has 1 to 32 buttons")
+    items = [usage_page(9), usage_minimum(1), usage_maximum(buttons), logical_minimum(0), logical_maximum(1),
+             report_count(buttons), report_size(1), input(0x02)]
+    if buttons % 8:
+        items += [report_count(1), report_size(8 - buttons % 8), input(0x01)]
+    return items
+
+
+def mouse_report(buttons: int = 3, wheel: bool = True) -> bytes:
+    """A relative mouse's report descriptor, qemu's usb-mouse for the
+    defaults (52 bytes): ``buttons`` button bits padded to whole bytes,
+    then X, Y and, with ``wheel``, the wheel, each a signed byte of
+    motion (-127 to 127). :func:`mouse_input` makes its reports."""
+    axes = [usage(0x30), usage(0x31)] + ([usage(0x38)] if wheel else [])
+    return hid_report(
+        usage_page(1), usage(2),
+        collection(1,
+                   usage(1),
+                   collection(0, *_buttons(buttons),
+                              usage_page(1), *axes, logical_minimum(-127), logical_maximum(127),
+                              report_size(8), report_count(len(axes)), input(0x06))),
+    )
+
+
+def tablet_report() -> bytes:
+    """qemu's usb-tablet report descriptor (74 bytes): 3 buttons, absolute
+    X and Y of 16 bits each (0 to 0x7fff) and a relative wheel (a signed
+    byte). :func:`tablet_input` makes its reports."""
+    return hid_report(
+        usage_page(1), usage(2),
+        collection(1,
+                   usage(1),
+                   collection(0, *_buttons(3),
+                              usage_page(1), usage(0x30), usage(0x31), logical_minimum(0),
+                              logical_maximum(0x7FFF), physical_minimum(0), physical_maximum(0x7FFF),
+                              report_size(16), report_count(2), input(0x02),
+                              usage_page(1), usage(0x38), logical_minimum(-127), logical_maximum(127),
+                              physical_minimum(0), physical_maximum(0), report_size(8), report_count(1),
+                              input(0x06))),
+    )
+
+
+def consumer_report(report_id: int = 0) -> bytes:
+    """A media key device's report descriptor: a Consumer Control
+    application (usage page 0x0c) whose input report is one 16-bit usage,
+    0 to 0x3ff (0xe9 Volume Increment, 0xea Volume Decrement, 0xe2 Mute,
+    0xcd Play/Pause, 0 none), numbered ``report_id`` unless 0.
+    :func:`consumer_input` makes its reports."""
+    rid = [hid_item(1, 0x8, _unsigned(report_id))] if report_id else []
+    return hid_report(
+        usage_page(0x0C), usage(1),
+        collection(1, *rid,
+                   logical_minimum(0), logical_maximum(0x3FF), usage_minimum(0), usage_maximum(0x3FF),
+                   report_size(16), report_count(1), input(0x00)),
+    )
+
+
+def keyboard_input(modifiers: int = 0, keys: Sequence[int] = ()) -> bytes:
+    """A boot keyboard's input report (8 bytes): the modifier bits (0x01
+    left Ctrl, 0x02 left Shift, 0x04 left Alt, 0x08 left GUI, 0x10 to 0x80
+    the right ones), a reserved byte, and up to 6 key usages (0x04 a ...
+    0x1d z, 0x1e 1 ... 0x27 0, 0x28 Enter, 0x2c Space). More than 6 keys
+    is the rollover error a keyboard sends then: six 0x01."""
+    if not 0 <= modifiers <= 0xFF or any(not 0 <= k <= 0xFF for k in keys):
+        raise ValueError("modifiers and key usages are bytes")
+    array = bytes([0x01] * 6) if len(keys) > 6 else bytes(keys) + bytes(6 - len(keys))
+    return bytes([modifiers, 0]) + array
+
+
+def _motion(v: int) -> int:
+    if not -127 <= v <= 127:
+        raise ValueError("a motion is -127 to 127")
+    return v & 0xFF
+
+
+def mouse_input(buttons: int = 0, dx: int = 0, dy: int = 0, wheel: int = 0) -> bytes:
+    """An input report of :func:`mouse_report`'s default layout (4
+    bytes): the button bits (0x01 left, 0x02 right, 0x04 middle), then X,
+    Y and wheel motion (-127 to 127; Y grows downwards, the wheel upwards).
+    Without a wheel, the report is the first 3 bytes."""
+    if not 0 <= buttons <= 0xFF:
+        raise ValueError("buttons are a byte of bits")
+    return bytes([buttons, _motion(dx), _motion(dy), _motion(wheel)])
+
+
+def tablet_input(buttons: int = 0, x: int = 0, y: int = 0, wheel: int = 0) -> bytes:
+    """An input report of :func:`tablet_report` (6 bytes): the button
+    bits, absolute X and Y (0 to 0x7fff, little-endian) and wheel motion."""
+    if not 0 <= buttons <= 0xFF:
+        raise ValueError("buttons are a byte of bits")
+    if not (0 <= x <= 0x7FFF and 0 <= y <= 0x7FFF):
+        raise ValueError("a position is 0 to 0x7fff")
+    return struct.pack("<BHHB", buttons, x, y, _motion(wheel))
+
+
+def consumer_input(code: int = 0, report_id: int = 0) -> bytes:
+    """An input report of :func:`consumer_report`: the usage pressed (0:
+    released), 2 bytes little-endian, after the report ID when not 0.
+    For :meth:`monfs.peer.HidDevice.send_report`, which adds the ID
+    itself, give ``report_id`` 0."""
+    if not 0 <= code <= 0x3FF:
+        raise ValueError("a consumer usage here is 0 to 0x3ff")
+    return (bytes([report_id]) if report_id else b"") + struct.pack("<H", code)
