@@ -23,6 +23,8 @@ pub struct Monfs {
     pub sysfs: Arc<crate::usbcore::sysfs::UsbSysfs>,
     /// The HID core and hidraw, `dev/hidrawN`.
     pub hid: Arc<crate::hid::HidCore>,
+    /// The input core and evdev, `dev/input/eventN`.
+    pub input: Arc<crate::input::InputCore>,
     /// The clock every producer stamps events with.
     pub clock: Arc<dyn Clock>,
     /// tracefs event tracing under `tracing/`.
@@ -102,7 +104,8 @@ impl Monfs {
         let sysfs = crate::usbcore::sysfs::UsbSysfs::install(&tree, &port);
         // The HID core: HID devices and hidraw nodes of usbhid's
         // interfaces, shown after the interface directories sysfs writes.
-        let hid = crate::hid::HidCore::install(&tree, &port);
+        let input = crate::input::InputCore::install(&tree);
+        let hid = crate::hid::HidCore::install(&tree, &port, &input);
         // uevents go out once usbfs, sysfs and the HID core show the
         // change; the HID core's devices among them.
         if let Some(q) = uevents {
@@ -148,6 +151,7 @@ impl Monfs {
             usbfs,
             sysfs,
             hid,
+            input,
             clock,
             tracing,
             monreader,

@@ -11,6 +11,7 @@ pub mod control;
 pub mod daemon;
 pub mod fuse;
 pub mod hid;
+pub mod input;
 pub mod monreader;
 pub mod sim;
 pub mod testing;

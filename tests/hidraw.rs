@@ -11,61 +11,17 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use common::{compile_c, compile_c_libs, monfs_bin, stdout_ok};
+use common::{class_char_devices as char_devices, compile_c, compile_c_libs, lines, monfs_run};
 
 /// One keyboard on bus 1, typing from the start (fast timing).
 const CONFIG: &str =
     "seed: 7\nusb:\n  buses:\n    - bus: 1\n      ports: 4\n      devices:\n        - {port: 1, kind: hid-keyboard}\n";
 
-/// `monfs run --timing fast --config CONFIG -- CMD` in `dir`, with the
-/// monfs binary and `dir` first on PATH; its output, which must be a
-/// success.
+/// `monfs run` with [`CONFIG`].
 fn run(dir: &Path, cmd: &str) -> String {
-    run_config(dir, CONFIG, cmd)
-}
-
-/// [`run`] with the configuration `config`.
-fn run_config(dir: &Path, config: &str, cmd: &str) -> String {
-    common::require_fuse();
-    let cfg = dir.join("c.yaml");
-    std::fs::write(&cfg, config).unwrap();
-    let bin = monfs_bin();
-    let path = format!(
-        "{}:{}:{}",
-        bin.parent().unwrap().display(),
-        dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let mut c = Command::new(&bin);
-    c.args(["run", "--timing", "fast", "--config"])
-        .arg(&cfg)
-        .args(["--", "sh", "-c", cmd])
-        .current_dir(dir)
-        .env("TMPDIR", dir)
-        .env("PATH", path)
-        .env_remove("XDG_RUNTIME_DIR")
-        .stdin(Stdio::null());
-    stdout_ok(&mut c, "monfs run")
-}
-
-/// Whether this run's hidraw nodes are character devices: `monfs run` as
-/// root makes them through CUSE where `/dev/cuse` can be used.
-fn char_devices() -> bool {
-    !common::rootless()
-        && std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/cuse")
-            .is_ok()
-}
-
-/// The lines of `out` that start with `word `, without it.
-fn lines<'a>(out: &'a str, word: &str) -> Vec<&'a str> {
-    out.lines()
-        .filter_map(|l| l.strip_prefix(word)?.strip_prefix(' '))
-        .collect()
+    monfs_run(dir, CONFIG, cmd)
 }
 
 #[test]
@@ -204,7 +160,7 @@ fn hid_and_hidraw_uevents_come_between_the_interfaces_add_and_bind() {
     std::fs::write(td.path().join("listen.py"), listen).unwrap();
     let out = run(
         td.path(),
-        "/usr/bin/python3 listen.py 15 > ev & while [ ! -e ready ]; do sleep 0.05; done; \
+        "/usr/bin/python3 listen.py 19 > ev & while [ ! -e ready ]; do sleep 0.05; done; \
          monfs ctl plug --wait 1 3 hid-mouse >/dev/null; ls /dev/hidraw*; \
          echo dev $(cat /sys/class/hidraw/hidraw1/dev); \
          monfs ctl unplug --wait 1 3 >/dev/null; ls /dev/hidraw*; wait; \
@@ -249,11 +205,15 @@ fn hid_and_hidraw_uevents_come_between_the_interfaces_add_and_bind() {
             "change 1-3 usb usb",
             "add 1-3:1.0 usb -",
             "add 0003:0627:0001.0002 hid -",
+            "add input1 input -",
+            "add event1 input -",
             "add hidraw1 hidraw -",
             "bind 0003:0627:0001.0002 hid hid-generic",
             "bind 1-3:1.0 usb usbhid",
             "bind 1-3 usb usb",
             "remove hidraw1 hidraw -",
+            "remove event1 input -",
+            "remove input1 input -",
             "unbind 0003:0627:0001.0002 hid -",
             "remove 0003:0627:0001.0002 hid -",
             "unbind 1-3:1.0 usb -",
@@ -343,7 +303,7 @@ fn a_python_hid_peer_of_your_own_driven_by_hidapi() {
                   \x20   print('set', h.set_feature(3, bytes(range(8))))\n\
                   \x20   print('get', h.get_feature(3, 8))\n";
     std::fs::write(dir.join("reader.py"), reader).unwrap();
-    let out = run_config(
+    let out = monfs_run(
         dir,
         &cfg,
         &format!(

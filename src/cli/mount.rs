@@ -176,7 +176,7 @@ pub const UEVENTS_ENV: &str = "MONFS_UEVENTS";
 /// devices come, and take them away as they go.
 pub const DEVNODES_ENV: &str = "MONFS_DEVNODES";
 
-/// Character devices (CUSE) for the class nodes (hidrawN), where this
+/// Character devices (CUSE) for the class nodes (hidrawN, input/eventN), where this
 /// daemon can make them: as root with a usable `/dev/cuse`. None: the
 /// nodes are the mount's files.
 fn class_char_devices(fs: &Monfs) -> Option<Arc<dyn crate::base::vfs::CharDevices>> {
@@ -184,7 +184,10 @@ fn class_char_devices(fs: &Monfs) -> Option<Arc<dyn crate::base::vfs::CharDevice
         return None;
     }
     let c = Arc::new(crate::fuse::CuseClasses::new()?);
-    fs.hid.use_char_devices(&*c).then_some(c)
+    // hidraw's and evdev's majors; either alone is still of use.
+    let hid = fs.hid.use_char_devices(&*c);
+    let input = fs.input.use_char_devices(&*c);
+    (hid || input).then_some(c)
 }
 
 /// Announce every topology change `queue` (watching `fs`'s devices) is told

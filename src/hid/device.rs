@@ -3,11 +3,14 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::base::sync::LockExt;
 use crate::base::vfs::Waker;
 use crate::usbcore::device::DevRef;
+
+use super::input::HidInput;
+use super::report::{Descriptor, Kind};
 
 /// `BUS_USB`.
 pub const BUS_USB: u16 = 3;
@@ -21,8 +24,7 @@ pub const HID_GROUP_GENERIC: u16 = 1;
 pub const HIDRAW_MAJOR: u32 = 244;
 /// `HIDRAW_MAX_DEVICES`: minors 0..64.
 pub const HIDRAW_MAX_DEVICES: u32 = 64;
-/// `HID_MAX_BUFFER_SIZE`: the longest report hidraw moves.
-pub const HID_MAX_BUFFER_SIZE: usize = 16384;
+pub use super::report::HID_MAX_BUFFER_SIZE;
 /// `HID_MAX_DESCRIPTOR_SIZE`.
 pub const HID_MAX_DESCRIPTOR_SIZE: usize = 4096;
 /// The driver the HID bus binds to the devices monfs makes.
@@ -57,6 +59,10 @@ pub struct HidDevice {
     pub uniq: String,
     /// The report descriptor.
     pub rdesc: Vec<u8>,
+    /// It parsed (`hid_open_report`).
+    pub desc: Descriptor,
+    /// bcdDevice (`hid->version`).
+    pub version: u16,
     /// The interrupt OUT endpoint, if it has one: output reports go there,
     /// else by SET_REPORT.
     pub out_ep: Option<u8>,
@@ -68,6 +74,12 @@ pub struct HidDevice {
     pub(super) exist: AtomicBool,
     /// The open hidraw files, to hand reports to and wake.
     pub(super) lists: Mutex<Vec<Weak<RawList>>>,
+    /// hid-input's side, when the device has input devices.
+    pub(super) input: Mutex<Option<HidInput>>,
+    /// LED changes the input layer sent, for the LED work to send.
+    pub(super) leds: Mutex<Vec<(u16, i32)>>,
+    /// Whether the LED work is scheduled.
+    pub(super) led_work: AtomicBool,
 }
 
 impl HidDevice {
@@ -120,13 +132,56 @@ impl HidDevice {
         ]
     }
 
+    /// Whether a hidraw file or an input device's evdev file of it is
+    /// open.
+    pub fn has_readers(&self) -> bool {
+        self.lists.lock_ok().iter().any(|w| w.strong_count() > 0)
+            || self.input_devices().iter().any(|d| d.has_clients())
+    }
+
+    /// hid-input's devices of it.
+    pub fn input_devices(&self) -> Vec<Arc<crate::input::InputDevice>> {
+        self.input
+            .lock_ok()
+            .as_ref()
+            .map(|i| i.devices.clone())
+            .unwrap_or_default()
+    }
+
     /// Whether it is still there.
     pub fn exists(&self) -> bool {
         self.exist.load(Ordering::SeqCst)
     }
 
-    /// `hidraw_report_event`: queue `data` for every open file.
+    /// `hid_input_report` of an input report from the interrupt IN
+    /// endpoint: dropped when empty, of no report the descriptor has, or
+    /// shorter than its report; else to hidraw's open files and through
+    /// hid-input.
     pub(super) fn report(&self, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        let numbered = self.desc.numbered[Kind::Input as usize];
+        let Some(ri) = self.desc.report_index(Kind::Input, data) else {
+            return;
+        };
+        let body = if numbered { &data[1..] } else { data };
+        if body.len() < self.desc.reports[ri].bytes() {
+            tracing::debug!(
+                hid = %self.dev_name(),
+                len = data.len(),
+                "hid: a report shorter than its descriptor says, dropped"
+            );
+            return;
+        }
+        self.raw_report(data);
+        if let Some(hi) = self.input.lock_ok().as_mut() {
+            hi.process(&self.desc, ri, body);
+        }
+    }
+
+    /// `hidraw_report_event`: queue `data` for every open file.
+    fn raw_report(&self, data: &[u8]) {
         let mut lists = self.lists.lock_ok();
         lists.retain(|w| w.strong_count() > 0);
         for l in lists.iter().filter_map(Weak::upgrade) {

@@ -69,7 +69,7 @@ pub const HIDIOCREVOKE: u32 = (1 << 30) | (4 << 16) | ((b'H' as u32) << 8) | 0x0
 
 /// `enum hid_report_type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ReportType {
+pub(super) enum ReportType {
     Input = 0,
     Output = 1,
     Feature = 2,
@@ -148,6 +148,21 @@ impl HidrawFile {
         self.list.revoked.load(Ordering::SeqCst)
     }
 
+    fn io(&self) -> Io<'_> {
+        Io {
+            dev: &self.dev,
+            port: &*self.port,
+        }
+    }
+}
+
+/// usbhid's transfers to a HID device, through the port usbfs uses.
+pub(super) struct Io<'a> {
+    pub(super) dev: &'a HidDevice,
+    pub(super) port: &'a dyn UsbCorePort,
+}
+
+impl Io<'_> {
     /// `usb_start_wait_urb`: submit `urb`, wait for it at most
     /// [`CTRL_TIMEOUT`] (then kill it: ETIMEDOUT); its IN data, or the
     /// errno of its status.
@@ -208,7 +223,7 @@ impl HidrawFile {
 
     /// `hidraw_send_report`: `buf` (report ID first) as a report of
     /// `rtype`; the bytes sent, the report ID counted.
-    fn send_report(&self, buf: &[u8], rtype: ReportType) -> SysResult<i32> {
+    pub(super) fn send_report(&self, buf: &[u8], rtype: ReportType) -> SysResult<i32> {
         if !self.dev.exists() {
             return Err(Errno::ENODEV);
         }
@@ -273,7 +288,9 @@ impl HidrawFile {
         out.truncate(count);
         Ok(out)
     }
+}
 
+impl HidrawFile {
     /// A string ioctl (`HIDIOCGRAWNAME` and the like): the string with
     /// its NUL, cut to `size`.
     fn string(s: &str, size: u32) -> IoctlReply {
@@ -322,7 +339,9 @@ impl OpenFile for HidrawFile {
         if self.revoked() {
             return Err(Errno::ENODEV);
         }
-        self.send_report(data, ReportType::Output).map(|n| n as u32)
+        self.io()
+            .send_report(data, ReportType::Output)
+            .map(|n| n as u32)
     }
 
     fn poll(&self) -> u32 {
@@ -443,7 +462,7 @@ impl OpenFile for HidrawFile {
         let len = size as usize;
         let set = |rtype| -> SysResult<IoctlReply> {
             let buf = Self::argument(req, len.min(HID_MAX_BUFFER_SIZE + 1))?;
-            let n = self.send_report(&buf, rtype)?;
+            let n = self.io().send_report(&buf, rtype)?;
             Ok(reply(Vec::new(), n))
         };
         let get = |rtype| -> SysResult<IoctlReply> {
@@ -451,7 +470,7 @@ impl OpenFile for HidrawFile {
                 return Err(Errno::EINVAL);
             }
             let first = Self::argument(req, 1)?[0];
-            let out = self.get_report(first, len, rtype)?;
+            let out = self.io().get_report(first, len, rtype)?;
             let n = out.len() as i32;
             Ok(reply(out, n))
         };

@@ -37,6 +37,9 @@ use crate::usbcore::uevent::{ChildDevice, ChildDevices};
 
 mod device;
 pub mod hidraw;
+pub mod input;
+mod leds;
+pub mod report;
 
 pub use device::*;
 
@@ -90,6 +93,8 @@ struct State {
     /// unbinds every interface's driver, and usbhid's new probe makes new
     /// HID devices.
     configs: HashMap<DevRef, u8>,
+    /// The LED side of each HID device's input devices.
+    drivers: HashMap<(DevRef, u8), Arc<dyn crate::input::InputDriver>>,
 }
 
 /// The HID core: the HID devices usbhid's interfaces have, their sysfs and
@@ -97,6 +102,7 @@ struct State {
 pub struct HidCore {
     tree: Arc<Tree>,
     port: Arc<dyn UsbCorePort>,
+    input: Arc<crate::input::InputCore>,
     st: Mutex<State>,
     /// hidraw's major ([`HIDRAW_MAJOR`], or the one reserved for its
     /// character devices).
@@ -107,10 +113,15 @@ impl HidCore {
     /// Make the core, its fixed sysfs directories, and follow `port`'s
     /// devices (register it before the uevent queue, whose
     /// [`ChildDevices`] it is).
-    pub fn install(tree: &Arc<Tree>, port: &Arc<dyn UsbCorePort>) -> Arc<HidCore> {
+    pub fn install(
+        tree: &Arc<Tree>,
+        port: &Arc<dyn UsbCorePort>,
+        input: &Arc<crate::input::InputCore>,
+    ) -> Arc<HidCore> {
         let me = Arc::new(HidCore {
             tree: tree.clone(),
             port: port.clone(),
+            input: input.clone(),
             st: Mutex::new(State::default()),
             major: std::sync::atomic::AtomicU32::new(HIDRAW_MAJOR),
         });
@@ -208,6 +219,17 @@ impl HidCore {
     /// `i` of `d`, with the lowest free hidraw minor (None: all 64 taken,
     /// as `hidraw_connect` fails).
     fn make(&self, st: &mut State, d: &UsbDevice, i: &Interface) -> Option<Arc<HidDevice>> {
+        let desc = match report::Descriptor::parse(&i.report_descriptor) {
+            Ok(desc) => desc,
+            Err(e) => {
+                tracing::warn!(
+                    device = %d.name(),
+                    interface = i.number,
+                    "usbhid: probe failed: {e}"
+                );
+                return None;
+            }
+        };
         let minor = (0..HIDRAW_MAX_DEVICES).find(|m| !st.minors.contains_key(m));
         let Some(minor) = minor else {
             tracing::warn!(
@@ -246,12 +268,37 @@ impl HidCore {
             phys,
             uniq: bounded(d.string(d.descriptor[16]).unwrap_or(""), 64),
             rdesc: i.report_descriptor.clone(),
+            desc,
+            version: u16::from_le_bytes([d.descriptor[12], d.descriptor[13]]),
             out_ep,
             in_ep: in_ep.unwrap_or(0x81),
             iface_devpath: format!("{}/{}", device_devpath(d), interface_name(d, i.number)),
             exist: AtomicBool::new(true),
             lists: Mutex::new(Vec::new()),
+            input: Mutex::new(None),
+            leds: Mutex::new(Vec::new()),
+            led_work: AtomicBool::new(false),
         });
+        // hid_connect: hid-input first, then hidraw.
+        let driver: Arc<dyn crate::input::InputDriver> = Arc::new(leds::LedDriver {
+            dev: Arc::downgrade(&h),
+            port: self.port.clone(),
+        });
+        let names = input::Names {
+            name: &h.name,
+            phys: &h.phys,
+            uniq: &h.uniq,
+            id: crate::input::InputId {
+                bustype: BUS_USB,
+                vendor: h.vendor,
+                product: h.product,
+                version: h.version,
+            },
+            parent: h.devpath(),
+        };
+        *h.input.lock_ok() =
+            input::HidInput::connect(&h.desc, &names, &self.input, Arc::downgrade(&driver));
+        st.drivers.insert((d.dev, i.number), driver);
         st.devices.insert((d.dev, i.number), h.clone());
         st.minors.insert(minor, h.clone());
         self.tree.add(
@@ -327,6 +374,9 @@ impl HidCore {
         link(&format!("{raw}/device"), &dir);
         link(&format!("{SYS}/class/hidraw/hidraw{}", h.minor), &raw);
         link(&format!("{SYS}/dev/char/{}:{}", h.major, h.minor), &raw);
+        for d in h.input_devices() {
+            self.input.show(&d);
+        }
     }
 
     /// `hid_disconnect` and `hid_destroy_device`: HID device `k` goes.
@@ -335,6 +385,11 @@ impl HidCore {
             return;
         };
         st.minors.remove(&h.minor);
+        st.drivers.remove(&k);
+        // hid_disconnect: hid-input's devices go before hidraw's node.
+        for d in h.input_devices() {
+            self.input.unregister(&d);
+        }
         h.gone();
         for p in [
             format!("dev/hidraw{}", h.minor),
@@ -401,6 +456,14 @@ impl DeviceWatcher for HidCore {
 }
 
 impl DriverInput for HidCore {
+    fn listening(&self, bus: u16) -> bool {
+        self.st
+            .lock_ok()
+            .devices
+            .values()
+            .any(|h| h.dev.bus == bus && h.has_readers())
+    }
+
     fn input(&self, dev: DevRef, endpoint: u8, data: &[u8]) {
         let hits: Vec<Arc<HidDevice>> = self
             .st
@@ -421,20 +484,22 @@ impl ChildDevices for HidCore {
         let Some(h) = self.st.lock_ok().devices.get(&(d.dev, interface)).cloned() else {
             return Vec::new();
         };
-        vec![
-            ChildDevice {
-                devpath: h.devpath(),
-                subsystem: "hid".into(),
-                vars: h.uevent_vars(),
-                driver: Some(HID_GENERIC.into()),
-            },
-            ChildDevice {
-                devpath: h.hidraw_devpath(),
-                subsystem: "hidraw".into(),
-                vars: h.hidraw_vars(),
-                driver: None,
-            },
-        ]
+        let mut out = vec![ChildDevice {
+            devpath: h.devpath(),
+            subsystem: "hid".into(),
+            vars: h.uevent_vars(),
+            driver: Some(HID_GENERIC.into()),
+        }];
+        for d in h.input_devices() {
+            out.extend(self.input.children(&d));
+        }
+        out.push(ChildDevice {
+            devpath: h.hidraw_devpath(),
+            subsystem: "hidraw".into(),
+            vars: h.hidraw_vars(),
+            driver: None,
+        });
+        out
     }
 }
 
@@ -525,7 +590,7 @@ mod order_tests {
     fn hid_and_hidraw_events_come_inside_the_interfaces() {
         let tree = Arc::new(Tree::new(0, 0));
         let port: Arc<dyn UsbCorePort> = Arc::new(NoPort);
-        let hid = HidCore::install(&tree, &port);
+        let hid = HidCore::install(&tree, &port, &crate::input::InputCore::install(&tree));
         let s = DeviceChanges::default();
         let q = Arc::new(UeventQueue::new());
         q.children_from(hid.clone());
@@ -622,9 +687,13 @@ mod revoke_tests {
     fn a_revoked_file_reaches_the_device_no_more() {
         let tree = Arc::new(Tree::new(0, 0));
         let port: Arc<dyn UsbCorePort> = Arc::new(super::order_tests::NoPort);
-        let hid = HidCore::install(&tree, &port);
+        let hid = HidCore::install(&tree, &port, &crate::input::InputCore::install(&tree));
         let mut k = crate::usbcore::sysfs::tests::keyboard();
-        k.interfaces[0].report_descriptor = vec![0x05, 0x01, 0xc0];
+        // A vendor device with a 1-byte input report.
+        k.interfaces[0].report_descriptor = vec![
+            0x06, 0x00, 0xff, 0x09, 0x01, 0xa1, 0x01, 0x09, 0x01, 0x15, 0x00, 0x26, 0xff, 0x00,
+            0x75, 0x08, 0x95, 0x01, 0x81, 0x02, 0xc0,
+        ];
         hid.update(&k);
         let crate::base::vfs::NodeKind::File(node) = tree.resolve("dev/hidraw0").unwrap().kind
         else {

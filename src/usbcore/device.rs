@@ -495,6 +495,12 @@ impl DeviceChanges {
 pub trait DriverInput: Send + Sync {
     /// The URB on IN endpoint `endpoint` of `dev` completed with `data`.
     fn input(&self, dev: DevRef, endpoint: u8, data: &[u8]);
+    /// Whether a program waits for the input of a device on bus `bus` now
+    /// (an open hidraw or evdev file): the bus must then run in time, as
+    /// for a usbmon reader.
+    fn listening(&self, _bus: u16) -> bool {
+        false
+    }
 }
 
 /// Everyone told of the kernel drivers' IN data, shared by every bus.
@@ -520,6 +526,16 @@ impl DriverInputs {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .is_empty()
+    }
+
+    /// Whether a tap has a reader of bus `bus`'s input
+    /// ([`DriverInput::listening`]).
+    pub fn listening(&self, bus: u16) -> bool {
+        self.taps
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|t| t.listening(bus))
     }
 
     /// Tell every tap of `data` from `endpoint` of `dev`.

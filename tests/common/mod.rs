@@ -743,3 +743,48 @@ pub fn devnum_of(m: &Mount, product: &str) -> u8 {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// `monfs run --timing fast --config CONFIG -- sh -c CMD` in `dir` (the
+/// configuration written there), with the monfs binary and `dir` first on
+/// PATH; its output, which must be a success.
+pub fn monfs_run(dir: &Path, config: &str, cmd: &str) -> String {
+    require_fuse();
+    let cfg = dir.join("c.yaml");
+    std::fs::write(&cfg, config).unwrap();
+    let bin = monfs_bin();
+    let path = format!(
+        "{}:{}:{}",
+        bin.parent().unwrap().display(),
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut c = Command::new(&bin);
+    c.args(["run", "--timing", "fast", "--config"])
+        .arg(&cfg)
+        .args(["--", "sh", "-c", cmd])
+        .current_dir(dir)
+        .env("TMPDIR", dir)
+        .env("PATH", path)
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdin(std::process::Stdio::null());
+    stdout_ok(&mut c, "monfs run")
+}
+
+/// Whether `monfs run`'s class nodes (hidrawN, input/eventN) are
+/// character devices: as root it makes them through CUSE where
+/// `/dev/cuse` can be used; otherwise they are the mount's files.
+pub fn class_char_devices() -> bool {
+    !rootless()
+        && std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/cuse")
+            .is_ok()
+}
+
+/// The lines of `out` that start with `word `, without it.
+pub fn lines<'a>(out: &'a str, word: &str) -> Vec<&'a str> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix(word)?.strip_prefix(' '))
+        .collect()
+}

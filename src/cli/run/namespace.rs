@@ -195,10 +195,17 @@ fn graft(
 
 /// Whether the machine's `/dev` entry `name` is one monfs replaces:
 /// usbmonN, monreader, bus/ (usbfs) and the class nodes of the simulated
-/// devices (hidrawN), which the command must not reach on the machine.
+/// devices (hidrawN, input/), which the command must not reach on the
+/// machine.
 fn replaced_in_dev(name: &OsStr) -> bool {
     let n = name.as_bytes();
-    n.starts_with(b"usbmon") || n == b"monreader" || n == b"bus" || n.starts_with(b"hidraw")
+    n.starts_with(b"usbmon") || n == b"monreader" || n == b"bus" || class_node(n)
+}
+
+/// Whether `/dev` entry `n` is a class device's node (or directory of
+/// them): the announcer puts these in place as their devices come.
+fn class_node(n: &[u8]) -> bool {
+    n.starts_with(b"hidraw") || n == b"input"
 }
 
 /// Cover `/dev` with a tmpfs holding what the machine's has but the
@@ -287,7 +294,21 @@ pub(super) fn setup_paths(mnt: &Path, rootless: bool) -> Result<(), RunError> {
         for e in rd.flatten() {
             empty_bus &= e.file_name() != "bus";
             let dst = Path::new("/dev").join(e.file_name());
-            if dst.symlink_metadata().is_err() {
+            if e.file_name() == "input" {
+                // A directory of class nodes: a real one here, which the
+                // announcer adds nodes to and takes them from.
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o755)
+                    .create(&dst)
+                    .map_err(io(format!("mkdir {}", dst.display())))?;
+                for n in std::fs::read_dir(e.path()).into_iter().flatten().flatten() {
+                    let d = dst.join(n.file_name());
+                    if d.symlink_metadata().is_err() {
+                        place(&n.path(), &d)?;
+                    }
+                }
+            } else if dst.symlink_metadata().is_err() {
                 place(&e.path(), &dst)?;
             }
         }
@@ -299,9 +320,14 @@ pub(super) fn setup_paths(mnt: &Path, rootless: bool) -> Result<(), RunError> {
             .mode(0o755)
             .create("/dev/bus/usb");
     }
-    // /sys/bus/hid and /sys/class/hidraw: the HID core's, not the
-    // machine's.
-    for (parent, name) in [("bus", "hid"), ("class", "hidraw")] {
+    // /sys/bus/hid, /sys/class/hidraw, input and leds: the HID and input
+    // cores', not the machine's.
+    for (parent, name) in [
+        ("bus", "hid"),
+        ("class", "hidraw"),
+        ("class", "input"),
+        ("class", "leds"),
+    ] {
         let src = mnt.join("sys").join(parent).join(name);
         let parent = Path::new("/sys").join(parent);
         if !src.is_dir() || !parent.is_dir() {

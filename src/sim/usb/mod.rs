@@ -505,8 +505,11 @@ fn bus_thread(b: &BusShared, clock: &dyn Clock, stop: &AtomicBool) {
                     // while a program waits for a URB or a core request
                     // (usbfs): it must complete in time; nor while a
                     // device comes or goes (sysfs and the uevents show it
-                    // when it happens).
+                    // when it happens); nor while a program reads a HID
+                    // device's hidraw or input node (key presses and
+                    // releases must come when they happen).
                     _ if !g.ctx.sink.wanted(b.num)
+                        && !g.ctx.core.inputs.listening(b.num)
                         && g.ctx.core.urbs.is_empty()
                         && g.ctx.core.requests.load(Ordering::SeqCst) == 0
                         && !g.ctx.settling() =>
