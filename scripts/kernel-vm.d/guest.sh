@@ -305,12 +305,12 @@ sysdump() { # sysdump DIR: DIR's files (power/ left out), links and directories,
 # REQUESTs, and bus 1's usbmon text meanwhile (to pair each interrupt IN
 # report with the events it caused: usbmon's time stamps and evtest's are
 # both the real time clock's, usbmon's modulo 4096 s).
-input_events() { # input_events OUTPREFIX NODE SECS REQUEST...
-	_p=$1; _node=$2; _secs=$3; shift 3
-	bg ev1u "${_p}_1u.txt" cat $M/1u
-	bg evtest "${_p}_evtest.txt" evtest $_node
-	bg evprobe "${_p}_events.txt" evdev_probe --events $_secs $_node
-	waitfor 10 "grep -q '^open' ${_p}_events.txt" || err "kernel: evdev_probe --events $_node did not start"
+input_events() { # input_events OUTPREFIX NODE SECS REQUEST... (finish uses _p: _ip)
+	_ip=$1; _node=$2; _secs=$3; shift 3
+	bg ev1u "${_ip}_1u.txt" cat $M/1u
+	bg evtest "${_ip}_evtest.txt" evtest $_node
+	bg evprobe "${_ip}_events.txt" evdev_probe --events $_secs $_node
+	waitfor 10 "grep -q '^open' ${_ip}_events.txt" || err "kernel: evdev_probe --events $_node did not start"
 	# the device polled (its URB submitted: qemu activates a pointer's
 	# handler on its first poll) and evtest's header printed
 	sleep 2
@@ -320,13 +320,16 @@ input_events() { # input_events OUTPREFIX NODE SECS REQUEST...
 	finish evtest 5
 	sleep 0.5
 	finish ev1u 0
-	echo "$_node: $(grep -c '^[0-9]' ${_p}_events.txt) events, $(grep -c '^Event:' ${_p}_evtest.txt) evtest lines, $(grep -c ' C Ii:' ${_p}_1u.txt) interrupt IN completions"
+	echo "$_node: $(grep -c '^[0-9]' ${_ip}_events.txt) events, $(grep -c '^Event:' ${_ip}_evtest.txt) evtest lines, $(grep -c ' C Ii:' ${_ip}_1u.txt) interrupt IN completions"
 }
 input_kernel() { # input_kernel UDEVD_OK (inside K4p: ttyS1 on fd 3, udevd running when UDEVD_OK is 1)
 	step "K4e. kernel: the input layer of the keyboard, the tablet and the mouse (hid-input, evdev, input-leds)"
 	I=$O/kernel/input
 	mkdir -p $I
 	HPLOG=$I/hotplug.txt
+	# evdev was kept from udevd's kmod builtin until now (a blacklist
+	# line, K4p): the hot-plug recordings before stay as without evdev
+	rm -f /etc/modprobe.d/kernel-vm-evdev.conf
 	if [ "$1" = 1 ]; then
 		udev_record $I evdev_load load evdev input_leds
 	else
@@ -356,6 +359,13 @@ input_kernel() { # input_kernel UDEVD_OK (inside K4p: ttyS1 on fd 3, udevd runni
 		_ev=$(basename $(ls -d $_d/event* | head -1))
 		_real=$(readlink -f $_d)
 		echo "$_dv $(basename $_d) $_ev $_real" >> $I/devices.txt
+		# the USB device's runtime PM (udev's hwdb: ID_AUTOSUSPEND=1 for
+		# qemu's HID devices, so power/control is auto: an open but idle
+		# device suspends, and wakes remotely on input)
+		_usb=${_real%%/[0-9]-[0-9]:*}
+		for _f in control runtime_status autosuspend_delay_ms wakeup runtime_suspended_time; do
+			echo "$_dv $(basename $_usb)/power/$_f $(cat $_usb/power/$_f 2>&1)"
+		done >> $I/usb_power.txt
 		sysdump $_d > $I/${_dv}_sysfs.txt
 		{
 			ls -l $_real
@@ -366,12 +376,20 @@ input_kernel() { # input_kernel UDEVD_OK (inside K4p: ttyS1 on fd 3, udevd runni
 		} > $I/${_dv}_ls.txt 2>&1
 		_led=
 		[ $_dv = kbd ] && _led=--led
+		# the probe with the device awake (power/control on): a
+		# suspended usbhid queues the EV_LED writes' SET_REPORTs until
+		# the device resumes
+		_pc=$(cat $_usb/power/control)
 		bg pr1u "$I/${_dv}_probe_1u.txt" cat $M/1u
 		sleep 0.5
+		echo on > $_usb/power/control
+		sleep 0.5
+		echo "--- power/control on, runtime_status $(cat $_usb/power/runtime_status)" >> $I/${_dv}_probe_1u.mark
 		evdev_probe $_led /dev/input/$_ev > $I/${_dv}_probe.txt 2>&1
 		echo $? > $I/${_dv}_probe.txt.rc
 		sleep 1
 		finish pr1u 0
+		echo $_pc > $_usb/power/control
 		echo "$_dv: $(basename $_d) $_ev, evdev_probe $(wc -l < $I/${_dv}_probe.txt) lines, $(wc -l < $I/${_dv}_probe_1u.txt) lines of 1u"
 		case $_dv in
 		kbd) input_events $I/kbd /dev/input/$_ev 20 'keys kbd hello World\n' ;;
@@ -507,6 +525,10 @@ step "K4p. kernel: hot-plug through qemu's monitor with udevd, udevadm monitor -
 if [ -c /dev/ttyS1 ] && stty -F /dev/ttyS1 raw -echo; then
 	exec 3<>/dev/ttyS1
 	mkdir -p /run
+	# no evdev from udevd's kmod builtin (an input device's MODALIAS)
+	# before step K4e loads it: these recordings are without it
+	mkdir -p /etc/modprobe.d
+	echo "blacklist evdev" > /etc/modprobe.d/kernel-vm-evdev.conf
 	udevd_ok=1
 	systemd-udevd --daemon --resolve-names=never > $O/kernel/udevd.log 2>&1 || { err "kernel: systemd-udevd --daemon failed: $(tail -1 $O/kernel/udevd.log)"; udevd_ok=0; }
 	waitfor 10 '[ -S /run/udev/control ]' || { err "kernel: udevd made no /run/udev/control"; udevd_ok=0; }
