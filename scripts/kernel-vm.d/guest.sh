@@ -322,6 +322,7 @@ input_events() { # input_events OUTPREFIX NODE SECS REQUEST... (finish uses _p: 
 	finish ev1u 0
 	echo "$_node: $(grep -c '^[0-9]' ${_ip}_events.txt) events, $(grep -c '^Event:' ${_ip}_evtest.txt) evtest lines, $(grep -c ' C Ii:' ${_ip}_1u.txt) interrupt IN completions"
 }
+load_settle() { load "$@"; settle; }
 input_kernel() { # input_kernel UDEVD_OK (inside K4p: ttyS1 on fd 3, udevd running when UDEVD_OK is 1)
 	step "K4e. kernel: the input layer of the keyboard, the tablet and the mouse (hid-input, evdev, input-leds)"
 	I=$O/kernel/input
@@ -331,7 +332,7 @@ input_kernel() { # input_kernel UDEVD_OK (inside K4p: ttyS1 on fd 3, udevd runni
 	# line, K4p): the hot-plug recordings before stay as without evdev
 	rm -f /etc/modprobe.d/kernel-vm-evdev.conf
 	if [ "$1" = 1 ]; then
-		udev_record $I evdev_load load evdev input_leds
+		udev_record $I evdev_load load_settle evdev input_leds
 	else
 		load evdev input_leds
 	fi
