@@ -302,9 +302,11 @@ sysdump() { # sysdump DIR: DIR's files (power/ left out), links and directories,
 	done
 }
 # evdev_probe --events and evtest on NODE while the host performs the
-# REQUESTs, and bus 1's usbmon text meanwhile (to pair each interrupt IN
-# report with the events it caused: usbmon's time stamps and evtest's are
-# both the real time clock's, usbmon's modulo 4096 s).
+# REQUESTs, and bus 1's usbmon text meanwhile, to pair each interrupt IN
+# report with the events it caused: in order (a report that changes
+# nothing causes none), or by time: evtest's stamps are the real-time
+# clock's, usbmon's the monotonic clock's modulo 4096 s, so the two differ
+# by one constant in a run.
 input_events() { # input_events OUTPREFIX NODE SECS REQUEST... (finish uses _p: _ip)
 	_ip=$1; _node=$2; _secs=$3; shift 3
 	bg ev1u "${_ip}_1u.txt" cat $M/1u
