@@ -226,11 +226,11 @@ udev_record() { # udev_record OUTDIR NAME CMD... (waitfor uses _n, so _uf)
 	finish umon 0
 	echo "$_un: $(grep -c '^KERNEL\[' "$_uf") KERNEL, $(grep -c '^UDEV *\[' "$_uf") UDEV events"
 }
-hp() { # hp REQUEST: ask the host (hotplug.py, on ttyS1) and wait for its answer
-	echo "$*" >&3
+hp() { # hp REQUEST: ask the host (hotplug.py, on ttyS1) and wait for its answer (logged in HPLOG)
+	printf '%s\n' "$*" >&3
 	read -t 60 -r _a <&3 || { err "kernel: no answer from the host to '$*'"; return 1; }
 	echo "host: $* -> $_a"
-	echo "$* $_a" >> $O/kernel/hotplug.txt
+	echo "$* $_a" >> ${HPLOG:-$O/kernel/hotplug.txt}
 	case $_a in ok*) return 0 ;; *) err "kernel: the host answered '$*' with '$_a'"; return 1 ;; esac
 }
 settle() { # after a hot-plug: udevd's queue empty, and a second for stragglers
@@ -265,6 +265,160 @@ monfs_hotplug() { # inside monfs run (the same steps: monfs ctl)
 	udev_record $O/fuse audio_plug monfs_ctl plug --wait 2 1 audio
 }
 monfs_ctl() { monfs ctl "$@" >/dev/null && sleep 1; }
+
+# ---- the input layer (step K4e, the kernel only): hid-input's input
+# devices of qemu's keyboard, tablet and mouse, evdev's event nodes and
+# input-leds's LED class devices, in OUTDIR (/out/kernel/input); the host
+# (hotplug.py) types, moves and clicks through QMP input-send-event.
+INPUT_DEVS="kbd tablet mouse"
+input_name() { # input_name kbd|tablet|mouse: the input device's name
+	case $1 in
+	kbd) echo "QEMU QEMU USB Keyboard" ;;
+	tablet) echo "QEMU QEMU USB Tablet" ;;
+	mouse) echo "QEMU QEMU USB Mouse" ;;
+	esac
+}
+input_of() { # input_of NAME: /sys/class/input/inputN of the input device called NAME
+	for _d in /sys/class/input/input*; do
+		[ "$(cat $_d/name 2>/dev/null)" = "$1" ] && echo $_d && return 0
+	done
+	return 1
+}
+sysdump() { # sysdump DIR: DIR's files (power/ left out), links and directories, recursively
+	_r=$(readlink -f $1)
+	echo "# $1 -> $_r"
+	find $_r | grep -v -e '/power/' -e '/power$' | sort | while read -r _f; do
+		_rel=${_f#$_r}; _rel=${_rel#/}; [ -n "$_rel" ] || _rel=.
+		if [ -L $_f ]; then
+			echo "== $_rel -> $(readlink $_f)"
+		elif [ -d $_f ]; then
+			echo "== $_rel/ (directory, mode $(stat -c %a $_f))"
+		elif [ -r $_f ]; then
+			echo "== $_rel (mode $(stat -c %a $_f), $(cat $_f 2>/dev/null | wc -c) bytes)"
+			cat $_f 2>&1 | sed 's/^/  /'
+		else
+			echo "== $_rel (mode $(stat -c %a $_f), not readable)"
+		fi
+	done
+}
+# evdev_probe --events and evtest on NODE while the host performs the
+# REQUESTs, and bus 1's usbmon text meanwhile, to pair each interrupt IN
+# report with the events it caused: in order (a report that changes
+# nothing causes none), or by time: evtest's stamps are the real-time
+# clock's, usbmon's the monotonic clock's modulo 4096 s, so the two differ
+# by one constant in a run.
+input_events() { # input_events OUTPREFIX NODE SECS REQUEST... (finish uses _p: _ip)
+	_ip=$1; _node=$2; _secs=$3; shift 3
+	bg ev1u "${_ip}_1u.txt" cat $M/1u
+	bg evtest "${_ip}_evtest.txt" evtest $_node
+	bg evprobe "${_ip}_events.txt" evdev_probe --events $_secs $_node
+	waitfor 10 "grep -q '^open' ${_ip}_events.txt" || err "kernel: evdev_probe --events $_node did not start"
+	# the device polled (its URB submitted: qemu activates a pointer's
+	# handler on its first poll) and evtest's header printed
+	sleep 2
+	for _req; do hp "$_req"; done
+	finish evprobe $((_secs + 10))
+	kill -TERM $PID_evtest 2>/dev/null
+	finish evtest 5
+	sleep 0.5
+	finish ev1u 0
+	echo "$_node: $(grep -c '^[0-9]' ${_ip}_events.txt) events, $(grep -c '^Event:' ${_ip}_evtest.txt) evtest lines, $(grep -c ' C Ii:' ${_ip}_1u.txt) interrupt IN completions"
+}
+load_settle() { load "$@"; settle; }
+input_kernel() { # input_kernel UDEVD_OK (inside K4p: ttyS1 on fd 3, udevd running when UDEVD_OK is 1)
+	step "K4e. kernel: the input layer of the keyboard, the tablet and the mouse (hid-input, evdev, input-leds)"
+	I=$O/kernel/input
+	mkdir -p $I
+	HPLOG=$I/hotplug.txt
+	# evdev was kept from udevd's kmod builtin until now (a blacklist
+	# line, K4p): the hot-plug recordings before stay as without evdev
+	rm -f /etc/modprobe.d/kernel-vm-evdev.conf
+	if [ "$1" = 1 ]; then
+		udev_record $I evdev_load load_settle evdev input_leds
+	else
+		load evdev input_leds
+	fi
+	waitfor 10 'ls /sys/class/input/input*/event* >/dev/null 2>&1' || err "kernel: no event node after loading evdev"
+	if [ "$1" = 1 ]; then
+		# as at boot: udevd's database for the input devices made before it ran
+		udevadm trigger --action=add --subsystem-match=input --subsystem-match=leds || err "kernel: udevadm trigger (input, leds) failed"
+		settle
+		# the keyboard's unplug and plug with evdev loaded: the input,
+		# event, mouse and leds devices' events among USB's and HID's
+		udev_record $I kbd_unplug hp_wait "unplug kbd" '[ ! -e /sys/bus/usb/devices/1-1 ]'
+		udev_record $I kbd_plug hp_wait "plug kbd" 'ls -d /sys/bus/usb/devices/1-1:1.0/0003:*/input/input*/event* >/dev/null 2>&1 && ls /sys/bus/usb/devices/1-1:1.0/*/hidraw >/dev/null 2>&1'
+	fi
+	cat /proc/bus/input/devices > $I/proc_bus_input_devices.txt
+	cat /proc/bus/input/handlers > $I/proc_bus_input_handlers.txt
+	ls -l /sys/class/input /sys/class/leds > $I/ls_class.txt 2>&1
+	ls -l /dev/input /dev/input/by-id /dev/input/by-path > $I/ls_dev_input.txt 2>&1
+	ls -l /sys/bus/pci/devices > $I/pci.txt 2>&1
+	for _p in /sys/bus/pci/devices/*; do
+		echo "$(basename $_p) $(cat $_p/vendor):$(cat $_p/device) class=$(cat $_p/class)"
+	done >> $I/pci.txt
+	: > $I/devices.txt
+	for _dv in $INPUT_DEVS; do
+		_d=$(input_of "$(input_name $_dv)") || { err "kernel: no input device called $(input_name $_dv)"; continue; }
+		_ev=$(basename $(ls -d $_d/event* | head -1))
+		_real=$(readlink -f $_d)
+		echo "$_dv $(basename $_d) $_ev $_real" >> $I/devices.txt
+		# the USB device's runtime PM (udev's hwdb: ID_AUTOSUSPEND=1 for
+		# qemu's HID devices, so power/control is auto: an open but idle
+		# device suspends, and wakes remotely on input)
+		_usb=${_real%%/[0-9]-[0-9]:*}
+		for _f in control runtime_status autosuspend_delay_ms wakeup runtime_suspended_time; do
+			echo "$_dv $(basename $_usb)/power/$_f $(cat $_usb/power/$_f 2>&1)"
+		done >> $I/usb_power.txt
+		sysdump $_d > $I/${_dv}_sysfs.txt
+		{
+			ls -l $_real
+			for _c in $_real/*; do [ -d $_c ] && [ ! -L $_c ] && ls -l $_c; done
+			for _l in /sys/class/leds/$(basename $_d)::*; do [ -e $_l ] && echo "$_l -> $(readlink $_l)"; done
+			stat -c '%n %F %t:%T %a %u:%g' /dev/input/$_ev
+			for _c in $_real/mouse* $_real/js*; do [ -e $_c/dev ] && stat -c '%n %F %t:%T %a %u:%g' /dev/input/$(basename $_c); done
+		} > $I/${_dv}_ls.txt 2>&1
+		_led=
+		[ $_dv = kbd ] && _led=--led
+		# the probe with the device awake (power/control on): a
+		# suspended usbhid queues the EV_LED writes' SET_REPORTs until
+		# the device resumes
+		_pc=$(cat $_usb/power/control)
+		bg pr1u "$I/${_dv}_probe_1u.txt" cat $M/1u
+		sleep 0.5
+		echo on > $_usb/power/control
+		sleep 0.5
+		echo "--- power/control on, runtime_status $(cat $_usb/power/runtime_status)" >> $I/${_dv}_probe_1u.mark
+		evdev_probe $_led /dev/input/$_ev > $I/${_dv}_probe.txt 2>&1
+		echo $? > $I/${_dv}_probe.txt.rc
+		sleep 1
+		finish pr1u 0
+		echo $_pc > $_usb/power/control
+		echo "$_dv: $(basename $_d) $_ev, evdev_probe $(wc -l < $I/${_dv}_probe.txt) lines, $(wc -l < $I/${_dv}_probe_1u.txt) lines of 1u"
+		case $_dv in
+		kbd) input_events $I/kbd /dev/input/$_ev 20 'keys kbd hello World\n' ;;
+		mouse) input_events $I/mouse /dev/input/$_ev 15 "rel mouse 10 5" "rel mouse -3 7" "btn mouse left" \
+			"btn mouse right" "btn mouse wheel-up" ;;
+		tablet) input_events $I/tablet /dev/input/$_ev 15 "abs tablet 0x4000 0x2000" "abs tablet 100 32767" \
+			"btn tablet left" "abs tablet 0 0" ;;
+		esac
+		if [ "$1" = 1 ]; then
+			for _c in $_real $_real/event* $_real/mouse* $_real/*::*; do
+				[ -e $_c ] || continue
+				echo "### udevadm info --query=all --path=${_c#/sys}"
+				udevadm info --query=all --path=${_c#/sys} 2>&1
+				echo
+			done > $I/${_dv}_udevadm.txt
+			for _c in $_real/event* $_real/mouse*; do
+				[ -e $_c ] || continue
+				echo "### udevadm info --query=all --name=/dev/input/$(basename $_c)"
+				udevadm info --query=all --name=/dev/input/$(basename $_c) 2>&1
+				echo
+			done >> $I/${_dv}_udevadm.txt
+		fi
+	done
+	ls -l /dev/input /dev/input/by-id /dev/input/by-path > $I/ls_dev_input_end.txt 2>&1
+	HPLOG=
+}
 
 kernel_traffic() { # SCSI reads (and first some writes) on the qemu USB stick, each a separate command
 	_i=0
@@ -374,6 +528,10 @@ step "K4p. kernel: hot-plug through qemu's monitor with udevd, udevadm monitor -
 if [ -c /dev/ttyS1 ] && stty -F /dev/ttyS1 raw -echo; then
 	exec 3<>/dev/ttyS1
 	mkdir -p /run
+	# no evdev from udevd's kmod builtin (an input device's MODALIAS)
+	# before step K4e loads it: these recordings are without it
+	mkdir -p /etc/modprobe.d
+	echo "blacklist evdev" > /etc/modprobe.d/kernel-vm-evdev.conf
 	udevd_ok=1
 	systemd-udevd --daemon --resolve-names=never > $O/kernel/udevd.log 2>&1 || { err "kernel: systemd-udevd --daemon failed: $(tail -1 $O/kernel/udevd.log)"; udevd_ok=0; }
 	waitfor 10 '[ -S /run/udev/control ]' || { err "kernel: udevd made no /run/udev/control"; udevd_ok=0; }
@@ -385,6 +543,7 @@ if [ -c /dev/ttyS1 ] && stty -F /dev/ttyS1 raw -echo; then
 		settle
 		hotplug_kernel
 	fi
+	input_kernel $udevd_ok
 	echo bye >&3
 	read -t 10 -r _a <&3
 	udevadm control --exit || err "kernel: udevadm control --exit failed"

@@ -8,6 +8,15 @@ line that starts with "ok" or "error":
 
     unplug kbd|stick|audio        device_del, then wait for DEVICE_DELETED
     plug kbd|stick|audio          device_add on the device's port again
+    keys kbd TEXT                 type TEXT (the rest of the line; \\n is
+                                  Enter) on the keyboard: each key down,
+                                  then up, a pause after each (an upper
+                                  case letter: shift down, key down, key
+                                  up, shift up)
+    rel mouse DX DY               a relative move of the mouse
+    btn mouse|tablet BUTTON       press, pause, release (left, right, middle)
+    abs tablet X Y                an absolute position of the tablet
+                                  (qemu's range: 0..0x7fff)
     bye                           the guest is done: exit
 
 The keyboard is qemu's usb-kbd with id kbd on port 1 of xhci.0; the stick
@@ -17,6 +26,20 @@ own image), since a drive of -drive is deleted with the device that used
 it. The audio device is usb-audio with id uaudio on port 1 of xhci2.0
 (audiodev snd0). The answer to `unplug stick` says whether the drive
 `stick` was still there afterwards. Everything is logged to LOG.
+
+Input goes through QMP input-send-event. Its `device` names a display
+device (a console), not an input device: qemu routes an event to the
+first input handler bound to that console whose kind (key, rel, abs, btn)
+matches, and an event without `device` to the first unbound handler that
+matches, the last activated first (usb-kbd on its realize, usb-mouse and
+usb-tablet when the guest first polls them, i.e. opens their event node).
+usb-mouse has no `display` property; usb-tablet (id tablet) is bound to
+the console of the VGA card (-device VGA,id=vga0, its head 0), so the
+tablet's events name vga0 and no device-less button press can reach it;
+the mouse's and the keyboard's name none: the mouse is then the only
+unbound USB handler of relative moves and buttons (PS/2's mouse, bound to
+nothing either, comes after it once the guest has polled it), the
+keyboard the first of keys.
 
     hotplug.py QMP_SOCKET SERIAL_SOCKET LOG
 """
@@ -32,6 +55,68 @@ DEVICES = {
     "audio": {"driver": "usb-audio", "id": "uaudio", "bus": "xhci2.0", "port": "1", "audiodev": "snd0",
               "buffer": 393216},
 }
+
+
+# input-send-event's `device` per input device (see above)
+CONSOLE = {"kbd": None, "mouse": None, "tablet": "vga0"}
+PAUSE = 0.15
+QCODES = {" ": "spc", "\n": "ret", ".": "dot", ",": "comma", "-": "minus", "/": "slash"}
+
+
+def qcode(ch):
+    if ch.isascii() and (ch.isdigit() or ch.islower()):
+        return ch
+    if ch in QCODES:
+        return QCODES[ch]
+    raise RuntimeError("no qcode for %r" % ch)
+
+
+def send(qmp, dev, *events):
+    args = {"events": list(events)}
+    if CONSOLE[dev]:
+        args["device"] = CONSOLE[dev]
+    qmp.execute("input-send-event", **args)
+
+
+def key(name, down):
+    return {"type": "key", "data": {"down": down, "key": {"type": "qcode", "data": name}}}
+
+
+def type_text(qmp, text):
+    for ch in text.replace("\\n", "\n"):
+        shift = ch.isascii() and ch.isupper()
+        k = qcode(ch.lower() if shift else ch)
+        if shift:
+            send(qmp, "kbd", key("shift", True))
+            time.sleep(PAUSE)
+        send(qmp, "kbd", key(k, True))
+        time.sleep(PAUSE)
+        send(qmp, "kbd", key(k, False))
+        time.sleep(PAUSE)
+        if shift:
+            send(qmp, "kbd", key("shift", False))
+            time.sleep(PAUSE)
+
+
+def input_request(qmp, req):
+    """keys/rel/btn/abs requests; False when REQ is none of them"""
+    words = req.split()
+    if words[0] == "keys" and len(words) >= 3 and words[1] == "kbd":
+        type_text(qmp, req.split(None, 2)[2] if req.count(" ") >= 2 else "")
+    elif words[0] == "rel" and len(words) == 4 and words[1] == "mouse":
+        send(qmp, "mouse", {"type": "rel", "data": {"axis": "x", "value": int(words[2])}},
+             {"type": "rel", "data": {"axis": "y", "value": int(words[3])}})
+    elif words[0] == "abs" and len(words) == 4 and words[1] == "tablet":
+        send(qmp, "tablet", {"type": "abs", "data": {"axis": "x", "value": int(words[2], 0)}},
+             {"type": "abs", "data": {"axis": "y", "value": int(words[3], 0)}})
+    elif words[0] == "btn" and len(words) == 3 and words[1] in ("mouse", "tablet"):
+        for down in (True, False):
+            send(qmp, words[1], {"type": "btn", "data": {"down": down, "button": words[2]}})
+            time.sleep(PAUSE)
+    else:
+        return False
+    time.sleep(PAUSE)
+    return True
 
 
 def connect(path, deadline):
@@ -139,7 +224,7 @@ def main():
         if not raw:
             log("serial closed")
             return
-        req = raw.decode("ascii", "replace").strip()
+        req = raw.decode("ascii", "replace").strip("\r\n")
         if not req:
             continue
         log("guest: %s" % req)
@@ -148,6 +233,13 @@ def main():
             if words == ["bye"]:
                 ser.sendall(b"ok bye\n")
                 return
+            if words and words[0] in ("keys", "rel", "abs", "btn"):
+                if not input_request(qmp, req):
+                    raise RuntimeError("unknown request %r" % req)
+                answer = "ok"
+                log("answer: %s" % answer)
+                ser.sendall(answer.encode() + b"\n")
+                continue
             if len(words) != 2 or words[0] not in ("plug", "unplug") or words[1] not in DEVICES:
                 raise RuntimeError("unknown request %r" % req)
             dev = DEVICES[words[1]]
