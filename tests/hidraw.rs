@@ -148,23 +148,16 @@ fn raw_calls_get_hidraws_answers_and_errnos_also_after_an_unplug() {
 #[test]
 fn hid_and_hidraw_uevents_come_between_the_interfaces_add_and_bind() {
     let td = tempfile::tempdir().unwrap();
-    // The kernel's broadcasts (group 1, port id 0), a field a line.
-    let listen = "import socket, sys\n\
-                  s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 15)\n\
-                  s.bind((0, 1))\n\
-                  open('ready', 'w').close()\n\
-                  for _ in range(int(sys.argv[1])):\n\
-                  \x20   m, a = s.recvfrom(8192)\n\
-                  \x20   if a[0] == 0:\n\
-                  \x20       print('\\n'.join(m.decode().split('\\0')[1:]), flush=True)\n";
-    std::fs::write(td.path().join("listen.py"), listen).unwrap();
+    let listen = common::repo_path("tests/data/uevent_listen.py");
     let out = run(
         td.path(),
-        "/usr/bin/python3 listen.py 19 > ev & while [ ! -e ready ]; do sleep 0.05; done; \
+        &format!(
+            "/usr/bin/python3 {listen} 19 > ev & while [ ! -e ready ]; do sleep 0.05; done; \
          monfs ctl plug --wait 1 3 hid-mouse >/dev/null; ls /dev/hidraw*; \
          echo dev $(cat /sys/class/hidraw/hidraw1/dev); \
          monfs ctl unplug --wait 1 3 >/dev/null; ls /dev/hidraw*; wait; \
-         grep -E '^(ACTION|DEVPATH|SUBSYSTEM|DRIVER|HID_|MODALIAS=hid|MAJOR|MINOR|DEVNAME=hid)' ev",
+         grep -E '^(ACTION|DEVPATH|SUBSYSTEM|DRIVER|HID_|MODALIAS=hid|MAJOR|MINOR|DEVNAME=hid)' ev"
+        ),
     );
     // hidraw's major: 244 for the mount's files, CUSE's for character
     // devices; sysfs and the uevents agree.

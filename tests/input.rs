@@ -332,30 +332,40 @@ fn hostile_calls_get_evdevs_errnos_and_an_unplug_hangs_the_node_up() {
 #[test]
 fn a_keyboards_plug_announces_its_input_leds_and_event_node_as_the_kernel_and_udev_do() {
     let td = tempfile::tempdir().unwrap();
-    let listen = "import socket, sys\n\
-                  s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 15)\n\
-                  s.bind((0, 1))\n\
-                  open('ready', 'w').close()\n\
-                  for _ in range(int(sys.argv[1])):\n\
-                  \x20   m, a = s.recvfrom(8192)\n\
-                  \x20   if a[0] == 0:\n\
-                  \x20       v = m.decode().split('\\0')[1:]\n\
-                  \x20       g = dict(x.split('=', 1) for x in v if '=' in x)\n\
-                  \x20       print('ev', g['ACTION'], g['DEVPATH'].rsplit('/', 1)[1], g['SUBSYSTEM'], g.get('TRIGGER', '-'), flush=True)\n";
-    std::fs::write(td.path().join("listen.py"), listen).unwrap();
+    let listen = common::repo_path("tests/data/uevent_listen.py");
     let cfg = "seed: 7\nusb:\n  buses:\n    - bus: 1\n      ports: 4\n      devices: []\n";
     let out = monfs_run(
         td.path(),
         cfg,
-        "/usr/bin/python3 listen.py 37 > ev & while [ ! -e ready ]; do sleep 0.05; done; \
+        &format!(
+            "/usr/bin/python3 {listen} 37 > ev & while [ ! -e ready ]; do sleep 0.05; done; \
          monfs ctl plug --wait 1 1 hid-keyboard >/dev/null; \
          udevadm info /sys/class/input/event0 | sed 's/^/info /'; \
          udevadm info /sys/class/input/input0 | grep -E 'ID_FOR_SEAT|TAGS' | sed 's/^/input /'; \
          udevadm info /sys/class/leds/input0::capslock | grep -E '^E: (ID_FOR|TAGS)' | sed 's/^/led /'; \
          for l in /dev/input/by-id/* /dev/input/by-path/*; do echo \"link $l $(readlink $l)\"; done; \
-         monfs ctl unplug --wait 1 1 >/dev/null; wait; cat ev; ls /dev/input | sed 's/^/left /'",
+         monfs ctl unplug --wait 1 1 >/dev/null; wait; cat ev; ls /dev/input | sed 's/^/left /'"
+        ),
     );
-    let got: Vec<&str> = lines(&out, "ev");
+    // Each event: its action, name, subsystem and trigger.
+    let got: Vec<String> = out
+        .split("ACTION=")
+        .skip(1)
+        .map(|e| {
+            let get = |k: &str| {
+                e.lines()
+                    .find_map(|l| l.strip_prefix(k)?.strip_prefix('='))
+                    .unwrap_or("-")
+            };
+            format!(
+                "{} {} {} {}",
+                e.lines().next().unwrap(),
+                get("DEVPATH").rsplit('/').next().unwrap(),
+                get("SUBSYSTEM"),
+                get("TRIGGER")
+            )
+        })
+        .collect();
     let want = [
         "add 1-1 usb -",
         "change 1-1 usb -",

@@ -942,19 +942,17 @@ fn event(devices: &[Arc<InputDevice>], f: &Field, fs: &mut FieldState, n: usize,
         return;
     }
     if u.ty == EV_KEY && i32::from(!input.key_down(u.code)) == value {
-        input.event(EV_MSC, MSC_SCAN, u.code_scan(f, n));
+        // The scan code: the usage (page and ID).
+        input.event(
+            EV_MSC,
+            MSC_SCAN,
+            f.usages.get(n).copied().unwrap_or(0) as i32,
+        );
     }
     input.event(u.ty, u.code, value);
     if (f.flags & RELATIVE != 0 || fs.relative_key) && u.ty == EV_KEY && value != 0 {
         input.event(EV_SYN, SYN_REPORT, 0);
         input.event(u.ty, u.code, 0);
-    }
-}
-
-impl Usage {
-    /// The scan code MSC_SCAN gives: the usage (page and ID).
-    fn code_scan(&self, f: &Field, n: usize) -> i32 {
-        f.usages.get(n).copied().unwrap_or(0) as i32
     }
 }
 

@@ -362,21 +362,15 @@ impl HidCore {
             &format!("{SYS}/bus/hid/drivers/{HID_GENERIC}/{}", h.dev_name()),
             &dir,
         );
-        let raw = format!("{SYS}{}", h.hidraw_devpath());
-        let mut uevent = String::new();
-        for (k, v) in h.hidraw_vars() {
-            uevent.push_str(&format!("{k}={v}\n"));
-        }
-        text(&format!("{raw}/uevent"), uevent, 0o644);
-        text(
-            &format!("{raw}/dev"),
-            format!("{}:{}\n", h.major, h.minor),
-            0o444,
+        crate::usbcore::sysfs::class_node(
+            &self.tree,
+            &format!("{SYS}{}", h.hidraw_devpath()),
+            &dir,
+            "hidraw",
+            &format!("hidraw{}", h.minor),
+            &h.hidraw_vars(),
+            (h.major, h.minor),
         );
-        link(&format!("{raw}/subsystem"), &format!("{SYS}/class/hidraw"));
-        link(&format!("{raw}/device"), &dir);
-        link(&format!("{SYS}/class/hidraw/hidraw{}", h.minor), &raw);
-        link(&format!("{SYS}/dev/char/{}:{}", h.major, h.minor), &raw);
         for d in h.input_devices() {
             self.input.show(&d);
         }

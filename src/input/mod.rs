@@ -32,7 +32,8 @@ mod device;
 pub mod evdev;
 
 pub use codes::*;
-pub use device::{InputDevice, InputDriver, InputSpec, Repeater};
+use device::Repeater;
+pub use device::{InputDevice, InputDriver, InputSpec};
 
 /// `INPUT_FIRST_DYNAMIC_DEV`.
 const FIRST_DYNAMIC: u32 = 256;
@@ -218,21 +219,15 @@ impl InputCore {
         link(&format!("{dir}/subsystem"), &format!("{SYS}/class/input"));
         link(&format!("{dir}/device"), &format!("{SYS}{}", s.parent));
         link(&format!("{SYS}/class/input/{}", d.dev_name()), &dir);
-        let ev = format!("{SYS}{}", d.event_devpath());
-        let mut uevent = String::new();
-        for (k, v) in d.event_vars() {
-            uevent.push_str(&format!("{k}={v}\n"));
-        }
-        text(&format!("{ev}/uevent"), uevent, 0o644);
-        text(
-            &format!("{ev}/dev"),
-            format!("{}:{}\n", d.major, d.minor),
-            0o444,
+        crate::usbcore::sysfs::class_node(
+            &self.tree,
+            &format!("{SYS}{}", d.event_devpath()),
+            &dir,
+            "input",
+            &d.event_name(),
+            &d.event_vars(),
+            (d.major, d.minor),
         );
-        link(&format!("{ev}/subsystem"), &format!("{SYS}/class/input"));
-        link(&format!("{ev}/device"), &dir);
-        link(&format!("{SYS}/class/input/{}", d.event_name()), &ev);
-        link(&format!("{SYS}/dev/char/{}:{}", d.major, d.minor), &ev);
         for &l in &d.leds {
             let ld = format!("{SYS}{}", d.led_devpath(l));
             text(&format!("{ld}/uevent"), String::new(), 0o644);

@@ -355,6 +355,44 @@ struct Attr {
 
 /// A sysfs attribute file holding `bytes`, of the size `stat` gives sysfs
 /// files (`size`: [`ATTR_SIZE`] for text attributes).
+/// A class device with a node (hidrawN, eventN) at tree path `dir`: its
+/// `uevent` (`vars`), `dev`, `subsystem` and `device` links (its parent
+/// at tree path `parent`), and the links `sys/class/CLASS/NAME` and
+/// `sys/dev/char/MAJOR:MINOR` to it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn class_node(
+    tree: &crate::base::vfs::Tree,
+    dir: &str,
+    parent: &str,
+    class: &str,
+    name: &str,
+    vars: &[(String, String)],
+    (major, minor): (u32, u32),
+) {
+    let link = |path: &str, to: &str| {
+        let from = path.rsplit_once('/').map_or("", |(p, _)| p);
+        tree.set(path, NodeKind::Symlink(rel(from, to)), 0o777)
+    };
+    let mut uevent = String::new();
+    for (k, v) in vars {
+        uevent.push_str(&format!("{k}={v}\n"));
+    }
+    tree.set(
+        &format!("{dir}/uevent"),
+        attribute(uevent.into_bytes(), ATTR_SIZE),
+        0o644,
+    );
+    tree.set(
+        &format!("{dir}/dev"),
+        attribute(format!("{major}:{minor}\n").into_bytes(), ATTR_SIZE),
+        0o444,
+    );
+    link(&format!("{dir}/subsystem"), &format!("sys/class/{class}"));
+    link(&format!("{dir}/device"), parent);
+    link(&format!("sys/class/{class}/{name}"), dir);
+    link(&format!("sys/dev/char/{major}:{minor}"), dir);
+}
+
 pub(crate) fn attribute(bytes: Vec<u8>, size: u64) -> NodeKind {
     let inner = SnapshotFile::new(move || bytes.clone());
     NodeKind::File(Arc::new(Attr { inner, size }))

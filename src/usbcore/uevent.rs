@@ -163,46 +163,33 @@ pub trait ChildDevices: Send + Sync {
 }
 
 fn child_event(action: Action, c: &ChildDevice, like: &Uevent) -> Uevent {
-    let change = match action {
-        Action::Change if like.action == Action::Bind => c.change_on_add.as_ref(),
-        Action::Change => c.change_on_remove.as_ref(),
-        _ => None,
-    };
-    if let Some(vars) = change {
-        let mut env = vec![
-            ("ACTION".to_string(), action.name().to_string()),
-            ("DEVPATH".to_string(), c.devpath.clone()),
-            ("SUBSYSTEM".to_string(), c.subsystem.clone()),
-        ];
-        env.extend(vars.iter().cloned());
-        return Uevent {
-            action,
-            devpath: c.devpath.clone(),
-            env,
-            device: like.device.clone(),
-            interface: like.interface,
-            gone: like.gone,
-            after_bind: false,
-            udev: c.udev.clone(),
-        };
-    }
-    let bound = action == Action::Bind;
     let mut env = vec![
         ("ACTION".to_string(), action.name().to_string()),
         ("DEVPATH".to_string(), c.devpath.clone()),
         ("SUBSYSTEM".to_string(), c.subsystem.clone()),
     ];
-    if bound {
-        if let Some(d) = &c.driver {
-            env.push(("DRIVER".into(), d.clone()));
+    if action == Action::Change {
+        // A change's own variables (an LED's trigger), after its add or
+        // before its remove.
+        let vars = if like.action == Action::Bind {
+            &c.change_on_add
+        } else {
+            &c.change_on_remove
+        };
+        env.extend(vars.iter().flatten().cloned());
+    } else {
+        if action == Action::Bind {
+            if let Some(d) = &c.driver {
+                env.push(("DRIVER".into(), d.clone()));
+            }
         }
+        env.extend(
+            c.vars
+                .iter()
+                .filter(|(k, _)| action != Action::Unbind || k != "MODALIAS")
+                .cloned(),
+        );
     }
-    env.extend(
-        c.vars
-            .iter()
-            .filter(|(k, _)| action != Action::Unbind || k != "MODALIAS")
-            .cloned(),
-    );
     Uevent {
         action,
         devpath: c.devpath.clone(),
