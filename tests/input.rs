@@ -247,6 +247,9 @@ print('tcgets', err(lambda: fcntl.ioctl(fd, 0x5401, bytes(64))))
 print('name4', err(lambda: fcntl.ioctl(fd, E.EVIOCGNAME(4), bytes(4))))
 print('mask', err(lambda: fcntl.ioctl(fd, E.EVIOCSMASK, struct.pack('IIQ', 0x14, 0, 0))))
 print('poll', select.select([fd], [fd], [], 0)[0:2] == ([], [fd]))
+# The package's reader on the same node.
+with E.Evdev(E.find(vendor=0x1209)[0]) as ev:
+    print('pkg', ev.name(), tuple(ev.id()), sorted(ev.bits(E.EV_LED)), ev.repeat(), sorted(ev.leds()))
 for _ in range(10000):
     os.close(os.open(p, os.O_RDONLY))
 if sys.argv[2] == '1':
@@ -299,6 +302,7 @@ fn hostile_calls_get_evdevs_errnos_and_an_unplug_hangs_the_node_up() {
         ("name4", "ok b'monf'"),
         ("mask", "ok b'\\x14\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00'"),
         ("poll", "True"),
+        ("pkg", "monfs Test Keyboard (3, 4617, 4, 273) [0, 1, 2, 3, 4] (250, 33) []"),
         ("gone_read", "ENODEV"),
         ("gone_write", "ENODEV"),
         ("gone_ioctl", "ENODEV"),
