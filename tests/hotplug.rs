@@ -349,20 +349,47 @@ fn plug_and_unplug_wait_until_the_device_is_announced_and_gone() {
             "-c",
             "monfs ctl plug --wait 1 3 hid-mouse; grep ^E:ID_MODEL= /run/udev/data/c189:2; \
              ls /sys/bus/usb/devices/1-3:1.0/driver >/dev/null && echo bound; \
-             monfs ctl unplug --wait 1 3; ls /run/udev/data; ls /sys/bus/usb/devices | grep -c ^1-3 || true; \
-             cut -d: -f1 /sys/class/hidraw/hidraw0/dev",
+             monfs ctl unplug --wait 1 3; echo; ls /run/udev/data; echo; ls /sys/bus/usb/devices | grep -c ^1-3 || true; \
+             cut -d: -f1 /sys/class/hidraw/hidraw0/dev; cut -d: -f1 /sys/class/input/event0/dev",
         ],
     );
-    // hidraw's major: 244, or its character devices' where root has CUSE.
-    let (out, major) = out.trim_end().rsplit_once('\n').unwrap();
-    assert_eq!(
-        format!("{out}\n"),
-        format!(
-            "ok plugged HidMouse on bus 1 port 3\nok bus 1 port 3 present\nE:ID_MODEL=QEMU_USB_Mouse\n\
-             bound\nok unplugged bus 1 port 3\nok bus 1 port 3 gone\n+hid:0003:0627:0001.0001\n+usb:1-0:1.0\n\
-             +usb:1-1:1.0\nc189:0\nc189:1\nc{major}:0\n0\n"
-        )
+    // hidraw's and evdev's majors: 244 and 13, or their character
+    // devices' where root has CUSE.
+    let mut parts = out.split("\n\n");
+    let (head, data, tail) = (
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+        parts.next().unwrap(),
     );
+    let tail: Vec<&str> = tail.lines().collect();
+    let (major, evdev) = (tail[1], tail[2]);
+    assert_eq!(
+        head,
+        "ok plugged HidMouse on bus 1 port 3\nok bus 1 port 3 present\nE:ID_MODEL=QEMU_USB_Mouse\n\
+         bound\nok unplugged bus 1 port 3\nok bus 1 port 3 gone"
+    );
+    assert_eq!(tail[0], "0", "{out}");
+    // The keyboard at 1-1 keeps its HID device's, hidraw node's, input
+    // device's, LEDs' and evdev node's entries.
+    let mut want: Vec<String> = [
+        "+hid:0003:0627:0001.0001",
+        "+input:input0",
+        "+leds:input0::capslock",
+        "+leds:input0::compose",
+        "+leds:input0::kana",
+        "+leds:input0::numlock",
+        "+leds:input0::scrolllock",
+        "+usb:1-0:1.0",
+        "+usb:1-1:1.0",
+        "c189:0",
+        "c189:1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([format!("c{major}:0"), format!("c{evdev}:64")])
+    .collect();
+    want.sort();
+    assert_eq!(data.lines().collect::<Vec<_>>(), want, "{out}");
 }
 
 /// libudev finds a device through its number (`/sys/dev/char/189:N`, as
@@ -382,17 +409,24 @@ fn libudev_enumerates_by_tag_through_the_device_numbers() {
             "-c",
             &format!(
                 "monfs ctl plug --wait 1 3 hid-mouse >/dev/null; readlink /sys/dev/char/189:2; {seat}; \
-                 monfs ctl unplug --wait 1 3 >/dev/null; ls /sys/dev/char; {seat}; \
-                 cat /sys/class/hidraw/hidraw0/dev"
+                 monfs ctl unplug --wait 1 3 >/dev/null; ls /sys/dev/char | sort; {seat}; \
+                 cat /sys/class/hidraw/hidraw0/dev /sys/class/input/event0/dev"
             ),
         ],
     );
-    let (out, hidraw) = out.trim_end().rsplit_once('\n').unwrap();
+    let (out, evdev) = out.trim_end().rsplit_once('\n').unwrap();
+    let (out, hidraw) = out.rsplit_once('\n').unwrap();
+    let mut chars = vec!["189:0".to_string(), "189:1".into(), hidraw.into(), evdev.into()];
+    chars.sort();
+    // The keyboard's input device and LEDs are the seat's too (71-seat.rules).
+    let kbd = "'input0', 'input0::capslock', 'input0::compose', 'input0::kana', \
+               'input0::numlock', 'input0::scrolllock'";
     assert_eq!(
         format!("{out}\n"),
         format!(
-            "../../devices/platform/monfs_hcd.1/usb1/1-3\n['1-1', '1-3', 'usb1']\n189:0\n189:1\n{hidraw}\n\
-             ['1-1', 'usb1']\n"
+            "../../devices/platform/monfs_hcd.1/usb1/1-3\n['1-1', '1-3', {kbd}, 'input1', 'usb1']\n{}\n\
+             ['1-1', {kbd}, 'usb1']\n",
+            chars.join("\n")
         )
     );
 }
