@@ -416,7 +416,12 @@ fn libudev_enumerates_by_tag_through_the_device_numbers() {
     );
     let (out, evdev) = out.trim_end().rsplit_once('\n').unwrap();
     let (out, hidraw) = out.rsplit_once('\n').unwrap();
-    let mut chars = vec!["189:0".to_string(), "189:1".into(), hidraw.into(), evdev.into()];
+    let mut chars = [
+        "189:0".to_string(),
+        "189:1".into(),
+        hidraw.into(),
+        evdev.into(),
+    ];
     chars.sort();
     // The keyboard's input device and LEDs are the seat's too (71-seat.rules).
     let kbd = "'input0', 'input0::capslock', 'input0::compose', 'input0::kana', \
