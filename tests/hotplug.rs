@@ -111,7 +111,7 @@ fn a_plug_and_an_unplug_are_announced_as_the_kernel_and_udev_announce_them() {
         "E:ID_MODEL=QEMU_USB_Mouse",
         "E:ID_USB_INTERFACES=:030102:",
         // 71-seat.rules: a device of class 00 is for a seat.
-        "E:ID_FOR_SEAT=usb-platform_monfs_hcd_1_usb_0_3",
+        "E:ID_FOR_SEAT=usb-platform-monfs_hcd_1-usb-0_3",
         "G:seat",
         "Q:seat",
     ] {

@@ -271,7 +271,7 @@ fn evtest_reads_the_builtin_keyboards_typing_and_the_mouse_and_tablet() {
 /// file the kernel's FUSE copies EVIOCGRAB's and EVIOCREVOKE's argument
 /// as a pointer: EFAULT); after the unplug, what a hung-up node answers.
 const HOSTILE: &str = r#"
-import errno, fcntl, os, select, struct, subprocess, sys
+import ctypes, errno, fcntl, os, select, struct, subprocess, sys
 sys.path.insert(0, sys.argv[1])
 from monfs import evdev as E
 p = '/dev/input/event0'
@@ -295,6 +295,19 @@ print('tcgets', err(lambda: fcntl.ioctl(fd, 0x5401, bytes(64))))
 print('name4', err(lambda: fcntl.ioctl(fd, E.EVIOCGNAME(4), bytes(4))))
 print('mask', err(lambda: fcntl.ioctl(fd, E.EVIOCSMASK, struct.pack('IIQ', 0x14, 0, 0))))
 print('poll', select.select([fd], [fd], [], 0)[0:2] == ([], [fd]))
+# The key map: KEY_A by its usage; the first entry (Left Ctrl) by index.
+print('keycode', struct.unpack('II', fcntl.ioctl(fd, 0x80084504, struct.pack('II', 0x70004, 0))))
+e = struct.unpack('BBHI4s', fcntl.ioctl(fd, 0x80284504, struct.pack('BBHI32s', 1, 0, 0, 0, b''))[:12])
+print('keycode2', e[2], e[3], e[4].hex())
+# ErrorRollOver maps to nothing: KEY_RESERVED; a usage the device lacks: EINVAL.
+print('keycode_none', struct.unpack('II', fcntl.ioctl(fd, 0x80084504, struct.pack('II', 0x70001, 0))))
+print('keycode_bad', err(lambda: fcntl.ioctl(fd, 0x80084504, struct.pack('II', 0x90001, 0))))
+# A mask keeps the caller's whole words (MSC has 8 codes, 64 bits given).
+ones = ctypes.create_string_buffer(b'\xff' * 8, 8)
+back = ctypes.create_string_buffer(8)
+fcntl.ioctl(fd, E.EVIOCSMASK, struct.pack('IIQ', 4, 8, ctypes.addressof(ones)))
+fcntl.ioctl(fd, E.EVIOCGMASK, struct.pack('IIQ', 4, 8, ctypes.addressof(back)))
+print('mask_msc', back.raw.hex())
 # The package's reader on the same node.
 with E.Evdev(E.find(vendor=0x1209)[0]) as ev:
     print('pkg', ev.name(), tuple(ev.id()), sorted(ev.bits(E.EV_LED)), ev.repeat(), sorted(ev.leds()))
@@ -350,6 +363,11 @@ fn hostile_calls_get_evdevs_errnos_and_an_unplug_hangs_the_node_up() {
         ("name4", "ok b'monf'"),
         ("mask", "ok b'\\x14\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00'"),
         ("poll", "True"),
+        ("keycode", "(458756, 30)"),
+        ("keycode2", "0 29 e0000700"),
+        ("keycode_none", "(458753, 0)"),
+        ("keycode_bad", "EINVAL"),
+        ("mask_msc", "ffffffffffffffff"),
         ("pkg", "monfs Test Keyboard (3, 4617, 4, 273) [0, 1, 2, 3, 4] (250, 33) []"),
         ("gone_read", "ENODEV"),
         ("gone_write", "ENODEV"),
@@ -390,13 +408,17 @@ fn a_keyboards_plug_announces_its_input_leds_and_event_node_as_the_kernel_and_ud
         td.path(),
         cfg,
         &format!(
-            "/usr/bin/python3 {listen} 37 > ev & while [ ! -e ready ]; do sleep 0.05; done; \
+            "/usr/bin/python3 {listen} 37 > ev & L=$!; while [ ! -e ready ]; do sleep 0.05; done; \
          monfs ctl plug --wait 1 1 hid-keyboard >/dev/null; \
          udevadm info /sys/class/input/event0 | sed 's/^/info /'; \
          udevadm info /sys/class/input/input0 | grep -E 'ID_FOR_SEAT|TAGS' | sed 's/^/input /'; \
          udevadm info /sys/class/leds/input0::capslock | grep -E '^E: (ID_FOR|TAGS)' | sed 's/^/led /'; \
          for l in /dev/input/by-id/* /dev/input/by-path/*; do echo \"link $l $(readlink $l)\"; done; \
-         monfs ctl unplug --wait 1 1 >/dev/null; wait; cat ev; ls /dev/input | sed 's/^/left /'"
+         udevadm monitor --udev --property --subsystem-match=input > um & M=$!; \
+         until grep -q '^UDEV - the event' um; do sleep 0.05; done; \
+         monfs ctl unplug --wait 1 1 >/dev/null; wait $L; sleep 0.2; kill $M; \
+         awk '/^UDEV.*remove.*event0/,/^$/' um | grep -E '^(ID_INPUT_KEYBOARD|DEVLINKS|TAGS)=' | sed 's/^/removed /'; \
+         cat ev; ls /dev/input | sed 's/^/left /'"
         ),
     );
     // Each event: its action, name, subsystem and trigger.
@@ -488,6 +510,22 @@ fn a_keyboards_plug_announces_its_input_leds_and_event_node_as_the_kernel_and_ud
                 && l.ends_with("-usb-0:1:1.0-event-kbd ../event0")),
         "{out}"
     );
+    // udev's tag of the path keeps its dashes (path_id).
+    assert!(
+        lines(&out, "input")
+            .iter()
+            .any(|l| *l == "E: ID_FOR_SEAT=input-platform-monfs_hcd_1-usb-0_1_1_0"),
+        "{out}"
+    );
+    // The node's remove carries what udev's database held.
+    let removed = lines(&out, "removed");
+    assert_eq!(removed.len(), 3, "{out}");
+    assert_eq!(removed[0], "ID_INPUT_KEYBOARD=1", "{out}");
+    assert!(
+        removed[1].starts_with("DEVLINKS=/dev/input/by-id/usb-QEMU"),
+        "{out}"
+    );
+    assert_eq!(removed[2], "TAGS=:power-switch:", "{out}");
     // The node and its links went with the keyboard.
     assert_eq!(lines(&out, "left"), ["by-id", "by-path"], "{out}");
 }

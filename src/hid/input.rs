@@ -478,6 +478,43 @@ impl HidInput {
         }
     }
 
+    /// `hidinput_find_key`: the usages of the input and output reports
+    /// that are keys or map to nothing, in order; the one `by` names:
+    /// (key code, 0 when it maps to nothing; its index; its usage).
+    pub fn keycode(
+        &self,
+        desc: &Descriptor,
+        by: crate::input::KeyLookup,
+    ) -> Option<(u32, u32, u32)> {
+        let mut index = 0;
+        for kind in [Kind::Input, Kind::Output] {
+            for (ri, r) in desc.reports.iter().enumerate() {
+                if r.kind != kind {
+                    continue;
+                }
+                for (fi, f) in r.fields.iter().enumerate() {
+                    let fs = &self.fields[ri][fi];
+                    for (j, &hid) in f.usages.iter().enumerate() {
+                        let u = fs.usages.get(j).copied().unwrap_or_default();
+                        if u.ty != EV_KEY && u.ty != 0 {
+                            continue;
+                        }
+                        let hit = match by {
+                            crate::input::KeyLookup::Scancode(s) => s == hid,
+                            crate::input::KeyLookup::Index(i) => i == index,
+                        };
+                        if hit {
+                            let code = if u.ty == EV_KEY { u32::from(u.code) } else { 0 };
+                            return Some((code, index, hid));
+                        }
+                        index += 1;
+                    }
+                }
+            }
+        }
+        None
+    }
+
     /// `hidinput_input_event` for EV_LED: the output field with LED
     /// `code` set to `value`; the output report it is in, to send (ID
     /// first, 0 when unnumbered), if one has it.

@@ -21,6 +21,12 @@ pub(super) struct LedDriver {
 }
 
 impl InputDriver for LedDriver {
+    fn keycode(&self, by: crate::input::KeyLookup) -> Option<(u32, u32, u32)> {
+        let dev = self.dev.upgrade()?;
+        let hi = dev.input.lock_ok();
+        hi.as_ref()?.keycode(&dev.desc, by)
+    }
+
     fn event(&self, ty: u16, code: u16, value: i32) {
         if ty != EV_LED {
             return;

@@ -37,6 +37,21 @@ pub struct InputSpec {
 pub trait InputDriver: Send + Sync {
     /// `dev->event(dev, type, code, value)`.
     fn event(&self, ty: u16, code: u16, value: i32);
+    /// `dev->getkeycode`: the key map's entry by scan code or by index
+    /// ([`KeyLookup`]): (key code, index, scan code). None: no such entry
+    /// (EINVAL).
+    fn keycode(&self, _by: KeyLookup) -> Option<(u32, u32, u32)> {
+        None
+    }
+}
+
+/// How EVIOCGKEYCODE looks an entry of the key map up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyLookup {
+    /// By scan code (a HID usage, page and ID).
+    Scancode(u32),
+    /// By position (`INPUT_KEYMAP_BY_INDEX`).
+    Index(u32),
 }
 
 /// The device's state (`dev->key`, `led`, ...), under its event lock.
@@ -376,6 +391,11 @@ impl InputDevice {
         for c in self.clients.lock_ok().iter().filter_map(Weak::upgrade) {
             c.wake();
         }
+    }
+
+    /// `input_get_keycode` through its driver.
+    pub(super) fn keycode(&self, by: KeyLookup) -> Option<(u32, u32, u32)> {
+        self.driver.upgrade()?.keycode(by)
     }
 
     /// Whether an evdev file of it is open.

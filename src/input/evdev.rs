@@ -48,6 +48,12 @@ pub const EVIOCSREP: u32 = ioc(IOC_WRITE, 0x03, 8);
 pub const EVIOCGKEYCODE: u32 = ioc(IOC_READ, 0x04, 8);
 /// EVIOCSKEYCODE.
 pub const EVIOCSKEYCODE: u32 = ioc(IOC_WRITE, 0x04, 8);
+/// EVIOCGKEYCODE_V2 (`struct input_keymap_entry`).
+pub const EVIOCGKEYCODE_V2: u32 = ioc(IOC_READ, 0x04, KEYMAP_ENTRY as u32);
+/// EVIOCSKEYCODE_V2.
+pub const EVIOCSKEYCODE_V2: u32 = ioc(IOC_WRITE, 0x04, KEYMAP_ENTRY as u32);
+/// `sizeof(struct input_keymap_entry)`.
+const KEYMAP_ENTRY: usize = 40;
 /// EVIOCRMFF.
 pub const EVIOCRMFF: u32 = ioc(IOC_WRITE, 0x81, 4);
 /// EVIOCGEFFECTS.
@@ -272,6 +278,10 @@ impl OpenFile for EvdevFile {
                 l.input.push((arg, 4));
                 l.output.push((arg, 8));
             }
+            EVIOCGKEYCODE_V2 => {
+                l.input.push((arg, KEYMAP_ENTRY as u64));
+                l.output.push((arg, KEYMAP_ENTRY as u64));
+            }
             _ if dir == IOC_WRITE => l.input.push((arg, size.min(ABSINFO_SIZE as u64 * 2))),
             _ if dir == IOC_READ && (0x40..0x80).contains(&nr) => {
                 l.output.push((arg, size.min(ABSINFO_SIZE as u64)))
@@ -394,10 +404,13 @@ impl OpenFile for EvdevFile {
                 } else {
                     Vec::new()
                 };
+                // The caller's words as they are (bits_from_user copies
+                // whole longs: EVIOCGMASK gives back bits past the last
+                // code too).
                 let mut m = Bits::new(cnt - 1);
                 for (i, byte) in b.iter().enumerate() {
                     for k in 0..8 {
-                        if byte >> k & 1 != 0 && i * 8 + k < cnt {
+                        if byte >> k & 1 != 0 {
                             m.set(i * 8 + k);
                         }
                     }
@@ -423,7 +436,44 @@ impl OpenFile for EvdevFile {
                 }
                 return Ok(reply(Vec::new(), 0));
             }
-            EVIOCGKEYCODE | EVIOCSKEYCODE => return Err(Errno::EINVAL),
+            EVIOCGKEYCODE => {
+                // The scan code in, the key code after it out.
+                let scan = arg_int(req)?;
+                let (code, _, _) = dev
+                    .keycode(super::KeyLookup::Scancode(scan))
+                    .ok_or(Errno::EINVAL)?;
+                let mut o = scan.to_ne_bytes().to_vec();
+                o.extend_from_slice(&code.to_ne_bytes());
+                return Ok(reply(o, 0));
+            }
+            EVIOCGKEYCODE_V2 => {
+                // struct input_keymap_entry: flags, len, index, keycode,
+                // scancode[32].
+                let b = if req.input.len() >= KEYMAP_ENTRY {
+                    req.input[..KEYMAP_ENTRY].to_vec()
+                } else {
+                    req.mem.read(req.arg, KEYMAP_ENTRY)?
+                };
+                let by = if b[0] & 1 != 0 {
+                    super::KeyLookup::Index(u32::from(u16::from_ne_bytes([b[2], b[3]])))
+                } else {
+                    let s = &b[8..];
+                    super::KeyLookup::Scancode(match b[1] {
+                        1 => u32::from(s[0]),
+                        2 => u32::from(u16::from_ne_bytes([s[0], s[1]])),
+                        4 => u32::from_ne_bytes([s[0], s[1], s[2], s[3]]),
+                        _ => return Err(Errno::EINVAL),
+                    })
+                };
+                let (code, index, scan) = dev.keycode(by).ok_or(Errno::EINVAL)?;
+                let mut o = b.clone();
+                o[1] = 4;
+                o[2..4].copy_from_slice(&(index as u16).to_ne_bytes());
+                o[4..8].copy_from_slice(&code.to_ne_bytes());
+                o[8..12].copy_from_slice(&scan.to_ne_bytes());
+                return Ok(reply(o, 0));
+            }
+            EVIOCSKEYCODE | EVIOCSKEYCODE_V2 => return Err(Errno::EINVAL),
             _ => {}
         }
         let (dir, ty, nr, size) = (

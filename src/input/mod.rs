@@ -33,7 +33,7 @@ pub mod evdev;
 
 pub use codes::*;
 use device::Repeater;
-pub use device::{InputDevice, InputDriver, InputSpec};
+pub use device::{InputDevice, InputDriver, InputSpec, KeyLookup};
 
 /// `INPUT_FIRST_DYNAMIC_DEV`.
 const FIRST_DYNAMIC: u32 = 256;

@@ -115,6 +115,23 @@ fn usb_interfaces(d: &UsbDevice) -> String {
     format!(":{}:", seen.join(":"))
 }
 
+/// `path_id`'s `ID_PATH_TAG` of `path`: letters, digits and `-` kept,
+/// each other run of characters one `_`, none leading or trailing.
+fn path_tag(path: &str) -> String {
+    let mut t = String::with_capacity(path.len());
+    for c in path.chars() {
+        if c.is_ascii_alphanumeric() || c == '-' {
+            t.push(c);
+        } else if !t.is_empty() && !t.ends_with('_') {
+            t.push('_');
+        }
+    }
+    while t.ends_with('_') {
+        t.pop();
+    }
+    t
+}
+
 /// The path `path_id` gives a device (`ID_PATH`): its controller's
 /// platform device, then `usb-0:PORTS`.
 fn id_path(d: &UsbDevice, interface: Option<u8>) -> String {
@@ -169,10 +186,7 @@ pub fn udev_properties(ev: &Uevent, d: &UsbDevice, hwdb: Option<&Hwdb>) -> Vec<(
         add(&k, v);
     }
     let path = id_path(d, ev.interface);
-    let tag: String = path
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
+    let tag = path_tag(&path);
     add("ID_PATH", path);
     add("ID_PATH_TAG", tag.clone());
     let tags = tags(&p, ev);
@@ -300,10 +314,7 @@ fn input_properties(ev: &Uevent, d: &UsbDevice) -> Vec<(String, String)> {
         .interface
         .and_then(|n| d.interfaces.iter().find(|i| i.number == n));
     let path = id_path(d, ev.interface);
-    let tag: String = path
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
+    let tag = path_tag(&path);
     let subsystem = ev.get("SUBSYSTEM").unwrap_or("");
     let mut p: Vec<(String, String)> = Vec::new();
     let seat = |p: &mut Vec<(String, String)>| {
@@ -317,16 +328,8 @@ fn input_properties(ev: &Uevent, d: &UsbDevice) -> Vec<(String, String)> {
         seat(&mut p);
         return p;
     }
-    p.extend(ev.udev.iter().cloned());
-    p.extend(usb_id(d, iface));
-    p.push(("ID_PATH".into(), path.clone()));
-    p.push(("ID_PATH_TAG".into(), tag.clone()));
     let has = |k: &str| ev.udev.iter().any(|(x, _)| x == k);
-    let Some(node) = ev.get("DEVNAME") else {
-        seat(&mut p);
-        return p;
-    };
-    let kind = node.rsplit('/').next().unwrap_or("");
+    // 60-persistent-input.rules: the class of the links' names.
     let class = if has("ID_INPUT_JOYSTICK") {
         Some("joystick")
     } else if has("ID_INPUT_TABLET") || has("ID_INPUT_TOUCHPAD") || has("ID_INPUT_MOUSE") {
@@ -336,6 +339,18 @@ fn input_properties(ev: &Uevent, d: &UsbDevice) -> Vec<(String, String)> {
     } else {
         None
     };
+    p.extend(ev.udev.iter().cloned());
+    p.extend(usb_id(d, iface));
+    if let Some(c) = class {
+        p.push((".INPUT_CLASS".into(), c.into()));
+    }
+    p.push(("ID_PATH".into(), path.clone()));
+    p.push(("ID_PATH_TAG".into(), tag.clone()));
+    let Some(node) = ev.get("DEVNAME") else {
+        seat(&mut p);
+        return p;
+    };
+    let kind = node.rsplit('/').next().unwrap_or("");
     let serial = p
         .iter()
         .find(|(k, _)| k == "ID_SERIAL")
@@ -494,7 +509,9 @@ pub fn db_text(props: &[(String, String)], usec_initialized: u64, kernel: &Ueven
             "CURRENT_TAGS",
             "DEVLINKS",
         ]
-        .contains(&k.as_str());
+        .contains(&k.as_str())
+            // (udev keeps `.`-properties out of its database)
+            || k.starts_with('.');
         if kernel.get(k).is_none() && !own {
             s.push_str(&format!("E:{k}={v}\n"));
         }
@@ -563,6 +580,34 @@ pub fn udev_message(props: &[(String, String)]) -> Vec<u8> {
     out
 }
 
+/// The properties udev sends with the `remove` of an input device, its
+/// evdev node or an LED: what its database entry `db` holds (`E:`, the
+/// links of `S:`, the tags of `G:` and `Q:`), as udevd reads it back.
+pub fn removed_properties(ev: &Uevent, db: &str) -> Vec<(String, String)> {
+    if ev.action != Action::Remove || !matches!(ev.get("SUBSYSTEM"), Some("input" | "leds")) {
+        return Vec::new();
+    }
+    let mut p: Vec<(String, String)> = db
+        .lines()
+        .filter_map(|l| l.strip_prefix("E:")?.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let list =
+        |prefix: &str| -> Vec<&str> { db.lines().filter_map(|l| l.strip_prefix(prefix)).collect() };
+    let links = list("S:");
+    if !links.is_empty() {
+        let l: Vec<String> = links.iter().map(|l| format!("/dev/{l}")).collect();
+        p.push(("DEVLINKS".into(), l.join(" ")));
+    }
+    for (prefix, key) in [("G:", "TAGS"), ("Q:", "CURRENT_TAGS")] {
+        let t = list(prefix);
+        if !t.is_empty() {
+            p.push((key.into(), format!(":{}:", t.join(":"))));
+        }
+    }
+    p
+}
+
 /// Whether udev removes the database entry for this event.
 pub fn removes_entry(ev: &Uevent) -> bool {
     ev.action == Action::Remove
@@ -571,6 +616,19 @@ pub fn removes_entry(ev: &Uevent) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn path_tags_keep_dashes_and_squeeze_the_rest() {
+        assert_eq!(
+            path_tag("pci-0000:00:03.0-usb-0:1:1.0"),
+            "pci-0000_00_03_0-usb-0_1_1_0"
+        );
+        assert_eq!(
+            path_tag("platform-monfs_hcd.1-usb-0:1:1.0"),
+            "platform-monfs_hcd_1-usb-0_1_1_0"
+        );
+        assert_eq!(path_tag(":a::b:"), "a_b");
+    }
 
     /// The keys of udev's properties for the events of a keyboard's plug
     /// (add, change, add and bind of its interface, bind).

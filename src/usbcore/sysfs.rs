@@ -87,13 +87,16 @@ fn device_dir(d: &UsbDevice, names: &HashMap<DevRef, String>) -> Option<String> 
     Some(format!("{SYS}{}", device_devpath(d)))
 }
 
-/// A relative symlink target, as sysfs makes them: from directory
-/// `from_dir` up to the common ancestor and down to `to` (both relative to
-/// the mount).
+/// A relative symlink target, as sysfs makes them (`kernfs_get_target_path`):
+/// from directory `from_dir` up to its common ancestor with `to`'s parent
+/// and down to `to` (both relative to the mount); a link to an ancestor
+/// goes up past it and names it (`device` of `inputN` is
+/// `../../../0003:0627:0001.0001`).
 pub(crate) fn rel(from_dir: &str, to: &str) -> String {
     let a: Vec<&str> = from_dir.split('/').filter(|p| !p.is_empty()).collect();
     let b: Vec<&str> = to.split('/').filter(|p| !p.is_empty()).collect();
-    let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let parent = &b[..b.len().saturating_sub(1)];
+    let common = a.iter().zip(parent).take_while(|(x, y)| x == y).count();
     format!(
         "{}{}",
         "../".repeat(a.len() - common),
@@ -663,6 +666,22 @@ impl DeviceWatcher for UsbSysfs {
 pub(crate) mod tests {
     use super::*;
     use crate::usbcore::device::Interface;
+
+    /// Links as Debian's 6.12 shows them (scripts/kernel-vm): to a
+    /// sibling, across, and to an ancestor (up past it, then its name).
+    #[test]
+    fn links_are_written_as_kernfs_writes_them() {
+        assert_eq!(rel("sys/a/b/input/input9", "sys/a/b"), "../../../b");
+        assert_eq!(
+            rel("sys/a/b/input/input9/event3", "sys/a/b/input/input9"),
+            "../../input9"
+        );
+        assert_eq!(
+            rel("sys/class/input", "sys/a/b/input/input9"),
+            "../../a/b/input/input9"
+        );
+        assert_eq!(rel("sys/a/b/x", "sys/a/b/y"), "../y");
+    }
 
     /// A full-speed HID keyboard at 1-1.4, usbhid bound (also the
     /// uevent tests' device).
