@@ -512,9 +512,7 @@ fn a_keyboards_plug_announces_its_input_leds_and_event_node_as_the_kernel_and_ud
     );
     // udev's tag of the path keeps its dashes (path_id).
     assert!(
-        lines(&out, "input")
-            .iter()
-            .any(|l| *l == "E: ID_FOR_SEAT=input-platform-monfs_hcd_1-usb-0_1_1_0"),
+        lines(&out, "input").contains(&"E: ID_FOR_SEAT=input-platform-monfs_hcd_1-usb-0_1_1_0"),
         "{out}"
     );
     // The node's remove carries what udev's database held.
