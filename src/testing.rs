@@ -17,7 +17,8 @@
 //!
 //! [`Options::start`] runs `monfs mount --foreground` on a fresh directory
 //! (the mountpoint `mnt`, the log `monfs.log`, the control socket
-//! `ctl.sock`) and returns once the mount serves. Dropping the [`Mount`]
+//! `ctl.sock`) and returns once the mount serves and the daemon said so (its
+//! "mounted" line, which names the transport). Dropping the [`Mount`]
 //! stops the daemon (SIGTERM, SIGKILL after [`HANG`]), reaps it, unmounts
 //! anything left (`umount2(MNT_DETACH)` as root, `fusermount3 -u -z`
 //! otherwise) and removes the directory. Errors carry the daemon's log.
@@ -275,7 +276,9 @@ impl Options {
             timeout: self.timeout,
         };
         let deadline = Instant::now() + self.timeout;
-        while !m.path("monfs/null").exists() {
+        // Serving, and done starting: its one "mounted" line (which says
+        // the transport) is out.
+        while !m.path("monfs/null").exists() || !m.log_text().contains(" mounted") {
             if let Ok(Some(status)) = m.child.try_wait() {
                 return Err(Error::DidNotMount {
                     why: format!("the daemon exited ({status})"),
