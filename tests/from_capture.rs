@@ -1,7 +1,9 @@
 //! `from-capture`: a device taken from a capture that monfs itself recorded
 //! (`monfs record`'s engine on a mount with a HID keyboard), plugged on
-//! another mount with `monfs ctl` and through the configuration; bad inputs
-//! get clear errors and the daemon serves on.
+//! another mount with `monfs ctl` and through the configuration; usbhid
+//! binds it with the recorded report descriptor, so inside `monfs run`
+//! hidraw gives the recorded reports and python3-evdev the keys they
+//! press; bad inputs get clear errors and the daemon serves on.
 
 mod common;
 
@@ -9,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::Mount;
+use common::{lines, monfs_run, Mount};
 use monfs::capture::decode::Capture;
 use monfs::capture::write::Format;
 use monfs::cli::record::record_from_device;
@@ -146,6 +148,46 @@ fn a_recorded_keyboard_answers_like_the_recording() {
     let _ = cat.wait();
     assert_eq!(got[..want.len()], want[..]);
     assert_eq!(got[want.len()..want.len() + 2], want[..2]);
+    // usbhid's probe after SET_CONFIGURATION, answered as the recording
+    // answered it: the serial number, SET_IDLE, the report descriptor and
+    // the keyboard's LEDs (before its interrupt URB, checked below).
+    let text = std::fs::read_to_string(&path).unwrap();
+    let ep0: Vec<String> = text
+        .lines()
+        .map(|l| l.split(' ').skip(2).collect::<Vec<_>>().join(" "))
+        .filter(|l| l.contains(":1:002:") && !l.contains(" Ii:"))
+        .collect();
+    let from = ep0
+        .iter()
+        .position(|l| l.starts_with("S Co:1:002:0 s 00 09 0001 "))
+        .unwrap_or_else(|| panic!("no SET_CONFIGURATION:\n{text}"));
+    let probe: Vec<&str> = ep0[from + 2..]
+        .iter()
+        .map(String::as_str)
+        .filter(|l| !l.starts_with("S Ci:1:002:0 s 80 06 03") && !l.starts_with("C Ci:1:002:0 0 "))
+        .take(5)
+        .collect();
+    assert_eq!(
+        probe,
+        [
+            "S Co:1:002:0 s 21 0a 0000 0000 0000 0",
+            "C Co:1:002:0 0 0",
+            "S Ci:1:002:0 s 81 06 2200 0000 003f 63 <",
+            "S Co:1:002:0 s 21 09 0200 0000 0001 1 = 00",
+            "C Co:1:002:0 0 1 >",
+        ],
+        "{text}"
+    );
+    assert!(
+        ep0.iter().any(|l| {
+            l
+            == "C Ci:1:002:0 0 63 = 05010906 a1017501 95080507 19e029e7 15002501 81029501 75088101 \
+                95057501"
+        }),
+        "{text}"
+    );
+    let at = |p: &str| text.find(p).unwrap_or_else(|| panic!("{p} in {text}"));
+    assert!(at(" C Co:1:002:0 0 1 >") < at(" S Ii:1:002:1 "), "{text}");
 
     // The same device through the configuration.
     let cfg = format!(
@@ -181,6 +223,150 @@ fn a_recorded_keyboard_answers_like_the_recording() {
     assert_eq!(count("out_of_order"), 0.0, "{out}");
     assert_eq!(count("status_errors"), 0.0, "{out}");
     assert_eq!(count("bytes"), 96.0, "{out}");
+}
+
+/// python3-evdev and hidraw on the keyboard from the capture, inside
+/// `monfs run`: the evdev node and the hidraw node found through sysfs by
+/// the keyboard's name, the report descriptor read from sysfs, then each
+/// raw report read from hidraw and each key event (`code:value`, key
+/// repeats left out) read from evdev, until enough of both came.
+const CAPTURE_READER: &str = r#"
+import glob, os, select, sys, time
+import evdev
+from evdev import ecodes as e
+name = 'QEMU QEMU USB Keyboard'
+for _ in range(200):
+    evs = [p for p in sorted(glob.glob('/sys/class/input/event*'))
+           if open(p + '/device/name').read().strip() == name]
+    raws = [p for p in sorted(glob.glob('/sys/class/hidraw/hidraw*'))
+            if 'HID_NAME=' + name in open(p + '/device/uevent').read()]
+    if evs and raws:
+        break
+    time.sleep(0.05)
+print('nodes', len(evs), len(raws))
+print('rdesc', open(raws[0] + '/device/report_descriptor', 'rb').read().hex())
+print('driver', os.path.basename(os.readlink('/sys/bus/usb/devices/1-1:1.0/driver')))
+dev = evdev.InputDevice('/dev/input/' + os.path.basename(evs[0]))
+print('evname', dev.name)
+print('haskeys', e.KEY_H in dev.capabilities()[e.EV_KEY])
+raw = os.open('/dev/' + os.path.basename(raws[0]), os.O_RDONLY)
+nraw, nkey = 0, 0
+deadline = time.time() + 40
+while (nraw < 12 or nkey < 8) and time.time() < deadline:
+    r, _, _ = select.select([dev.fd, raw], [], [], 5)
+    if raw in r:
+        print('raw', os.read(raw, 64).hex())
+        nraw += 1
+    if dev.fd in r:
+        for ev in dev.read():
+            if ev.type == e.EV_KEY and ev.value != 2:
+                print('key %d:%d' % (ev.code, ev.value))
+                nkey += 1
+"#;
+
+/// hid-input's key code of a boot keyboard's usage (the built-in keyboard's
+/// text: letters, space, Enter).
+fn key_code(usage: u8) -> u16 {
+    const LETTERS: [u16; 26] = [
+        30, 48, 46, 32, 18, 33, 34, 35, 23, 36, 37, 38, 50, 49, 24, 25, 16, 19, 31, 20, 22, 47, 17,
+        45, 21, 44,
+    ];
+    match usage {
+        4..=29 => LETTERS[usage as usize - 4],
+        0x28 => 28,
+        0x2c => 57,
+        0x37 => 52,
+        u => panic!("usage {u:#x} not in the table"),
+    }
+}
+
+/// Whether `got` is a run of the endless repetition of `cycle`.
+fn in_cycle<T: PartialEq>(got: &[T], cycle: &[T]) -> bool {
+    (0..cycle.len()).any(|s| {
+        got.iter()
+            .enumerate()
+            .all(|(i, g)| *g == cycle[(s + i) % cycle.len()])
+    })
+}
+
+#[test]
+fn a_recorded_keyboard_types_through_hidraw_and_evdev_under_monfs_run() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let rec = dir.join("kbd.pcapng");
+    let (dev, _, reports) = record_keyboard(&rec);
+    // The report descriptor usbhid read in the recording.
+    let cap = Capture::load(&rec).unwrap();
+    // (usbmon tags are reused: the completion is the next one of the tag)
+    let asked = cap
+        .events
+        .iter()
+        .position(|e| e.devnum == dev && e.setup.is_some_and(|s| s[0] == 0x81 && s[3] == 0x22))
+        .expect("usbhid's GET_DESCRIPTOR(REPORT) in the recording");
+    let rdesc = cap.events[asked..]
+        .iter()
+        .find(|e| e.id == cap.events[asked].id && e.kind == EventKind::Complete)
+        .and_then(|e| e.data.as_deref())
+        .unwrap()
+        .to_vec();
+    assert_eq!(rdesc.len(), 63);
+
+    std::fs::write(dir.join("reader.py"), CAPTURE_READER).unwrap();
+    let cfg = format!(
+        "{EMPTY_BUS}      devices:
+        - port: 1
+          kind: from-capture
+          capture: {}
+          devaddr: {dev}
+",
+        rec.display()
+    );
+    let out = monfs_run(dir, &cfg, "/usr/bin/python3 reader.py");
+    assert_eq!(lines(&out, "nodes"), ["1 1"], "{out}");
+    assert_eq!(lines(&out, "driver"), ["usbhid"], "{out}");
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    assert_eq!(lines(&out, "rdesc"), [hex(&rdesc)], "{out}");
+    assert_eq!(lines(&out, "evname"), ["QEMU QEMU USB Keyboard"], "{out}");
+    assert_eq!(lines(&out, "haskeys"), ["True"], "{out}");
+
+    // hidraw: the recorded reports as they were, in recorded order (from
+    // wherever in the looping recording the reader came in).
+    let raw = lines(&out, "raw");
+    assert!(raw.len() >= 12, "{out}");
+    let cycle: Vec<String> = reports.iter().map(|r| hex(r)).collect();
+    let raw: Vec<String> = raw.iter().map(|s| s.to_string()).collect();
+    assert!(
+        in_cycle(&raw, &cycle),
+        "{raw:?} in the recording's {cycle:?}"
+    );
+
+    // evdev: the keys the reports press and release, in order (released
+    // before pressed, as hid-input sends them).
+    let mut keys_cycle: Vec<String> = vec![];
+    for i in 0..reports.len() {
+        let prev = &reports[(i + reports.len() - 1) % reports.len()];
+        let cur = &reports[i];
+        assert_eq!((prev[0], cur[0]), (0, 0), "no modifiers in the typing");
+        let held = |r: &Vec<u8>| -> Vec<u8> { r[2..].iter().copied().filter(|&u| u > 1).collect() };
+        let (p, c) = (held(prev), held(cur));
+        for u in p.iter().filter(|u| !c.contains(u)) {
+            keys_cycle.push(format!("{}:0", key_code(*u)));
+        }
+        for u in c.iter().filter(|u| !p.contains(u)) {
+            keys_cycle.push(format!("{}:1", key_code(*u)));
+        }
+    }
+    let keys: Vec<String> = lines(&out, "key").iter().map(|s| s.to_string()).collect();
+    assert!(keys.len() >= 8, "{out}");
+    assert!(
+        in_cycle(&keys, &keys_cycle),
+        "{keys:?} in the recording's {keys_cycle:?}"
+    );
+    // Real typing: presses of more than one key (KEY_H and the others).
+    assert!(
+        keys.iter().filter(|k| k.ends_with(":1")).count() >= 4,
+        "{out}"
+    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! A device taken from a usbmon capture (pcap or pcapng, linktype 189 or
 //! 220): its descriptors from the GET_DESCRIPTOR completions the capture
-//! holds, and each IN endpoint's successful completions, in recorded order
+//! holds (with its HID interfaces' report descriptors, as usbhid read
+//! them), and each IN endpoint's successful completions, in recorded order
 //! with their recorded spacing, for a simulated device to answer again.
 //!
 //! [`CapturePackets::load`] reads and decodes a capture (every packet is
@@ -97,6 +98,11 @@ pub struct RecordedDevice {
     pub dump: Arc<DescriptorDump>,
     /// String descriptors by index (0: the language list), raw bytes.
     pub strings: Vec<(u8, Vec<u8>)>,
+    /// HID report descriptors by interface number: the longest complete
+    /// answer to GET_DESCRIPTOR(REPORT) (bmRequestType 0x81, wValue
+    /// 0x22xx, wIndex the interface) the capture holds for each, as
+    /// usbhid's probe reads it.
+    pub reports: Vec<(u8, Vec<u8>)>,
     /// IN endpoints (bulk and interrupt) with their completions.
     pub endpoints: Vec<RecordedEndpoint>,
     /// Every transfer of the device that completed, in order of
@@ -224,6 +230,8 @@ impl CapturePackets {
         // Control completions on ep0 with the setup of their submission.
         let mut setups: HashMap<(u16, u64), [u8; 8]> = HashMap::new();
         let mut ctrl: Vec<(&Packet, [u8; 8])> = Vec::new();
+        // GET_DESCRIPTOR(REPORT) of an interface (usbhid's probe).
+        let mut hid: Vec<(&Packet, [u8; 8])> = Vec::new();
         for p in &mine {
             let e = &p.event;
             if e.xfer != XferType::Control || e.epnum != 0 {
@@ -239,6 +247,10 @@ impl CapturePackets {
                     if let Some(s) = setups.remove(&(e.bus, e.id)) {
                         if e.status == 0 && s[0] == 0x80 && s[1] == 0x06 && !p.snapped {
                             ctrl.push((p, s));
+                        }
+                        let report = s[0] == 0x81 && s[1] == 0x06 && s[3] == 0x22;
+                        if e.status == 0 && report && !p.snapped {
+                            hid.push((p, s));
                         }
                     }
                 }
@@ -362,16 +374,75 @@ impl CapturePackets {
             }
         }
         strings.sort_by_key(|(i, _)| *i);
+        // Report descriptors: the longest complete answer for each
+        // interface (complete: all of it captured and, where an interface's
+        // HID descriptor gives the report descriptor's length, that long;
+        // cut to that length, the bytes usbhid parses).
+        let lengths = report_lengths(&dump);
+        let mut reports: Vec<(u8, Vec<u8>)> = Vec::new();
+        for (p, s) in hid.iter().filter(|(p, _)| p.event.bus == bus) {
+            let (num, d) = (s[4], data_of(p));
+            if s[5] != 0 || d.len() < p.event.actual_length as usize || d.is_empty() {
+                continue;
+            }
+            let raw = match lengths.iter().find(|(i, _)| *i == num) {
+                Some(&(_, n)) if d.len() < n => continue,
+                Some(&(_, n)) => d[..n].to_vec(),
+                None => d,
+            };
+            match reports.iter_mut().find(|(i, _)| *i == num) {
+                Some((_, old)) if old.len() < raw.len() => *old = raw,
+                Some(_) => {}
+                None => reports.push((num, raw)),
+            }
+        }
+        reports.sort_by_key(|(i, _)| *i);
         Ok(RecordedDevice {
             path: self.path.clone(),
             bus,
             devaddr,
             dump: Arc::new(dump),
             strings,
+            reports,
             endpoints: endpoints(mine.iter().filter(|p| p.event.bus == bus).copied()),
             transfers: transfers(mine.iter().filter(|p| p.event.bus == bus).copied()),
         })
     }
+}
+
+/// The report descriptor's length (wDescriptorLength of its HID
+/// descriptor's first report entry) of each HID interface of the dump's
+/// configurations (the first one found for an interface number).
+fn report_lengths(dump: &DescriptorDump) -> Vec<(u8, usize)> {
+    let mut out: Vec<(u8, usize)> = Vec::new();
+    for c in 0..dump.configs.len() {
+        let Some(mut b) = dump.config_bytes(c) else {
+            continue;
+        };
+        let mut intf: Option<(u8, u8)> = None;
+        while b.len() >= 2 && b[0] >= 2 && b[0] as usize <= b.len() {
+            let d = &b[..b[0] as usize];
+            match d[1] {
+                4 if d.len() >= 9 => intf = Some((d[2], d[5])),
+                0x21 if d.len() >= 9 => {
+                    if let Some((num, 3)) = intf {
+                        // bNumDescriptors entries of (type, length).
+                        let n = (d[5] as usize).min((d.len() - 6) / 3);
+                        let rep = (0..n)
+                            .map(|k| &d[6 + 3 * k..9 + 3 * k])
+                            .find(|e| e[0] == 0x22)
+                            .map(|e| u16::from_le_bytes([e[1], e[2]]) as usize);
+                        if let (Some(len), false) = (rep, out.iter().any(|(i, _)| *i == num)) {
+                            out.push((num, len));
+                        }
+                    }
+                }
+                _ => {}
+            }
+            b = &b[b[0] as usize..];
+        }
+    }
+    out
 }
 
 /// Each bulk or interrupt IN endpoint's successful completions.
@@ -436,6 +507,15 @@ impl RecordedDevice {
         devaddr: u8,
     ) -> Result<RecordedDevice, RecordedError> {
         CapturePackets::load(file, name)?.device(devaddr)
+    }
+
+    /// The report descriptor of HID interface `num`, if the capture has
+    /// usbhid's (or anyone's) GET_DESCRIPTOR(REPORT) answer for it.
+    pub fn report(&self, num: u8) -> Option<&[u8]> {
+        self.reports
+            .iter()
+            .find(|(i, _)| *i == num)
+            .map(|(_, r)| r.as_slice())
     }
 
     /// The raw string descriptor `idx`, if the capture has it.

@@ -102,3 +102,24 @@ fn missing_descriptors_are_named() {
     .to_string();
     assert!(e.contains("not a regular file"), "{e}");
 }
+
+#[test]
+fn a_hid_interfaces_report_descriptor_is_its_longest_complete_answer() {
+    let dump = kbd_dump();
+    let rep: Vec<u8> = (1..=63).collect();
+    let mut ev = get(0x40, [0x80, 6, 0, 1, 0, 0, 18, 0], &dump[..18]);
+    ev.extend(get(0xc0, [0x80, 6, 0, 2, 0, 0, 34, 0], &dump[18..]));
+    // Part of it (the keyboard's HID descriptor says 63 bytes): not taken.
+    ev.extend(get(0x100, [0x81, 6, 0, 0x22, 0, 0, 9, 0], &rep[..9]));
+    let r = load(&ev).unwrap();
+    assert_eq!(r.report(0), None);
+    // The whole of it; and of an interface the configuration does not
+    // describe, whatever was answered.
+    ev.extend(get(0x140, [0x81, 6, 0, 0x22, 0, 0, 63, 0], &rep));
+    ev.extend(get(0x180, [0x81, 6, 0, 0x22, 1, 0, 4, 0], &[1, 2, 3, 4]));
+    ev.extend(get(0x1c0, [0x81, 6, 0, 0x22, 0, 0, 9, 0], &rep[..9]));
+    let r = load(&ev).unwrap();
+    assert_eq!(r.report(0), Some(&rep[..]));
+    assert_eq!(r.report(1), Some(&[1, 2, 3, 4][..]));
+    assert_eq!(r.reports.len(), 2);
+}

@@ -9,7 +9,9 @@ use crate::usbcore::device::{
 
 use crate::sim::usb::ctx::*;
 use crate::sim::usb::descriptors::{self, Speed};
-use crate::sim::usb::device::{external_interface_driver, hid_probe_pending, hid_report, probing};
+use crate::sim::usb::device::{
+    capture_hid_report, external_interface_driver, hid_probe_pending, hid_report, probing,
+};
 use crate::usbcore::class_driver;
 
 use super::*;
@@ -77,6 +79,7 @@ pub(crate) fn usb_device(ctx: &Ctx, id: DevId) -> Option<UsbDevice> {
                 string_index: 0,
                 report_descriptor: match driver_of(d, a.num, alt.class, alt.proto) {
                     Some(ref n) if n == "usbhid" && alt.class == 3 => hid_report(d, a.num)
+                        .or_else(|| capture_hid_report(d, a.num))
                         .map(<[u8]>::to_vec)
                         .unwrap_or_else(|| d.desc.report.clone()),
                     _ => Vec::new(),
@@ -161,6 +164,11 @@ pub(crate) fn driver_of(d: &Device, num: u8, class: u8, proto: u8) -> Option<Str
             None
         }
         Kind::Dev(DeviceKind::External) => external_interface_driver(d, num, class, proto),
+        // usbhid binds a recorded HID interface with the report descriptor
+        // the capture holds; without one its probe fails.
+        Kind::Dev(DeviceKind::FromCapture) if class == 3 => {
+            capture_hid_report(d, num).map(|_| "usbhid")
+        }
         Kind::Dev(DeviceKind::FromCapture) | Kind::Dev(DeviceKind::Descriptors) => {
             class_driver(class, proto)
         }

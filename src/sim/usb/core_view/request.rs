@@ -11,6 +11,7 @@ use crate::usbcore::device::{
 };
 
 use crate::sim::usb::ctx::*;
+use crate::sim::usb::device::capture_hid_probe_ops;
 
 use super::*;
 
@@ -295,7 +296,9 @@ fn run_request(
                     | Kind::Dev(DeviceKind::HidMouse)
                     | Kind::Dev(DeviceKind::HidTablet)
             );
-            if !reprobe {
+            // A recorded HID interface's: usbhid's probe of that interface.
+            let capture_ops = capture_hid_probe_ops(x, d, Some(intf));
+            if !reprobe && capture_ops.is_empty() {
                 unquiet(x);
                 device_changed(ctx, d);
                 later(ctx, 1);
@@ -304,7 +307,11 @@ fn run_request(
             // The probe's requests (usbhid's serial number, SET_IDLE,
             // report descriptor and a keyboard's LEDs), then its URBs
             // again.
-            let mut ops = ctx.class_ops(d);
+            let mut ops = if reprobe {
+                ctx.class_ops(d)
+            } else {
+                capture_ops
+            };
             ops.retain(|o| !matches!(o, Op::StartStreams(_)));
             let wait = (20 * US, 200 * US);
             spawn_core_ops(

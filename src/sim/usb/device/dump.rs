@@ -195,7 +195,8 @@ pub(super) fn from_dump(
         report: vec![],
         hub_desc: vec![],
         nports: 0,
-        // The recorded data is played by no kernel driver.
+        // Not used for either: a dump's device binds no driver, a capture's
+        // interfaces get theirs by class (`core_view::driver_of`).
         driver: if recorded.is_some() { "(none)" } else { "" },
         raw: Some(dump.clone()),
         all_cfgs: if all.len() > 1 { all } else { vec![] },
