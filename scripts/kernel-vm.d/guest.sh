@@ -428,6 +428,26 @@ input_kernel() { # input_kernel UDEVD_OK (inside K4p: ttyS1 on fd 3, udevd runni
 # are recorded while bus 1 runs between two pauses (monfs ctl pause 1),
 # with bus 1's usbmon text opened before: every interrupt IN report of the
 # window is in the text, and its events (if any) in each recording.
+# Pause bus 1 at a moment when device DEVNUM holds no key or button (its
+# last interrupt IN report in CAPTURE, bus 1's usbmon text being read,
+# has none): a key held while the bus is paused would repeat, and the
+# probe's state queries (EVIOCGKEY) would show it.
+idle_pause() { # idle_pause CAPTURE DEVNUM CTL...
+	_cf=$1; _cd=$(printf %03d $2); shift 2
+	_ct=0
+	while :; do
+		"$@" pause 1 >/dev/null
+		sleep 0.3
+		_cl=$(grep " C Ii:1:$_cd:1 0:" $_cf | tail -1)
+		case "$_cl" in
+		*" = 00000000 00000000"|*" = 00"??????|*" = 00"??????" "????) return 0 ;;
+		esac
+		_ct=$((_ct + 1))
+		[ $_ct -ge 40 ] && { echo "idle_pause: device $_cd not idle: $_cl"; return 1; }
+		"$@" resume 1 >/dev/null
+		sleep 0.$((_ct % 7 + 1))
+	done
+}
 monfs_input() { # monfs_input OUTDIR SYSDIR DEVDIR USBMONDIR CTL... (CTL: monfs ctl [MNT])
 	_I=$1; _S=$2; _D=$3; _U=$4; shift 4
 	mkdir -p $_I
@@ -446,10 +466,15 @@ monfs_input() { # monfs_input OUTDIR SYSDIR DEVDIR USBMONDIR CTL... (CTL: monfs 
 		} > $_I/${_dv}_ls.txt 2>&1
 		_led=
 		[ $_dv = kbd ] && _led=--led
+		# the probe with bus 1 paused while the device is idle: its
+		# queue holds only what the probe's own calls cause; the EV_LED
+		# writes' SET_REPORTs go out when the bus resumes
 		bg pr1u "$_I/${_dv}_probe_1u.txt" cat $_U/1u
 		sleep 0.5
+		idle_pause $_I/${_dv}_probe_1u.txt $(cat $_usb/devnum) "$@"
 		evdev_probe $_led $_D/input/$_ev > $_I/${_dv}_probe.txt 2>&1
 		echo $? > $_I/${_dv}_probe.txt.rc
+		"$@" resume 1 >/dev/null
 		sleep 1
 		finish pr1u 0
 		echo "$_dv: $(basename $_d) $_ev, evdev_probe $(wc -l < $_I/${_dv}_probe.txt) lines, $(wc -l < $_I/${_dv}_probe_1u.txt) lines of 1u"
@@ -467,7 +492,7 @@ monfs_input() { # monfs_input OUTDIR SYSDIR DEVDIR USBMONDIR CTL... (CTL: monfs 
 	sleep 1
 	"$@" resume 1 >/dev/null || err "monfs ($_I): $* resume 1 failed"
 	sleep 8
-	"$@" pause 1 >/dev/null || err "monfs ($_I): $* pause 1 failed"
+	idle_pause $_I/events_1u.txt $(awk '$1 == "kbd" {print $5}' $_I/devices.txt) "$@"
 	# shellcheck disable=SC2086
 	finish_all 20 $_names
 	for _dv in $INPUT_DEVS; do
@@ -514,6 +539,7 @@ monfs_input_run() {
 	udev_record $RI kbd_plug monfs_ctl plug --wait 1 1 hid-keyboard
 	monfs ctl wait settled >/dev/null
 	ls -l /dev/input /dev/input/by-id /dev/input/by-path > $RI/ls_dev_input_end.txt 2>&1
+	true
 }
 
 kernel_traffic() { # SCSI reads (and first some writes) on the qemu USB stick, each a separate command
