@@ -111,7 +111,7 @@ fn python_evdev_reads_a_keyboards_reports_as_the_kernels_events_and_sets_its_led
     assert_eq!(lines(&out, "listed"), [listed], "{out}");
     assert_eq!(lines(&out, "name"), ["monfs Test Keyboard"], "{out}");
     assert_eq!(lines(&out, "uniq"), ["42"], "{out}");
-    assert_eq!(lines(&out, "info"), ["3 0x1209 0x4 256"], "{out}");
+    assert_eq!(lines(&out, "info"), ["3 0x1209 0x4 273"], "{out}");
     assert_eq!(lines(&out, "repeat"), ["250 33"], "{out}");
     // EV_SYN, EV_KEY, EV_MSC, EV_LED (python-evdev leaves EV_REP out).
     assert_eq!(lines(&out, "types"), ["[0, 1, 4, 17]"], "{out}");
@@ -142,4 +142,290 @@ fn python_evdev_reads_a_keyboards_reports_as_the_kernels_events_and_sets_its_led
             .any(|l| l == "S Co:1:002:0 s 21 09 0200 0000 0001 1 = 02"),
         "{out}"
     );
+}
+
+/// The built-in keyboard, mouse and tablet (qemu's usb-kbd, usb-mouse and
+/// usb-tablet), typing and moving from the start.
+const BUILTIN: &str = "seed: 7\nusb:\n  buses:\n    - bus: 1\n      ports: 4\n      devices:\n        \
+                       - {port: 1, kind: hid-keyboard}\n        - {port: 2, kind: hid-mouse}\n        \
+                       - {port: 3, kind: hid-tablet}\n";
+
+/// evtest on each node: its description of the device, and the events of
+/// a few seconds (key repeats left out: they depend on how long a key is
+/// held on this machine's clock).
+#[test]
+fn evtest_reads_the_builtin_keyboards_typing_and_the_mouse_and_tablet() {
+    let td = tempfile::tempdir().unwrap();
+    let out = monfs_run(
+        td.path(),
+        BUILTIN,
+        "for n in 0 1 2; do echo \"node $n $(cat /sys/class/input/event$n/device/name)\"; \
+         timeout 4 evtest /dev/input/event$n > ev$n 2>&1; done; \
+         grep -E '^Input device|^  Event type|^    Event code (30|35|272|276|0|1|8|11) |^  Repeat type' ev0 ev1 ev2; \
+         grep -E '^Event:' ev0 | grep -v 'value 2$' | sed -e 's/time [0-9.]*, //' | head -13 | sed 's/^/kbd /'; \
+         grep -cE '^Event:.*(REL_X|REL_Y)' ev1 | sed 's/^/mouse_rel /'; \
+         grep -cE '^Event:.*(ABS_X|ABS_Y)' ev2 | sed 's/^/tablet_abs /'",
+    );
+    assert_eq!(
+        lines(&out, "node"),
+        [
+            "0 QEMU QEMU USB Keyboard",
+            "1 QEMU QEMU USB Mouse",
+            "2 QEMU QEMU USB Tablet"
+        ],
+        "{out}"
+    );
+    for want in [
+        "ev0:Input device ID: bus 0x3 vendor 0x627 product 0x1 version 0x111",
+        "ev0:Input device name: \"QEMU QEMU USB Keyboard\"",
+        "ev0:  Event type 1 (EV_KEY)",
+        "ev0:    Event code 30 (KEY_A)",
+        "ev0:  Event type 17 (EV_LED)",
+        "ev0:  Repeat type 20 (EV_REP)",
+        "ev1:Input device ID: bus 0x3 vendor 0x627 product 0x1 version 0x1",
+        "ev1:Input device name: \"QEMU QEMU USB Mouse\"",
+        "ev1:    Event code 272 (BTN_LEFT)",
+        "ev1:    Event code 276 (BTN_EXTRA)",
+        "ev1:  Event type 2 (EV_REL)",
+        "ev1:    Event code 0 (REL_X)",
+        "ev1:    Event code 8 (REL_WHEEL)",
+        "ev1:    Event code 11 (REL_WHEEL_HI_RES)",
+        "ev2:  Event type 3 (EV_ABS)",
+        "ev2:    Event code 0 (ABS_X)",
+        "ev2:    Event code 1 (ABS_Y)",
+    ] {
+        assert!(out.lines().any(|l| l == want), "{want} in {out}");
+    }
+    // "hello": each key's scan code, press, SYN; scan code, release, SYN.
+    let typed: Vec<&str> = lines(&out, "kbd");
+    let key = |name: &str, scan: &str, v: u8| {
+        [
+            format!("Event: type 4 (EV_MSC), code 4 (MSC_SCAN), value {scan}"),
+            format!("Event: type 1 (EV_KEY), code {name}, value {v}"),
+            "Event: -------------- SYN_REPORT ------------".to_string(),
+        ]
+    };
+    let mut want: Vec<String> = Vec::new();
+    for (name, scan) in [("35 (KEY_H)", "7000b"), ("18 (KEY_E)", "70008")] {
+        want.extend(key(name, scan, 1));
+        want.extend(key(name, scan, 0));
+    }
+    want.push("Event: type 4 (EV_MSC), code 4 (MSC_SCAN), value 7000f".into());
+    assert_eq!(typed, want, "{out}");
+    let count = |w: &str| lines(&out, w)[0].parse::<u32>().unwrap();
+    assert!(count("mouse_rel") > 0, "{out}");
+    assert!(count("tablet_abs") > 0, "{out}");
+}
+
+/// Raw calls on the (idle) peer keyboard's node: evdev's answers to short
+/// buffers, bad types and clocks, unknown commands; 10,000 opens; grabs
+/// and a revoke where the node is a character device (on the mount's
+/// file the kernel's FUSE copies EVIOCGRAB's and EVIOCREVOKE's argument
+/// as a pointer: EFAULT); after the unplug, what a hung-up node answers.
+const HOSTILE: &str = r#"
+import errno, fcntl, os, select, struct, subprocess, sys
+sys.path.insert(0, sys.argv[1])
+from monfs import evdev as E
+p = '/dev/input/event0'
+fd = os.open(p, os.O_RDWR | os.O_NONBLOCK)
+def err(f):
+    try:
+        r = f()
+        return 'ok %r' % (r,)
+    except OSError as e:
+        return errno.errorcode[e.errno]
+print('read23', err(lambda: os.read(fd, 23)))
+print('read24', err(lambda: os.read(fd, 24)))
+print('write23', err(lambda: os.write(fd, bytes(23))))
+print('write29', err(lambda: os.write(fd, bytes(29))))
+print('bit6', err(lambda: fcntl.ioctl(fd, E.EVIOCGBIT(6, 8), bytes(8))))
+print('bitff', err(lambda: len(fcntl.ioctl(fd, E.EVIOCGBIT(0x15, 16), bytes(16)))))
+print('abs', err(lambda: fcntl.ioctl(fd, E.EVIOCGABS(0), bytes(24))))
+print('clock', err(lambda: fcntl.ioctl(fd, E.EVIOCSCLOCKID, struct.pack('i', 2))))
+print('clockmono', err(lambda: fcntl.ioctl(fd, E.EVIOCSCLOCKID, struct.pack('i', 1))))
+print('tcgets', err(lambda: fcntl.ioctl(fd, 0x5401, bytes(64))))
+print('name4', err(lambda: fcntl.ioctl(fd, E.EVIOCGNAME(4), bytes(4))))
+print('mask', err(lambda: fcntl.ioctl(fd, E.EVIOCSMASK, struct.pack('IIQ', 0x14, 0, 0))))
+print('poll', select.select([fd], [fd], [], 0)[0:2] == ([], [fd]))
+for _ in range(10000):
+    os.close(os.open(p, os.O_RDONLY))
+if sys.argv[2] == '1':
+    g = os.open(p, os.O_RDONLY)
+    print('grab', err(lambda: fcntl.ioctl(fd, E.EVIOCGRAB, 1)))
+    print('grab2', err(lambda: fcntl.ioctl(g, E.EVIOCGRAB, 1)))
+    print('ungrab2', err(lambda: fcntl.ioctl(g, E.EVIOCGRAB, 0)))
+    print('ungrab', err(lambda: fcntl.ioctl(fd, E.EVIOCGRAB, 0)))
+    print('revoke', err(lambda: fcntl.ioctl(g, E.EVIOCREVOKE, 0)))
+    print('revoked', err(lambda: os.read(g, 24)))
+else:
+    print('grab', err(lambda: fcntl.ioctl(fd, E.EVIOCGRAB, 1)))
+subprocess.run(['monfs', 'ctl', 'unplug', '--wait', '1', '1'], check=True, stdout=subprocess.DEVNULL)
+print('gone_read', err(lambda: os.read(fd, 24)))
+print('gone_write', err(lambda: os.write(fd, bytes(24))))
+print('gone_ioctl', err(lambda: fcntl.ioctl(fd, E.EVIOCGVERSION, bytes(4))))
+po = select.poll()
+po.register(fd, select.POLLIN | select.POLLOUT)
+print('gone_poll', po.poll(0)[0][1] & (select.POLLERR | select.POLLHUP) == select.POLLERR | select.POLLHUP)
+print('gone_open', err(lambda: os.open(p, os.O_RDONLY)))
+"#;
+
+#[test]
+fn hostile_calls_get_evdevs_errnos_and_an_unplug_hangs_the_node_up() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let cfg = peer_config(dir);
+    std::fs::write(dir.join("hostile.py"), HOSTILE).unwrap();
+    let chr = common::class_char_devices();
+    let out = monfs_run(
+        dir,
+        &cfg,
+        &format!(
+            "/usr/bin/python3 hostile.py {} {}",
+            common::repo_path("python"),
+            u8::from(chr)
+        ),
+    );
+    for (word, want) in [
+        ("read23", "EINVAL"),
+        ("read24", "EAGAIN"),
+        ("write23", "EINVAL"),
+        ("write29", "ok 24"),
+        ("bit6", "EINVAL"),
+        ("bitff", "ok 16"),
+        ("abs", "EINVAL"),
+        ("clock", "EINVAL"),
+        ("clockmono", "ok b'\\x01\\x00\\x00\\x00'"),
+        ("tcgets", "EINVAL"),
+        ("name4", "ok b'monf'"),
+        ("mask", "ok b'\\x14\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00'"),
+        ("poll", "True"),
+        ("gone_read", "ENODEV"),
+        ("gone_write", "ENODEV"),
+        ("gone_ioctl", "ENODEV"),
+        ("gone_poll", "True"),
+        ("gone_open", "ENOENT"),
+    ] {
+        assert_eq!(lines(&out, word), [want], "{word} in {out}");
+    }
+    if chr {
+        for (word, want) in [
+            ("grab", "ok 0"),
+            ("grab2", "EBUSY"),
+            ("ungrab2", "EINVAL"),
+            ("ungrab", "ok 0"),
+            ("revoke", "ok 0"),
+            ("revoked", "ENODEV"),
+        ] {
+            assert_eq!(lines(&out, word), [want], "{word} in {out}");
+        }
+    } else {
+        assert_eq!(lines(&out, "grab"), ["EFAULT"], "{out}");
+    }
+}
+
+/// The keyboard's plug and unplug inside `monfs run`: the kernel's
+/// uevents of its input device, LEDs (each with its trigger set by a
+/// `change`, let go by another before it goes) and evdev node, in the
+/// order Debian's 6.12 sends them (scripts/kernel-vm), and what udev's
+/// rules make of them: the properties, the tags and the links under
+/// /dev/input/by-id and by-path.
+#[test]
+fn a_keyboards_plug_announces_its_input_leds_and_event_node_as_the_kernel_and_udev_do() {
+    let td = tempfile::tempdir().unwrap();
+    let listen = "import socket, sys\n\
+                  s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 15)\n\
+                  s.bind((0, 1))\n\
+                  open('ready', 'w').close()\n\
+                  for _ in range(int(sys.argv[1])):\n\
+                  \x20   m, a = s.recvfrom(8192)\n\
+                  \x20   if a[0] == 0:\n\
+                  \x20       v = m.decode().split('\\0')[1:]\n\
+                  \x20       g = dict(x.split('=', 1) for x in v if '=' in x)\n\
+                  \x20       print('ev', g['ACTION'], g['DEVPATH'].rsplit('/', 1)[1], g['SUBSYSTEM'], g.get('TRIGGER', '-'), flush=True)\n";
+    std::fs::write(td.path().join("listen.py"), listen).unwrap();
+    let cfg = "seed: 7\nusb:\n  buses:\n    - bus: 1\n      ports: 4\n      devices: []\n";
+    let out = monfs_run(
+        td.path(),
+        cfg,
+        "/usr/bin/python3 listen.py 37 > ev & while [ ! -e ready ]; do sleep 0.05; done; \
+         monfs ctl plug --wait 1 1 hid-keyboard >/dev/null; \
+         udevadm info /sys/class/input/event0 | sed 's/^/info /'; \
+         udevadm info /sys/class/input/input0 | grep -E 'ID_FOR_SEAT|TAGS' | sed 's/^/input /'; \
+         udevadm info /sys/class/leds/input0::capslock | grep -E '^E: (ID_FOR|TAGS)' | sed 's/^/led /'; \
+         for l in /dev/input/by-id/* /dev/input/by-path/*; do echo \"link $l $(readlink $l)\"; done; \
+         monfs ctl unplug --wait 1 1 >/dev/null; wait; cat ev; ls /dev/input | sed 's/^/left /'",
+    );
+    let got: Vec<&str> = lines(&out, "ev");
+    let want = [
+        "add 1-1 usb -",
+        "change 1-1 usb -",
+        "add 1-1:1.0 usb -",
+        "add 0003:0627:0001.0001 hid -",
+        "add input0 input -",
+        "add input0::numlock leds -",
+        "change input0::numlock leds kbd-numlock",
+        "add input0::capslock leds -",
+        "change input0::capslock leds kbd-capslock",
+        "add input0::scrolllock leds -",
+        "change input0::scrolllock leds kbd-scrolllock",
+        "add input0::compose leds -",
+        "add input0::kana leds -",
+        "change input0::kana leds kbd-kanalock",
+        "add event0 input -",
+        "add hidraw0 hidraw -",
+        "bind 0003:0627:0001.0001 hid -",
+        "bind 1-1:1.0 usb -",
+        "bind 1-1 usb -",
+        "change input0::numlock leds none",
+        "remove input0::numlock leds -",
+        "change input0::capslock leds none",
+        "remove input0::capslock leds -",
+        "change input0::scrolllock leds none",
+        "remove input0::scrolllock leds -",
+        "remove input0::compose leds -",
+        "change input0::kana leds none",
+        "remove input0::kana leds -",
+        "remove event0 input -",
+        "remove input0 input -",
+        "remove hidraw0 hidraw -",
+        "unbind 0003:0627:0001.0001 hid -",
+        "remove 0003:0627:0001.0001 hid -",
+        "unbind 1-1:1.0 usb -",
+        "remove 1-1:1.0 usb -",
+        "unbind 1-1 usb -",
+        "remove 1-1 usb -",
+    ];
+    assert_eq!(got, want, "{out}");
+    for want in [
+        "info N: input/event0",
+        "info S: input/by-id/usb-QEMU_QEMU_USB_Keyboard_68284-0000:00:04.0-1-event-kbd",
+        "info E: ID_INPUT=1",
+        "info E: ID_INPUT_KEY=1",
+        "info E: ID_INPUT_KEYBOARD=1",
+        "info E: ID_SERIAL=QEMU_QEMU_USB_Keyboard_68284-0000:00:04.0-1",
+        "info E: ID_TYPE=hid",
+        "info E: ID_USB_INTERFACE_NUM=00",
+        "info E: ID_USB_DRIVER=usbhid",
+        "info E: TAGS=:power-switch:",
+        "input E: TAGS=:seat:",
+        "led E: TAGS=:seat:",
+        "link /dev/input/by-id/usb-QEMU_QEMU_USB_Keyboard_68284-0000:00:04.0-1-event-kbd ../event0",
+    ] {
+        assert!(out.lines().any(|l| l == want), "{want} in {out}");
+    }
+    assert!(
+        lines(&out, "input")
+            .iter()
+            .any(|l| l.starts_with("E: ID_FOR_SEAT=input-")),
+        "{out}"
+    );
+    assert!(
+        lines(&out, "link")
+            .iter()
+            .any(|l| l.contains("/dev/input/by-path/")
+                && l.ends_with("-usb-0:1:1.0-event-kbd ../event0")),
+        "{out}"
+    );
+    // The node and its links went with the keyboard.
+    assert_eq!(lines(&out, "left"), ["by-id", "by-path"], "{out}");
 }

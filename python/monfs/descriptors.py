@@ -312,9 +312,9 @@ def _buttons(buttons: int) -> List[bytes]:
     return items
 
 
-def mouse_report(buttons: int = 3, wheel: bool = True) -> bytes:
+def mouse_report(buttons: int = 5, wheel: bool = True) -> bytes:
     """A relative mouse's report descriptor, qemu's usb-mouse for the
-    defaults (52 bytes): ``buttons`` button bits padded to whole bytes,
+    defaults (52 bytes, five buttons): ``buttons`` button bits padded to whole bytes,
     then X, Y and, with ``wheel``, the wheel, each a signed byte of
     motion (-127 to 127). :func:`mouse_input` makes its reports."""
     axes = [usage(0x30), usage(0x31)] + ([usage(0x38)] if wheel else [])

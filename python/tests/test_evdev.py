@@ -215,7 +215,8 @@ def test_find_reads_sysfs_class_input(tmp_path):
 
 QEMU_KBD = ("05 01 09 06 a1 01 75 01 95 08 05 07 19 e0 29 e7 15 00 25 01 81 02 95 01 75 08 81 01 95 05 75 01"
             " 05 08 19 01 29 05 91 02 95 01 75 03 91 01 95 06 75 08 15 00 25 ff 05 07 19 00 29 ff 81 00 c0")
-QEMU_MOUSE = ("05 01 09 02 a1 01 09 01 a1 00 05 09 19 01 29 03 15 00 25 01 95 03 75 01 81 02 95 01 75 05 81 01"
+# qemu's usb-mouse as Debian's 6.12 read it in scripts/kernel-vm: 5 buttons.
+QEMU_MOUSE = ("05 01 09 02 a1 01 09 01 a1 00 05 09 19 01 29 05 15 00 25 01 95 05 75 01 81 02 95 01 75 03 81 01"
               " 05 01 09 30 09 31 09 38 15 81 25 7f 75 08 95 03 81 06 c0 c0")
 QEMU_TABLET = ("05 01 09 02 a1 01 09 01 a1 00 05 09 19 01 29 03 15 00 25 01 95 03 75 01 81 02 95 01 75 05 81 01"
                " 05 01 09 30 09 31 15 00 26 ff 7f 35 00 46 ff 7f 75 10 95 02 81 02 05 01 09 38 15 81 25 7f 35 00"
@@ -253,7 +254,7 @@ def report_bits(desc: bytes) -> Dict[str, int]:
 
 def test_qemus_report_descriptors_byte_for_byte():
     assert d.keyboard_report() == bytes.fromhex(QEMU_KBD)
-    assert d.mouse_report() == d.mouse_report(3, wheel=True) == bytes.fromhex(QEMU_MOUSE)
+    assert d.mouse_report() == d.mouse_report(5, wheel=True) == bytes.fromhex(QEMU_MOUSE)
     assert d.tablet_report() == bytes.fromhex(QEMU_TABLET)
     assert (len(d.keyboard_report()), len(d.mouse_report()), len(d.tablet_report())) == (63, 52, 74)
     # Each input helper makes a report of its descriptor's size.
@@ -268,8 +269,8 @@ def test_mouse_and_consumer_variants():
     plain = d.mouse_report(wheel=False)
     assert b"\x09\x38" not in plain and b"\x95\x02\x81\x06" in plain
     assert report_bits(plain)["input"] == 24
-    five = d.mouse_report(5)
-    assert b"\x29\x05" in five and b"\x95\x01\x75\x03\x81\x01" in five and report_bits(five)["input"] == 32
+    three = d.mouse_report(3)
+    assert b"\x29\x03" in three and b"\x95\x01\x75\x05\x81\x01" in three and report_bits(three)["input"] == 32
     eight = d.mouse_report(8)
     assert b"\x75\x05" not in eight and report_bits(eight)["input"] == 32
     with pytest.raises(ValueError):

@@ -61,7 +61,7 @@ pub struct HidDevice {
     pub rdesc: Vec<u8>,
     /// It parsed (`hid_open_report`).
     pub desc: Descriptor,
-    /// bcdDevice (`hid->version`).
+    /// bcdHID of its HID descriptor (`hid->version`).
     pub version: u16,
     /// The interrupt OUT endpoint, if it has one: output reports go there,
     /// else by SET_REPORT.

@@ -47,15 +47,18 @@ pub use device::*;
 const SYS: &str = "sys";
 
 /// What the HID descriptor and the endpoints of interface `ifnum` (its
-/// current setting) in configuration `cfg` say: (bCountryCode, interrupt
-/// IN endpoint, interrupt OUT endpoint).
-fn hid_descriptor(cfg: &[u8], ifnum: u8, alt: u8) -> (u8, Option<u8>, Option<u8>) {
-    let (mut country, mut in_ep, mut out_ep) = (0, None, None);
+/// current setting) in configuration `cfg` say: (bcdHID, bCountryCode,
+/// interrupt IN endpoint, interrupt OUT endpoint).
+fn hid_descriptor(cfg: &[u8], ifnum: u8, alt: u8) -> (u16, u8, Option<u8>, Option<u8>) {
+    let (mut bcd, mut country, mut in_ep, mut out_ep) = (0, 0, None, None);
     let mut inside = false;
     for d in crate::usbcore::abi::descriptors(cfg) {
         match d[1] {
             4 if d.len() >= 9 => inside = d[2] == ifnum && d[3] == alt,
-            0x21 if inside && d.len() >= 6 => country = d[4],
+            0x21 if inside && d.len() >= 6 => {
+                bcd = u16::from_le_bytes([d[2], d[3]]);
+                country = d[4];
+            }
             5 if inside && d.len() >= 7 && d[3] & 3 == 3 => {
                 if d[2] & 0x80 != 0 {
                     in_ep.get_or_insert(d[2]);
@@ -66,7 +69,7 @@ fn hid_descriptor(cfg: &[u8], ifnum: u8, alt: u8) -> (u8, Option<u8>, Option<u8>
             _ => {}
         }
     }
-    (country, in_ep, out_ep)
+    (bcd, country, in_ep, out_ep)
 }
 
 /// `strscpy` into a kernel buffer of `size` bytes: at most `size - 1`
@@ -241,7 +244,7 @@ impl HidCore {
         };
         st.last_id += 1;
         let cfg = d.config(d.active_config).unwrap_or(&[]);
-        let (country, in_ep, out_ep) = hid_descriptor(cfg, i.number, i.alt);
+        let (bcd_hid, country, in_ep, out_ep) = hid_descriptor(cfg, i.number, i.alt);
         let mfr = d.string(d.descriptor[14]);
         let prod = d.string(d.descriptor[15]);
         let name = match (mfr, prod) {
@@ -269,7 +272,7 @@ impl HidCore {
             uniq: bounded(d.string(d.descriptor[16]).unwrap_or(""), 64),
             rdesc: i.report_descriptor.clone(),
             desc,
-            version: u16::from_le_bytes([d.descriptor[12], d.descriptor[13]]),
+            version: bcd_hid,
             out_ep,
             in_ep: in_ep.unwrap_or(0x81),
             iface_devpath: format!("{}/{}", device_devpath(d), interface_name(d, i.number)),
@@ -484,11 +487,17 @@ impl ChildDevices for HidCore {
         let Some(h) = self.st.lock_ok().devices.get(&(d.dev, interface)).cloned() else {
             return Vec::new();
         };
+        // hid_disconnect: hid-input's devices (rank 0 to 2) go before
+        // hidraw's node, the HID device last.
         let mut out = vec![ChildDevice {
             devpath: h.devpath(),
             subsystem: "hid".into(),
             vars: h.uevent_vars(),
             driver: Some(HID_GENERIC.into()),
+            change_on_add: None,
+            change_on_remove: None,
+            remove_rank: 4,
+            udev: Vec::new(),
         }];
         for d in h.input_devices() {
             out.extend(self.input.children(&d));
@@ -498,6 +507,10 @@ impl ChildDevices for HidCore {
             subsystem: "hidraw".into(),
             vars: h.hidraw_vars(),
             driver: None,
+            change_on_add: None,
+            change_on_remove: None,
+            remove_rank: 3,
+            udev: Vec::new(),
         });
         out
     }
@@ -514,8 +527,8 @@ mod tests {
             9, 2, 0x22, 0, 1, 1, 8, 0xa0, 0x32, 9, 4, 0, 0, 1, 3, 1, 1, 0, 9, 0x21, 0x11, 1, 0, 1,
             0x22, 0x3f, 0, 7, 5, 0x81, 3, 8, 0, 7,
         ];
-        assert_eq!(hid_descriptor(&cfg, 0, 0), (0, Some(0x81), None));
-        assert_eq!(hid_descriptor(&cfg, 1, 0), (0, None, None));
+        assert_eq!(hid_descriptor(&cfg, 0, 0), (0x0111, 0, Some(0x81), None));
+        assert_eq!(hid_descriptor(&cfg, 1, 0), (0, 0, None, None));
     }
 
     #[test]

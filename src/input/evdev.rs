@@ -326,7 +326,8 @@ impl OpenFile for EvdevFile {
                 return Ok(reply(Vec::new(), 0));
             }
             EVIOCGEFFECTS => return Ok(reply(0i32.to_ne_bytes().to_vec(), 0)),
-            EVIOCRMFF => return Err(Errno::EINVAL),
+            // input_ff_erase: no force feedback.
+            EVIOCRMFF => return Err(Errno::ENOSYS),
             EVIOCGRAB => {
                 let mut st = dev.st.lock_ok();
                 return if req.arg != 0 {

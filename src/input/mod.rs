@@ -243,6 +243,11 @@ impl InputCore {
                 format!("{}\n", u8::from(on)),
                 0o644,
             );
+            text(
+                &format!("{ld}/trigger"),
+                format!("{}\n", triggers(l)),
+                0o644,
+            );
             link(&format!("{ld}/subsystem"), &format!("{SYS}/class/leds"));
             link(&format!("{ld}/device"), &dir);
             link(&format!("{SYS}/class/leds/{}", d.led_name(l)), &ld);
@@ -271,34 +276,148 @@ impl InputCore {
         }
     }
 
-    /// The class devices of `d` for the uevent queue, parents first: the
-    /// input device, evdev's node, input-leds' LEDs.
+    /// The class devices of `d` for the uevent queue, in the order they
+    /// come: the input device, input-leds' LEDs (input-leds is built in,
+    /// so it connects before evdev; each LED with a default trigger has it
+    /// set by a `change`), evdev's node. They go the LEDs first (their
+    /// trigger let go), then the node, then the device.
     pub fn children(&self, d: &InputDevice) -> Vec<crate::usbcore::uevent::ChildDevice> {
         use crate::usbcore::uevent::ChildDevice;
-        let mut out = vec![
-            ChildDevice {
-                devpath: d.devpath(),
-                subsystem: "input".into(),
-                vars: d.uevent_vars(),
-                driver: None,
-            },
-            ChildDevice {
-                devpath: d.event_devpath(),
-                subsystem: "input".into(),
-                vars: d.event_vars(),
-                driver: None,
-            },
-        ];
+        let id = input_id(&d.spec.caps);
+        let child = |devpath: String, subsystem: &str, vars, rank, udev| ChildDevice {
+            devpath,
+            subsystem: subsystem.into(),
+            vars,
+            driver: None,
+            change_on_add: None,
+            change_on_remove: None,
+            remove_rank: rank,
+            udev,
+        };
+        let mut out = vec![child(d.devpath(), "input", d.uevent_vars(), 2, id.clone())];
         for &l in &d.leds {
-            out.push(ChildDevice {
-                devpath: d.led_devpath(l),
-                subsystem: "leds".into(),
-                vars: Vec::new(),
-                driver: None,
-            });
+            let mut c = child(d.led_devpath(l), "leds", Vec::new(), 0, Vec::new());
+            if let Some(t) = led_trigger(l) {
+                c.change_on_add = Some(vec![("TRIGGER".into(), t.into())]);
+                c.change_on_remove = Some(vec![("TRIGGER".into(), "none".into())]);
+            }
+            out.push(c);
         }
+        out.push(child(d.event_devpath(), "input", d.event_vars(), 1, id));
         out
     }
+}
+
+/// What udev's `input_id` builtin says of a device of `caps`, in its
+/// order: `ID_INPUT`, the pointer kind (mouse, tablet, joystick), then
+/// keys and a full keyboard.
+pub fn input_id(caps: &Capabilities) -> Vec<(String, String)> {
+    let key = |c: usize| caps.has(EV_KEY, c as u16);
+    let abs = |c: usize| caps.has(EV_ABS, c as u16);
+    let rel = |c: usize| caps.has(EV_REL, c as u16);
+    let mut p = vec![("ID_INPUT".to_string(), "1".to_string())];
+    let has_abs = abs(0) && abs(1);
+    let has_rel = rel(0) && rel(1);
+    let mouse_button = key(0x110);
+    let stylus = key(0x14b) || key(0x140);
+    let finger = key(0x145) && !stylus;
+    let touch = key(0x14a);
+    let direct = caps.prop.test(1);
+    let joystick = (0x120..0x140).any(key) || (0x2c0..0x2e8).any(key) || abs(2) || abs(6);
+    let (mut mouse, mut tablet, mut touchpad, mut touchscreen, mut joy) =
+        (false, false, false, false, false);
+    if has_abs {
+        if stylus {
+            tablet = true;
+        } else if finger && !direct {
+            touchpad = true;
+        } else if mouse_button {
+            mouse = true;
+        } else if touch || direct {
+            touchscreen = true;
+        } else if joystick {
+            joy = true;
+        }
+    } else if joystick {
+        joy = true;
+    }
+    if !tablet && !touchpad && !joy && mouse_button && (has_rel || !has_abs) {
+        mouse = true;
+    }
+    for (set, name) in [
+        (mouse, "ID_INPUT_MOUSE"),
+        (touchpad, "ID_INPUT_TOUCHPAD"),
+        (touchscreen, "ID_INPUT_TOUCHSCREEN"),
+        (joy, "ID_INPUT_JOYSTICK"),
+        (tablet, "ID_INPUT_TABLET"),
+    ] {
+        if set {
+            p.push((name.to_string(), "1".to_string()));
+        }
+    }
+    if (1..0x100).any(key) || (0x160..=0x2ff).any(key) {
+        p.push(("ID_INPUT_KEY".into(), "1".into()));
+    }
+    if (1..32).all(key) {
+        p.push(("ID_INPUT_KEYBOARD".into(), "1".into()));
+    }
+    p
+}
+
+/// The LED class's `trigger` file: the triggers a Debian 6.12 kernel has
+/// (the VT's keyboard locks, the block and MTD ones, one per CPU, panic,
+/// USB's), the LED's own in brackets.
+fn triggers(led: u16) -> String {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut all: Vec<String> = [
+        "none",
+        "kbd-scrolllock",
+        "kbd-numlock",
+        "kbd-capslock",
+        "kbd-kanalock",
+        "kbd-shiftlock",
+        "kbd-altgrlock",
+        "kbd-ctrllock",
+        "kbd-altlock",
+        "kbd-shiftllock",
+        "kbd-shiftrlock",
+        "kbd-ctrlllock",
+        "kbd-ctrlrlock",
+        "disk-activity",
+        "disk-read",
+        "disk-write",
+        "mtd",
+        "nand-disk",
+        "cpu",
+    ]
+    .iter()
+    .map(|t| t.to_string())
+    .collect();
+    all.extend((0..cpus).map(|c| format!("cpu{c}")));
+    all.extend(["panic", "usb-gadget", "usb-host"].map(String::from));
+    let own = led_trigger(led).unwrap_or("none");
+    all.iter()
+        .map(|t| {
+            if t == own {
+                format!("[{t}]")
+            } else {
+                t.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// input-leds' default trigger of LED `led` (`input_led_info`): the VT's
+/// lock states, none for the others.
+pub fn led_trigger(led: u16) -> Option<&'static str> {
+    Some(match led {
+        0 => "kbd-numlock",
+        1 => "kbd-capslock",
+        2 => "kbd-scrolllock",
+        4 => "kbd-kanalock",
+        _ => return None,
+    })
 }
 
 /// The directory part of a tree path.

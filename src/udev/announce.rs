@@ -187,11 +187,7 @@ impl Announcer {
         let Some(name) = ev.get("DEVNAME") else {
             return Ok(());
         };
-        let safe = !name.is_empty()
-            && name
-                .split('/')
-                .all(|c| !c.is_empty() && c != "." && c != "..");
-        if ev.get("SUBSYSTEM") == Some("usb") || !safe {
+        if ev.get("SUBSYSTEM") == Some("usb") || !safe_name(name) {
             return Ok(());
         }
         let dst = to.join(name);
@@ -234,6 +230,41 @@ impl Announcer {
                 std::fs::remove_file(&dst)
             }
             _ => Ok(()),
+        }
+    }
+
+    /// udev's links of a device node (`/dev/input/by-id/...`), relative
+    /// to the node as udev makes them: made for an event that has them,
+    /// those of the database's entry (`S:`) taken away at its `remove`.
+    fn links(&self, ev: &Uevent, props: &[(String, String)], db: &str) {
+        let Some(Nodes { to, .. }) = &self.nodes else {
+            return;
+        };
+        let Some(node) = ev.get("DEVNAME").filter(|n| safe_name(n)) else {
+            return;
+        };
+        let node = node.trim_start_matches("/dev/");
+        if super::removes_entry(ev) {
+            for l in db.lines().filter_map(|l| l.strip_prefix("S:")) {
+                if safe_name(l) {
+                    let _ = std::fs::remove_file(to.join(l));
+                }
+            }
+            return;
+        }
+        for l in super::devlinks(props).into_iter().filter(|l| safe_name(l)) {
+            let dst = to.join(l);
+            let target = relative(l, node);
+            let made = dst
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|_| {
+                    let _ = std::fs::remove_file(&dst);
+                    std::os::unix::fs::symlink(&target, &dst)
+                });
+            if let Err(e) = made {
+                tracing::warn!("uevent {}: link {l}: {e}", ev.devpath);
+            }
         }
     }
 
@@ -286,9 +317,10 @@ impl Announcer {
         let db = self.run_udev.join("data").join(super::db_name(ev));
         // udev's USEC_INITIALIZED: CLOCK_MONOTONIC in microseconds when the
         // device was first seen, kept in its database entry (`I:`).
-        let usec = std::fs::read_to_string(&db)
-            .ok()
-            .and_then(|t| t.lines().next()?.strip_prefix("I:")?.parse::<u64>().ok())
+        let old = std::fs::read_to_string(&db).unwrap_or_default();
+        let usec = old
+            .lines()
+            .find_map(|l| l.strip_prefix("I:")?.parse::<u64>().ok())
             .unwrap_or_else(|| {
                 nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).map_or(0, |t| {
                     t.tv_sec() as u64 * 1_000_000 + t.tv_nsec() as u64 / 1000
@@ -298,6 +330,7 @@ impl Announcer {
         // The tags' index (`/run/udev/tags/TAG/ID`), which libudev's
         // enumerations by tag read.
         let tagged = |t: &str| self.run_udev.join("tags").join(t).join(super::db_name(ev));
+        self.links(ev, &props, &old);
         if super::removes_entry(ev) {
             let _ = std::fs::remove_file(&db);
             for t in super::tag_list(&props) {
@@ -343,5 +376,43 @@ impl Announcer {
                     }
                 }
             })
+    }
+}
+
+/// Whether `name` is a path below `/dev` that stays there: relative, no
+/// empty, `.` or `..` component.
+fn safe_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..")
+}
+
+/// The path of `node` from the directory of `link` (both below `/dev`), as
+/// udev writes its links: `input/by-id/x` to `input/event3` is
+/// `../event3`.
+fn relative(link: &str, node: &str) -> String {
+    let dir: Vec<&str> = link.split('/').collect();
+    let dir = &dir[..dir.len() - 1];
+    let to: Vec<&str> = node.split('/').collect();
+    let common = dir.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut out = "../".repeat(dir.len() - common);
+    out.push_str(&to[common..].join("/"));
+    out
+}
+
+#[cfg(test)]
+mod link_tests {
+    #[test]
+    fn links_point_at_their_node_as_udev_writes_them() {
+        assert_eq!(
+            super::relative("input/by-id/x", "input/event3"),
+            "../event3"
+        );
+        assert_eq!(
+            super::relative("serial/by-id/x", "ttyUSB0"),
+            "../../ttyUSB0"
+        );
+        assert_eq!(super::relative("x", "hidraw0"), "hidraw0");
     }
 }

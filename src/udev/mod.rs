@@ -146,57 +146,22 @@ pub fn udev_properties(ev: &Uevent, d: &UsbDevice, hwdb: Option<&Hwdb>) -> Vec<(
                 .map(|h| hwdb_properties(h, d, ev.interface))
                 .unwrap_or_default();
         }
+        // An input device, its evdev node and its LEDs: their rules (not
+        // at their removal: udev sends the database's entry then).
+        Some("input" | "leds") if ev.action != Action::Remove => {
+            return input_properties(ev, d);
+        }
         Some(_) => return Vec::new(),
     }
     let mut p: Vec<(String, String)> = Vec::new();
-    let mut add = |k: &str, v: String| p.push((k.to_string(), v));
-    let vendor = d.string(d.descriptor[14]).map(str::to_string);
-    let product = d.string(d.descriptor[15]).map(str::to_string);
-    let serial = d.string(d.descriptor[16]).map(str::to_string);
-    let vid = format!("{:04x}", d.vendor_id());
-    let pid = format!("{:04x}", d.product_id());
-    let vendor_s = vendor
-        .clone()
-        .map(|v| clean(&v))
-        .unwrap_or_else(|| vid.clone());
-    let model_s = product
-        .clone()
-        .map(|v| clean(&v))
-        .unwrap_or_else(|| pid.clone());
-    let rev = format!(
-        "{:04x}",
-        u16::from_le_bytes([d.descriptor[12], d.descriptor[13]])
-    );
     // The usb_id builtin runs for a usb_device only (`50-udev-default.rules`:
     // `SUBSYSTEM=="usb", ENV{DEVTYPE}=="usb_device", IMPORT{builtin}="usb_id"`;
     // the other rules that import it match other subsystems): an
     // interface's event gets the hwdb's properties and its path only.
     if ev.interface.is_none() {
-        let serial_s = serial.as_deref().map(clean);
-        let id_serial = match &serial_s {
-            Some(s) => format!("{vendor_s}_{model_s}_{s}"),
-            None => format!("{vendor_s}_{model_s}"),
-        };
-        let model_enc = encode(product.as_deref().unwrap_or(&pid));
-        let vendor_enc = encode(vendor.as_deref().unwrap_or(&vid));
-        add("ID_BUS", "usb".into());
-        // The same values again with an ID_USB_ prefix: systemd 252's
-        // usb_id sets both, in this order (as udevd on Debian 12 sends them).
-        for prefix in ["ID_", "ID_USB_"] {
-            add(&format!("{prefix}MODEL"), model_s.clone());
-            add(&format!("{prefix}MODEL_ENC"), model_enc.clone());
-            add(&format!("{prefix}MODEL_ID"), pid.clone());
-            add(&format!("{prefix}SERIAL"), id_serial.clone());
-            if let Some(s) = &serial_s {
-                add(&format!("{prefix}SERIAL_SHORT"), s.clone());
-            }
-            add(&format!("{prefix}VENDOR"), vendor_s.clone());
-            add(&format!("{prefix}VENDOR_ENC"), vendor_enc.clone());
-            add(&format!("{prefix}VENDOR_ID"), vid.clone());
-            add(&format!("{prefix}REVISION"), rev.clone());
-        }
-        add("ID_USB_INTERFACES", usb_interfaces(d));
+        p.extend(usb_id(d, None));
     }
+    let mut add = |k: &str, v: String| p.push((k.to_string(), v));
     for (k, v) in hwdb
         .map(|h| hwdb_properties(h, d, ev.interface))
         .unwrap_or_default()
@@ -233,6 +198,173 @@ pub fn udev_properties(ev: &Uevent, d: &UsbDevice, hwdb: Option<&Hwdb>) -> Vec<(
         let t = format!(":{}:", tags.join(":"));
         p.push(("TAGS".into(), t.clone()));
         p.push(("CURRENT_TAGS".into(), t));
+    }
+    p
+}
+
+/// The `usb_id` builtin's properties of USB device `d`, seen from the
+/// device itself or (`iface`) from a device below one of its interfaces
+/// (an input device's): the interface's type, number and driver then
+/// come too, in systemd 252's order, each value once as `ID_` and once as
+/// `ID_USB_`.
+fn usb_id(
+    d: &UsbDevice,
+    iface: Option<&crate::usbcore::device::Interface>,
+) -> Vec<(String, String)> {
+    let mut p: Vec<(String, String)> = Vec::new();
+    let mut add = |k: &str, v: String| p.push((k.to_string(), v));
+    let vendor = d.string(d.descriptor[14]).map(str::to_string);
+    let product = d.string(d.descriptor[15]).map(str::to_string);
+    let serial = d.string(d.descriptor[16]).map(str::to_string);
+    let vid = format!("{:04x}", d.vendor_id());
+    let pid = format!("{:04x}", d.product_id());
+    let vendor_s = vendor
+        .clone()
+        .map(|v| clean(&v))
+        .unwrap_or_else(|| vid.clone());
+    let model_s = product
+        .clone()
+        .map(|v| clean(&v))
+        .unwrap_or_else(|| pid.clone());
+    let rev = format!(
+        "{:04x}",
+        u16::from_le_bytes([d.descriptor[12], d.descriptor[13]])
+    );
+    let serial_s = serial.as_deref().map(clean);
+    let id_serial = match &serial_s {
+        Some(s) => format!("{vendor_s}_{model_s}_{s}"),
+        None => format!("{vendor_s}_{model_s}"),
+    };
+    let model_enc = encode(product.as_deref().unwrap_or(&pid));
+    let vendor_enc = encode(vendor.as_deref().unwrap_or(&vid));
+    let ty = iface.map(|i| iface_type(i.class, i.subclass));
+    add("ID_BUS", "usb".into());
+    // The same values again with an ID_USB_ prefix: systemd 252's usb_id
+    // sets both, in this order (as udevd on Debian 12 sends them).
+    for prefix in ["ID_", "ID_USB_"] {
+        add(&format!("{prefix}MODEL"), model_s.clone());
+        add(&format!("{prefix}MODEL_ENC"), model_enc.clone());
+        add(&format!("{prefix}MODEL_ID"), pid.clone());
+        add(&format!("{prefix}SERIAL"), id_serial.clone());
+        if let Some(s) = &serial_s {
+            add(&format!("{prefix}SERIAL_SHORT"), s.clone());
+        }
+        add(&format!("{prefix}VENDOR"), vendor_s.clone());
+        add(&format!("{prefix}VENDOR_ENC"), vendor_enc.clone());
+        add(&format!("{prefix}VENDOR_ID"), vid.clone());
+        add(&format!("{prefix}REVISION"), rev.clone());
+        if let Some(t) = ty {
+            add(&format!("{prefix}TYPE"), t.into());
+        }
+    }
+    add("ID_USB_INTERFACES", usb_interfaces(d));
+    if let Some(i) = iface {
+        add("ID_USB_INTERFACE_NUM", format!("{:02x}", i.number));
+        if let Some(drv) = &i.driver {
+            add("ID_USB_DRIVER", drv.clone());
+        }
+    }
+    p
+}
+
+/// usb_id's `ID_TYPE` of an interface class (`set_usb_iftype`).
+fn iface_type(class: u8, subclass: u8) -> &'static str {
+    match class {
+        1 => "audio",
+        3 => "hid",
+        5 => "physical",
+        6 => "media",
+        7 => "printer",
+        8 => match subclass {
+            2 | 5 => "cd",
+            4 => "floppy",
+            6 => "disk",
+            _ => "generic",
+        },
+        9 => "hub",
+        0x0b => "smartcard",
+        0x0d => "security",
+        0x0e => "video",
+        _ => "generic",
+    }
+}
+
+/// udev's properties of an input device or its evdev node
+/// (`60-input-id.rules`, `60-persistent-input.rules`, `71-seat.rules`,
+/// `70-power-switch.rules`), and of an input LED (`71-seat.rules`): what
+/// `input_id` found ([`Uevent::udev`]), `usb_id` from the interface, the
+/// path, the evdev node's `/dev/input/by-id` and `by-path` links, and the
+/// seat or power-switch tags.
+fn input_properties(ev: &Uevent, d: &UsbDevice) -> Vec<(String, String)> {
+    let iface = ev
+        .interface
+        .and_then(|n| d.interfaces.iter().find(|i| i.number == n));
+    let path = id_path(d, ev.interface);
+    let tag: String = path
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let subsystem = ev.get("SUBSYSTEM").unwrap_or("");
+    let mut p: Vec<(String, String)> = Vec::new();
+    let seat = |p: &mut Vec<(String, String)>| {
+        p.push(("ID_FOR_SEAT".into(), format!("{subsystem}-{tag}")));
+        p.push(("TAGS".into(), ":seat:".into()));
+        p.push(("CURRENT_TAGS".into(), ":seat:".into()));
+    };
+    if subsystem == "leds" {
+        p.push(("ID_PATH".into(), path));
+        p.push(("ID_PATH_TAG".into(), tag.clone()));
+        seat(&mut p);
+        return p;
+    }
+    p.extend(ev.udev.iter().cloned());
+    p.extend(usb_id(d, iface));
+    p.push(("ID_PATH".into(), path.clone()));
+    p.push(("ID_PATH_TAG".into(), tag.clone()));
+    let has = |k: &str| ev.udev.iter().any(|(x, _)| x == k);
+    let Some(node) = ev.get("DEVNAME") else {
+        seat(&mut p);
+        return p;
+    };
+    let kind = node.rsplit('/').next().unwrap_or("");
+    let class = if has("ID_INPUT_JOYSTICK") {
+        Some("joystick")
+    } else if has("ID_INPUT_TABLET") || has("ID_INPUT_TOUCHPAD") || has("ID_INPUT_MOUSE") {
+        Some("mouse")
+    } else if has("ID_INPUT_KEYBOARD") {
+        Some("kbd")
+    } else {
+        None
+    };
+    let serial = p
+        .iter()
+        .find(|(k, _)| k == "ID_SERIAL")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| "noserial".into());
+    let ifnum = iface.map_or(0, |i| i.number);
+    let (by_id, by_path) = match (class, ifnum) {
+        (Some(c), 0) => (
+            format!("usb-{serial}-{kind_}-{c}", kind_ = "event"),
+            format!("{path}-event-{c}"),
+        ),
+        (Some(c), n) => (
+            format!("usb-{serial}-if{n:02x}-event-{c}"),
+            format!("{path}-event-{c}"),
+        ),
+        (None, n) => (
+            format!("usb-{serial}-event-if{n:02x}"),
+            format!("{path}-event"),
+        ),
+    };
+    if kind.starts_with("event") {
+        p.push((
+            "DEVLINKS".into(),
+            format!("/dev/input/by-id/{by_id} /dev/input/by-path/{by_path}"),
+        ));
+        if has("ID_INPUT_KEY") || has("ID_INPUT_SWITCH") {
+            p.push(("TAGS".into(), ":power-switch:".into()));
+            p.push(("CURRENT_TAGS".into(), ":power-switch:".into()));
+        }
     }
     p
 }
@@ -349,9 +481,20 @@ pub fn db_name(ev: &Uevent) -> String {
 /// initialised, udev's properties (`E:`), the tags (`G:`, and `Q:` for the
 /// current ones), its version line.
 pub fn db_text(props: &[(String, String)], usec_initialized: u64, kernel: &Uevent) -> String {
-    let mut s = format!("I:{usec_initialized}\n");
+    let mut s = String::new();
+    for l in devlinks(props) {
+        s.push_str(&format!("S:{l}\n"));
+    }
+    s.push_str(&format!("I:{usec_initialized}\n"));
     for (k, v) in props {
-        let own = ["SEQNUM", "USEC_INITIALIZED", "TAGS", "CURRENT_TAGS"].contains(&k.as_str());
+        let own = [
+            "SEQNUM",
+            "USEC_INITIALIZED",
+            "TAGS",
+            "CURRENT_TAGS",
+            "DEVLINKS",
+        ]
+        .contains(&k.as_str());
         if kernel.get(k).is_none() && !own {
             s.push_str(&format!("E:{k}={v}\n"));
         }
@@ -363,6 +506,19 @@ pub fn db_text(props: &[(String, String)], usec_initialized: u64, kernel: &Ueven
     }
     s.push_str("V:1\n");
     s
+}
+
+/// The event's links below `/dev` (its `DEVLINKS`, without `/dev/`).
+pub fn devlinks(props: &[(String, String)]) -> Vec<&str> {
+    props
+        .iter()
+        .find(|(k, _)| k == "DEVLINKS")
+        .map(|(_, v)| {
+            v.split(' ')
+                .filter_map(|l| l.strip_prefix("/dev/"))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The event's tags (its `TAGS` property, split).

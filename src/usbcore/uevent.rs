@@ -95,6 +95,10 @@ pub struct Uevent {
     /// database still holds what its `bind` wrote, and the `remove`
     /// carries that.
     pub after_bind: bool,
+    /// What udev's builtins find in sysfs for a driver's device that its
+    /// event does not carry (input_id's classification of an input
+    /// device), for udev's properties.
+    pub udev: Vec<(String, String)>,
 }
 
 impl Uevent {
@@ -136,6 +140,18 @@ pub struct ChildDevice {
     pub vars: Vec<(String, String)>,
     /// The driver that binds it, if one does (`hid-generic`).
     pub driver: Option<String>,
+    /// The variables of a `change` right after its `add` (an LED's
+    /// default trigger: `TRIGGER=kbd-numlock`), if one follows.
+    pub change_on_add: Option<Vec<(String, String)>>,
+    /// The variables of a `change` right before its `remove` (the trigger
+    /// let go: `TRIGGER=none`), if one comes.
+    pub change_on_remove: Option<Vec<(String, String)>>,
+    /// Where it goes among its siblings (lower first; the same: in the
+    /// order they came). A driver's `disconnect` takes its devices away
+    /// in an order of its own.
+    pub remove_rank: u8,
+    /// What udev's builtins would read from its sysfs ([`Uevent::udev`]).
+    pub udev: Vec<(String, String)>,
 }
 
 /// Who knows the devices drivers make below interfaces (the HID core).
@@ -147,6 +163,29 @@ pub trait ChildDevices: Send + Sync {
 }
 
 fn child_event(action: Action, c: &ChildDevice, like: &Uevent) -> Uevent {
+    let change = match action {
+        Action::Change if like.action == Action::Bind => c.change_on_add.as_ref(),
+        Action::Change => c.change_on_remove.as_ref(),
+        _ => None,
+    };
+    if let Some(vars) = change {
+        let mut env = vec![
+            ("ACTION".to_string(), action.name().to_string()),
+            ("DEVPATH".to_string(), c.devpath.clone()),
+            ("SUBSYSTEM".to_string(), c.subsystem.clone()),
+        ];
+        env.extend(vars.iter().cloned());
+        return Uevent {
+            action,
+            devpath: c.devpath.clone(),
+            env,
+            device: like.device.clone(),
+            interface: like.interface,
+            gone: like.gone,
+            after_bind: false,
+            udev: c.udev.clone(),
+        };
+    }
     let bound = action == Action::Bind;
     let mut env = vec![
         ("ACTION".to_string(), action.name().to_string()),
@@ -172,6 +211,7 @@ fn child_event(action: Action, c: &ChildDevice, like: &Uevent) -> Uevent {
         interface: like.interface,
         gone: like.gone,
         after_bind: false,
+        udev: c.udev.clone(),
     }
 }
 
@@ -179,7 +219,9 @@ fn child_event(action: Action, c: &ChildDevice, like: &Uevent) -> Uevent {
 /// interface's: before its `bind`, each child's `add` (parents first),
 /// then the `bind` of those a driver takes (children first: a driver's
 /// probe makes them); before its `unbind`, or its `remove` when no
-/// `unbind` came, each child's `unbind` and `remove`, children first.
+/// `unbind` came, each child's `unbind` and `remove` in the order of their
+/// [`ChildDevice::remove_rank`]. A child's `change` events come right
+/// after its `add` and before its `remove`, when it has them.
 /// `announced` keeps what each interface's bind announced, which its
 /// going takes back.
 fn with_children(
@@ -199,6 +241,9 @@ fn with_children(
                 let c = kids.map(|k| k.children(&e.device, n)).unwrap_or_default();
                 for x in &c {
                     out.push(child_event(Action::Add, x, &e));
+                    if x.change_on_add.is_some() {
+                        out.push(child_event(Action::Change, x, &e));
+                    }
                 }
                 for x in c.iter().rev().filter(|x| x.driver.is_some()) {
                     out.push(child_event(Action::Bind, x, &e));
@@ -208,7 +253,12 @@ fn with_children(
                 }
             }
             Action::Unbind | Action::Remove => {
-                for x in announced.remove(&key).unwrap_or_default().iter().rev() {
+                let mut c = announced.remove(&key).unwrap_or_default();
+                c.sort_by_key(|x| x.remove_rank);
+                for x in &c {
+                    if x.change_on_remove.is_some() {
+                        out.push(child_event(Action::Change, x, &e));
+                    }
                     if x.driver.is_some() {
                         out.push(child_event(Action::Unbind, x, &e));
                     }
@@ -256,6 +306,7 @@ fn event(
         interface,
         gone: false,
         after_bind: false,
+        udev: Vec::new(),
     }
 }
 
