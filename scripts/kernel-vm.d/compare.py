@@ -1324,6 +1324,7 @@ FUSE_GRAB = ("open_second", "EVIOCGRAB", "close fd2", "EVIOCREVOKE", "EVIOCRMFF"
 # Both transports (FUSE, CUSE): the kernel's fuse module answers a read of
 # 0 bytes itself (0), without asking the filesystem.
 ZERO_READ = ("read(0) ",)
+FUSE_VFS = ("ioctl FIONREAD",)
 # The tablet's position (EVIOCGABS of X and Y): qemu's was never moved
 # before the probe, monfs's moves about by itself.
 def abs_value(ln):
@@ -1366,7 +1367,10 @@ def input_probe_compare(kd, side, sd, label, fuse):
                 kl = ka[i] if i < len(ka) else "(none)"
                 ml = mb[i] if i < len(mb) else "(none)"
                 grabby = kl.startswith(FUSE_GRAB) or ml.startswith(FUSE_GRAB) or REVOKED.search(kl) or REVOKED.search(ml)
-                if fuse and grabby and ("-EFAULT" in ml or REVOKED.search(kl) or kl.startswith(FUSE_GRAB)):
+                if fuse and kl.startswith(FUSE_VFS) and ml.startswith(FUSE_VFS):
+                    infos.append("kernel %r, monfs %r (the VFS answers FIONREAD on a regular file itself: its size "
+                                 "less the position)" % (kl, ml))
+                elif fuse and grabby and ("-EFAULT" in ml or REVOKED.search(kl) or kl.startswith(FUSE_GRAB)):
                     infos.append("kernel %r, monfs %r" % (kl, ml))
                 else:
                     diffs.append("kernel %r, monfs %r" % (kl, ml))
