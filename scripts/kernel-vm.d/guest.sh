@@ -448,6 +448,33 @@ idle_pause() { # idle_pause CAPTURE DEVNUM CTL...
 		sleep 0.$((_ct % 7 + 1))
 	done
 }
+# evdev_probe with bus 1 paused while the device is idle; should the probe
+# make no progress for 2 s (a call waiting for the bus: the EV_LED writes'
+# SET_REPORTs), the bus runs for 0.2 s and pauses again once the device is
+# idle (each time noted in OUT.stalls).
+probe_paused() { # probe_paused OUT CAPTURE DEVNUM NODE LEDFLAG CTL...
+	_po=$1; _pc=$2; _pd=$3; _pn=$4; _pl=$5; shift 5
+	idle_pause $_pc $_pd "$@"
+	evdev_probe $_pl $_pn > $_po 2>&1 &
+	_pp=$!
+	_plast=-1; _pstill=0; _ptries=0
+	while kill -0 $_pp 2>/dev/null; do
+		sleep 0.2
+		_pn2=$(wc -c < $_po)
+		if [ "$_pn2" = "$_plast" ]; then _pstill=$((_pstill + 1)); else _pstill=0; _plast=$_pn2; fi
+		if [ $_pstill -ge 10 ]; then
+			_ptries=$((_ptries + 1))
+			echo "no progress for 2 s at byte $_pn2 (last line: $(tail -1 $_po)); the bus runs 0.2 s" >> $_po.stalls
+			"$@" resume 1 >/dev/null
+			sleep 0.2
+			idle_pause $_pc $_pd "$@"
+			_pstill=0
+			[ $_ptries -ge 20 ] && { kill $_pp; err "evdev_probe on $_pn: no progress"; }
+		fi
+	done
+	wait $_pp
+	echo $? > $_po.rc
+}
 monfs_input() { # monfs_input OUTDIR SYSDIR DEVDIR USBMONDIR CTL... (CTL: monfs ctl [MNT])
 	_I=$1; _S=$2; _D=$3; _U=$4; shift 4
 	mkdir -p $_I
@@ -471,9 +498,7 @@ monfs_input() { # monfs_input OUTDIR SYSDIR DEVDIR USBMONDIR CTL... (CTL: monfs 
 		# writes' SET_REPORTs go out when the bus resumes
 		bg pr1u "$_I/${_dv}_probe_1u.txt" cat $_U/1u
 		sleep 0.5
-		idle_pause $_I/${_dv}_probe_1u.txt $(cat $_usb/devnum) "$@"
-		evdev_probe $_led $_D/input/$_ev > $_I/${_dv}_probe.txt 2>&1
-		echo $? > $_I/${_dv}_probe.txt.rc
+		probe_paused $_I/${_dv}_probe.txt $_I/${_dv}_probe_1u.txt $(cat $_usb/devnum) $_D/input/$_ev "$_led" "$@"
 		"$@" resume 1 >/dev/null
 		sleep 1
 		finish pr1u 0
