@@ -1232,6 +1232,11 @@ def input_norm(s, info):
     inp, ev = info[0], info[1]
     evn = int(ev[5:])
     s = HCD.sub("/devices/HCD/usb", s)
+    # udev's ID_PATH (and the by-path links) and ID_PATH_TAG name the
+    # controller: pci-0000:00:03.0 on qemu, platform-monfs_hcd.1 on monfs;
+    # path_id's tag keeps '-' and makes any other non-alphanumeric '_'
+    s = re.sub(r"\b(pci-0000:00:[0-9a-f]{2}\.[0-7]|platform-monfs_hcd\.\d+)-usb-", "HCDPATH-usb-", s)
+    s = re.sub(r"\b(pci-0000_00_[0-9a-f]{2}_[0-7]|platform-monfs_hcd_\d+)-usb-", "HCDTAG-usb-", s)
     s = PCI.sub("PCI", s)
     s = PCI_TAG.sub("PCI_TAG", s)
     s = PCI_HEX.sub("PCIHEX", s)
@@ -1260,6 +1265,8 @@ def sysdump_entries(d, dev, info):
             body = input_norm(ln[3:], info)
             m = re.match(r"^(.*?)( \(.*\)| -> .*)$", body)
             p, h = (m.group(1), m.group(2)) if m else (body, "")
+            if INPUT_MAJOR[0] and p in ("eventN/dev", "eventN/uevent"):
+                h = re.sub(r", \d+ bytes", ", B bytes", h)  # the major's digits
             cur = out.setdefault(p, [h, []])
         elif cur is not None and ln:
             cur[1].append(input_norm(ln[2:] if ln.startswith("  ") else ln, info))
@@ -1809,6 +1816,8 @@ def input_hotplug_compare():
                             val = " ".join(sorted(val.split()))
                         if key == "MINOR" and info[1] != "event999" and val == str(64 + int(info[1][5:])):
                             val = "MINOR"
+                        if key == "MAJOR" and cuse_ran:
+                            val = "MAJOR"  # CUSE's dynamic major in monfs run
                         d[key] = val
                     out.setdefault("%s %s" % (action, obj[0] if obj else devpath), d)
                 return out
