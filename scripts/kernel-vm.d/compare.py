@@ -6,7 +6,10 @@ Structure is compared, not values: device nodes, ioctl transcripts, the `u`
 text grammar, binary header fields and flags, the setup packets of each
 device's enumeration, tcpdump's link type. Value by value: the usbfs, libusb and isochronous
 sessions, the keyboard's unplug uevents, and udevadm monitor's KERNEL and
-UDEV events of a hot-plug of the keyboard and the stick. Writes a report (one line per
+UDEV events of a hot-plug of the keyboard and the stick; the input layer
+(steps K4e, M4e, M5e): sysfs, LED class devices, evdev_probe's answers,
+evtest's header, the event frames of each interrupt IN report, udev's
+properties and links, the keyboard's hot-plug with evdev loaded. Writes a report (one line per
 check: PASS, FAIL or INFO, with details) and exits 1 when a check failed.
 
     compare.py [--allow-no-cuse] GUEST_DIR REPORT
@@ -1192,6 +1195,687 @@ def hotplug_compare():
 
 
 hotplug_compare()
+
+# ------------------------------------------------------------------ the input layer
+# Step K4e (kernel/input) against M4e (fuse/input: the mount's sys/class/input
+# and dev/input/eventN files) and M5e (run/input: inside `monfs run`, where as
+# root with /dev/cuse the event nodes are character devices, with udev's
+# database and links, and udevadm monitor of the keyboard's unplug and plug),
+# for qemu's keyboard, tablet and mouse. What legitimately differs is written
+# as a placeholder: the input and event numbers (the order devices came in),
+# the HID device's number (.NNNN), the PCI address of the host controller
+# (qemu's slot, monfs's one per bus), the USB device number, times.
+INPUT_DEVS = ("kbd", "tablet", "mouse")
+PCI = re.compile(r"0000:00:[0-9a-f]{2}\.[0-7]")
+PCI_TAG = re.compile(r"0000_00_[0-9a-f]{2}_[0-7]")
+PCI_HEX = re.compile(r"303030303a30303a3[0-9a-f]3[0-9a-f]2e3[0-7]")  # "0000:00:SS.F" in hex
+HIDDEV = re.compile(r"(0003:0627:0001)\.[0-9A-F]{4}")
+INPUT_SIDES = [("fuse", "fuse/input", "the mount's files (M4e)"), ("run", "run/input", "monfs run (M5e)")]
+
+
+def input_devices(d):
+    """devices.txt of an input directory: {dev: (inputN, eventN, path, devnum or None)}"""
+    out = {}
+    for ln in lines(d, "devices.txt") or []:
+        f = ln.split()
+        if len(f) >= 4:
+            out[f[0]] = (f[1], f[2], f[3], int(f[4]) if len(f) > 4 else None)
+    return out
+
+
+HCD = re.compile(r"/devices/(pci0000:00/0000:00:[0-9a-f]{2}\.[0-7]|platform/monfs_hcd\.\d+)/usb")
+INPUT_MAJOR = [False]  # True: the event nodes' major is CUSE's (a dynamic one), a place too
+
+
+def input_norm(s, info):
+    """S with the places of INFO (inputN, eventN, ...) written as placeholders"""
+    inp, ev = info[0], info[1]
+    evn = int(ev[5:])
+    s = HCD.sub("/devices/HCD/usb", s)
+    # udev's ID_PATH (and the by-path links) and ID_PATH_TAG name the
+    # controller: pci-0000:00:03.0 on qemu, platform-monfs_hcd.1 on monfs;
+    # path_id's tag keeps '-' and makes any other non-alphanumeric '_'
+    s = re.sub(r"\b(pci-0000:00:[0-9a-f]{2}\.[0-7]|platform-monfs_hcd\.\d+)-usb-", "HCDPATH-usb-", s)
+    s = re.sub(r"\b(pci-0000_00_[0-9a-f]{2}_[0-7]|platform-monfs_hcd_\d+)-usb-", "HCDTAG-usb-", s)
+    s = PCI.sub("PCI", s)
+    s = PCI_TAG.sub("PCI_TAG", s)
+    s = PCI_HEX.sub("PCIHEX", s)
+    s = HIDDEV.sub(r"\1.NNNN", s)
+    s = re.sub(r"(?<!-[0-9]/)\b%s\b" % inp, "inputN", s)
+    s = re.sub(r"\b%s\b" % ev, "eventN", s)
+    s = re.sub(r"\b13:%d\b" % (64 + evn), "13:MINOR", s)
+    s = re.sub(r"^MINOR=%d$" % (64 + evn), "MINOR=MINOR", s)
+    if INPUT_MAJOR[0]:
+        s = re.sub(r"\b\d+:(%d|MINOR)\b" % (64 + evn), "MAJOR:MINOR", s)
+        s = re.sub(r"^MAJOR=\d+$", "MAJOR=MAJOR", s)
+    s = re.sub(r"\b(usb-PCI-[0-9])/", r"\1/", s)
+    return s
+
+
+def sysdump_entries(d, dev, info):
+    """*_sysfs.txt: OrderedDict {path: (header, [content lines])}, normalized"""
+    t = read(d, "%s_sysfs.txt" % dev)
+    if t is None:
+        return None
+    out, cur = OrderedDict(), None
+    for ln in t.split("\n"):
+        if ln.startswith("# "):
+            continue
+        if ln.startswith("== "):
+            body = input_norm(ln[3:], info)
+            m = re.match(r"^(.*?)( \(.*\)| -> .*)$", body)
+            p, h = (m.group(1), m.group(2)) if m else (body, "")
+            if INPUT_MAJOR[0] and p in ("eventN/dev", "eventN/uevent"):
+                h = re.sub(r", \d+ bytes", ", B bytes", h)  # the major's digits
+            cur = out.setdefault(p, [h, []])
+        elif cur is not None and ln:
+            cur[1].append(input_norm(ln[2:] if ln.startswith("  ") else ln, info))
+    return out
+
+
+def input_sysfs_compare(kd, side, sd, label):
+    for dev in INPUT_DEVS:
+        if dev not in kd or dev not in sd:
+            res("FAIL", "input %s: %s's input device in sysfs" % (label, dev),
+                "kernel %s, monfs %s" % (kd.get(dev), sd.get(dev)))
+            continue
+        k = sysdump_entries("kernel/input", dev, kd[dev])
+        m = sysdump_entries(side, dev, sd[dev])
+        if k is None or m is None:
+            res("FAIL", "input %s: %s's sysfs dump" % (label, dev), "kernel %s, monfs %s" % (k is not None, m is not None))
+            continue
+        kmice = sorted(p for p in k if re.match(r"mouse\d+(/|$)", p) and p not in m)
+        for p in kmice:
+            del k[p]
+        if kmice:
+            res("INFO", "input %s: %s: mousedev's mouseN under inputN left out: monfs does not simulate mousedev"
+                % (label, dev), " ".join(kmice))
+        kp, mp = set(k), set(m)
+        check(kp == mp, "input %s: %s: the same files, links and directories under inputN (%d; power/ left out)" % (label, dev, len(kp)),
+              "only the kernel's: %s || only monfs's: %s" % (" ".join(sorted(kp - mp)) or "none", " ".join(sorted(mp - kp)) or "none"))
+        diffs, led_trig = [], []
+        for p in k:
+            if p not in m:
+                continue
+            (kh, kc), (mh, mc) = k[p], m[p]
+            if p.endswith("/trigger") and kh == mh and kc != mc:
+                led_trig.append("%s: kernel %r, monfs %r" % (p, " ".join(kc), " ".join(mc)))
+                continue
+            if kh != mh:
+                diffs.append("%s: kernel%s, monfs%s" % (p, kh, mh))
+            if kc != mc:
+                diffs.append("%s: kernel %r, monfs %r" % (p, " | ".join(kc), " | ".join(mc)))
+        leds = [p for p in k if "::" in p and p.count("/") == 0]
+        check(not diffs, "input %s: %s: each attribute's mode, size and value, each link's target%s" % (
+            label, dev, " (LED class devices included: %s)" % " ".join(leds) if leds else ""),
+            " | ".join(diffs) if diffs else "%d entries" % len(k))
+        if led_trig:
+            # the trigger list names every LED trigger the system has
+            # registered (cpuN for each CPU, disk-*, mtd, ...)
+            kt = [x for x in led_trig]
+            res("FAIL", "input %s: %s: the LED triggers (the list and the one selected)" % (label, dev), " | ".join(kt))
+        # /sys/class/leds links
+        kl = [input_norm(re.sub(r"^/sys/class/", "/class/", ln), kd[dev]) for ln in lines("kernel/input", "%s_ls.txt" % dev) or []
+              if ln.startswith("/sys/class/leds/")]
+        ml = [input_norm(ln, sd[dev]) for ln in lines(side, "%s_ls.txt" % dev) or [] if ln.startswith("/class/leds/")]
+        if kl or ml:
+            check(kl == ml, "input %s: %s: the LED class devices' links in class/leds (%d)" % (label, dev, len(kl)),
+                  "kernel: %s || monfs: %s" % (" | ".join(kl), " | ".join(ml)))
+
+
+# evdev_probe: the calls whose answers a FUSE file cannot give: EVIOCGRAB
+# and EVIOCREVOKE take their argument as a value, which FUSE reads as a
+# pointer (it copies the int in first: EFAULT), and what follows from a
+# grab or a revoke that did not happen.
+FUSE_GRAB = ("open_second", "EVIOCGRAB", "close fd2", "EVIOCREVOKE", "EVIOCRMFF")
+# Both transports (FUSE, CUSE): the kernel's fuse module answers a read of
+# 0 bytes itself (0), without asking the filesystem.
+ZERO_READ = ("read(0) ",)
+FUSE_VFS = ("ioctl FIONREAD",)
+# The tablet's position (EVIOCGABS of X and Y): qemu's was never moved
+# before the probe, monfs's moves about by itself.
+def abs_value(ln):
+    ln = re.sub(r"^(EVIOCGABS\((0|0x1)\) 0 value=)\d+", r"\1POS", ln)
+    return re.sub(r"^(EVIOCGABS\(0\)size8 0 hex=)[0-9a-f]{8}", r"\1POSHEX__", ln)
+REVOKED = re.compile(r"(\brevoked\b|^open_after_revoke)")
+
+
+def probe_lines(d, dev, info):
+    return [input_norm(ln, info) for ln in lines(d, "%s_probe.txt" % dev) or []]
+
+
+def probe_split(ls):
+    """(the lines compared, the zero-length reads, the positions)"""
+    z = [ln for ln in ls if ln.startswith(ZERO_READ)]
+    p = [ln for ln in ls if abs_value(ln) != ln]
+    return [abs_value(ln) for ln in ls if not ln.startswith(ZERO_READ)], z, p
+
+
+def input_probe_compare(kd, side, sd, label, fuse):
+    import difflib
+    for dev in INPUT_DEVS:
+        if dev not in kd or dev not in sd:
+            continue
+        k, kz, kpos = probe_split(probe_lines("kernel/input", dev, kd[dev]))
+        m, mz, mpos = probe_split(probe_lines(side, dev, sd[dev]))
+        res("INFO", "input %s: %s: evdev_probe's reads of 0 bytes not compared: the kernel's fuse module (FUSE and "
+            "CUSE) answers them itself" % (label, dev), "kernel: %s || monfs: %s" % (" | ".join(kz), " | ".join(mz)))
+        if kpos or mpos:
+            res("INFO", "input %s: %s: the axes' current values (EVIOCGABS) not compared: qemu's tablet was not moved "
+                "before the probe, monfs's moves by itself" % (label, dev),
+                "kernel: %s || monfs: %s" % (" | ".join(kpos), " | ".join(mpos)))
+        diffs, infos = [], []
+        sm = difflib.SequenceMatcher(a=k, b=m, autojunk=False)
+        for op, a0, a1, b0, b1 in sm.get_opcodes():
+            if op == "equal":
+                continue
+            ka, mb = k[a0:a1], m[b0:b1]
+            for i in range(max(len(ka), len(mb))):
+                kl = ka[i] if i < len(ka) else "(none)"
+                ml = mb[i] if i < len(mb) else "(none)"
+                grabby = kl.startswith(FUSE_GRAB) or ml.startswith(FUSE_GRAB) or REVOKED.search(kl) or REVOKED.search(ml)
+                if fuse and kl.startswith(FUSE_VFS) and ml.startswith(FUSE_VFS):
+                    infos.append("kernel %r, monfs %r (the VFS answers FIONREAD on a regular file itself: its size "
+                                 "less the position)" % (kl, ml))
+                elif fuse and grabby and ("-EFAULT" in ml or REVOKED.search(kl) or kl.startswith(FUSE_GRAB)):
+                    infos.append("kernel %r, monfs %r" % (kl, ml))
+                else:
+                    diffs.append("kernel %r, monfs %r" % (kl, ml))
+        krc, mrc = rc("kernel/input", "%s_probe.txt.rc" % dev), rc(side, "%s_probe.txt.rc" % dev)
+        check(bool(k) and not diffs and krc == mrc,
+              "input %s: %s: evdev_probe%s answers the kernel's%s (%d lines)" % (
+                  label, dev, " --led" if dev == "kbd" else "", ", but the grabs and the revoke" if fuse else "", len(k)),
+              ("exit kernel %s, monfs %s; " % (krc, mrc)) + (" | ".join(diffs) if diffs else "same"))
+        if fuse:
+            res("INFO", "input %s: %s: evdev_probe's EVIOCGRAB and EVIOCREVOKE calls (and what follows from them) on a FUSE file: "
+                "FUSE copies the int argument in as if it were a pointer (EFAULT); compared on monfs run's character device"
+                % (label, dev), " | ".join(infos) if infos else "no difference")
+
+
+# The usbmon lines of the EV_LED writes' SET_REPORTs (usbhid's control URB
+# to the keyboard's ep0): tags and times aside, the device number as DEV.
+U_TEXT = re.compile(r"^\S+ \d+ ([SCE]) ([CBIZ][io]):(\d+):(\d+):(\d+) (.*)$")
+
+
+def set_report_lines(d, fn, devnum):
+    """SET_REPORT (21 09) submissions to DEVNUM's ep0 and their completions (by URB tag)"""
+    out, tags = [], set()
+    for ln in lines(d, fn) or []:
+        m = U_TEXT.match(ln)
+        if not m or int(m.group(4)) != devnum or m.group(2) != "Co" or m.group(5) != "0":
+            continue
+        tag = ln.split(" ", 1)[0]
+        if m.group(1) == "S" and m.group(6).startswith("s 21 09 "):
+            tags.add(tag)
+        elif tag not in tags:
+            continue
+        else:
+            tags.discard(tag)
+        out.append("%s %s:%s:DEV:0 %s" % (m.group(1), m.group(2), m.group(3), m.group(6)))
+    return out
+
+
+def kernel_devnum(dev, info, fn):
+    """the kernel's device number: devices.txt's, or the one device whose
+    interrupt IN completions in FN carry data"""
+    if info[3] is not None:
+        return info[3]
+    seen = set()
+    for ln in lines("kernel/input", fn) or []:
+        m = U_TEXT.match(ln)
+        if m and m.group(1) == "C" and m.group(2) == "Ii" and m.group(4) != "001" and " = " in ln:
+            seen.add(int(m.group(4)))
+    return seen.pop() if len(seen) == 1 else None
+
+
+# The events of each interrupt IN report, pairs in order: a report that
+# changes nothing gives no events. hid-input's and the input core's rules,
+# as a model (checked against the kernel's own pairs first): a keyboard's
+# modifier bits then its key array (each old key released, then each new
+# key pressed, index by index), EV_MSC MSC_SCAN before each key that
+# changes; a pointer's buttons (MSC_SCAN, KEY), then X, Y (EV_REL, not 0;
+# or EV_ABS, only a changed value) and the wheel (REL_WHEEL and
+# REL_WHEEL_HI_RES, value * 120), a SYN_REPORT after any.
+HID_KBD = [0, 0, 0, 0, 30, 48, 46, 32, 18, 33, 34, 35, 23, 36, 37, 38,
+           50, 49, 24, 25, 16, 19, 31, 20, 22, 47, 17, 45, 21, 44, 2, 3,
+           4, 5, 6, 7, 8, 9, 10, 11, 28, 1, 14, 15, 57, 12, 13, 26,
+           27, 43, 43, 39, 40, 41, 51, 52, 53, 58, 59, 60, 61, 62, 63, 64]
+MODS = [29, 42, 56, 125, 97, 54, 100, 126]
+
+
+def s8(b):
+    return b - 256 if b > 127 else b
+
+
+def model(dev, prev, cur):
+    ev = []
+    if dev == "kbd":
+        if len(cur) < 8:
+            return None
+        pm, cm = prev[0], cur[0]
+        for i in range(8):
+            if (pm >> i) & 1 != (cm >> i) & 1:
+                v = (cm >> i) & 1
+                ev += [(4, 4, 0x700e0 + i), (1, MODS[i], v)]
+        old, new = list(prev[2:8]), list(cur[2:8])
+        for n in range(6):
+            if old[n] not in new and old[n] >= 4:
+                ev += [(4, 4, 0x70000 + old[n]), (1, HID_KBD[old[n]] if old[n] < 64 else -1, 0)]
+            if new[n] not in old and new[n] >= 4:
+                ev += [(4, 4, 0x70000 + new[n]), (1, HID_KBD[new[n]] if new[n] < 64 else -1, 1)]
+    else:
+        pb, cb = prev[0] & 7, cur[0] & 7
+        for i in range(3):
+            if (pb >> i) & 1 != (cb >> i) & 1:
+                ev += [(4, 4, 0x90001 + i), (1, 272 + i, (cb >> i) & 1)]
+        if dev == "mouse":
+            if len(cur) < 3:
+                return None
+            for code, v in ((0, s8(cur[1])), (1, s8(cur[2]))):
+                if v:
+                    ev.append((2, code, v))
+            wheel = s8(cur[3]) if len(cur) > 3 else 0
+        else:
+            if len(cur) < 6:
+                return None
+            for code, off in ((0, 1), (1, 3)):
+                v, pv = cur[off] | cur[off + 1] << 8, prev[off] | prev[off + 1] << 8
+                if v != pv:
+                    ev.append((3, code, v))
+            wheel = s8(cur[5])
+        if wheel:
+            ev += [(2, 8, wheel), (2, 11, wheel * 120)]
+    return ev + [(0, 0, 0)] if ev else []
+
+
+def int_reports(d, fn, devnum):
+    """the data of each interrupt IN completion of DEVNUM's endpoint 1 with status 0, in order"""
+    out = []
+    for ln in lines(d, fn) or []:
+        m = U_TEXT.match(ln)
+        if not m or m.group(1) != "C" or m.group(2) != "Ii" or int(m.group(4)) != devnum:
+            continue
+        rest = m.group(6).split(" = ", 1)
+        if not rest[0].startswith("0:") or len(rest) < 2:
+            continue
+        out.append(bytes.fromhex(rest[1].replace(" ", "")))
+    return out
+
+
+def is_repeat(f):
+    return len(f) == 2 and f[0][0] == 1 and f[0][2] == 2 and f[1] == (0, 0, 1)
+
+
+def frames(d, dev, repeats=None):
+    """the frames of *_events.txt; autorepeat's (KEY value 2, SYN_REPORT 1) go to REPEATS"""
+    out, cur = [], []
+    for ln in lines(d, "%s_events.txt" % dev) or []:
+        if ln.startswith("open"):
+            continue
+        t = tuple(int(x) for x in ln.split())
+        cur.append(t)
+        if t[:2] == (0, 0):
+            if is_repeat(cur):
+                if repeats is not None:
+                    repeats.append(cur)
+            else:
+                out.append(cur)
+            cur = []
+    if cur:
+        out.append(cur)
+    return out
+
+
+def pair_reports(dev, reports, frs, first_prev):
+    """[(prev, report, frame)] with the model's prediction deciding which
+    reports gave a frame; FIRST_PREV None: the state before the first
+    report is unknown (it is then the key of no pair). None when the
+    counts do not fit."""
+    zero = bytes(8)
+    for first_gives in ((True, False) if first_prev is None else (None,)):
+        pairs, fi, prev, ok = [], 0, first_prev, True
+        for i, r in enumerate(reports):
+            if i == 0 and prev is None:
+                gives = first_gives
+            else:
+                pred = model(dev, prev, r)
+                gives = bool(pred)
+            if gives:
+                if fi >= len(frs):
+                    ok = False
+                    break
+                pairs.append((prev, r, frs[fi]))
+                fi += 1
+            else:
+                pairs.append((prev, r, []))
+            prev = r
+        if ok and fi == len(frs):
+            return pairs
+    return None
+
+
+def key_of(dev, prev, r):
+    if prev is None:
+        return None
+    if dev == "kbd":
+        return (prev[:1] + prev[2:8]).hex() + ">" + (r[:1] + r[2:8]).hex()
+    if dev == "mouse":
+        return "%02x>%s" % (prev[0] & 7, r.hex())
+    return prev[:5].hex() + ">" + r.hex()
+
+
+def show_frame(f):
+    return ",".join("%d %d %d" % e for e in f) or "none"
+
+
+def input_events_compare(kd, side, sd, label, first):
+    kpairs = {}
+    for dev in INPUT_DEVS:
+        if dev not in kd:
+            continue
+        kn = kernel_devnum(dev, kd[dev], "%s_1u.txt" % dev)
+        kr = int_reports("kernel/input", "%s_1u.txt" % dev, kn) if kn else []
+        pk = pair_reports(dev, kr, frames("kernel/input", dev), bytes(8))
+        kpairs[dev] = pk
+        if first:  # the model against the kernel: once
+            bad = [(p, r, f) for p, r, f in pk or [] if model(dev, p, r) != f]
+            check(pk is not None and not bad, "input: %s: the comparison's model of hid-input gives the kernel's frames "
+                  "for the kernel's reports (%d reports)" % (dev, len(kr)),
+                  " | ".join("%s>%s: kernel %s, model %s" % (p.hex(), r.hex(), show_frame(f), show_frame(model(dev, p, r)))
+                             for p, r, f in bad) if pk is not None else
+                  "the kernel's %d reports and %d frames do not pair" % (len(kr), len(frames("kernel/input", dev))))
+    for dev in INPUT_DEVS:
+        if dev not in sd:
+            continue
+        mn = sd[dev][3]
+        mr = int_reports(side, "events_1u.txt", mn) if mn is not None else []
+        reps = []
+        mf = frames(side, dev, reps)
+        if reps:
+            res("INFO", "input %s: %s: autorepeat frames (a key held past the delay) left out of the pairing" % (label, dev),
+                "%d: %s" % (len(reps), " / ".join(show_frame(f) for f in reps[:8])))
+        pm = pair_reports(dev, mr, mf, None)
+        if not check(pm is not None and len(mr) > 0,
+                     "input %s: %s: monfs's interrupt IN reports and event frames pair in order (%d reports, %d frames)"
+                     % (label, dev, len(mr), len(mf)),
+                     "reports: %s || frames: %s" % (" ".join(r.hex() for r in mr[:40]), " / ".join(show_frame(f) for f in mf[:40]))):
+            continue
+        # same report (with the state it found) -> same frame as the kernel's
+        km = OrderedDict()
+        for p, r, f in kpairs.get(dev) or []:
+            km.setdefault(key_of(dev, p, r), f)
+        mm = OrderedDict()
+        for p, r, f in pm:
+            k = key_of(dev, p, r)
+            if k is not None:
+                mm.setdefault(k, []).append(f)
+        common = [k for k in km if k in mm]
+        diffs = ["%s: kernel %s, monfs %s" % (k, show_frame(km[k]), " ; ".join(sorted(set(show_frame(f) for f in mm[k]))))
+                 for k in common if any(f != km[k] for f in mm[k])]
+        if common:
+            check(not diffs, "input %s: %s: the reports seen on both (previous>report), the same event frame (%d: %s)"
+                  % (label, dev, len(common), " ".join(common)), " | ".join(diffs) or "same")
+        else:
+            res("INFO", "input %s: %s: no report (with the same previous one) seen on both; the model below checks "
+                "monfs's" % (label, dev), "kernel: %s" % " ".join(km))
+        bad = [(p, r, f) for p, r, f in pm if p is not None and model(dev, p, r) != f]
+        check(not bad, "input %s: %s: each of monfs's reports gives the frame hid-input gives it (the model checked "
+              "against the kernel's; %d reports, %d distinct)" % (label, dev, len(pm), len(mm)),
+              " | ".join("%s>%s: monfs %s, hid-input %s" % (p.hex(), r.hex(), show_frame(f), show_frame(model(dev, p, r)))
+                         for p, r, f in bad[:12]) or "same")
+
+
+def evtest_header(d, dev, info):
+    out = []
+    for ln in lines(d, "%s_evtest.txt" % dev) or []:
+        if ln.startswith("Testing ..."):
+            break
+        if re.match(r"^ +Value +-?\d+$", ln):
+            continue
+        out.append(input_norm(ln, info))
+    return out
+
+
+def input_evtest_compare(kd, side, sd, label, fuse):
+    for dev in INPUT_DEVS:
+        if dev not in kd or dev not in sd:
+            continue
+        k, m = evtest_header("kernel/input", dev, kd[dev]), evtest_header(side, dev, sd[dev])
+        grab = [ln for ln in m if ln not in k and fuse]
+        mg = [ln for ln in m if ln in k] if fuse else m
+        check(bool(k) and k == mg, "input %s: %s: evtest's header (the device, its events, codes and ranges; "
+              "the axes' current values left out)" % (label, dev),
+              "same" if k == mg else "kernel: %s || monfs: %s" % (" | ".join(k), " | ".join(m)))
+        if grab:
+            res("INFO", "input %s: %s: evtest's lines only monfs's FUSE file gives (evtest's EVIOCGRAB test: EFAULT on "
+                "a FUSE file)" % (label, dev), " | ".join(grab))
+
+
+def udevadm_blocks(d, dev, info, all_info):
+    """*_udevadm.txt: {header: {"S": set, "E": {k: v}, other letters: value}}"""
+    out, cur = OrderedDict(), None
+    for ln in lines(d, "%s_udevadm.txt" % dev) or []:
+        if ln.startswith("### "):
+            cur = out.setdefault(input_norm(ln[4:], info), OrderedDict([("S", set()), ("E", OrderedDict())]))
+            continue
+        if cur is None or len(ln) < 3 or ln[1:3] != ": ":
+            continue
+        ltr, v = ln[0], input_norm(ln[3:], info)
+        if ltr == "S":
+            cur["S"].add(v)
+        elif ltr == "E":
+            k, _, val = v.partition("=")
+            if k == "DEVLINKS":
+                val = " ".join(sorted(val.split()))
+            if k == "MINOR":
+                val = "MINOR" if val == "MINOR" or val == str(64 + int(info[1][5:])) else val
+            cur["E"][k] = val
+        else:
+            cur[ltr] = v
+    return out
+
+
+UDEV_TIME = ("USEC_INITIALIZED",)
+
+
+def input_udev_compare(kd, side, sd, label):
+    for dev in INPUT_DEVS:
+        if dev not in kd or dev not in sd:
+            continue
+        k = udevadm_blocks("kernel/input", dev, kd[dev], kd)
+        m = udevadm_blocks(side, dev, sd[dev], sd)
+        mice = [h for h in k if "/mouse" in h]
+        only_k = [h for h in k if h not in m and h not in mice]
+        only_m = [h for h in m if h not in k]
+        check(not only_k and not only_m, "input %s: %s: udevadm info of the input, event and LED devices (%d)"
+              % (label, dev, len([h for h in k if h not in mice])),
+              "only the kernel's: %s || only monfs's: %s" % (" | ".join(only_k) or "none", " | ".join(only_m) or "none"))
+        if mice:
+            res("INFO", "input %s: %s: mousedev's mouseN (udevadm info) left out: monfs does not simulate mousedev"
+                % (label, dev), " | ".join(mice))
+        diffs = []
+        for h in k:
+            if h not in m:
+                continue
+            kb, mb = k[h], m[h]
+            for ltr in sorted(set(kb) | set(mb)):
+                if ltr == "E":
+                    ke, me = kb["E"], mb["E"]
+                    kk = [x for x in ke if x not in UDEV_TIME]
+                    mk = [x for x in me if x not in UDEV_TIME]
+                    if set(kk) != set(mk):
+                        diffs.append("%s: E keys only the kernel's %s, only monfs's %s" % (
+                            h, ",".join(x for x in kk if x not in me) or "none", ",".join(x for x in mk if x not in ke) or "none"))
+                    for x in kk:
+                        if x in me and ke[x] != me[x]:
+                            diffs.append("%s: %s: kernel %r, monfs %r" % (h, x, ke[x], me[x]))
+                elif ltr == "R":
+                    continue  # the number in the name (inputN, eventN)
+                elif kb.get(ltr) != mb.get(ltr):
+                    diffs.append("%s: %s: kernel %r, monfs %r" % (h, ltr, kb.get(ltr), mb.get(ltr)))
+        check(not diffs, "input %s: %s: udev's properties (values, USEC_INITIALIZED aside), names and links "
+              "(S: and DEVLINKS as sets)" % (label, dev), " | ".join(diffs) or "same")
+
+
+def input_links_compare(kd, side, sd, label):
+    """ls -l /dev/input/by-id and by-path: the three devices' links"""
+    def links(d, fn, devs):
+        out = set()
+        cur = None
+        for ln in lines(d, fn) or []:
+            if ln.endswith(":"):
+                cur = ln[:-1]
+                continue
+            m = re.search(r" (\S+) -> (\S+)$", ln)
+            if m and cur in ("/dev/input/by-id", "/dev/input/by-path"):
+                target = m.group(2).rsplit("/", 1)[-1]
+                for dev, info in devs.items():
+                    if target == info[1]:
+                        out.add("%s/%s -> %s" % (cur, input_norm(m.group(1), info), dev))
+        return out
+    k = links("kernel/input", "ls_dev_input_end.txt", kd)
+    m = links(side, "ls_dev_input_end.txt", sd)
+    km = {x for x in k if "mouse ->" not in x or "event-mouse" in x}
+    kmice = k - km
+    check(bool(km) and km == m, "input %s: the event nodes' links in /dev/input/by-id and by-path (%d)" % (label, len(km)),
+          "only the kernel's: %s || only monfs's: %s" % (" | ".join(sorted(km - m)) or "none", " | ".join(sorted(m - km)) or "none"))
+    if kmice:
+        res("INFO", "input %s: mousedev's links left out (monfs does not simulate mousedev)" % label, " | ".join(sorted(kmice)))
+
+
+INPUT_UEV_OBJ = [(re.compile(r"/input/input\d+/input\d+::(\w+)$"), lambda m: "leds %s" % m.group(1)),
+                 (re.compile(r"/input/input\d+/event\d+$"), lambda m: "event"),
+                 (re.compile(r"/input/input\d+/mouse\d+$"), lambda m: "mouse"),
+                 (re.compile(r"/input/input\d+$"), lambda m: "input"),
+                 (re.compile(r"/hidraw/hidraw\d+$"), lambda m: "hidraw"),
+                 (re.compile(r"/0003:0627:0001\.[0-9A-F]{4}$"), lambda m: "hid"),
+                 (re.compile(r"/wakeup/wakeup\d+$"), lambda m: "wakeup"),
+                 (re.compile(r"/1-1:1\.0$"), lambda m: "usb interface"),
+                 (re.compile(r"/1-1$"), lambda m: "usb device")]
+
+
+def input_uevent_objects(evs, src):
+    out = []
+    for s, action, devpath, subsys, kv in evs or []:
+        if s != src or "/1-1" not in devpath:
+            continue
+        for rx, name in INPUT_UEV_OBJ:
+            mm = rx.search(devpath)
+            if mm:
+                out.append("%s %s" % (action, name(mm)))
+                break
+        else:
+            out.append("%s ?%s(%s)" % (action, devpath.rsplit("/", 1)[-1], subsys))
+    return out
+
+
+def input_hotplug_compare():
+    for direction in ("unplug", "plug"):
+        k = monitor_events("kernel/input", "kbd_%s" % direction)
+        m = monitor_events("run/input", "kbd_%s" % direction)
+        if k is None or m is None:
+            res("FAIL", "input: the keyboard's %s with evdev: no udevadm monitor recording" % direction,
+                "kernel %s, monfs %s" % (k is not None, m is not None))
+            continue
+        ko, mo = input_uevent_objects(k, "KERNEL"), input_uevent_objects(m, "KERNEL")
+        kw = [x for x in ko if x.endswith(" wakeup")]
+        mw = [x for x in mo if x.endswith(" wakeup")]
+        ko = [x for x in ko if not x.endswith(" wakeup")]
+        mo = [x for x in mo if not x.endswith(" wakeup")]
+        check(bool(ko) and ko == mo, "input: the keyboard's %s with evdev loaded, KERNEL events: usb, hid, input, "
+              "event, leds and hidraw in the kernel's order (%d)" % (direction, len(ko)),
+              "kernel: %s || monfs: %s" % (" / ".join(ko), " / ".join(mo)))
+        if kw or mw:
+            res("INFO", "input: the keyboard's %s: the USB device's wakeup source left out (monfs does not model "
+                "wakeup sources)" % direction, "kernel: %s || monfs: %s" % (" / ".join(kw) or "none", " / ".join(mw) or "none"))
+        # UDEV events: udevd's workers run at once, each object's own in order
+        ku = sorted(input_uevent_objects(k, "UDEV"), key=lambda x: x.split(" ", 1)[1])
+        mu = sorted(input_uevent_objects(m, "UDEV"), key=lambda x: x.split(" ", 1)[1])
+        ku = [x for x in ku if not x.endswith(" wakeup")]
+        mu = [x for x in mu if not x.endswith(" wakeup")]
+        check(bool(ku) and ku == mu, "input: the keyboard's %s with evdev loaded, UDEV events per object, in each "
+              "object's order (%d)" % (direction, len(ku)),
+              "kernel: %s || monfs: %s" % (" / ".join(ku), " / ".join(mu)))
+        # the input, event and leds events' properties, KERNEL and UDEV
+        diffs = []
+        for src in ("KERNEL", "UDEV"):
+            def props(evs):
+                out = OrderedDict()
+                for s, action, devpath, subsys, kv in evs:
+                    if s != src or subsys not in ("input", "leds"):
+                        continue
+                    obj = [name(mm) for rx, name in INPUT_UEV_OBJ for mm in [rx.search(devpath)] if mm][:1]
+                    ev = re.search(r"event\d+", devpath)
+                    info = (re.search(r"input\d+", devpath).group(0), ev.group(0) if ev else "event999")
+                    d = OrderedDict()
+                    for key, val in kv:
+                        if key in ("SEQNUM", "USEC_INITIALIZED"):
+                            continue
+                        val = input_norm(val, info)
+                        if key == "DEVLINKS":
+                            val = " ".join(sorted(val.split()))
+                        if key == "MINOR" and info[1] != "event999" and val == str(64 + int(info[1][5:])):
+                            val = "MINOR"
+                        if key == "MAJOR" and cuse_ran:
+                            val = "MAJOR"  # CUSE's dynamic major in monfs run
+                        d[key] = val
+                    out.setdefault("%s %s" % (action, obj[0] if obj else devpath), d)
+                return out
+            kp, mp = props(k), props(m)
+            for o in kp:
+                if o not in mp:
+                    continue
+                ke, me = kp[o], mp[o]
+                if list(ke) != list(me):
+                    diffs.append("%s %s keys: kernel %s, monfs %s" % (src, o, ",".join(ke), ",".join(me)))
+                for x in ke:
+                    if x in me and ke[x] != me[x]:
+                        diffs.append("%s %s %s: kernel %r, monfs %r" % (src, o, x, ke[x], me[x]))
+        check(not diffs, "input: the keyboard's %s: the input, event and leds events' properties, keys in order "
+              "(SEQNUM, USEC_INITIALIZED aside; DEVLINKS as a set)" % direction, " | ".join(diffs) or "same")
+
+
+def input_compare():
+    kd = input_devices("kernel/input")
+    if not kd:
+        res("FAIL", "input: no kernel step K4e results (kernel/input/devices.txt)")
+        return
+    for side, d, label in INPUT_SIDES:
+        sd = input_devices(d)
+        if not sd:
+            res("FAIL", "input %s: no results (%s/devices.txt)" % (label, d))
+            continue
+        fuse = side == "fuse"
+        INPUT_MAJOR[0] = side == "run" and cuse_ran
+        if INPUT_MAJOR[0]:
+            res("INFO", "input %s: the event nodes' major (in sysfs, uevents, udev's database) not compared: CUSE's "
+                "dynamic one (the kernel's evdev holds 13)" % label)
+        if side == "run":
+            types = [ln for dev in INPUT_DEVS for ln in lines(d, "%s_ls.txt" % dev) or [] if ln.startswith("/dev/input/")]
+            if cuse_ran:
+                check(bool(types) and all("character special file" in t for t in types),
+                      "input %s: the event nodes are character devices (CUSE)" % label, " | ".join(types))
+            else:
+                res("INFO", "input %s: no CUSE in this run: the event nodes are the mount's files" % label, " | ".join(types))
+                fuse = True
+        input_sysfs_compare(kd, d, sd, label)
+        input_probe_compare(kd, d, sd, label, fuse)
+        # the EV_LED writes' SET_REPORTs
+        kn = kernel_devnum("kbd", kd["kbd"], "kbd_1u.txt") if "kbd" in kd else None
+        k = set_report_lines("kernel/input", "kbd_probe_1u.txt", kn) if kn else []
+        m = set_report_lines(d, "kbd_probe_1u.txt", sd["kbd"][3]) if "kbd" in sd else []
+        check(bool(k) and k == m, "input %s: the usbmon lines of the keyboard's EV_LED writes (CAPSL 1, 0): "
+              "SET_REPORT on ep0 (%d)" % (label, len(k)), "kernel: %s || monfs: %s" % (" | ".join(k), " | ".join(m)))
+        input_evtest_compare(kd, d, sd, label, fuse)
+        input_events_compare(kd, d, sd, label, side == INPUT_SIDES[0][0])
+        if side == "run":
+            input_udev_compare(kd, d, sd, label)
+            input_links_compare(kd, d, sd, label)
+    input_hotplug_compare()
+
+
+input_compare()
+
 
 # ------------------------------------------------------------------ report
 write_report_and_exit()

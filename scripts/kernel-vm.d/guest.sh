@@ -278,8 +278,8 @@ input_name() { # input_name kbd|tablet|mouse: the input device's name
 	mouse) echo "QEMU QEMU USB Mouse" ;;
 	esac
 }
-input_of() { # input_of NAME: /sys/class/input/inputN of the input device called NAME
-	for _d in /sys/class/input/input*; do
+input_of() { # input_of NAME [SYSDIR]: SYSDIR/class/input/inputN of the input device called NAME
+	for _d in ${2:-/sys}/class/input/input*; do
 		[ "$(cat $_d/name 2>/dev/null)" = "$1" ] && echo $_d && return 0
 	done
 	return 1
@@ -361,7 +361,8 @@ input_kernel() { # input_kernel UDEVD_OK (inside K4p: ttyS1 on fd 3, udevd runni
 		_d=$(input_of "$(input_name $_dv)") || { err "kernel: no input device called $(input_name $_dv)"; continue; }
 		_ev=$(basename $(ls -d $_d/event* | head -1))
 		_real=$(readlink -f $_d)
-		echo "$_dv $(basename $_d) $_ev $_real" >> $I/devices.txt
+		_usb=${_real%%/[0-9]-[0-9]:*}
+		echo "$_dv $(basename $_d) $_ev $_real $(cat $_usb/devnum)" >> $I/devices.txt
 		# the USB device's runtime PM (udev's hwdb: ID_AUTOSUSPEND=1 for
 		# qemu's HID devices, so power/control is auto: an open but idle
 		# device suspends, and wakes remotely on input)
@@ -418,6 +419,152 @@ input_kernel() { # input_kernel UDEVD_OK (inside K4p: ttyS1 on fd 3, udevd runni
 	done
 	ls -l /dev/input /dev/input/by-id /dev/input/by-path > $I/ls_dev_input_end.txt 2>&1
 	HPLOG=
+}
+
+# ---- the input layer on monfs (steps M4e on the mount's files, M5e in
+# monfs run, with CUSE character devices as root): what K4e records on the
+# kernel, for monfs's keyboard, tablet and mouse, in OUTDIR. monfs's devices
+# type ("hello from monfs usbmon") and move by themselves, so the events
+# are recorded while bus 1 runs between two pauses (monfs ctl pause 1),
+# with bus 1's usbmon text opened before: every interrupt IN report of the
+# window is in the text, and its events (if any) in each recording.
+# Pause bus 1 at a moment when device DEVNUM holds no key or button (its
+# last interrupt IN report in CAPTURE, bus 1's usbmon text being read,
+# has none): a key held while the bus is paused would repeat, and the
+# probe's state queries (EVIOCGKEY) would show it.
+idle_pause() { # idle_pause CAPTURE DEVNUM CTL...
+	_cf=$1; _cd=$(printf %03d $2); shift 2
+	_ct=0
+	while :; do
+		"$@" pause 1 >/dev/null
+		sleep 0.3
+		_cl=$(grep " C Ii:1:$_cd:1 0:" $_cf | tail -1)
+		case "$_cl" in
+		*" = 00000000 00000000"|*" = 00"??????|*" = 00"??????" "????) return 0 ;;
+		esac
+		_ct=$((_ct + 1))
+		[ $_ct -ge 40 ] && { echo "idle_pause: device $_cd not idle: $_cl"; return 1; }
+		"$@" resume 1 >/dev/null
+		sleep 0.$((_ct % 7 + 1))
+	done
+}
+# evdev_probe with bus 1 paused while the device is idle; should the probe
+# make no progress for 2 s (a call waiting for the bus: the EV_LED writes'
+# SET_REPORTs), the bus runs for 0.2 s and pauses again once the device is
+# idle (each time noted in OUT.stalls).
+probe_paused() { # probe_paused OUT CAPTURE DEVNUM NODE LEDFLAG CTL...
+	_po=$1; _pc=$2; _pd=$3; _pn=$4; _pl=$5; shift 5
+	idle_pause $_pc $_pd "$@"
+	evdev_probe $_pl $_pn > $_po 2>&1 &
+	_pp=$!
+	_plast=-1; _pstill=0; _ptries=0
+	while kill -0 $_pp 2>/dev/null; do
+		sleep 0.2
+		_pn2=$(wc -c < $_po)
+		if [ "$_pn2" = "$_plast" ]; then _pstill=$((_pstill + 1)); else _pstill=0; _plast=$_pn2; fi
+		if [ $_pstill -ge 10 ]; then
+			_ptries=$((_ptries + 1))
+			echo "no progress for 2 s at byte $_pn2 (last line: $(tail -1 $_po)); the bus runs 0.2 s" >> $_po.stalls
+			"$@" resume 1 >/dev/null
+			sleep 0.2
+			idle_pause $_pc $_pd "$@"
+			_pstill=0
+			[ $_ptries -ge 20 ] && { kill $_pp; err "evdev_probe on $_pn: no progress"; }
+		fi
+	done
+	wait $_pp
+	echo $? > $_po.rc
+}
+monfs_input() { # monfs_input OUTDIR SYSDIR DEVDIR USBMONDIR CTL... (CTL: monfs ctl [MNT])
+	_I=$1; _S=$2; _D=$3; _U=$4; shift 4
+	mkdir -p $_I
+	: > $_I/devices.txt
+	ls -l $_S/class/input $_S/class/leds > $_I/ls_class.txt 2>&1
+	for _dv in $INPUT_DEVS; do
+		_d=$(input_of "$(input_name $_dv)" $_S) || { err "monfs ($_I): no input device called $(input_name $_dv)"; continue; }
+		_ev=$(basename $(ls -d $_d/event* | head -1))
+		_real=$(readlink -f $_d)
+		_usb=${_real%%/[0-9]-[0-9]:*}
+		echo "$_dv $(basename $_d) $_ev ${_real#$_S} $(cat $_usb/devnum)" >> $_I/devices.txt
+		sysdump $_d > $_I/${_dv}_sysfs.txt
+		{
+			for _l in $_S/class/leds/$(basename $_d)::*; do [ -e $_l ] && echo "${_l#$_S} -> $(readlink $_l)"; done
+			stat -c '%n %F %t:%T %a %u:%g' $_D/input/$_ev
+		} > $_I/${_dv}_ls.txt 2>&1
+		_led=
+		[ $_dv = kbd ] && _led=--led
+		# the probe with bus 1 paused while the device is idle: its
+		# queue holds only what the probe's own calls cause; the EV_LED
+		# writes' SET_REPORTs go out when the bus resumes
+		bg pr1u "$_I/${_dv}_probe_1u.txt" cat $_U/1u
+		sleep 0.5
+		probe_paused $_I/${_dv}_probe.txt $_I/${_dv}_probe_1u.txt $(cat $_usb/devnum) $_D/input/$_ev "$_led" "$@"
+		"$@" resume 1 >/dev/null
+		sleep 1
+		finish pr1u 0
+		echo "$_dv: $(basename $_d) $_ev, evdev_probe $(wc -l < $_I/${_dv}_probe.txt) lines, $(wc -l < $_I/${_dv}_probe_1u.txt) lines of 1u"
+	done
+	# the events of the three devices in one window of bus 1's time
+	"$@" pause 1 >/dev/null || err "monfs ($_I): $* pause 1 failed"
+	bg mev1u "$_I/events_1u.txt" cat $_U/1u
+	_names=
+	while read -r _dv _in _ev _rest; do
+		bg mevp_$_dv "$_I/${_dv}_events.txt" evdev_probe --events 14 $_D/input/$_ev
+		bg mevt_$_dv "$_I/${_dv}_evtest.txt" evtest $_D/input/$_ev
+		_names="$_names mevp_$_dv"
+		waitfor 10 "grep -q '^open' $_I/${_dv}_events.txt" || err "monfs ($_I): evdev_probe --events $_D/input/$_ev did not start"
+	done < $_I/devices.txt
+	sleep 1
+	"$@" resume 1 >/dev/null || err "monfs ($_I): $* resume 1 failed"
+	sleep 8
+	idle_pause $_I/events_1u.txt $(awk '$1 == "kbd" {print $5}' $_I/devices.txt) "$@"
+	# shellcheck disable=SC2086
+	finish_all 20 $_names
+	for _dv in $INPUT_DEVS; do
+		eval "_p=\${PID_mevt_$_dv:-}"
+		[ -n "$_p" ] && kill -TERM $_p 2>/dev/null
+		finish mevt_$_dv 5
+	done
+	sleep 0.5
+	finish mev1u 0
+	"$@" resume 1 >/dev/null || err "monfs ($_I): $* resume 1 failed"
+	for _dv in $INPUT_DEVS; do
+		[ -e $_I/${_dv}_events.txt ] && echo "$_dv: $(grep -c '^[0-9]' $_I/${_dv}_events.txt) events"
+	done
+	echo "events window: $(grep -c ' C Ii:' $_I/events_1u.txt) interrupt IN completions"
+}
+# inside monfs run (its own mount; as root with /dev/cuse the event nodes
+# are character devices): monfs_input, udev's view (udevadm info, the
+# links) and udevadm monitor of the keyboard's unplug and plug
+monfs_input_run() {
+	RI=$O/run/input
+	mkdir -p $RI
+	monfs ctl resume 1 >/dev/null
+	for _p in 1 2 4; do monfs ctl wait 1 $_p present >/dev/null || err "monfs run: device 1 $_p did not enumerate"; done
+	monfs ctl wait settled >/dev/null
+	sleep 1
+	monfs_input $RI /sys /dev $M monfs ctl
+	while read -r _dv _in _ev _path _dn; do
+		_real=/sys$_path
+		for _c in $_real $_real/event* $_real/mouse* $_real/*::*; do
+			[ -e $_c ] || continue
+			echo "### udevadm info --query=all --path=${_c#/sys}"
+			udevadm info --query=all --path=${_c#/sys} 2>&1
+			echo
+		done > $RI/${_dv}_udevadm.txt
+		for _c in $_real/event* $_real/mouse*; do
+			[ -e $_c ] || continue
+			echo "### udevadm info --query=all --name=/dev/input/$(basename $_c)"
+			udevadm info --query=all --name=/dev/input/$(basename $_c) 2>&1
+			echo
+		done >> $RI/${_dv}_udevadm.txt
+	done < $RI/devices.txt
+	ls -l /dev/input /dev/input/by-id /dev/input/by-path > $RI/ls_dev_input.txt 2>&1
+	udev_record $RI kbd_unplug monfs_ctl unplug --wait 1 1
+	udev_record $RI kbd_plug monfs_ctl plug --wait 1 1 hid-keyboard
+	monfs ctl wait settled >/dev/null
+	ls -l /dev/input /dev/input/by-id /dev/input/by-path > $RI/ls_dev_input_end.txt 2>&1
+	true
 }
 
 kernel_traffic() { # SCSI reads (and first some writes) on the qemu USB stick, each a separate command
@@ -660,6 +807,8 @@ monreader_tool -n 2 -N -i 15000 $MNT/dev/monreader > $O/fuse/monreader.txt 2>&1;
 if [ -n "$CUSEFLAG" ]; then
 	monreader_tool -n 2 -N -i 15000 /dev/monreader > $O/cuse/monreader.txt 2>&1; echo $? > $O/cuse/monreader.txt.rc
 fi
+step "M4e. monfs: the input layer of the keyboard, the tablet and the mouse on the mount's files (sys/class/input, dev/input/eventN)"
+monfs_input $O/fuse/input $MNT/sys $MNT/dev $MNT/usb/usbmon monfs ctl $MNT
 step "M5h. monfs run: the uevents of an unplug and a plug of the keyboard (monfs ctl)"
 mkdir -p /run
 monfs run --timing fast --config /etc/monfs-qemu.yaml -- sh -c '
@@ -691,6 +840,10 @@ step "M5p. monfs run: udevadm monitor --kernel --udev --property during an unplu
 monfs run --timing fast --config /etc/monfs-qemu.yaml -- sh -c 'GUEST_LIB=1; . /guest.sh; monfs_hotplug' \
 	> $O/fuse/hotplug.run 2>&1 || err "monfs run: the hot-plug session failed: $(tail -3 $O/fuse/hotplug.run)"
 cat $O/fuse/hotplug.run
+step "M5e. monfs run: the input layer (CUSE event nodes as root), udev's properties and links, the keyboard's unplug and plug"
+monfs run --timing fast --config /etc/monfs-qemu.yaml -- sh -c 'GUEST_LIB=1; . /guest.sh; monfs_input_run' \
+	> $O/run_input.log 2>&1 || err "monfs run: the input session failed: $(tail -3 $O/run_input.log)"
+cat $O/run_input.log
 step "M6. monfs: unmount"
 kill -TERM $PID_monfs
 finish monfs 10
