@@ -326,8 +326,7 @@ impl Announcer {
                     t.tv_sec() as u64 * 1_000_000 + t.tv_nsec() as u64 / 1000
                 })
             });
-        let mut props = super::all_properties(ev, seqnum, usec, self.hwdb.as_ref());
-        props.extend(super::removed_properties(ev, &old));
+        let props = super::all_properties(ev, seqnum, usec, self.hwdb.as_ref(), &old);
         // The tags' index (`/run/udev/tags/TAG/ID`), which libudev's
         // enumerations by tag read.
         let tagged = |t: &str| self.run_udev.join("tags").join(t).join(super::db_name(ev));

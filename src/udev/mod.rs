@@ -454,12 +454,15 @@ pub fn hwdb_properties(h: &Hwdb, d: &UsbDevice, interface: Option<u8>) -> Vec<(S
 }
 
 /// Every property of the event as udev sends it: the kernel's (with
-/// `DEVNAME` under `/dev`, and the kernel's `SEQNUM`), then udev's.
+/// `DEVNAME` under `/dev`, and the kernel's `SEQNUM`), then udev's (at a
+/// `remove` of an input device or LED, what its database entry `db`
+/// held), the device number, the links and tags.
 pub fn all_properties(
     ev: &Uevent,
     seqnum: u64,
     usec_initialized: u64,
     hwdb: Option<&Hwdb>,
+    db: &str,
 ) -> Vec<(String, String)> {
     let mut p: Vec<(String, String)> = ev
         .env
@@ -472,9 +475,22 @@ pub fn all_properties(
             }
         })
         .collect();
+    // udevd sets the device number last, after its rules' properties
+    // and before the links and tags (as Debian's udev 252 sends them).
+    let number: Vec<(String, String)> = p
+        .iter()
+        .filter(|(k, _)| k == "MAJOR" || k == "MINOR")
+        .cloned()
+        .collect();
+    p.retain(|(k, _)| k != "MAJOR" && k != "MINOR");
     p.push(("SEQNUM".into(), seqnum.to_string()));
     p.push(("USEC_INITIALIZED".into(), usec_initialized.to_string()));
-    p.extend(udev_properties(ev, &ev.device, hwdb));
+    let mut rules = udev_properties(ev, &ev.device, hwdb);
+    rules.extend(removed_properties(ev, db));
+    let last = |k: &str| ["DEVLINKS", "TAGS", "CURRENT_TAGS"].contains(&k);
+    p.extend(rules.iter().filter(|(k, _)| !last(k)).cloned());
+    p.extend(number);
+    p.extend(rules.into_iter().filter(|(k, _)| last(k)));
     p
 }
 
@@ -712,7 +728,7 @@ mod tests {
             assert_eq!(p[2].1, ":seat:");
         }
         // its database entry in between: the tag, not a current one
-        let db = db_text(&all_properties(&evs[2], 9, 1, None), 1, &evs[2]);
+        let db = db_text(&all_properties(&evs[2], 9, 1, None, ""), 1, &evs[2]);
         assert!(db.contains("G:seat\n") && !db.contains("Q:"), "{db}");
     }
 
