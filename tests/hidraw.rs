@@ -173,24 +173,7 @@ fn hid_and_hidraw_uevents_come_between_the_interfaces_add_and_bind() {
     if !char_devices() {
         assert_eq!(major, "244", "{out}");
     }
-    let events: Vec<String> = out
-        .split("ACTION=")
-        .skip(1)
-        .map(|e| {
-            let get = |k: &str| {
-                e.lines()
-                    .find_map(|l| l.strip_prefix(k)?.strip_prefix('='))
-                    .unwrap_or("-")
-            };
-            format!(
-                "{} {} {} {}",
-                e.lines().next().unwrap(),
-                get("DEVPATH").rsplit('/').next().unwrap(),
-                get("SUBSYSTEM"),
-                get("DRIVER")
-            )
-        })
-        .collect();
+    let events = common::uevent_lines(&out, "DRIVER");
     assert_eq!(
         events,
         [

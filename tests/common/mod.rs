@@ -788,3 +788,26 @@ pub fn lines<'a>(out: &'a str, word: &str) -> Vec<&'a str> {
         .filter_map(|l| l.strip_prefix(word)?.strip_prefix(' '))
         .collect()
 }
+
+/// The uevents in `out` (as tests/data/uevent_listen.py prints them), one
+/// line each: action, the last part of the path, subsystem and the value
+/// of variable `last` (`-` where it has none).
+pub fn uevent_lines(out: &str, last: &str) -> Vec<String> {
+    out.split("ACTION=")
+        .skip(1)
+        .map(|e| {
+            let get = |k: &str| {
+                e.lines()
+                    .find_map(|l| l.strip_prefix(k)?.strip_prefix('='))
+                    .unwrap_or("-")
+            };
+            format!(
+                "{} {} {} {}",
+                e.lines().next().unwrap_or(""),
+                get("DEVPATH").rsplit('/').next().unwrap_or(""),
+                get("SUBSYSTEM"),
+                get(last)
+            )
+        })
+        .collect()
+}
