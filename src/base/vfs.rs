@@ -81,6 +81,18 @@ pub struct IoctlRequest<'a> {
     pub compat: bool,
 }
 
+impl IoctlRequest<'_> {
+    /// The first `len` bytes the argument points at: what the kernel
+    /// copied in, else read from the caller (a `_IOR` command's input, a
+    /// FUSE file's command of no size).
+    pub fn argument(&self, len: usize) -> SysResult<Vec<u8>> {
+        if self.input.len() >= len {
+            return Ok(self.input[..len].to_vec());
+        }
+        self.mem.read(self.arg, len)
+    }
+}
+
 /// A successful ioctl: the return value and the bytes to copy back to `arg`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IoctlReply {
@@ -91,6 +103,27 @@ pub struct IoctlReply {
     /// Page-cache contents to update (offset, bytes) before the reply goes out,
     /// so that a mapping of the file shows them.
     pub cache_updates: Vec<(u64, Vec<u8>)>,
+}
+
+impl IoctlReply {
+    /// Return value `result`, `output` for the caller's `arg`.
+    pub fn new(output: Vec<u8>, result: i32) -> IoctlReply {
+        IoctlReply {
+            result,
+            output,
+            ..Default::default()
+        }
+    }
+
+    /// A string as the kernel hands one out (`str_to_user`, hidraw's
+    /// name ioctls): its bytes and NUL, cut to `size`; the length copied.
+    pub fn string(s: &str, size: usize) -> IoctlReply {
+        let mut b = s.as_bytes().to_vec();
+        b.push(0);
+        b.truncate(size);
+        let n = b.len() as i32;
+        IoctlReply::new(b, n)
+    }
 }
 
 /// Operations on an open file. Default methods give the errno a kernel file

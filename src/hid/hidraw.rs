@@ -290,30 +290,6 @@ impl Io<'_> {
     }
 }
 
-impl HidrawFile {
-    /// A string ioctl (`HIDIOCGRAWNAME` and the like): the string with
-    /// its NUL, cut to `size`.
-    fn string(s: &str, size: u32) -> IoctlReply {
-        let mut b = s.as_bytes().to_vec();
-        b.push(0);
-        b.truncate(size as usize);
-        IoctlReply {
-            result: b.len() as i32,
-            output: b,
-            ..Default::default()
-        }
-    }
-
-    /// The bytes a variable-length command carries in: what the kernel
-    /// copied, else read from the caller.
-    fn argument(req: &IoctlRequest<'_>, len: usize) -> SysResult<Vec<u8>> {
-        if req.input.len() >= len {
-            return Ok(req.input[..len].to_vec());
-        }
-        req.mem.read(req.arg, len)
-    }
-}
-
 impl OpenFile for HidrawFile {
     fn read(&self, _offset: u64, size: u32) -> SysResult<Vec<u8>> {
         if self.revoked() {
@@ -420,14 +396,9 @@ impl OpenFile for HidrawFile {
             self.list.q.lock_ok().clear();
             return Ok(IoctlReply::default());
         }
-        let reply = |output: Vec<u8>, result: i32| IoctlReply {
-            result,
-            output,
-            ..Default::default()
-        };
         match req.cmd {
             HIDIOCGRDESCSIZE => {
-                return Ok(reply(
+                return Ok(IoctlReply::new(
                     (self.dev.rdesc.len() as i32).to_ne_bytes().to_vec(),
                     0,
                 ));
@@ -440,13 +411,13 @@ impl OpenFile for HidrawFile {
                 }
                 let n = len.min(self.dev.rdesc.len());
                 req.mem.write(req.arg + 4, &self.dev.rdesc[..n])?;
-                return Ok(reply(Vec::new(), 0));
+                return Ok(IoctlReply::new(Vec::new(), 0));
             }
             HIDIOCGRAWINFO => {
                 let mut o = BUS_USB.to_ne_bytes().to_vec();
                 o.extend_from_slice(&self.dev.vendor.to_ne_bytes());
                 o.extend_from_slice(&self.dev.product.to_ne_bytes());
-                return Ok(reply(o, 0));
+                return Ok(IoctlReply::new(o, 0));
             }
             _ => {}
         }
@@ -461,18 +432,18 @@ impl OpenFile for HidrawFile {
         }
         let len = size as usize;
         let set = |rtype| -> SysResult<IoctlReply> {
-            let buf = Self::argument(req, len.min(HID_MAX_BUFFER_SIZE + 1))?;
+            let buf = req.argument(len.min(HID_MAX_BUFFER_SIZE + 1))?;
             let n = self.io().send_report(&buf, rtype)?;
-            Ok(reply(Vec::new(), n))
+            Ok(IoctlReply::new(Vec::new(), n))
         };
         let get = |rtype| -> SysResult<IoctlReply> {
             if len < 1 {
                 return Err(Errno::EINVAL);
             }
-            let first = Self::argument(req, 1)?[0];
+            let first = req.argument(1)?[0];
             let out = self.io().get_report(first, len, rtype)?;
             let n = out.len() as i32;
-            Ok(reply(out, n))
+            Ok(IoctlReply::new(out, n))
         };
         match nr {
             NR_SFEATURE => return set(ReportType::Feature),
@@ -487,9 +458,9 @@ impl OpenFile for HidrawFile {
             return Err(Errno::EINVAL);
         }
         match nr {
-            NR_GRAWNAME => Ok(Self::string(&self.dev.name, size)),
-            NR_GRAWPHYS => Ok(Self::string(&self.dev.phys, size)),
-            NR_GRAWUNIQ => Ok(Self::string(&self.dev.uniq, size)),
+            NR_GRAWNAME => Ok(IoctlReply::string(&self.dev.name, size as usize)),
+            NR_GRAWPHYS => Ok(IoctlReply::string(&self.dev.phys, size as usize)),
+            NR_GRAWUNIQ => Ok(IoctlReply::string(&self.dev.uniq, size as usize)),
             _ => Err(Errno::ENOTTY),
         }
     }
@@ -509,9 +480,9 @@ mod tests {
 
     #[test]
     fn strings_are_cut_with_or_without_their_nul() {
-        let r = HidrawFile::string("QEMU", 64);
+        let r = IoctlReply::string("QEMU", 64);
         assert_eq!((r.result, r.output.as_slice()), (5, &b"QEMU\0"[..]));
-        let r = HidrawFile::string("QEMU", 2);
+        let r = IoctlReply::string("QEMU", 2);
         assert_eq!((r.result, r.output.as_slice()), (2, &b"QE"[..]));
     }
 }

@@ -92,6 +92,18 @@ pub struct InputDevice {
     me: Weak<InputDevice>,
 }
 
+impl State {
+    /// The state bitmap of type `ty`: keys, LEDs, sounds, else switches.
+    pub(super) fn bits(&self, ty: u16) -> &Bits {
+        match ty {
+            EV_KEY => &self.key,
+            EV_LED => &self.led,
+            EV_SND => &self.snd,
+            _ => &self.sw,
+        }
+    }
+}
+
 impl InputDevice {
     /// A registered device: `inputN`, evdev's `major`:`minor`, input-leds'
     /// LEDs of those `spec` has, the repeat of a device with EV_REP.
@@ -410,13 +422,7 @@ impl InputDevice {
 
     /// A copy of a state bitmap (`EVIOCGKEY` and the like).
     pub(crate) fn state_bits(&self, ty: u16) -> Bits {
-        let st = self.st.lock_ok();
-        match ty {
-            EV_KEY => st.key.clone(),
-            EV_LED => st.led.clone(),
-            EV_SND => st.snd.clone(),
-            _ => st.sw.clone(),
-        }
+        self.st.lock_ok().bits(ty).clone()
     }
 }
 

@@ -138,52 +138,23 @@ impl EvdevFile {
     fn get_val(&self, ty: u16, size: usize) -> IoctlReply {
         let bits = {
             let st = self.dev.st.lock_ok();
-            let b = match ty {
-                EV_KEY => st.key.clone(),
-                EV_LED => st.led.clone(),
-                EV_SND => st.snd.clone(),
-                _ => st.sw.clone(),
-            };
+            let b = st.bits(ty).clone();
             self.client.ring.lock_ok().flush(ty);
             b
         };
         let mut out = bits.bytes(max_code(ty).unwrap_or(0));
         out.truncate(size);
-        IoctlReply {
-            result: out.len() as i32,
-            output: out,
-            ..Default::default()
-        }
+        let n = out.len() as i32;
+        IoctlReply::new(out, n)
     }
 
     /// The `struct input_mask` at the argument: type, codes_size,
     /// codes_ptr.
     fn input_mask(req: &IoctlRequest<'_>) -> SysResult<(u32, u32, u64)> {
-        let b = if req.input.len() >= 16 {
-            req.input[..16].to_vec()
-        } else {
-            req.mem.read(req.arg, 16)?
-        };
+        let b = req.argument(16)?;
         let u = |i: usize| u32::from_ne_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         Ok((u(0), u(4), u64::from(u(8)) | (u64::from(u(12)) << 32)))
     }
-}
-
-fn reply(output: Vec<u8>, result: i32) -> IoctlReply {
-    IoctlReply {
-        result,
-        output,
-        ..Default::default()
-    }
-}
-
-/// `str_to_user`: the string with its NUL, cut to `size`.
-fn string(s: &str, size: usize) -> IoctlReply {
-    let mut b = s.as_bytes().to_vec();
-    b.push(0);
-    b.truncate(size);
-    let n = b.len() as i32;
-    reply(b, n)
 }
 
 impl OpenFile for EvdevFile {
@@ -299,43 +270,35 @@ impl OpenFile for EvdevFile {
         let dev = &self.dev;
         let caps = &dev.spec.caps;
         let arg_int = |req: &IoctlRequest<'_>| -> SysResult<u32> {
-            let b = if req.input.len() >= 4 {
-                req.input[..4].to_vec()
-            } else {
-                req.mem.read(req.arg, 4)?
-            };
+            let b = req.argument(4)?;
             Ok(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
         };
         match req.cmd {
-            EVIOCGVERSION => return Ok(reply(EV_VERSION.to_ne_bytes().to_vec(), 0)),
+            EVIOCGVERSION => return Ok(IoctlReply::new(EV_VERSION.to_ne_bytes().to_vec(), 0)),
             EVIOCGID => {
                 let id = &dev.spec.id;
                 let mut o = Vec::with_capacity(8);
                 for v in [id.bustype, id.vendor, id.product, id.version] {
                     o.extend_from_slice(&v.to_ne_bytes());
                 }
-                return Ok(reply(o, 0));
+                return Ok(IoctlReply::new(o, 0));
             }
             EVIOCGREP | EVIOCSREP if !caps.has_type(EV_REP) => return Err(Errno::ENOSYS),
             EVIOCGREP => {
                 let rep = dev.st.lock_ok().rep;
                 let mut o = rep[0].to_ne_bytes().to_vec();
                 o.extend_from_slice(&rep[1].to_ne_bytes());
-                return Ok(reply(o, 0));
+                return Ok(IoctlReply::new(o, 0));
             }
             EVIOCSREP => {
-                let b = if req.input.len() >= 8 {
-                    req.input[..8].to_vec()
-                } else {
-                    req.mem.read(req.arg, 8)?
-                };
+                let b = req.argument(8)?;
                 let delay = i32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
                 let period = i32::from_ne_bytes([b[4], b[5], b[6], b[7]]);
                 dev.inject(self.client.id, EV_REP, super::REP_DELAY, delay);
                 dev.inject(self.client.id, EV_REP, super::REP_PERIOD, period);
-                return Ok(reply(Vec::new(), 0));
+                return Ok(IoctlReply::new(Vec::new(), 0));
             }
-            EVIOCGEFFECTS => return Ok(reply(0i32.to_ne_bytes().to_vec(), 0)),
+            EVIOCGEFFECTS => return Ok(IoctlReply::new(0i32.to_ne_bytes().to_vec(), 0)),
             // input_ff_erase: no force feedback.
             EVIOCRMFF => return Err(Errno::ENOSYS),
             EVIOCGRAB => {
@@ -345,11 +308,11 @@ impl OpenFile for EvdevFile {
                         Err(Errno::EBUSY)
                     } else {
                         st.grab = Some(self.client.id);
-                        Ok(reply(Vec::new(), 0))
+                        Ok(IoctlReply::new(Vec::new(), 0))
                     }
                 } else if st.grab == Some(self.client.id) {
                     st.grab = None;
-                    Ok(reply(Vec::new(), 0))
+                    Ok(IoctlReply::new(Vec::new(), 0))
                 } else {
                     Err(Errno::EINVAL)
                 };
@@ -366,7 +329,7 @@ impl OpenFile for EvdevFile {
                     }
                 }
                 self.client.wake();
-                return Ok(reply(Vec::new(), 0));
+                return Ok(IoctlReply::new(Vec::new(), 0));
             }
             EVIOCGMASK => {
                 let (ty, size, ptr) = Self::input_mask(req)?;
@@ -388,12 +351,12 @@ impl OpenFile for EvdevFile {
                 if !out.is_empty() {
                     req.mem.write(ptr, &out)?;
                 }
-                return Ok(reply(Vec::new(), 0));
+                return Ok(IoctlReply::new(Vec::new(), 0));
             }
             EVIOCSMASK => {
                 let (ty, size, ptr) = Self::input_mask(req)?;
                 let Some(cnt) = u16::try_from(ty).ok().and_then(mask_count) else {
-                    return Ok(reply(Vec::new(), 0));
+                    return Ok(IoctlReply::new(Vec::new(), 0));
                 };
                 if size % 8 != 0 {
                     return Err(Errno::EINVAL);
@@ -416,7 +379,7 @@ impl OpenFile for EvdevFile {
                     }
                 }
                 self.client.ring.lock_ok().masks[ty as usize] = Some(m);
-                return Ok(reply(Vec::new(), 0));
+                return Ok(IoctlReply::new(Vec::new(), 0));
             }
             EVIOCSCLOCKID => {
                 let clk = match arg_int(req)? as i32 {
@@ -434,7 +397,7 @@ impl OpenFile for EvdevFile {
                         r.syn_dropped();
                     }
                 }
-                return Ok(reply(Vec::new(), 0));
+                return Ok(IoctlReply::new(Vec::new(), 0));
             }
             EVIOCGKEYCODE => {
                 // The scan code in, the key code after it out.
@@ -444,16 +407,12 @@ impl OpenFile for EvdevFile {
                     .ok_or(Errno::EINVAL)?;
                 let mut o = scan.to_ne_bytes().to_vec();
                 o.extend_from_slice(&code.to_ne_bytes());
-                return Ok(reply(o, 0));
+                return Ok(IoctlReply::new(o, 0));
             }
             EVIOCGKEYCODE_V2 => {
                 // struct input_keymap_entry: flags, len, index, keycode,
                 // scancode[32].
-                let b = if req.input.len() >= KEYMAP_ENTRY {
-                    req.input[..KEYMAP_ENTRY].to_vec()
-                } else {
-                    req.mem.read(req.arg, KEYMAP_ENTRY)?
-                };
+                let b = req.argument(KEYMAP_ENTRY)?;
                 let by = if b[0] & 1 != 0 {
                     super::KeyLookup::Index(u32::from(u16::from_ne_bytes([b[2], b[3]])))
                 } else {
@@ -471,7 +430,7 @@ impl OpenFile for EvdevFile {
                 o[2..4].copy_from_slice(&(index as u16).to_ne_bytes());
                 o[4..8].copy_from_slice(&code.to_ne_bytes());
                 o[8..12].copy_from_slice(&scan.to_ne_bytes());
-                return Ok(reply(o, 0));
+                return Ok(IoctlReply::new(o, 0));
             }
             EVIOCSKEYCODE | EVIOCSKEYCODE_V2 => return Err(Errno::EINVAL),
             _ => {}
@@ -488,16 +447,16 @@ impl OpenFile for EvdevFile {
                     let mut o = caps.prop.bytes(PROP_MAX);
                     o.truncate(size);
                     let n = o.len() as i32;
-                    return Ok(reply(o, n));
+                    return Ok(IoctlReply::new(o, n));
                 }
                 0x0a => return Err(Errno::EINVAL), // EVIOCGMTSLOTS: no slots
                 0x18 => return Ok(self.get_val(EV_KEY, size)),
                 0x19 => return Ok(self.get_val(EV_LED, size)),
                 0x1a => return Ok(self.get_val(EV_SND, size)),
                 0x1b => return Ok(self.get_val(EV_SW, size)),
-                0x06 => return Ok(string(&dev.spec.name, size)),
-                0x07 => return Ok(string(&dev.spec.phys, size)),
-                0x08 => return Ok(string(&dev.spec.uniq, size)),
+                0x06 => return Ok(IoctlReply::string(&dev.spec.name, size)),
+                0x07 => return Ok(IoctlReply::string(&dev.spec.phys, size)),
+                0x08 => return Ok(IoctlReply::string(&dev.spec.uniq, size)),
                 _ => {}
             }
         }
@@ -521,7 +480,7 @@ impl OpenFile for EvdevFile {
             let mut o = caps.bits[t as usize].bytes(max);
             o.truncate(size);
             let n = o.len() as i32;
-            return Ok(reply(o, n));
+            return Ok(IoctlReply::new(o, n));
         }
         if nr & !0x3f == 0x40 && (dir == IOC_READ || dir == IOC_WRITE) {
             if !caps.has_type(EV_ABS) {
@@ -532,14 +491,10 @@ impl OpenFile for EvdevFile {
                 let a = dev.st.lock_ok().abs.get(&axis).copied().unwrap_or_default();
                 let mut o = a.bytes();
                 o.truncate(size.min(ABSINFO_SIZE));
-                return Ok(reply(o, 0));
+                return Ok(IoctlReply::new(o, 0));
             }
             let n = size.min(ABSINFO_SIZE);
-            let b = if req.input.len() >= n {
-                req.input[..n].to_vec()
-            } else {
-                req.mem.read(req.arg, n)?
-            };
+            let b = req.argument(n)?;
             let mut v = [0i32; 6];
             for (i, c) in b.chunks_exact(4).enumerate() {
                 v[i] = i32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
@@ -558,7 +513,7 @@ impl OpenFile for EvdevFile {
                     resolution: v[5],
                 },
             );
-            return Ok(reply(Vec::new(), 0));
+            return Ok(IoctlReply::new(Vec::new(), 0));
         }
         Err(Errno::EINVAL)
     }
