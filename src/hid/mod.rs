@@ -32,7 +32,9 @@ use crate::usbcore::device::{
     DevRef, DeviceChange, DeviceEvent, DeviceWatcher, DriverInput, Interface, UsbCorePort,
     UsbDevice,
 };
-use crate::usbcore::sysfs::{attribute, device_devpath, interface_name, rel, ATTR_SIZE};
+use crate::usbcore::sysfs::{
+    attribute, device_devpath, interface_name, set_link, set_text, uevent_text, ATTR_SIZE,
+};
 use crate::usbcore::uevent::{ChildDevice, ChildDevices};
 
 mod device;
@@ -324,18 +326,9 @@ impl HidCore {
     /// Write the sysfs of HID device `h` (again).
     fn show(&self, h: &HidDevice) {
         let dir = format!("{SYS}{}", h.devpath());
-        let text = |path: &str, s: String, perm: u32| {
-            self.tree
-                .set(path, attribute(s.into_bytes(), ATTR_SIZE), perm)
-        };
-        let link = |path: &str, to: &str| {
-            self.tree
-                .set(path, NodeKind::Symlink(rel(parent(path), to)), 0o777)
-        };
-        let mut uevent = format!("DRIVER={HID_GENERIC}\n");
-        for (k, v) in h.uevent_vars() {
-            uevent.push_str(&format!("{k}={v}\n"));
-        }
+        let text = |path: &str, s: String, perm: u32| set_text(&self.tree, path, s, perm);
+        let link = |path: &str, to: &str| set_link(&self.tree, path, to);
+        let uevent = format!("DRIVER={HID_GENERIC}\n{}", uevent_text(&h.uevent_vars()));
         text(&format!("{dir}/uevent"), uevent, 0o644);
         text(
             &format!("{dir}/modalias"),
@@ -428,11 +421,6 @@ impl crate::base::vfs::FileNode for MinorNode {
         }
         .open(flags, caller)
     }
-}
-
-/// The directory part of a tree path.
-fn parent(path: &str) -> &str {
-    path.rsplit_once('/').map_or("", |(p, _)| p)
 }
 
 impl DeviceWatcher for HidCore {

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use crate::base::sync::LockExt;
 use crate::base::vfs::{NodeKind, Tree};
-use crate::usbcore::sysfs::{attribute, rel, ATTR_SIZE};
+use crate::usbcore::sysfs::{set_link, set_text, uevent_text};
 
 mod client;
 pub mod codes;
@@ -170,20 +170,14 @@ impl InputCore {
     /// Write the sysfs of `d` (again).
     pub fn show(&self, d: &InputDevice) {
         let dir = format!("{SYS}{}", d.devpath());
-        let text = |path: &str, s: String, perm: u32| {
-            self.tree
-                .set(path, attribute(s.into_bytes(), ATTR_SIZE), perm)
-        };
-        let link = |path: &str, to: &str| {
-            self.tree
-                .set(path, NodeKind::Symlink(rel(parent(path), to)), 0o777)
-        };
+        let text = |path: &str, s: String, perm: u32| set_text(&self.tree, path, s, perm);
+        let link = |path: &str, to: &str| set_link(&self.tree, path, to);
         let s = &d.spec;
-        let mut uevent = String::new();
-        for (k, v) in d.uevent_vars() {
-            uevent.push_str(&format!("{k}={v}\n"));
-        }
-        text(&format!("{dir}/uevent"), uevent, 0o644);
+        text(
+            &format!("{dir}/uevent"),
+            uevent_text(&d.uevent_vars()),
+            0o644,
+        );
         text(&format!("{dir}/name"), format!("{}\n", s.name), 0o444);
         text(&format!("{dir}/phys"), format!("{}\n", s.phys), 0o444);
         text(&format!("{dir}/uniq"), format!("{}\n", s.uniq), 0o444);
@@ -413,9 +407,4 @@ pub fn led_trigger(led: u16) -> Option<&'static str> {
         4 => "kbd-kanalock",
         _ => return None,
     })
-}
-
-/// The directory part of a tree path.
-fn parent(path: &str) -> &str {
-    path.rsplit_once('/').map_or("", |(p, _)| p)
 }

@@ -356,8 +356,23 @@ struct Attr {
     size: u64,
 }
 
-/// A sysfs attribute file holding `bytes`, of the size `stat` gives sysfs
-/// files (`size`: [`ATTR_SIZE`] for text attributes).
+/// Text attribute `path` of the tree holding `text`, mode `perm`.
+pub(crate) fn set_text(tree: &crate::base::vfs::Tree, path: &str, text: String, perm: u32) {
+    tree.set(path, attribute(text.into_bytes(), ATTR_SIZE), perm);
+}
+
+/// Symlink `path` of the tree to tree path `to`, relative as sysfs writes
+/// it ([`rel`]).
+pub(crate) fn set_link(tree: &crate::base::vfs::Tree, path: &str, to: &str) {
+    let from = path.rsplit_once('/').map_or("", |(p, _)| p);
+    tree.set(path, NodeKind::Symlink(rel(from, to)), 0o777);
+}
+
+/// A `uevent` file's text: `KEY=VALUE` lines.
+pub(crate) fn uevent_text(vars: &[(String, String)]) -> String {
+    vars.iter().map(|(k, v)| format!("{k}={v}\n")).collect()
+}
+
 /// A class device with a node (hidrawN, eventN) at tree path `dir`: its
 /// `uevent` (`vars`), `dev`, `subsystem` and `device` links (its parent
 /// at tree path `parent`), and the links `sys/class/CLASS/NAME` and
@@ -372,30 +387,25 @@ pub(crate) fn class_node(
     vars: &[(String, String)],
     (major, minor): (u32, u32),
 ) {
-    let link = |path: &str, to: &str| {
-        let from = path.rsplit_once('/').map_or("", |(p, _)| p);
-        tree.set(path, NodeKind::Symlink(rel(from, to)), 0o777)
-    };
-    let mut uevent = String::new();
-    for (k, v) in vars {
-        uevent.push_str(&format!("{k}={v}\n"));
-    }
-    tree.set(
-        &format!("{dir}/uevent"),
-        attribute(uevent.into_bytes(), ATTR_SIZE),
-        0o644,
-    );
-    tree.set(
+    set_text(tree, &format!("{dir}/uevent"), uevent_text(vars), 0o644);
+    set_text(
+        tree,
         &format!("{dir}/dev"),
-        attribute(format!("{major}:{minor}\n").into_bytes(), ATTR_SIZE),
+        format!("{major}:{minor}\n"),
         0o444,
     );
-    link(&format!("{dir}/subsystem"), &format!("sys/class/{class}"));
-    link(&format!("{dir}/device"), parent);
-    link(&format!("sys/class/{class}/{name}"), dir);
-    link(&format!("sys/dev/char/{major}:{minor}"), dir);
+    set_link(
+        tree,
+        &format!("{dir}/subsystem"),
+        &format!("sys/class/{class}"),
+    );
+    set_link(tree, &format!("{dir}/device"), parent);
+    set_link(tree, &format!("sys/class/{class}/{name}"), dir);
+    set_link(tree, &format!("sys/dev/char/{major}:{minor}"), dir);
 }
 
+/// A sysfs attribute file holding `bytes`, of the size `stat` gives sysfs
+/// files (`size`: [`ATTR_SIZE`] for text attributes).
 pub(crate) fn attribute(bytes: Vec<u8>, size: u64) -> NodeKind {
     let inner = SnapshotFile::new(move || bytes.clone());
     NodeKind::File(Arc::new(Attr { inner, size }))
