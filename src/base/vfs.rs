@@ -16,6 +16,26 @@ use crate::base::sync::{LockExt, RwLockExt};
 /// blocked ioctl may now complete). Must be cheap and must not block.
 pub type Waker = Arc<dyn Fn() + Send + Sync>;
 
+/// Where an open file keeps the waker [`OpenFile::set_waker`] gave it.
+#[derive(Default)]
+pub struct WakerSlot(Mutex<Option<Waker>>);
+
+impl WakerSlot {
+    /// Keep `w` (the frontend's newest).
+    pub fn set(&self, w: Waker) {
+        *self.0.lock_ok() = Some(w);
+    }
+
+    /// Tell a parked reader or poller to look again (the waker is called
+    /// outside the slot's lock).
+    pub fn wake(&self) {
+        let w = self.0.lock_ok().clone();
+        if let Some(w) = w {
+            w();
+        }
+    }
+}
+
 /// Inode number of the root directory.
 pub const ROOT_INO: u64 = 1;
 

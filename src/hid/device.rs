@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::base::sync::LockExt;
-use crate::base::vfs::Waker;
+use crate::base::vfs::WakerSlot;
 use crate::usbcore::device::DevRef;
 
 use super::input::HidInput;
@@ -202,7 +202,7 @@ impl HidDevice {
 #[derive(Default)]
 pub struct RawList {
     pub(super) q: Mutex<VecDeque<Vec<u8>>>,
-    pub(super) waker: Mutex<Option<Waker>>,
+    pub(super) waker: WakerSlot,
     /// HIDIOCREVOKE'd: no more reports, every call ENODEV.
     pub(super) revoked: AtomicBool,
 }
@@ -225,10 +225,7 @@ impl RawList {
 
     /// Tell a parked reader or poller to look again.
     pub(super) fn wake(&self) {
-        let w = self.waker.lock_ok().clone();
-        if let Some(w) = w {
-            w();
-        }
+        self.waker.wake();
     }
 }
 

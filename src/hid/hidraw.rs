@@ -332,7 +332,7 @@ impl OpenFile for HidrawFile {
     }
 
     fn set_waker(&self, waker: Waker) {
-        *self.list.waker.lock_ok() = Some(waker);
+        self.list.waker.set(waker);
     }
 
     fn is_stream(&self) -> bool {

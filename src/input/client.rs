@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::base::sync::LockExt;
-use crate::base::vfs::Waker;
+use crate::base::vfs::WakerSlot;
 
 use super::codes::*;
 
@@ -71,6 +71,20 @@ pub(super) struct Ring {
 }
 
 impl Ring {
+    /// An empty ring of `size` events (a power of two), the real-time
+    /// clock's, no masks.
+    fn new(size: usize) -> Ring {
+        Ring {
+            buf: vec![Event::default(); size],
+            head: 0,
+            tail: 0,
+            packet_head: 0,
+            clk: 0,
+            masks: vec![None; EV_CNT],
+            last: [(0, 0); 3],
+        }
+    }
+
     pub(super) fn mask(&self) -> usize {
         self.buf.len() - 1
     }
@@ -174,7 +188,7 @@ pub(super) fn mask_count(ty: u16) -> Option<usize> {
 pub(crate) struct Client {
     pub(crate) id: u64,
     pub(super) ring: Mutex<Ring>,
-    pub(super) waker: Mutex<Option<Waker>>,
+    pub(super) waker: WakerSlot,
     pub(super) revoked: AtomicBool,
 }
 
@@ -194,16 +208,8 @@ impl Client {
             .next_power_of_two();
         Client {
             id: CLIENT_IDS.fetch_add(1, Ordering::SeqCst),
-            ring: Mutex::new(Ring {
-                buf: vec![Event::default(); size],
-                head: 0,
-                tail: 0,
-                packet_head: 0,
-                clk: 0,
-                masks: vec![None; EV_CNT],
-                last: [(0, 0); 3],
-            }),
-            waker: Mutex::new(None),
+            ring: Mutex::new(Ring::new(size)),
+            waker: WakerSlot::default(),
             revoked: AtomicBool::new(false),
         }
     }
@@ -243,28 +249,13 @@ impl Client {
     }
 
     pub(crate) fn wake(&self) {
-        let w = self.waker.lock_ok().clone();
-        if let Some(w) = w {
-            w();
-        }
+        self.waker.wake();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ring(size: usize) -> Ring {
-        Ring {
-            buf: vec![Event::default(); size],
-            head: 0,
-            tail: 0,
-            packet_head: 0,
-            clk: 0,
-            masks: vec![None; EV_CNT],
-            last: [(0, 0); 3],
-        }
-    }
 
     fn ev(ty: u16, code: u16, value: i32) -> Event {
         Event {
@@ -277,7 +268,7 @@ mod tests {
 
     #[test]
     fn an_overflowing_ring_keeps_the_newest_event_after_syn_dropped() {
-        let mut r = ring(4);
+        let mut r = Ring::new(4);
         for v in 0..4 {
             r.push(ev(EV_KEY, 30, v));
         }
@@ -292,7 +283,7 @@ mod tests {
 
     #[test]
     fn a_flush_drops_one_type_and_the_frames_it_empties_but_the_first() {
-        let mut r = ring(16);
+        let mut r = Ring::new(16);
         for e in [
             ev(EV_KEY, 30, 1),
             ev(EV_SYN, SYN_REPORT, 0),

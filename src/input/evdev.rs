@@ -214,7 +214,7 @@ impl OpenFile for EvdevFile {
     }
 
     fn set_waker(&self, waker: Waker) {
-        *self.client.waker.lock_ok() = Some(waker);
+        self.client.waker.set(waker);
     }
 
     fn is_stream(&self) -> bool {

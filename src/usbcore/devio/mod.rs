@@ -289,7 +289,7 @@ impl FileNode for DevNode {
                 allowed: u32::MAX as u64,
                 ..Default::default()
             }),
-            waker: Mutex::new(None),
+            waker: Default::default(),
         });
         self.fs
             .timer
@@ -378,7 +378,7 @@ struct Ps {
     writable: bool,
     opener: u32,
     st: Mutex<PsState>,
-    waker: Mutex<Option<Waker>>,
+    waker: crate::base::vfs::WakerSlot,
 }
 
 /// The open file.
@@ -428,7 +428,7 @@ impl OpenFile for UsbDevFile {
     }
 
     fn set_waker(&self, waker: Waker) {
-        *self.ps().waker.lock_ok() = Some(waker);
+        self.ps().waker.set(waker);
     }
 
     fn release(&self) {

@@ -10,10 +10,7 @@ impl Ps {
     }
 
     pub(super) fn wake(&self) {
-        let w = self.waker.lock_ok().clone();
-        if let Some(w) = w {
-            w();
-        }
+        self.waker.wake();
     }
 
     pub(super) fn port(&self) -> &Arc<dyn UsbCorePort> {
