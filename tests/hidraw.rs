@@ -11,7 +11,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use common::{class_char_devices as char_devices, compile_c, compile_c_libs, lines, monfs_run};
 
@@ -254,13 +253,7 @@ fn a_python_hid_peer_of_your_own_driven_by_hidapi() {
     compile_c_libs("hidraw_vendor", dir, &["-lhidapi-hidraw"]);
     let example = common::repo_path("examples/hid_vendor.py");
     let dump = dir.join("vendor.desc");
-    let o = Command::new("/usr/bin/python3")
-        .arg(&example)
-        .arg("--dump")
-        .arg(&dump)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{o:?}");
+    common::peer_dump("examples/hid_vendor.py", &dump);
     let log = dir.join("got");
     let cfg = format!(
         "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          \

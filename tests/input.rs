@@ -11,7 +11,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use common::{lines, monfs_run};
 
@@ -19,13 +18,7 @@ use common::{lines, monfs_run};
 fn peer_config(dir: &Path) -> String {
     let peer = common::repo_path("tests/data/hid_keyboard_peer.py");
     let dump = dir.join("kbd.desc");
-    let o = Command::new("/usr/bin/python3")
-        .arg(&peer)
-        .arg("--dump")
-        .arg(&dump)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{o:?}");
+    common::peer_dump("tests/data/hid_keyboard_peer.py", &dump);
     format!(
         "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          \
          kind: external\n          descriptors: {}\n          manufacturer: monfs\n          product: Test Keyboard\n          \

@@ -811,3 +811,15 @@ pub fn uevent_lines(out: &str, last: &str) -> Vec<String> {
         })
         .collect()
 }
+
+/// Have Python peer `script` (a repository path) write its descriptors
+/// file to `out` (`--dump`), as the peers' configurations need it.
+pub fn peer_dump(script: &str, out: &Path) {
+    let o = Command::new("/usr/bin/python3")
+        .arg(repo_path(script))
+        .arg("--dump")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{script} --dump: {o:?}");
+}
