@@ -136,7 +136,11 @@ impl HidDevice {
     /// open.
     pub fn has_readers(&self) -> bool {
         self.lists.lock_ok().iter().any(|w| w.strong_count() > 0)
-            || self.input_devices().iter().any(|d| d.has_clients())
+            || self
+                .input
+                .lock_ok()
+                .as_ref()
+                .is_some_and(|i| i.devices.iter().any(|d| d.has_clients()))
     }
 
     /// hid-input's devices of it.

@@ -342,14 +342,17 @@ impl InputDevice {
     /// `input_pass_values`: a frame to the grabbing client or to every
     /// one, then the autorepeat started or stopped by its key events.
     fn pass(&self, st: &mut State, vals: &[(u16, u16, i32)]) {
-        let now = Stamps::now();
         let clients: Vec<Arc<Client>> = {
             let mut c = self.clients.lock_ok();
             c.retain(|w| w.strong_count() > 0);
             c.iter().filter_map(Weak::upgrade).collect()
         };
-        for c in clients.iter().filter(|c| st.grab.is_none_or(|g| g == c.id)) {
-            c.pass(vals, &now);
+        // The clocks are read once a frame, and only for someone.
+        if !clients.is_empty() {
+            let now = Stamps::now();
+            for c in clients.iter().filter(|c| st.grab.is_none_or(|g| g == c.id)) {
+                c.pass(vals, &now);
+            }
         }
         if self.spec.caps.has_type(EV_REP) && self.spec.caps.has_type(EV_KEY) {
             for &(ty, code, value) in vals {
