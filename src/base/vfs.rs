@@ -135,14 +135,20 @@ impl IoctlReply {
         }
     }
 
+    /// `bytes` cut to the caller's `size`, the length copied the return
+    /// value (`bits_to_user` and the like).
+    pub fn cut(mut bytes: Vec<u8>, size: usize) -> IoctlReply {
+        bytes.truncate(size);
+        let n = bytes.len() as i32;
+        IoctlReply::new(bytes, n)
+    }
+
     /// A string as the kernel hands one out (`str_to_user`, hidraw's
     /// name ioctls): its bytes and NUL, cut to `size`; the length copied.
     pub fn string(s: &str, size: usize) -> IoctlReply {
         let mut b = s.as_bytes().to_vec();
         b.push(0);
-        b.truncate(size);
-        let n = b.len() as i32;
-        IoctlReply::new(b, n)
+        IoctlReply::cut(b, size)
     }
 }
 

@@ -142,10 +142,7 @@ impl EvdevFile {
             self.client.ring.lock_ok().flush(ty);
             b
         };
-        let mut out = bits.bytes(max_code(ty).unwrap_or(0));
-        out.truncate(size);
-        let n = out.len() as i32;
-        IoctlReply::new(out, n)
+        IoctlReply::cut(bits.bytes(max_code(ty).unwrap_or(0)), size)
     }
 
     /// The `struct input_mask` at the argument: type, codes_size,
@@ -444,10 +441,7 @@ impl OpenFile for EvdevFile {
         if dir == IOC_READ && ty == u32::from(b'E') {
             match nr {
                 0x09 => {
-                    let mut o = caps.prop.bytes(PROP_MAX);
-                    o.truncate(size);
-                    let n = o.len() as i32;
-                    return Ok(IoctlReply::new(o, n));
+                    return Ok(IoctlReply::cut(caps.prop.bytes(PROP_MAX), size));
                 }
                 0x0a => return Err(Errno::EINVAL), // EVIOCGMTSLOTS: no slots
                 0x18 => return Ok(self.get_val(EV_KEY, size)),
@@ -477,10 +471,7 @@ impl OpenFile for EvdevFile {
                 | EV_SW => max_code(t).unwrap_or(0),
                 _ => return Err(Errno::EINVAL),
             };
-            let mut o = caps.bits[t as usize].bytes(max);
-            o.truncate(size);
-            let n = o.len() as i32;
-            return Ok(IoctlReply::new(o, n));
+            return Ok(IoctlReply::cut(caps.bits[t as usize].bytes(max), size));
         }
         if nr & !0x3f == 0x40 && (dir == IOC_READ || dir == IOC_WRITE) {
             if !caps.has_type(EV_ABS) {
