@@ -322,3 +322,86 @@ fn descriptors_files_are_read_by_the_capture_file_rules() {
     assert!(ok, "{out}");
     assert!(m.alive());
 }
+
+/// qemu's usb-kbd report descriptor (63 bytes), which its dump lacks.
+const KBD_REPORT: &str = "05010906a101750195080507 19e029e715002501810295017508810195057501\
+    0508190129059102950175039101950675081500 25ff0507190029ff8100c0";
+
+/// A dump's HID interface with `report_descriptors` binds usbhid: its
+/// probe reads the configured descriptor, and hidraw, the HID device and
+/// an input device come; a dump's interface without one binds nothing.
+#[test]
+fn a_dump_with_a_report_descriptor_binds_usbhid() {
+    let yaml = format!(
+        "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          kind: descriptors\n          descriptors: {}\n          manufacturer: QEMU\n          product: QEMU USB Keyboard\n          report_descriptors:\n            0: \"{KBD_REPORT}\"\n        - port: 2\n          kind: descriptors\n          descriptors: {}\n",
+        data("qemu-usb-kbd/descriptors"),
+        data("qemu-usb-kbd/descriptors"),
+    );
+    let m = Mount::with_config(&yaml);
+    let rd = m.path("sys/class/hidraw/hidraw0/device/report_descriptor");
+    let deadline = Instant::now() + common::HANG;
+    while !rd.exists() {
+        assert!(Instant::now() < deadline, "no hidraw0");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let hex: String = std::fs::read(&rd)
+        .unwrap()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(hex, KBD_REPORT.replace(' ', ""));
+    assert!(m.path("dev/hidraw0").exists());
+    assert!(!m.path("sys/class/hidraw/hidraw1").exists());
+    // A keyboard to the input core: EV_SYN, EV_KEY, EV_MSC, EV_LED, EV_REP.
+    let ev = m.sh_ok("cat sys/class/input/input*/capabilities/ev");
+    assert_eq!(ev, "120013\n");
+    // usbhid on the configured interface only (once both are configured).
+    let devices = loop {
+        let t = m.sh_ok("cat usb/devices");
+        if t.matches("I:* If#= 0 Alt= 0 #EPs= 1 Cls=03(HID  )").count() == 2 {
+            break t;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the second dump never configured:\n{t}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(devices.matches("Driver=usbhid").count(), 1, "{devices}");
+    assert_eq!(
+        devices.matches("Prot=01 Driver=(none)").count(),
+        1,
+        "{devices}"
+    );
+
+    // The entry must be for a HID interface and as long as its HID
+    // descriptor says.
+    let dir = tempfile::tempdir().unwrap();
+    for (entry, why) in [
+        (
+            format!("0: \"{}\"", &KBD_REPORT.replace(' ', "")[2..]),
+            "report_descriptors.0: 62 bytes, but the interface's HID descriptor says 63",
+        ),
+        (
+            format!("1: \"{KBD_REPORT}\""),
+            "report_descriptors.1: interface 1 of the descriptors file has no HID descriptor",
+        ),
+    ] {
+        let p = dir.path().join("c.yaml");
+        std::fs::write(
+            &p,
+            format!(
+                "usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: descriptors\n          descriptors: {}\n          report_descriptors: {{{entry}}}\n",
+                data("qemu-usb-kbd/descriptors")
+            ),
+        )
+        .unwrap();
+        let (code, e) = common::check_config(&p);
+        assert_eq!(code, Some(2), "{e}");
+        assert!(e.contains(why), "{e}");
+        assert!(
+            e.contains("c.yaml:5:11: usb.buses[0].devices[0].report_descriptors."),
+            "{e}"
+        );
+    }
+}

@@ -50,6 +50,10 @@ pub struct DumpInterface {
     pub proto: u8,
     /// iInterface.
     pub i_intf: u8,
+    /// Its class-specific descriptors (those between it and its first
+    /// endpoint, the kernel's `extra`: a HID descriptor, an audio or video
+    /// class header).
+    pub extra: Vec<u8>,
     /// Its endpoints, in descriptor order.
     pub eps: Vec<DumpEndpoint>,
 }
@@ -327,6 +331,7 @@ fn parse_config(b: &[u8], at: usize, cfgno: usize) -> Result<DumpConfig, DumpErr
                     sub: b[p + 6],
                     proto: b[p + 7],
                     i_intf: b[p + 8],
+                    extra: vec![],
                     eps: vec![],
                 });
                 open = Some(p + 4);
@@ -374,7 +379,11 @@ fn parse_config(b: &[u8], at: usize, cfgno: usize) -> Result<DumpConfig, DumpErr
                     proto: b[p + 6],
                 });
             }
-            _ => {}
+            _ => {
+                if let Some(intf) = cfg.interfaces.last_mut().filter(|i| i.eps.is_empty()) {
+                    intf.extra.extend_from_slice(&b[p..p + len]);
+                }
+            }
         }
         p += len;
     }
@@ -405,3 +414,34 @@ fn parse_config(b: &[u8], at: usize, cfgno: usize) -> Result<DumpConfig, DumpErr
 
 #[cfg(test)]
 mod tests;
+
+/// HID_MAX_DESCRIPTOR_SIZE: the largest report descriptor usbhid reads.
+pub const HID_MAX_DESCRIPTOR_SIZE: usize = 4096;
+
+/// The report descriptor's length from the HID descriptor among an
+/// interface's class-specific descriptors `extra`, as usbhid_parse finds
+/// it (the last REPORT entry); None: no HID descriptor, no report entry,
+/// or a length usbhid refuses (0 or above [`HID_MAX_DESCRIPTOR_SIZE`]).
+pub fn hid_report_length(extra: &[u8]) -> Option<usize> {
+    let mut off = 0;
+    let mut hid = None;
+    while let Some(&len) = extra.get(off) {
+        let len = len as usize;
+        if len < 2 || off + len > extra.len() {
+            break;
+        }
+        if extra[off + 1] == 0x21 && len >= 9 {
+            hid = Some(&extra[off..off + len]);
+            break;
+        }
+        off += len;
+    }
+    let hid = hid?;
+    let n = hid[5] as usize;
+    let len = hid[6..]
+        .chunks_exact(3)
+        .take(n)
+        .rfind(|c| c[0] == 0x22)
+        .map(|c| u16::from_le_bytes([c[1], c[2]]) as usize)?;
+    (1..=HID_MAX_DESCRIPTOR_SIZE).contains(&len).then_some(len)
+}

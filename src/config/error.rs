@@ -100,6 +100,22 @@ pub enum DeviceError {
         /// The descriptors file.
         file: String,
     },
+    /// A `report_descriptors` entry for an interface that is not HID.
+    #[error(".report_descriptors.{0}: interface {0} of the descriptors file has no HID descriptor with a report descriptor")]
+    NotHid(u8),
+    /// A `report_descriptors` entry of another length than its HID
+    /// descriptor says.
+    #[error(
+        ".report_descriptors.{num}: {got} bytes, but the interface's HID descriptor says {want}"
+    )]
+    ReportLength {
+        /// The interface.
+        num: u8,
+        /// The entry's length.
+        got: usize,
+        /// wDescriptorLength.
+        want: usize,
+    },
     /// `endpoints` on another kind.
     #[error(": `endpoints` is only for kind external")]
     EndpointsNotExternal,

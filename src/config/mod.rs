@@ -5,7 +5,7 @@
 //! carry the exact position of the offending value; checks that compare
 //! siblings (duplicate ports, duplicate buses) point at the list that holds them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::Path;
 
@@ -314,6 +314,16 @@ pub struct DeviceConfig {
     /// device (relative paths: from the configuration file's directory).
     #[serde(default)]
     pub descriptors: Option<DescriptorFile>,
+    /// For `kind: descriptors`: the report descriptor of each HID
+    /// interface that usbhid is to bind, by interface number, in hex (a
+    /// sysfs dump has none: read it from the real device's
+    /// `/sys/class/hidraw/hidrawN/device/report_descriptor`). Its length is
+    /// the one the interface's HID descriptor gives. Those interfaces get
+    /// usbhid's probe, hidraw and input nodes; the device sends no input
+    /// reports. Interfaces without one, and every other interface, stay
+    /// without a driver.
+    #[serde(default)]
+    pub report_descriptors: BTreeMap<u8, HexData>,
     /// For `kind: external`: the peer's command line (program and
     /// arguments; a relative program is looked up as the shell would, from
     /// the directory monfs was started in). monfs starts it when the device
@@ -492,26 +502,12 @@ pub enum Ep0Owner {
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum DriverMode {
-    /// Those a stock kernel driver binds by class
-    /// ([`crate::usbcore::class_driver`]) and those `endpoints:` entries
+    /// Those a stock kernel driver binds and those `endpoints:` entries
     /// name; the others have none.
     #[default]
     Auto,
     /// Every interface of the active configuration.
     Generic,
-}
-
-impl DriverMode {
-    /// The driver bound to an interface of `class` and `proto` (`named`:
-    /// an `endpoints:` entry is on it): the stock one for the class, else
-    /// monfs's own with `generic` or for a named one, else none.
-    pub fn interface_driver(self, class: u8, proto: u8, named: bool) -> Option<&'static str> {
-        match (crate::usbcore::class_driver(class, proto), self) {
-            (Some(d), _) => Some(d),
-            (None, DriverMode::Generic) => Some(crate::usbcore::GENERIC_DRIVER),
-            (None, DriverMode::Auto) => named.then_some(crate::usbcore::GENERIC_DRIVER),
-        }
-    }
 }
 
 /// An external device's control request timeout, ms: 10..=60000.
@@ -611,6 +607,35 @@ impl<'de> Deserialize<'de> for HexData {
             .map(HexData)
             .ok_or_else(bad)
     }
+}
+
+/// Check `report_descriptors:` against the descriptors file: each names a
+/// HID interface (setting 0, class 3) whose HID descriptor gives a report
+/// descriptor of the entry's length (usbhid reads that many bytes).
+fn check_reports(dev: &DeviceConfig) -> Result<(), DeviceError> {
+    let Some(dump) = dev.descriptors.as_ref().and_then(|f| f.dump.as_ref()) else {
+        return Ok(());
+    };
+    for (num, report) in &dev.report_descriptors {
+        let want = dump
+            .configs
+            .iter()
+            .flat_map(|c| c.interfaces.iter())
+            .filter(|i| i.num == *num && i.alt == 0 && i.class == 3)
+            .find_map(|i| usbdesc::hid_report_length(&i.extra));
+        match want {
+            None => return Err(DeviceError::NotHid(*num)),
+            Some(n) if n != report.0.len() => {
+                return Err(DeviceError::ReportLength {
+                    num: *num,
+                    got: report.0.len(),
+                    want: n,
+                })
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// The speed a device with a descriptor file signals (`speed:`).
@@ -965,6 +990,12 @@ fn unique_ports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<DeviceConfig>, D:
                 "devices[{i}]: `driver` is only for kind external"
             )));
         }
+        if !dev.report_descriptors.is_empty() && dev.kind != DeviceKind::Descriptors {
+            return Err(serde::de::Error::custom(format!(
+                "devices[{i}]: `report_descriptors` is only for kind descriptors"
+            )));
+        }
+        check_reports(dev).map_err(|m| serde::de::Error::custom(format!("devices[{i}]{m}")))?;
         if dev.player.is_some() && dev.kind != DeviceKind::Audio {
             return Err(serde::de::Error::custom(format!(
                 "devices[{i}]: `player` is only for kind audio"
@@ -1010,11 +1041,12 @@ fn check_recorded(dev: &DeviceConfig) -> Result<(), DeviceError> {
 }
 
 /// The checks of a device entry against its loaded files (the loader step
-/// runs them once the descriptors are read): its `endpoints:` and `speed:`.
-/// Errors start with the field (`.speed: ...`).
+/// runs them once the descriptors are read): its `endpoints:`, `speed:`
+/// and `report_descriptors:`. Errors start with the field (`.speed: ...`).
 pub fn check_loaded(dev: &DeviceConfig) -> Result<(), DeviceError> {
     check_endpoints(dev)?;
-    check_speed(dev)
+    check_speed(dev)?;
+    check_reports(dev)
 }
 
 impl Config {

@@ -190,15 +190,11 @@ fn driver_is_auto_or_generic_and_only_for_external() {
         msg.contains("devices[0]: `player` is only for kind audio"),
         "{msg}"
     );
-    // Which interfaces each binds.
-    let auto = DriverMode::Auto;
-    assert_eq!(auto.interface_driver(3, 1, false), Some("usbhid"));
-    assert_eq!(auto.interface_driver(0xff, 0, false), None);
-    assert_eq!(auto.interface_driver(0xff, 0, true), Some("monfs-generic"));
-    let generic = DriverMode::Generic;
-    assert_eq!(
-        generic.interface_driver(0xff, 0, false),
-        Some("monfs-generic")
+    let (_, _, msg) = err(
+        "usb:\n  buses:\n    - bus: 1\n      devices:\n        - {port: 1, kind: hid-keyboard, report_descriptors: {0: \"c0\"}}\n",
     );
-    assert_eq!(generic.interface_driver(8, 0x62, false), Some("uas"));
+    assert!(
+        msg.contains("devices[0]: `report_descriptors` is only for kind descriptors"),
+        "{msg}"
+    );
 }

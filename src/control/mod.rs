@@ -494,6 +494,7 @@ impl Control {
                     rate: None,
                     player: None,
                     descriptors: None,
+                    report_descriptors: Default::default(),
                     command: None,
                     socket: None,
                     ep0: Default::default(),

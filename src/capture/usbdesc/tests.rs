@@ -46,6 +46,8 @@ fn real_dumps_parse() {
         (i.num, i.alt, i.class, i.sub, i.proto, i.i_intf),
         (0, 0, 3, 1, 1, 0)
     );
+    // Its HID descriptor (report descriptor: 63 bytes) is its extra.
+    assert_eq!(i.extra, [9, 0x21, 0x11, 0x01, 0, 1, 0x22, 63, 0]);
     assert_eq!(
         i.eps,
         vec![DumpEndpoint {
@@ -68,6 +70,12 @@ fn real_dumps_parse() {
         .collect();
     assert_eq!(alts, vec![(0, 0, 5, 0), (1, 0, 9, 0), (1, 1, 10, 1)]);
     assert_eq!(c.interfaces[2].eps[0].attr, 0x0d);
+    // The audio control header lists streaming interface 1; the class
+    // endpoint descriptor after an endpoint is not the interface's.
+    let ac = &c.interfaces[0].extra;
+    assert_eq!(&ac[..3], [9, 0x24, 0x01]);
+    assert_eq!((ac[7], ac[8]), (1, 1));
+    assert!(!c.interfaces[2].extra.windows(2).any(|w| w == [7, 0x25]));
 
     for ok in ["qemu-usb-tablet", "qemu-usb-hub"] {
         DescriptorDump::parse(data(ok)).unwrap();
@@ -162,4 +170,30 @@ fn two_configurations() {
     assert_eq!(d.configs[1].range, 52..86);
     assert_eq!(d.configs[1].value, 2);
     assert_eq!(d.config_bytes(1).unwrap(), &c2[..]);
+}
+
+#[test]
+fn the_report_length_comes_from_the_hid_descriptors_report_entry() {
+    // bNumDescriptors 2: a physical descriptor entry, then the report's.
+    let two = [12, 0x21, 0x11, 0x01, 0, 2, 0x23, 9, 0, 0x22, 0x3f, 0];
+    assert_eq!(hid_report_length(&two), Some(63));
+    // After another class descriptor.
+    let after = [3, 0x24, 1, 9, 0x21, 0x11, 0x01, 0, 1, 0x22, 0x00, 0x10];
+    assert_eq!(hid_report_length(&after), Some(4096));
+    // No report entry, a zero or oversized length, a truncated walk:
+    // usbhid_parse refuses.
+    assert_eq!(
+        hid_report_length(&[9, 0x21, 0x11, 0x01, 0, 1, 0x23, 9, 0]),
+        None
+    );
+    assert_eq!(
+        hid_report_length(&[9, 0x21, 0x11, 0x01, 0, 1, 0x22, 0, 0]),
+        None
+    );
+    assert_eq!(
+        hid_report_length(&[9, 0x21, 0x11, 0x01, 0, 1, 0x22, 0x01, 0x10]),
+        None
+    );
+    assert_eq!(hid_report_length(&[9, 0x21, 0x11, 0x01, 0, 1, 0x22]), None);
+    assert_eq!(hid_report_length(&[]), None);
 }

@@ -90,7 +90,7 @@ impl Bus {
             core: Default::default(),
             core_event: super::core_view::device_event,
             describe: super::device::describe,
-            probing: super::device::probing,
+            probing: super::driver::usbhid::probing,
             changed: super::core_view::device_changed,
         };
         let mut bus = Bus {

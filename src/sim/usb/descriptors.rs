@@ -258,8 +258,6 @@ pub(crate) struct Descriptors {
     pub hub_desc: Vec<u8>,
     /// Number of downstream ports (hubs).
     pub nports: u8,
-    /// Interface driver name once bound.
-    pub driver: &'static str,
     /// For a device built from a descriptor dump: the dump, answered byte
     /// for byte.
     pub raw: Option<Arc<DescriptorDump>>,
@@ -493,7 +491,6 @@ pub(crate) fn root_hub(controller: Controller, nports: u8, bus: u16) -> Descript
         report: vec![],
         hub_desc,
         nports,
-        driver: "hub",
         raw: None,
         all_cfgs: vec![],
         intf_strings: vec![],
@@ -564,8 +561,6 @@ pub(crate) struct ClassDesc {
     /// and the configuration string, for kinds that copy a real device's;
     /// None: the strings are numbered 1, 2, 3 in that order.
     pub strings: Option<(u8, u8, u8, u8, &'static str)>,
-    /// The interface driver's name.
-    pub driver: &'static str,
     /// Interface associations.
     pub iads: Vec<IadDesc>,
     /// The interfaces' settings.
@@ -651,7 +646,6 @@ pub(crate) fn assemble(at: &Where<'_>, c: ClassDesc) -> Descriptors {
         report: c.report,
         hub_desc: c.hub_desc,
         nports: c.nports,
-        driver: c.driver,
         raw: None,
         all_cfgs: vec![],
         recorded: None,

@@ -109,7 +109,7 @@ fn dump(ctx: &Ctx, id: DevId, level: u8, index: u8, count: u8, out: &mut String)
         for a in &c.alts {
             let active = configured && d.alt.get(a.num as usize).copied().unwrap_or(0) == a.alt;
             let driver = if configured {
-                driver_of(d, a.num, a.class, a.proto).unwrap_or_else(|| "(none)".into())
+                driver_of(d, a.num).unwrap_or_else(|| "(none)".into())
             } else {
                 String::new()
             };

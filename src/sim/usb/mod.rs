@@ -41,6 +41,7 @@ mod ctx;
 mod descriptors;
 mod device;
 mod devices_text;
+mod driver;
 mod hub;
 pub mod load;
 pub mod memory;
@@ -50,6 +51,8 @@ mod replay_program;
 mod scsi;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_driver;
 #[cfg(test)]
 mod tests_hcd;
 mod usbfs_port;

@@ -2,17 +2,13 @@
 //! [`UsbDevice`] (descriptors, interfaces and their drivers), and the
 //! changes usbfs and sysfs are told of as devices come, go and change.
 
-use crate::config::DeviceKind;
 use crate::usbcore::device::{
     DevRef, DeviceChange, HostController, Interface, Speed as CoreSpeed, UsbDevice,
 };
 
 use crate::sim::usb::ctx::*;
 use crate::sim::usb::descriptors::{self, Speed};
-use crate::sim::usb::device::{
-    capture_hid_report, external_interface_driver, hid_probe_pending, hid_report, probing,
-};
-use crate::usbcore::class_driver;
+use crate::sim::usb::driver::{self, usbhid};
 
 use super::*;
 
@@ -77,14 +73,13 @@ pub(crate) fn usb_device(ctx: &Ctx, id: DevId) -> Option<UsbDevice> {
                 protocol: alt.proto,
                 num_endpoints: alt.eps.len() as u8,
                 string_index: 0,
-                report_descriptor: match driver_of(d, a.num, alt.class, alt.proto) {
-                    Some(ref n) if n == "usbhid" && alt.class == 3 => hid_report(d, a.num)
-                        .or_else(|| capture_hid_report(d, a.num))
+                report_descriptor: match driver_of(d, a.num) {
+                    Some(ref n) if n == "usbhid" => usbhid::report_descriptor(d, a.num)
                         .map(<[u8]>::to_vec)
-                        .unwrap_or_else(|| d.desc.report.clone()),
+                        .unwrap_or_default(),
                     _ => Vec::new(),
                 },
-                driver: driver_of(d, a.num, alt.class, alt.proto),
+                driver: driver_of(d, a.num),
             });
         }
     }
@@ -127,7 +122,7 @@ pub(crate) fn usb_device(ctx: &Ctx, id: DevId) -> Option<UsbDevice> {
                 .to_string(),
             pci_name: descriptors::pci_name(busnum),
         }),
-        probed: (d.driver_bound && !probing(d)) || d.kind == Kind::Root,
+        probed: (d.driver_bound && !usbhid::probing(d)) || d.kind == Kind::Root,
     })
 }
 
@@ -144,38 +139,17 @@ fn decode_string(b: &[u8]) -> String {
 }
 
 /// The driver bound to interface `num` of `d` now (sysfs, GETDRIVER and
-/// `usb/devices` all show this one).
-pub(crate) fn driver_of(d: &Device, num: u8, class: u8, proto: u8) -> Option<String> {
+/// `usb/devices` all show this one): usbfs for a program's claim, none
+/// once a program detached it, before the device's drivers are probed or
+/// where its model binds none, else the registry's ([`driver::bound`]).
+pub(crate) fn driver_of(d: &Device, num: u8) -> Option<String> {
     if d.core.claims.iter().any(|(i, _)| *i == num) {
         return Some("usbfs".into());
     }
-    if d.core.detached.contains(&num) || !d.driver_bound {
+    if d.core.detached.contains(&num) || !d.may_bind(num) {
         return None;
     }
-    let name = match d.kind {
-        Kind::Root => Some("hub"),
-        // usbhid is bound once its probe read the report descriptor (and
-        // not if it could not).
-        Kind::Dev(DeviceKind::External)
-            if class == 3
-                && (hid_probe_pending(d, num)
-                    || d.hid_probed.iter().any(|(i, r)| *i == num && r.is_empty())) =>
-        {
-            None
-        }
-        Kind::Dev(DeviceKind::External) => external_interface_driver(d, num, class, proto),
-        // usbhid binds a recorded HID interface with the report descriptor
-        // the capture holds; without one its probe fails.
-        Kind::Dev(DeviceKind::FromCapture) if class == 3 => {
-            capture_hid_report(d, num).map(|_| "usbhid")
-        }
-        Kind::Dev(DeviceKind::FromCapture) | Kind::Dev(DeviceKind::Descriptors) => {
-            class_driver(class, proto)
-        }
-        Kind::Dev(_) => Some(d.desc.driver),
-    };
-    name.filter(|n| *n != "(none)" && !n.is_empty())
-        .map(str::to_string)
+    driver::bound(d, num).map(str::to_string)
 }
 
 /// Device `id` changed (its driver bindings, configuration or alternate

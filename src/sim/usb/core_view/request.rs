@@ -11,7 +11,7 @@ use crate::usbcore::device::{
 };
 
 use crate::sim::usb::ctx::*;
-use crate::sim::usb::device::capture_hid_probe_ops;
+use crate::sim::usb::driver::{self, usbhid, Binding};
 
 use super::*;
 
@@ -269,50 +269,37 @@ fn run_request(
                 return Err(CoreError::NoDevice);
             };
             x.core.detached.retain(|i| *i != intf);
-            // snd-usb-audio and uvcvideo match the control interface
-            // only (audio and video class, subclass 1) and claim the
-            // streaming ones from its probe: a streaming interface let go
-            // stays without a driver (CONNECT gives 0, GETDRIVER ENODATA,
-            // no request goes out), as on Linux.
-            let bound = usb_device(ctx, d)
-                .and_then(|u| {
-                    let i = u.interface(intf)?;
-                    let streaming = matches!(i.class, 0x01 | 0x0e) && i.subclass == 2;
-                    Some(i.driver.is_some() && !streaming)
-                })
-                .unwrap_or(false);
+            // The driver that matches the interface and keeps it: one
+            // that only claims it from another interface's probe (the
+            // streaming interfaces of snd-usb-audio and uvcvideo) does not
+            // come back (CONNECT gives 0, GETDRIVER ENODATA, no request
+            // goes out), as on Linux.
             let x = ctx.dev_mut(d).unwrap();
-            if !bound {
+            let binding = x.may_bind(intf).then(|| driver::attach(x, intf)).flatten();
+            let Some(binding) = binding else {
                 x.core.detached.push(intf);
                 later(ctx, 0);
                 return Ok(id);
-            }
+            };
             // usbhid's URB for SET_REPORT may go out again.
             x.core.quiet_class = false;
-            // A HID driver's probe runs again before the driver submits.
-            let reprobe = matches!(
-                x.kind,
-                Kind::Dev(DeviceKind::HidKeyboard)
-                    | Kind::Dev(DeviceKind::HidMouse)
-                    | Kind::Dev(DeviceKind::HidTablet)
-            );
-            // A recorded HID interface's: usbhid's probe of that interface.
-            let capture_ops = capture_hid_probe_ops(x, d, Some(intf));
-            if !reprobe && capture_ops.is_empty() {
+            // usbhid's probe runs again before it submits (an external
+            // device's model keeps its own).
+            let hid = usbhid::interfaces(x).into_iter().find(|h| h.num == intf);
+            let ops = match (binding, hid) {
+                (Binding::Bound("usbhid"), Some(h))
+                    if x.kind != Kind::Dev(DeviceKind::External) =>
+                {
+                    usbhid::probe_ops(x, d, &h)
+                }
+                _ => Vec::new(),
+            };
+            if ops.is_empty() {
                 unquiet(x);
                 device_changed(ctx, d);
                 later(ctx, 1);
                 return Ok(id);
             }
-            // The probe's requests (usbhid's serial number, SET_IDLE,
-            // report descriptor and a keyboard's LEDs), then its URBs
-            // again.
-            let mut ops = if reprobe {
-                ctx.class_ops(d)
-            } else {
-                capture_ops
-            };
-            ops.retain(|o| !matches!(o, Op::StartStreams(_)));
             let wait = (20 * US, 200 * US);
             spawn_core_ops(
                 ctx,

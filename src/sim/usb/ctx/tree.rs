@@ -227,6 +227,9 @@ pub(crate) struct Device {
     pub strings_read: bool,
     pub configured: bool,
     pub driver_bound: bool,
+    /// The interfaces its model lets drivers bind (None: all): a dump's
+    /// device only those whose report descriptor it is given.
+    pub bindable: Option<Vec<u8>>,
     /// Current alternate setting per interface number (USB_MAXINTERFACES
     /// of them, as usbfs allows).
     pub alt: [u8; MAX_INTERFACES],
@@ -457,6 +460,12 @@ impl UrbDone for CountedDone {
 }
 
 impl Device {
+    /// Whether interface `num` may have a driver now: the device's
+    /// drivers were probed and its model lets them bind that interface.
+    pub(crate) fn may_bind(&self, num: u8) -> bool {
+        self.driver_bound && self.bindable.as_ref().is_none_or(|b| b.contains(&num))
+    }
+
     /// A device of `kind` with descriptors `desc` as it is before the hub
     /// driver sees it: no address, not configured, no driver, nothing in
     /// flight, no parent (the caller sets where it is).
@@ -475,6 +484,7 @@ impl Device {
             strings_read: false,
             configured: false,
             driver_bound: false,
+            bindable: None,
             alt: [0; MAX_INTERFACES],
             hub: None,
             inflight: Vec::new(),

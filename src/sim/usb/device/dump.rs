@@ -2,7 +2,8 @@
 //! descriptors of `external` and `from-capture` devices): the model parsed
 //! from the bytes as the kernel parses them (drivers/usb/core/config.c),
 //! the bytes answered as they are. A `kind: descriptors` device binds no
-//! driver and stays quiet.
+//! driver and stays quiet, but for usbhid on the HID interfaces whose
+//! report descriptor its configuration gives (`report_descriptors`).
 
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use super::super::ctx::*;
 use super::super::descriptors::{
     AltDesc, ClassDesc, ConfigDesc, Descriptors, DeviceDesc, EpDesc, IadDesc, Speed, Where,
 };
+use super::super::driver::usbhid;
 use super::class::DeviceClass;
 
 /// `kind: descriptors`.
@@ -25,9 +27,48 @@ impl DeviceClass for Dump {
     fn descriptors(&self, _at: &Where<'_>) -> Option<ClassDesc> {
         None
     }
-    // No class driver binds to a device from a dump: it stays quiet.
-    fn class_ops(&self, _dev: &Device, _d: DevId) -> Vec<Op> {
-        vec![]
+    // Only usbhid binds to a device from a dump, on the interfaces whose
+    // report descriptor the configuration gives; otherwise it stays quiet.
+    fn plugged(&self, ctx: &mut Ctx, d: DevId) {
+        if let Some(dev) = ctx.dev_mut(d) {
+            let nums = dev
+                .cfg
+                .as_ref()
+                .map(|c| c.report_descriptors.keys().copied().collect());
+            dev.bindable = Some(nums.unwrap_or_default());
+        }
+    }
+    fn class_ops(&self, dev: &Device, d: DevId) -> Vec<Op> {
+        let mut ops: Vec<Op> = usbhid::interfaces(dev)
+            .iter()
+            .filter(|h| reported(dev, h.num))
+            .flat_map(|h| usbhid::probe_ops(dev, d, h))
+            .collect();
+        if !ops.is_empty() {
+            ops.push(Op::StartStreams(d));
+        }
+        ops
+    }
+    // usbhid's probe requests to those interfaces: the report descriptor,
+    // SET_IDLE and SET_REPORT taken; the rest (GET_REPORT) stalls.
+    fn ep0(
+        &self,
+        ctx: &mut Ctx,
+        d: DevId,
+        s: &[u8; 8],
+        _out: Option<&[u8]>,
+    ) -> Option<(i32, Option<Vec<u8>>)> {
+        let dev = ctx.dev(d)?;
+        if s[0] & 0x1f != 1 || !reported(dev, s[4]) {
+            return None;
+        }
+        match (s[0], s[1], s[3]) {
+            (0x81, 0x06, 0x22) => {
+                Some((0, usbhid::report_descriptor(dev, s[4]).map(<[u8]>::to_vec)))
+            }
+            (0x21, 0x0a | 0x09, _) => Some((0, None)),
+            _ => None,
+        }
     }
 }
 
@@ -70,6 +111,13 @@ fn kernel_endpoint(speed: Speed, addr: u8, attr: u8, mps: u16, interval: u8) -> 
     EpDesc::new(addr, attr, mps, interval)
 }
 
+/// Whether the configuration gives a report descriptor for interface `num`.
+fn reported(dev: &Device, num: u8) -> bool {
+    dev.cfg
+        .as_ref()
+        .is_some_and(|c| c.report_descriptors.contains_key(&num))
+}
+
 /// `usb_choose_configuration` for a device no driver claims: the first
 /// configuration whose first interface is not vendor specific, else the
 /// first one.
@@ -99,7 +147,7 @@ fn dump_config(c: &crate::capture::usbdesc::DumpConfig, speed: Speed) -> ConfigD
             sub: i.sub,
             proto: i.proto,
             istr: i.i_intf,
-            extra: vec![],
+            extra: i.extra.clone(),
             eps: i
                 .eps
                 .iter()
@@ -195,9 +243,6 @@ pub(super) fn from_dump(
         report: vec![],
         hub_desc: vec![],
         nports: 0,
-        // Not used for either: a dump's device binds no driver, a capture's
-        // interfaces get theirs by class (`core_view::driver_of`).
-        driver: if recorded.is_some() { "(none)" } else { "" },
         raw: Some(dump.clone()),
         all_cfgs: if all.len() > 1 { all } else { vec![] },
         intf_strings,

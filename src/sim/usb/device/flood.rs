@@ -29,7 +29,6 @@ impl DeviceClass for Flood {
             mfr: Some("monfs".to_string()),
             prod: Some("Flood Gadget".to_string()),
             ser: Some(format!("monfs-flood-{}", at.path_s())),
-            driver: "usbtest",
             alts: vec![AltDesc::bulk_pair((0xff, 0, 0), mps)],
             ..ClassDesc::default()
         })

@@ -8,6 +8,7 @@ use crate::config::DeviceKind;
 
 use super::super::ctx::*;
 use super::super::descriptors::{AltDesc, ClassDesc, EpDesc, Speed, Where};
+use super::super::driver::usbhid;
 use super::class::DeviceClass;
 use super::int_in::{poll_unit, InLoop, InSource};
 
@@ -118,7 +119,6 @@ impl DeviceClass for Hid {
                 DeviceKind::HidTablet => (1, 3, 0x0a, 7, "HID Tablet"),
                 _ => (1, 2, 0x09, 6, "HID Mouse"),
             }),
-            driver: "usbhid",
             alts,
             report,
             ..ClassDesc::default()
@@ -181,29 +181,10 @@ impl DeviceClass for Hid {
     }
 
     fn class_ops(&self, dev: &Device, d: DevId) -> Vec<Op> {
-        let mut ops = vec![];
-        // usbhid_probe reads the serial number (hid->uniq) first.
-        let i_ser = dev.desc.dev.i_ser;
-        if i_ser != 0 {
-            ops.push(ctrl(
-                d,
-                setup(0x80, 0x06, 0x0300 | i_ser as u16, 0x0409, 255),
-            ));
-        }
-        ops.push(ctrl(d, setup(0x21, 0x0a, 0, 0, 0)));
-        ops.push(ctrl(
-            d,
-            setup(0x81, 0x06, 0x2200, 0, dev.desc.report.len() as u16),
-        ));
-        if dev.kind == Kind::Dev(DeviceKind::HidKeyboard) {
-            // The LED state, through usbhid's own control URB.
-            ops.push(Op::Ctrl {
-                target: d,
-                setup: setup(0x21, 0x09, 0x0200, 0, 1),
-                out: Some(Arc::from(vec![0])),
-                tag: Some(dev.class_tag),
-            });
-        }
+        let mut ops: Vec<Op> = usbhid::interfaces(dev)
+            .iter()
+            .flat_map(|h| usbhid::probe_ops(dev, d, h))
+            .collect();
         ops.push(Op::StartStreams(d));
         ops
     }

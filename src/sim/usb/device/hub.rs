@@ -35,7 +35,6 @@ impl DeviceClass for Hub {
             attr: 0xe0,
             power: 50,
             prod: Some("USB2.0 Hub".to_string()),
-            driver: "hub",
             alts: vec![AltDesc {
                 num: 0,
                 alt: 0,

@@ -216,7 +216,6 @@ impl DeviceClass for Audio {
             ser: Some(format!("1-{}-{}", at.pci(), at.path_s())),
             strings: Some((1, 2, 3, 4, "Audio Configuration")),
             other_strings: AUDIO_STRINGS.to_vec(),
-            driver: "snd-usb-audio",
             alts,
             bcd_usb: Some(0x0100),
             ..ClassDesc::default()
@@ -427,7 +426,6 @@ impl DeviceClass for Webcam {
             power: 250,
             prod: Some("C270 HD WEBCAM".to_string()),
             ser: Some(format!("{:08X}", at.salt as u32)),
-            driver: "uvcvideo",
             iads: vec![IadDesc {
                 first: 0,
                 count: 2,

@@ -18,10 +18,6 @@ use crate::config::{DeviceConfig, DeviceKind};
 use super::ctx::*;
 use super::descriptors::{self, Descriptors, Speed, Where};
 use class::DeviceClass;
-pub(crate) use external::{
-    hid_probe_pending, hid_report, interface_driver as external_interface_driver, probing,
-};
-pub(crate) use recorded::{capture_hid_report, hid_probe_ops as capture_hid_probe_ops};
 
 mod class;
 mod control;

@@ -15,6 +15,7 @@ use crate::usbmon::event::XferType;
 
 use super::super::ctx::*;
 use super::super::descriptors::{ClassDesc, Where};
+use super::super::driver::usbhid;
 use super::class::DeviceClass;
 use super::int_in::{poll_unit, InLoop, InSource};
 
@@ -41,10 +42,12 @@ impl DeviceClass for FromCapture {
         let dev = ctx.dev(d)?;
         let num = s[4];
         let hid = (s[0] & 0x1f == 1)
-            .then(|| hid_interfaces(dev).into_iter().find(|h| h.num == num))
-            .flatten();
+            .then(|| usbhid::interfaces(dev).into_iter().find(|h| h.num == num))
+            .flatten()
+            .filter(|h| usbhid::report_descriptor(dev, h.num).is_some());
         if let (0x81, 0x06, 0x22, Some(h)) = (s[0], s[1], s[3], &hid) {
-            return Some((0, Some(h.report.to_vec())));
+            let r = usbhid::report_descriptor(dev, h.num).unwrap_or_default();
+            return Some((0, Some(r.to_vec())));
         }
         let rec = dev.desc.recorded.as_ref()?;
         // The device's own answers (a stall included); other ends (a
@@ -66,7 +69,11 @@ impl DeviceClass for FromCapture {
     // usbhid's probe of its HID interfaces, then the recorded IN data
     // starts.
     fn class_ops(&self, dev: &Device, d: DevId) -> Vec<Op> {
-        let mut ops = hid_probe_ops(dev, d, None);
+        let mut ops: Vec<Op> = usbhid::interfaces(dev)
+            .iter()
+            .filter(|h| usbhid::report_descriptor(dev, h.num).is_some())
+            .flat_map(|h| usbhid::probe_ops(dev, d, h))
+            .collect();
         ops.push(Op::StartStreams(d));
         ops
     }
@@ -75,102 +82,6 @@ impl DeviceClass for FromCapture {
             ctx.spawn(at, Box::new(t));
         }
     }
-}
-
-/// A HID interface of a recorded device that usbhid binds.
-pub(crate) struct CaptureHid<'a> {
-    /// bInterfaceNumber.
-    pub num: u8,
-    /// bInterfaceSubClass and bInterfaceProtocol of its setting 0.
-    pub sub: u8,
-    pub proto: u8,
-    /// The report descriptor the capture holds for it.
-    pub report: &'a [u8],
-}
-
-impl CaptureHid<'_> {
-    /// A boot keyboard, whose LEDs the input layer sets at once.
-    fn boot_keyboard(&self) -> bool {
-        self.sub == 1 && self.proto == 1
-    }
-}
-
-/// The HID interfaces usbhid binds on `dev`, a `from-capture` device: the
-/// HID class interfaces (setting 0) of its active configuration whose
-/// report descriptor its capture holds, in interface order.
-pub(crate) fn hid_interfaces(dev: &Device) -> Vec<CaptureHid<'_>> {
-    let Some(rec) = dev.desc.recorded.as_deref() else {
-        return vec![];
-    };
-    if dev.kind != Kind::Dev(DeviceKind::FromCapture) {
-        return vec![];
-    }
-    let mut out: Vec<CaptureHid<'_>> = vec![];
-    for a in dev
-        .desc
-        .cfg
-        .alts
-        .iter()
-        .filter(|a| a.alt == 0 && a.class == 3)
-    {
-        if out.iter().any(|h| h.num == a.num) {
-            continue;
-        }
-        if let Some(report) = rec.report(a.num) {
-            out.push(CaptureHid {
-                num: a.num,
-                sub: a.sub,
-                proto: a.proto,
-                report,
-            });
-        }
-    }
-    out
-}
-
-/// The report descriptor usbhid reads from interface `num` of `dev`, if it
-/// is a `from-capture` device's HID interface that usbhid binds.
-pub(crate) fn capture_hid_report(dev: &Device, num: u8) -> Option<&[u8]> {
-    hid_interfaces(dev)
-        .into_iter()
-        .find(|h| h.num == num)
-        .map(|h| h.report)
-}
-
-/// usbhid's probe of the HID interfaces of recorded device `d` (`only`:
-/// of that interface alone, when a program gives it back), as for an
-/// external device: the serial number, then per interface SET_IDLE, the
-/// report descriptor and (boot keyboards) the LEDs on usbhid's own URB.
-pub(crate) fn hid_probe_ops(dev: &Device, d: DevId, only: Option<u8>) -> Vec<Op> {
-    let hids: Vec<CaptureHid<'_>> = hid_interfaces(dev)
-        .into_iter()
-        .filter(|h| only.is_none_or(|n| n == h.num))
-        .collect();
-    let mut ops = vec![];
-    if hids.is_empty() {
-        return ops;
-    }
-    let i_ser = dev.desc.dev.i_ser;
-    if i_ser != 0 {
-        ops.push(ctrl(
-            d,
-            setup(0x80, 0x06, 0x0300 | i_ser as u16, 0x0409, 255),
-        ));
-    }
-    for h in &hids {
-        let i = h.num as u16;
-        ops.push(ctrl(d, setup(0x21, 0x0a, 0, i, 0)));
-        ops.push(ctrl(d, setup(0x81, 0x06, 0x2200, i, h.report.len() as u16)));
-        if h.boot_keyboard() {
-            ops.push(Op::Ctrl {
-                target: d,
-                setup: setup(0x21, 0x09, 0x0200, i, 1),
-                out: Some(Arc::from(vec![0])),
-                tag: Some(dev.class_tag),
-            });
-        }
-    }
-    ops
 }
 
 /// The shortest time between a bulk IN submission and its completion.

@@ -51,7 +51,6 @@ impl DeviceClass for Storage {
             } else {
                 (1, 2, 3, 4, "Full speed config (usb 1.1)")
             }),
-            driver: "usb-storage",
             alts: vec![AltDesc::bulk_pair((8, 6, 0x50), mps)],
             ..ClassDesc::default()
         })

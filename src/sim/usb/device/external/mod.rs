@@ -2,7 +2,7 @@
 //! host: the hub driver enumerates the device from its descriptor dump, and
 //! a generic class driver (usbhid's requests for HID interfaces, then one
 //! URB kept submitted on every interrupt and bulk IN endpoint of the
-//! interfaces it binds, [`interface_driver`], and what the
+//! interfaces a driver binds ([`driver::binding`]), and what the
 //! device's `endpoints:` entries add: OUT data, libusb timeouts, other
 //! settings, isochronous URBs queued on (micro)frames) submits the URBs.
 //! A peer process plays the device ([`crate::sim::usb::peer`] runs it): it
@@ -28,6 +28,8 @@ use crate::config::{DeviceKind, EndpointConfig};
 use super::super::ctx::*;
 use super::super::descriptors;
 use super::super::descriptors::{ClassDesc, Where};
+use super::super::driver::generic::resolve;
+use super::super::driver::{self, usbhid};
 use super::super::peer::protocol::{check_answer, submit_line, Answer};
 use super::super::peer::{AnswerError, PeerError};
 use super::class::DeviceClass;
@@ -57,27 +59,6 @@ impl DeviceClass for External {
         let t = ExternalTask::new(ctx, d, now);
         ctx.spawn(at, Box::new(t));
     }
-}
-
-/// The driver bound to interface `num` (of `class` and `proto`) of
-/// external device `dev` once configured: the stock kernel driver of the
-/// class; on the others (vendor specific) monfs's own with `driver:
-/// generic` or when an `endpoints:` entry is on it; None: no driver (the
-/// interface sees no URBs but a program's).
-pub(crate) fn interface_driver(
-    dev: &Device,
-    num: u8,
-    class: u8,
-    proto: u8,
-) -> Option<&'static str> {
-    let Some(cfg) = dev.cfg.as_ref() else {
-        return crate::usbcore::class_driver(class, proto);
-    };
-    let named = cfg
-        .endpoints
-        .iter()
-        .any(|e| resolve(dev, e).is_some_and(|r| r.0 == num));
-    cfg.driver.interface_driver(class, proto, named)
 }
 
 /// Largest transfer the generic driver submits on a data endpoint, bytes.
@@ -165,64 +146,6 @@ fn to_peer(s: &[u8; 8]) -> bool {
     s[0] & 0x60 != 0 || s[0] & 0x1f != 0
 }
 
-/// HID interfaces (setting 0) of a configuration's bytes: (interface,
-/// subclass, protocol, report descriptor length).
-fn hid_interfaces(cfg: &[u8]) -> Vec<(u8, u8, u8, u16)> {
-    let mut out = vec![];
-    let mut cur: Option<(u8, u8, u8, u8, u8)> = None;
-    for d in crate::usbcore::abi::descriptors(cfg) {
-        match d[1] {
-            4 if d.len() >= 9 => cur = Some((d[2], d[3], d[5], d[6], d[7])),
-            0x21 if d.len() >= 9 => {
-                if let Some((num, 0, 3, sub, proto)) = cur {
-                    if !out.iter().any(|h: &(u8, u8, u8, u16)| h.0 == num) {
-                        out.push((num, sub, proto, u16::from_le_bytes([d[7], d[8]])));
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
-/// The raw bytes of the device's active configuration (its dump's).
-fn active_config(dev: &Device) -> Option<&[u8]> {
-    let r = dev.desc.raw.as_ref()?;
-    let i = r
-        .configs
-        .iter()
-        .position(|c| c.value == dev.desc.cfg.value)?;
-    r.config_bytes(i)
-}
-
-/// Whether usbhid's probe of HID interface `num` of external device `dev`
-/// is still running (its report descriptor not read yet): the kernel binds
-/// usbhid, makes the HID device and its hidraw node, and only then
-/// announces the interface bound, and the device's generic driver after
-/// its interfaces.
-pub(crate) fn hid_probe_pending(dev: &Device, num: u8) -> bool {
-    dev.kind == Kind::Dev(DeviceKind::External)
-        && dev.driver_bound
-        && !dev.hid_probed.iter().any(|(i, _)| *i == num)
-        && active_config(dev).is_some_and(|c| hid_interfaces(c).iter().any(|h| h.0 == num))
-}
-
-/// Whether a bound device's driver still probes an interface: usbhid
-/// reading an external device's report descriptor from its peer.
-pub(crate) fn probing(d: &Device) -> bool {
-    d.desc.cfg.alts.iter().any(|a| hid_probe_pending(d, a.num))
-}
-
-/// The report descriptor usbhid's probe read from interface `num` of
-/// external device `dev`; None: not read, or the probe failed.
-pub(crate) fn hid_report(dev: &Device, num: u8) -> Option<&[u8]> {
-    dev.hid_probed
-        .iter()
-        .find(|(i, r)| *i == num && !r.is_empty())
-        .map(|(_, r)| r.as_slice())
-}
-
 /// usbhid's probe read (`Some`) or failed to read (`None`) the report
 /// descriptor of the interface `s` (its GET_DESCRIPTOR) asked for: the
 /// interface is bound with it now, or stays without a driver.
@@ -240,22 +163,6 @@ fn hid_probe_done(ctx: &mut Ctx, d: DevId, s: &[u8; 8], report: Option<&[u8]>) {
     dev.hid_probed
         .push((num, report.map(<[u8]>::to_vec).unwrap_or_default()));
     (ctx.changed)(ctx, d);
-}
-
-/// The setting of the device's configuration that holds an `endpoints:`
-/// entry's endpoint: (interface, setting, descriptor); the entry's `alt`,
-/// or the lowest setting that has it.
-fn resolve(dev: &Device, e: &EndpointConfig) -> Option<(u8, u8, descriptors::EpDesc)> {
-    dev.desc
-        .cfg
-        .alts
-        .iter()
-        .filter(|a| e.alt.is_none_or(|x| x == a.alt))
-        .filter_map(|a| {
-            let d = a.eps.iter().find(|d| d.addr == e.ep.0)?;
-            Some((a.num, a.alt, d.clone()))
-        })
-        .min_by_key(|r| r.1)
 }
 
 impl ExternalTask {
@@ -284,32 +191,18 @@ impl ExternalTask {
         };
         t.remote = dev.remote_ep0;
         t.ctrl_timeout = ctrl_timeout(dev.cfg.as_ref());
-        // usbhid's probe: the serial number, then per HID interface
-        // SET_IDLE, the report descriptor and (boot keyboards) the LEDs.
-        let hids = active_config(dev).map(hid_interfaces).unwrap_or_default();
-        if !hids.is_empty() && dev.desc.dev.i_ser != 0 {
-            let s = setup(0x80, 0x06, 0x0300 | dev.desc.dev.i_ser as u16, 0x0409, 255);
-            t.ctrl.push_back(CtrlReq {
-                setup: s,
-                out: None,
-                tag: None,
-            });
-        }
-        let req = CtrlReq::new;
-        for &(intf, sub, proto, len) in &hids {
-            let i = intf as u16;
-            t.ctrl
-                .push_back(req(setup(0x21, 0x0a, 0, i, 0), None, None));
-            t.ctrl
-                .push_back(req(setup(0x81, 0x06, 0x2200, i, len), None, None));
-            if sub == 1 && proto == 1 {
-                t.ctrl.push_back(req(
-                    setup(0x21, 0x09, 0x0200, i, 1),
-                    Some(vec![0]),
-                    Some(class_tag),
-                ));
+        // usbhid's probe of each HID interface.
+        for h in usbhid::interfaces(dev) {
+            for op in usbhid::probe_ops(dev, d, &h) {
+                if let Op::Ctrl {
+                    setup, out, tag, ..
+                } = op
+                {
+                    t.ctrl.push_back(CtrlReq { setup, out, tag });
+                }
             }
         }
+        let req = CtrlReq::new;
         // The settings the `endpoints:` entries need, selected as
         // usb_set_interface does (a standard interface request: the peer's).
         let mut alts: Vec<(u8, u8)> = vec![];
@@ -364,7 +257,7 @@ impl ExternalTask {
 
     /// Start the data endpoints: one URB on every interrupt and bulk IN
     /// endpoint of the configuration's settings 0 of the interfaces it binds
-    /// ([`interface_driver`]) that `endpoints:` does not list, and what the
+    /// ([`driver::binding`]) that `endpoints:` does not list, and what the
     /// `endpoints:` entries say.
     fn start_eps(&mut self, ctx: &mut Ctx, now: u64) {
         let Some(dev) = ctx.dev(self.dev) else {
@@ -379,7 +272,7 @@ impl ExternalTask {
             .cfg
             .alts
             .iter()
-            .filter(|a| a.alt == 0 && interface_driver(dev, a.num, a.class, a.proto).is_some())
+            .filter(|a| a.alt == 0 && driver::binding(dev, a.num).is_some())
             .flat_map(|a| a.eps.iter())
             .filter(|e| e.dir_in() && matches!(e.xfer_type(), 2 | 3))
             .filter(|e| !entries.iter().any(|x| x.ep.0 == e.addr))
@@ -782,23 +675,5 @@ impl Task for ExternalTask {
                 None
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hid_interfaces_of_the_usb_kbd_dump() {
-        let dump = std::fs::read(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/data/sysfs/qemu-usb-kbd/descriptors"
-        ))
-        .unwrap();
-        assert_eq!(hid_interfaces(&dump[18..]), vec![(0, 1, 1, 63)]);
-        // Truncated or zero-length descriptors end the walk.
-        assert_eq!(hid_interfaces(&dump[18..30]), vec![]);
-        assert_eq!(hid_interfaces(&[0, 4, 0]), vec![]);
     }
 }

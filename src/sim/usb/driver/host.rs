@@ -1,0 +1,40 @@
+//! What a host driver is: the [`HostDriver`] trait every driver module
+//! implements, and what its probe gives ([`Probe`]); the registry is
+//! `DRIVERS` in `driver/mod.rs`.
+
+use crate::sim::usb::ctx::Device;
+use crate::sim::usb::descriptors::AltDesc;
+
+use super::id::{self, UsbDeviceId};
+
+/// What a driver's probe of an interface gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Probe {
+    /// The driver keeps the interface.
+    Bound,
+    /// The probe still runs (an answer it needs has not come).
+    Pending,
+    /// The probe refused the interface: the next matching driver is tried.
+    Failed,
+}
+
+/// A host driver.
+pub(crate) trait HostDriver: Sync {
+    /// The driver's name (sysfs, `usb/devices`, USBDEVFS_GETDRIVER).
+    fn name(&self) -> &'static str;
+    /// Its `MODULE_DEVICE_TABLE`.
+    fn id_table(&self) -> &'static [UsbDeviceId];
+    /// Whether it matches interface setting `alt` of `dev`: an entry of
+    /// its table does (`usb_match_id`).
+    fn matches(&self, dev: &Device, alt: &AltDesc) -> bool {
+        id::usb_match_id(self.id_table(), &dev.desc.dev, alt).is_some()
+    }
+    /// Its probe of a matching interface.
+    fn probe(&self, _dev: &Device, _alt: &AltDesc) -> Probe {
+        Probe::Bound
+    }
+    /// The other interfaces its probe of `alt` claims.
+    fn claims(&self, _dev: &Device, _alt: &AltDesc) -> Vec<u8> {
+        Vec::new()
+    }
+}

@@ -1,0 +1,148 @@
+//! usbhid (`drivers/hid/usbhid/hid-core.c`): binds every HID class
+//! interface; its probe reads the serial number, sets the idle rate to 0,
+//! reads the report descriptor whose length the interface's HID descriptor
+//! gives, and sets a boot keyboard's LEDs. The probe binds the interface
+//! once it has the report descriptor: from a built-in model, an external
+//! peer's answer, a capture's recorded answer, or a descriptor dump's
+//! `report_descriptors`.
+
+use std::sync::Arc;
+
+use crate::capture::usbdesc::hid_report_length;
+use crate::config::DeviceKind;
+use crate::sim::usb::ctx::*;
+use crate::sim::usb::descriptors::AltDesc;
+
+use super::host::{HostDriver, Probe};
+use super::id::UsbDeviceId;
+
+/// usbhid.
+pub(super) struct UsbHid;
+
+static IDS: [UsbDeviceId; 1] = [UsbDeviceId::interface_class(3)];
+
+impl HostDriver for UsbHid {
+    fn name(&self) -> &'static str {
+        "usbhid"
+    }
+    fn id_table(&self) -> &'static [UsbDeviceId] {
+        &IDS
+    }
+    fn probe(&self, dev: &Device, alt: &AltDesc) -> Probe {
+        probe(dev, alt.num)
+    }
+}
+
+/// A HID interface as usbhid_parse reads it: its setting 0's numbers and
+/// the report descriptor's length from its HID descriptor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HidInterface {
+    pub num: u8,
+    pub sub: u8,
+    pub proto: u8,
+    pub report_len: u16,
+}
+
+impl HidInterface {
+    /// A boot-protocol keyboard, whose LEDs usbhid_start sets.
+    pub(crate) fn boot_keyboard(&self) -> bool {
+        self.sub == 1 && self.proto == 1
+    }
+}
+
+/// The HID interfaces (class 3, setting 0) of `dev`'s configuration that
+/// usbhid_parse accepts: a HID descriptor among the interface's class
+/// descriptors with a report entry of 1..=4096 bytes, in interface order.
+pub(crate) fn interfaces(dev: &Device) -> Vec<HidInterface> {
+    dev.desc
+        .cfg
+        .alts
+        .iter()
+        .filter(|a| a.alt == 0 && a.class == 3)
+        .filter_map(|a| {
+            let report_len = hid_report_length(&a.extra)? as u16;
+            Some(HidInterface {
+                num: a.num,
+                sub: a.sub,
+                proto: a.proto,
+                report_len,
+            })
+        })
+        .collect()
+}
+
+/// The report descriptor usbhid's probe got for interface `num` of `dev`:
+/// an external peer's answer, a capture's recorded one, a built-in
+/// model's own.
+pub(crate) fn report_descriptor(dev: &Device, num: u8) -> Option<&[u8]> {
+    interfaces(dev).iter().find(|h| h.num == num)?;
+    let r = match dev.kind {
+        Kind::Dev(DeviceKind::External) => dev
+            .hid_probed
+            .iter()
+            .find(|(i, _)| *i == num)
+            .map(|(_, r)| r.as_slice()),
+        Kind::Dev(DeviceKind::FromCapture) => dev.desc.recorded.as_ref()?.report(num),
+        Kind::Dev(DeviceKind::Descriptors) => dev
+            .cfg
+            .as_ref()?
+            .report_descriptors
+            .get(&num)
+            .map(|r| r.0.as_slice()),
+        _ => Some(dev.desc.report.as_slice()),
+    };
+    r.filter(|r| !r.is_empty())
+}
+
+/// usbhid's probe of interface `num` of `dev`: bound with a report
+/// descriptor, failed without one, pending while an external peer has not
+/// answered the GET_DESCRIPTOR yet.
+fn probe(dev: &Device, num: u8) -> Probe {
+    if report_descriptor(dev, num).is_some() {
+        return Probe::Bound;
+    }
+    let asked = dev.hid_probed.iter().any(|(i, _)| *i == num);
+    let hid = interfaces(dev).iter().any(|h| h.num == num);
+    if dev.kind == Kind::Dev(DeviceKind::External) && dev.driver_bound && hid && !asked {
+        Probe::Pending
+    } else {
+        Probe::Failed
+    }
+}
+
+/// Whether usbhid still probes an interface of `dev` (an external peer's
+/// report descriptor not read yet): the kernel announces the interface
+/// bound only once its HID device exists.
+pub(crate) fn probing(dev: &Device) -> bool {
+    interfaces(dev)
+        .iter()
+        .any(|h| probe(dev, h.num) == Probe::Pending)
+}
+
+/// usbhid's probe requests for HID interface `h` of device `d`, as
+/// usbhid_probe, usbhid_parse and usbhid_start make them: the serial
+/// number (each interface's probe reads it), SET_IDLE(0), the report
+/// descriptor, and a boot keyboard's LEDs (off) on usbhid's own control
+/// URB `class_tag`.
+pub(crate) fn probe_ops(dev: &Device, d: DevId, h: &HidInterface) -> Vec<Op> {
+    let mut ops = vec![];
+    let i_ser = dev.desc.dev.i_ser;
+    if i_ser != 0 {
+        ops.push(ctrl(
+            d,
+            setup(0x80, 0x06, 0x0300 | i_ser as u16, 0x0409, 255),
+        ));
+    }
+    let i = h.num as u16;
+    ops.push(ctrl(d, setup(0x21, 0x0a, 0, i, 0)));
+    ops.push(ctrl(d, setup(0x81, 0x06, 0x2200, i, h.report_len)));
+    if h.boot_keyboard() {
+        ops.push(Op::Ctrl {
+            target: d,
+            setup: setup(0x21, 0x09, 0x0200, i, 1),
+            out: Some(Arc::from(vec![0])),
+            tag: Some(dev.class_tag),
+        });
+    }
+    ops
+}
