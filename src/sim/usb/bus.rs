@@ -92,6 +92,7 @@ impl Bus {
             describe: super::device::describe,
             probing: super::driver::usbhid::probing,
             changed: super::core_view::device_changed,
+            rebind: super::device::rebind,
         };
         let mut bus = Bus {
             ctx,

@@ -123,6 +123,47 @@ fn queued_interrupt_urbs_get_the_keyboards_reports_in_submission_order() {
     assert_eq!(done_tags(&got), tags);
 }
 
+/// usbhid's interrupt IN loop ends when a program detaches it (its URB
+/// killed, -108) and one new loop starts when the program attaches it
+/// again, however often that happens: one URB on the endpoint, never
+/// more, and none while usbhid is away.
+#[test]
+fn usbhid_detached_and_attached_again_polls_with_one_urb() {
+    let (sim, sink, devs) = bus(&["{port: 1, kind: hid-keyboard}"], "xhci");
+    let kbd = &devs[0];
+    let mut now = 3000;
+    let ask = |r: CoreRequest, now: &mut u64, ms: u64| {
+        let done = Arc::new(Done::default());
+        sim.request(kbd.dev, r, done.clone()).unwrap();
+        *now += ms;
+        sim.run_until(*now * MS);
+        let st = done.0.lock_ok()[0].1.status;
+        st
+    };
+    let int_in = |e: &UrbEvent| e.devnum == kbd.devnum && e.xfer == XferType::Interrupt;
+    for _ in 0..5 {
+        assert_eq!(ask(CoreRequest::DetachDriver(0), &mut now, 500), 0);
+        let evs: Vec<UrbEvent> = sink.0.lock_ok().drain(..).collect();
+        let killed = evs.iter().rposition(|e| int_in(e) && e.status == -108);
+        let killed = killed.expect("usbhid's URB killed");
+        assert!(
+            !evs[killed..]
+                .iter()
+                .any(|e| int_in(e) && e.kind == EventKind::Submit),
+            "usbhid submitted while detached"
+        );
+        assert_eq!(ask(CoreRequest::AttachDriver(0), &mut now, 500), 1);
+    }
+    sink.0.lock_ok().clear();
+    now += 3000;
+    sim.run_until(now * MS);
+    let evs: Vec<UrbEvent> = sink.0.lock_ok().drain(..).collect();
+    let mut ids: Vec<u64> = evs.iter().filter(|e| int_in(e)).map(|e| e.id).collect();
+    assert!(ids.len() > 4, "usbhid does not poll: {ids:?}");
+    ids.dedup();
+    assert_eq!(ids.len(), 1, "more than one usbhid URB");
+}
+
 #[test]
 fn bulk_urbs_complete_in_order_at_the_rate_of_a_high_speed_bus() {
     let (sim, sink, devs) = bus(&["{port: 1, kind: flood}"], "xhci");

@@ -13,8 +13,8 @@
 //!   all with `ep0: peer`); a device from a capture replays the capture.
 //! * data endpoints: an external device's peer; a device from a capture
 //!   replays its recorded completions in order; a HID device's interrupt
-//!   IN gets the model's next report (the model of the detached usbhid
-//!   still runs, its URBs off the bus; see [`Ctx::complete`]); other
+//!   IN gets the device's next report (its `function_in`, which usbhid's
+//!   URBs got while it was bound); other
 //!   built-in devices answer as a generic device of their kind (IN:
 //!   interrupt endpoints a report of zeros each interval, bulk endpoints
 //!   the bytes asked for, isochronous endpoints full packets; OUT:

@@ -296,6 +296,7 @@ fn run_request(
             };
             if ops.is_empty() {
                 unquiet(x);
+                (ctx.rebind)(ctx, d, intf, now);
                 device_changed(ctx, d);
                 later(ctx, 1);
                 return Ok(id);
@@ -307,7 +308,7 @@ fn run_request(
                 ops,
                 now,
                 wait,
-                After::Reprobe,
+                After::Reprobe(intf),
                 Some((done.clone(), id)),
             );
             return Ok(id);
@@ -359,10 +360,10 @@ fn unquiet(x: &mut Device) {
 /// What a run of the core's own requests is for.
 #[derive(Clone, Copy)]
 enum After {
-    /// A HID driver bound again (USBDEVFS_CONNECT): its probe's requests,
-    /// then its model submits again (the answer: 1, or ENODEV if the
-    /// device went meanwhile).
-    Reprobe,
+    /// A HID driver bound interface `.0` again (USBDEVFS_CONNECT): its
+    /// probe's requests, then its tasks start again (the answer: 1, or
+    /// ENODEV if the device went meanwhile).
+    Reprobe(u8),
     /// usb_unbind_interface's SET_INTERFACE to setting 0 (the answer: 0).
     Unbind,
 }
@@ -413,11 +414,12 @@ impl Task for CoreOps {
         }
         ctx.tags.free(self.tag, URB_SIZE);
         let status = match (self.after, ctx.dev_mut(self.dev)) {
-            (After::Reprobe, Some(x)) if !x.gone => {
+            (After::Reprobe(intf), Some(x)) if !x.gone => {
                 unquiet(x);
+                (ctx.rebind)(ctx, self.dev, intf, now);
                 1
             }
-            (After::Reprobe, _) => ENODEV,
+            (After::Reprobe(_), _) => ENODEV,
             (After::Unbind, _) => 0,
         };
         if ctx.alive(self.dev) {
@@ -489,6 +491,9 @@ fn detach(ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
     };
     if !x.core.detached.contains(&intf) {
         x.core.detached.push(intf);
+    }
+    if let Some(n) = x.core.unbinds.get_mut(intf as usize) {
+        *n = n.wrapping_add(1);
     }
     quiet(x, intf);
     let class_tag = x.class_tag;

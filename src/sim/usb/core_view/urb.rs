@@ -481,17 +481,19 @@ pub(super) fn answer(
         _ if kind == Kind::Dev(DeviceKind::Descriptors) => {
             // Nothing to say: pending (NAK) until killed or unplugged.
         }
-        XferType::Interrupt
-            if matches!(
-                kind,
-                Kind::Dev(DeviceKind::HidKeyboard)
-                    | Kind::Dev(DeviceKind::HidMouse)
-                    | Kind::Dev(DeviceKind::HidTablet)
-            ) =>
-        {
+        XferType::Interrupt if ctx.dev(d).is_some_and(|x| x.function_in.is_some()) => {
             // A HID device reports on a change only (usbhid left its idle
-            // rate at 0): the model's reports complete it; until one
+            // rate at 0): its next report completes the URB; until one
             // comes, it is pending (NAK).
+            ctx.spawn(
+                now,
+                Box::new(FunctionIn {
+                    dev: d,
+                    tag: urb.tag,
+                    len: urb.len,
+                    waiting: false,
+                }),
+            );
         }
         XferType::Interrupt => {
             let mps = ctx
@@ -519,6 +521,35 @@ pub(super) fn answer(
                 (0, 0),
             );
         }
+    }
+}
+
+/// A program's interrupt IN URB on a device whose function sends on its
+/// own (a HID device's reports): completed with the function's next data
+/// when it is due, unless it ended before.
+struct FunctionIn {
+    dev: DevId,
+    tag: u64,
+    len: u32,
+    waiting: bool,
+}
+
+impl Task for FunctionIn {
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        if !ctx.core.urbs.contains_key(&self.tag) {
+            return None;
+        }
+        if !self.waiting {
+            self.waiting = true;
+            return ctx
+                .with_function(self.dev, |f, ctx| f.due(ctx, now, Outcome::Ok))
+                .flatten();
+        }
+        let (n, data) = ctx.with_function(self.dev, |f, ctx| f.data(ctx, now))?;
+        let n = n.min(self.len).min(data.len() as u32);
+        let data = Some(Arc::from(&data[..n as usize]));
+        finish_at(ctx, self.dev, self.tag, now, 0, n, data, vec![], (0, 0));
+        None
     }
 }
 

@@ -394,6 +394,9 @@ pub(crate) struct Ctx {
     /// Tell the core's watchers a device changed (a driver bound to one of
     /// its interfaces); the bus supplies it.
     pub changed: fn(&mut Ctx, DevId),
+    /// A driver bound interface `intf` of a device again
+    /// (USBDEVFS_CONNECT, its probe done): its tasks there start again.
+    pub rebind: fn(&mut Ctx, DevId, u8, u64),
 }
 
 impl Ctx {
@@ -431,6 +434,27 @@ impl Ctx {
     /// Present and still connected.
     pub(crate) fn alive(&self, id: DevId) -> bool {
         self.dev(id).is_some_and(|d| !d.gone)
+    }
+
+    /// Run `f` on device `d`'s IN function (lent out for the call); None:
+    /// no such device or function.
+    pub(crate) fn with_function<R>(
+        &mut self,
+        d: DevId,
+        f: impl FnOnce(&mut dyn InFunction, &mut Ctx) -> R,
+    ) -> Option<R> {
+        let mut func = self.dev_mut(d)?.function_in.take()?;
+        let r = f(func.as_mut(), self);
+        if let Some(x) = self.dev_mut(d) {
+            x.function_in.get_or_insert(func);
+        }
+        Some(r)
+    }
+
+    /// How often interface `intf` of `d` lost its driver (a driver task
+    /// remembers it when it starts and ends when it changes).
+    pub(crate) fn unbinds(&self, d: DevId, intf: u8) -> Option<u32> {
+        self.dev(d)?.core.unbinds.get(intf as usize).copied()
     }
 
     pub(crate) fn spawn(&mut self, t: u64, task: Box<dyn Task>) {
@@ -596,37 +620,17 @@ impl Ctx {
     }
 
     /// [`Ctx::complete`] (`ordered`) and [`Ctx::kill`] (not): the answer
-    /// `h` to a URB in flight, or a detached HID driver's report for the
-    /// program's URB at the head of that endpoint.
+    /// `h` to a URB in flight.
     fn finish(&mut self, dev: DevId, t: u64, h: Held, ordered: bool) -> bool {
         let Some(d) = self.devs.get_mut(dev) else {
             return false;
         };
         let tag = h.tag;
         let Some(pos) = d.inflight.iter().position(|u| u.tag == tag) else {
-            // The model of a HID driver a program detached still makes
-            // the device's reports: each goes to the program's URB at the
-            // head of that interrupt endpoint (what the device sends,
-            // whoever polls). Other detached models' data goes nowhere:
-            // the generic answerer serves the program's URBs on the bus's
-            // schedule.
-            let Some(k) = d.core.suppressed.iter().position(|u| u.tag == tag) else {
-                return false;
-            };
-            let q = d.core.suppressed.swap_remove(k);
-            let program = d
-                .inflight
-                .iter()
-                .find(|u| {
-                    u.ep == q.ep
-                        && u.dir_in == q.dir_in
-                        && u.xfer == q.xfer
-                        && self.core.urbs.contains_key(&u.tag)
-                        && !d.held.iter().any(|h| h.tag == u.tag)
-                })
-                .map(|u| u.tag);
-            if let (Some(p), 0, true, XferType::Interrupt) = (program, h.status, q.dir_in, q.xfer) {
-                return self.finish(dev, t, Held { tag: p, ..h }, true);
+            // A quiet driver's URB (off the bus: a program detached the
+            // driver, whose model runs on): its answer goes nowhere.
+            if let Some(k) = d.core.suppressed.iter().position(|u| u.tag == tag) {
+                d.core.suppressed.swap_remove(k);
             }
             return false;
         };

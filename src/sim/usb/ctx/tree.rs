@@ -227,6 +227,9 @@ pub(crate) struct Device {
     pub strings_read: bool,
     pub configured: bool,
     pub driver_bound: bool,
+    /// What the device sends on its interrupt IN endpoint, whoever polls
+    /// it (a HID device's reports): usbhid's URBs and a program's alike.
+    pub function_in: Option<Box<dyn InFunction>>,
     /// The interfaces its model lets drivers bind (None: all): a dump's
     /// device only those whose report descriptor it is given.
     pub bindable: Option<Vec<u8>>,
@@ -335,9 +338,12 @@ pub(crate) struct CoreDev {
     pub peer: Option<ProgramPeer>,
     /// Replay for programs: the next recorded transfer to look from.
     pub replay_pos: usize,
-    /// URBs the quiet driver's model still runs (not on the bus): what
-    /// they get goes to a program's URB on the same endpoint.
+    /// URBs the quiet driver's model still runs (not on the bus), until
+    /// their answer comes (it goes nowhere).
     pub suppressed: Vec<Urb>,
+    /// How often each interface's driver was unbound: a driver task
+    /// started before the last unbind of its interface ends.
+    pub unbinds: [u32; MAX_INTERFACES],
     /// A flash drive's bulk-only transport for programs.
     pub bot: Option<Box<crate::sim::usb::scsi::Bot>>,
 }
@@ -484,6 +490,7 @@ impl Device {
             strings_read: false,
             configured: false,
             driver_bound: false,
+            function_in: None,
             bindable: None,
             alt: [0; MAX_INTERFACES],
             hub: None,
@@ -533,6 +540,17 @@ impl Device {
     pub(crate) fn speed(&self) -> Speed {
         self.desc.speed
     }
+}
+
+/// A device function's data on an IN endpoint, for whichever URB heads
+/// it: when the next one is due, and its bytes.
+pub(crate) trait InFunction: Send {
+    /// A URB was submitted at `now` and ends as `outcome`: when it
+    /// completes (on the endpoint's polling grid), or None to leave it
+    /// pending for good.
+    fn due(&mut self, ctx: &mut super::Ctx, now: u64, outcome: Outcome) -> Option<u64>;
+    /// The data of a completion without a fault: (actual length, bytes).
+    fn data(&mut self, ctx: &mut super::Ctx, now: u64) -> (u32, Arc<[u8]>);
 }
 
 /// How an injected error ends a transfer.

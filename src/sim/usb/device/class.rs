@@ -50,4 +50,8 @@ pub(crate) trait DeviceClass: Sync {
     /// The class driver binds to the configured device `d`: start its
     /// model, first due at `at`.
     fn start(&self, _ctx: &mut Ctx, _d: DevId, _now: u64, _at: u64) {}
+    /// A driver bound interface `intf` of `d` again after a program let
+    /// it go: start the tasks the unbind ended (the models whose tasks run
+    /// on muted have none to start).
+    fn rebind(&self, _ctx: &mut Ctx, _d: DevId, _intf: u8, _now: u64) {}
 }

@@ -10,7 +10,7 @@ use super::super::ctx::*;
 use super::super::descriptors::{AltDesc, ClassDesc, EpDesc, Speed, Where};
 use super::super::driver::usbhid;
 use super::class::DeviceClass;
-use super::int_in::{poll_unit, InLoop, InSource};
+use super::int_in::{poll_unit, DeviceFunction, InLoop};
 
 const TEXT: &[u8] = b"hello from monfs usbmon\n";
 
@@ -194,6 +194,17 @@ impl DeviceClass for Hid {
             ctx.spawn(at, Box::new(t));
         }
     }
+
+    // usbhid_start's interrupt IN URB again, the device typing on where
+    // it was.
+    fn rebind(&self, ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
+        if intf != 0 {
+            return;
+        }
+        if let Some(t) = hid_task(ctx, d, now) {
+            ctx.spawn(now, Box::new(t));
+        }
+    }
 }
 
 /// A boot-protocol keyboard report descriptor (63 bytes): modifier byte,
@@ -242,11 +253,11 @@ fn hid_class_desc(bcd_hid: u16, report_len: usize) -> Vec<u8> {
 }
 
 /// usbhid's interrupt IN polling: the URB stays submitted and completes when
-/// there is input.
-pub(crate) type HidTask = InLoop<HidInput>;
+/// the device has input ([`HidInput`], the device's function).
+pub(crate) type HidTask = InLoop<DeviceFunction>;
 
 /// The input of a HID keyboard (typing a text), mouse or tablet (moving
-/// about, clicking now and then).
+/// about, clicking now and then): the device's, whoever polls it.
 pub(crate) struct HidInput {
     dev: DevId,
     kbd: bool,
@@ -261,7 +272,8 @@ pub(crate) struct HidInput {
     click: u8,
 }
 
-/// usbhid's polling of device `d`'s interrupt IN endpoint, from `at`.
+/// usbhid's polling of device `d`'s interrupt IN endpoint, from `at`; the
+/// device's input starts then if it has not yet.
 fn hid_task(ctx: &mut Ctx, d: DevId, at: u64) -> Option<HidTask> {
     let dev = ctx.dev(d)?;
     let kbd = dev.kind == Kind::Dev(DeviceKind::HidKeyboard);
@@ -271,16 +283,25 @@ fn hid_task(ctx: &mut Ctx, d: DevId, at: u64) -> Option<HidTask> {
     // usbhid's URB is as long as the longest input report (usbhid_start):
     // the tablet's 6 bytes in an 8-byte packet, the others fill theirs.
     let len = if tablet.is_some() { 6 } else { ep.mps as u32 };
-    Some(InLoop::new(ctx, d, 0x81, len, |ctx| HidInput {
-        dev: d,
-        kbd,
-        tablet,
-        unit,
-        next_input: at + ctx.rng.range(100 * MS, 300 * MS),
-        pressed: false,
-        pos: 0,
-        burst: 0,
-        click: 0,
+    let started = dev.function_in.is_some();
+    Some(InLoop::new(ctx, d, 0x81, len, |ctx| {
+        if !started {
+            let input = HidInput {
+                dev: d,
+                kbd,
+                tablet,
+                unit,
+                next_input: at + ctx.rng.range(100 * MS, 300 * MS),
+                pressed: false,
+                pos: 0,
+                burst: 0,
+                click: 0,
+            };
+            if let Some(x) = ctx.dev_mut(d) {
+                x.function_in = Some(Box::new(input));
+            }
+        }
+        DeviceFunction(d)
     }))
 }
 
@@ -335,7 +356,7 @@ impl HidInput {
     }
 }
 
-impl InSource for HidInput {
+impl InFunction for HidInput {
     fn due(&mut self, ctx: &mut Ctx, now: u64, outcome: Outcome) -> Option<u64> {
         let target = if outcome != Outcome::Ok {
             now + self.unit * ctx.rng.range(1, 4)

@@ -21,6 +21,22 @@ pub(super) trait InSource: Send {
     fn data(&mut self, ctx: &mut Ctx, now: u64) -> (u32, Arc<[u8]>);
 }
 
+/// The device's own IN function ([`InFunction`], kept in the device)
+/// answering the loop's URB: a driver's polling of what the device sends
+/// whoever polls it.
+pub(super) struct DeviceFunction(pub DevId);
+
+impl InSource for DeviceFunction {
+    fn due(&mut self, ctx: &mut Ctx, now: u64, outcome: Outcome) -> Option<u64> {
+        ctx.with_function(self.0, |f, ctx| f.due(ctx, now, outcome))
+            .flatten()
+    }
+    fn data(&mut self, ctx: &mut Ctx, now: u64) -> (u32, Arc<[u8]>) {
+        ctx.with_function(self.0, |f, ctx| f.data(ctx, now))
+            .unwrap_or_else(|| (0, ctx.empty.clone()))
+    }
+}
+
 /// Nanoseconds between two polls of a periodic endpoint `ep` at `speed`.
 pub(super) fn poll_unit(speed: Speed, ep: &EpDesc) -> u64 {
     descriptors::urb_interval(speed, ep).max(1) as u64 * descriptors::interval_unit_ns(speed)
@@ -56,10 +72,13 @@ pub(super) fn end_by_fault(
     }
 }
 
-/// A URB kept submitted on IN endpoint `ep`, answered by `src`.
+/// A URB kept submitted on IN endpoint `ep`, answered by `src`, until the
+/// driver is unbound from the endpoint's interface.
 pub(super) struct InLoop<S> {
     dev: DevId,
     ep: u8,
+    /// The endpoint's interface and its unbind count when the loop began.
+    owner: Option<(u8, u32)>,
     urb: Urb,
     waiting: bool,
     outcome: Outcome,
@@ -79,12 +98,20 @@ impl<S: InSource> InLoop<S> {
         make: impl FnOnce(&mut Ctx) -> S,
     ) -> Self {
         let class_tag = ctx.dev(d).map(|x| x.class_tag).unwrap_or(0);
+        let intf = ctx.dev(d).and_then(|x| {
+            let alts = &x.desc.cfg.alts;
+            alts.iter()
+                .find(|a| a.eps.iter().any(|e| e.addr == ep))
+                .map(|a| a.num)
+        });
+        let owner = intf.and_then(|i| Some((i, ctx.unbinds(d, i)?)));
         let tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
         let urb = ctx.data_urb(d, ep, len, URB_NO_TRANSFER_DMA_MAP, tag);
         let src = make(ctx);
         InLoop {
             dev: d,
             ep,
+            owner,
             urb,
             waiting: false,
             outcome: Outcome::Ok,
@@ -119,6 +146,14 @@ impl<S: InSource> Task for InLoop<S> {
             ctx.submit(self.dev, self.urb, now, Some(e), Vec::new());
             self.waiting = true;
             return Some(now + ctx.rng.range(100 * US, MS));
+        }
+        // Unbound (a program detached the driver, which killed its URB):
+        // the driver is gone, its URB freed, and so is this loop.
+        if let Some((i, n)) = self.owner {
+            if ctx.unbinds(self.dev, i) != Some(n) {
+                ctx.tags.free(self.urb.tag, URB_SIZE);
+                return None;
+            }
         }
         if let Some(t) = run_recovery(&mut self.runner, ctx, self.class_tag, now) {
             return Some(t);

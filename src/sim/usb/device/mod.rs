@@ -136,6 +136,14 @@ pub(crate) fn start_class_driver(ctx: &mut Ctx, d: DevId, now: u64) {
     class(kind).start(ctx, d, now, at);
 }
 
+/// A driver bound interface `intf` of device `d` again: its model's tasks
+/// for that interface start again.
+pub(crate) fn rebind(ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
+    if let Some(Kind::Dev(kind)) = ctx.dev(d).map(|x| x.kind) {
+        class(kind).rebind(ctx, d, intf, now);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -78,8 +78,14 @@ impl DeviceClass for FromCapture {
         ops
     }
     fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
-        for t in recorded_tasks(ctx, d) {
+        for t in recorded_tasks(ctx, d, None) {
             ctx.spawn(at, Box::new(t));
+        }
+    }
+    // The endpoints of an interface a driver took again replay again.
+    fn rebind(&self, ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
+        for t in recorded_tasks(ctx, d, Some(intf)) {
+            ctx.spawn(now, Box::new(t));
         }
     }
 }
@@ -99,8 +105,8 @@ pub(super) struct Recorded {
 }
 
 /// A task for each recorded IN endpoint of device `d` that its active
-/// configuration has.
-fn recorded_tasks(ctx: &mut Ctx, d: DevId) -> Vec<RecordedTask> {
+/// configuration has (`only`: of that interface).
+fn recorded_tasks(ctx: &mut Ctx, d: DevId, only: Option<u8>) -> Vec<RecordedTask> {
     let Some(dev) = ctx.dev(d) else {
         return vec![];
     };
@@ -116,6 +122,15 @@ fn recorded_tasks(ctx: &mut Ctx, d: DevId) -> Vec<RecordedTask> {
         else {
             continue;
         };
+        let intf = ctx.dev(d).and_then(|x| {
+            let alts = &x.desc.cfg.alts;
+            alts.iter()
+                .find(|a| a.eps.iter().any(|e| e.addr == ep.addr))
+                .map(|a| a.num)
+        });
+        if only.is_some_and(|i| intf != Some(i)) {
+            continue;
+        }
         let unit = match ep.xfer {
             XferType::Interrupt => poll_unit(speed, &desc),
             _ => 0,
