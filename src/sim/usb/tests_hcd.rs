@@ -164,6 +164,70 @@ fn usbhid_detached_and_attached_again_polls_with_one_urb() {
     assert_eq!(ids.len(), 1, "more than one usbhid URB");
 }
 
+/// usb-storage detached and attached again probes again, as its new
+/// probe does in the kernel: GET_MAX_LUN, then the SCSI scan's first
+/// command (INQUIRY), on one stream; usbtest's stream starts over.
+#[test]
+fn usb_storage_attached_again_probes_again() {
+    for entry in [
+        "{port: 1, kind: mass-storage}",
+        "{port: 1, kind: flood, rate: 2000}",
+    ] {
+        let (sim, sink, devs) = bus(&[entry], "ehci");
+        let dev = &devs[0];
+        let mut now = 3000;
+        let ask = |r: CoreRequest, now: &mut u64| {
+            let done = Arc::new(Done::default());
+            sim.request(dev.dev, r, done.clone()).unwrap();
+            *now += 500;
+            sim.run_until(*now * MS);
+            let st = done.0.lock_ok()[0].1.status;
+            st
+        };
+        assert_eq!(ask(CoreRequest::DetachDriver(0), &mut now), 0);
+        sink.0.lock_ok().clear();
+        assert_eq!(ask(CoreRequest::AttachDriver(0), &mut now), 1);
+        now += 1000;
+        sim.run_until(now * MS);
+        let evs: Vec<UrbEvent> = sink.0.lock_ok().drain(..).collect();
+        let mine: Vec<&UrbEvent> = evs.iter().filter(|e| e.devnum == dev.devnum).collect();
+        let bulk_out = |e: &UrbEvent| {
+            e.kind == EventKind::Submit && e.xfer == XferType::Bulk && e.epnum == 0x02
+        };
+        if dev.interfaces[0].class == 8 {
+            // The flash drive: GET_MAX_LUN first, then a CBW of INQUIRY.
+            let lun = mine
+                .iter()
+                .position(|e| e.setup.is_some_and(|s| s[..2] == [0xa1, 0xfe]));
+            let lun = lun.unwrap_or_else(|| {
+                panic!(
+                    "no GET_MAX_LUN after the attach: {:?}",
+                    mine.iter()
+                        .take(12)
+                        .map(|e| (e.kind, e.xfer, e.epnum, e.setup, e.status))
+                        .collect::<Vec<_>>()
+                )
+            });
+            let cbw = mine[lun..].iter().find(|e| bulk_out(e)).expect("no CBW");
+            let data = cbw.data.as_deref().unwrap_or(&[]);
+            assert_eq!((&data[..4], data.get(15)), (&b"USBC"[..], Some(&0x12)));
+        }
+        // One stream: never two of the driver's bulk OUT URBs in flight.
+        assert!(
+            mine.iter().any(|e| bulk_out(e)),
+            "no bulk OUT after the attach"
+        );
+        let mut inflight = 0i32;
+        for e in mine
+            .iter()
+            .filter(|e| e.xfer == XferType::Bulk && e.epnum == 0x02)
+        {
+            inflight += if e.kind == EventKind::Submit { 1 } else { -1 };
+            assert!(inflight <= 1, "two bulk OUT URBs in flight");
+        }
+    }
+}
+
 #[test]
 fn bulk_urbs_complete_in_order_at_the_rate_of_a_high_speed_bus() {
     let (sim, sink, devs) = bus(&["{port: 1, kind: flood}"], "xhci");

@@ -451,10 +451,31 @@ impl Ctx {
         Some(r)
     }
 
-    /// How often interface `intf` of `d` lost its driver (a driver task
-    /// remembers it when it starts and ends when it changes).
-    pub(crate) fn unbinds(&self, d: DevId, intf: u8) -> Option<u32> {
-        self.dev(d)?.core.unbinds.get(intf as usize).copied()
+    /// The binding a driver task of `d` serving endpoint `ep` (address
+    /// with direction) starts under: the endpoint's interface and how
+    /// often that interface lost its driver so far.
+    pub(crate) fn owner(&self, d: DevId, ep: u8) -> Option<Owner> {
+        let x = self.dev(d)?;
+        let intf = x
+            .desc
+            .cfg
+            .alts
+            .iter()
+            .find(|a| a.eps.iter().any(|e| e.addr == ep))?
+            .num;
+        let unbinds = *x.core.unbinds.get(intf as usize)?;
+        Some(Owner { intf, unbinds })
+    }
+
+    /// Whether the driver `owner` stood for was unbound since (a program
+    /// detached it): its task is to end.
+    pub(crate) fn unbound(&self, d: DevId, owner: Option<Owner>) -> bool {
+        let Some(o) = owner else {
+            return false;
+        };
+        self.dev(d)
+            .and_then(|x| x.core.unbinds.get(o.intf as usize))
+            .is_some_and(|n| *n != o.unbinds)
     }
 
     pub(crate) fn spawn(&mut self, t: u64, task: Box<dyn Task>) {

@@ -542,6 +542,15 @@ impl Device {
     }
 }
 
+/// The binding a driver task runs under ([`super::Ctx::owner`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Owner {
+    /// The interface.
+    pub intf: u8,
+    /// Its unbind count when the task started.
+    pub unbinds: u32,
+}
+
 /// A device function's data on an IN endpoint, for whichever URB heads
 /// it: when the next one is due, and its bytes.
 pub(crate) trait InFunction: Send {

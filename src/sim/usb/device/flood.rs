@@ -42,6 +42,11 @@ impl DeviceClass for Flood {
         let t = FloodTask::new(ctx, d);
         ctx.spawn(at, Box::new(t));
     }
+
+    // usbtest bound again: a new stream.
+    fn rebind(&self, ctx: &mut Ctx, d: DevId, _intf: u8, now: u64) {
+        self.start(ctx, d, now, now);
+    }
 }
 
 /// Back-to-back bulk OUT/IN transfers (usbtest-like), for benchmarks.
@@ -60,6 +65,8 @@ struct FloodTask {
     /// A rate was configured: keep it exactly (catch up after a late wake-up)
     /// instead of jumping to the present.
     rated: bool,
+    /// usbtest's binding when it started.
+    owner: Option<Owner>,
 }
 
 /// Simulated time between two flood events unless `rate` is configured.
@@ -79,6 +86,7 @@ impl FloodTask {
             .map_or(512, |t| t.0)
             .max(1);
         let class_tag = ctx.dev(d).map(|x| x.class_tag).unwrap_or(0);
+        let owner = ctx.owner(d, 0x81);
         let rate = ctx.dev(d).and_then(|x| x.cfg.as_ref()).and_then(|c| c.rate);
         let spacing = rate
             .map(|r| 1_000_000_000 / r.max(1) as u64)
@@ -105,6 +113,7 @@ impl FloodTask {
             outcome: Outcome::Ok,
             runner: Runner::default(),
             class_tag,
+            owner,
             spacing,
             rated: rate.is_some(),
         }
@@ -119,14 +128,12 @@ impl Task for FloodTask {
         if let Some(t) = run_recovery(&mut self.runner, ctx, self.class_tag, now) {
             return Some(t);
         }
-        if ctx
-            .dev(self.dev)
-            .is_some_and(|x| !x.core.quiet_eps.is_empty())
-        {
-            // A program detached usbtest: its stream stops (its URB was
-            // killed) until the driver is attached again.
-            self.phase &= 2;
-            return Some(now + ctx.delay(10 * MS));
+        if ctx.unbound(self.dev, self.owner) {
+            // A program detached usbtest (its URB was killed): the stream
+            // ends, its URBs freed.
+            ctx.tags.free(self.out.tag, URB_SIZE);
+            ctx.tags.free(self.inn.tag, URB_SIZE);
+            return None;
         }
         let d = self.dev;
         let is_in = self.phase >= 2;

@@ -77,8 +77,8 @@ pub(super) fn end_by_fault(
 pub(super) struct InLoop<S> {
     dev: DevId,
     ep: u8,
-    /// The endpoint's interface and its unbind count when the loop began.
-    owner: Option<(u8, u32)>,
+    /// The driver's binding when the loop began.
+    owner: Option<Owner>,
     urb: Urb,
     waiting: bool,
     outcome: Outcome,
@@ -98,13 +98,7 @@ impl<S: InSource> InLoop<S> {
         make: impl FnOnce(&mut Ctx) -> S,
     ) -> Self {
         let class_tag = ctx.dev(d).map(|x| x.class_tag).unwrap_or(0);
-        let intf = ctx.dev(d).and_then(|x| {
-            let alts = &x.desc.cfg.alts;
-            alts.iter()
-                .find(|a| a.eps.iter().any(|e| e.addr == ep))
-                .map(|a| a.num)
-        });
-        let owner = intf.and_then(|i| Some((i, ctx.unbinds(d, i)?)));
+        let owner = ctx.owner(d, ep);
         let tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
         let urb = ctx.data_urb(d, ep, len, URB_NO_TRANSFER_DMA_MAP, tag);
         let src = make(ctx);
@@ -149,11 +143,9 @@ impl<S: InSource> Task for InLoop<S> {
         }
         // Unbound (a program detached the driver, which killed its URB):
         // the driver is gone, its URB freed, and so is this loop.
-        if let Some((i, n)) = self.owner {
-            if ctx.unbinds(self.dev, i) != Some(n) {
-                ctx.tags.free(self.urb.tag, URB_SIZE);
-                return None;
-            }
+        if ctx.unbound(self.dev, self.owner) {
+            ctx.tags.free(self.urb.tag, URB_SIZE);
+            return None;
         }
         if let Some(t) = run_recovery(&mut self.runner, ctx, self.class_tag, now) {
             return Some(t);

@@ -81,6 +81,11 @@ impl DeviceClass for Storage {
         let wait = ctx.rng.range(200 * MS, 300 * MS);
         ctx.spawn(now + ctx.delay(wait), Box::new(t));
     }
+
+    // usb-storage's probe again: GET_MAX_LUN and the SCSI scan.
+    fn rebind(&self, ctx: &mut Ctx, d: DevId, _intf: u8, now: u64) {
+        self.start(ctx, d, now, now);
+    }
 }
 
 /// A SCSI command of the bulk-only transport.
@@ -118,10 +123,13 @@ pub(crate) struct StorageTask {
     data_stalled: bool,
     csw_retry: bool,
     class_tag: u64,
+    /// usb-storage's binding when it started.
+    owner: Option<Owner>,
 }
 
 impl StorageTask {
     fn new(ctx: &mut Ctx, d: DevId) -> StorageTask {
+        let owner = ctx.owner(d, 0x81);
         let dev = ctx.dev(d).unwrap();
         let interval = dev
             .cfg
@@ -180,6 +188,7 @@ impl StorageTask {
             data_stalled: false,
             csw_retry: false,
             class_tag: dev.class_tag,
+            owner,
         }
     }
 
@@ -268,6 +277,13 @@ impl StorageTask {
 impl Task for StorageTask {
     fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
         if !ctx.alive(self.dev) {
+            return None;
+        }
+        // A program detached usb-storage (its disconnect killed the URBs).
+        if ctx.unbound(self.dev, self.owner) {
+            if self.st == St::DataC {
+                ctx.tags.free(self.data_tag, URB_SIZE);
+            }
             return None;
         }
         if let Some(t) = run_recovery(&mut self.runner, ctx, self.class_tag, now) {
