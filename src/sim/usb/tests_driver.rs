@@ -112,3 +112,11 @@ fn an_external_hid_interface_is_probing_until_its_report_descriptor_comes() {
     assert_eq!(driver::binding(&d, 0), Some(Binding::Bound("usbhid")));
     assert!(!driver::usbhid::probing(&d));
 }
+
+#[test]
+fn only_usb_storage_unbinds_softly() {
+    assert!(driver::soft_unbind(&device("mass-storage"), 0));
+    for kind in ["hid-keyboard", "flood", "audio", "hub"] {
+        assert!(!driver::soft_unbind(&device(kind), 0), "{kind}");
+    }
+}

@@ -479,12 +479,13 @@ fn quiet(x: &mut Device, intf: u8) {
 /// disables the interface's endpoints before the driver's disconnect, so
 /// the host controller flushes them (-108, ESHUTDOWN; the kernel oracle
 /// shows it for usbhid), except for a driver with soft_unbind
-/// (usb-storage), whose disconnect kills them (usb_kill_urb, -2).
+/// (usb-storage, [`driver::soft_unbind`]), whose disconnect kills them
+/// (usb_kill_urb, -2).
 fn detach(ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
     let Some(x) = ctx.dev_mut(d) else {
         return;
     };
-    let status = if x.kind == Kind::Dev(DeviceKind::MassStorage) {
+    let status = if driver::soft_unbind(x, intf) {
         ENOENT
     } else {
         ESHUTDOWN

@@ -33,6 +33,12 @@ pub(crate) trait HostDriver: Sync {
     fn probe(&self, _dev: &Device, _alt: &AltDesc) -> Probe {
         Probe::Bound
     }
+    /// Whether it unbinds softly (`soft_unbind`): the core leaves its
+    /// URBs to its disconnect, which kills them (-2), instead of
+    /// disabling the interface's endpoints first (-108).
+    fn soft_unbind(&self) -> bool {
+        false
+    }
     /// The other interfaces its probe of `alt` claims.
     fn claims(&self, _dev: &Device, _alt: &AltDesc) -> Vec<u8> {
         Vec::new()

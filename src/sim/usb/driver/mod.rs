@@ -103,6 +103,15 @@ pub(crate) fn binding(dev: &Device, num: u8) -> Option<Binding> {
     })
 }
 
+/// Whether the driver of interface `num` of `dev` unbinds softly
+/// ([`HostDriver::soft_unbind`]).
+pub(crate) fn soft_unbind(dev: &Device, num: u8) -> bool {
+    let Some(name) = bound(dev, num) else {
+        return false;
+    };
+    DRIVERS.iter().any(|d| d.name() == name && d.soft_unbind())
+}
+
 /// The driver bound to interface `num` of `dev` (its probe done).
 pub(crate) fn bound(dev: &Device, num: u8) -> Option<&'static str> {
     match binding(dev, num)? {

@@ -50,6 +50,9 @@ impl HostDriver for UsbStorage {
     fn id_table(&self) -> &'static [UsbDeviceId] {
         &STORAGE_IDS
     }
+    fn soft_unbind(&self) -> bool {
+        true
+    }
     // usb_stor_probe1 leaves a UAS-capable interface to uas (-ENXIO).
     fn probe(&self, dev: &Device, alt: &AltDesc) -> Probe {
         if speaks_uas(dev, alt.num) {
