@@ -93,6 +93,7 @@ impl Bus {
             probing: super::driver::usbhid::probing,
             changed: super::core_view::device_changed,
             rebind: super::device::rebind,
+            make_function: super::device::make_function,
         };
         let mut bus = Bus {
             ctx,

@@ -228,6 +228,41 @@ fn usb_storage_attached_again_probes_again() {
     }
 }
 
+/// A dump given a report descriptor gets usbhid as a HID device does: its
+/// probe's requests (GET_DESCRIPTOR(REPORT) answered with the configured
+/// bytes), then one interrupt URB that the device never answers.
+#[test]
+fn a_dumps_usbhid_probes_and_keeps_an_unanswered_urb() {
+    let dump = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/sysfs/qemu-usb-kbd/descriptors"
+    );
+    let report = "05010906a101750195080507 19e029e715002501810295017508810195057501\
+        0508190129059102950175039101950675081500 25ff0507190029ff8100c0";
+    let entry = format!(
+        "{{port: 1, kind: descriptors, descriptors: {dump}, report_descriptors: {{0: \"{report}\"}}}}"
+    );
+    let (_sim, sink, devs) = bus(&[&entry], "xhci");
+    let kbd = &devs[0];
+    let evs: Vec<UrbEvent> = sink.0.lock_ok().clone();
+    let mine: Vec<&UrbEvent> = evs.iter().filter(|e| e.devnum == kbd.devnum).collect();
+    let at = mine
+        .iter()
+        .position(|e| e.setup.is_some_and(|s| s[..4] == [0x81, 0x06, 0x00, 0x22]))
+        .expect("no GET_DESCRIPTOR(REPORT)");
+    let answer = mine[at..]
+        .iter()
+        .find(|e| e.kind == EventKind::Complete && e.id == mine[at].id)
+        .expect("no answer");
+    assert_eq!((answer.status, answer.actual_length), (0, 63));
+    let int: Vec<&&UrbEvent> = mine
+        .iter()
+        .filter(|e| e.xfer == XferType::Interrupt)
+        .collect();
+    assert_eq!(int.len(), 1, "one S, no C: {int:?}");
+    assert_eq!((int[0].kind, int[0].length()), (EventKind::Submit, 8));
+}
+
 #[test]
 fn bulk_urbs_complete_in_order_at_the_rate_of_a_high_speed_bus() {
     let (sim, sink, devs) = bus(&["{port: 1, kind: flood}"], "xhci");

@@ -14,7 +14,7 @@ use super::super::ctx::*;
 use super::super::descriptors::{
     AltDesc, ClassDesc, ConfigDesc, Descriptors, DeviceDesc, EpDesc, IadDesc, Speed, Where,
 };
-use super::super::driver::usbhid;
+use super::super::driver::{self, usbhid};
 use super::class::DeviceClass;
 
 /// `kind: descriptors`.
@@ -39,15 +39,18 @@ impl DeviceClass for Dump {
         }
     }
     fn class_ops(&self, dev: &Device, d: DevId) -> Vec<Op> {
-        let mut ops: Vec<Op> = usbhid::interfaces(dev)
-            .iter()
-            .filter(|h| reported(dev, h.num))
-            .flat_map(|h| usbhid::probe_ops(dev, d, h))
-            .collect();
+        let mut ops = driver::probe_ops(dev, d);
         if !ops.is_empty() {
             ops.push(Op::StartStreams(d));
         }
         ops
+    }
+    // usbhid's interrupt URB, which the device never answers (it NAKs).
+    fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
+        driver::start(ctx, d, at, None);
+    }
+    fn rebind(&self, ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
+        driver::start(ctx, d, now, Some(intf));
     }
     // usbhid's probe requests to those interfaces: the report descriptor,
     // SET_IDLE and SET_REPORT taken; the rest (GET_REPORT) stalls.

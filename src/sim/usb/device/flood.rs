@@ -7,9 +7,9 @@ use crate::config::DeviceKind;
 
 use super::super::ctx::*;
 use super::super::descriptors::{AltDesc, ClassDesc, Where};
+use super::super::driver::int_in::end_by_fault;
+use super::super::driver::recovery::run_recovery;
 use super::class::DeviceClass;
-use super::int_in::end_by_fault;
-use super::recovery::run_recovery;
 
 /// `kind: flood`.
 pub(super) struct Flood;

@@ -8,9 +8,9 @@ use crate::config::DeviceKind;
 
 use super::super::ctx::*;
 use super::super::descriptors::{AltDesc, ClassDesc, EpDesc, Speed, Where};
-use super::super::driver::usbhid;
+use super::super::driver;
+use super::super::driver::int_in::poll_unit;
 use super::class::DeviceClass;
-use super::int_in::{poll_unit, DeviceFunction, InLoop};
 
 const TEXT: &[u8] = b"hello from monfs usbmon\n";
 
@@ -180,30 +180,41 @@ impl DeviceClass for Hid {
         }
     }
 
+    // usbhid's probe (the registry's), then its polling.
     fn class_ops(&self, dev: &Device, d: DevId) -> Vec<Op> {
-        let mut ops: Vec<Op> = usbhid::interfaces(dev)
-            .iter()
-            .flat_map(|h| usbhid::probe_ops(dev, d, h))
-            .collect();
+        let mut ops = driver::probe_ops(dev, d);
         ops.push(Op::StartStreams(d));
         ops
     }
 
     fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
-        if let Some(t) = hid_task(ctx, d, at) {
-            ctx.spawn(at, Box::new(t));
-        }
+        driver::start(ctx, d, at, None);
     }
 
     // usbhid_start's interrupt IN URB again, the device typing on where
     // it was.
     fn rebind(&self, ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
-        if intf != 0 {
-            return;
-        }
-        if let Some(t) = hid_task(ctx, d, now) {
-            ctx.spawn(now, Box::new(t));
-        }
+        driver::start(ctx, d, now, Some(intf));
+    }
+
+    // Typing or moving about, from a moment after usbhid first polls.
+    fn function(&self, ctx: &mut Ctx, d: DevId, at: u64) -> Option<Box<dyn InFunction>> {
+        let dev = ctx.dev(d)?;
+        let kbd = dev.kind == Kind::Dev(DeviceKind::HidKeyboard);
+        let tablet = (dev.kind == Kind::Dev(DeviceKind::HidTablet)).then_some((0x4000, 0x4000));
+        let ep = dev.desc.cfg.endpoint(0x81)?.clone();
+        let unit = poll_unit(dev.speed(), &ep);
+        Some(Box::new(HidInput {
+            dev: d,
+            kbd,
+            tablet,
+            unit,
+            next_input: at + ctx.rng.range(100 * MS, 300 * MS),
+            pressed: false,
+            pos: 0,
+            burst: 0,
+            click: 0,
+        }))
     }
 }
 
@@ -252,10 +263,6 @@ fn hid_class_desc(bcd_hid: u16, report_len: usize) -> Vec<u8> {
     ]
 }
 
-/// usbhid's interrupt IN polling: the URB stays submitted and completes when
-/// the device has input ([`HidInput`], the device's function).
-pub(crate) type HidTask = InLoop<DeviceFunction>;
-
 /// The input of a HID keyboard (typing a text), mouse or tablet (moving
 /// about, clicking now and then): the device's, whoever polls it.
 pub(crate) struct HidInput {
@@ -270,39 +277,6 @@ pub(crate) struct HidInput {
     pos: usize,
     burst: u32,
     click: u8,
-}
-
-/// usbhid's polling of device `d`'s interrupt IN endpoint, from `at`; the
-/// device's input starts then if it has not yet.
-fn hid_task(ctx: &mut Ctx, d: DevId, at: u64) -> Option<HidTask> {
-    let dev = ctx.dev(d)?;
-    let kbd = dev.kind == Kind::Dev(DeviceKind::HidKeyboard);
-    let tablet = (dev.kind == Kind::Dev(DeviceKind::HidTablet)).then_some((0x4000, 0x4000));
-    let ep = dev.desc.cfg.endpoint(0x81)?.clone();
-    let unit = poll_unit(dev.speed(), &ep);
-    // usbhid's URB is as long as the longest input report (usbhid_start):
-    // the tablet's 6 bytes in an 8-byte packet, the others fill theirs.
-    let len = if tablet.is_some() { 6 } else { ep.mps as u32 };
-    let started = dev.function_in.is_some();
-    Some(InLoop::new(ctx, d, 0x81, len, |ctx| {
-        if !started {
-            let input = HidInput {
-                dev: d,
-                kbd,
-                tablet,
-                unit,
-                next_input: at + ctx.rng.range(100 * MS, 300 * MS),
-                pressed: false,
-                pos: 0,
-                burst: 0,
-                click: 0,
-            };
-            if let Some(x) = ctx.dev_mut(d) {
-                x.function_in = Some(Box::new(input));
-            }
-        }
-        DeviceFunction(d)
-    }))
 }
 
 impl HidInput {

@@ -1,13 +1,14 @@
 //! Device models, one module per device class: its descriptors, what it
-//! answers on ep0 beyond the standard requests, its class driver's set-up
-//! requests and its data stream. HID keyboards, mice and tablets ([`hid`]),
-//! bulk-only mass storage ([`storage`]), isochronous audio and video
-//! ([`iso`]), a bulk flood for benchmarks ([`flood`]), external hubs
-//! ([`hub`]), devices from a descriptor file ([`dump`]), a device answered
-//! by another process ([`external`]), a capture's recorded IN data
-//! ([`recorded`]). What they share: the standard ep0 requests
-//! ([`control`]), the one interrupt-IN loop ([`int_in`]) and the clear-halt
-//! recovery ([`recovery`]).
+//! answers on ep0 beyond the standard requests, and what it sends (HID
+//! keyboards, mice and tablets ([`hid`]), bulk-only mass storage
+//! ([`storage`]), isochronous audio and video ([`iso`]), a bulk flood for
+//! benchmarks ([`flood`]), external hubs ([`hub`]), devices from a
+//! descriptor file ([`dump`]), a device answered by another process
+//! ([`external`]), a capture's recorded IN data ([`recorded`])), with the
+//! standard ep0 requests they share ([`control`]). The HID devices and
+//! dumps leave their drivers to the registry (`super::driver`: usbhid's
+//! probe and polling); the other models still play their class driver
+//! too.
 //!
 //! [`CLASSES`] is the registry: adding a device class is a module with a
 //! [`DeviceClass`], one line there, its kind in the configuration's
@@ -26,10 +27,8 @@ mod external;
 mod flood;
 mod hid;
 mod hub;
-mod int_in;
 mod iso;
 mod recorded;
-mod recovery;
 mod storage;
 
 /// The device classes; every `DeviceKind` is in exactly one.
@@ -134,6 +133,25 @@ pub(crate) fn start_class_driver(ctx: &mut Ctx, d: DevId, now: u64) {
         now
     };
     class(kind).start(ctx, d, now, at);
+}
+
+/// Make device `d`'s IN function if its class has one and it has none
+/// yet (`Ctx::make_function`).
+pub(crate) fn make_function(ctx: &mut Ctx, d: DevId, at: u64) {
+    let Some(dev) = ctx.dev(d) else {
+        return;
+    };
+    let Kind::Dev(kind) = dev.kind else {
+        return;
+    };
+    if dev.function_in.is_some() {
+        return;
+    }
+    if let Some(f) = class(kind).function(ctx, d, at) {
+        if let Some(x) = ctx.dev_mut(d) {
+            x.function_in = Some(f);
+        }
+    }
 }
 
 /// A driver bound interface `intf` of device `d` again: its model's tasks

@@ -15,9 +15,9 @@ use crate::usbmon::event::XferType;
 
 use super::super::ctx::*;
 use super::super::descriptors::{ClassDesc, Where};
+use super::super::driver::int_in::{poll_unit, InLoop, InSource};
 use super::super::driver::usbhid;
 use super::class::DeviceClass;
-use super::int_in::{poll_unit, InLoop, InSource};
 
 /// `kind: from-capture` (its descriptors: the capture's, as a dump's).
 pub(super) struct FromCapture;

@@ -10,9 +10,9 @@ use crate::usbmon::event::URB_SHORT_NOT_OK;
 
 use super::super::ctx::*;
 use super::super::descriptors::{AltDesc, ClassDesc, Where};
+use super::super::driver::recovery::{clear_halt, run_recovery};
 use super::super::scsi::{self, sector_data, CAPACITY};
 use super::class::DeviceClass;
-use super::recovery::{clear_halt, run_recovery};
 
 /// Time between SCSI commands when the configuration gives none, ms.
 const DEFAULT_INTERVAL_MS: u32 = 200;

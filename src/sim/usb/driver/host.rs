@@ -2,7 +2,7 @@
 //! implements, and what its probe gives ([`Probe`]); the registry is
 //! `DRIVERS` in `driver/mod.rs`.
 
-use crate::sim::usb::ctx::Device;
+use crate::sim::usb::ctx::{Ctx, DevId, Device, Op};
 use crate::sim::usb::descriptors::AltDesc;
 
 use super::id::{self, UsbDeviceId};
@@ -39,6 +39,14 @@ pub(crate) trait HostDriver: Sync {
     fn soft_unbind(&self) -> bool {
         false
     }
+    /// Its probe's control requests to interface `alt` of device `d`,
+    /// before it starts (drivers whose device model plays them: none).
+    fn probe_ops(&self, _dev: &Device, _d: DevId, _alt: &AltDesc) -> Vec<Op> {
+        Vec::new()
+    }
+    /// It starts on interface `alt` of `d` once probed: its URBs from `at`
+    /// (drivers whose device model plays them: nothing).
+    fn start(&self, _ctx: &mut Ctx, _d: DevId, _alt: &AltDesc, _at: u64) {}
     /// The other interfaces its probe of `alt` claims.
     fn claims(&self, _dev: &Device, _alt: &AltDesc) -> Vec<u8> {
         Vec::new()

@@ -6,15 +6,22 @@
 //! registry: a new driver is a module with a [`HostDriver`] and one line
 //! there.
 //!
-//! * [`hub`]: hub; [`usbhid`]: usbhid (its probe's requests too);
-//!   [`storage`]: usb-storage and uas; [`audio`]: snd-usb-audio and
-//!   uvcvideo; [`usbtest`]: usbtest; [`generic`]: monfs-generic, for an
-//!   external device's interfaces no stock driver matches.
+//! * [`hub`]: hub; [`usbhid`]: usbhid (its probe's requests and its
+//!   interrupt IN polling); [`storage`]: usb-storage and uas; [`audio`]:
+//!   snd-usb-audio and uvcvideo; [`usbtest`]: usbtest; [`generic`]:
+//!   monfs-generic, for an external device's interfaces no stock driver
+//!   matches.
+//! * What the drivers share: the interrupt IN loop ([`int_in`]) and the
+//!   clear-halt recovery ([`recovery`]).
 //!
 //! Which interfaces a device's drivers are probed on at all, and when, is
-//! its model's (`device`): a device from a descriptor dump binds none.
+//! its model's (`device`): a device from a descriptor dump binds only the
+//! HID interfaces it is given report descriptors for. A driver whose
+//! [`HostDriver::start`] runs its URBs works on any device function (the
+//! HID devices' and dumps' usbhid); the others' URBs are still played by
+//! their device's model.
 
-use crate::sim::usb::ctx::Device;
+use crate::sim::usb::ctx::{Ctx, DevId, Device, Op};
 use crate::sim::usb::descriptors::AltDesc;
 
 pub(crate) mod audio;
@@ -22,6 +29,8 @@ pub(crate) mod generic;
 mod host;
 pub(crate) mod hub;
 pub(crate) mod id;
+pub(crate) mod int_in;
+pub(crate) mod recovery;
 pub(crate) mod storage;
 pub(crate) mod usbhid;
 pub(crate) mod usbtest;
@@ -85,6 +94,14 @@ pub(crate) fn attach(dev: &Device, num: u8) -> Option<Binding> {
     })
 }
 
+/// The driver that attaches to interface `num` of `dev` and keeps it,
+/// with the interface's setting 0 (for its probe requests and start).
+pub(crate) fn attached(dev: &Device, num: u8) -> Option<(&'static dyn HostDriver, AltDesc)> {
+    let alt = setting0(dev, num)?;
+    let d = matching(dev, alt).find(|d| d.probe(dev, alt) != Probe::Failed)?;
+    (d.probe(dev, alt) == Probe::Bound).then(|| (d, alt.clone()))
+}
+
 /// How interface `num` of `dev` is bound after its device's drivers were
 /// probed: by a driver of its own ([`attach`]), else claimed by the
 /// driver bound to another of the device's interfaces; None: no driver.
@@ -117,5 +134,38 @@ pub(crate) fn bound(dev: &Device, num: u8) -> Option<&'static str> {
     match binding(dev, num)? {
         Binding::Bound(n) => Some(n),
         Binding::Probing(_) => None,
+    }
+}
+
+/// The interfaces of `dev` (in order) whose drivers its model lets bind,
+/// with the driver that attaches to each.
+fn bound_all(dev: &Device) -> Vec<(&'static dyn HostDriver, AltDesc)> {
+    let mut nums: Vec<u8> = dev.desc.cfg.alts.iter().map(|a| a.num).collect();
+    nums.dedup();
+    nums.into_iter()
+        .filter(|n| dev.bindable.as_ref().is_none_or(|b| b.contains(n)))
+        .filter_map(|n| attached(dev, n))
+        .collect()
+}
+
+/// The probe requests of the drivers that bind `d`'s interfaces, in
+/// interface order.
+pub(crate) fn probe_ops(dev: &Device, d: DevId) -> Vec<Op> {
+    bound_all(dev)
+        .into_iter()
+        .flat_map(|(drv, alt)| drv.probe_ops(dev, d, &alt))
+        .collect()
+}
+
+/// Start the drivers that bind `d`'s interfaces (`only`: that
+/// interface's), from `at`.
+pub(crate) fn start(ctx: &mut Ctx, d: DevId, at: u64, only: Option<u8>) {
+    let Some(dev) = ctx.dev(d) else {
+        return;
+    };
+    for (drv, alt) in bound_all(dev) {
+        if only.is_none_or(|n| n == alt.num) {
+            drv.start(ctx, d, &alt, at);
+        }
     }
 }

@@ -15,6 +15,7 @@ use crate::sim::usb::descriptors::AltDesc;
 
 use super::host::{HostDriver, Probe};
 use super::id::UsbDeviceId;
+use super::int_in::{DeviceFunction, InLoop};
 
 /// usbhid.
 pub(super) struct UsbHid;
@@ -31,6 +32,50 @@ impl HostDriver for UsbHid {
     fn probe(&self, dev: &Device, alt: &AltDesc) -> Probe {
         probe(dev, alt.num)
     }
+    fn probe_ops(&self, dev: &Device, d: DevId, alt: &AltDesc) -> Vec<Op> {
+        interfaces(dev)
+            .iter()
+            .filter(|h| h.num == alt.num)
+            .flat_map(|h| probe_ops(dev, d, h))
+            .collect()
+    }
+    // usbhid_start: one URB kept on the interrupt IN endpoint, as long as
+    // the longest input report; it reads the device's function (what the
+    // device sends), made now if the device has one and it is not there
+    // yet.
+    fn start(&self, ctx: &mut Ctx, d: DevId, alt: &AltDesc, at: u64) {
+        let Some(ep) = alt.eps.iter().find(|e| e.dir_in() && e.xfer_type() == 3) else {
+            return;
+        };
+        let Some(dev) = ctx.dev(d) else {
+            return;
+        };
+        let len = report_descriptor(dev, alt.num)
+            .and_then(|r| crate::hid::report::Descriptor::parse(r).ok())
+            .map(|r| input_size(&r))
+            .unwrap_or(ep.mps as u32 & 0x7ff);
+        let addr = ep.addr;
+        let t = InLoop::new(ctx, d, addr, len, |ctx| {
+            (ctx.make_function)(ctx, d, at);
+            DeviceFunction(d)
+        });
+        ctx.spawn(at, Box::new(t));
+    }
+}
+
+/// usbhid_start's `insize`: the longest input report, its ID counted
+/// (hid_find_max_report), at most HID_MAX_BUFFER_SIZE.
+fn input_size(r: &crate::hid::report::Descriptor) -> u32 {
+    use crate::hid::report::Kind;
+    let numbered = r.numbered[Kind::Input as usize] as usize;
+    let max = r
+        .reports
+        .iter()
+        .filter(|x| x.kind == Kind::Input)
+        .map(|x| x.bytes() + numbered)
+        .max()
+        .unwrap_or(0);
+    max.min(crate::hid::report::HID_MAX_BUFFER_SIZE) as u32
 }
 
 /// A HID interface as usbhid_parse reads it: its setting 0's numbers and

@@ -29,11 +29,11 @@ use super::super::ctx::*;
 use super::super::descriptors;
 use super::super::descriptors::{ClassDesc, Where};
 use super::super::driver::generic::resolve;
+use super::super::driver::recovery::{clear_halt, run_recovery};
 use super::super::driver::{self, usbhid};
 use super::super::peer::protocol::{check_answer, submit_line, Answer};
 use super::super::peer::{AnswerError, PeerError};
 use super::class::DeviceClass;
-use super::recovery::{clear_halt, run_recovery};
 use iso::IsoEps;
 use link::{ctrl_timeout, hello, Link, CTRL_TIMEOUT};
 

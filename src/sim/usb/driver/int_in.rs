@@ -7,12 +7,12 @@
 
 use std::sync::Arc;
 
-use super::super::ctx::*;
-use super::super::descriptors::{self, EpDesc, Speed};
 use super::recovery::{clear_halt, run_recovery};
+use crate::sim::usb::ctx::*;
+use crate::sim::usb::descriptors::{self, EpDesc, Speed};
 
 /// What answers an IN endpoint's URB.
-pub(super) trait InSource: Send {
+pub(crate) trait InSource: Send {
     /// The URB was submitted at `now` and ends as `outcome`: when it
     /// completes (the loop puts it on the endpoint's grid), or None to
     /// leave it pending for good.
@@ -24,7 +24,7 @@ pub(super) trait InSource: Send {
 /// The device's own IN function ([`InFunction`], kept in the device)
 /// answering the loop's URB: a driver's polling of what the device sends
 /// whoever polls it.
-pub(super) struct DeviceFunction(pub DevId);
+pub(crate) struct DeviceFunction(pub DevId);
 
 impl InSource for DeviceFunction {
     fn due(&mut self, ctx: &mut Ctx, now: u64, outcome: Outcome) -> Option<u64> {
@@ -38,7 +38,7 @@ impl InSource for DeviceFunction {
 }
 
 /// Nanoseconds between two polls of a periodic endpoint `ep` at `speed`.
-pub(super) fn poll_unit(speed: Speed, ep: &EpDesc) -> u64 {
+pub(crate) fn poll_unit(speed: Speed, ep: &EpDesc) -> u64 {
     descriptors::urb_interval(speed, ep).max(1) as u64 * descriptors::interval_unit_ns(speed)
 }
 
@@ -46,7 +46,7 @@ pub(super) fn poll_unit(speed: Speed, ep: &EpDesc) -> u64 {
 /// `dev` with it (a stall queues the class driver's clear-halt on
 /// `runner`) and return true; false: the URB completes normally.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn end_by_fault(
+pub(crate) fn end_by_fault(
     ctx: &mut Ctx,
     (dev, ep, tag): (DevId, u8, u64),
     now: u64,
@@ -74,7 +74,7 @@ pub(super) fn end_by_fault(
 
 /// A URB kept submitted on IN endpoint `ep`, answered by `src`, until the
 /// driver is unbound from the endpoint's interface.
-pub(super) struct InLoop<S> {
+pub(crate) struct InLoop<S> {
     dev: DevId,
     ep: u8,
     /// The driver's binding when the loop began.
@@ -90,7 +90,7 @@ pub(super) struct InLoop<S> {
 impl<S: InSource> InLoop<S> {
     /// The loop of endpoint `ep` of device `d`: URBs of `len` bytes,
     /// answered by the source `make` builds (once the URB has its tag).
-    pub(super) fn new(
+    pub(crate) fn new(
         ctx: &mut Ctx,
         d: DevId,
         ep: u8,
