@@ -368,15 +368,16 @@ fn isochronous_urbs_without_asap_continue_their_endpoints_stream() {
     );
     let reaped: Vec<&str> = out.lines().collect();
     assert_eq!(reaped.len(), 4, "{out}");
-    for (i, l) in reaped.iter().enumerate() {
-        assert_eq!(
-            *l,
-            format!("urb={i} status=0 start_frame=12345 error_count=0 actual=24576")
-        );
-    }
     let ours: Vec<String> = rx.iter().take(8).collect();
     let _ = mon.kill();
     let _ = mon.wait();
+    for (i, l) in reaped.iter().enumerate() {
+        assert_eq!(
+            *l,
+            format!("urb={i} status=0 start_frame=12345 error_count=0 actual=24576"),
+            "usbmon: {ours:#?}"
+        );
+    }
     let field = |l: &String| l.split(' ').nth(4).unwrap().to_string();
     let s: Vec<String> = ours
         .iter()
