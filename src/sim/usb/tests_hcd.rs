@@ -106,9 +106,10 @@ fn completions(sink: &Collect, tags: &[u64]) -> Vec<UrbEvent> {
 
 #[test]
 fn queued_interrupt_urbs_get_the_keyboards_reports_in_submission_order() {
-    let (sim, _sink, devs) = bus(&["{port: 1, kind: hid-keyboard}"], "xhci");
+    let (sim, sink, devs) = bus(&["{port: 1, kind: hid-keyboard}"], "xhci");
     let mut now = 3000;
     take(&sim, &devs[0], 0, &mut now);
+    sink.0.lock_ok().clear();
     let got = Arc::new(Done::default());
     let tags = submit_n(
         &sim,
@@ -121,6 +122,16 @@ fn queued_interrupt_urbs_get_the_keyboards_reports_in_submission_order() {
     // A device's reports go to the URB at the head of the endpoint's
     // queue (monfs once gave them to #0, #3, #2, #1).
     assert_eq!(done_tags(&got), tags);
+    // One report per poll of the endpoint (8 ms at high speed), as the
+    // keyboard types: never two in one poll.
+    let at: Vec<u64> = completions(&sink, &tags)
+        .iter()
+        .map(|e| e.ts.mono_ns)
+        .collect();
+    assert_eq!(at.len(), 4);
+    for w in at.windows(2) {
+        assert!(w[1] >= w[0] + 8 * MS, "{at:?}");
+    }
 }
 
 /// usbhid's interrupt IN loop ends when a program detaches it (its URB

@@ -490,6 +490,7 @@ pub(super) fn answer(
                 Box::new(FunctionIn {
                     dev: d,
                     tag: urb.tag,
+                    ep: urb.ep,
                     len: urb.len,
                     waiting: false,
                 }),
@@ -525,11 +526,13 @@ pub(super) fn answer(
 }
 
 /// A program's interrupt IN URB on a device whose function sends on its
-/// own (a HID device's reports): completed with the function's next data
-/// when it is due, unless it ended before.
+/// own (a HID device's reports): once it heads its endpoint's queue (the
+/// device answers one poll at a time), completed with the function's next
+/// data when that is due, unless it ended before.
 struct FunctionIn {
     dev: DevId,
     tag: u64,
+    ep: u8,
     len: u32,
     waiting: bool,
 }
@@ -540,6 +543,15 @@ impl Task for FunctionIn {
             return None;
         }
         if !self.waiting {
+            let head = ctx.dev(self.dev).and_then(|x| {
+                x.inflight
+                    .iter()
+                    .find(|u| u.ep == self.ep && u.dir_in && ctx.core.urbs.contains_key(&u.tag))
+                    .map(|u| u.tag)
+            });
+            if head != Some(self.tag) {
+                return Some(now + MS);
+            }
             self.waiting = true;
             return ctx
                 .with_function(self.dev, |f, ctx| f.due(ctx, now, Outcome::Ok))
