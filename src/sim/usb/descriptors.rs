@@ -133,9 +133,24 @@ pub(crate) struct ConfigDesc {
 
 impl ConfigDesc {
     pub(crate) fn num_interfaces(&self) -> u8 {
+        self.interface_numbers().len() as u8
+    }
+
+    /// Its interface numbers, in the order their settings come.
+    pub(crate) fn interface_numbers(&self) -> Vec<u8> {
         let mut n: Vec<u8> = self.alts.iter().map(|a| a.num).collect();
         n.dedup();
-        n.len() as u8
+        n
+    }
+
+    /// The interface whose settings have endpoint `addr` (with its
+    /// direction bit).
+    pub(crate) fn interface_of(&self, addr: u8) -> Option<u8> {
+        let a = self
+            .alts
+            .iter()
+            .find(|a| a.eps.iter().any(|e| e.addr == addr))?;
+        Some(a.num)
     }
 
     pub(crate) fn bytes(&self) -> Vec<u8> {

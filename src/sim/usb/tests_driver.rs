@@ -24,8 +24,7 @@ fn device(kind: &str) -> Device {
 
 /// The driver of each interface (setting 0) of `d`.
 fn drivers(d: &Device) -> Vec<(u8, Option<&'static str>)> {
-    let mut nums: Vec<u8> = d.desc.cfg.alts.iter().map(|a| a.num).collect();
-    nums.dedup();
+    let nums = d.desc.cfg.interface_numbers();
     nums.into_iter().map(|n| (n, driver::bound(d, n))).collect()
 }
 

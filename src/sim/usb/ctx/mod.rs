@@ -459,13 +459,7 @@ impl Ctx {
     /// often that interface lost its driver so far.
     pub(crate) fn owner(&self, d: DevId, ep: u8) -> Option<Owner> {
         let x = self.dev(d)?;
-        let intf = x
-            .desc
-            .cfg
-            .alts
-            .iter()
-            .find(|a| a.eps.iter().any(|e| e.addr == ep))?
-            .num;
+        let intf = x.desc.cfg.interface_of(ep)?;
         let unbinds = *x.core.unbinds.get(intf as usize)?;
         Some(Owner { intf, unbinds })
     }

@@ -122,12 +122,7 @@ fn recorded_tasks(ctx: &mut Ctx, d: DevId, only: Option<u8>) -> Vec<RecordedTask
         else {
             continue;
         };
-        let intf = ctx.dev(d).and_then(|x| {
-            let alts = &x.desc.cfg.alts;
-            alts.iter()
-                .find(|a| a.eps.iter().any(|e| e.addr == ep.addr))
-                .map(|a| a.num)
-        });
+        let intf = ctx.dev(d).and_then(|x| x.desc.cfg.interface_of(ep.addr));
         if only.is_some_and(|i| intf != Some(i)) {
             continue;
         }

@@ -83,14 +83,21 @@ pub(crate) enum Binding {
     Probing(&'static str),
 }
 
+/// The first driver that matches setting `alt` of `dev` and whose probe
+/// does not refuse it (`__device_attach`), with its probe's verdict.
+fn first(dev: &Device, alt: &AltDesc) -> Option<(&'static dyn HostDriver, Probe)> {
+    matching(dev, alt)
+        .map(|d| (d, d.probe(dev, alt)))
+        .find(|(_, p)| *p != Probe::Failed)
+}
+
 /// The driver that matches interface `num` of `dev` and whose probe does
-/// not refuse it (`__device_attach`): what USBDEVFS_CONNECT binds.
+/// not refuse it: what USBDEVFS_CONNECT binds.
 pub(crate) fn attach(dev: &Device, num: u8) -> Option<Binding> {
-    let alt = setting0(dev, num)?;
-    matching(dev, alt).find_map(|d| match d.probe(dev, alt) {
-        Probe::Bound => Some(Binding::Bound(d.name())),
-        Probe::Pending => Some(Binding::Probing(d.name())),
-        Probe::Failed => None,
+    let (d, p) = first(dev, setting0(dev, num)?)?;
+    Some(match p {
+        Probe::Pending => Binding::Probing(d.name()),
+        _ => Binding::Bound(d.name()),
     })
 }
 
@@ -98,35 +105,38 @@ pub(crate) fn attach(dev: &Device, num: u8) -> Option<Binding> {
 /// with the interface's setting 0 (for its probe requests and start).
 pub(crate) fn attached(dev: &Device, num: u8) -> Option<(&'static dyn HostDriver, AltDesc)> {
     let alt = setting0(dev, num)?;
-    let d = matching(dev, alt).find(|d| d.probe(dev, alt) != Probe::Failed)?;
-    (d.probe(dev, alt) == Probe::Bound).then(|| (d, alt.clone()))
+    let (d, p) = first(dev, alt)?;
+    (p == Probe::Bound).then(|| (d, alt.clone()))
+}
+
+/// The driver bound to another interface of `dev` whose probe claimed
+/// interface `num`.
+fn claimer(dev: &Device, num: u8) -> Option<&'static dyn HostDriver> {
+    dev.desc
+        .cfg
+        .interface_numbers()
+        .into_iter()
+        .filter(|n| *n != num)
+        .find_map(|n| {
+            let (d, alt) = attached(dev, n)?;
+            d.claims(dev, &alt).contains(&num).then_some(d)
+        })
 }
 
 /// How interface `num` of `dev` is bound after its device's drivers were
 /// probed: by a driver of its own ([`attach`]), else claimed by the
 /// driver bound to another of the device's interfaces; None: no driver.
 pub(crate) fn binding(dev: &Device, num: u8) -> Option<Binding> {
-    if let Some(b) = attach(dev, num) {
-        return Some(b);
-    }
-    let mut nums: Vec<u8> = dev.desc.cfg.alts.iter().map(|a| a.num).collect();
-    nums.dedup();
-    nums.into_iter().filter(|n| *n != num).find_map(|n| {
-        let alt = setting0(dev, n)?;
-        let d = matching(dev, alt).find(|d| d.probe(dev, alt) == Probe::Bound)?;
-        d.claims(dev, alt)
-            .contains(&num)
-            .then_some(Binding::Bound(d.name()))
-    })
+    attach(dev, num).or_else(|| claimer(dev, num).map(|d| Binding::Bound(d.name())))
 }
 
 /// Whether the driver of interface `num` of `dev` unbinds softly
 /// ([`HostDriver::soft_unbind`]).
 pub(crate) fn soft_unbind(dev: &Device, num: u8) -> bool {
-    let Some(name) = bound(dev, num) else {
-        return false;
-    };
-    DRIVERS.iter().any(|d| d.name() == name && d.soft_unbind())
+    attached(dev, num)
+        .map(|(d, _)| d)
+        .or_else(|| claimer(dev, num))
+        .is_some_and(|d| d.soft_unbind())
 }
 
 /// The driver bound to interface `num` of `dev` (its probe done).
@@ -140,9 +150,10 @@ pub(crate) fn bound(dev: &Device, num: u8) -> Option<&'static str> {
 /// The interfaces of `dev` (in order) whose drivers its model lets bind,
 /// with the driver that attaches to each.
 fn bound_all(dev: &Device) -> Vec<(&'static dyn HostDriver, AltDesc)> {
-    let mut nums: Vec<u8> = dev.desc.cfg.alts.iter().map(|a| a.num).collect();
-    nums.dedup();
-    nums.into_iter()
+    dev.desc
+        .cfg
+        .interface_numbers()
+        .into_iter()
         .filter(|n| dev.bindable.as_ref().is_none_or(|b| b.contains(n)))
         .filter_map(|n| attached(dev, n))
         .collect()
