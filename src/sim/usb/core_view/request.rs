@@ -11,7 +11,7 @@ use crate::usbcore::device::{
 };
 
 use crate::sim::usb::ctx::*;
-use crate::sim::usb::driver::{self, usbhid, Binding};
+use crate::sim::usb::driver;
 
 use super::*;
 
@@ -275,22 +275,18 @@ fn run_request(
             // come back (CONNECT gives 0, GETDRIVER ENODATA, no request
             // goes out), as on Linux.
             let x = ctx.dev_mut(d).unwrap();
-            let binding = x.may_bind(intf).then(|| driver::attach(x, intf)).flatten();
-            let Some(binding) = binding else {
+            if !x.may_bind(intf) || driver::attach(x, intf).is_none() {
                 x.core.detached.push(intf);
                 later(ctx, 0);
                 return Ok(id);
-            };
+            }
             // usbhid's URB for SET_REPORT may go out again.
             x.core.quiet_class = false;
-            // usbhid's probe runs again before it submits (an external
-            // device's model keeps its own).
-            let hid = usbhid::interfaces(x).into_iter().find(|h| h.num == intf);
-            let ops = match (binding, hid) {
-                (Binding::Bound("usbhid"), Some(h))
-                    if x.kind != Kind::Dev(DeviceKind::External) =>
-                {
-                    usbhid::probe_ops(x, d, &h)
+            // The driver's probe requests run again before it submits (an
+            // external device's model keeps its own).
+            let ops = match driver::attached(x, intf) {
+                Some((drv, alt)) if x.kind != Kind::Dev(DeviceKind::External) => {
+                    drv.probe_ops(x, d, &alt)
                 }
                 _ => Vec::new(),
             };

@@ -62,13 +62,9 @@ impl DeviceClass for Dump {
         _out: Option<&[u8]>,
     ) -> Option<(i32, Option<Vec<u8>>)> {
         let dev = ctx.dev(d)?;
-        if s[0] & 0x1f != 1 || !reported(dev, s[4]) {
-            return None;
-        }
+        let report = (s[0] & 0x1f == 1).then(|| usbhid::report_descriptor(dev, s[4]))??;
         match (s[0], s[1], s[3]) {
-            (0x81, 0x06, 0x22) => {
-                Some((0, usbhid::report_descriptor(dev, s[4]).map(<[u8]>::to_vec)))
-            }
+            (0x81, 0x06, 0x22) => Some((0, Some(report.to_vec()))),
             (0x21, 0x0a | 0x09, _) => Some((0, None)),
             _ => None,
         }
@@ -112,13 +108,6 @@ fn kernel_endpoint(speed: Speed, addr: u8, attr: u8, mps: u16, interval: u8) -> 
         mps = (mps & 0x1800) | max;
     }
     EpDesc::new(addr, attr, mps, interval)
-}
-
-/// Whether the configuration gives a report descriptor for interface `num`.
-fn reported(dev: &Device, num: u8) -> bool {
-    dev.cfg
-        .as_ref()
-        .is_some_and(|c| c.report_descriptors.contains_key(&num))
 }
 
 /// `usb_choose_configuration` for a device no driver claims: the first

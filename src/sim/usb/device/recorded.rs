@@ -16,7 +16,7 @@ use crate::usbmon::event::XferType;
 use super::super::ctx::*;
 use super::super::descriptors::{ClassDesc, Where};
 use super::super::driver::int_in::{poll_unit, InLoop, InSource};
-use super::super::driver::usbhid;
+use super::super::driver::{self, usbhid};
 use super::class::DeviceClass;
 
 /// `kind: from-capture` (its descriptors: the capture's, as a dump's).
@@ -41,14 +41,13 @@ impl DeviceClass for FromCapture {
     ) -> Option<(i32, Option<Vec<u8>>)> {
         let dev = ctx.dev(d)?;
         let num = s[4];
-        let hid = (s[0] & 0x1f == 1)
-            .then(|| usbhid::interfaces(dev).into_iter().find(|h| h.num == num))
-            .flatten()
-            .filter(|h| usbhid::report_descriptor(dev, h.num).is_some());
-        if let (0x81, 0x06, 0x22, Some(h)) = (s[0], s[1], s[3], &hid) {
-            let r = usbhid::report_descriptor(dev, h.num).unwrap_or_default();
+        let report = (s[0] & 0x1f == 1)
+            .then(|| usbhid::report_descriptor(dev, num))
+            .flatten();
+        if let (0x81, 0x06, 0x22, Some(r)) = (s[0], s[1], s[3], report) {
             return Some((0, Some(r.to_vec())));
         }
+        let hid = report.and_then(|_| usbhid::interfaces(dev).into_iter().find(|h| h.num == num));
         let rec = dev.desc.recorded.as_ref()?;
         // The device's own answers (a stall included); other ends (a
         // timeout's -2, an unplug's -71) were the host's.
@@ -69,11 +68,7 @@ impl DeviceClass for FromCapture {
     // usbhid's probe of its HID interfaces, then the recorded IN data
     // starts.
     fn class_ops(&self, dev: &Device, d: DevId) -> Vec<Op> {
-        let mut ops: Vec<Op> = usbhid::interfaces(dev)
-            .iter()
-            .filter(|h| usbhid::report_descriptor(dev, h.num).is_some())
-            .flat_map(|h| usbhid::probe_ops(dev, d, h))
-            .collect();
+        let mut ops = driver::probe_ops(dev, d);
         ops.push(Op::StartStreams(d));
         ops
     }
