@@ -423,20 +423,7 @@ pub const HID_MAX_DESCRIPTOR_SIZE: usize = 4096;
 /// it (the last REPORT entry); None: no HID descriptor, no report entry,
 /// or a length usbhid refuses (0 or above [`HID_MAX_DESCRIPTOR_SIZE`]).
 pub fn hid_report_length(extra: &[u8]) -> Option<usize> {
-    let mut off = 0;
-    let mut hid = None;
-    while let Some(&len) = extra.get(off) {
-        let len = len as usize;
-        if len < 2 || off + len > extra.len() {
-            break;
-        }
-        if extra[off + 1] == 0x21 && len >= 9 {
-            hid = Some(&extra[off..off + len]);
-            break;
-        }
-        off += len;
-    }
-    let hid = hid?;
+    let hid = crate::usbcore::abi::descriptors(extra).find(|d| d[1] == 0x21 && d.len() >= 9)?;
     let n = hid[5] as usize;
     let len = hid[6..]
         .chunks_exact(3)
