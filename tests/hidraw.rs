@@ -350,3 +350,72 @@ fn a_python_hid_peer_of_your_own_driven_by_hidapi() {
         "output 2 a0a1a2a3a4a5a6a7\nfeature 3 c0c1c2c3c4c5c6c7\nfeature 3 0001020304050607\n"
     );
 }
+
+/// An `external` keyboard taken from usbhid by python3-hid (hidapi's
+/// libusb backend, which detaches usbhid) and given back: while the
+/// program holds it, usbhid's URBs end (the peer is told) and every report
+/// the peer gives goes to the program, in order; when it lets go, usbhid
+/// probes the peer again (its boot keyboard's LED report reaches the peer
+/// a second time) and hidraw comes back with the next HID device number.
+#[test]
+fn an_external_keyboard_taken_from_usbhid_gives_the_program_every_report() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let peer = common::repo_path("tests/data/hid_keyboard_peer.py");
+    let dump = dir.join("kbd.desc");
+    common::peer_dump("tests/data/hid_keyboard_peer.py", &dump);
+    let (go, leds) = (dir.join("go"), dir.join("leds"));
+    let cfg = format!(
+        "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          \
+         kind: external\n          descriptors: {}\n          manufacturer: monfs\n          product: Test Keyboard\n          \
+         serial: \"42\"\n          command: [/usr/bin/python3, {peer}, --go, {}, --log, {}]\n",
+        dump.display(),
+        go.display(),
+        leds.display()
+    );
+    // The peer types once `go` exists: after the open, so that every
+    // report is the program's to read. A report that never comes is an
+    // empty read after the hang guard.
+    let py = format!(
+        "import hid\n\
+         h = hid.device()\n\
+         h.open(0x1209, 0x0004)\n\
+         open({go:?}, 'w').close()\n\
+         for _ in range(7):\n\
+         \x20   print('read', bytes(h.read(8, {})).hex())\n\
+         h.close()\n",
+        common::HANG.as_millis()
+    );
+    std::fs::write(dir.join("t.py"), py).unwrap();
+    let out = monfs_run(
+        dir,
+        &cfg,
+        "exec 3< /sys/kernel/debug/usb/usbmon/1u; cat <&3 > mon & \
+         /usr/bin/python3 t.py; \
+         n=0; until [ -e /sys/class/hidraw/hidraw0 ] && [ \"$(grep -c . leds)\" -ge 2 ] || \
+         [ $n = 1200 ]; do sleep 0.05; n=$((n + 1)); done; \
+         basename $(readlink -f /sys/class/hidraw/hidraw0/device); kill $!; \
+         grep -cE ' S Ci:1:002:0 s 81 06 2200 ' mon",
+    );
+    // The script but its ErrorRollOver and last key up (7 of 9 reports),
+    // none taken by usbhid.
+    assert_eq!(
+        lines(&out, "read"),
+        [
+            "0000040000000000",
+            "0000000000000000",
+            "02001a0000000000",
+            "0200000000000000",
+            "0000000000000000",
+            "0000040500000000",
+            "0000050000000000",
+        ],
+        "{out}"
+    );
+    let tail: Vec<&str> = out.lines().rev().take(2).collect();
+    // usbhid's second probe (the first was before `mon` opened), and the
+    // LED reports of both.
+    assert_eq!(tail, ["1", "0003:1209:0004.0002"], "{out}");
+    let leds = std::fs::read_to_string(&leds).unwrap_or_default();
+    assert_eq!(leds.matches("output 0 00").count(), 2, "{leds}");
+}

@@ -40,6 +40,8 @@ struct IsoSlot {
 /// An isochronous endpoint: several URBs queued on consecutive
 /// (micro)frames, each resubmitted when it completes.
 struct IsoEp {
+    /// Its interface.
+    intf: u8,
     urb: Urb,
     pkt_len: u32,
     /// Time per packet: the endpoint's interval.
@@ -63,7 +65,7 @@ impl IsoEps {
         &mut self,
         ctx: &mut Ctx,
         dev: DevId,
-        e: descriptors::EpDesc,
+        (intf, e): (u8, descriptors::EpDesc),
         x: &EndpointConfig,
         speed: Speed,
         now: u64,
@@ -99,6 +101,7 @@ impl IsoEps {
             Arc::from(buf)
         });
         self.0.push(IsoEp {
+            intf,
             urb,
             pkt_len,
             pkt_ns,
@@ -258,6 +261,32 @@ impl IsoEps {
             Some(st) if offered => link.give_up(id, st),
             _ => Ok(()),
         }
+    }
+
+    /// The driver of interface `intf` is gone: its endpoints stop (the
+    /// core killed their URBs, with `status`), the peer is told of those it
+    /// got, and their tags are free.
+    pub(super) fn stop(
+        &mut self,
+        ctx: &mut Ctx,
+        link: &mut Link,
+        intf: u8,
+        status: i32,
+    ) -> Result<(), PeerError> {
+        let (gone, kept): (Vec<IsoEp>, Vec<IsoEp>) = std::mem::take(&mut self.0)
+            .into_iter()
+            .partition(|e| e.intf == intf);
+        self.0 = kept;
+        for e in gone {
+            let size = iso_urb_size(e.urb.npk);
+            for sl in e.slots {
+                if sl.inflight && sl.offered {
+                    link.give_up(sl.id, status)?;
+                }
+                ctx.tags.free(sl.tag, size);
+            }
+        }
+        Ok(())
     }
 
     /// Take answer `a` if it completes an isochronous URB in flight;

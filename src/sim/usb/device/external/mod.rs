@@ -59,6 +59,15 @@ impl DeviceClass for External {
         let t = ExternalTask::new(ctx, d, now);
         ctx.spawn(at, Box::new(t));
     }
+    // usbhid's new probe reads the report descriptor anew: until it has,
+    // the interface has no driver (and no HID device). The device's task
+    // runs the probe and starts the endpoints
+    // ([`ExternalTask::follow_bindings`]).
+    fn rebind(&self, ctx: &mut Ctx, d: DevId, intf: u8, _now: u64) {
+        if let Some(dev) = ctx.dev_mut(d) {
+            dev.hid_probed.retain(|(i, _)| *i != intf);
+        }
+    }
 }
 
 /// Largest transfer the generic driver submits on a data endpoint, bytes.
@@ -68,6 +77,8 @@ const POLL: u64 = MS;
 
 /// One bulk or interrupt endpoint the driver keeps a URB submitted on.
 struct Ep {
+    /// Its interface.
+    intf: u8,
     urb: Urb,
     id: u64,
     inflight: bool,
@@ -137,6 +148,14 @@ struct ExternalTask {
     ctrl_timeout: u64,
     /// Answers to programs' URBs (usbfs), which the core sends the peer.
     program: Arc<std::sync::Mutex<PeerAnswers>>,
+    /// How often each interface lost its driver, as last seen.
+    unbinds: [u32; MAX_INTERFACES],
+    /// Interfaces whose driver a program detached: started again (probed,
+    /// their endpoints submitted) when one attaches it again.
+    away: Vec<u8>,
+    /// Interfaces attached again, whose endpoints start when the probe's
+    /// requests are done.
+    restart: Vec<u8>,
 }
 
 /// Requests that go to the peer: class and vendor requests, and standard
@@ -183,6 +202,9 @@ impl ExternalTask {
             remote: false,
             ctrl_timeout: CTRL_TIMEOUT,
             program: Arc::default(),
+            unbinds: [0; MAX_INTERFACES],
+            away: vec![],
+            restart: vec![],
         };
         let (_, name) = hello(ctx, d);
         t.name = name;
@@ -191,32 +213,8 @@ impl ExternalTask {
         };
         t.remote = dev.remote_ep0;
         t.ctrl_timeout = ctrl_timeout(dev.cfg.as_ref());
-        // usbhid's probe of each HID interface.
-        for h in usbhid::interfaces(dev) {
-            for op in usbhid::probe_ops(dev, d, &h) {
-                if let Op::Ctrl {
-                    setup, out, tag, ..
-                } = op
-                {
-                    t.ctrl.push_back(CtrlReq { setup, out, tag });
-                }
-            }
-        }
-        let req = CtrlReq::new;
-        // The settings the `endpoints:` entries need, selected as
-        // usb_set_interface does (a standard interface request: the peer's).
-        let mut alts: Vec<(u8, u8)> = vec![];
-        for e in dev.cfg.iter().flat_map(|c| c.endpoints.iter()) {
-            if let Some((num, alt, _)) = resolve(dev, e) {
-                if alt != 0 && !alts.contains(&(num, alt)) {
-                    alts.push((num, alt));
-                }
-            }
-        }
-        for (num, alt) in alts {
-            let s = setup(0x01, 0x0b, alt as u16, num as u16, 0);
-            t.ctrl.push_back(req(s, None, None));
-        }
+        t.unbinds = dev.core.unbinds;
+        t.probe(dev, d, None);
         if t.remote {
             // The peer has answered the enumeration: take it over.
             let link = ctx
@@ -255,28 +253,118 @@ impl ExternalTask {
         t
     }
 
-    /// Start the data endpoints: one URB on every interrupt and bulk IN
-    /// endpoint of the configuration's settings 0 of the interfaces it binds
-    /// ([`driver::binding`]) that `endpoints:` does not list, and what the
-    /// `endpoints:` entries say.
-    fn start_eps(&mut self, ctx: &mut Ctx, now: u64) {
+    /// Queue the drivers' probe requests (of interface `only`, or of all):
+    /// usbhid's for each HID interface, then the settings the
+    /// `endpoints:` entries need, selected as usb_set_interface does (a
+    /// standard interface request: the peer's).
+    fn probe(&mut self, dev: &Device, d: DevId, only: Option<u8>) {
+        let mine = |num: u8| only.is_none_or(|o| o == num);
+        for h in usbhid::interfaces(dev).iter().filter(|h| mine(h.num)) {
+            for op in usbhid::probe_ops(dev, d, h) {
+                if let Op::Ctrl {
+                    setup, out, tag, ..
+                } = op
+                {
+                    self.ctrl.push_back(CtrlReq { setup, out, tag });
+                }
+            }
+        }
+        let mut alts: Vec<(u8, u8)> = vec![];
+        for e in dev.cfg.iter().flat_map(|c| c.endpoints.iter()) {
+            if let Some((num, alt, _)) = resolve(dev, e) {
+                if alt != 0 && mine(num) && !alts.contains(&(num, alt)) {
+                    alts.push((num, alt));
+                }
+            }
+        }
+        for (num, alt) in alts {
+            let s = setup(0x01, 0x0b, alt as u16, num as u16, 0);
+            self.ctrl.push_back(CtrlReq::new(s, None, None));
+        }
+    }
+
+    /// Follow programs' detaches and attaches (usbfs): a driver detached
+    /// since the last look stops its endpoints (the core killed their
+    /// URBs; the peer is told); one attached again probes again, and its
+    /// endpoints start when the probe's requests are done.
+    fn follow_bindings(&mut self, ctx: &mut Ctx) -> Result<(), PeerError> {
+        let Some(dev) = ctx.dev(self.dev) else {
+            return Ok(());
+        };
+        let (now_unbinds, detached) = (dev.core.unbinds, dev.core.detached.clone());
+        for intf in 0..MAX_INTERFACES as u8 {
+            if now_unbinds[intf as usize] == self.unbinds[intf as usize] {
+                continue;
+            }
+            self.unbinds[intf as usize] = now_unbinds[intf as usize];
+            let status =
+                ctx.dev(self.dev)
+                    .map_or(ESHUTDOWN, |x| match driver::soft_unbind(x, intf) {
+                        true => ENOENT,
+                        false => ESHUTDOWN,
+                    });
+            let (gone, kept): (Vec<Ep>, Vec<Ep>) = std::mem::take(&mut self.eps)
+                .into_iter()
+                .partition(|e| e.intf == intf);
+            self.eps = kept;
+            for e in gone {
+                if e.inflight {
+                    self.link.give_up(e.id, status)?;
+                }
+                ctx.tags.free(e.urb.tag, URB_SIZE);
+            }
+            self.isos.stop(ctx, &mut self.link, intf, status)?;
+            self.restart.retain(|i| *i != intf);
+            if !self.away.contains(&intf) {
+                self.away.push(intf);
+            }
+        }
+        let back: Vec<u8> = self
+            .away
+            .iter()
+            .copied()
+            .filter(|i| !detached.contains(i))
+            .collect();
+        for intf in back {
+            self.away.retain(|i| *i != intf);
+            let d = self.dev;
+            let Some(dev) = ctx.dev_mut(d) else {
+                break;
+            };
+            if let Some(a) = dev.alt.get_mut(intf as usize) {
+                *a = 0;
+            }
+            self.failed.retain(|i| *i != intf);
+            let dev = ctx.dev(d).expect("just seen");
+            self.probe(dev, d, Some(intf));
+            self.restart.push(intf);
+        }
+        Ok(())
+    }
+
+    /// Start the data endpoints (of the interfaces `only`, or of all): one
+    /// URB on every interrupt and bulk IN endpoint of the configuration's
+    /// settings 0 of the interfaces it binds ([`driver::binding`]) that
+    /// `endpoints:` does not list, and what the `endpoints:` entries say.
+    fn start_eps(&mut self, ctx: &mut Ctx, now: u64, only: Option<&[u8]>) {
         let Some(dev) = ctx.dev(self.dev) else {
             return;
         };
+        let mine = |num: u8| only.is_none_or(|o| o.contains(&num));
         let speed = dev.speed();
         let hid = dev.desc.cfg.alts.iter().any(|a| a.alt == 0 && a.class == 3);
         let entries: Vec<EndpointConfig> =
             dev.cfg.iter().flat_map(|c| c.endpoints.clone()).collect();
-        let mut plain: Vec<(descriptors::EpDesc, Option<EndpointConfig>)> = dev
+        let mut plain: Vec<(u8, descriptors::EpDesc, Option<EndpointConfig>)> = dev
             .desc
             .cfg
             .alts
             .iter()
-            .filter(|a| a.alt == 0 && driver::binding(dev, a.num).is_some())
-            .flat_map(|a| a.eps.iter())
-            .filter(|e| e.dir_in() && matches!(e.xfer_type(), 2 | 3))
-            .filter(|e| !entries.iter().any(|x| x.ep.0 == e.addr))
-            .map(|e| (e.clone(), None))
+            .filter(|a| a.alt == 0 && mine(a.num) && driver::binding(dev, a.num).is_some())
+            .flat_map(|a| a.eps.iter().map(|e| (a.num, e)))
+            .filter(|(_, e)| e.dir_in() && matches!(e.xfer_type(), 2 | 3))
+            .filter(|(_, e)| !entries.iter().any(|x| x.ep.0 == e.addr))
+            .map(|(num, e)| (num, e.clone(), None))
             .collect();
         let mut isos = vec![];
         for x in &entries {
@@ -288,16 +376,16 @@ impl ExternalTask {
                 );
                 continue;
             };
-            if self.failed.contains(&num) {
+            if self.failed.contains(&num) || !mine(num) {
                 continue;
             }
             if e.xfer_type() == 1 {
-                isos.push((e, x.clone()));
+                isos.push((num, e, x.clone()));
             } else {
-                plain.push((e, Some(x.clone())));
+                plain.push((num, e, Some(x.clone())));
             }
         }
-        for (e, x) in plain {
+        for (intf, e, x) in plain {
             let unit = if e.xfer_type() == 3 {
                 descriptors::urb_interval(speed, &e).max(1) as u64
                     * descriptors::interval_unit_ns(speed)
@@ -323,6 +411,7 @@ impl ExternalTask {
                 urb.interval = descriptors::urb_interval(speed, &e);
             }
             self.eps.push(Ep {
+                intf,
                 urb,
                 id: 0,
                 inflight: false,
@@ -336,8 +425,8 @@ impl ExternalTask {
                 deadline: 0,
             });
         }
-        for (e, x) in isos {
-            self.isos.start(ctx, self.dev, e, &x, speed, now);
+        for (num, e, x) in isos {
+            self.isos.start(ctx, self.dev, (num, e), &x, speed, now);
         }
     }
 
@@ -634,7 +723,15 @@ impl ExternalTask {
                 return Ok(Some(t));
             }
             self.started = true;
-            self.start_eps(ctx, now);
+            self.start_eps(ctx, now, None);
+        }
+        self.follow_bindings(ctx)?;
+        if !self.restart.is_empty() {
+            if let Some(t) = self.step_ctrl(ctx, now)? {
+                return Ok(Some(t));
+            }
+            let restart = std::mem::take(&mut self.restart);
+            self.start_eps(ctx, now, Some(&restart));
         }
         // The peer's clear-halt requests (`ep0: peer`).
         let c = if self.cur.is_some() || !self.ctrl.is_empty() {
