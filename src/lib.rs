@@ -16,6 +16,7 @@ pub mod monreader;
 pub mod sim;
 pub mod testing;
 pub mod tracefs;
+pub mod tty;
 pub mod udev;
 pub mod usbcore;
 pub mod usbmon;
