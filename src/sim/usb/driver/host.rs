@@ -51,4 +51,10 @@ pub(crate) trait HostDriver: Sync {
     fn claims(&self, _dev: &Device, _alt: &AltDesc) -> Vec<u8> {
         Vec::new()
     }
+    /// Whether an external device's generic loop keeps URBs on the bound
+    /// interface's IN endpoints for it; false for a driver whose URBs come
+    /// from its class node (cdc_acm's, only while its tty is open).
+    fn polled(&self) -> bool {
+        true
+    }
 }

@@ -8,7 +8,8 @@
 //!
 //! * [`hub`]: hub; [`usbhid`]: usbhid (its probe's requests and its
 //!   interrupt IN polling); [`storage`]: usb-storage and uas; [`audio`]:
-//!   snd-usb-audio and uvcvideo; [`usbtest`]: usbtest; [`generic`]:
+//!   snd-usb-audio and uvcvideo; [`usbtest`]: usbtest; [`cdc_acm`]:
+//!   cdc_acm (its probe; its tty is the tty layer's); [`generic`]:
 //!   monfs-generic, for an external device's interfaces no stock driver
 //!   matches.
 //! * What the drivers share: the interrupt IN loop ([`int_in`]) and the
@@ -25,6 +26,7 @@ use crate::sim::usb::ctx::{Ctx, DevId, Device, Op};
 use crate::sim::usb::descriptors::AltDesc;
 
 pub(crate) mod audio;
+pub(crate) mod cdc_acm;
 pub(crate) mod generic;
 mod host;
 pub(crate) mod hub;
@@ -46,6 +48,7 @@ static DRIVERS: &[&dyn HostDriver] = &[
     &audio::SndUsbAudio,
     &audio::UvcVideo,
     &usbtest::UsbTest,
+    &cdc_acm::CdcAcm,
 ];
 
 /// The drivers that match `alt` of `dev`, in order: the stock ones, else
@@ -137,6 +140,16 @@ pub(crate) fn soft_unbind(dev: &Device, num: u8) -> bool {
         .map(|(d, _)| d)
         .or_else(|| claimer(dev, num))
         .is_some_and(|d| d.soft_unbind())
+}
+
+/// Whether an external device's generic loop polls interface `num` of
+/// `dev`: a driver binds it ([`binding`]) that wants it polled
+/// ([`HostDriver::polled`]).
+pub(crate) fn polled(dev: &Device, num: u8) -> bool {
+    let drv = attached(dev, num)
+        .map(|(d, _)| d)
+        .or_else(|| claimer(dev, num));
+    binding(dev, num).is_some() && drv.is_none_or(|d| d.polled())
 }
 
 /// The driver bound to interface `num` of `dev` (its probe done).

@@ -254,19 +254,37 @@ impl ExternalTask {
     }
 
     /// Queue the drivers' probe requests (of interface `only`, or of all):
-    /// usbhid's for each HID interface, then the settings the
+    /// usbhid's for each HID interface and the other bound drivers' (cdc_acm's),
+    /// in interface order, then the settings the
     /// `endpoints:` entries need, selected as usb_set_interface does (a
     /// standard interface request: the peer's).
     fn probe(&mut self, dev: &Device, d: DevId, only: Option<u8>) {
         let mine = |num: u8| only.is_none_or(|o| o == num);
-        for h in usbhid::interfaces(dev).iter().filter(|h| mine(h.num)) {
-            for op in usbhid::probe_ops(dev, d, h) {
-                if let Op::Ctrl {
-                    setup, out, tag, ..
-                } = op
-                {
-                    self.ctrl.push_back(CtrlReq { setup, out, tag });
+        let hid = usbhid::interfaces(dev);
+        let mut ops = vec![];
+        for num in dev
+            .desc
+            .cfg
+            .interface_numbers()
+            .into_iter()
+            .filter(|n| mine(*n))
+        {
+            match hid.iter().find(|h| h.num == num) {
+                // Its probe is what binds it: before, no driver attaches.
+                Some(h) => ops.extend(usbhid::probe_ops(dev, d, h)),
+                None => {
+                    if let Some((drv, alt)) = driver::attached(dev, num) {
+                        ops.extend(drv.probe_ops(dev, d, &alt));
+                    }
                 }
+            }
+        }
+        for op in ops {
+            if let Op::Ctrl {
+                setup, out, tag, ..
+            } = op
+            {
+                self.ctrl.push_back(CtrlReq { setup, out, tag });
             }
         }
         let mut alts: Vec<(u8, u8)> = vec![];
@@ -360,7 +378,7 @@ impl ExternalTask {
             .cfg
             .alts
             .iter()
-            .filter(|a| a.alt == 0 && mine(a.num) && driver::binding(dev, a.num).is_some())
+            .filter(|a| a.alt == 0 && mine(a.num) && driver::polled(dev, a.num))
             .flat_map(|a| a.eps.iter().map(|e| (a.num, e)))
             .filter(|(_, e)| e.dir_in() && matches!(e.xfer_type(), 2 | 3))
             .filter(|(_, e)| !entries.iter().any(|x| x.ep.0 == e.addr))
