@@ -158,6 +158,13 @@ pub trait OpenFile: Send + Sync {
     /// Read up to `size` bytes at `offset`. Blocking files answer EAGAIN when
     /// nothing is available (the frontend decides whether to wait).
     fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>>;
+    /// [`OpenFile::read`] as the frontend makes it: `nonblock` is the
+    /// caller's O_NONBLOCK, `retry` whether a parked read is tried again.
+    /// Files whose reads keep state while they wait (a tty's VMIN and
+    /// VTIME) tell a new read from a retried one by it.
+    fn read_as(&self, offset: u64, size: u32, _nonblock: bool, _retry: bool) -> SysResult<Vec<u8>> {
+        self.read(offset, size)
+    }
     /// Write `data` at `offset` on behalf of `caller` (the thread that
     /// made the write(2); user_events records it); returns the bytes
     /// consumed.

@@ -100,7 +100,7 @@ impl Session {
         retry: bool,
     ) -> Result<Vec<u8>, Errno> {
         match what {
-            Parked::Read { offset, size } => hd.file.read(*offset, *size),
+            Parked::Read { offset, size } => hd.file.read_as(*offset, *size, nonblock, retry),
             Parked::Ioctl(c) => {
                 if let Some((layout, data)) = &c.cuse {
                     return self.cuse_ioctl(hd, c, layout, data, nonblock, retry);

@@ -213,7 +213,7 @@ fn child_event(action: Action, c: &ChildDevice, like: &Uevent) -> Uevent {
 /// going takes back.
 fn with_children(
     evs: Vec<Uevent>,
-    kids: Option<&dyn ChildDevices>,
+    kids: &[std::sync::Arc<dyn ChildDevices>],
     announced: &mut HashMap<(DevRef, u8), Vec<ChildDevice>>,
 ) -> Vec<Uevent> {
     let mut out = Vec::with_capacity(evs.len());
@@ -225,7 +225,8 @@ fn with_children(
         let key = (e.device.dev, n);
         match e.action {
             Action::Bind => {
-                let c = kids.map(|k| k.children(&e.device, n)).unwrap_or_default();
+                let c: Vec<ChildDevice> =
+                    kids.iter().flat_map(|k| k.children(&e.device, n)).collect();
                 for x in &c {
                     out.push(child_event(Action::Add, x, &e));
                     if x.change_on_add.is_some() {
@@ -492,7 +493,7 @@ struct Inner {
 pub struct UeventQueue {
     inner: Mutex<Inner>,
     cv: Condvar,
-    kids: std::sync::RwLock<Option<std::sync::Arc<dyn ChildDevices>>>,
+    kids: std::sync::RwLock<Vec<std::sync::Arc<dyn ChildDevices>>>,
 }
 
 impl UeventQueue {
@@ -501,10 +502,14 @@ impl UeventQueue {
         UeventQueue::default()
     }
 
-    /// Announce the devices `kids` says drivers make below interfaces
-    /// (register `kids` with the port before this queue).
+    /// Announce the devices `kids` says drivers make below interfaces, after
+    /// those of the sources given before (register `kids` with the port
+    /// before this queue).
     pub fn children_from(&self, kids: std::sync::Arc<dyn ChildDevices>) {
-        *self.kids.write().unwrap_or_else(|e| e.into_inner()) = Some(kids);
+        self.kids
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(kids);
     }
 
     /// The next event, waiting at most `timeout` for one; None on timeout.
@@ -582,7 +587,7 @@ impl DeviceWatcher for UeventQueue {
             return;
         }
         let kids = self.kids.read().unwrap_or_else(|e| e.into_inner()).clone();
-        let evs = with_children(evs, kids.as_deref(), &mut g.children);
+        let evs = with_children(evs, &kids, &mut g.children);
         for e in evs {
             if g.queue.len() >= MAX_QUEUED {
                 g.queue.pop_front();
