@@ -25,6 +25,8 @@ pub struct Monfs {
     pub hid: Arc<crate::hid::HidCore>,
     /// The input core and evdev, `dev/input/eventN`.
     pub input: Arc<crate::input::InputCore>,
+    /// The tty layer: cdc_acm's ports, `dev/ttyACMN`.
+    pub tty: Arc<crate::tty::TtyCore>,
     /// The clock every producer stamps events with.
     pub clock: Arc<dyn Clock>,
     /// tracefs event tracing under `tracing/`.
@@ -106,10 +108,13 @@ impl Monfs {
         // interfaces, shown after the interface directories sysfs writes.
         let input = crate::input::InputCore::install(&tree);
         let hid = crate::hid::HidCore::install(&tree, &port, &input);
-        // uevents go out once usbfs, sysfs and the HID core show the
-        // change; the HID core's devices among them.
+        // The tty layer: cdc_acm's ports.
+        let tty = crate::tty::TtyCore::install(&tree, &port);
+        // uevents go out once usbfs, sysfs, the HID core and the tty layer
+        // show the change; their devices among them.
         if let Some(q) = uevents {
             q.children_from(hid.clone());
+            q.children_from(tty.clone());
             port.watch(q);
         }
         // usb:usb_device_plug and usb_device_unplug, in the URB events'
@@ -151,6 +156,7 @@ impl Monfs {
             usbfs,
             sysfs,
             hid,
+            tty,
             input,
             clock,
             tracing,

@@ -80,13 +80,39 @@ def interface(number: int, endpoints: Sequence[bytes] = (), *, alt: int = 0, cls
     return head + extra + b"".join(endpoints)
 
 
+def cdc_acm(control: int = 0, data: int = 1, *, notify_ep: int = 0x83, in_ep: int = 0x81,
+            out_ep: int = 0x02, max_packet_size: int = 64, capabilities: int = 0x06,
+            protocol: int = 1) -> bytes:
+    """A CDC ACM function (what cdc_acm binds, a ``/dev/ttyACMN``): the
+    communication interface ``control`` (class 2, subclass 2, AT commands
+    ``protocol``) with its header, call management, ACM (``capabilities``:
+    0x02 line coding, 0x04 break) and union descriptors and its interrupt
+    notification endpoint, then the data interface ``data`` (class 0x0a)
+    with a bulk endpoint each way. Pass it to :func:`configuration`."""
+    functional = (
+        struct.pack("<BBBH", 5, 0x24, 0x00, 0x0110)          # header, CDC 1.10
+        + struct.pack("<BBBBB", 5, 0x24, 0x01, 0x00, data)   # call management
+        + struct.pack("<BBBB", 4, 0x24, 0x02, capabilities)  # ACM
+        + struct.pack("<BBBBB", 5, 0x24, 0x06, control, data)  # union
+    )
+    comm = interface(control, [endpoint(notify_ep, "interrupt", 10, interval=9 if max_packet_size > 64 else 16)],
+                     cls=2, subclass=2, protocol=protocol, extra=functional)
+    bulk = interface(data, [endpoint(in_ep, "bulk", max_packet_size), endpoint(out_ep, "bulk", max_packet_size)],
+                     cls=0x0A)
+    return comm + bulk
+
+
 def configuration(*interfaces: bytes, value: int = 1, attributes: int = 0x80, max_power_ma: int = 100,
                   string: int = 0) -> bytes:
     """A whole configuration: its descriptor, then the interfaces (each from
-    :func:`interface`). ``bNumInterfaces`` counts the distinct interface
-    numbers."""
+    :func:`interface`, or several from :func:`cdc_acm`). ``bNumInterfaces``
+    counts the distinct interface numbers."""
     body = b"".join(interfaces)
-    numbers = {i[2] for i in interfaces}
+    numbers, at = set(), 0
+    while at + 2 <= len(body) and body[at] >= 2:
+        if body[at + 1] == 4 and at + 3 <= len(body):
+            numbers.add(body[at + 2])
+        at += body[at]
     head = struct.pack("<BBHBBBBB", 9, 2, 9 + len(body), len(numbers), value, string, attributes,
                        max_power_ma // 2)
     return head + body

@@ -46,7 +46,7 @@ from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Seque
 from . import descriptors as _d
 
 __all__ = [
-    "Device", "HidDevice", "Stall", "UrbError", "Setup", "Urb", "endpoint", "control", "serve", "main",
+    "Device", "HidDevice", "AcmDevice", "Stall", "UrbError", "Setup", "Urb", "endpoint", "control", "serve", "main",
     "SocketPeer", "STALL", "EPROTO", "EOVERFLOW", "EILSEQ", "ETIME", "EREMOTEIO",
 ]
 
@@ -366,6 +366,89 @@ class HidDevice(Device):
                 if rid not in table:
                     raise Stall()
                 return (bytes([rid]) if rid else b"") + table[rid]
+        return super().answer_control(setup, data)
+
+
+class AcmDevice(Device):
+    """A CDC ACM serial device (cdc_acm's ``/dev/ttyACMN`` on the host side),
+    laid out as :func:`monfs.descriptors.cdc_acm` lays it out:
+
+    * SET_LINE_CODING calls :meth:`on_line_coding` (recorded in
+      :attr:`line_codings` as ``(baud, stop bits code, parity code, data
+      bits)``), SET_CONTROL_LINE_STATE :meth:`on_control_lines` (recorded in
+      :attr:`control_lines` as ``(dtr, rts)``), SEND_BREAK :meth:`on_break`
+      (recorded in :attr:`breaks`); GET_LINE_CODING answers the last one;
+    * bytes the host writes call :meth:`on_data` (default: kept in
+      :attr:`received`); :meth:`write` queues bytes for the host to read;
+    * :meth:`set_serial_state` sends a SERIAL_STATE notification (DCD, DSR,
+      RI, break and errors), which the host's modem lines follow."""
+
+    control_interface: int = 0
+    notify_endpoint: int = 0x83
+    in_endpoint: int = 0x81
+    out_endpoint: int = 0x02
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.line_codings: List[Tuple[int, int, int, int]] = []
+        self.control_lines: List[Tuple[bool, bool]] = []
+        self.breaks: List[int] = []
+        self.received = bytearray()
+        self._coding = bytes([0x80, 0x25, 0, 0, 0, 0, 8])
+        if self.out_endpoint not in self._endpoints:
+            self._endpoints[self.out_endpoint] = self._take
+
+    def write(self, data: bytes) -> None:
+        """Queue ``data`` for the host's reads (thread-safe)."""
+        self.send(self.in_endpoint, data)
+
+    def set_serial_state(self, dcd: bool = False, dsr: bool = False, ri: bool = False,
+                         brk: bool = False, framing: bool = False, parity: bool = False,
+                         overrun: bool = False) -> None:
+        """Send a SERIAL_STATE notification with these lines and errors."""
+        bits = sum(b << i for i, b in enumerate((dcd, dsr, brk, ri, framing, parity, overrun)))
+        head = bytes([0xA1, 0x20, 0, 0, self.control_interface, 0, 2, 0])
+        self.send(self.notify_endpoint, head + bits.to_bytes(2, "little"))
+
+    def on_line_coding(self, baud: int, stop: int, parity: int, bits: int) -> None:
+        """The host set the line coding (``stop``: 0 one, 1 one and a half,
+        2 two stop bits; ``parity``: 0 none, 1 odd, 2 even, 3 mark, 4 space)."""
+        with self._lock:
+            self.line_codings.append((baud, stop, parity, bits))
+
+    def on_control_lines(self, dtr: bool, rts: bool) -> None:
+        """The host set DTR and RTS."""
+        with self._lock:
+            self.control_lines.append((dtr, rts))
+
+    def on_break(self, duration: int) -> None:
+        """The host sent SEND_BREAK (0xffff: on until 0; 0: off)."""
+        with self._lock:
+            self.breaks.append(duration)
+
+    def on_data(self, data: bytes) -> None:
+        """Bytes the host wrote; kept in :attr:`received`."""
+        with self._lock:
+            self.received += data
+
+    def _take(self, data: bytes) -> None:
+        self.on_data(bytes(data))
+
+    def answer_control(self, setup: Setup, data: Optional[bytes]) -> Optional[bytes]:
+        rt, req = setup.request_type, setup.request
+        if (rt, req) not in self._controls:
+            if rt == 0x21 and req == 0x20 and data is not None and len(data) >= 7:
+                self._coding = bytes(data[:7])
+                self.on_line_coding(int.from_bytes(data[0:4], "little"), data[4], data[5], data[6])
+                return None
+            if rt == 0xA1 and req == 0x21:
+                return self._coding
+            if rt == 0x21 and req == 0x22:
+                self.on_control_lines(bool(setup.value & 1), bool(setup.value & 2))
+                return None
+            if rt == 0x21 and req == 0x23:
+                self.on_break(setup.value)
+                return None
         return super().answer_control(setup, data)
 
 

@@ -168,6 +168,10 @@ pub fn udev_properties(ev: &Uevent, d: &UsbDevice, hwdb: Option<&Hwdb>) -> Vec<(
         Some("input" | "leds") if ev.action != Action::Remove => {
             return input_properties(ev, d);
         }
+        // A USB serial port: 60-serial.rules (not at its removal).
+        Some("tty") if ev.action != Action::Remove && !ev.gone => {
+            return tty_properties(ev, d);
+        }
         Some(_) => return Vec::new(),
     }
     let mut p: Vec<(String, String)> = Vec::new();
@@ -384,6 +388,37 @@ fn input_properties(ev: &Uevent, d: &UsbDevice) -> Vec<(String, String)> {
     p
 }
 
+/// udev's properties of a USB serial port (`60-serial.rules`): path_id's
+/// path, usb_id's properties of its interface, and the
+/// `/dev/serial/by-path` and `by-id` links.
+fn tty_properties(ev: &Uevent, d: &UsbDevice) -> Vec<(String, String)> {
+    let iface = ev
+        .interface
+        .and_then(|n| d.interfaces.iter().find(|i| i.number == n));
+    let path = id_path(d, ev.interface);
+    let mut p: Vec<(String, String)> = vec![
+        ("ID_PATH".into(), path.clone()),
+        ("ID_PATH_TAG".into(), path_tag(&path)),
+    ];
+    p.extend(usb_id(d, iface));
+    let get = |p: &[(String, String)], k: &str| {
+        p.iter()
+            .find(|(x, _)| x == k)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let mut links = vec![format!("/dev/serial/by-path/{path}")];
+    let (serial, num) = (get(&p, "ID_SERIAL"), get(&p, "ID_USB_INTERFACE_NUM"));
+    if !serial.is_empty() && !num.is_empty() {
+        links.push(format!(
+            "/dev/serial/by-id/{}-{serial}-if{num}",
+            get(&p, "ID_BUS")
+        ));
+    }
+    p.push(("DEVLINKS".into(), links.join(" ")));
+    p
+}
+
 /// The tags Debian's rules give a USB device (`70-uaccess.rules`,
 /// `71-seat.rules`), sorted (udev keeps them in a hash set, so their order
 /// is not one to rely on): `uaccess` for a device node whose interfaces or
@@ -597,10 +632,11 @@ pub fn udev_message(props: &[(String, String)]) -> Vec<u8> {
 }
 
 /// The properties udev sends with the `remove` of an input device, its
-/// evdev node or an LED: what its database entry `db` holds (`E:`, the
+/// evdev node, an LED or a tty: what its database entry `db` holds (`E:`, the
 /// links of `S:`, the tags of `G:` and `Q:`), as udevd reads it back.
 pub fn removed_properties(ev: &Uevent, db: &str) -> Vec<(String, String)> {
-    if ev.action != Action::Remove || !matches!(ev.get("SUBSYSTEM"), Some("input" | "leds")) {
+    if ev.action != Action::Remove || !matches!(ev.get("SUBSYSTEM"), Some("input" | "leds" | "tty"))
+    {
         return Vec::new();
     }
     let mut p: Vec<(String, String)> = db

@@ -1,0 +1,237 @@
+//! cdc_acm's tty inside `monfs run` (as root, and as a user in the
+//! rootless leg): a CDC ACM loopback of the tests' own (an `external` peer,
+//! examples/acm_loopback.py) is `/dev/ttyACM0`; Debian's pyserial round
+//! trips through it at 9600, 115200 and 3,000,000 baud, and its DTR, RTS
+//! and break calls reach the peer as cdc_acm's class requests, which
+//! usbmon shows as the kernel's; `stty -F` reads and sets the termios;
+//! raw system calls get the tty layer's answers, also after an unplug.
+
+mod common;
+
+use std::path::Path;
+
+use common::{lines, monfs_run};
+
+/// The loopback on port 1 of bus 1 (device 2), its events logged to
+/// `DIR/serial`.
+fn config(dir: &Path) -> String {
+    let peer = common::repo_path("examples/acm_loopback.py");
+    let dump = dir.join("acm.desc");
+    common::peer_dump("examples/acm_loopback.py", &dump);
+    format!(
+        "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          \
+         kind: external\n          descriptors: {}\n          manufacturer: monfs\n          product: Loopback\n          \
+         serial: \"5\"\n          command: [/usr/bin/python3, {peer}, --log, {}]\n",
+        dump.display(),
+        dir.join("serial").display()
+    )
+}
+
+/// pyserial: three baud rates, a line each way, then DTR, RTS and a break.
+const PYSERIAL: &str = r#"
+import serial
+s = serial.Serial('/dev/ttyACM0', 9600, timeout=30)
+for baud in (9600, 115200, 3000000):
+    s.baudrate = baud
+    line = b'hello %d\n' % baud
+    s.write(line)
+    print('read', s.read(len(line)) == line)
+print('modem', s.cts, s.dsr, s.ri, s.cd)
+s.dtr = False
+s.rts = False
+s.send_break(0.25)
+s.close()
+"#;
+
+#[test]
+fn pyserial_round_trips_and_its_calls_reach_the_device_as_cdc_acms_requests() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    std::fs::write(dir.join("t.py"), PYSERIAL).unwrap();
+    let out = monfs_run(
+        dir,
+        &config(dir),
+        "exec 3< /sys/kernel/debug/usb/usbmon/1u; cat <&3 > mon & \
+         echo driver $(basename $(readlink -f /sys/class/tty/ttyACM0/device/driver)); \
+         echo dev $(cat /sys/class/tty/ttyACM0/dev); \
+         echo by-id $(readlink /dev/serial/by-id/usb-monfs_Loopback_5-if00); \
+         /usr/bin/python3 t.py; \
+         n=0; until [ \"$(grep -c ' C Co:1:002:0 ' mon)\" -ge 8 ] || [ $n = 1200 ]; do \
+         sleep 0.05; n=$((n + 1)); done; kill $!; \
+         grep -E ' S Co:1:002:0 ' mon | cut -d' ' -f3- | sed 's/^/ctrl /'",
+    );
+    assert_eq!(lines(&out, "driver"), ["cdc_acm"], "{out}");
+    assert_eq!(lines(&out, "dev"), ["166:0"], "{out}");
+    assert_eq!(lines(&out, "by-id"), ["../../ttyACM0"], "{out}");
+    assert_eq!(lines(&out, "read"), ["True", "True", "True"], "{out}");
+    // No DCD or DSR from a device that sent no SERIAL_STATE; CTS always.
+    assert_eq!(lines(&out, "modem"), ["True False False False"], "{out}");
+    // cdc_acm's class requests, as the kernel sends them for the same
+    // calls: DTR and RTS up at the open, the line coding at each new rate,
+    // DTR then RTS down, a 250 ms break on and off, then HUPCL's drop at
+    // the close.
+    let setups: Vec<String> = lines(&out, "ctrl")
+        .iter()
+        .map(|l| l.split(' ').skip(2).collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(
+        setups,
+        [
+            "s 21 22 0003 0000 0000 0",
+            "s 21 20 0000 0000 0007 7 = 00c20100 000008",
+            "s 21 20 0000 0000 0007 7 = c0c62d00 000008",
+            "s 21 22 0002 0000 0000 0",
+            "s 21 22 0000 0000 0000 0",
+            "s 21 23 ffff 0000 0000 0",
+            "s 21 23 0000 0000 0000 0",
+            "s 21 22 0000 0000 0000 0",
+        ],
+        "{out}"
+    );
+    let log = std::fs::read_to_string(dir.join("serial")).unwrap();
+    let events: Vec<&str> = log.lines().filter(|l| !l.starts_with("data")).collect();
+    assert_eq!(
+        events,
+        [
+            "coding 9600 0 0 8",
+            "lines 1 1",
+            "coding 115200 0 0 8",
+            "coding 3000000 0 0 8",
+            "lines 0 1",
+            "lines 0 0",
+            "break 65535",
+            "break 0",
+            "lines 0 0",
+        ],
+        "{log}"
+    );
+    let data: String = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("data "))
+        .collect();
+    assert_eq!(
+        hex_text(&data),
+        "hello 9600\nhello 115200\nhello 3000000\n",
+        "{log}"
+    );
+}
+
+fn hex_text(h: &str) -> String {
+    (0..h.len() / 2)
+        .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).unwrap() as char)
+        .collect()
+}
+
+#[test]
+fn stty_sets_and_reads_the_termios_and_the_line_coding_follows() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let out = monfs_run(
+        dir,
+        &config(dir),
+        "stty -F /dev/ttyACM0 speed; \
+         stty -F /dev/ttyACM0 19200 cs7 parenb parodd cstopb -echo raw; \
+         stty -F /dev/ttyACM0 speed; \
+         stty -F /dev/ttyACM0 -a | tr ';' '\\n' | grep -E '^ ?(speed|line)' ; \
+         stty -F /dev/ttyACM0 -g",
+    );
+    let l: Vec<&str> = out.lines().collect();
+    assert_eq!(&l[..2], ["9600", "19200"], "{out}");
+    assert!(out.contains("speed 19200 baud"), "{out}");
+    let log = std::fs::read_to_string(dir.join("serial")).unwrap();
+    // Odd parity (1), two stop bits (2), seven data bits.
+    assert!(log.lines().any(|x| x == "coding 19200 2 1 7"), "{log}");
+}
+
+/// Raw calls (Python's os, termios and fcntl, and ctypes for bad
+/// pointers): canonical reads with the default termios (ONLCR on the way
+/// out, ICRNL on the way in), the modem lines, the tty layer's errnos for
+/// hostile arguments; then an unplug during a blocking read: the read
+/// returns end of file, and the port answers as a hung-up tty.
+const RAW: &str = r#"
+import ctypes, errno, fcntl, os, select, struct, subprocess, termios, threading
+libc = ctypes.CDLL(None, use_errno=True)
+def raw_ioctl(fd, cmd, arg):
+    r = libc.ioctl(fd, ctypes.c_ulong(cmd), ctypes.c_void_p(arg))
+    return -ctypes.get_errno() if r < 0 else r
+def err(f):
+    try:
+        f()
+        return 0
+    except OSError as e:
+        return -e.errno
+    except termios.error as e:
+        return -e.args[0]
+fd = os.open('/dev/ttyACM0', os.O_RDWR | os.O_NOCTTY)
+print('isatty', os.isatty(fd))
+t = termios.tcgetattr(fd)
+print('termios', t[4] == termios.B9600, t[2] & termios.CSIZE == termios.CS8,
+      bool(t[3] & termios.ICANON), bool(t[1] & termios.ONLCR), bool(t[0] & termios.ICRNL))
+t[3] &= ~termios.ECHO
+termios.tcsetattr(fd, termios.TCSANOW, t)
+os.write(fd, b'abc\n')
+print('line', os.read(fd, 100))
+print('line', os.read(fd, 100))
+m = struct.unpack('i', fcntl.ioctl(fd, termios.TIOCMGET, b'\0' * 4))[0]
+print('tiocm', hex(m))
+fcntl.ioctl(fd, termios.TIOCMBIC, struct.pack('i', termios.TIOCM_DTR))
+m = struct.unpack('i', fcntl.ioctl(fd, termios.TIOCMGET, b'\0' * 4))[0]
+print('tiocm', hex(m))
+print('tcflsh_7', err(lambda: termios.tcflush(fd, 7)))
+print('tiocmget_bad', raw_ioctl(fd, termios.TIOCMGET, 8))
+print('tcsets_bad', raw_ioctl(fd, termios.TCSETS, 8))
+print('unknown', raw_ioctl(fd, 0x54ff, 0))
+print('getd', struct.unpack('i', fcntl.ioctl(fd, termios.TIOCGETD, b'\0' * 4))[0])
+ser = fcntl.ioctl(fd, termios.TIOCGSERIAL, b'\0' * 72)
+print('serial_line', struct.unpack_from('i', ser, 4)[0])
+got = []
+def reader():
+    got.append(os.read(fd, 100))
+th = threading.Thread(target=reader)
+th.start()
+subprocess.run(['monfs', 'ctl', 'unplug', '--wait', '1', '1'], stdout=subprocess.DEVNULL, check=True)
+th.join()
+print('read_during_unplug', got)
+print('read_after', os.read(fd, 100))
+print('write_after', err(lambda: os.write(fd, b'x')))
+print('ioctl_after', err(lambda: termios.tcgetattr(fd)))
+p = select.poll()
+p.register(fd, select.POLLIN | select.POLLOUT)
+print('poll_hup', bool(p.poll(0)[0][1] & select.POLLHUP))
+print('open_after', err(lambda: os.open('/dev/ttyACM0', os.O_RDWR)))
+"#;
+
+#[test]
+fn raw_calls_get_the_tty_layers_answers_also_after_an_unplug() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    std::fs::write(dir.join("t.py"), RAW).unwrap();
+    let out = monfs_run(dir, &config(dir), "/usr/bin/python3 t.py");
+    let got: Vec<&str> = out.lines().collect();
+    let want = [
+        "isatty True",
+        "termios True True True True True",
+        // "abc\n" went out as "abc\r\n" (ONLCR) and came back: ICRNL
+        // makes the CR a second line end.
+        "line b'abc\\n'",
+        "line b'\\n'",
+        // DTR, RTS, CTS; then DTR dropped
+        "tiocm 0x26",
+        "tiocm 0x24",
+        "tcflsh_7 -22",
+        "tiocmget_bad -14",
+        "tcsets_bad -14",
+        "unknown -25",
+        "getd 0",
+        "serial_line 0",
+        // the hangup: end of file for the blocked read and after; EIO for
+        // writes and ioctls; POLLHUP; the node is gone
+        "read_during_unplug [b'']",
+        "read_after b''",
+        "write_after -5",
+        "ioctl_after -5",
+        "poll_hup True",
+        "open_after -2",
+    ];
+    assert_eq!(got, want, "{out}");
+}
