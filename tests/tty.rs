@@ -235,3 +235,29 @@ fn raw_calls_get_the_tty_layers_answers_also_after_an_unplug() {
     ];
     assert_eq!(got, want, "{out}");
 }
+
+/// picocom under tmux: it opens the port at 115200 baud, what is typed
+/// goes to the device, and the device's answer shows on its screen.
+#[test]
+fn picocom_under_tmux_types_and_shows_the_devices_answer() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let script = "t='tmux -L monfs-tty'; \
+        $t new-session -d -x 100 -y 30 'picocom -b 115200 /dev/ttyACM0'; \
+        shown() { $t capture-pane -p | grep -c \"$1\"; }; \
+        n=0; until [ \"$(shown 'Terminal ready')\" = 1 ] || [ $n = 600 ]; do sleep 0.05; n=$((n+1)); done; \
+        $t send-keys 'hello picocom'; \
+        n=0; until [ \"$(shown '^hello picocom')\" = 1 ] || [ $n = 600 ]; do sleep 0.05; n=$((n+1)); done; \
+        $t capture-pane -p | grep -E '^(Terminal ready|hello)'; \
+        $t send-keys C-a C-x; \
+        n=0; while $t has-session 2>/dev/null && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done";
+    let out = monfs_run(dir, &config(dir), script);
+    assert_eq!(out, "Terminal ready\nhello picocom\n", "{out}");
+    let log = std::fs::read_to_string(dir.join("serial")).unwrap();
+    let data: String = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("data "))
+        .collect();
+    assert_eq!(hex_text(&data), "hello picocom", "{log}");
+    assert!(log.lines().any(|l| l == "coding 115200 0 0 8"), "{log}");
+}

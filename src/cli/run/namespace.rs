@@ -214,7 +214,55 @@ fn class_node(n: &[u8]) -> bool {
 /// plugged devices here, as devtmpfs does, and never in the machine's
 /// `/dev`; [`setup_paths`] then places monfs's own entries.
 pub(super) fn private_dev() -> Result<(), RunError> {
-    graft(Path::new("/dev"), &replaced_in_dev, &[])
+    graft(
+        Path::new("/dev"),
+        &|n| replaced_in_dev(n) || n == "ptmx",
+        &[],
+    )?;
+    pty_master();
+    Ok(())
+}
+
+/// `/dev/ptmx` in the private `/dev`. The kernel finds the devpts of a
+/// ptmx node at `pts` beside it in the node's own file system, so the
+/// machine's node bound into the tmpfs finds none (open: ENOENT, and no
+/// terminal program works). A node made in the tmpfs finds the devpts
+/// bound at `/dev/pts`; where no node can be made (a user namespace), a
+/// devpts of the namespace's own is mounted there, with `/dev/ptmx` its
+/// `ptmx`, as containers have it.
+fn pty_master() {
+    use nix::sys::stat::{makedev, mknod, Mode, SFlag};
+    let ptmx = Path::new("/dev/ptmx");
+    if !Path::new("/dev/pts").is_dir() {
+        return;
+    }
+    if mknod(
+        ptmx,
+        SFlag::S_IFCHR,
+        Mode::from_bits_truncate(0o666),
+        makedev(5, 2),
+    )
+    .is_ok()
+    {
+        // (the umask took bits off)
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(ptmx, std::fs::Permissions::from_mode(0o666));
+        return;
+    }
+    let own = nix::mount::mount(
+        Some("devpts"),
+        "/dev/pts",
+        Some("devpts"),
+        nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    );
+    match own.and_then(|()| {
+        std::os::unix::fs::symlink("pts/ptmx", ptmx)
+            .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
+    }) {
+        Ok(()) => {}
+        Err(e) => tracing::warn!("monfs run: /dev/ptmx: {e}: no pseudo-terminals inside"),
+    }
 }
 
 /// Put monfs's files where the kernel's are, in this (private) namespace.
