@@ -206,10 +206,15 @@ fn ctrl_c_ends_a_blocked_reader_and_the_daemon_stays_healthy() {
 #[test]
 fn stalled_reader_loses_events_counted_in_ns() {
     let m = Mount::default_config();
-    // Hold 1u open without reading while traffic flows; the queue (93 events)
+    // Hold 1u open without reading while traffic flows until more than the
+    // queue's 93 events came (however slowly the machine runs); the queue
     // fills and further events are lost.
-    let out =
-        m.sh_ok("exec 3<usb/usbmon/1u; sleep 2; cat usb/usbmon/1s; exec 3<&-; cat usb/usbmon/1s");
+    let out = m.sh_ok(
+        "exec 3<usb/usbmon/1u; n=0; \
+         until [ \"$(cut -d' ' -f4 usb/usbmon/1s)\" -gt 93 ] || [ $n = 1200 ]; do \
+         sleep 0.05; n=$((n + 1)); done; \
+         cat usb/usbmon/1s; exec 3<&-; cat usb/usbmon/1s",
+    );
     let lines: Vec<&str> = out.lines().collect();
     let parse = |l: &str| -> (u32, u32, u32) {
         let w: Vec<&str> = l.split(' ').collect();
