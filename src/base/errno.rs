@@ -57,9 +57,14 @@ impl Errno {
     /// REAPURBNDELAY). The frontend sends it as EAGAIN.
     pub const EAGAIN_FINAL: Errno = Errno(0x4000_0000 | libc::EAGAIN);
 
+    /// "Would block" for a call that waits whatever the caller's
+    /// O_NONBLOCK says (a tty's TIOCMIWAIT and tcdrain): the frontend parks
+    /// it as it parks EAGAIN on a blocking file, and never answers it.
+    pub const WAIT_ALWAYS: Errno = Errno(0x4000_0000 | libc::EINPROGRESS);
+
     /// The errno number the caller sees.
     pub fn code(self) -> i32 {
-        if self == Errno::EAGAIN_FINAL {
+        if self == Errno::EAGAIN_FINAL || self == Errno::WAIT_ALWAYS {
             libc::EAGAIN
         } else {
             self.0

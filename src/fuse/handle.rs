@@ -74,4 +74,8 @@ pub(super) struct Pending {
     /// FUSE_INTERRUPT came while it was being retried: EINTR unless that
     /// retry completes it.
     pub(super) interrupted: bool,
+    /// It waits aside ([`crate::base::errno::Errno::WAIT_ALWAYS`]: a tty's
+    /// TIOCMIWAIT or tcdrain): the handle's other requests do not queue
+    /// behind it.
+    pub(super) aside: bool,
 }

@@ -15,6 +15,11 @@ use crate::base::vfs::IoctlRequest;
 use super::handle::{Handle, Parked, Pending};
 use super::proto;
 use super::state::{Session, Wake};
+
+/// Whether a parked request's answer `e` keeps it parked: "would block".
+fn waits(e: Errno) -> bool {
+    e == Errno::EAGAIN || e == Errno::WAIT_ALWAYS
+}
 use super::watchdog;
 
 impl Session {
@@ -44,7 +49,8 @@ impl Session {
         what: Parked,
         nonblock: bool,
     ) {
-        if hd.pending.lock_ok().is_empty() {
+        let mut aside = false;
+        if hd.pending.lock_ok().iter().all(|p| p.aside) {
             // Not armed: a request that is answered at once must not make the
             // next event wake the service thread. If it parks, `service` arms
             // the waker before it tries again, so no event is missed.
@@ -60,6 +66,7 @@ impl Session {
             }
             match res {
                 Err(e) if e == Errno::EAGAIN && !nonblock => {}
+                Err(e) if e == Errno::WAIT_ALWAYS => aside = true,
                 res => return self.finish(u, res),
             }
         }
@@ -69,6 +76,7 @@ impl Session {
             what,
             attempting: false,
             interrupted: false,
+            aside,
         });
         self.parked.lock_ok().insert(u, fh);
         drop(pend);
@@ -132,54 +140,80 @@ impl Session {
         }
     }
 
-    /// Retry a handle's parked requests until one would still block. Each
-    /// runs without the queue's lock (it may reach into the caller's
-    /// memory), so an interrupt or a release never waits for it.
+    /// Retry a handle's parked requests: those in its queue in order until
+    /// one would still block, then each of those waiting aside. Each runs
+    /// without the queue's lock (it may reach into the caller's memory),
+    /// so an interrupt or a release never waits for it.
     pub(super) fn retry_parked(&self, hd: &Arc<Handle>) {
-        loop {
-            let (unique, what) = {
-                let mut pend = hd.pending.lock_ok();
-                match pend.front_mut() {
-                    Some(p) if !p.attempting => {
-                        p.attempting = true;
-                        (p.unique, p.what.clone())
-                    }
-                    // Empty, or a retry of it never came back (the watchdog
-                    // has answered it): this handle's queue stays stuck.
-                    _ => return,
-                }
-            };
-            hd.armed.store(true, Ordering::SeqCst);
-            watchdog::working_on(unique);
-            let res = catch_unwind(AssertUnwindSafe(|| self.attempt(hd, &what, false, true)))
-                .unwrap_or_else(|e| {
-                    error!(
-                        unique,
-                        opcode = what.opcode(),
-                        nodeid = hd.nodeid,
-                        "parked request panicked on retry, answering EIO: {}",
-                        panic_message(&*e)
-                    );
-                    Err(Errno::EIO)
-                });
-            let mut pend = hd.pending.lock_ok();
-            let Some(i) = pend.iter().position(|p| p.unique == unique) else {
-                // Answered meanwhile (the handle was released).
-                return;
-            };
-            let res = match res {
-                Err(e) if e == Errno::EAGAIN && !pend[i].interrupted => {
-                    pend[i].attempting = false;
-                    return;
-                }
-                Err(e) if e == Errno::EAGAIN => Err(Errno::EINTR),
-                res => res,
-            };
-            pend.remove(i);
-            drop(pend);
-            self.parked.lock_ok().remove(&unique);
-            self.finish(unique, res);
+        while self.retry_one(hd, None) {}
+        let aside: Vec<u64> = hd
+            .pending
+            .lock_ok()
+            .iter()
+            .filter(|p| p.aside)
+            .map(|p| p.unique)
+            .collect();
+        for u in aside {
+            self.retry_one(hd, Some(u));
         }
+    }
+
+    /// Retry the first request of the handle's queue (`which`: that
+    /// request waiting aside); whether the queue's next may be tried.
+    fn retry_one(&self, hd: &Arc<Handle>, which: Option<u64>) -> bool {
+        let (unique, what) = {
+            let mut pend = hd.pending.lock_ok();
+            let p = match which {
+                None => pend.iter_mut().find(|p| !p.aside),
+                Some(u) => pend.iter_mut().find(|p| p.unique == u),
+            };
+            match p {
+                Some(p) if !p.attempting => {
+                    p.attempting = true;
+                    (p.unique, p.what.clone())
+                }
+                // Empty, or a retry of it never came back (the watchdog
+                // has answered it): this handle's queue stays stuck.
+                _ => return false,
+            }
+        };
+        hd.armed.store(true, Ordering::SeqCst);
+        watchdog::working_on(unique);
+        let res = catch_unwind(AssertUnwindSafe(|| self.attempt(hd, &what, false, true)))
+            .unwrap_or_else(|e| {
+                error!(
+                    unique,
+                    opcode = what.opcode(),
+                    nodeid = hd.nodeid,
+                    "parked request panicked on retry, answering EIO: {}",
+                    panic_message(&*e)
+                );
+                Err(Errno::EIO)
+            });
+        let mut pend = hd.pending.lock_ok();
+        let Some(i) = pend.iter().position(|p| p.unique == unique) else {
+            // Answered meanwhile (the handle was released).
+            return false;
+        };
+        let res = match res {
+            Err(e) if waits(e) && !pend[i].interrupted => {
+                pend[i].attempting = false;
+                if e == Errno::WAIT_ALWAYS && !pend[i].aside {
+                    // It waits whatever else comes: aside from now on,
+                    // and the queue goes on.
+                    pend[i].aside = true;
+                    return true;
+                }
+                return false;
+            }
+            Err(e) if waits(e) => Err(Errno::EINTR),
+            res => res,
+        };
+        pend.remove(i);
+        drop(pend);
+        self.parked.lock_ok().remove(&unique);
+        self.finish(unique, res);
+        which.is_none()
     }
 
     /// Retry the parked requests of a handle, oldest first, then answer a

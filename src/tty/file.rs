@@ -99,6 +99,7 @@ impl FileNode for TtyNode {
             plan: Mutex::new(None),
             miwait: Mutex::new(None),
             timer: Mutex::new(None),
+            brk_until: Mutex::new(None),
         }))
     }
 }
@@ -114,8 +115,10 @@ struct TtyFile {
     plan: Mutex<Option<ReadPlan>>,
     /// TIOCMIWAIT's counters at its first call.
     miwait: Mutex<Option<Icount>>,
-    /// When the pending VTIME timer fires.
+    /// When the pending VTIME or break timer fires.
     timer: Mutex<Option<Instant>>,
+    /// When the break of TCSBRK or TCSBRKP in progress ends.
+    brk_until: Mutex<Option<Instant>>,
 }
 
 /// An int argument from the caller's memory.
@@ -148,7 +151,9 @@ impl TtyFile {
     /// Wake this file's parked read at `at` (a VTIME timer).
     fn wake_at(&self, at: Instant) {
         let mut t = self.timer.lock_ok();
-        if t.is_some_and(|x| x <= at) {
+        // A timer still to fire, no later than this one, wakes the call,
+        // which asks again then.
+        if t.is_some_and(|x| x <= at && x > Instant::now()) {
             return;
         }
         *t = Some(at);
@@ -163,8 +168,9 @@ impl TtyFile {
             });
     }
 
-    /// Wait until every write went out (tty_wait_until_sent); EAGAIN to
-    /// be asked again while they have not, EIO once hung up.
+    /// Wait until every write went out (tty_wait_until_sent, which waits
+    /// whatever O_NONBLOCK says): asked again until they have, EIO once
+    /// hung up.
     fn drained(&self) -> SysResult<()> {
         let st = self.acm.state();
         if self.hung(&st) {
@@ -173,7 +179,7 @@ impl TtyFile {
         if Acm::drained(&st) {
             Ok(())
         } else {
-            Err(Errno::EAGAIN)
+            Err(Errno::WAIT_ALWAYS)
         }
     }
 
@@ -232,8 +238,8 @@ impl TtyFile {
     }
 
     /// TIOCMIWAIT (acm_wait_serial_change): returns once a line in `mask`
-    /// changed since the first call; EAGAIN to be asked again; EIO once
-    /// the device went.
+    /// changed since the first call; asked again until then, whatever
+    /// O_NONBLOCK says; EIO once the device went.
     fn miwait(&self, req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
         let mask = req.arg as u32;
         let st = self.acm.state();
@@ -246,7 +252,7 @@ impl TtyFile {
         let mut w = self.miwait.lock_ok();
         let Some(then) = (*w).filter(|_| req.retry) else {
             *w = Some(now);
-            return Err(Errno::EAGAIN);
+            return Err(Errno::WAIT_ALWAYS);
         };
         let changed = (mask & super::acm::TIOCM_DSR != 0 && now.dsr != then.dsr)
             || (mask & super::acm::TIOCM_CD != 0 && now.dcd != then.dcd)
@@ -255,17 +261,41 @@ impl TtyFile {
             *w = None;
             return ok();
         }
-        Err(Errno::EAGAIN)
+        Err(Errno::WAIT_ALWAYS)
     }
 
     /// A break of `ms` (tty's send_break without a hardware break: on,
     /// wait, off).
-    fn timed_break(&self, ms: u64) -> SysResult<IoctlReply> {
-        self.drained()?;
-        self.acm.send_break(0xffff)?;
-        std::thread::sleep(Duration::from_millis(ms));
-        self.acm.send_break(0)?;
-        ok()
+    ///
+    /// The call waits parked (no thread held): the first attempt drains
+    /// the output and starts the break, a retry after `ms` ends it.
+    fn timed_break(&self, req: &IoctlRequest<'_>, ms: u64) -> SysResult<IoctlReply> {
+        let mut until = self.brk_until.lock_ok();
+        match (*until).filter(|_| req.retry) {
+            None => {
+                drop(until);
+                self.drained()?;
+                self.acm.send_break(0xffff)?;
+                let now = Instant::now();
+                let end = now
+                    .checked_add(Duration::from_millis(ms))
+                    .unwrap_or(now + Duration::from_secs(86_400 * 365));
+                *self.brk_until.lock_ok() = Some(end);
+                self.wake_at(end);
+                Err(Errno::WAIT_ALWAYS)
+            }
+            Some(end) if Instant::now() < end => {
+                drop(until);
+                self.wake_at(end);
+                Err(Errno::WAIT_ALWAYS)
+            }
+            Some(_) => {
+                *until = None;
+                drop(until);
+                self.acm.send_break(0)?;
+                ok()
+            }
+        }
     }
 }
 
@@ -403,7 +433,7 @@ impl OpenFile for TtyFile {
             }
             TCSBRK => {
                 if req.arg == 0 {
-                    self.timed_break(250)
+                    self.timed_break(req, 250)
                 } else {
                     self.drained().map(|_| IoctlReply::default())
                 }
@@ -412,11 +442,14 @@ impl OpenFile for TtyFile {
                 let ms = if req.arg == 0 {
                     250
                 } else {
-                    req.arg.min(10_000) * 100
+                    req.arg.saturating_mul(100)
                 };
-                self.timed_break(ms)
+                self.timed_break(req, ms)
             }
-            TIOCSBRK => self.acm.send_break(0xffff).map(|_| IoctlReply::default()),
+            TIOCSBRK => {
+                self.drained()?;
+                self.acm.send_break(0xffff).map(|_| IoctlReply::default())
+            }
             TIOCCBRK => self.acm.send_break(0).map(|_| IoctlReply::default()),
             TIOCMGET => put(req, self.acm.tiocmget().to_le_bytes().to_vec()),
             TIOCMSET => {
