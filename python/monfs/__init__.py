@@ -19,8 +19,9 @@ fed by simulated USB devices. This package drives it from a test suite:
   are monfs's.
 * :mod:`monfs.peer` writes an external device as a class;
   :mod:`monfs.descriptors` builds its descriptors; :mod:`monfs.hidraw`
-  reads and writes hidraw nodes as HID programs do, and :mod:`monfs.evdev`
-  the input layer's ``/dev/input/eventN`` as input programs do.
+  reads and writes hidraw nodes as HID programs do, :mod:`monfs.evdev`
+  the input layer's ``/dev/input/eventN`` as input programs do, and
+  :mod:`monfs.tty` finds and opens serial ports (``/dev/ttyACMN``).
 * The pytest plugin (:mod:`monfs.pytest_plugin`, loaded automatically once
   installed) gives a ``monfs`` fixture: a fresh mount per test.
 

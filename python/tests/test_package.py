@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import monfs
-from monfs import control, descriptors, evdev, hidraw, peer, pytest_plugin, tracing, usbmon
+from monfs import control, descriptors, evdev, hidraw, peer, pytest_plugin, tracing, tty, usbmon
 
 
 def test_version_follows_the_crate(repo):
@@ -39,7 +39,7 @@ def test_pip_install_registers_the_plugin(repo, tmp_path):
 
 
 def public_objects():
-    for mod in (monfs, control, descriptors, evdev, hidraw, peer, pytest_plugin, tracing, usbmon):
+    for mod in (monfs, control, descriptors, evdev, hidraw, peer, pytest_plugin, tracing, tty, usbmon):
         for name in getattr(mod, "__all__", []):
             obj = getattr(mod, name)
             if inspect.isfunction(obj) or inspect.isclass(obj):

@@ -1,0 +1,100 @@
+"""cdc_acm's ports from the Python side: a peer.AcmDevice on a socket, the
+port found by monfs.tty.find and driven by monfs.tty.Port and by pyserial:
+an AT command answered, the line settings and control lines the peer
+sees, SERIAL_STATE changes as modem lines, TIOCMIWAIT and TIOCGICOUNT."""
+
+import threading
+
+import serial  # Debian's python3-serial (scripts/setup)
+
+import monfs
+from monfs import descriptors as d
+from monfs import peer, tty
+
+
+def acm_dump() -> bytes:
+    return d.descriptors_file(
+        d.device(0x1209, 0x0006, device_class=2, manufacturer=1, product=2, serial=3),
+        d.configuration(d.cdc_acm(0, 1)),
+    )
+
+
+def config(path: str) -> dict:
+    dev = {"port": 1, "kind": "external", "descriptors": acm_dump(), "product": "Modem",
+           "manufacturer": "monfs", "serial": "9", "socket": path}
+    return {"usb": {"buses": [{"bus": 1, "hub_poll_ms": 0, "devices": [dev]}]}}
+
+
+class Modem(peer.AcmDevice):
+    """Answers AT with OK."""
+
+    def on_data(self, data):
+        super().on_data(data)
+        if bytes(self.received).endswith(b"AT\r"):
+            self.write(b"\r\nOK\r\n")
+
+
+def port_of(m) -> str:
+    m.wait_for_text("usb/devices", "Driver=cdc_acm")
+    ports = tty.find(0x1209, 0x0006, sys=str(m.path("sys")), dev=str(m.path("dev")))
+    assert len(ports) == 1, ports
+    return ports[0]
+
+
+def test_a_modem_answers_and_sees_the_line_settings_and_control_lines():
+    modem = peer.SocketPeer(Modem)
+    with monfs.Mount(config(modem.path), peers=[modem]) as m:
+        with tty.Port(port_of(m), baud=115200) as p:
+            p.write(b"AT\r")
+            assert p.read_until(b"OK\r\n") == b"\r\nOK\r\n"
+            assert p.modem_lines() == {"dtr": True, "rts": True, "cts": True, "cd": False, "ri": False,
+                                       "dsr": False}
+            p.set_lines(dtr=False)
+        dev = modem.device
+        # The probe's 9600 8N1, then the port's 115200 8N1.
+        assert dev.line_codings == [(9600, 0, 0, 8), (115200, 0, 0, 8)]
+        # Raised at the open, DTR dropped, both dropped at the close (HUPCL),
+        # which FUSE passes on after close(2) returned.
+        for _ in range(600):
+            if len(dev.control_lines) == 3:
+                break
+            threading.Event().wait(0.05)
+        assert dev.control_lines == [(True, True), (False, True), (False, False)]
+        assert bytes(dev.received) == b"AT\r"
+
+
+def test_serial_state_sets_the_modem_lines_and_wakes_tiocmiwait():
+    modem = peer.SocketPeer(Modem)
+    with monfs.Mount(config(modem.path), peers=[modem]) as m:
+        with tty.Port(port_of(m)) as p:
+            woke = threading.Event()
+
+            def wait_ring():
+                p.wait_lines("ri")
+                woke.set()
+
+            t = threading.Thread(target=wait_ring, daemon=True)
+            t.start()
+            modem.device.set_serial_state(dcd=True, dsr=True)
+            # DCD and DSR come first: not what the waiter asked for.
+            for _ in range(600):
+                if p.modem_lines()["dsr"]:
+                    break
+                woke.wait(0.05)
+            lines = p.modem_lines()
+            assert lines["cd"] and lines["dsr"] and not lines["ri"]
+            assert not woke.is_set()
+            modem.device.set_serial_state(dcd=True, dsr=True, ri=True)
+            assert woke.wait(30)
+            counts = p.counters()
+            assert (counts["dcd"], counts["dsr"], counts["rng"]) == (1, 1, 1)
+
+
+def test_pyserial_reads_what_the_device_writes():
+    modem = peer.SocketPeer(Modem)
+    with monfs.Mount(config(modem.path), peers=[modem]) as m:
+        s = serial.Serial(port_of(m), 57600, timeout=30)
+        modem.device.write(b"hello from the device\n")
+        assert s.readline() == b"hello from the device\n"
+        assert modem.device.line_codings[-1] == (57600, 0, 0, 8)
+        s.close()
