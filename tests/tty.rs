@@ -276,6 +276,24 @@ fn usbmon_fields(line: &str) -> String {
     line.split(' ').skip(2).collect::<Vec<_>>().join(" ")
 }
 
+/// `ls -l`'s lines (busybox's in the guest, coreutils's here) without
+/// their dates, which are the run's: the total, then each entry's mode,
+/// links, owner, group, size, name and link target. `power` is left out:
+/// monfs models no runtime power management directory in its sysfs (the
+/// USB devices have none either; compare.py's input checks leave them out
+/// for the same reason).
+fn ls_entries(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            if w.first() == Some(&"total") {
+                return Some(l.trim().to_string());
+            }
+            (w.len() >= 9 && w[8] != "power").then(|| [&w[..5], &w[8..]].concat().join(" "))
+        })
+        .collect()
+}
+
 /// A ttyACM session's usbmon lines (device 2 of bus 3) as compared with
 /// the kernel's: (the ordered sequence, each endpoint's own sequence).
 ///
@@ -368,7 +386,12 @@ fn tty_acm_session_is_the_kernels_with_g_serial() {
          exec 3< /sys/kernel/debug/usb/usbmon/3u; cat <&3 > mon & \
          tty_acm /dev/ttyACM0 > client 2>&1; \
          n=0; until [ \"$(grep -c ' C Bi:3:002:1 -2 ' mon)\" -ge 16 ] || [ $n = 1200 ]; do \
-         sleep 0.05; n=$((n + 1)); done; kill $!",
+         sleep 0.05; n=$((n + 1)); done; kill $!; \
+         cat /sys/class/tty/ttyACM0/uevent > uevent; \
+         ls -l /sys/class/tty/ttyACM0/ > ls_class; \
+         cat /sys/class/tty/ttyACM0/device/bmCapabilities > caps; \
+         for i in /sys/bus/usb/devices/3-1:*; do \
+         echo \"$(basename $i) driver $(basename $(readlink $i/driver))\"; done > drivers",
     );
     let client = std::fs::read_to_string(dir.join("client")).unwrap();
     let want = kernel_acm("tty_acm.txt");
@@ -392,6 +415,28 @@ fn tty_acm_session_is_the_kernels_with_g_serial() {
         if g != w {
             diffs.push(format!("usbmon {ep}:\n  kernel {w:#?}\n  monfs {g:#?}"));
         }
+    }
+    for (file, kept) in [
+        ("uevent", "uevent.txt"),
+        ("caps", "bmCapabilities.txt"),
+        ("drivers", "drivers.txt"),
+    ] {
+        let (g, w) = (
+            std::fs::read_to_string(dir.join(file)).unwrap(),
+            kernel_acm(kept),
+        );
+        if g != w {
+            diffs.push(format!("{kept}: kernel {w:?}, monfs {g:?}"));
+        }
+    }
+    let (g, w) = (
+        ls_entries(&std::fs::read_to_string(dir.join("ls_class")).unwrap()),
+        ls_entries(&kernel_acm("ls_class_tty_ttyACM0.txt")),
+    );
+    if g != w {
+        diffs.push(format!(
+            "ls -l /sys/class/tty/ttyACM0/:\n  kernel {w:#?}\n  monfs {g:#?}"
+        ));
     }
     if got_seq != want_seq {
         diffs.push(format!(
