@@ -1963,13 +1963,21 @@ def acm_compare():
     now = [ln for ln in (read(T, "device.txt") or "").split("\n") if not ln.startswith("manufacturer ")]
     check(kept == now, "tty: g_serial's sysfs attributes (the manufacturer string, which carries the kernel "
           "release, aside)", first_diff(kept, now))
-    # `ls -l`'s dates are the run's: names, modes and link targets
+    # `ls -l`'s dates are the run's: the total, then each entry's mode,
+    # links, owner, group, size, name and link target (as tests/tty.rs's
+    # ls_entries, which also leaves out power/, which monfs does not model)
     def entries(t):
-        return [(w[0], w[-1] if not w[0].startswith("l") else " ".join(w[-3:]))
-                for w in (ln.split() for ln in (t or "").split("\n")) if len(w) >= 9]
+        out = []
+        for ln in (t or "").split("\n"):
+            w = ln.split()
+            if w[:1] == ["total"]:
+                out.append(" ".join(w))
+            elif len(w) >= 9:
+                out.append(" ".join(w[:5] + w[8:]))
+        return out
     kept, now = entries(kept_acm("ls_class_tty_ttyACM0.txt")), entries(read(T, "ls_class_tty_ttyACM0.txt"))
-    check(kept == now and kept, "tty: ls -l /sys/class/tty/ttyACM0/ (modes, names, link targets; dates aside)",
-          first_diff(kept, now))
+    check(kept == now and kept, "tty: ls -l /sys/class/tty/ttyACM0/ (total, modes, links, owners, sizes, names, "
+          "link targets; dates aside)", first_diff(kept, now))
     ko, ke = acm_streams(kept_acm("usbmon.txt"))
     no, ne = acm_streams(read(T, "usbmon.txt"))
     for ep in sorted(set(ke) | set(ne)):
