@@ -310,20 +310,22 @@ fn ls_entries(text: &str, owner_root: bool) -> Vec<String> {
 /// Every line is in its endpoint's sequence, compared in order and field
 /// by field. The ordered sequence, compared across endpoints, leaves out
 /// the two kinds of line whose place among the others the kernel itself
-/// does not fix: the notification endpoint's (cdc_acm submits that URB
-/// before the read URBs, but when the device answers it is the device's
-/// and the host controller's timing: in the measurement g_serial's second
-/// SERIAL_STATE came between two read URB submissions) and the read URBs'
+/// does not fix: the notification URB's completions with the device's
+/// SERIAL_STATE and its resubmissions (when the device answers is the
+/// device's and the host controller's timing: in one measurement
+/// g_serial's second SERIAL_STATE came after the first read URB's
+/// submission, in another after the second's) and the read URBs'
 /// resubmissions (acm_read_bulk_callback submits a read URB again after
 /// it pushed the data to the tty, so the reader may run before or after
 /// it). What remains is ordered by the client's system calls and by cause
-/// and effect: the first open's 16 read URBs before it raises DTR and RTS,
-/// a write's completion before its echo, the echo before the next
-/// request, the close's SET_CONTROL_LINE_STATE before the killed URBs.
+/// and effect: the first open's notification URB, then its 16 read URBs,
+/// before it raises DTR and RTS; a write's completion before its echo;
+/// the echo before the next request; the close's SET_CONTROL_LINE_STATE
+/// before the killed URBs, the notification URB first.
 fn acm_streams(text: &str) -> (Vec<String>, std::collections::BTreeMap<String, Vec<String>>) {
     let mut ordered = vec![];
     let mut per_ep: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-    let mut read_completed = false;
+    let (mut read_completed, mut notify_submitted) = (false, false);
     for l in text.lines() {
         let f = usbmon_fields(l);
         let w: Vec<&str> = f.split(' ').collect();
@@ -334,7 +336,14 @@ fn acm_streams(text: &str) -> (Vec<String>, std::collections::BTreeMap<String, V
         per_ep.entry(addr.to_string()).or_default().push(f.clone());
         let kind = &addr[..2];
         let resubmission = kind == "Bi" && w[0] == "S" && read_completed;
-        if kind != "Ii" && !resubmission {
+        // the notification URB's first submission, and its killing
+        let notify_fixed = kind == "Ii"
+            && ((w[0] == "S" && !notify_submitted)
+                || (w[0] == "C" && w.get(2).is_some_and(|s| s.starts_with('-'))));
+        if kind == "Ii" && w[0] == "S" {
+            notify_submitted = true;
+        }
+        if (kind != "Ii" || notify_fixed) && !resubmission {
             ordered.push(f.clone());
         }
         if kind == "Bi" && w[0] == "C" {
