@@ -10,7 +10,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{lines, monfs_run};
+use common::{compile_c, lines, monfs_run};
 
 /// The loopback on port 1 of bus 1 (device 2), its events logged to
 /// `DIR/serial`.
@@ -260,4 +260,214 @@ fn picocom_under_tmux_types_and_shows_the_devices_answer() {
         .collect();
     assert_eq!(hex_text(&data), "hello picocom", "{log}");
     assert!(log.lines().any(|l| l == "coding 115200 0 0 8"), "{log}");
+}
+
+/// The kernel's measurement of tests/c/tty_acm.c's session
+/// (tests/data/kernel_acm/, from scripts/kernel-vm's step K4t: Debian's
+/// 6.12 kernel, g_serial's ACM function on dummy_hcd's bus 3, cdc_acm's
+/// ttyACM0, `tty_acm --loopback` echoing on the gadget's ttyGS0).
+fn kernel_acm(name: &str) -> String {
+    std::fs::read_to_string(common::repo_path(&format!("tests/data/kernel_acm/{name}"))).unwrap()
+}
+
+/// A usbmon text line without its URB tag and time stamp: those are the
+/// kernel's pointers and clock, not the session's.
+fn usbmon_fields(line: &str) -> String {
+    line.split(' ').skip(2).collect::<Vec<_>>().join(" ")
+}
+
+/// `ls -l`'s lines (busybox's in the guest, coreutils's here) without
+/// their dates, which are the run's: the total, then each entry's mode,
+/// links, owner, group, size, name and link target. `power` is left out:
+/// monfs models no runtime power management directory in its sysfs (the
+/// USB devices have none either; compare.py's input checks leave them out
+/// for the same reason). With `owner_root`, the owner and group read as
+/// root's: in the rootless leg every file of the mount is the user's
+/// (docs/rootless.md: the mount's owner is the caller's uid and gid), as
+/// the tests run as a user.
+fn ls_entries(text: &str, owner_root: bool) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| {
+            let mut w: Vec<&str> = l.split_whitespace().collect();
+            if w.first() == Some(&"total") {
+                return Some(l.trim().to_string());
+            }
+            if w.len() < 9 || w[8] == "power" {
+                return None;
+            }
+            if owner_root {
+                w[2] = "root";
+                w[3] = "root";
+            }
+            Some([&w[..5], &w[8..]].concat().join(" "))
+        })
+        .collect()
+}
+
+/// A ttyACM session's usbmon lines (device 2 of bus 3) as compared with
+/// the kernel's: (the ordered sequence, each endpoint's own sequence).
+///
+/// Every line is in its endpoint's sequence, compared in order and field
+/// by field. The ordered sequence, compared across endpoints, leaves out
+/// the two kinds of line whose place among the others the kernel itself
+/// does not fix: the notification URB's completions with the device's
+/// SERIAL_STATE and its resubmissions (when the device answers is the
+/// device's and the host controller's timing: in one measurement
+/// g_serial's second SERIAL_STATE came after the first read URB's
+/// submission, in another after the second's) and the read URBs'
+/// resubmissions (acm_read_bulk_callback submits a read URB again after
+/// it pushed the data to the tty, so the reader may run before or after
+/// it). What remains is ordered by the client's system calls and by cause
+/// and effect: the first open's notification URB, then its 16 read URBs,
+/// before it raises DTR and RTS; a write's completion before its echo;
+/// the echo before the next request; the close's SET_CONTROL_LINE_STATE
+/// before the killed URBs, the notification URB first.
+fn acm_streams(text: &str) -> (Vec<String>, std::collections::BTreeMap<String, Vec<String>>) {
+    let mut ordered = vec![];
+    let mut per_ep: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let (mut read_completed, mut notify_submitted) = (false, false);
+    for l in text.lines() {
+        let f = usbmon_fields(l);
+        let w: Vec<&str> = f.split(' ').collect();
+        let Some(addr) = w.get(1) else { continue };
+        if !addr.contains(":3:002:") {
+            continue;
+        }
+        per_ep.entry(addr.to_string()).or_default().push(f.clone());
+        let kind = &addr[..2];
+        let resubmission = kind == "Bi" && w[0] == "S" && read_completed;
+        // the notification URB's first submission, and its killing
+        let notify_fixed = kind == "Ii"
+            && ((w[0] == "S" && !notify_submitted)
+                || (w[0] == "C" && w.get(2).is_some_and(|s| s.starts_with('-'))));
+        if kind == "Ii" && w[0] == "S" {
+            notify_submitted = true;
+        }
+        if (kind != "Ii" || notify_fixed) && !resubmission {
+            ordered.push(f.clone());
+        }
+        if kind == "Bi" && w[0] == "C" {
+            read_completed = true;
+        }
+    }
+    (ordered, per_ep)
+}
+
+/// tests/c/tty_acm.c inside `monfs run` against the kernel's g_serial
+/// (its descriptors and strings, at high speed, as device 2 of bus 3 as on
+/// dummy_hcd; tests/data/acm_gserial_peer.py a loopback with its
+/// endpoints and SERIAL_STATE notifications): the client's answers are the
+/// kernel's line for line, and the usbmon lines of the session are the
+/// kernel's field by field but URB tags and time stamps (see
+/// [`acm_streams`] for which lines' order is compared).
+#[test]
+fn tty_acm_session_is_the_kernels_with_g_serial() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    compile_c("tty_acm", dir);
+    let hex = kernel_acm("descriptors.hex");
+    let desc: Vec<u8> = (0..hex.trim().len() / 2)
+        .map(|i| u8::from_str_radix(&hex.trim()[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    std::fs::write(dir.join("gserial.desc"), &desc).unwrap();
+    std::fs::write(dir.join("gserial.hex"), hex.trim()).unwrap();
+    let dev = kernel_acm("device.txt");
+    let field = |k: &str| {
+        dev.lines()
+            .find_map(|l| l.strip_prefix(k)?.strip_prefix(' '))
+            .unwrap()
+            .to_string()
+    };
+    // g_serial has no serial number string (iSerialNumber 0).
+    assert_eq!(field("serial"), "", "{dev}");
+    let peer = common::repo_path("tests/data/acm_gserial_peer.py");
+    // Bus 3, as dummy_hcd's was (after qemu's two xHCI buses), so that the
+    // usbmon addresses need no normalising; the device is the bus's first,
+    // number 2, on both.
+    let config = format!(
+        "usb:\n  buses:\n    - bus: 3\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          \
+         kind: external\n          speed: high\n          descriptors: {}\n          manufacturer: \"{}\"\n          \
+         product: \"{}\"\n          command: [/usr/bin/python3, {}, {}]\n",
+        dir.join("gserial.desc").display(),
+        field("manufacturer"),
+        field("product"),
+        peer,
+        dir.join("gserial.hex").display(),
+    );
+    monfs_run(
+        dir,
+        &config,
+        // 3u is open before the client starts, once the device's
+        // enumeration and cdc_acm's probe are over; it is read until the
+        // close's 16 killed read URBs are in (a minute at most: past that
+        // the assertions below show what is missing).
+        "monfs ctl wait settled >/dev/null; \
+         exec 3< /sys/kernel/debug/usb/usbmon/3u; cat <&3 > mon & \
+         tty_acm /dev/ttyACM0 > client 2>&1; \
+         n=0; until [ \"$(grep -c ' C Bi:3:002:1 -2 ' mon)\" -ge 16 ] || [ $n = 1200 ]; do \
+         sleep 0.05; n=$((n + 1)); done; kill $!; \
+         cat /sys/class/tty/ttyACM0/uevent > uevent; \
+         ls -l /sys/class/tty/ttyACM0/ > ls_class; \
+         cat /sys/class/tty/ttyACM0/device/bmCapabilities > caps; \
+         for i in /sys/bus/usb/devices/3-1:*; do \
+         echo \"$(basename $i) driver $(basename $(readlink $i/driver))\"; done > drivers",
+    );
+    let client = std::fs::read_to_string(dir.join("client")).unwrap();
+    let want = kernel_acm("tty_acm.txt");
+    let got_lines: Vec<&str> = client.lines().collect();
+    let want_lines: Vec<&str> = want.lines().collect();
+    let mon = std::fs::read_to_string(dir.join("mon")).unwrap();
+    let kmon = kernel_acm("usbmon.txt");
+    let (got_seq, got_eps) = acm_streams(&mon);
+    let (want_seq, want_eps) = acm_streams(&kmon);
+    // Each mismatch, so that one run shows all of them.
+    let mut diffs = vec![];
+    for i in 0..got_lines.len().max(want_lines.len()) {
+        let (g, w) = (got_lines.get(i), want_lines.get(i));
+        if g != w {
+            diffs.push(format!("client line {}: kernel {w:?}, monfs {g:?}", i + 1));
+        }
+    }
+    let eps: std::collections::BTreeSet<&String> = want_eps.keys().chain(got_eps.keys()).collect();
+    for ep in eps {
+        let (g, w) = (got_eps.get(ep), want_eps.get(ep));
+        if g != w {
+            diffs.push(format!("usbmon {ep}:\n  kernel {w:#?}\n  monfs {g:#?}"));
+        }
+    }
+    for (file, kept) in [
+        ("uevent", "uevent.txt"),
+        ("caps", "bmCapabilities.txt"),
+        ("drivers", "drivers.txt"),
+    ] {
+        let (g, w) = (
+            std::fs::read_to_string(dir.join(file)).unwrap(),
+            kernel_acm(kept),
+        );
+        if g != w {
+            diffs.push(format!("{kept}: kernel {w:?}, monfs {g:?}"));
+        }
+    }
+    let (g, w) = (
+        ls_entries(
+            &std::fs::read_to_string(dir.join("ls_class")).unwrap(),
+            common::rootless(),
+        ),
+        ls_entries(&kernel_acm("ls_class_tty_ttyACM0.txt"), false),
+    );
+    if g != w {
+        diffs.push(format!(
+            "ls -l /sys/class/tty/ttyACM0/:\n  kernel {w:#?}\n  monfs {g:#?}"
+        ));
+    }
+    if got_seq != want_seq {
+        diffs.push(format!(
+            "usbmon order:\n  kernel {want_seq:#?}\n  monfs {got_seq:#?}"
+        ));
+    }
+    assert!(
+        diffs.is_empty(),
+        "{}\n--- monfs's client output:\n{client}\n--- monfs's usbmon:\n{mon}",
+        diffs.join("\n")
+    );
 }

@@ -9,7 +9,8 @@ sessions, the keyboard's unplug uevents, and udevadm monitor's KERNEL and
 UDEV events of a hot-plug of the keyboard and the stick; the input layer
 (steps K4e, M4e, M5e): sysfs, LED class devices, evdev_probe's answers,
 evtest's header, the event frames of each interrupt IN report, udev's
-properties and links, the keyboard's hot-plug with evdev loaded. Writes a report (one line per
+properties and links, the keyboard's hot-plug with evdev loaded; the
+cdc_acm session of step K4t against tests/data/kernel_acm/ (drift). Writes a report (one line per
 check: PASS, FAIL or INFO, with details) and exits 1 when a check failed.
 
     compare.py [--allow-no-cuse] GUEST_DIR REPORT
@@ -1889,6 +1890,115 @@ def input_compare():
 
 
 input_compare()
+
+
+# ------------------------------------------------------------------ cdc_acm (step K4t, the kernel only)
+# The fresh measurement (kernel/tty: g_serial on dummy_hcd, cdc_acm's
+# ttyACM0, tests/c/tty_acm.c) against the one the repository keeps
+# (tests/data/kernel_acm/, which tests/tty.rs holds monfs to), so that a
+# change of the kernel's (or of the guest's set-up) shows as a failure.
+# The usbmon lines are compared as tests/tty.rs compares them (acm_streams
+# there): URB tags and time stamps left out; every line in its endpoint's
+# sequence; across endpoints, the order of all lines but the notification
+# URB's completions with data and resubmissions and the read URBs'
+# resubmissions, whose place the kernel does not fix (the device's timing;
+# the reader may run before the callback resubmits).
+KERNEL_ACM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "data", "kernel_acm")
+
+
+def kept_acm(name):
+    try:
+        with open(os.path.join(KERNEL_ACM, name)) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def acm_streams(text):
+    ordered, per_ep, read_completed, notify_submitted = [], OrderedDict(), False, False
+    for ln in (text or "").split("\n"):
+        w = ln.split(" ")[2:]
+        if len(w) < 2 or ":3:002:" not in w[1]:
+            continue
+        f = " ".join(w)
+        per_ep.setdefault(w[1], []).append(f)
+        kind = w[1][:2]
+        # the notification URB's first submission, and its killing
+        notify_fixed = kind == "Ii" and ((w[0] == "S" and not notify_submitted) or
+                                         (w[0] == "C" and len(w) > 2 and w[2].startswith("-")))
+        if kind == "Ii" and w[0] == "S":
+            notify_submitted = True
+        if (kind != "Ii" or notify_fixed) and not (kind == "Bi" and w[0] == "S" and read_completed):
+            ordered.append(f)
+        if kind == "Bi" and w[0] == "C":
+            read_completed = True
+    return ordered, per_ep
+
+
+def first_diff(a, b):
+    for i in range(max(len(a), len(b))):
+        x = a[i] if i < len(a) else None
+        y = b[i] if i < len(b) else None
+        if x != y:
+            return "line %d: kept %r, now %r" % (i + 1, x, y)
+    return "same"
+
+
+def acm_compare():
+    T = "kernel/tty"
+    if "flavour 6.12" not in (read("info.txt") or ""):
+        res("INFO", "tty: the cdc_acm measurement not compared (tests/data/kernel_acm is 6.12's)")
+        return
+    if read(T, "tty_acm.txt") is None:
+        res("FAIL", "tty: no kernel step K4t results (kernel/tty/tty_acm.txt)")
+        return
+    check(rc(T, "tty_acm.txt.rc") == 0, "tty: tty_acm /dev/ttyACM0 exited 0", (read(T, "tty_acm.err") or "").strip())
+    for name, what in (("tty_acm.txt", "tty_acm's answers on ttyACM0"),
+                       ("descriptors.hex", "g_serial's descriptors"),
+                       ("bmCapabilities.txt", "the control interface's bmCapabilities"),
+                       ("uevent.txt", "ttyACM0's uevent"),
+                       ("drivers.txt", "the interfaces' drivers")):
+        kept = (kept_acm(name) or "").split("\n")
+        now = (read(T, name) or "").split("\n")
+        check(kept == now and kept != [""], "tty: %s are tests/data/kernel_acm/%s's" % (what, name),
+              first_diff(kept, now))
+    # g_serial's manufacturer string is "Linux RELEASE with dummy_udc":
+    # it changes with each kernel package, which is not a difference
+    kept = [ln for ln in (kept_acm("device.txt") or "").split("\n") if not ln.startswith("manufacturer ")]
+    now = [ln for ln in (read(T, "device.txt") or "").split("\n") if not ln.startswith("manufacturer ")]
+    check(kept == now, "tty: g_serial's sysfs attributes (the manufacturer string, which carries the kernel "
+          "release, aside)", first_diff(kept, now))
+    # `ls -l`'s dates are the run's: the total, then each entry's mode,
+    # links, owner, group, size, name and link target (as tests/tty.rs's
+    # ls_entries, which also leaves out power/, which monfs does not model)
+    def entries(t):
+        out = []
+        for ln in (t or "").split("\n"):
+            w = ln.split()
+            if w[:1] == ["total"]:
+                out.append(" ".join(w))
+            elif len(w) >= 9:
+                out.append(" ".join(w[:5] + w[8:]))
+        return out
+    kept, now = entries(kept_acm("ls_class_tty_ttyACM0.txt")), entries(read(T, "ls_class_tty_ttyACM0.txt"))
+    check(kept == now and kept, "tty: ls -l /sys/class/tty/ttyACM0/ (total, modes, links, owners, sizes, names, "
+          "link targets; dates aside)", first_diff(kept, now))
+    ko, ke = acm_streams(kept_acm("usbmon.txt"))
+    no, ne = acm_streams(read(T, "usbmon.txt"))
+    for ep in sorted(set(ke) | set(ne)):
+        check(ke.get(ep) == ne.get(ep), "tty: usbmon %s's lines of the ttyACM0 session (URB tags, time stamps "
+              "aside) are tests/data/kernel_acm/usbmon.txt's (%d)" % (ep, len(ke.get(ep, []))),
+              first_diff(ke.get(ep, []), ne.get(ep, [])))
+    check(ko == no and ko, "tty: the usbmon lines' order across endpoints (the notification URB's completions with "
+          "data and resubmissions, the read URBs' resubmissions aside) is tests/data/kernel_acm/usbmon.txt's (%d)"
+          % len(ko), first_diff(ko, no))
+    res("INFO", "tty: usbmon's URB tags and time stamps not compared (the kernel's pointers and clock); the places "
+        "of the notification URB's completions with data and resubmissions and of the read URBs' resubmissions "
+        "among the other endpoints' lines not compared (the device's timing, and the reader against "
+        "acm_read_bulk_callback)")
+
+
+acm_compare()
 
 
 # ------------------------------------------------------------------ report

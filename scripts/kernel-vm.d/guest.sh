@@ -567,6 +567,51 @@ monfs_input_run() {
 	true
 }
 
+# ---- cdc_acm (step K4t, the kernel only): OUTDIR /out/kernel/tty
+acm_session() {
+	T=$O/kernel/tty
+	mkdir -p $T
+	load cdc_acm dummy_hcd usb_f_acm g_serial
+	waitfor 30 '[ -c /dev/ttyGS0 ] && [ -c /dev/ttyACM0 ]' || { err "kernel: no /dev/ttyGS0 and /dev/ttyACM0 after loading dummy_hcd and g_serial"; return 1; }
+	_ad=$(readlink -f /sys/class/tty/ttyACM0/device)
+	_ud=$(dirname $_ad)
+	_bus=$(cat $_ud/busnum)
+	echo "ttyACM0 on $(basename $_ud) (bus $_bus, device $(cat $_ud/devnum), speed $(cat $_ud/speed))" | tee $T/where.txt
+	echo "$_bus" > $T/busnum.txt
+	cat $_ud/devnum > $T/devnum.txt
+	od -An -v -tx1 $_ud/descriptors | tr -d ' \n' > $T/descriptors.hex
+	echo >> $T/descriptors.hex
+	for _s in idVendor idProduct manufacturer product serial speed bDeviceClass bcdDevice; do
+		echo "$_s $(cat $_ud/$_s 2>/dev/null)"
+	done > $T/device.txt
+	cat $_ad/bmCapabilities > $T/bmCapabilities.txt 2>&1
+	cat /sys/class/tty/ttyACM0/uevent > $T/uevent.txt 2>&1
+	ls -l /sys/class/tty/ttyACM0/ > $T/ls_class_tty_ttyACM0.txt 2>&1
+	readlink /sys/class/tty/ttyACM0 > $T/class_link.txt 2>&1
+	stat -c '%n %F %t:%T %a' /dev/ttyACM0 /dev/ttyGS0 > $T/nodes.txt 2>&1
+	for _i in $_ud/$(basename $_ud):*; do
+		echo "$(basename $_i) driver $(basename $(readlink $_i/driver) 2>/dev/null)"
+	done > $T/drivers.txt
+	bg acmloop "$T/loopback.txt" tty_acm --loopback /dev/ttyGS0
+	waitfor 10 "grep -q open $T/loopback.txt" || err "kernel: tty_acm --loopback /dev/ttyGS0 did not open it"
+	# g_serial's SERIAL_STATE for the gadget side's open (if it sends
+	# one) is queued before ttyACM0 opens: it waits for the notification URB
+	sleep 0.5
+	bg acmmon "$T/usbmon.txt" cat $M/${_bus}u
+	sleep 0.5
+	tty_acm /dev/ttyACM0 > $T/tty_acm.txt 2> $T/tty_acm.err
+	echo $? > $T/tty_acm.txt.rc
+	# the last close kills the 16 read URBs: their completions end the session
+	waitfor 10 "[ \$(grep -c ' C Bi:.* -2 ' $T/usbmon.txt) -ge 16 ]" || err "kernel: the ttyACM0 session's killed read URBs are not all in $T/usbmon.txt"
+	sleep 0.5
+	finish acmmon 0
+	kill -TERM $PID_acmloop 2>/dev/null
+	finish acmloop 3
+	echo "tty_acm: $(wc -l < $T/tty_acm.txt) lines (exit $(cat $T/tty_acm.txt.rc)), $(wc -l < $T/usbmon.txt) lines of ${_bus}u"
+	cat $T/tty_acm.txt $T/tty_acm.err
+	rmmod g_serial usb_f_acm cdc_acm dummy_hcd || err "kernel: rmmod g_serial usb_f_acm cdc_acm dummy_hcd failed"
+}
+
 kernel_traffic() { # SCSI reads (and first some writes) on the qemu USB stick, each a separate command
 	_i=0
 	while [ $_i -lt 40 ]; do
@@ -711,6 +756,14 @@ if [ -e $PORT ]; then
 else
 	err "kernel: no $PORT to disable the keyboard's port with"
 fi
+step "K4t. kernel: cdc_acm's ttyACM0 on g_serial through dummy_hcd (tests/c/tty_acm.c, a loopback on ttyGS0)"
+# The host side of a CDC ACM port and the device side in one kernel:
+# dummy_hcd's bus, g_serial's ACM function (usb_f_acm, loaded first: the
+# guest has no /sbin/modprobe for its request_module), cdc_acm binding it
+# as ttyACM0. tty_acm --loopback echoes on the gadget's ttyGS0 while
+# tty_acm drives ttyACM0 and usbmon records the bus (tests/data/kernel_acm
+# keeps a run's measurement; compare.py compares each run with it).
+acm_session
 step "K5. kernel: unload usbmon (its /dev/usbmonN names are monfs's next)"
 rmmod usbmon || err "rmmod usbmon failed"
 waitfor 5 '[ ! -e /dev/usbmon1 ]' || err "/dev/usbmon1 still exists after rmmod usbmon"
