@@ -214,12 +214,15 @@ pub struct PortState {
     /// Each open's URBs carry its session: older ones' completions are
     /// ignored.
     session: u64,
-    /// The read URBs in flight, by slot.
-    reads: [Option<u64>; ACM_NR],
-    /// The notification URB in flight.
-    notify: Option<u64>,
-    /// The write URBs in flight (id, length).
-    writes: Vec<(u64, usize)>,
+    /// The read URBs, by slot.
+    reads: [UrbSlot; ACM_NR],
+    /// The notification URB.
+    notify: UrbSlot,
+    /// The write URBs in flight: (their own number, URB id once known,
+    /// length).
+    writes: Vec<(u64, Option<u64>, usize)>,
+    /// The next write URB's own number.
+    next_write: u64,
     /// Bytes waiting for a free write buffer.
     out: VecDeque<u8>,
     /// Throttled: read URBs are not submitted again.
@@ -228,6 +231,45 @@ pub struct PortState {
     flip: Vec<u8>,
     /// Work for the worker thread.
     worker: Option<mpsc::Sender<Work>>,
+}
+
+/// One URB of the port, reused: in flight from before its submission
+/// until its completion. A completion can come before `submit` returns its
+/// id, so the slot is taken first and the id filled in after, if the URB
+/// of that use (`uses`) is still in flight.
+#[derive(Clone, Copy, Debug, Default)]
+struct UrbSlot {
+    busy: bool,
+    id: Option<u64>,
+    uses: u64,
+}
+
+impl UrbSlot {
+    /// Take the slot for a new URB; its use number, None if it is busy.
+    fn take(&mut self) -> Option<u64> {
+        if self.busy {
+            return None;
+        }
+        self.busy = true;
+        self.id = None;
+        self.uses += 1;
+        Some(self.uses)
+    }
+
+    /// Use `uses` got id `id` (if it is still in flight).
+    fn submitted(&mut self, uses: u64, id: u64) {
+        if self.busy && self.uses == uses {
+            self.id = Some(id);
+        }
+    }
+
+    /// Use `uses` ended (completed, or never submitted).
+    fn free(&mut self, uses: u64) {
+        if self.uses == uses {
+            self.busy = false;
+            self.id = None;
+        }
+    }
 }
 
 /// What the worker thread does.
@@ -266,17 +308,21 @@ struct Done {
     what: UrbKind,
 }
 
+/// Which URB of the port, and which use of it.
 #[derive(Clone, Copy)]
 enum UrbKind {
-    Read(usize),
-    Notify,
-    Write,
+    /// Read slot, use.
+    Read(usize, u64),
+    /// The notification URB's use.
+    Notify(u64),
+    /// A write URB's own number.
+    Write(u64),
 }
 
 impl UrbDone for Done {
-    fn done(&self, urb: u64, r: UrbResult) {
+    fn done(&self, _urb: u64, r: UrbResult) {
         if let Some(a) = self.acm.upgrade() {
-            a.completed(self.session, self.what, urb, r);
+            a.completed(self.session, self.what, r);
         }
     }
 }
@@ -342,9 +388,10 @@ impl Acm {
                 exclusive: false,
                 winsize: [0; 8],
                 session: 0,
-                reads: [None; ACM_NR],
-                notify: None,
+                reads: [UrbSlot::default(); ACM_NR],
+                notify: UrbSlot::default(),
                 writes: Vec::new(),
+                next_write: 0,
                 out: VecDeque::new(),
                 throttled: false,
                 flip: Vec::new(),
@@ -622,18 +669,16 @@ impl Acm {
         let Some((ep, mps, _)) = self.layout.notify else {
             return;
         };
-        let session = {
-            let st = self.state();
-            if st.gone || st.opens == 0 || st.notify.is_some() {
+        let (session, uses) = {
+            let mut st = self.state();
+            if st.gone || st.opens == 0 {
                 return;
             }
-            st.session
+            let Some(uses) = st.notify.take() else {
+                return;
+            };
+            (st.session, uses)
         };
-        let done = Arc::new(Done {
-            acm: self.me.clone(),
-            session,
-            what: UrbKind::Notify,
-        });
         let u = urb(
             TransferType::Interrupt,
             ep,
@@ -641,25 +686,26 @@ impl Acm {
             Vec::new(),
             NO_DMA_MAP | DIR_IN,
         );
-        if let Ok(id) = self.port.submit(self.dev, u, done) {
-            self.state().notify = Some(id);
+        let r = self.submit_as(u, session, UrbKind::Notify(uses));
+        let mut st = self.state();
+        match r {
+            Some(id) => st.notify.submitted(uses, id),
+            None => st.notify.free(uses),
         }
     }
 
     /// Submit read URB `slot` (acm_submit_read_urb).
     fn submit_read(&self, slot: usize) {
-        let session = {
-            let st = self.state();
-            if st.gone || st.opens == 0 || st.reads[slot].is_some() || st.throttled {
+        let (session, uses) = {
+            let mut st = self.state();
+            if st.gone || st.opens == 0 || st.throttled {
                 return;
             }
-            st.session
+            let Some(uses) = st.reads[slot].take() else {
+                return;
+            };
+            (st.session, uses)
         };
-        let done = Arc::new(Done {
-            acm: self.me.clone(),
-            session,
-            what: UrbKind::Read(slot),
-        });
         let u = urb(
             TransferType::Bulk,
             self.layout.bulk_in.0,
@@ -667,13 +713,28 @@ impl Acm {
             Vec::new(),
             NO_DMA_MAP | DIR_IN,
         );
-        if let Ok(id) = self.port.submit(self.dev, u, done) {
-            let mut st = self.state();
-            // It may have completed already.
-            if st.session == session {
-                st.reads[slot] = Some(id);
-            }
+        let r = self.submit_as(u, session, UrbKind::Read(slot, uses));
+        let mut st = self.state();
+        match r {
+            Some(id) => st.reads[slot].submitted(uses, id),
+            None => st.reads[slot].free(uses),
         }
+    }
+
+    /// Submit `u` as URB `what` of session `session`; its id, None if it
+    /// was refused. A URB submitted while the port closed (its session
+    /// ended meanwhile) is killed at once.
+    fn submit_as(&self, u: UrbRequest, session: u64, what: UrbKind) -> Option<u64> {
+        let done = Arc::new(Done {
+            acm: self.me.clone(),
+            session,
+            what,
+        });
+        let id = self.port.submit(self.dev, u, done).ok()?;
+        if self.state().session != session {
+            let _ = self.port.cancel(self.dev, id);
+        }
+        Some(id)
     }
 
     /// Queue `data` for the device; whether it fit (the queue's bound).
@@ -692,7 +753,7 @@ impl Acm {
     /// Send what waits for a free write buffer (acm_tty_write, acm_start_wb).
     fn flush_out(&self) {
         loop {
-            let (chunk, session) = {
+            let (chunk, session, wid) = {
                 let mut st = self.state();
                 if st.gone || st.opens == 0 || st.out.is_empty() || st.writes.len() >= ACM_NW {
                     return;
@@ -702,14 +763,12 @@ impl Acm {
                 }
                 let n = st.out.len().min(self.layout.writesize());
                 let chunk: Vec<u8> = st.out.drain(..n).collect();
-                (chunk, st.session)
+                st.next_write += 1;
+                let wid = st.next_write;
+                st.writes.push((wid, None, n));
+                (chunk, st.session, wid)
             };
             let len = chunk.len();
-            let done = Arc::new(Done {
-                acm: self.me.clone(),
-                session,
-                what: UrbKind::Write,
-            });
             let u = urb(
                 TransferType::Bulk,
                 self.layout.bulk_out.0,
@@ -717,9 +776,18 @@ impl Acm {
                 chunk,
                 NO_DMA_MAP,
             );
-            match self.port.submit(self.dev, u, done) {
-                Ok(id) => self.state().writes.push((id, len)),
-                Err(_) => return,
+            let r = self.submit_as(u, session, UrbKind::Write(wid));
+            let mut st = self.state();
+            match r {
+                Some(id) => {
+                    if let Some(w) = st.writes.iter_mut().find(|w| w.0 == wid) {
+                        w.1 = Some(id);
+                    }
+                }
+                None => {
+                    st.writes.retain(|w| w.0 != wid);
+                    return;
+                }
             }
         }
     }
@@ -764,14 +832,14 @@ impl Acm {
     }
 
     /// A URB of session `session` completed.
-    fn completed(&self, session: u64, what: UrbKind, urb: u64, r: UrbResult) {
+    fn completed(&self, session: u64, what: UrbKind, r: UrbResult) {
         let mut st = self.state();
         if st.session != session {
             return;
         }
         match what {
-            UrbKind::Read(slot) => {
-                st.reads[slot] = None;
+            UrbKind::Read(slot, uses) => {
+                st.reads[slot].free(uses);
                 let mut data = r.data;
                 data.truncate(r.actual_length as usize);
                 if r.status == 0 && !data.is_empty() {
@@ -799,8 +867,8 @@ impl Acm {
                 drop(st);
                 self.wake();
             }
-            UrbKind::Notify => {
-                st.notify = None;
+            UrbKind::Notify(uses) => {
+                st.notify.free(uses);
                 if r.status == 0 {
                     let n = (r.actual_length as usize).min(r.data.len());
                     self.notification(&mut st, &r.data[..n]);
@@ -813,8 +881,8 @@ impl Acm {
                 drop(st);
                 self.wake();
             }
-            UrbKind::Write => {
-                st.writes.retain(|(id, _)| *id != urb);
+            UrbKind::Write(wid) => {
+                st.writes.retain(|w| w.0 != wid);
                 if let Some(w) = &st.worker {
                     let _ = w.send(Work::Flush);
                 }
@@ -897,9 +965,11 @@ impl Acm {
             st.session += 1;
             st.worker = None;
             st.out.clear();
-            let mut ids: Vec<u64> = st.notify.take().into_iter().collect();
-            ids.extend(st.writes.drain(..).map(|(id, _)| id));
-            ids.extend(st.reads.iter_mut().filter_map(Option::take));
+            let mut ids: Vec<u64> = st.notify.id.into_iter().collect();
+            ids.extend(st.writes.drain(..).filter_map(|w| w.1));
+            ids.extend(st.reads.iter().filter_map(|r| r.id));
+            st.notify = UrbSlot::default();
+            st.reads = [UrbSlot::default(); ACM_NR];
             ids
         };
         for id in ids {

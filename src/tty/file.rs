@@ -275,7 +275,12 @@ impl TtyFile {
             None => {
                 drop(until);
                 self.drained()?;
-                self.acm.send_break(0xffff)?;
+                match self.acm.send_break(0xffff) {
+                    // send_break: a driver that cannot send one (cdc_acm
+                    // without the break capability) is no error.
+                    Err(e) if e == Errno(libc::EOPNOTSUPP) => return ok(),
+                    r => r?,
+                }
                 let now = Instant::now();
                 let end = now
                     .checked_add(Duration::from_millis(ms))

@@ -158,7 +158,8 @@ impl TtyCore {
         set_text(
             &self.tree,
             &format!("{iface}/bmCapabilities"),
-            format!("{}\n", a.layout.caps),
+            // (no newline: cdc_acm's show function prints none)
+            a.layout.caps.to_string(),
             0o444,
         );
         crate::usbcore::sysfs::class_node(
