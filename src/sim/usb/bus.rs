@@ -90,7 +90,7 @@ impl Bus {
             core: Default::default(),
             core_event: super::core_view::device_event,
             describe: super::device::describe,
-            probing: super::driver::usbhid::probing,
+            probing: super::driver::probing,
             changed: super::core_view::device_changed,
             rebind: super::device::rebind,
             make_function: super::device::make_function,

@@ -122,7 +122,7 @@ pub(crate) fn usb_device(ctx: &Ctx, id: DevId) -> Option<UsbDevice> {
                 .to_string(),
             pci_name: descriptors::pci_name(busnum),
         }),
-        probed: (d.driver_bound && !usbhid::probing(d)) || d.kind == Kind::Root,
+        probed: (d.driver_bound && !driver::probing(d)) || d.kind == Kind::Root,
     })
 }
 

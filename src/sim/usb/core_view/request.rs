@@ -290,6 +290,22 @@ fn run_request(
                 }
                 _ => Vec::new(),
             };
+            let wait = (20 * US, 200 * US);
+            if ops.is_empty() && x.kind == Kind::Dev(DeviceKind::External) {
+                // The device's task asks the peer (usbhid's report
+                // descriptor, cdc_acm's line coding): the answer waits for
+                // that probe, as the kernel's CONNECT runs it.
+                spawn_core_ops(
+                    ctx,
+                    d,
+                    ops,
+                    now,
+                    wait,
+                    After::Reprobe(intf),
+                    Some((done.clone(), id)),
+                );
+                return Ok(id);
+            }
             if ops.is_empty() {
                 unquiet(x);
                 (ctx.rebind)(ctx, d, intf, now);
@@ -297,7 +313,6 @@ fn run_request(
                 later(ctx, 1);
                 return Ok(id);
             }
-            let wait = (20 * US, 200 * US);
             spawn_core_ops(
                 ctx,
                 d,
@@ -388,6 +403,7 @@ fn spawn_core_ops(
             tag,
             after,
             done,
+            rebound: None,
         }),
     );
 }
@@ -399,7 +415,15 @@ struct CoreOps {
     tag: u64,
     after: After,
     done: Option<(Arc<dyn UrbDone>, u64)>,
+    /// A reprobe's driver was bound again: its probe, when the device's
+    /// task runs it (an external device's), is waited for until then.
+    rebound: Option<u64>,
 }
+
+/// How long USBDEVFS_CONNECT waits for a probe the device's task runs
+/// (an external device's usbhid or cdc_acm asking the peer): its requests'
+/// timeouts, and then some.
+const REPROBE_WAIT: u64 = 30_000 * MS;
 
 impl Task for CoreOps {
     fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
@@ -408,16 +432,32 @@ impl Task for CoreOps {
                 return Some(t);
             }
         }
-        ctx.tags.free(self.tag, URB_SIZE);
         let status = match (self.after, ctx.dev_mut(self.dev)) {
             (After::Reprobe(intf), Some(x)) if !x.gone => {
-                unquiet(x);
-                (ctx.rebind)(ctx, self.dev, intf, now);
+                let since = match self.rebound {
+                    Some(t) => t,
+                    None => {
+                        unquiet(x);
+                        (ctx.rebind)(ctx, self.dev, intf, now);
+                        device_changed(ctx, self.dev);
+                        self.rebound = Some(now);
+                        now
+                    }
+                };
+                // The kernel's probe runs inside the ioctl: the answer
+                // comes once the driver is bound (or its probe gave up).
+                let probing = ctx.dev(self.dev).is_some_and(|x| {
+                    matches!(driver::attach(x, intf), Some(driver::Binding::Probing(_)))
+                });
+                if probing && now < since + REPROBE_WAIT {
+                    return Some(now + MS);
+                }
                 1
             }
             (After::Reprobe(_), _) => ENODEV,
             (After::Unbind, _) => 0,
         };
+        ctx.tags.free(self.tag, URB_SIZE);
         if ctx.alive(self.dev) {
             device_changed(ctx, self.dev);
         }

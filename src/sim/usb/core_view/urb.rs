@@ -32,6 +32,13 @@ struct PeerWait {
 impl Task for PeerWait {
     fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
         if !ctx.core.urbs.contains_key(&self.tag) {
+            // Ended another way: its answer holds no other back.
+            if let Some(p) = ctx.dev(self.dev).and_then(|d| d.core.peer.as_ref()) {
+                match p.answers.lock() {
+                    Ok(mut g) => g.forget(self.id),
+                    Err(e) => e.into_inner().forget(self.id),
+                }
+            }
             return None;
         }
         let answer = {
@@ -41,7 +48,7 @@ impl Task for PeerWait {
                 Ok(g) => g,
                 Err(e) => e.into_inner(),
             };
-            g.done.remove(&self.id)
+            g.take(self.id)
         };
         let Some((status, actual, data, pkts)) = answer else {
             // Look often at first, then less and less (a URB the peer

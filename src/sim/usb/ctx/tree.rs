@@ -275,6 +275,10 @@ pub(crate) struct Device {
     /// The report descriptors usbhid's probe read from an external
     /// device's peer, by interface (empty: the probe failed).
     pub hid_probed: Vec<(u8, Vec<u8>)>,
+    /// Interfaces of an external device whose driver's probe requests
+    /// (cdc_acm's line coding) are still going to the peer: the driver is
+    /// bound once they are done, as the kernel's probe returns after them.
+    pub probe_pending: Vec<u8>,
     /// What the device model of its class keeps of its own (an audio
     /// device's mixer controls, say), of a type the class defines; None
     /// until the class first needs it.
@@ -364,8 +368,11 @@ pub(crate) struct ProgramPeer {
 pub(crate) struct PeerAnswers {
     /// Ids sent to the peer and not answered.
     pub pending: HashSet<u64>,
-    /// Answers: id -> (status, actual, data, packets (status, actual)).
-    pub done: HashMap<u64, PeerAnswer>,
+    /// Answers: id -> (the order they came in, (status, actual, data,
+    /// packets (status, actual))).
+    done: HashMap<u64, (u64, PeerAnswer)>,
+    /// How many answers came so far.
+    answered: u64,
     /// Ids of URBs the program discarded: the peer, told to unlink them,
     /// may have answered already, and such a late answer is not a
     /// protocol error.
@@ -376,6 +383,32 @@ pub(crate) struct PeerAnswers {
 const DISCARDED: usize = 4096;
 
 impl PeerAnswers {
+    /// The peer answered URB `id`.
+    pub fn answer(&mut self, id: u64, a: PeerAnswer) {
+        self.pending.remove(&id);
+        self.answered += 1;
+        self.done.insert(id, (self.answered, a));
+    }
+
+    /// The answer to URB `id`, once every answer the peer gave before it
+    /// was taken: the peer's answers complete in the order it gave them
+    /// (a loopback's IN data never completes before the OUT transfer that
+    /// brought it).
+    pub fn take(&mut self, id: u64) -> Option<PeerAnswer> {
+        let seq = self.done.get(&id)?.0;
+        if self.done.values().any(|(s, _)| *s < seq) {
+            return None;
+        }
+        self.done.remove(&id).map(|(_, a)| a)
+    }
+
+    /// URB `id` ended without its answer (the core completed it another
+    /// way): its answer, if one comes or came, holds no other back.
+    pub fn forget(&mut self, id: u64) {
+        self.pending.remove(&id);
+        self.done.remove(&id);
+    }
+
     /// The program discarded URB `id`: forget it, and let a late answer
     /// to it go.
     pub fn discard(&mut self, id: u64) {
@@ -511,6 +544,7 @@ impl Device {
             hid_protocol: 1,
             hid_last: Vec::new(),
             hid_probed: Vec::new(),
+            probe_pending: Vec::new(),
             class_state: None,
         }
     }

@@ -100,8 +100,16 @@ pub(crate) fn attach(dev: &Device, num: u8) -> Option<Binding> {
     let (d, p) = first(dev, setting0(dev, num)?)?;
     Some(match p {
         Probe::Pending => Binding::Probing(d.name()),
+        _ if dev.probe_pending.contains(&num) => Binding::Probing(d.name()),
         _ => Binding::Bound(d.name()),
     })
+}
+
+/// Whether a driver's probe of an interface of `dev` still runs (usbhid's
+/// of an external device's HID interface, or requests of another driver
+/// still going to the peer): the device is not probed yet.
+pub(crate) fn probing(dev: &Device) -> bool {
+    usbhid::probing(dev) || !dev.probe_pending.is_empty()
 }
 
 /// The driver that attaches to interface `num` of `dev` and keeps it,
@@ -113,13 +121,14 @@ pub(crate) fn attached(dev: &Device, num: u8) -> Option<(&'static dyn HostDriver
 }
 
 /// The driver bound to another interface of `dev` whose probe claimed
-/// interface `num`.
+/// interface `num` (not one a program detached: its disconnect released
+/// what it claimed).
 fn claimer(dev: &Device, num: u8) -> Option<&'static dyn HostDriver> {
     dev.desc
         .cfg
         .interface_numbers()
         .into_iter()
-        .filter(|n| *n != num)
+        .filter(|n| *n != num && !dev.core.detached.contains(n))
         .find_map(|n| {
             let (d, alt) = attached(dev, n)?;
             d.claims(dev, &alt).contains(&num).then_some(d)

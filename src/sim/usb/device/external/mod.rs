@@ -53,6 +53,7 @@ impl DeviceClass for External {
         vec![Op::StartStreams(d)]
     }
     fn plugged(&self, ctx: &mut Ctx, d: DevId) {
+        probes_pending(ctx, d, None);
         link::link(ctx, d);
     }
     fn start(&self, ctx: &mut Ctx, d: DevId, now: u64, at: u64) {
@@ -67,6 +68,7 @@ impl DeviceClass for External {
         if let Some(dev) = ctx.dev_mut(d) {
             dev.hid_probed.retain(|(i, _)| *i != intf);
         }
+        probes_pending(ctx, d, Some(intf));
     }
 }
 
@@ -104,6 +106,9 @@ struct CtrlReq {
     out: Option<Arc<[u8]>>,
     /// The URB (usbhid's own for SET_REPORT); None: a fresh one.
     tag: Option<u64>,
+    /// The last request of this interface's driver's probe: the driver
+    /// is bound once it is done ([`Device::probe_pending`]).
+    ends_probe: Option<u8>,
 }
 
 impl CtrlReq {
@@ -112,12 +117,48 @@ impl CtrlReq {
             setup,
             out: out.map(Arc::from),
             tag,
+            ends_probe: None,
+        }
+    }
+}
+
+/// The interfaces of `dev` (`only`: that one) whose driver's probe sends
+/// requests to the peer, other than usbhid's (whose probe is pending until
+/// the report descriptor is read): they are not bound until those are
+/// done.
+fn probes_to_peer(dev: &Device, only: Option<u8>) -> Vec<u8> {
+    let hid = usbhid::interfaces(dev);
+    dev.desc
+        .cfg
+        .interface_numbers()
+        .into_iter()
+        .filter(|n| only.is_none_or(|o| o == *n) && !hid.iter().any(|h| h.num == *n))
+        .filter(|n| {
+            driver::attached(dev, *n)
+                .is_some_and(|(drv, alt)| !drv.probe_ops(dev, 0, &alt).is_empty())
+        })
+        .collect()
+}
+
+/// Mark the probes of [`probes_to_peer`] pending.
+fn probes_pending(ctx: &mut Ctx, d: DevId, only: Option<u8>) {
+    let Some(dev) = ctx.dev(d) else {
+        return;
+    };
+    let pending = probes_to_peer(dev, only);
+    if let Some(dev) = ctx.dev_mut(d) {
+        for n in pending {
+            if !dev.probe_pending.contains(&n) {
+                dev.probe_pending.push(n);
+            }
         }
     }
 }
 
 /// The control request in flight.
 struct CtrlCur {
+    /// See [`CtrlReq::ends_probe`].
+    ends_probe: Option<u8>,
     id: u64,
     urb: Urb,
     setup: [u8; 8],
@@ -184,6 +225,19 @@ fn hid_probe_done(ctx: &mut Ctx, d: DevId, s: &[u8; 8], report: Option<&[u8]>) {
     (ctx.changed)(ctx, d);
 }
 
+/// The last request of interface `ends`'s driver's probe is done: the
+/// driver is bound (whatever the request's status: cdc_acm's probe goes
+/// on when its SET_LINE_CODING fails).
+fn probe_done(ctx: &mut Ctx, d: DevId, ends: Option<u8>) {
+    let Some(n) = ends else {
+        return;
+    };
+    if let Some(dev) = ctx.dev_mut(d) {
+        dev.probe_pending.retain(|x| *x != n);
+    }
+    (ctx.changed)(ctx, d);
+}
+
 impl ExternalTask {
     fn new(ctx: &mut Ctx, d: DevId, now: u64) -> ExternalTask {
         let class_tag = ctx.dev(d).map(|x| x.class_tag).unwrap_or(0);
@@ -242,8 +296,7 @@ impl ExternalTask {
                         }
                         let got = take(&mut |id| g.pending.contains(&id));
                         for a in got {
-                            g.pending.remove(&a.id);
-                            g.done.insert(a.id, (a.status, a.actual, a.data, a.pkts));
+                            g.answer(a.id, (a.status, a.actual, a.data, a.pkts));
                         }
                     }),
                 });
@@ -261,7 +314,7 @@ impl ExternalTask {
     fn probe(&mut self, dev: &Device, d: DevId, only: Option<u8>) {
         let mine = |num: u8| only.is_none_or(|o| o == num);
         let hid = usbhid::interfaces(dev);
-        let mut ops = vec![];
+        let mut ops: Vec<(Op, Option<u8>)> = vec![];
         for num in dev
             .desc
             .cfg
@@ -271,20 +324,32 @@ impl ExternalTask {
         {
             match hid.iter().find(|h| h.num == num) {
                 // Its probe is what binds it: before, no driver attaches.
-                Some(h) => ops.extend(usbhid::probe_ops(dev, d, h)),
+                Some(h) => ops.extend(usbhid::probe_ops(dev, d, h).into_iter().map(|o| (o, None))),
                 None => {
                     if let Some((drv, alt)) = driver::attached(dev, num) {
-                        ops.extend(drv.probe_ops(dev, d, &alt));
+                        let theirs = drv.probe_ops(dev, d, &alt);
+                        let last = theirs.len();
+                        ops.extend(
+                            theirs
+                                .into_iter()
+                                .enumerate()
+                                .map(|(k, o)| (o, (k + 1 == last).then_some(num))),
+                        );
                     }
                 }
             }
         }
-        for op in ops {
+        for (op, ends_probe) in ops {
             if let Op::Ctrl {
                 setup, out, tag, ..
             } = op
             {
-                self.ctrl.push_back(CtrlReq { setup, out, tag });
+                self.ctrl.push_back(CtrlReq {
+                    setup,
+                    out,
+                    tag,
+                    ends_probe,
+                });
             }
         }
         let mut alts: Vec<(u8, u8)> = vec![];
@@ -492,8 +557,8 @@ impl ExternalTask {
         }
         {
             let mut g = self.program.lock_ok();
-            if g.pending.remove(&a.id) {
-                g.done.insert(a.id, (a.status, a.actual, a.data, a.pkts));
+            if g.pending.contains(&a.id) {
+                g.answer(a.id, (a.status, a.actual, a.data, a.pkts));
                 return Ok(());
             }
             // A late answer to a URB the program discarded.
@@ -528,9 +593,10 @@ impl ExternalTask {
                 if c.fresh {
                     ctx.tags.free(c.urb.tag, URB_SIZE);
                 }
-                let s = c.setup;
+                let (s, ends) = (c.setup, c.ends_probe);
                 self.cur = None;
                 self.set_interface_done(ctx, &s, status);
+                probe_done(ctx, dev, ends);
                 let got = data.filter(|_| status == 0);
                 hid_probe_done(
                     ctx,
@@ -547,9 +613,10 @@ impl ExternalTask {
                 if fresh {
                     ctx.tags.free(tag, URB_SIZE);
                 }
-                let s = c.setup;
+                let (s, ends) = (c.setup, c.ends_probe);
                 self.cur = None;
                 self.set_interface_done(ctx, &s, ENOENT);
+                probe_done(ctx, dev, ends);
                 hid_probe_done(ctx, dev, &s, None);
                 self.link.give_up(id, ENOENT)?;
                 return Ok(Some(now + ctx.gap()));
@@ -570,6 +637,7 @@ impl ExternalTask {
         ctx.submit(dev, urb, now, sdata, vec![]);
         let id = self.link.id();
         let mut cur = CtrlCur {
+            ends_probe: req.ends_probe,
             id,
             urb,
             setup: s,
