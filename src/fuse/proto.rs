@@ -306,7 +306,8 @@ impl Attr {
     pub fn encode(&self, w: &mut Writer) {
         w.u64(self.ino)
             .u64(self.size)
-            .u64(self.size.div_ceil(512))
+            // st_blocks: none, as sysfs, debugfs and tracefs files have none
+            .u64(0)
             .u64(self.time)
             .u64(self.time)
             .u64(self.time)

@@ -438,8 +438,10 @@ impl Session {
     pub(super) fn attr(&self, node: &crate::base::vfs::Node) -> proto::Attr {
         proto::Attr {
             ino: node.ino,
+            // kernfs's and tracefs's links, like their directories, have
+            // size 0 (their targets are made when read)
             size: match &node.kind {
-                NodeKind::Symlink(t) => t.len() as u64,
+                NodeKind::Symlink(_) => 0,
                 NodeKind::File(f) => self
                     .open_snapshot_size(node.ino)
                     .unwrap_or_else(|| f.size()),
