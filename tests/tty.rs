@@ -471,3 +471,44 @@ fn tty_acm_session_is_the_kernels_with_g_serial() {
         diffs.join("\n")
     );
 }
+
+/// pyusb detaches cdc_acm from the communication interface and gives it
+/// back: while detached neither interface has a driver (acm_disconnect
+/// released the data interface) and there is no port; attached again,
+/// cdc_acm probes again (its SET_LINE_CODING reaches the device) and the
+/// port is back with the same number.
+#[test]
+fn a_program_detaches_cdc_acm_and_gives_it_back() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let py = "import os, usb.core\n\
+              d = usb.core.find(idVendor=0x1209, idProduct=0x0005)\n\
+              d.detach_kernel_driver(0)\n\
+              import time\n\
+              n = 0\n\
+              while os.path.exists('/dev/ttyACM0') and n < 1200:\n\
+              \x20   time.sleep(0.05); n += 1\n\
+              print('detached', d.is_kernel_driver_active(0), d.is_kernel_driver_active(1), \
+              os.path.exists('/dev/ttyACM0'))\n\
+              d.attach_kernel_driver(0)\n\
+              print('attached', d.is_kernel_driver_active(0), d.is_kernel_driver_active(1))\n";
+    std::fs::write(dir.join("t.py"), py).unwrap();
+    let out = monfs_run(
+        dir,
+        &config(dir),
+        "/usr/bin/python3 t.py; \
+         n=0; until [ -e /dev/ttyACM0 ] || [ $n = 1200 ]; do sleep 0.05; n=$((n + 1)); done; \
+         echo port $(ls /dev/ttyACM*)",
+    );
+    assert_eq!(
+        out, "detached False False False\nattached True True\nport /dev/ttyACM0\n",
+        "{out}"
+    );
+    let log = std::fs::read_to_string(dir.join("serial")).unwrap();
+    // The first probe's line coding, then the second's.
+    assert_eq!(
+        log.lines().filter(|l| *l == "coding 9600 0 0 8").count(),
+        2,
+        "{log}"
+    );
+}
