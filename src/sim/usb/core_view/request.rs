@@ -290,23 +290,11 @@ fn run_request(
                 }
                 _ => Vec::new(),
             };
-            let wait = (20 * US, 200 * US);
-            if ops.is_empty() && x.kind == Kind::Dev(DeviceKind::External) {
-                // The device's task asks the peer (usbhid's report
-                // descriptor, cdc_acm's line coding): the answer waits for
-                // that probe, as the kernel's CONNECT runs it.
-                spawn_core_ops(
-                    ctx,
-                    d,
-                    ops,
-                    now,
-                    wait,
-                    After::Reprobe(intf),
-                    Some((done.clone(), id)),
-                );
-                return Ok(id);
-            }
-            if ops.is_empty() {
+            // An external device's task asks the peer (usbhid's report
+            // descriptor, cdc_acm's line coding): the answer waits for that
+            // probe too, as the kernel's CONNECT runs it.
+            let external = x.kind == Kind::Dev(DeviceKind::External);
+            if ops.is_empty() && !external {
                 unquiet(x);
                 (ctx.rebind)(ctx, d, intf, now);
                 device_changed(ctx, d);
@@ -318,7 +306,7 @@ fn run_request(
                 d,
                 ops,
                 now,
-                wait,
+                (20 * US, 200 * US),
                 After::Reprobe(intf),
                 Some((done.clone(), id)),
             );
