@@ -242,7 +242,7 @@ fn raw_calls_get_the_tty_layers_answers_also_after_an_unplug() {
 fn picocom_under_tmux_types_and_shows_the_devices_answer() {
     let td = tempfile::tempdir().unwrap();
     let dir = td.path();
-    let script = "t='tmux -L monfs-tty'; \
+    let script = "t=\"tmux -L monfs-tty-$$\"; \
         $t new-session -d -x 100 -y 30 'picocom -b 115200 /dev/ttyACM0'; \
         shown() { $t capture-pane -p | grep -c \"$1\"; }; \
         n=0; until [ \"$(shown 'Terminal ready')\" = 1 ] || [ $n = 600 ]; do sleep 0.05; n=$((n+1)); done; \

@@ -35,8 +35,13 @@ class Modem(peer.AcmDevice):
 
 
 def port_of(m) -> str:
+    """The modem's port, once cdc_acm's probe made it."""
     m.wait_for_text("usb/devices", "Driver=cdc_acm")
-    ports = tty.find(0x1209, 0x0006, sys=str(m.path("sys")), dev=str(m.path("dev")))
+    for _ in range(600):
+        ports = tty.find(0x1209, 0x0006, sys=str(m.path("sys")), dev=str(m.path("dev")))
+        if ports:
+            break
+        threading.Event().wait(0.05)
     assert len(ports) == 1, ports
     return ports[0]
 
