@@ -205,6 +205,12 @@ impl TtyFile {
             }
             st.termios = new;
             st.ldisc.set_termios(&old, &new);
+            // Echoes a restart of output released.
+            let out = st.ldisc.take_output();
+            if !out.is_empty() {
+                drop(st);
+                self.acm.queue_write(&out);
+            }
         }
         self.acm.set_termios(Some(&old), &new)?;
         self.acm.check_unthrottle();

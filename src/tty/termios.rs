@@ -634,25 +634,6 @@ impl Termios {
         }
     }
 
-    /// Whether going from `self` to `other` changes anything a dumb device
-    /// cares about: the speeds or a [`Termios::cflag`] bit other than
-    /// [`HUPCL`], [`CREAD`] and [`CLOCAL`] (tty_termios_hw_change).
-    pub fn hw_differs(&self, other: &Termios) -> bool {
-        self.ispeed != other.ispeed
-            || self.ospeed != other.ospeed
-            || (self.cflag ^ other.cflag) & !(HUPCL | CREAD | CLOCAL) != 0
-    }
-
-    /// Keep `old`'s hardware settings: its [`Termios::cflag`] except
-    /// [`HUPCL`], [`CREAD`] and [`CLOCAL`], and its speeds, as
-    /// tty_termios_copy_hw does for a driver without `set_termios`.
-    pub fn copy_hw(&mut self, old: &Termios) {
-        self.cflag &= HUPCL | CREAD | CLOCAL;
-        self.cflag |= old.cflag & !(HUPCL | CREAD | CLOCAL);
-        self.ispeed = old.ispeed;
-        self.ospeed = old.ospeed;
-    }
-
     /// Bits in a character (tty_get_char_size).
     pub fn char_size(&self) -> u32 {
         match self.cflag & CSIZE {
@@ -661,15 +642,6 @@ impl Termios {
             CS7 => 7,
             _ => 8,
         }
-    }
-
-    /// Bits in a frame: start, character, stop bits, parity, address bit
-    /// (tty_get_frame_size).
-    pub fn frame_size(&self) -> u32 {
-        2 + self.char_size()
-            + u32::from(self.cflag & CSTOPB != 0)
-            + u32::from(self.cflag & PARENB != 0)
-            + u32::from(self.cflag & ADDRB != 0)
     }
 
     /// Whether any bit of `mask` is set in `c_iflag` (the kernel's `I_*`
@@ -833,23 +805,5 @@ mod tests {
             cur.apply_user(SetKind::Termios2, &[0; 36]),
             Err(TermiosError::Short { need: 44, got: 36 })
         );
-    }
-
-    #[test]
-    fn hw_change() {
-        let a = Termios::std(USB_INIT_CFLAG);
-        let mut b = a;
-        b.cflag &= !(HUPCL | CLOCAL);
-        b.lflag = 0;
-        assert!(!a.hw_differs(&b));
-        b.cflag |= CRTSCTS;
-        assert!(a.hw_differs(&b));
-        let mut c = a;
-        c.ispeed = 1200;
-        assert!(a.hw_differs(&c));
-        let mut d = b;
-        d.copy_hw(&a);
-        assert_eq!(d.cflag, a.cflag & !(HUPCL | CLOCAL));
-        assert_eq!(a.frame_size(), 10);
     }
 }
