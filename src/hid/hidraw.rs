@@ -19,8 +19,8 @@
 //! ETIMEDOUT.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Condvar, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use crate::base::errno::{Errno, SysResult};
 use crate::base::sync::LockExt;
@@ -28,7 +28,7 @@ use crate::base::vfs::{
     Caller, FileNode, IoctlLayout, IoctlReply, IoctlRequest, OpenFile, OpenFlags, Waker,
     POLL_READABLE,
 };
-use crate::usbcore::device::{TransferType, UrbDone, UrbRequest, UrbResult, UsbCorePort};
+use crate::usbcore::device::{start_wait_urb, TransferType, UrbRequest, UsbCorePort};
 
 use super::device::{HidDevice, RawList, HID_MAX_BUFFER_SIZE, HID_MAX_DESCRIPTOR_SIZE};
 
@@ -109,40 +109,6 @@ struct HidrawFile {
     port: Arc<dyn UsbCorePort>,
 }
 
-/// A URB's completion, waited for by the request's thread.
-#[derive(Default)]
-struct Wait {
-    r: Mutex<Option<UrbResult>>,
-    cv: Condvar,
-}
-
-impl UrbDone for Wait {
-    fn done(&self, _urb: u64, result: UrbResult) {
-        *self.r.lock_ok() = Some(result);
-        self.cv.notify_all();
-    }
-}
-
-impl Wait {
-    fn until(&self, end: Instant) -> Option<UrbResult> {
-        let mut g = self.r.lock_ok();
-        loop {
-            if let Some(r) = g.take() {
-                return Some(r);
-            }
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            g = self
-                .cv
-                .wait_timeout(g, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-    }
-}
-
 impl HidrawFile {
     fn revoked(&self) -> bool {
         self.list.revoked.load(Ordering::SeqCst)
@@ -167,22 +133,7 @@ impl Io<'_> {
     /// [`CTRL_TIMEOUT`] (then kill it: ETIMEDOUT); its IN data, or the
     /// errno of its status.
     fn transfer(&self, urb: UrbRequest) -> SysResult<(u32, Vec<u8>)> {
-        let w = Arc::new(Wait::default());
-        let id = self
-            .port
-            .submit(self.dev.dev, urb, w.clone())
-            .map_err(|e| Errno(e.errno()))?;
-        let r = match w.until(Instant::now() + CTRL_TIMEOUT) {
-            Some(r) => r,
-            None => {
-                let _ = self.port.cancel(self.dev.dev, id);
-                let _ = w.until(Instant::now() + Duration::from_secs(1));
-                return Err(Errno(libc::ETIMEDOUT));
-            }
-        };
-        if r.status < 0 {
-            return Err(Errno(-r.status));
-        }
+        let r = start_wait_urb(self.port, self.dev.dev, urb, CTRL_TIMEOUT)?;
         let mut data = r.data;
         data.truncate(r.actual_length as usize);
         Ok((r.actual_length, data))

@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 use crate::base::errno::{Errno, SysResult};
 use crate::base::sync::LockExt;
 use crate::base::vfs::WakerSlot;
-use crate::usbcore::device::{DevRef, TransferType, UrbDone, UrbRequest, UrbResult, UsbCorePort};
+use crate::usbcore::device::{
+    start_wait_urb, DevRef, TransferType, UrbDone, UrbRequest, UrbResult, UsbCorePort,
+};
 
 use super::ldisc::NTty;
 use super::termios::{self, Termios};
@@ -327,20 +329,6 @@ impl UrbDone for Done {
     }
 }
 
-/// A control request's completion, waited for by its caller.
-#[derive(Default)]
-struct Wait {
-    r: Mutex<Option<UrbResult>>,
-    cv: Condvar,
-}
-
-impl UrbDone for Wait {
-    fn done(&self, _urb: u64, r: UrbResult) {
-        *self.r.lock_ok() = Some(r);
-        self.cv.notify_all();
-    }
-}
-
 /// A URB request with the fields cdc_acm's URBs leave at 0.
 fn urb(xfer: TransferType, endpoint: u8, length: u32, out: Vec<u8>, flags: u32) -> UrbRequest {
     UrbRequest {
@@ -474,32 +462,7 @@ impl Acm {
             0,
         );
         u.setup = Some(s);
-        let w = Arc::new(Wait::default());
-        let id = self
-            .port
-            .submit(self.dev, u, w.clone())
-            .map_err(|e| Errno(e.errno()))?;
-        let end = Instant::now() + CTRL_TIMEOUT;
-        let mut g = w.r.lock_ok();
-        loop {
-            if let Some(r) = g.take() {
-                return if r.status < 0 {
-                    Err(Errno(-r.status))
-                } else {
-                    Ok(())
-                };
-            }
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                drop(g);
-                let _ = self.port.cancel(self.dev, id);
-                return Err(Errno(libc::ETIMEDOUT));
-            }
-            g =
-                w.cv.wait_timeout(g, left)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
-        }
+        start_wait_urb(&*self.port, self.dev, u, CTRL_TIMEOUT).map(|_| ())
     }
 
     /// acm_set_control: DTR and RTS to `ctrl`.

@@ -390,6 +390,67 @@ pub trait UrbDone: Send + Sync {
     fn done(&self, urb: u64, result: UrbResult);
 }
 
+/// A URB's completion, waited for by the thread that submitted it.
+#[derive(Default)]
+struct UrbWait {
+    r: std::sync::Mutex<Option<UrbResult>>,
+    cv: std::sync::Condvar,
+}
+
+impl UrbDone for UrbWait {
+    fn done(&self, _urb: u64, result: UrbResult) {
+        *self.r.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+        self.cv.notify_all();
+    }
+}
+
+impl UrbWait {
+    /// The result, if it comes before `end`.
+    fn until(&self, end: std::time::Instant) -> Option<UrbResult> {
+        let mut g = self.r.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(r) = g.take() {
+                return Some(r);
+            }
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            g = self
+                .cv
+                .wait_timeout(g, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+/// `usb_start_wait_urb`, as a kernel driver's synchronous transfer makes
+/// it (usb_control_msg, usb_interrupt_msg): submit `urb` to `dev`, wait for
+/// it at most `timeout`, then kill it (ETIMEDOUT); its result, or the errno
+/// of its status.
+pub fn start_wait_urb(
+    port: &dyn UsbCorePort,
+    dev: DevRef,
+    urb: UrbRequest,
+    timeout: std::time::Duration,
+) -> crate::base::errno::SysResult<UrbResult> {
+    use crate::base::errno::Errno;
+    let w = Arc::new(UrbWait::default());
+    let id = port
+        .submit(dev, urb, w.clone())
+        .map_err(|e| Errno(e.errno()))?;
+    let Some(r) = w.until(std::time::Instant::now() + timeout) else {
+        let _ = port.cancel(dev, id);
+        let _ = w.until(std::time::Instant::now() + std::time::Duration::from_secs(1));
+        return Err(Errno(libc::ETIMEDOUT));
+    };
+    if r.status < 0 {
+        return Err(Errno(-r.status));
+    }
+    Ok(r)
+}
+
 /// A plug or an unplug, as the core sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DeviceChange {
