@@ -29,8 +29,8 @@ use crate::base::vfs::{
     Caller, FileNode, IoctlReply, IoctlRequest, OpenFile, OpenFlags, Waker, WakerSlot,
 };
 
-use super::acm::{Acm, Icount, PortState};
 use super::ldisc::{ReadPlan, ReadStep};
+use super::port::{Icount, Port, PortState, TIOCM_CD, TIOCM_CTS, TIOCM_DSR, TIOCM_RI};
 use super::termios::{self, SetKind};
 
 /// tty ioctl numbers (`include/uapi/asm-generic/ioctls.h`).
@@ -72,14 +72,14 @@ const ICOUNTER_STRUCT: usize = 80;
 
 /// The node: opens reach the port while it is there.
 pub struct TtyNode {
-    pub(super) port: Weak<Acm>,
+    pub(super) port: Weak<Port>,
 }
 
 impl FileNode for TtyNode {
     fn open(&self, _flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
-        let acm = self.port.upgrade().ok_or(Errno::ENODEV)?;
+        let port = self.port.upgrade().ok_or(Errno::ENODEV)?;
         {
-            let st = acm.state();
+            let st = port.state();
             if st.gone {
                 return Err(Errno::ENODEV);
             }
@@ -88,11 +88,11 @@ impl FileNode for TtyNode {
                 return Err(Errno::EBUSY);
             }
         }
-        let hangups = acm.open()?;
+        let hangups = port.open()?;
         let waker = Arc::new(WakerSlot::default());
-        acm.add_waker(&waker);
+        port.add_waker(&waker);
         Ok(Arc::new(TtyFile {
-            acm,
+            port,
             hangups,
             waker,
             epoch: Instant::now(),
@@ -105,7 +105,7 @@ impl FileNode for TtyNode {
 }
 
 struct TtyFile {
-    acm: Arc<Acm>,
+    port: Arc<Port>,
     /// The port's hangup count at the open: a later one hangs this file up.
     hangups: u64,
     waker: Arc<WakerSlot>,
@@ -169,17 +169,26 @@ impl TtyFile {
     }
 
     /// Wait until every write went out (tty_wait_until_sent, which waits
-    /// whatever O_NONBLOCK says): asked again until they have, EIO once
-    /// hung up.
+    /// whatever O_NONBLOCK says), and then, for a driver that can tell,
+    /// until the device's transmitter is empty (asked once per character
+    /// time): asked again until then, EIO once hung up.
     fn drained(&self) -> SysResult<()> {
-        let st = self.acm.state();
+        let st = self.port.state();
         if self.hung(&st) {
             return Err(Errno::EIO);
         }
-        if Acm::drained(&st) {
-            Ok(())
-        } else {
-            Err(Errno::WAIT_ALWAYS)
+        if !Port::drained(&st) {
+            return Err(Errno::WAIT_ALWAYS);
+        }
+        let bps = st.termios.baud_rate().max(1);
+        drop(st);
+        match self.port.driver.tx_empty(&self.port) {
+            Some(false) => {
+                let period = Duration::from_millis(u64::from((10_000 / bps).max(4)));
+                self.wake_at(Instant::now() + period);
+                Err(Errno::WAIT_ALWAYS)
+            }
+            _ => Ok(()),
         }
     }
 
@@ -193,13 +202,13 @@ impl TtyFile {
         flush: bool,
     ) -> SysResult<IoctlReply> {
         let buf = req.argument(kind.size())?;
-        let old = self.acm.state().termios;
+        let old = self.port.state().termios;
         let new = old.apply_user(kind, &buf).map_err(|e| Errno(e.errno()))?;
         if drain {
             self.drained()?;
         }
         {
-            let mut st = self.acm.state();
+            let mut st = self.port.state();
             if flush {
                 st.ldisc.flush_input();
             }
@@ -209,18 +218,19 @@ impl TtyFile {
             let out = st.ldisc.take_output();
             if !out.is_empty() {
                 drop(st);
-                self.acm.queue_write(&out);
+                self.port.queue_write(&out);
             }
         }
-        self.acm.set_termios(Some(&old), &new)?;
-        self.acm.check_unthrottle();
-        self.acm.wake();
+        self.port.set_termios(Some(&old))?;
+        self.port.check_unthrottle();
+        self.port.wake();
         ok()
     }
 
     fn serial_struct(&self) -> Vec<u8> {
         let mut b = vec![0u8; SERIAL_STRUCT];
-        b[4..8].copy_from_slice(&self.acm.minor.to_le_bytes());
+        b[4..8].copy_from_slice(&self.port.minor.to_le_bytes());
+        self.port.driver.serial(&mut b);
         // close_delay and closing_wait in centiseconds: tty_port_init's
         // 0.5 s and 30 s.
         b[32..34].copy_from_slice(&50u16.to_le_bytes());
@@ -229,11 +239,12 @@ impl TtyFile {
     }
 
     fn icount(&self) -> Vec<u8> {
-        let c = self.acm.state().icount;
+        let c = self.port.state().icount;
         let mut b = vec![0u8; ICOUNTER_STRUCT];
-        // cts, dsr, rng, dcd, rx, tx, frame, overrun, parity, brk.
+        // cts, dsr, rng, dcd, rx, tx, frame, overrun, parity, brk (what
+        // the driver counts; cdc_acm counts no CTS changes and no bytes).
         for (i, v) in [
-            0, c.dsr, c.rng, c.dcd, 0, 0, c.frame, c.overrun, c.parity, c.brk,
+            c.cts, c.dsr, c.rng, c.dcd, c.rx, c.tx, c.frame, c.overrun, c.parity, c.brk,
         ]
         .into_iter()
         .enumerate()
@@ -248,7 +259,7 @@ impl TtyFile {
     /// O_NONBLOCK says; EIO once the device went.
     fn miwait(&self, req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
         let mask = req.arg as u32;
-        let st = self.acm.state();
+        let st = self.port.state();
         if st.gone {
             *self.miwait.lock_ok() = None;
             return Err(Errno::EIO);
@@ -260,9 +271,11 @@ impl TtyFile {
             *w = Some(now);
             return Err(Errno::WAIT_ALWAYS);
         };
-        let changed = (mask & super::acm::TIOCM_DSR != 0 && now.dsr != then.dsr)
-            || (mask & super::acm::TIOCM_CD != 0 && now.dcd != then.dcd)
-            || (mask & super::acm::TIOCM_RI != 0 && now.rng != then.rng);
+        let mask = mask & self.port.driver.miwait_lines();
+        let changed = (mask & TIOCM_DSR != 0 && now.dsr != then.dsr)
+            || (mask & TIOCM_CD != 0 && now.dcd != then.dcd)
+            || (mask & TIOCM_RI != 0 && now.rng != then.rng)
+            || (mask & TIOCM_CTS != 0 && now.cts != then.cts);
         if changed {
             *w = None;
             return ok();
@@ -281,7 +294,7 @@ impl TtyFile {
             None => {
                 drop(until);
                 self.drained()?;
-                match self.acm.send_break(0xffff) {
+                match self.port.break_ctl(true) {
                     // send_break: a driver that cannot send one (cdc_acm
                     // without the break capability) is no error.
                     Err(e) if e == Errno(libc::EOPNOTSUPP) => return ok(),
@@ -303,7 +316,7 @@ impl TtyFile {
             Some(_) => {
                 *until = None;
                 drop(until);
-                self.acm.send_break(0)?;
+                self.port.break_ctl(false)?;
                 ok()
             }
         }
@@ -316,7 +329,7 @@ impl OpenFile for TtyFile {
     }
 
     fn read_as(&self, _offset: u64, size: u32, nonblock: bool, retry: bool) -> SysResult<Vec<u8>> {
-        let mut st = self.acm.state();
+        let mut st = self.port.state();
         let mut plan = self.plan.lock_ok();
         if self.hung(&st) {
             // A hung-up tty reads what the read took so far, else end of
@@ -336,7 +349,7 @@ impl OpenFile for TtyFile {
             ReadStep::Done(data) => {
                 *plan = None;
                 drop(plan);
-                self.acm.check_unthrottle();
+                self.port.check_unthrottle();
                 Ok(data)
             }
             ReadStep::Again => {
@@ -346,7 +359,7 @@ impl OpenFile for TtyFile {
             ReadStep::Wait { until } => {
                 drop(plan);
                 // Bytes it took made room.
-                self.acm.check_unthrottle();
+                self.port.check_unthrottle();
                 if let Some(ns) = until {
                     self.wake_at(self.epoch + Duration::from_nanos(ns));
                 }
@@ -357,7 +370,7 @@ impl OpenFile for TtyFile {
 
     fn write(&self, _offset: u64, data: &[u8], _caller: &Caller) -> SysResult<u32> {
         let out = {
-            let mut st = self.acm.state();
+            let mut st = self.port.state();
             if self.hung(&st) {
                 return Err(Errno::EIO);
             }
@@ -365,19 +378,19 @@ impl OpenFile for TtyFile {
             st.ldisc.process_output(&t, data)
         };
         loop {
-            if self.acm.queue_write(&out) {
+            if self.port.queue_write(&out) {
                 return Ok(data.len() as u32);
             }
-            let st = self.acm.state();
+            let st = self.port.state();
             if self.hung(&st) {
                 return Err(Errno::EIO);
             }
-            drop(self.acm.wait(st, Duration::from_millis(50)));
+            drop(self.port.wait(st, Duration::from_millis(50)));
         }
     }
 
     fn poll(&self) -> u32 {
-        let st = self.acm.state();
+        let st = self.port.state();
         if self.hung(&st) {
             return (libc::POLLIN
                 | libc::POLLOUT
@@ -390,7 +403,7 @@ impl OpenFile for TtyFile {
         if st.ldisc.available(&st.termios, true) {
             m |= (libc::POLLIN | libc::POLLRDNORM) as u32;
         }
-        if self.acm.outq(&st) < WAKEUP_CHARS && !st.ldisc.stopped() {
+        if self.port.outq(&st) < WAKEUP_CHARS && !st.ldisc.stopped() {
             m |= (libc::POLLOUT | libc::POLLWRNORM) as u32;
         }
         m
@@ -406,13 +419,13 @@ impl OpenFile for TtyFile {
 
     fn ioctl(&self, req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {
         use nr::*;
-        if self.hung(&self.acm.state()) {
+        if self.hung(&self.port.state()) {
             return Err(Errno::EIO);
         }
         let tio = |st: &PortState| st.termios;
         match req.cmd {
-            TCGETS => put(req, tio(&self.acm.state()).to_user(SetKind::Termios)),
-            termios::TCGETS2 => put(req, tio(&self.acm.state()).to_user(SetKind::Termios2)),
+            TCGETS => put(req, tio(&self.port.state()).to_user(SetKind::Termios)),
+            termios::TCGETS2 => put(req, tio(&self.port.state()).to_user(SetKind::Termios2)),
             TCSETS => self.set_termios(req, SetKind::Termios, false, false),
             TCSETSW => self.set_termios(req, SetKind::Termios, true, false),
             TCSETSF => self.set_termios(req, SetKind::Termios, true, true),
@@ -422,24 +435,24 @@ impl OpenFile for TtyFile {
             TCFLSH => {
                 // tty_perform_flush.
                 match req.arg {
-                    0 => self.acm.state().ldisc.flush_input(),
+                    0 => self.port.state().ldisc.flush_input(),
                     1 => {}
-                    2 => self.acm.state().ldisc.flush_input(),
+                    2 => self.port.state().ldisc.flush_input(),
                     _ => return Err(Errno::EINVAL),
                 }
-                self.acm.check_unthrottle();
+                self.port.check_unthrottle();
                 ok()
             }
             TCXONC => {
                 let send = {
-                    let mut st = self.acm.state();
+                    let mut st = self.port.state();
                     let t = st.termios;
                     st.ldisc.tcxonc(&t, req.arg as u32).map_err(Errno)?
                 };
                 if let Some(c) = send {
-                    self.acm.queue_write(&[c]);
+                    self.port.queue_write(&[c]);
                 }
-                self.acm.kick();
+                self.port.kick();
                 ok()
             }
             TCSBRK => {
@@ -459,66 +472,68 @@ impl OpenFile for TtyFile {
             }
             TIOCSBRK => {
                 self.drained()?;
-                self.acm.send_break(0xffff).map(|_| IoctlReply::default())
+                self.port.break_ctl(true).map(|_| IoctlReply::default())
             }
-            TIOCCBRK => self.acm.send_break(0).map(|_| IoctlReply::default()),
-            TIOCMGET => put(req, self.acm.tiocmget().to_le_bytes().to_vec()),
+            TIOCCBRK => self.port.break_ctl(false).map(|_| IoctlReply::default()),
+            TIOCMGET => put(req, self.port.tiocmget()?.to_le_bytes().to_vec()),
             TIOCMSET => {
                 let v = int_arg(req)?;
-                self.acm.tiocmset(v, !v)?;
+                self.port.tiocmset(v, !v)?;
                 ok()
             }
             TIOCMBIS => {
                 let v = int_arg(req)?;
-                self.acm.tiocmset(v, 0)?;
+                self.port.tiocmset(v, 0)?;
                 ok()
             }
             TIOCMBIC => {
                 let v = int_arg(req)?;
-                self.acm.tiocmset(0, v)?;
+                self.port.tiocmset(0, v)?;
                 ok()
             }
             TIOCMIWAIT => self.miwait(req),
             TIOCGICOUNT => put(req, self.icount()),
             TIOCINQ => {
-                let st = self.acm.state();
+                let st = self.port.state();
                 let n = st.ldisc.inq(&st.termios) as u32;
                 drop(st);
                 put(req, n.to_le_bytes().to_vec())
             }
             TIOCOUTQ => {
-                let st = self.acm.state();
-                let n = self.acm.outq(&st) as u32;
+                let st = self.port.state();
+                let n = self.port.outq(&st) as u32;
                 drop(st);
                 put(req, n.to_le_bytes().to_vec())
             }
             TIOCEXCL => {
-                self.acm.state().exclusive = true;
+                self.port.state().exclusive = true;
                 ok()
             }
             TIOCNXCL => {
-                self.acm.state().exclusive = false;
+                self.port.state().exclusive = false;
                 ok()
             }
             TIOCGEXCL => put(
                 req,
-                u32::from(self.acm.state().exclusive).to_le_bytes().to_vec(),
+                u32::from(self.port.state().exclusive)
+                    .to_le_bytes()
+                    .to_vec(),
             ),
             TIOCGSERIAL => put(req, self.serial_struct()),
-            TIOCGWINSZ => put(req, self.acm.state().winsize.to_vec()),
+            TIOCGWINSZ => put(req, self.port.state().winsize.to_vec()),
             TIOCSWINSZ => {
                 let b = req.argument(8)?;
-                self.acm.state().winsize.copy_from_slice(&b[..8]);
+                self.port.state().winsize.copy_from_slice(&b[..8]);
                 ok()
             }
             TIOCGETD => put(req, 0u32.to_le_bytes().to_vec()),
             TIOCGSOFTCAR => {
-                let c = self.acm.state().termios.cflag & termios::CLOCAL != 0;
+                let c = self.port.state().termios.cflag & termios::CLOCAL != 0;
                 put(req, u32::from(c).to_le_bytes().to_vec())
             }
             TIOCSSOFTCAR => {
                 let v = int_arg(req)?;
-                let mut st = self.acm.state();
+                let mut st = self.port.state();
                 if v != 0 {
                     st.termios.cflag |= termios::CLOCAL;
                 } else {
@@ -531,6 +546,6 @@ impl OpenFile for TtyFile {
     }
 
     fn release(&self) {
-        self.acm.close();
+        self.port.close();
     }
 }

@@ -1,19 +1,23 @@
 //! The tty layer above the USB serial drivers (`drivers/tty/`,
-//! `drivers/usb/class/cdc-acm.c`): [`TtyCore`] makes a tty port for every
-//! CDC ACM control interface the USB core shows bound to cdc_acm, with its
-//! node `dev/ttyACMN` (the lowest free minor of [`ACM_TTY_MAJOR`]), its
-//! class device `.../INTERFACE/tty/ttyACMN` with `sys/class/tty/ttyACMN`
-//! and `sys/dev/char/166:N`, and cdc_acm's `bmCapabilities` attribute on
-//! the control interface. Its uevent comes between the interface's `add`
-//! and `bind`, as the kernel sends it ([`TtyCore`] is a [`ChildDevices`]).
+//! `drivers/usb/class/cdc-acm.c`, `drivers/usb/serial/`): [`TtyCore`]
+//! makes a tty port for every interface the USB core shows bound to
+//! cdc_acm (its CDC ACM control interfaces) or to a usb-serial driver
+//! (ftdi_sio), with its node `dev/ttyACMN` or `dev/ttyUSBN` (the lowest
+//! free minor of its major), its class device (`.../INTERFACE/tty/ttyACMN`;
+//! `.../INTERFACE/ttyUSBN/tty/ttyUSBN` below the usb-serial port device)
+//! with `sys/class/tty/NAME` and `sys/dev/char/MAJOR:N`, and its driver's
+//! attributes (cdc_acm's `bmCapabilities` on the control interface,
+//! ftdi_sio's `latency_timer` and `event_char` on the port device). Their
+//! uevents come between the interface's `add` and `bind`, as the kernel
+//! sends them ([`TtyCore`] is a [`ChildDevices`]).
 //!
-//! A port ([`acm::Acm`]) is cdc_acm's: opening it submits the notification
-//! URB and the read URBs and raises DTR and RTS, and its line settings,
-//! modem lines and breaks go to the device as cdc_acm's class requests,
-//! through the same port usbfs uses, so usbmon shows them. What a program
-//! reads and writes goes through the n_tty line discipline ([`ldisc`])
-//! with the port's termios ([`termios`]); [`mod@file`] is the node's open
-//! file.
+//! A port ([`port::Port`]) opens, closes and hangs up as the tty layer's
+//! do, with the URBs of its driver ([`acm`], [`ftdi`] on the usb-serial
+//! core's [`serial`]): line settings, modem lines and breaks go to the
+//! device as the driver's requests, through the same port usbfs uses, so
+//! usbmon shows them. What a program reads and writes goes through the
+//! n_tty line discipline ([`ldisc`]) with the port's termios
+//! ([`termios`]); [`mod@file`] is the node's open file.
 //!
 //! Like usbfs, sysfs and the HID core, nothing here imports the simulator.
 
@@ -25,37 +29,66 @@ use crate::base::vfs::{NodeKind, Tree};
 use crate::usbcore::device::{
     DevRef, DeviceChange, DeviceEvent, DeviceWatcher, Interface, UsbCorePort, UsbDevice,
 };
-use crate::usbcore::sysfs::{device_devpath, interface_name, set_text};
+use crate::usbcore::sysfs::{device_devpath, interface_name, set_link, set_text, uevent_text};
 use crate::usbcore::uevent::{ChildDevice, ChildDevices};
 
 pub mod acm;
 pub mod file;
+pub mod ftdi;
 pub mod ldisc;
+pub mod port;
+pub mod serial;
 pub mod termios;
 
 use acm::{Acm, AcmLayout};
 pub use acm::{ACM_TTY_MAJOR, ACM_TTY_MINORS};
+use port::Port;
+pub use serial::{USB_SERIAL_TTY_MAJOR, USB_SERIAL_TTY_MINORS};
 
 /// Where the sysfs tree starts in the mount.
 const SYS: &str = "sys";
 
 #[derive(Default)]
 struct State {
-    /// By USB device and control interface.
-    ports: HashMap<(DevRef, u8), Arc<Acm>>,
-    /// By minor.
-    minors: BTreeMap<u32, Arc<Acm>>,
+    /// By USB device and interface.
+    ports: HashMap<(DevRef, u8), Arc<Port>>,
+    /// By major and minor.
+    minors: BTreeMap<(u32, u32), Arc<Port>>,
     /// Each USB device's active configuration as last seen: a new one
     /// unbinds every interface's driver.
     configs: HashMap<DevRef, u8>,
 }
 
-/// The tty layer: the ports cdc_acm's interfaces have, their sysfs and
-/// nodes.
+/// The tty layer: the ports cdc_acm's and the usb-serial drivers'
+/// interfaces have, their sysfs and nodes.
 pub struct TtyCore {
     tree: Arc<Tree>,
     port: Arc<dyn UsbCorePort>,
     st: Mutex<State>,
+}
+
+/// Whether interface `i` has a port: a CDC ACM control interface bound to
+/// cdc_acm, or an interface bound to a usb-serial driver.
+fn has_port(i: &Interface) -> bool {
+    match i.driver.as_deref() {
+        Some("cdc_acm") => i.class == 2,
+        Some(d) => serial::DRIVERS.contains(&d),
+        None => false,
+    }
+}
+
+/// Whether port `p` is a usb-serial driver's (it has a port device).
+fn usb_serial(p: &Port) -> bool {
+    p.driver.major() == USB_SERIAL_TTY_MAJOR
+}
+
+/// The usb-serial driver's name of port `p` (its port device's driver).
+fn serial_driver(p: &Port) -> &'static str {
+    if p.driver.as_any().is::<ftdi::Ftdi>() {
+        "ftdi_sio"
+    } else {
+        "generic"
+    }
 }
 
 impl TtyCore {
@@ -68,8 +101,15 @@ impl TtyCore {
             port: port.clone(),
             st: Mutex::new(State::default()),
         });
-        for d in ["class/tty", "dev/char"] {
+        for d in ["class/tty", "dev/char", "bus/usb-serial/devices"] {
             tree.add(&format!("{SYS}/{d}"), NodeKind::Dir, 0o755);
+        }
+        for d in serial::DRIVERS {
+            tree.add(
+                &format!("{SYS}/bus/usb-serial/drivers/{d}"),
+                NodeKind::Dir,
+                0o755,
+            );
         }
         port.watch(me.clone());
         let mut devices = port.devices();
@@ -80,20 +120,16 @@ impl TtyCore {
         me
     }
 
-    /// The port with minor `minor`.
-    pub fn by_minor(&self, minor: u32) -> Option<Arc<Acm>> {
-        self.st.lock_ok().minors.get(&minor).cloned()
+    /// The port with `major` and `minor`.
+    pub fn by_minor(&self, major: u32, minor: u32) -> Option<Arc<Port>> {
+        self.st.lock_ok().minors.get(&(major, minor)).cloned()
     }
 
-    /// Bring `d`'s ports in line with its interfaces: make those cdc_acm
-    /// has now, drop those it no longer has, show them again.
+    /// Bring `d`'s ports in line with its interfaces: make those its
+    /// drivers have now, drop those they no longer have, show them again.
     fn update(&self, d: &UsbDevice) {
         let mut st = self.st.lock_ok();
-        let want: Vec<&Interface> = d
-            .interfaces
-            .iter()
-            .filter(|i| i.driver.as_deref() == Some("cdc_acm") && i.class == 2)
-            .collect();
+        let want: Vec<&Interface> = d.interfaces.iter().filter(|i| has_port(i)).collect();
         let reconfigured = st.configs.insert(d.dev, d.active_config) != Some(d.active_config);
         let gone: Vec<(DevRef, u8)> = st
             .ports
@@ -105,89 +141,170 @@ impl TtyCore {
             self.remove(&mut st, k);
         }
         for i in want {
-            let a = match st.ports.get(&(d.dev, i.number)) {
-                Some(a) => a.clone(),
+            let p = match st.ports.get(&(d.dev, i.number)) {
+                Some(p) => p.clone(),
                 None => match self.make(&mut st, d, i) {
-                    Some(a) => a,
+                    Some(p) => p,
                     None => continue,
                 },
             };
-            self.show(&a);
+            self.show(&p);
         }
     }
 
-    /// acm_probe's tty part: a port for control interface `i` of `d` with
-    /// the lowest free minor (None: all taken, or the interfaces are not
-    /// what cdc_acm needs).
-    fn make(&self, st: &mut State, d: &UsbDevice, i: &Interface) -> Option<Arc<Acm>> {
-        let cfg = d.config(d.active_config).unwrap_or(&[]);
-        let Some(layout) = AcmLayout::parse(cfg, i.number, i.alt) else {
-            tracing::warn!(
-                device = %d.name(),
-                interface = i.number,
-                "cdc_acm: the interfaces lack the endpoints it needs: no tty"
-            );
+    /// The probe's tty part: a port for interface `i` of `d` with the
+    /// lowest free minor of its driver's major (None: all taken, or the
+    /// interfaces are not what the driver needs).
+    fn make(&self, st: &mut State, d: &UsbDevice, i: &Interface) -> Option<Arc<Port>> {
+        let drv = i.driver.clone().unwrap_or_default();
+        let driver: Box<dyn port::PortDriver> = if drv == "cdc_acm" {
+            let cfg = d.config(d.active_config).unwrap_or(&[]);
+            Box::new(Acm::new(AcmLayout::parse(cfg, i.number, i.alt)?))
+        } else if drv == "ftdi_sio" {
+            Box::new(ftdi::port_driver(d, i)?)
+        } else {
             return None;
         };
-        let minor = (0..ACM_TTY_MINORS).find(|m| !st.minors.contains_key(m));
+        let (major, minors) = if driver.major() == ACM_TTY_MAJOR {
+            (ACM_TTY_MAJOR, ACM_TTY_MINORS)
+        } else {
+            (USB_SERIAL_TTY_MAJOR, USB_SERIAL_TTY_MINORS)
+        };
+        let minor = (0..minors).find(|m| !st.minors.contains_key(&(major, *m)));
         let Some(minor) = minor else {
-            tracing::warn!(
-                device = %d.name(),
-                "cdc_acm: all {ACM_TTY_MINORS} minors taken, no tty"
-            );
+            tracing::warn!(device = %d.name(), "{drv}: all {minors} minors taken, no tty");
             return None;
         };
         let iface_devpath = format!("{}/{}", device_devpath(d), interface_name(d, i.number));
-        let a = Acm::new(d.dev, minor, layout, iface_devpath, self.port.clone());
-        st.ports.insert((d.dev, i.number), a.clone());
-        st.minors.insert(minor, a.clone());
+        let p = Port::new(
+            d.dev,
+            i.number,
+            minor,
+            iface_devpath,
+            driver,
+            self.port.clone(),
+        );
+        st.ports.insert((d.dev, i.number), p.clone());
+        st.minors.insert((major, minor), p.clone());
         self.tree.add(
-            &format!("dev/{}", a.name()),
+            &format!("dev/{}", p.name()),
             NodeKind::File(Arc::new(file::TtyNode {
-                port: Arc::downgrade(&a),
+                port: Arc::downgrade(&p),
             })),
             0o660,
         );
-        tracing::info!(device = %d.name(), "{}: USB ACM device", a.name());
-        Some(a)
+        match p.driver.as_any().downcast_ref::<ftdi::Ftdi>() {
+            Some(f) => tracing::info!(
+                device = %d.name(),
+                "Detected {}; FTDI USB Serial Device converter now attached to {}",
+                f.chip.name(),
+                p.name()
+            ),
+            None => tracing::info!(device = %d.name(), "{}: USB ACM device", p.name()),
+        }
+        Some(p)
     }
 
-    /// Write port `a`'s sysfs (again).
-    fn show(&self, a: &Acm) {
-        let iface = format!("{SYS}{}", a.iface_devpath);
-        set_text(
-            &self.tree,
-            &format!("{iface}/bmCapabilities"),
-            // (no newline: cdc_acm's show function prints none)
-            a.layout.caps.to_string(),
-            0o444,
-        );
+    /// Write port `p`'s sysfs (again).
+    fn show(&self, p: &Arc<Port>) {
+        let iface = format!("{SYS}{}", p.iface_devpath);
+        let mut parent = iface.clone();
+        if let Some(a) = p.driver.as_any().downcast_ref::<Acm>() {
+            set_text(
+                &self.tree,
+                &format!("{iface}/bmCapabilities"),
+                // (no newline: cdc_acm's show function prints none)
+                a.layout.caps.to_string(),
+                0o444,
+            );
+        }
+        if usb_serial(p) {
+            parent = format!("{SYS}{}", serial::port_devpath(&p.iface_devpath, &p.name()));
+            self.show_port_device(p, &parent);
+        }
         crate::usbcore::sysfs::class_node(
             &self.tree,
-            &format!("{SYS}{}", a.devpath()),
-            &iface,
+            &format!("{SYS}{}", p.devpath()),
+            &parent,
             "tty",
-            &a.name(),
-            &a.uevent_vars(),
-            (ACM_TTY_MAJOR, a.minor),
+            &p.name(),
+            &p.uevent_vars(),
+            (p.driver.major(), p.minor),
         );
     }
 
-    /// acm_disconnect: port `k` hangs up and its device goes.
+    /// The usb-serial port device at tree path `dir`: its `uevent`,
+    /// `port_number`, driver attributes, and the bus's and driver's links.
+    fn show_port_device(&self, p: &Arc<Port>, dir: &str) {
+        let t = &self.tree;
+        let drv = serial_driver(p);
+        let name = p.name();
+        set_text(
+            t,
+            &format!("{dir}/uevent"),
+            uevent_text(&[("DRIVER".into(), drv.into())]),
+            0o644,
+        );
+        // One port per interface: port number 0.
+        set_text(t, &format!("{dir}/port_number"), "0\n".into(), 0o444);
+        let attrs = p
+            .driver
+            .as_any()
+            .downcast_ref::<ftdi::Ftdi>()
+            .map(ftdi::attributes)
+            .unwrap_or_default();
+        for (a, mode) in attrs {
+            t.set(
+                &format!("{dir}/{a}"),
+                NodeKind::File(Arc::new(ftdi::PortAttr {
+                    port: Arc::downgrade(p),
+                    name: a,
+                })),
+                mode,
+            );
+        }
+        set_link(t, &format!("{dir}/subsystem"), "sys/bus/usb-serial");
+        set_link(
+            t,
+            &format!("{dir}/driver"),
+            &format!("sys/bus/usb-serial/drivers/{drv}"),
+        );
+        set_link(t, &format!("{SYS}/bus/usb-serial/devices/{name}"), dir);
+        set_link(
+            t,
+            &format!("{SYS}/bus/usb-serial/drivers/{drv}/{name}"),
+            dir,
+        );
+    }
+
+    /// The disconnect: port `k` hangs up and its devices go.
     fn remove(&self, st: &mut State, k: (DevRef, u8)) {
-        let Some(a) = st.ports.remove(&k) else {
+        let Some(p) = st.ports.remove(&k) else {
             return;
         };
-        st.minors.remove(&a.minor);
-        a.disconnect();
-        for p in [
-            format!("dev/{}", a.name()),
-            format!("{SYS}/class/tty/{}", a.name()),
-            format!("{SYS}/dev/char/{ACM_TTY_MAJOR}:{}", a.minor),
-            format!("{SYS}{}", a.devpath()),
-            format!("{SYS}{}/bmCapabilities", a.iface_devpath),
-        ] {
-            self.tree.remove(&p);
+        st.minors.remove(&(p.driver.major(), p.minor));
+        p.disconnect();
+        let name = p.name();
+        let mut paths = vec![
+            format!("dev/{name}"),
+            format!("{SYS}/class/tty/{name}"),
+            format!("{SYS}/dev/char/{}:{}", p.driver.major(), p.minor),
+            format!("{SYS}{}", p.devpath()),
+        ];
+        if p.driver.as_any().is::<Acm>() {
+            paths.push(format!("{SYS}{}/bmCapabilities", p.iface_devpath));
+        }
+        if usb_serial(&p) {
+            let drv = serial_driver(&p);
+            paths.push(format!(
+                "{SYS}{}",
+                serial::port_devpath(&p.iface_devpath, &name)
+            ));
+            paths.push(format!("{SYS}/bus/usb-serial/devices/{name}"));
+            paths.push(format!("{SYS}/bus/usb-serial/drivers/{drv}/{name}"));
+        }
+        for path in paths {
+            self.tree.remove(&path);
         }
     }
 }
@@ -211,18 +328,33 @@ impl DeviceWatcher for TtyCore {
 
 impl ChildDevices for TtyCore {
     fn children(&self, d: &UsbDevice, interface: u8) -> Vec<ChildDevice> {
-        let Some(a) = self.st.lock_ok().ports.get(&(d.dev, interface)).cloned() else {
+        let Some(p) = self.st.lock_ok().ports.get(&(d.dev, interface)).cloned() else {
             return Vec::new();
         };
-        vec![ChildDevice {
-            devpath: a.devpath(),
+        let tty = ChildDevice {
+            devpath: p.devpath(),
             subsystem: "tty".into(),
-            vars: a.uevent_vars(),
+            vars: p.uevent_vars(),
             driver: None,
             change_on_add: None,
             change_on_remove: None,
             remove_rank: 0,
             udev: Vec::new(),
-        }]
+        };
+        if !usb_serial(&p) {
+            return vec![tty];
+        }
+        // The usb-serial port device, bound to the driver, then its tty.
+        let port_dev = ChildDevice {
+            devpath: serial::port_devpath(&p.iface_devpath, &p.name()),
+            subsystem: "usb-serial".into(),
+            vars: Vec::new(),
+            driver: Some(serial_driver(&p).into()),
+            change_on_add: None,
+            change_on_remove: None,
+            remove_rank: 0,
+            udev: Vec::new(),
+        };
+        vec![port_dev, tty]
     }
 }

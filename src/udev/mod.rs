@@ -407,11 +407,18 @@ fn tty_properties(ev: &Uevent, d: &UsbDevice) -> Vec<(String, String)> {
             .map(|(_, v)| v.clone())
             .unwrap_or_default()
     };
-    let mut links = vec![format!("/dev/serial/by-path/{path}")];
+    // A usb-serial port's `.ID_PORT` (its port device's `port_number`:
+    // one port per interface, 0) ends both links.
+    let port = if ev.get("DEVNAME").is_some_and(|n| n.starts_with("ttyUSB")) {
+        "-port0"
+    } else {
+        ""
+    };
+    let mut links = vec![format!("/dev/serial/by-path/{path}{port}")];
     let (serial, num) = (get(&p, "ID_SERIAL"), get(&p, "ID_USB_INTERFACE_NUM"));
     if !serial.is_empty() && !num.is_empty() {
         links.push(format!(
-            "/dev/serial/by-id/{}-{serial}-if{num}",
+            "/dev/serial/by-id/{}-{serial}-if{num}{port}",
             get(&p, "ID_BUS")
         ));
     }

@@ -195,7 +195,7 @@ fn graft(
 
 /// Whether the machine's `/dev` entry `name` is one monfs replaces:
 /// usbmonN, monreader, bus/ (usbfs) and the class nodes of the simulated
-/// devices (hidrawN, input/, ttyACMN), which the command must not reach on the
+/// devices (hidrawN, input/, ttyACMN, ttyUSBN), which the command must not reach on the
 /// machine.
 fn replaced_in_dev(name: &OsStr) -> bool {
     let n = name.as_bytes();
@@ -205,7 +205,10 @@ fn replaced_in_dev(name: &OsStr) -> bool {
 /// Whether `/dev` entry `n` is a class device's node (or directory of
 /// them): the announcer puts these in place as their devices come.
 fn class_node(n: &[u8]) -> bool {
-    n.starts_with(b"hidraw") || n == b"input" || n.starts_with(b"ttyACM")
+    n.starts_with(b"hidraw")
+        || n == b"input"
+        || n.starts_with(b"ttyACM")
+        || n.starts_with(b"ttyUSB")
 }
 
 /// Cover `/dev` with a tmpfs holding what the machine's has but the
@@ -369,10 +372,12 @@ pub(super) fn setup_paths(mnt: &Path, rootless: bool) -> Result<(), RunError> {
             .create("/dev/bus/usb");
     }
     // /sys/bus/hid, /sys/class/hidraw, input and leds: the HID and input
-    // cores', not the machine's; /sys/class/tty: the simulated serial
-    // ports only (what enumerates serial ports finds those).
+    // cores', not the machine's; /sys/class/tty and /sys/bus/usb-serial:
+    // the simulated serial ports only (what enumerates serial ports finds
+    // those).
     for (parent, name) in [
         ("bus", "hid"),
+        ("bus", "usb-serial"),
         ("class", "hidraw"),
         ("class", "input"),
         ("class", "leds"),

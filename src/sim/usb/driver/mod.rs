@@ -9,7 +9,8 @@
 //! * [`hub`]: hub; [`usbhid`]: usbhid (its probe's requests and its
 //!   interrupt IN polling); [`storage`]: usb-storage and uas; [`audio`]:
 //!   snd-usb-audio and uvcvideo; [`usbtest`]: usbtest; [`cdc_acm`]:
-//!   cdc_acm (its probe; its tty is the tty layer's); [`generic`]:
+//!   cdc_acm (its probe; its tty is the tty layer's); [`ftdi_sio`]:
+//!   ftdi_sio (likewise); [`generic`]:
 //!   monfs-generic, for an external device's interfaces no stock driver
 //!   matches.
 //! * What the drivers share: the interrupt IN loop ([`int_in`]) and the
@@ -27,6 +28,7 @@ use crate::sim::usb::descriptors::AltDesc;
 
 pub(crate) mod audio;
 pub(crate) mod cdc_acm;
+pub(crate) mod ftdi_sio;
 pub(crate) mod generic;
 mod host;
 pub(crate) mod hub;
@@ -49,6 +51,7 @@ static DRIVERS: &[&dyn HostDriver] = &[
     &audio::UvcVideo,
     &usbtest::UsbTest,
     &cdc_acm::CdcAcm,
+    &ftdi_sio::FtdiSio,
 ];
 
 /// The drivers that match `alt` of `dev`, in order: the stock ones, else
