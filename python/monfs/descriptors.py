@@ -102,6 +102,40 @@ def cdc_acm(control: int = 0, data: int = 1, *, notify_ep: int = 0x83, in_ep: in
     return comm + bulk
 
 
+#: FTDI chips :func:`ftdi` lays out: (product ID, bcdDevice, interfaces,
+#: bulk packet size, bcdUSB).
+FTDI_CHIPS = {
+    "FT232B": (0x6001, 0x0400, 1, 64, 0x0200),
+    "FT232R": (0x6001, 0x0600, 1, 64, 0x0200),
+    "FT-X": (0x6015, 0x1000, 1, 64, 0x0200),
+    "FT2232C": (0x6010, 0x0500, 2, 64, 0x0200),
+    "FT232H": (0x6014, 0x0900, 1, 512, 0x0200),
+    "FT2232H": (0x6010, 0x0700, 2, 512, 0x0200),
+    "FT4232H": (0x6011, 0x0800, 4, 512, 0x0200),
+}
+
+
+def ftdi(chip: str = "FT232R", *, manufacturer: int = 1, product: int = 2, serial: int = 3) -> bytes:
+    """A whole FTDI USB serial adapter (what ftdi_sio binds, a
+    ``/dev/ttyUSBN`` per interface) as :func:`descriptors_file` lays it out:
+    FTDI's vendor ID, the chip's product ID and ``bcdDevice`` (which is how
+    ftdi_sio tells the chips apart; see :data:`FTDI_CHIPS`), and per port a
+    vendor-specific interface with bulk IN endpoint ``0x81 + 2n`` and bulk
+    OUT endpoint ``0x02 + 2n``."""
+    try:
+        pid, bcd, ports, mps, bcd_usb = FTDI_CHIPS[chip]
+    except KeyError:
+        raise ValueError("chip must be one of %s" % ", ".join(FTDI_CHIPS)) from None
+    ifaces = [interface(n, [endpoint(0x81 + 2 * n, "bulk", mps), endpoint(0x02 + 2 * n, "bulk", mps)],
+                        cls=0xFF, subclass=0xFF, protocol=0xFF, string=product)
+              for n in range(ports)]
+    return descriptors_file(
+        device(0x0403, pid, bcd_usb=bcd_usb, max_packet_size0=8 if mps == 64 else 64, bcd_device=bcd,
+               manufacturer=manufacturer, product=product, serial=serial),
+        configuration(*ifaces, attributes=0xA0, max_power_ma=90),
+    )
+
+
 def configuration(*interfaces: bytes, value: int = 1, attributes: int = 0x80, max_power_ma: int = 100,
                   string: int = 0) -> bytes:
     """A whole configuration: its descriptor, then the interfaces (each from

@@ -452,6 +452,177 @@ class AcmDevice(Device):
         return super().answer_control(setup, data)
 
 
+#: ftdi_sio's fraction codes of a divisor, in eighths.
+_FTDI_FRACTIONS = (0, 4, 2, 1, 3, 5, 6, 7)
+
+
+class FtdiDevice(Device):
+    """An FTDI USB serial adapter (ftdi_sio's ``/dev/ttyUSBN`` on the host
+    side), laid out as :func:`monfs.descriptors.ftdi` lays it out; set
+    :attr:`chip` to the same chip name. Per port (interface ``n``: bulk IN
+    ``0x81 + 2n``, OUT ``0x02 + 2n``):
+
+    * the vendor requests are recorded: SET_BAUD_RATE as the rate the
+      divisor gives (:attr:`baud_rates`, and the raw ``(value, index)`` in
+      :attr:`divisors`), SET_DATA as ``(bits, parity, stop, break)``
+      (:attr:`line_settings`; parity 0 none, 1 odd, 2 even, 3 mark, 4
+      space; stop 0 one, 1 one and a half, 2 two), MODEM_CTRL as ``(dtr,
+      rts)`` (:attr:`control_lines`, None for a line left alone),
+      SET_FLOW_CTRL as ``"none"``, ``"rtscts"``, ``"dtrdsr"`` or
+      ``"xonxoff"`` (:attr:`flow`), RESET, the latency timer and the event
+      character; GET_MODEM_STATUS and GET_LATENCY_TIMER are answered;
+    * bytes the host writes call :meth:`on_data` (default: kept in
+      :attr:`received`); :meth:`write` queues bytes for the host to read,
+      sent as the chip sends them: every packet starts with the two status
+      bytes (the modem lines :meth:`set_modem_lines` set, and the line
+      status), and :meth:`line_error` sends an error status;
+    * like qemu's usb-serial (and unlike a chip, which answers every
+      latency timer period), the IN endpoint NAKs while there is nothing to
+      send."""
+
+    chip: str = "FT232R"
+    port: int = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        _pid, _bcd, _ports, self._mps, _usb = _d.FTDI_CHIPS[self.chip]
+        self.in_endpoint = 0x81 + 2 * self.port
+        self.out_endpoint = 0x02 + 2 * self.port
+        self.baud_rates: List[int] = []
+        self.divisors: List[Tuple[int, int]] = []
+        self.line_settings: List[Tuple[int, int, int, bool]] = []
+        self.control_lines: List[Tuple[Optional[bool], Optional[bool]]] = []
+        self.flow: List[str] = []
+        self.resets = 0
+        self.latency = 16
+        self.event_chars: List[int] = []
+        self.received = bytearray()
+        self._modem = 0x10 | 0x20  # CTS and DSR, as qemu's usb-serial has them
+        self._out: Deque[Union[bytes, Tuple[int, bytes]]] = deque()
+        self._endpoints.setdefault(self.out_endpoint, self._take)
+        self._endpoints.setdefault(self.in_endpoint, self._give)
+
+    # The host side's view --------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        """Queue ``data`` for the host's reads (thread-safe)."""
+        with self._lock:
+            self._out.append(bytes(data))
+
+    def set_modem_lines(self, cts: bool = True, dsr: bool = True, ri: bool = False, dcd: bool = False,
+                        notify: bool = True) -> None:
+        """Set the modem status lines; with ``notify`` a status-only packet
+        tells the host at once."""
+        with self._lock:
+            self._modem = (0x10 if cts else 0) | (0x20 if dsr else 0) | (0x40 if ri else 0) | (0x80 if dcd else 0)
+            if notify:
+                self._out.append(b"")
+
+    def line_error(self, data: bytes = b"\0", *, brk: bool = False, parity: bool = False,
+                   framing: bool = False, overrun: bool = False) -> None:
+        """Send ``data`` with an error in the line status byte."""
+        status = (0x10 if brk else 0) | (0x04 if parity else 0) | (0x08 if framing else 0) | (0x02 if overrun else 0)
+        with self._lock:
+            self._out.append((status, bytes(data)))
+
+    def on_data(self, data: bytes) -> None:
+        """Bytes the host wrote; kept in :attr:`received`."""
+        with self._lock:
+            self.received += data
+
+    def on_baud_rate(self, baud: int) -> None:
+        """The host set the baud rate (what the divisor gives)."""
+
+    def on_line_settings(self, bits: int, parity: int, stop: int, brk: bool) -> None:
+        """The host set data bits, parity, stop bits and the break."""
+
+    def on_control_lines(self, dtr: Optional[bool], rts: Optional[bool]) -> None:
+        """The host set DTR and RTS (None: left as it was)."""
+
+    # The device --------------------------------------------------------------
+
+    def _status(self) -> bytes:
+        return bytes([0x01 | self._modem, 0x60])
+
+    def _take(self, data: bytes) -> None:
+        self.on_data(bytes(data))
+
+    def _give(self, length: int) -> Optional[bytes]:
+        with self._lock:
+            if not self._out:
+                return None
+            out = b""
+            while self._out and len(out) + 2 <= length:
+                item = self._out[0]
+                if isinstance(item, tuple):  # an error status, in a packet of its own
+                    pkt = bytes([0x01 | self._modem, 0x60 | item[0]]) + item[1][: self._mps - 2]
+                    self._out.popleft()
+                else:
+                    room = min(self._mps - 2, length - len(out) - 2)
+                    pkt = self._status() + item[:room]
+                    if len(item) > room:
+                        self._out[0] = item[room:]
+                    else:
+                        self._out.popleft()
+                out += pkt
+                if len(pkt) < self._mps:
+                    break  # a short packet ends the transfer
+            return out
+
+    def baud_of(self, value: int, index: int) -> int:
+        """The rate a SET_BAUD_RATE's divisor gives on :attr:`chip`."""
+        hi = index >> 8 if self.chip in ("FT2232C", "FT232H", "FT2232H", "FT4232H", "FT-X") else index
+        eighths = _FTDI_FRACTIONS[((hi & 1) << 2) | (value >> 14)]
+        div = (value & 0x3FFF) * 8 + eighths
+        if div == 0:
+            div = 8
+        elif div == 4:  # encoded 1: 1.5
+            div = 12
+        clock = 12_000_000 if hi & 2 else 3_000_000
+        return round(clock * 8 / div)
+
+    def answer_control(self, setup: Setup, data: Optional[bytes]) -> Optional[bytes]:
+        rt, req, v = setup.request_type, setup.request, setup.value
+        if (rt, req) in self._controls or rt not in (0x40, 0xC0):
+            return super().answer_control(setup, data)
+        with self._lock:
+            if rt == 0x40 and req == 0:
+                self.resets += 1
+            elif rt == 0x40 and req == 1:
+                dtr = bool(v & 1) if v & 0x100 else None
+                rts = bool(v & 2) if v & 0x200 else None
+                self.control_lines.append((dtr, rts))
+            elif rt == 0x40 and req == 2:
+                kind = setup.index >> 8
+                self.flow.append({0: "none", 1: "rtscts", 2: "dtrdsr", 4: "xonxoff"}.get(kind, hex(kind)))
+            elif rt == 0x40 and req == 3:
+                self.divisors.append((v, setup.index))
+                self.baud_rates.append(self.baud_of(v, setup.index))
+            elif rt == 0x40 and req == 4:
+                self.line_settings.append((v & 0xFF, (v >> 8) & 7, (v >> 11) & 3, bool(v & 0x4000)))
+            elif rt == 0xC0 and req == 5:
+                return self._status()
+            elif rt == 0x40 and req == 6:
+                self.event_chars.append(v)
+            elif rt == 0x40 and req in (7, 0x0B):
+                pass
+            elif rt == 0x40 and req == 9:
+                self.latency = v & 0xFF
+            elif rt == 0xC0 and req == 0x0A:
+                return bytes([self.latency])
+            elif rt == 0xC0 and req == 0x90:
+                return bytes(2)
+            else:
+                raise Stall()
+        if rt == 0x40 and req == 1:
+            self.on_control_lines(*self.control_lines[-1])
+        elif rt == 0x40 and req == 3:
+            self.on_baud_rate(self.baud_rates[-1])
+        elif rt == 0x40 and req == 4:
+            self.on_line_settings(*self.line_settings[-1])
+        return None
+
+
 def _parse_submit(w: List[str]) -> Urb:
     setup = Setup.parse(bytes.fromhex(w[5])) if w[5] != "-" else None
     data = bytes.fromhex(w[6]) if w[6] != "-" else None

@@ -1,4 +1,5 @@
-"""Serial ports of a mount (cdc_acm's ``/dev/ttyACMN``) from the program's
+"""Serial ports of a mount (cdc_acm's ``/dev/ttyACMN``, ftdi_sio's
+``/dev/ttyUSBN``) from the program's
 side: :func:`find` lists them by the USB ids of their device, as serial
 port enumerators read ``/sys/class/tty``, and :class:`Port` opens one raw
 with the modem lines at hand (standard library only; pyserial works on the
@@ -34,9 +35,9 @@ TIOCGICOUNT = 0x545D
 
 def _usb_ids(dev_dir: str) -> Optional[tuple]:
     """The idVendor and idProduct of the USB device above a tty's
-    interface directory."""
+    interface directory (or usb-serial port device)."""
     d = os.path.realpath(dev_dir)
-    for _ in range(2):
+    for _ in range(3):
         try:
             with open(os.path.join(d, "idVendor")) as v, open(os.path.join(d, "idProduct")) as p:
                 return int(v.read(), 16), int(p.read(), 16)
@@ -46,13 +47,14 @@ def _usb_ids(dev_dir: str) -> Optional[tuple]:
 
 
 def find(vendor: int, product: int, sys: str = "/sys", dev: str = "/dev") -> List[str]:
-    """The ``DEV/ttyACMN`` nodes whose USB device has these ids, by name,
+    """The ``DEV/ttyACMN`` and ``DEV/ttyUSBN`` nodes whose USB device has
+    these ids, by name,
     from ``SYS/class/tty`` (a mount's own: ``sys=m.path("sys")``,
     ``dev=m.path("dev")``)."""
     base = os.path.join(sys, "class", "tty")
     out = []
     for name in sorted(os.listdir(base) if os.path.isdir(base) else [], key=lambda n: (len(n), n)):
-        if not name.startswith("ttyACM"):
+        if not name.startswith(("ttyACM", "ttyUSB")):
             continue
         if _usb_ids(os.path.join(base, name, "device")) == (vendor, product):
             out.append(os.path.join(dev, name))
