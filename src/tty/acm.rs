@@ -169,8 +169,17 @@ impl Acm {
 }
 
 impl PortDriver for Acm {
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
+    fn driver_name(&self) -> &'static str {
+        "cdc_acm"
+    }
+
+    fn describe(&self) -> String {
+        "USB ACM device".into()
+    }
+
+    /// bmCapabilities (no newline: cdc_acm's show function prints none).
+    fn interface_attributes(&self) -> Vec<(&'static str, String)> {
+        vec![("bmCapabilities", self.layout.caps.to_string())]
     }
 
     fn tty_name(&self) -> &'static str {

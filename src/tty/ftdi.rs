@@ -9,12 +9,11 @@
 //! is empty) are [`super::serial`]'s and the port's.
 
 use std::borrow::Cow;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::base::errno::{Errno, SysResult};
 use crate::base::sync::LockExt;
-use crate::base::vfs::{Caller, FileNode, OpenFile, OpenFlags, SnapshotFile};
 use crate::usbcore::device::{Interface, UsbDevice};
 
 use super::port::{
@@ -436,8 +435,50 @@ impl Ftdi {
 }
 
 impl PortDriver for Ftdi {
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
+    fn driver_name(&self) -> &'static str {
+        "ftdi_sio"
+    }
+
+    fn describe(&self) -> String {
+        format!("FTDI USB Serial Device converter ({})", self.chip.name())
+    }
+
+    /// ftdi_is_visible: `event_char` but on the SIO, `latency_timer` on
+    /// the chips with one.
+    fn attributes(&self) -> Vec<(&'static str, u32)> {
+        let mut v = Vec::new();
+        if self.chip != Chip::Sio {
+            v.push(("event_char", 0o200));
+        }
+        if self.chip.has_latency_timer() {
+            v.push(("latency_timer", 0o644));
+        }
+        v
+    }
+
+    fn show_attr(&self, name: &str) -> String {
+        match name {
+            "latency_timer" => format!("{}\n", self.latency()),
+            _ => String::new(),
+        }
+    }
+
+    fn store_attr(&self, p: &Port, name: &str, text: &str) -> SysResult<()> {
+        match name {
+            // kstrtou8(buf, 10).
+            "latency_timer" => {
+                let v: u8 = text.parse().map_err(|_| Errno::EINVAL)?;
+                self.set_latency(p, v)
+            }
+            // kstrtouint(buf, 0) below 0x200.
+            "event_char" => {
+                let v = parse_uint0(text)
+                    .filter(|v| *v < 0x200)
+                    .ok_or(Errno::EINVAL)?;
+                self.set_event_char(p, v as u16)
+            }
+            _ => Err(Errno::EIO),
+        }
     }
 
     fn tty_name(&self) -> &'static str {
@@ -738,69 +779,8 @@ pub fn port_driver(d: &UsbDevice, i: &Interface) -> Option<Ftdi> {
     ))
 }
 
-/// The port device's attributes ftdi_sio adds (ftdi_is_visible): (name,
-/// mode).
-pub fn attributes(f: &Ftdi) -> Vec<(&'static str, u32)> {
-    let mut v = Vec::new();
-    if f.chip != Chip::Sio {
-        v.push(("event_char", 0o200));
-    }
-    if f.chip.has_latency_timer() {
-        v.push(("latency_timer", 0o644));
-    }
-    v
-}
-
-/// The port's driver as ftdi_sio's, if it is.
-fn ftdi(p: &Port) -> Option<&Ftdi> {
-    p.driver.as_any().downcast_ref::<Ftdi>()
-}
-
-/// An ftdi_sio attribute of a port device: read and written through the
-/// driver (a write sends its request).
-pub struct PortAttr {
-    /// The port.
-    pub port: Weak<Port>,
-    /// The attribute's name.
-    pub name: &'static str,
-}
-
-impl PortAttr {
-    fn show(&self) -> Vec<u8> {
-        let Some(p) = self.port.upgrade() else {
-            return Vec::new();
-        };
-        match (self.name, ftdi(&p)) {
-            ("latency_timer", Some(f)) => format!("{}\n", f.latency()).into_bytes(),
-            _ => Vec::new(),
-        }
-    }
-
-    /// The attribute's store function with `text`.
-    fn store(&self, text: &[u8]) -> SysResult<()> {
-        let p = self.port.upgrade().ok_or(Errno::ENODEV)?;
-        let f = ftdi(&p).ok_or(Errno::EIO)?;
-        let s = std::str::from_utf8(text)
-            .map_err(|_| Errno::EINVAL)?
-            .trim_end_matches('\n');
-        match self.name {
-            // kstrtou8(buf, 10).
-            "latency_timer" => {
-                let v: u8 = s.parse().map_err(|_| Errno::EINVAL)?;
-                f.set_latency(&p, v)
-            }
-            // kstrtouint(buf, 0) below 0x200.
-            "event_char" => {
-                let v = parse_uint0(s).filter(|v| *v < 0x200).ok_or(Errno::EINVAL)?;
-                f.set_event_char(&p, v as u16)
-            }
-            _ => Err(Errno::EIO),
-        }
-    }
-}
-
 /// kstrtouint with base 0: decimal, 0x hex or 0 octal.
-fn parse_uint0(s: &str) -> Option<u32> {
+pub fn parse_uint0(s: &str) -> Option<u32> {
     let s = s.strip_prefix('+').unwrap_or(s);
     if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         u32::from_str_radix(h, 16).ok()
@@ -808,50 +788,6 @@ fn parse_uint0(s: &str) -> Option<u32> {
         u32::from_str_radix(&s[1..], 8).ok()
     } else {
         s.parse().ok()
-    }
-}
-
-impl FileNode for PortAttr {
-    fn open(&self, flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
-        if flags.writable() {
-            if caller.uid != 0 {
-                return Err(Errno::EACCES);
-            }
-            return Ok(Arc::new(AttrWrite {
-                attr: PortAttr {
-                    port: self.port.clone(),
-                    name: self.name,
-                },
-            }));
-        }
-        if self.name == "event_char" {
-            return Err(Errno::EACCES);
-        }
-        let text = self.show();
-        SnapshotFile::new(move || text.clone()).open(flags, caller)
-    }
-
-    fn size(&self) -> u64 {
-        crate::usbcore::sysfs::ATTR_SIZE
-    }
-}
-
-/// An attribute opened for writing: each write is one store.
-struct AttrWrite {
-    attr: PortAttr,
-}
-
-impl OpenFile for AttrWrite {
-    fn read(&self, _offset: u64, _size: u32) -> SysResult<Vec<u8>> {
-        Err(Errno::EINVAL)
-    }
-
-    fn write(&self, _offset: u64, data: &[u8], _caller: &Caller) -> SysResult<u32> {
-        if data.len() >= 4096 {
-            return Err(Errno::EINVAL);
-        }
-        self.attr.store(data)?;
-        Ok(data.len() as u32)
     }
 }
 

@@ -82,13 +82,19 @@ fn usb_serial(p: &Port) -> bool {
     p.driver.major() == USB_SERIAL_TTY_MAJOR
 }
 
-/// The usb-serial driver's name of port `p` (its port device's driver).
-fn serial_driver(p: &Port) -> &'static str {
-    if p.driver.as_any().is::<ftdi::Ftdi>() {
-        "ftdi_sio"
-    } else {
-        "generic"
-    }
+/// The driver part of the port of interface `i` of `d`, by its driver's
+/// name (None: the interfaces are not what the driver needs). A new USB
+/// serial driver is a module of this one and a line here (and its
+/// `usb_device_id` table's in the simulator's driver registry).
+fn port_driver(d: &UsbDevice, i: &Interface) -> Option<Box<dyn port::PortDriver>> {
+    Some(match i.driver.as_deref()? {
+        "cdc_acm" => {
+            let cfg = d.config(d.active_config).unwrap_or(&[]);
+            Box::new(Acm::new(AcmLayout::parse(cfg, i.number, i.alt)?))
+        }
+        "ftdi_sio" => Box::new(ftdi::port_driver(d, i)?),
+        _ => return None,
+    })
 }
 
 impl TtyCore {
@@ -156,15 +162,16 @@ impl TtyCore {
     /// lowest free minor of its driver's major (None: all taken, or the
     /// interfaces are not what the driver needs).
     fn make(&self, st: &mut State, d: &UsbDevice, i: &Interface) -> Option<Arc<Port>> {
-        let drv = i.driver.clone().unwrap_or_default();
-        let driver: Box<dyn port::PortDriver> = if drv == "cdc_acm" {
-            let cfg = d.config(d.active_config).unwrap_or(&[]);
-            Box::new(Acm::new(AcmLayout::parse(cfg, i.number, i.alt)?))
-        } else if drv == "ftdi_sio" {
-            Box::new(ftdi::port_driver(d, i)?)
-        } else {
+        let Some(driver) = port_driver(d, i) else {
+            tracing::warn!(
+                device = %d.name(),
+                interface = i.number,
+                "{}: the interface lacks what the driver needs: no tty",
+                i.driver.as_deref().unwrap_or("?")
+            );
             return None;
         };
+        let drv = driver.driver_name();
         let (major, minors) = if driver.major() == ACM_TTY_MAJOR {
             (ACM_TTY_MAJOR, ACM_TTY_MINORS)
         } else {
@@ -193,15 +200,7 @@ impl TtyCore {
             })),
             0o660,
         );
-        match p.driver.as_any().downcast_ref::<ftdi::Ftdi>() {
-            Some(f) => tracing::info!(
-                device = %d.name(),
-                "Detected {}; FTDI USB Serial Device converter now attached to {}",
-                f.chip.name(),
-                p.name()
-            ),
-            None => tracing::info!(device = %d.name(), "{}: USB ACM device", p.name()),
-        }
+        tracing::info!(device = %d.name(), "{}: {}", p.name(), p.driver.describe());
         Some(p)
     }
 
@@ -209,14 +208,8 @@ impl TtyCore {
     fn show(&self, p: &Arc<Port>) {
         let iface = format!("{SYS}{}", p.iface_devpath);
         let mut parent = iface.clone();
-        if let Some(a) = p.driver.as_any().downcast_ref::<Acm>() {
-            set_text(
-                &self.tree,
-                &format!("{iface}/bmCapabilities"),
-                // (no newline: cdc_acm's show function prints none)
-                a.layout.caps.to_string(),
-                0o444,
-            );
+        for (a, text) in p.driver.interface_attributes() {
+            set_text(&self.tree, &format!("{iface}/{a}"), text, 0o444);
         }
         if usb_serial(p) {
             parent = format!("{SYS}{}", serial::port_devpath(&p.iface_devpath, &p.name()));
@@ -237,7 +230,7 @@ impl TtyCore {
     /// `port_number`, driver attributes, and the bus's and driver's links.
     fn show_port_device(&self, p: &Arc<Port>, dir: &str) {
         let t = &self.tree;
-        let drv = serial_driver(p);
+        let drv = p.driver.driver_name();
         let name = p.name();
         set_text(
             t,
@@ -247,18 +240,13 @@ impl TtyCore {
         );
         // One port per interface: port number 0.
         set_text(t, &format!("{dir}/port_number"), "0\n".into(), 0o444);
-        let attrs = p
-            .driver
-            .as_any()
-            .downcast_ref::<ftdi::Ftdi>()
-            .map(ftdi::attributes)
-            .unwrap_or_default();
-        for (a, mode) in attrs {
+        for (a, mode) in p.driver.attributes() {
             t.set(
                 &format!("{dir}/{a}"),
-                NodeKind::File(Arc::new(ftdi::PortAttr {
+                NodeKind::File(Arc::new(serial::PortAttr {
                     port: Arc::downgrade(p),
                     name: a,
+                    mode,
                 })),
                 mode,
             );
@@ -291,11 +279,11 @@ impl TtyCore {
             format!("{SYS}/dev/char/{}:{}", p.driver.major(), p.minor),
             format!("{SYS}{}", p.devpath()),
         ];
-        if p.driver.as_any().is::<Acm>() {
-            paths.push(format!("{SYS}{}/bmCapabilities", p.iface_devpath));
+        for (a, _) in p.driver.interface_attributes() {
+            paths.push(format!("{SYS}{}/{a}", p.iface_devpath));
         }
         if usb_serial(&p) {
-            let drv = serial_driver(&p);
+            let drv = p.driver.driver_name();
             paths.push(format!(
                 "{SYS}{}",
                 serial::port_devpath(&p.iface_devpath, &name)
@@ -349,7 +337,7 @@ impl ChildDevices for TtyCore {
             devpath: serial::port_devpath(&p.iface_devpath, &p.name()),
             subsystem: "usb-serial".into(),
             vars: Vec::new(),
-            driver: Some(serial_driver(&p).into()),
+            driver: Some(p.driver.driver_name().into()),
             change_on_add: None,
             change_on_remove: None,
             remove_rank: 0,

@@ -108,8 +108,11 @@ pub struct Urbs {
 /// caller's thread with no lock of the port's held; `process_read`,
 /// `notification` and `prepare_write` run with the port's state locked.
 pub trait PortDriver: Send + Sync {
-    /// The driver's own type, for its attributes.
-    fn as_any(&self) -> &dyn std::any::Any;
+    /// The driver's name (its sysfs `driver` link, the port device's
+    /// `DRIVER`).
+    fn driver_name(&self) -> &'static str;
+    /// What the kernel logs when the port comes (after the tty's name).
+    fn describe(&self) -> String;
     /// The tty's name without its number (`ttyACM`, `ttyUSB`).
     fn tty_name(&self) -> &'static str;
     /// The tty driver's major.
@@ -167,6 +170,25 @@ pub trait PortDriver: Send + Sync {
     fn serial(&self, _b: &mut [u8]) {}
     /// The modem lines TIOCMIWAIT can wait for.
     fn miwait_lines(&self) -> u32;
+    /// Attributes the driver adds to the interface: (name, text).
+    fn interface_attributes(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+    /// Attributes the driver adds to its usb-serial port device: (name,
+    /// mode), read with [`PortDriver::show_attr`] and written with
+    /// [`PortDriver::store_attr`].
+    fn attributes(&self) -> Vec<(&'static str, u32)> {
+        Vec::new()
+    }
+    /// The text of attribute `name`.
+    fn show_attr(&self, _name: &str) -> String {
+        String::new()
+    }
+    /// Attribute `name`'s store function with `text` (the driver's
+    /// request to the device).
+    fn store_attr(&self, _p: &Port, _name: &str, _text: &str) -> SysResult<()> {
+        Err(Errno::EIO)
+    }
 }
 
 /// The port's state.

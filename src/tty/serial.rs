@@ -5,7 +5,12 @@
 //! callback's rules, chars_in_buffer, and the lines TIOCMIWAIT waits for.
 //! The drivers: [`super::ftdi`].
 
-use super::port::{TIOCM_CD, TIOCM_CTS, TIOCM_DSR, TIOCM_RI};
+use std::sync::{Arc, Weak};
+
+use crate::base::errno::{Errno, SysResult};
+use crate::base::vfs::{Caller, FileNode, OpenFile, OpenFlags, SnapshotFile};
+
+use super::port::{Port, TIOCM_CD, TIOCM_CTS, TIOCM_DSR, TIOCM_RI};
 
 /// `USB_SERIAL_TTY_MAJOR`.
 pub const USB_SERIAL_TTY_MAJOR: u32 = 188;
@@ -19,7 +24,8 @@ pub const READ_URBS: usize = 2;
 pub const WRITE_URBS: usize = 2;
 /// usb_serial_generic_tiocmiwait's lines.
 pub const MIWAIT_LINES: u32 = TIOCM_RI | TIOCM_DSR | TIOCM_CD | TIOCM_CTS;
-/// The usb-serial drivers monfs has.
+/// The usb-serial drivers monfs has (their `sys/bus/usb-serial/drivers`
+/// directories).
 pub const DRIVERS: &[&str] = &["ftdi_sio"];
 
 /// The port device's path below `/sys`.
@@ -62,4 +68,64 @@ pub fn endpoints(cfg: &[u8], ifnum: u8, alt: u8) -> Vec<(u8, u8, u16)> {
         }
     }
     v
+}
+
+/// A driver attribute of a port device (ftdi_sio's `latency_timer`): read
+/// and written through the driver, a write sending its request.
+pub struct PortAttr {
+    /// The port.
+    pub port: Weak<Port>,
+    /// The attribute's name.
+    pub name: &'static str,
+    /// Its mode.
+    pub mode: u32,
+}
+
+impl FileNode for PortAttr {
+    fn open(&self, flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
+        let p = self.port.upgrade().ok_or(Errno::ENODEV)?;
+        if flags.writable() {
+            if self.mode & 0o200 == 0 || caller.uid != 0 {
+                return Err(Errno::EACCES);
+            }
+            return Ok(Arc::new(AttrWrite {
+                port: self.port.clone(),
+                name: self.name,
+            }));
+        }
+        if self.mode & 0o444 == 0 {
+            return Err(Errno::EACCES);
+        }
+        let text = p.driver.show_attr(self.name).into_bytes();
+        SnapshotFile::new(move || text.clone()).open(flags, caller)
+    }
+
+    fn size(&self) -> u64 {
+        crate::usbcore::sysfs::ATTR_SIZE
+    }
+}
+
+/// An attribute opened for writing: each write is one store.
+struct AttrWrite {
+    port: Weak<Port>,
+    name: &'static str,
+}
+
+impl OpenFile for AttrWrite {
+    fn read(&self, _offset: u64, _size: u32) -> SysResult<Vec<u8>> {
+        Err(Errno::EINVAL)
+    }
+
+    fn write(&self, _offset: u64, data: &[u8], _caller: &Caller) -> SysResult<u32> {
+        // A sysfs store gets at most a page.
+        if data.len() >= 4096 {
+            return Err(Errno::EINVAL);
+        }
+        let p = self.port.upgrade().ok_or(Errno::ENODEV)?;
+        let text = std::str::from_utf8(data)
+            .map_err(|_| Errno::EINVAL)?
+            .trim_end_matches('\n');
+        p.driver.store_attr(&p, self.name, text)?;
+        Ok(data.len() as u32)
+    }
 }
