@@ -539,6 +539,12 @@ class FtdiDevice(Device):
     def on_control_lines(self, dtr: Optional[bool], rts: Optional[bool]) -> None:
         """The host set DTR and RTS (None: left as it was)."""
 
+    def on_flow(self, kind: str) -> None:
+        """The host set the flow control (as in :attr:`flow`)."""
+
+    def on_reset(self) -> None:
+        """The host reset the port (ftdi_sio does at each first open)."""
+
     # The device --------------------------------------------------------------
 
     def _status(self) -> bytes:
@@ -614,8 +620,12 @@ class FtdiDevice(Device):
                 return bytes(2)
             else:
                 raise Stall()
-        if rt == 0x40 and req == 1:
+        if rt == 0x40 and req == 0:
+            self.on_reset()
+        elif rt == 0x40 and req == 1:
             self.on_control_lines(*self.control_lines[-1])
+        elif rt == 0x40 and req == 2:
+            self.on_flow(self.flow[-1])
         elif rt == 0x40 and req == 3:
             self.on_baud_rate(self.baud_rates[-1])
         elif rt == 0x40 and req == 4:
