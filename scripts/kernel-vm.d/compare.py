@@ -2010,7 +2010,8 @@ acm_compare()
 # held to), so that a change of the kernel's (or of the guest's set-up)
 # shows as a failure. Left out: URB tags and time stamps; the device number
 # the device got (it counts the hot-plugs before it: DEV); uevents'
-# SEQNUM and udev's USEC_INITIALIZED; ls -l's dates; dmesg's times; the
+# SEQNUM and udev's USEC_INITIALIZED; the order of udev's links (DEVLINKS,
+# udevadm info's S: lines; udevd's own); ls -l's dates; dmesg's times; the
 # root hub's lines of the plug and the unplug (how often the hub driver
 # reads the port's status while it debounces depends on timing).
 KERNEL_FTDI = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "data", "kernel_ftdi")
@@ -2030,7 +2031,19 @@ def ftdi_norm(text, devnum):
         text = re.sub(r"\bdevice( number)? %d\b" % d, r"device\1 DEV", text)
     text = re.sub(r"(?m)^\[ *[0-9.]+\] ", "", text)
     text = re.sub(r"(?m)^((?:E: )?USEC_INITIALIZED=)\d+$", r"\g<1>-", text)
-    return text
+    # udev's links, in an order of its own (DEVLINKS, udevadm info's S: lines): sorted
+    text = re.sub(r"(?m)^((?:E: )?DEVLINKS=)(.*)$",
+                  lambda m: m.group(1) + " ".join(sorted(m.group(2).split())), text)
+    out, links = [], []
+    for ln in text.split("\n") + [None]:
+        if ln is not None and ln.startswith("S: "):
+            links.append(ln)
+            continue
+        out += sorted(links)
+        links = []
+        if ln is not None:
+            out.append(ln)
+    return "\n".join(out)
 
 
 def ftdi_sides(name):
@@ -2157,8 +2170,8 @@ def ftdi_compare():
                   first_diff(ke.get(ep, []), ne.get(ep, [])))
         check(kf == nf and kf, "ftdi: the usbmon lines' order across endpoints in %s (the read URBs' resubmissions "
               "aside) is tests/data/kernel_ftdi/%s's (%d)" % (what, name, len(kf)), first_diff(kf, nf))
-    res("INFO", "ftdi: usbmon's URB tags and time stamps, the device number, SEQNUM, USEC_INITIALIZED, ls -l's dates "
-        "and dmesg's times not compared; the places of the read URBs' resubmissions among the other endpoints' "
+    res("INFO", "ftdi: usbmon's URB tags and time stamps, the device number, SEQNUM, USEC_INITIALIZED, the order of "
+        "udev's links, ls -l's dates and dmesg's times not compared; the places of the read URBs' resubmissions among the other endpoints' "
         "lines not compared (the reader against usb_serial_generic_read_bulk_callback)")
 
 
