@@ -10,7 +10,8 @@ UDEV events of a hot-plug of the keyboard and the stick; the input layer
 (steps K4e, M4e, M5e): sysfs, LED class devices, evdev_probe's answers,
 evtest's header, the event frames of each interrupt IN report, udev's
 properties and links, the keyboard's hot-plug with evdev loaded; the
-cdc_acm session of step K4t against tests/data/kernel_acm/ (drift). Writes a report (one line per
+cdc_acm session of step K4t against tests/data/kernel_acm/ and the ftdi_sio measurement of step
+K4f against tests/data/kernel_ftdi/ (drift). Writes a report (one line per
 check: PASS, FAIL or INFO, with details) and exits 1 when a check failed.
 
     compare.py [--allow-no-cuse] GUEST_DIR REPORT
@@ -1999,6 +2000,182 @@ def acm_compare():
 
 
 acm_compare()
+
+
+# ------------------------------------------------------------------ ftdi_sio (step K4f, the kernel only)
+# The fresh measurement (kernel/ftdi: qemu's usb-serial, an FTDI FT232BM,
+# hot-plugged on bus 1 port 5; ftdi_sio's ttyUSB0; tests/c/tty_acm.c on it
+# against a loopback; two stty runs; the unplug) against the one the
+# repository keeps (tests/data/kernel_ftdi/, which monfs's ftdi_sio is
+# held to), so that a change of the kernel's (or of the guest's set-up)
+# shows as a failure. Left out: URB tags and time stamps; the device number
+# the device got (it counts the hot-plugs before it: DEV); uevents'
+# SEQNUM and udev's USEC_INITIALIZED; the order of udev's links (DEVLINKS,
+# udevadm info's S: lines; udevd's own); ls -l's dates; dmesg's times; the
+# root hub's lines of the plug and the unplug (how often the hub driver
+# reads the port's status while it debounces depends on timing).
+KERNEL_FTDI = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "data", "kernel_ftdi")
+MON_HEAD_FTDI = re.compile(r"^(KERNEL|UDEV) *\[[0-9.]+\] +(\S+) +(\S+) \((\S+)\)$")
+
+
+def ftdi_norm(text, devnum):
+    """TEXT with the device number DEVNUM written DEV, and times left out"""
+    if text is None:
+        return None
+    if devnum:
+        d = int(devnum)
+        text = text.replace(":1:%03d:" % d, ":1:DEV:").replace("001/%03d" % d, "001/DEV")
+        text = text.replace("DEVNUM=%03d" % d, "DEVNUM=DEV")
+        text = re.sub(r"(MAJOR=189\n(?:E: )?MINOR=)%d\b" % (d - 1), r"\g<1>DEV", text)
+        text = re.sub(r"\bc 189:%d\b" % (d - 1), "c 189:DEV", text)
+        text = re.sub(r"\bdevice( number)? %d\b" % d, r"device\1 DEV", text)
+    text = re.sub(r"(?m)^\[ *[0-9.]+\] ", "", text)
+    text = re.sub(r"(?m)^((?:E: )?USEC_INITIALIZED=)\d+$", r"\g<1>-", text)
+    # udev's links, in an order of its own (DEVLINKS, udevadm info's S: lines): sorted
+    text = re.sub(r"(?m)^((?:E: )?DEVLINKS=)(.*)$",
+                  lambda m: m.group(1) + " ".join(sorted(m.group(2).split())), text)
+    out, links = [], []
+    for ln in text.split("\n") + [None]:
+        if ln is not None and ln.startswith("S: "):
+            links.append(ln)
+            continue
+        out += sorted(links)
+        links = []
+        if ln is not None:
+            out.append(ln)
+    return "\n".join(out)
+
+
+def ftdi_sides(name):
+    """NAME's lines, kept and now, normalised"""
+    kept_dev = (read_abs(os.path.join(KERNEL_FTDI, "devnum.txt")) or "").strip()
+    kept = ftdi_norm(read_abs(os.path.join(KERNEL_FTDI, name)), kept_dev)
+    now = ftdi_norm(read("kernel/ftdi", name), (read("kernel/ftdi", "devnum.txt") or "").strip())
+    return (kept or "").split("\n"), (now or "").split("\n")
+
+
+def ftdi_usbmon(text, addrs):
+    """usbmon lines of the devices ADDRS (":1:DEV:", ...) without URB tags and
+    time stamps: (all in order; in order without the read URBs'
+    resubmissions after the first completion; per endpoint)"""
+    ordered, fixed, per_ep, read_completed = [], [], OrderedDict(), False
+    for ln in text:
+        w = ln.split(" ")[2:]
+        if len(w) < 2 or not any(a in w[1] for a in addrs):
+            continue
+        f = " ".join(w)
+        ordered.append(f)
+        per_ep.setdefault(w[1], []).append(f)
+        if not (w[1].startswith("Bi") and w[0] == "S" and read_completed):
+            fixed.append(f)
+        if w[1].startswith("Bi") and w[0] == "C":
+            read_completed = True
+    return ordered, fixed, per_ep
+
+
+def ftdi_events(text):
+    """udevadm monitor's events: ([KERNEL events], [UDEV events]), each the
+    header without its time and the properties without SEQNUM"""
+    out, cur = {"KERNEL": [], "UDEV": []}, None
+    for ln in text:
+        m = MON_HEAD_FTDI.match(ln)
+        if m:
+            cur = ["%s %s (%s)" % (m.group(2), m.group(3), m.group(4))]
+            out[m.group(1)].append(cur)
+        elif ln == "":
+            cur = None
+        elif cur is not None and "=" in ln and not ln.startswith("SEQNUM="):
+            cur.append(ln)
+    return [" | ".join(e) for e in out["KERNEL"]], [" | ".join(e) for e in out["UDEV"]]
+
+
+def ftdi_ls(text):
+    """ls -l's lines without their dates; other lines as they are"""
+    out = []
+    for ln in text:
+        w = ln.split()
+        out.append(" ".join(w[:5] + w[8:]) if len(w) >= 9 and w[0][:1] in "-dlcb" else ln)
+    return out
+
+
+def ftdi_compare():
+    F = "kernel/ftdi"
+    if "flavour 6.12" not in (read("info.txt") or ""):
+        res("INFO", "ftdi: the ftdi_sio measurement not compared (tests/data/kernel_ftdi is 6.12's)")
+        return
+    if read(F, "tty_acm.txt") is None:
+        res("FAIL", "ftdi: no kernel step K4f results (kernel/ftdi/tty_acm.txt)")
+        return
+    check(rc(F, "tty_acm.txt.rc") == 0, "ftdi: tty_acm /dev/ttyUSB0 exited 0", (read(F, "tty_acm.err") or "").strip())
+    for name, what in (("tty_acm.txt", "tty_acm's answers on ttyUSB0"),
+                       ("stty_1.txt", "stty 115200 cs7 parenb -cstopb crtscts, and stty -a after it,"),
+                       ("stty_2.txt", "stty 9600 cs8 -parenb -crtscts, and stty -a after it,"),
+                       ("descriptors.hex", "qemu's usb-serial's descriptors"),
+                       ("device.txt", "the USB device's sysfs attributes"),
+                       ("interface.txt", "the interface's sysfs attributes"),
+                       ("drivers.txt", "the interface's driver"),
+                       ("where.txt", "the port, bus and speed"),
+                       ("links.txt", "the tty's and the port device's sysfs links"),
+                       ("port_uevent.txt", "the port device's uevent"),
+                       ("tty_uevent.txt", "ttyUSB0's uevent"),
+                       ("port_attrs.txt", "the port device's attributes (modes, values)"),
+                       ("port_sysfs.txt", "the port device's sysfs tree"),
+                       ("nodes_owner.txt", "/dev/ttyUSB0 (type, numbers, mode, owner)"),
+                       ("proc_tty_drivers.txt", "/proc/tty/drivers"),
+                       ("proc_tty_driver_usbserial.txt", "/proc/tty/driver/usbserial"),
+                       ("udevadm_property.txt", "udev's properties of /dev/ttyUSB0"),
+                       ("udevadm_all.txt", "udevadm info of the tty, the port, the interface and the device"),
+                       ("dmesg.txt", "the kernel's messages of the plug")):
+        kept, now = ftdi_sides(name)
+        check(kept == now and kept != [""], "ftdi: %s are tests/data/kernel_ftdi/%s's" % (what, name),
+              first_diff(kept, now))
+    for name, what in (("ls_class_tty_ttyUSB0.txt", "ls -l /sys/class/tty/ttyUSB0/"),
+                       ("ls_port_ttyUSB0.txt", "ls -l /sys/bus/usb-serial/devices/ttyUSB0/"),
+                       ("ls_interface.txt", "ls -l of the interface"),
+                       ("ls_drivers.txt", "the usb-serial bus's and ftdi_sio's directories"),
+                       ("ls_dev_serial.txt", "udev's links in /dev/serial")):
+        kept, now = (ftdi_ls(x) for x in ftdi_sides(name))
+        check(kept == now and kept != [""], "ftdi: %s (dates aside) is tests/data/kernel_ftdi/%s's" % (what, name),
+              first_diff(kept, now))
+    for name, what in (("load", "loading usbserial and ftdi_sio"), ("plug", "the plug"), ("unplug", "the unplug")):
+        (kk, ku), (nk, nu) = (ftdi_events(x) for x in ftdi_sides("udev_%s.txt" % name))
+        check(kk == nk and kk, "ftdi: the KERNEL uevents of %s (SEQNUM aside) are tests/data/kernel_ftdi/"
+              "udev_%s.txt's (%d)" % (what, name, len(kk)), first_diff(kk, nk))
+        # udevd handles the events of unrelated objects (the modules', the
+        # drivers' and the bus's) in parallel: their order is not its own
+        if name == "load":
+            ku, nu, how = sorted(ku), sorted(nu), ", in any order"
+        else:
+            how = ""
+        check(ku == nu and ku, "ftdi: udevd's UDEV events of %s (SEQNUM, USEC_INITIALIZED aside%s) are "
+              "tests/data/kernel_ftdi/udev_%s.txt's (%d)" % (what, how, name, len(ku)), first_diff(ku, nu))
+    # the plug: the device's lines, address 0's before it is addressed
+    (ko, _, _), (no, _, _) = (ftdi_usbmon(x, (":1:DEV:", ":1:000:")) for x in ftdi_sides("plug_1u.txt"))
+    check(ko == no and ko, "ftdi: usbmon lines of the plug's enumeration and ftdi_sio's probe (address 0 and the "
+          "device; URB tags, time stamps aside) are tests/data/kernel_ftdi/plug_1u.txt's (%d)" % len(ko),
+          first_diff(ko, no))
+    for name in ("plug", "unplug"):
+        (kr, _, _), (nr, _, _) = (ftdi_usbmon(x, (":1:001:",)) for x in ftdi_sides("%s_1u.txt" % name))
+        res("INFO", "ftdi: the root hub's usbmon lines of the %s not compared (the hub driver's debounce reads "
+            "depend on timing): kept %d, now %d" % (name, len(kr), len(nr)))
+    (ko, _, _), (no, _, _) = (ftdi_usbmon(x, (":1:DEV:",)) for x in ftdi_sides("unplug_1u.txt"))
+    check(ko == no, "ftdi: the device's usbmon lines of the unplug are tests/data/kernel_ftdi/unplug_1u.txt's (%d)"
+          % len(ko), first_diff(ko, no))
+    for name, what in (("session_1u.txt", "the ttyUSB0 session"), ("stty_1_1u.txt", "stty 115200 cs7 parenb crtscts"),
+                       ("stty_2_1u.txt", "stty 9600 cs8 -parenb -crtscts")):
+        (_, kf, ke), (_, nf, ne) = (ftdi_usbmon(x, (":1:DEV:",)) for x in ftdi_sides(name))
+        for ep in sorted(set(ke) | set(ne)):
+            check(ke.get(ep) == ne.get(ep), "ftdi: usbmon %s's lines of %s (URB tags, time stamps aside) are "
+                  "tests/data/kernel_ftdi/%s's (%d)" % (ep, what, name, len(ke.get(ep, []))),
+                  first_diff(ke.get(ep, []), ne.get(ep, [])))
+        check(kf == nf and kf, "ftdi: the usbmon lines' order across endpoints in %s (the read URBs' resubmissions "
+              "aside) is tests/data/kernel_ftdi/%s's (%d)" % (what, name, len(kf)), first_diff(kf, nf))
+    res("INFO", "ftdi: usbmon's URB tags and time stamps, the device number, SEQNUM, USEC_INITIALIZED, the order of "
+        "udev's links, ls -l's dates and dmesg's times not compared; the places of the read URBs' resubmissions among the other endpoints' "
+        "lines not compared (the reader against usb_serial_generic_read_bulk_callback)")
+
+
+ftdi_compare()
 
 
 # ------------------------------------------------------------------ report

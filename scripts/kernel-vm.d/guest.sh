@@ -612,6 +612,121 @@ acm_session() {
 	rmmod g_serial usb_f_acm cdc_acm dummy_hcd || err "kernel: rmmod g_serial usb_f_acm cdc_acm dummy_hcd failed"
 }
 
+# ---- ftdi_sio (step K4f, the kernel only, inside K4p: ttyS1 on fd 3,
+# udevd running): OUTDIR /out/kernel/ftdi. qemu's usb-serial, an FTDI
+# FT232BM (0403:6001, bcdDevice 4.00), hot-plugged by the host (hotplug.py)
+# on port 5 of bus 1 (free at boot); its chardev is a socket the host
+# echoes on (serial-echo.py), so ttyUSB0 is a loopback.
+FTDI_PORT=1-5
+ftdi_urbs_done() { # ftdi_urbs_done CAPTURE DEVNUM: every bulk IN URB of the device submitted in CAPTURE has completed
+	_fs=$(grep -c " S Bi:1:$2:1 " $1)
+	_fc=$(grep -c " C Bi:1:$2:1 " $1)
+	[ "$_fs" -gt 0 ] && [ "$_fs" = "$_fc" ]
+}
+ftdi_record() { # ftdi_record NAME REQUEST CONDITION: udevadm monitor and bus 1's usbmon text around hp_wait
+	bg fmon "$F/$1_1u.txt" cat $M/1u
+	sleep 0.5
+	udev_record $F $1 hp_wait "$2" "$3"
+	sleep 0.5
+	finish fmon 0
+	echo "$1: $(wc -l < $F/$1_1u.txt) lines of 1u"
+}
+ftdi_sysfs() { # the port's sysfs, /dev and /proc entries (udevd running)
+	_ud=/sys/bus/usb/devices/$FTDI_PORT
+	_if=$_ud/$FTDI_PORT:1.0
+	_pd=/sys/bus/usb-serial/devices/ttyUSB0
+	echo "ttyUSB0 on $FTDI_PORT (bus $(cat $_ud/busnum), device $(cat $_ud/devnum), speed $(cat $_ud/speed))" | tee $F/where.txt
+	cat $_ud/devnum > $F/devnum.txt
+	od -An -v -tx1 $_ud/descriptors | tr -d ' \n' > $F/descriptors.hex
+	echo >> $F/descriptors.hex
+	for _s in idVendor idProduct bcdDevice manufacturer product serial speed version bDeviceClass bDeviceSubClass \
+		bDeviceProtocol bMaxPacketSize0 bNumConfigurations bNumInterfaces bConfigurationValue bmAttributes bMaxPower; do
+		echo "$_s $(cat $_ud/$_s 2>&1)"
+	done > $F/device.txt
+	for _s in bInterfaceNumber bAlternateSetting bNumEndpoints bInterfaceClass bInterfaceSubClass bInterfaceProtocol \
+		modalias supports_autosuspend authorized; do
+		echo "$_s $(cat $_if/$_s 2>&1)"
+	done > $F/interface.txt
+	echo "$(basename $_if) driver $(basename $(readlink $_if/driver) 2>/dev/null)" > $F/drivers.txt
+	{
+		echo "# ls /sys/bus/usb-serial/drivers/"; ls /sys/bus/usb-serial/drivers/
+		echo "# ls /sys/bus/usb-serial/devices/"; ls /sys/bus/usb-serial/devices/
+		echo "# ls -l /sys/bus/usb-serial/drivers/ftdi_sio/"; ls -l /sys/bus/usb-serial/drivers/ftdi_sio/
+		echo "# ls -l /sys/bus/usb/drivers/ftdi_sio/"; ls -l /sys/bus/usb/drivers/ftdi_sio/
+		echo "# ls /sys/bus/usb-serial/"; ls /sys/bus/usb-serial/
+	} > $F/ls_drivers.txt 2>&1
+	for _l in /sys/class/tty/ttyUSB0 $_pd; do
+		echo "$_l -> $(readlink $_l) = $(readlink -f $_l)"
+	done > $F/links.txt 2>&1
+	ls -l /sys/class/tty/ttyUSB0/ > $F/ls_class_tty_ttyUSB0.txt 2>&1
+	ls -l $_pd/ > $F/ls_port_ttyUSB0.txt 2>&1
+	ls -l $_if/ > $F/ls_interface.txt 2>&1
+	cat $_pd/uevent > $F/port_uevent.txt 2>&1
+	cat /sys/class/tty/ttyUSB0/uevent > $F/tty_uevent.txt 2>&1
+	# each attribute of the port device: name, mode, value (or the error of
+	# reading it: a write-only attribute cannot be opened for reading)
+	for _a in $_pd/*; do
+		[ -f $_a ] || continue
+		echo "$(basename $_a) $(stat -c %a $_a) $(cat $_a 2>&1 | tr '\n' '|')"
+	done > $F/port_attrs.txt
+	sysdump $_pd > $F/port_sysfs.txt
+	stat -c '%n %F %t:%T %a' /dev/ttyUSB0 > $F/nodes.txt 2>&1
+	stat -c '%n %F %t:%T %a %u:%g' /dev/ttyUSB0 > $F/nodes_owner.txt 2>&1
+	cat /proc/tty/drivers > $F/proc_tty_drivers.txt 2>&1
+	cat /proc/tty/driver/usbserial > $F/proc_tty_driver_usbserial.txt 2>&1
+	ls -l /dev/serial /dev/serial/by-id /dev/serial/by-path > $F/ls_dev_serial.txt 2>&1
+	udevadm info -q property -n /dev/ttyUSB0 > $F/udevadm_property.txt 2>&1
+	for _c in /sys/class/tty/ttyUSB0 $_pd $_if $_ud; do
+		echo "### udevadm info --query=all --path=$(readlink -f $_c | sed 's|^/sys||')"
+		udevadm info --query=all --path=$(readlink -f $_c | sed 's|^/sys||') 2>&1
+		echo
+	done > $F/udevadm_all.txt
+}
+ftdi_stty() { # ftdi_stty N SETTING...: stty -F /dev/ttyUSB0 SETTING... with bus 1's usbmon text in stty_N_1u.txt
+	_fn=$1; shift
+	bg fstty "$F/stty_${_fn}_1u.txt" cat $M/1u
+	sleep 0.5
+	echo "stty -F /dev/ttyUSB0 $*" > $F/stty_$_fn.txt
+	stty -F /dev/ttyUSB0 "$@" >> $F/stty_$_fn.txt 2>&1
+	echo "rc $?" >> $F/stty_$_fn.txt
+	waitfor 10 "ftdi_urbs_done $F/stty_${_fn}_1u.txt $FDEV" || err "kernel: stty $*: the read URBs' completions are not all in stty_${_fn}_1u.txt"
+	sleep 0.5
+	finish fstty 0
+	stty -F /dev/ttyUSB0 -a >> $F/stty_$_fn.txt 2>&1
+	echo "stty $*: $(wc -l < $F/stty_${_fn}_1u.txt) lines of 1u"
+}
+ftdi_kernel() {
+	step "K4f. kernel: ftdi_sio's ttyUSB0 on qemu's usb-serial hot-plugged on bus 1 port 5 (tests/c/tty_acm.c on a loopback)"
+	F=$O/kernel/ftdi
+	mkdir -p $F
+	HPLOG=$F/hotplug.txt
+	udev_record $F load load_settle usbserial ftdi_sio
+	ftdi_record plug "plug serial" "[ -c /dev/ttyUSB0 ] && [ -e /sys/class/tty/ttyUSB0 ]"
+	if [ ! -c /dev/ttyUSB0 ]; then
+		err "kernel: no /dev/ttyUSB0 after plugging qemu's usb-serial"
+	else
+		FDEV=$(printf %03d $(cat /sys/bus/usb/devices/$FTDI_PORT/devnum))
+		ftdi_sysfs
+		dmesg | grep -i -e ftdi -e usbserial -e ttyUSB -e "usb $FTDI_PORT" > $F/dmesg.txt
+		# the session, with bus 1's usbmon text: until the last close's
+		# killed read URBs have completed
+		bg fses "$F/session_1u.txt" cat $M/1u
+		sleep 0.5
+		tty_acm /dev/ttyUSB0 > $F/tty_acm.txt 2> $F/tty_acm.err
+		echo $? > $F/tty_acm.txt.rc
+		waitfor 10 "ftdi_urbs_done $F/session_1u.txt $FDEV" || err "kernel: the ttyUSB0 session's read URBs' completions are not all in session_1u.txt"
+		sleep 0.5
+		finish fses 0
+		echo "tty_acm: $(wc -l < $F/tty_acm.txt) lines (exit $(cat $F/tty_acm.txt.rc)), $(wc -l < $F/session_1u.txt) lines of 1u"
+		cat $F/tty_acm.txt $F/tty_acm.err
+		ftdi_stty 1 115200 cs7 parenb -cstopb crtscts
+		ftdi_stty 2 9600 cs8 -parenb -crtscts
+	fi
+	ftdi_record unplug "unplug serial" "[ ! -e /sys/bus/usb/devices/$FTDI_PORT ] && [ ! -e /dev/ttyUSB0 ]"
+	ls -l /dev/serial > $F/ls_dev_serial_after.txt 2>&1
+	HPLOG=
+}
+
 kernel_traffic() { # SCSI reads (and first some writes) on the qemu USB stick, each a separate command
 	_i=0
 	while [ $_i -lt 40 ]; do
@@ -736,6 +851,7 @@ if [ -c /dev/ttyS1 ] && stty -F /dev/ttyS1 raw -echo; then
 		hotplug_kernel
 	fi
 	input_kernel $udevd_ok
+	ftdi_kernel
 	echo bye >&3
 	read -t 10 -r _a <&3
 	udevadm control --exit || err "kernel: udevadm control --exit failed"

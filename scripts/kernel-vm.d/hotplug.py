@@ -6,8 +6,8 @@ and to the socket of the guest's second serial port (/dev/ttyS1), and
 serves the guest's requests there, one line each, answering each with one
 line that starts with "ok" or "error":
 
-    unplug kbd|stick|audio        device_del, then wait for DEVICE_DELETED
-    plug kbd|stick|audio          device_add on the device's port again
+    unplug kbd|stick|audio|serial device_del, then wait for DEVICE_DELETED
+    plug kbd|stick|audio|serial   device_add on the device's port (again)
     keys kbd TEXT                 type TEXT (the rest of the line; \\n is
                                   Enter) on the keyboard: each key down,
                                   then up, a pause after each (an upper
@@ -24,7 +24,11 @@ is usb-storage with id ustick on port 3, first with drive `stick` (-drive
 if=none) and after its re-add with the block node `stick2` (-blockdev, its
 own image), since a drive of -drive is deleted with the device that used
 it. The audio device is usb-audio with id uaudio on port 1 of xhci2.0
-(audiodev snd0). The answer to `unplug stick` says whether the drive
+(audiodev snd0). The serial device (step K4f) is usb-serial, qemu's FTDI
+FT232BM, with id userial on port 5 of xhci.0, which has no device at boot;
+its chardev `userial0` is a socket that serial-echo.py serves (a loopback),
+and always-plugged keeps it attached whether or not that socket has a
+client. device_del leaves the chardev, so it plugs again. The answer to `unplug stick` says whether the drive
 `stick` was still there afterwards. Everything is logged to LOG.
 
 Input goes through QMP input-send-event. Its `device` names a display
@@ -54,6 +58,8 @@ DEVICES = {
     "stick": {"driver": "usb-storage", "id": "ustick", "bus": "xhci.0", "port": "3", "drive": "stick2"},
     "audio": {"driver": "usb-audio", "id": "uaudio", "bus": "xhci2.0", "port": "1", "audiodev": "snd0",
               "buffer": 393216},
+    "serial": {"driver": "usb-serial", "id": "userial", "bus": "xhci.0", "port": "5", "chardev": "userial0",
+               "always-plugged": True},
 }
 
 
