@@ -316,6 +316,11 @@ pub struct Node {
     /// same name is then found at once, even before the invalidation of the
     /// old entry (sent from another thread) reaches the kernel.
     pub transient: bool,
+    /// Below an eventfs directory (tracefs's `events/`), whose directories
+    /// have a link count of 1; elsewhere (kernfs, tracefs, debugfs) a
+    /// directory has 2 and one more per subdirectory. Inherited from the
+    /// parent.
+    pub eventfs: bool,
 }
 
 impl Node {
@@ -402,6 +407,7 @@ impl Tree {
                 children: Vec::new(),
                 perm: 0o755,
                 transient: false,
+                eventfs: false,
             },
         );
         Tree {
@@ -612,6 +618,40 @@ impl Tree {
         gone.len()
     }
 
+    /// Make the directory at `path` an eventfs directory (see
+    /// [`Node::eventfs`]): it and what is added below it from now on.
+    pub fn mark_eventfs(&self, path: &str) {
+        let mut inner = self.inner.write_ok();
+        if let Some(ino) = inner.resolve(path) {
+            if let Some(n) = inner.nodes.get_mut(&ino) {
+                n.eventfs = true;
+            }
+        }
+    }
+
+    /// A node's link count as stat gives it: a file or link 1; a directory
+    /// 2 and one per subdirectory, or 1 below eventfs.
+    pub fn nlink(&self, node: &Node) -> u32 {
+        if !matches!(node.kind, NodeKind::Dir) {
+            return 1;
+        }
+        if node.eventfs {
+            return 1;
+        }
+        let inner = self.inner.read_ok();
+        let subdirs = node
+            .children
+            .iter()
+            .filter(|(_, i)| {
+                inner
+                    .nodes
+                    .get(i)
+                    .is_some_and(|n| matches!(n.kind, NodeKind::Dir))
+            })
+            .count();
+        2 + subdirs as u32
+    }
+
     /// Whether the directory at `path` has a subdirectory (without copying
     /// its list of children).
     pub fn has_subdir(&self, path: &str) -> bool {
@@ -750,6 +790,7 @@ impl TreeInner {
     fn insert(&mut self, parent: u64, name: &str, kind: NodeKind, perm: u32) -> u64 {
         let ino = self.next_ino;
         self.next_ino += 1;
+        let eventfs = self.nodes.get(&parent).is_some_and(|p| p.eventfs);
         self.nodes.insert(
             ino,
             Node {
@@ -760,6 +801,7 @@ impl TreeInner {
                 children: Vec::new(),
                 perm,
                 transient: self.mounted,
+                eventfs,
             },
         );
         self.nodes
@@ -937,6 +979,27 @@ impl FileNode for SnapshotFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn directories_count_their_subdirectories_but_under_eventfs() {
+        let t = Tree::new(0, 0);
+        t.add("d", NodeKind::Dir, 0o755);
+        t.add("d/a", NodeKind::Dir, 0o755);
+        t.add("d/b", NodeKind::Dir, 0o755);
+        let file = NodeKind::File(Arc::new(SnapshotFile::new(Vec::new)));
+        t.add("d/f", file.clone(), 0o644);
+        let nlink = |p: &str| t.nlink(&t.resolve(p).unwrap());
+        assert_eq!(nlink("d"), 4);
+        assert_eq!(nlink("d/a"), 2);
+        assert_eq!(nlink("d/f"), 1);
+        t.add("e", NodeKind::Dir, 0o755);
+        t.mark_eventfs("e");
+        t.add("e/sched", NodeKind::Dir, 0o755);
+        t.add("e/sched/x", NodeKind::Dir, 0o755);
+        assert_eq!(nlink("e"), 1);
+        assert_eq!(nlink("e/sched"), 1);
+        assert_eq!(nlink("e/sched/x"), 1);
+    }
 
     #[test]
     fn children_go_in_one_pass_and_shadowed_files_stay() {

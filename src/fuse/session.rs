@@ -449,11 +449,7 @@ impl Session {
             },
             time: 0,
             mode: node.st_mode(),
-            nlink: if matches!(node.kind, NodeKind::Dir) {
-                2
-            } else {
-                1
-            },
+            nlink: self.tree.nlink(node),
             uid: self.tree.uid,
             gid: self.tree.gid,
             rdev: 0,

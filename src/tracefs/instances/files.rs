@@ -12,6 +12,7 @@ use crate::tracefs::{function, marker, options, trace};
 pub(crate) fn install_array(x: &Arr, tree: &Tree) {
     let b = x.base();
     tree.add(&format!("{b}/events"), NodeKind::Dir, 0o755);
+    tree.mark_eventfs(&format!("{b}/events"));
     tree.add(&format!("{b}/options"), NodeKind::Dir, 0o750);
     events::files::set_event(x, tree);
     trace::trace_file(x, tree);
