@@ -73,8 +73,8 @@ impl HostDriver for FtdiSio {
         Probe::Bound
     }
     /// ftdi_port_probe: GET_LATENCY_TIMER, SET_LATENCY_TIMER with what
-    /// the chip answers after a reset (16 ms), and ftdi_gpio_init's EEPROM
-    /// reads.
+    /// the chips answer after a reset (16 ms; a peer's own answer, see
+    /// [`HostDriver::probe_value`]), and ftdi_gpio_init's EEPROM reads.
     fn probe_ops(&self, dev: &Device, d: DevId, alt: &AltDesc) -> Vec<Op> {
         let Some(chip) = Chip::of(dev.desc.dev.bcd_device) else {
             return Vec::new();
@@ -104,6 +104,12 @@ impl HostDriver for FtdiSio {
             });
         }
         ops
+    }
+    /// ftdi_port_probe writes back what read_latency_timer read (16 ms
+    /// when the read failed).
+    fn probe_value(&self, setup: &[u8; 8], answer: Option<&[u8]>) -> Option<u16> {
+        (setup[0] == 0x40 && setup[1] == req::SET_LATENCY_TIMER)
+            .then(|| answer.and_then(|a| a.first()).map_or(16, |v| u16::from(*v)))
     }
     fn polled(&self) -> bool {
         false

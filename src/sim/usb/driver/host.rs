@@ -44,6 +44,14 @@ pub(crate) trait HostDriver: Sync {
     fn probe_ops(&self, _dev: &Device, _d: DevId, _alt: &AltDesc) -> Vec<Op> {
         Vec::new()
     }
+    /// The wValue of probe request `setup` when it depends on the answer
+    /// to the request before it (`answer`: its IN data, None if it failed),
+    /// as ftdi_sio writes back the latency timer it read; None: `setup`'s
+    /// own. Only a peer's answers come in time for this: other devices'
+    /// probes send `setup` as [`HostDriver::probe_ops`] made it.
+    fn probe_value(&self, _setup: &[u8; 8], _answer: Option<&[u8]>) -> Option<u16> {
+        None
+    }
     /// It starts on interface `alt` of `d` once probed: its URBs from `at`
     /// (drivers whose device model plays them: nothing).
     fn start(&self, _ctx: &mut Ctx, _d: DevId, _alt: &AltDesc, _at: u64) {}

@@ -30,7 +30,7 @@ use super::super::descriptors;
 use super::super::descriptors::{ClassDesc, Where};
 use super::super::driver::generic::resolve;
 use super::super::driver::recovery::{clear_halt, run_recovery};
-use super::super::driver::{self, usbhid};
+use super::super::driver::{self, usbhid, HostDriver};
 use super::super::peer::protocol::{check_answer, submit_line, Answer};
 use super::super::peer::{AnswerError, PeerError};
 use super::class::DeviceClass;
@@ -109,6 +109,9 @@ struct CtrlReq {
     /// The last request of this interface's driver's probe: the driver
     /// is bound once it is done ([`Device::probe_pending`]).
     ends_probe: Option<u8>,
+    /// The probing driver, whose [`HostDriver::probe_value`] may set the
+    /// request's wValue from the answer before.
+    prober: Option<&'static dyn HostDriver>,
 }
 
 impl CtrlReq {
@@ -118,6 +121,7 @@ impl CtrlReq {
             out: out.map(Arc::from),
             tag,
             ends_probe: None,
+            prober: None,
         }
     }
 }
@@ -197,6 +201,9 @@ struct ExternalTask {
     /// Interfaces attached again, whose endpoints start when the probe's
     /// requests are done.
     restart: Vec<u8>,
+    /// The IN data of the last control request that succeeded (None: it
+    /// failed or had none), for [`HostDriver::probe_value`].
+    last_answer: Option<Vec<u8>>,
 }
 
 /// Requests that go to the peer: class and vendor requests, and standard
@@ -259,6 +266,7 @@ impl ExternalTask {
             unbinds: [0; MAX_INTERFACES],
             away: vec![],
             restart: vec![],
+            last_answer: None,
         };
         let (_, name) = hello(ctx, d);
         t.name = name;
@@ -314,7 +322,7 @@ impl ExternalTask {
     fn probe(&mut self, dev: &Device, d: DevId, only: Option<u8>) {
         let mine = |num: u8| only.is_none_or(|o| o == num);
         let hid = usbhid::interfaces(dev);
-        let mut ops: Vec<(Op, Option<u8>)> = vec![];
+        let mut ops: Vec<(Op, Option<u8>, Option<&'static dyn HostDriver>)> = vec![];
         for num in dev
             .desc
             .cfg
@@ -324,7 +332,11 @@ impl ExternalTask {
         {
             match hid.iter().find(|h| h.num == num) {
                 // Its probe is what binds it: before, no driver attaches.
-                Some(h) => ops.extend(usbhid::probe_ops(dev, d, h).into_iter().map(|o| (o, None))),
+                Some(h) => ops.extend(
+                    usbhid::probe_ops(dev, d, h)
+                        .into_iter()
+                        .map(|o| (o, None, None)),
+                ),
                 None => {
                     if let Some((drv, alt)) = driver::attached(dev, num) {
                         let theirs = drv.probe_ops(dev, d, &alt);
@@ -333,13 +345,13 @@ impl ExternalTask {
                             theirs
                                 .into_iter()
                                 .enumerate()
-                                .map(|(k, o)| (o, (k + 1 == last).then_some(num))),
+                                .map(|(k, o)| (o, (k + 1 == last).then_some(num), Some(drv))),
                         );
                     }
                 }
             }
         }
-        for (op, ends_probe) in ops {
+        for (op, ends_probe, prober) in ops {
             if let Op::Ctrl {
                 setup, out, tag, ..
             } = op
@@ -349,6 +361,7 @@ impl ExternalTask {
                     out,
                     tag,
                     ends_probe,
+                    prober,
                 });
             }
         }
@@ -598,6 +611,9 @@ impl ExternalTask {
                 self.set_interface_done(ctx, &s, status);
                 probe_done(ctx, dev, ends);
                 let got = data.filter(|_| status == 0);
+                self.last_answer = got
+                    .as_deref()
+                    .map(|d| d[..(actual as usize).min(d.len())].to_vec());
                 hid_probe_done(
                     ctx,
                     dev,
@@ -615,6 +631,7 @@ impl ExternalTask {
                 }
                 let (s, ends) = (c.setup, c.ends_probe);
                 self.cur = None;
+                self.last_answer = None;
                 self.set_interface_done(ctx, &s, ENOENT);
                 probe_done(ctx, dev, ends);
                 hid_probe_done(ctx, dev, &s, None);
@@ -630,7 +647,13 @@ impl ExternalTask {
             Some(t) => (t, false),
             None => (ctx.tags.alloc(&mut ctx.rng, URB_SIZE), true),
         };
-        let s = req.setup;
+        let mut s = req.setup;
+        if let Some(v) = req
+            .prober
+            .and_then(|p| p.probe_value(&s, self.last_answer.as_deref()))
+        {
+            s[2..4].copy_from_slice(&v.to_le_bytes());
+        }
         let urb = Urb::control(tag, s);
         let (dir_in, len) = (urb.dir_in, urb.len);
         let sdata = urb.submit_data(ctx, &req.out);
