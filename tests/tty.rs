@@ -276,34 +276,6 @@ fn usbmon_fields(line: &str) -> String {
     line.split(' ').skip(2).collect::<Vec<_>>().join(" ")
 }
 
-/// `ls -l`'s lines (busybox's in the guest, coreutils's here) without
-/// their dates, which are the run's: the total, then each entry's mode,
-/// links, owner, group, size, name and link target. `power` is left out:
-/// monfs models no runtime power management directory in its sysfs (the
-/// USB devices have none either; compare.py's input checks leave them out
-/// for the same reason). With `owner_root`, the owner and group read as
-/// root's: in the rootless leg every file of the mount is the user's
-/// (docs/rootless.md: the mount's owner is the caller's uid and gid), as
-/// the tests run as a user.
-fn ls_entries(text: &str, owner_root: bool) -> Vec<String> {
-    text.lines()
-        .filter_map(|l| {
-            let mut w: Vec<&str> = l.split_whitespace().collect();
-            if w.first() == Some(&"total") {
-                return Some(l.trim().to_string());
-            }
-            if w.len() < 9 || w[8] == "power" {
-                return None;
-            }
-            if owner_root {
-                w[2] = "root";
-                w[3] = "root";
-            }
-            Some([&w[..5], &w[8..]].concat().join(" "))
-        })
-        .collect()
-}
-
 /// A ttyACM session's usbmon lines (device 2 of bus 3) as compared with
 /// the kernel's: (the ordered sequence, each endpoint's own sequence).
 ///
@@ -449,11 +421,11 @@ fn tty_acm_session_is_the_kernels_with_g_serial() {
         }
     }
     let (g, w) = (
-        ls_entries(
+        common::ls_entries(
             &std::fs::read_to_string(dir.join("ls_class")).unwrap(),
             common::rootless(),
         ),
-        ls_entries(&kernel_acm("ls_class_tty_ttyACM0.txt"), false),
+        common::ls_entries(&kernel_acm("ls_class_tty_ttyACM0.txt"), false),
     );
     if g != w {
         diffs.push(format!(

@@ -313,3 +313,221 @@ fn an_unplug_hangs_the_port_up() {
         "{out}"
     );
 }
+
+/// The kernel's measurement with qemu's usb-serial (tests/data/kernel_ftdi/,
+/// from scripts/kernel-vm's step K4f: Debian's 6.12 kernel, ftdi_sio's
+/// ttyUSB0 on qemu's FT232BM emulation at 1-5, its chardev a loopback).
+fn kernel_ftdi(name: &str) -> String {
+    std::fs::read_to_string(common::repo_path(&format!("tests/data/kernel_ftdi/{name}"))).unwrap()
+}
+
+/// A usbmon text line's fields without its tag and time stamp, the device
+/// number written DEV (the kernel's device was the ninth of its bus).
+fn usbmon_fields(line: &str) -> String {
+    let f = line.split(' ').skip(2).collect::<Vec<_>>().join(" ");
+    f.replace(":1:009:", ":1:DEV:")
+        .replace(":1:002:", ":1:DEV:")
+}
+
+/// A session's usbmon lines of the device (not of address 0 or the root
+/// hub): (the ordered sequence, each endpoint's own sequence). The read
+/// URBs' resubmissions are left out of the ordered sequence:
+/// usb_serial_generic_read_bulk_callback submits a read URB again after it
+/// pushed the data to the tty, so the reader may run before or after it.
+fn ftdi_streams(text: &str) -> (Vec<String>, std::collections::BTreeMap<String, Vec<String>>) {
+    let mut ordered = vec![];
+    let mut per_ep: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let mut read_completed = false;
+    for l in text.lines() {
+        let f = usbmon_fields(l);
+        let w: Vec<&str> = f.split(' ').collect();
+        let Some(addr) = w.get(1) else { continue };
+        if !addr.contains(":1:DEV:") {
+            continue;
+        }
+        per_ep.entry(addr.to_string()).or_default().push(f.clone());
+        let resubmission = addr.starts_with("Bi") && w[0] == "S" && read_completed;
+        if !resubmission {
+            ordered.push(f.clone());
+        }
+        if addr.starts_with("Bi") && w[0] == "C" {
+            read_completed = true;
+        }
+    }
+    (ordered, per_ep)
+}
+
+/// The kernel events of `udevadm monitor --kernel --property` text (its
+/// `KERNEL[...]` blocks): for each, its action, its path from the USB
+/// device on (`1-5` written `DEVICE`), its subsystem and driver.
+fn kernel_events(text: &str, device: &str) -> Vec<String> {
+    let mut out = vec![];
+    let mut cur: Vec<String> = vec![];
+    let mut kernel = false;
+    for l in text.lines().chain(std::iter::once("")) {
+        if l.is_empty() {
+            if !cur.is_empty() && kernel {
+                out.push(cur.join(" "));
+            }
+            cur.clear();
+            kernel = false;
+            continue;
+        }
+        if l.starts_with("KERNEL[") {
+            kernel = true;
+        }
+        for key in ["ACTION=", "DEVPATH=", "SUBSYSTEM=", "DRIVER="] {
+            if let Some(v) = l.strip_prefix(key) {
+                let v = match v.find(&format!("/{device}")) {
+                    Some(at) if key == "DEVPATH=" => {
+                        v[at + 1..].replace(device, "DEVICE").to_string()
+                    }
+                    _ => v.to_string(),
+                };
+                cur.push(format!("{}{v}", &key[..1]));
+            }
+        }
+    }
+    out
+}
+
+/// tests/c/tty_acm.c inside `monfs run` against a peer that answers as
+/// qemu's usb-serial did (tests/data/ftdi_qemu_peer.py, its descriptors and
+/// strings), then `stty -F /dev/ttyUSB0 115200 cs7 parenb -cstopb crtscts`,
+/// then an unplug: the client's answers are the kernel's line for line,
+/// the usbmon lines of the probe, the session and the stty are the
+/// kernel's field by field but tags, times and the device number, and the
+/// port device, its attributes and the unplug's uevents are the kernel's.
+#[test]
+fn tty_acm_session_is_the_kernels_with_qemus_usb_serial() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    common::compile_c("tty_acm", dir);
+    let hex = kernel_ftdi("descriptors.hex");
+    let desc: Vec<u8> = (0..hex.trim().len() / 2)
+        .map(|i| u8::from_str_radix(&hex.trim()[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    std::fs::write(dir.join("qemu.desc"), &desc).unwrap();
+    std::fs::write(dir.join("qemu.hex"), hex.trim()).unwrap();
+    let dev = kernel_ftdi("device.txt");
+    let field = |k: &str| {
+        dev.lines()
+            .find_map(|l| l.strip_prefix(k)?.strip_prefix(' '))
+            .unwrap()
+            .to_string()
+    };
+    let peer = common::repo_path("tests/data/ftdi_qemu_peer.py");
+    let config = format!(
+        "usb:\n  buses:\n    - bus: 1\n      ports: 5\n      hub_poll_ms: 0\n      devices:\n        - port: 5\n          \
+         kind: external\n          speed: full\n          descriptors: {}\n          manufacturer: \"{}\"\n          \
+         product: \"{}\"\n          serial: \"{}\"\n          command: [/usr/bin/python3, {}, {}]\n",
+        dir.join("qemu.desc").display(),
+        field("manufacturer"),
+        field("product"),
+        field("serial"),
+        peer,
+        dir.join("qemu.hex").display(),
+    );
+    monfs_run(
+        dir,
+        &config,
+        "monfs ctl wait settled >/dev/null; \
+         exec 3< /sys/kernel/debug/usb/usbmon/1u; cat <&3 > plug & \
+         /usr/bin/python3 -c 'import usb.core; d = usb.core.find(idVendor=0x0403); \
+         d.detach_kernel_driver(0); d.attach_kernel_driver(0)'; \
+         n=0; until [ -e /dev/ttyUSB0 ] || [ $n = 1200 ]; do sleep 0.05; n=$((n + 1)); done; \
+         kill $!; \
+         exec 3< /sys/kernel/debug/usb/usbmon/1u; cat <&3 > mon & \
+         tty_acm /dev/ttyUSB0 > client 2>&1; \
+         n=0; until [ \"$(grep -c ' C Bi:1:002:1 -2 ' mon)\" -ge 2 ] || [ $n = 1200 ]; do \
+         sleep 0.05; n=$((n + 1)); done; kill $!; \
+         exec 3< /sys/kernel/debug/usb/usbmon/1u; cat <&3 > stty & \
+         stty -F /dev/ttyUSB0 115200 cs7 parenb -cstopb crtscts; \
+         n=0; until [ \"$(grep -c ' C Bi:1:002:1 -2 ' stty)\" -ge 2 ] || [ $n = 1200 ]; do \
+         sleep 0.05; n=$((n + 1)); done; kill $!; \
+         d=/sys/bus/usb-serial/devices/ttyUSB0; \
+         cat $d/uevent > port_uevent; cat /sys/class/tty/ttyUSB0/uevent > tty_uevent; \
+         ls -l $d/ > ls_port; ls -l /sys/class/tty/ttyUSB0/ > ls_class; \
+         udevadm monitor --kernel --property > unplug & M=$!; sleep 1; \
+         monfs ctl unplug --wait 1 5 >/dev/null; sleep 1; kill $M",
+    );
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    let mut diffs = vec![];
+    let client = read("client");
+    let want = kernel_ftdi("tty_acm.txt");
+    for (i, (g, w)) in client.lines().zip(want.lines()).enumerate() {
+        if g != w {
+            diffs.push(format!("client line {}: kernel {w:?}, monfs {g:?}", i + 1));
+        }
+    }
+    if client.lines().count() != want.lines().count() {
+        diffs.push(format!("client: kernel {want:?}, monfs {client:?}"));
+    }
+    // ftdi_sio's probe: the device's vendor requests at the plug (the
+    // kernel's) and when pyusb gives the interface back to it (monfs's: the
+    // device was plugged before the command ran; the probe is the same).
+    let probe = |t: &str| -> Vec<String> {
+        t.lines()
+            .map(usbmon_fields)
+            .filter(|f| f.contains(":1:DEV:0 s 40") || f.contains(":1:DEV:0 s c0"))
+            .collect()
+    };
+    let (g, w) = (probe(&read("plug")), probe(&kernel_ftdi("plug_1u.txt")));
+    if g != w {
+        diffs.push(format!("probe:\n  kernel {w:#?}\n  monfs {g:#?}"));
+    }
+    for (mine, theirs) in [("mon", "session_1u.txt"), ("stty", "stty_1_1u.txt")] {
+        let (got_seq, got_eps) = ftdi_streams(&read(mine));
+        let (want_seq, want_eps) = ftdi_streams(&kernel_ftdi(theirs));
+        if got_eps != want_eps {
+            diffs.push(format!(
+                "usbmon {theirs} by endpoint:\n  kernel {want_eps:#?}\n  monfs {got_eps:#?}"
+            ));
+        }
+        if got_seq != want_seq {
+            diffs.push(format!(
+                "usbmon {theirs} order:\n  kernel {want_seq:#?}\n  monfs {got_seq:#?}"
+            ));
+        }
+    }
+    for (mine, theirs) in [
+        ("port_uevent", "port_uevent.txt"),
+        ("tty_uevent", "tty_uevent.txt"),
+    ] {
+        let (g, w) = (read(mine), kernel_ftdi(theirs));
+        if g != w {
+            diffs.push(format!("{theirs}: kernel {w:?}, monfs {g:?}"));
+        }
+    }
+    for (mine, theirs) in [
+        ("ls_port", "ls_port_ttyUSB0.txt"),
+        ("ls_class", "ls_class_tty_ttyUSB0.txt"),
+    ] {
+        let (g, w) = (
+            common::ls_entries(&read(mine), common::rootless()),
+            common::ls_entries(&kernel_ftdi(theirs), false),
+        );
+        if g != w {
+            diffs.push(format!(
+                "ls -l ({theirs}):\n  kernel {w:#?}\n  monfs {g:#?}"
+            ));
+        }
+    }
+    // The unplug's kernel events (the measurement's udev events are
+    // left out: udevadm ran with --udev there).
+    let (g, w) = (
+        kernel_events(&read("unplug"), "1-5"),
+        kernel_events(&kernel_ftdi("udev_unplug.txt"), "1-5"),
+    );
+    if g != w {
+        diffs.push(format!(
+            "unplug's uevents:\n  kernel {w:#?}\n  monfs {g:#?}"
+        ));
+    }
+    assert!(
+        diffs.is_empty(),
+        "{}\n--- monfs's client output:\n{client}\n--- monfs's usbmon:\n{}",
+        diffs.join("\n"),
+        read("mon")
+    );
+}

@@ -482,6 +482,9 @@ class FtdiDevice(Device):
 
     chip: str = "FT232R"
     port: int = 0
+    #: The line status byte of data packets (a chip's: THRE and TEMT;
+    #: qemu's usb-serial sends 0).
+    line_status: int = 0x60
 
     def __init__(self) -> None:
         super().__init__()
@@ -548,7 +551,7 @@ class FtdiDevice(Device):
     # The device --------------------------------------------------------------
 
     def _status(self) -> bytes:
-        return bytes([0x01 | self._modem, 0x60])
+        return bytes([0x01 | self._modem, self.line_status])
 
     def _take(self, data: bytes) -> None:
         self.on_data(bytes(data))
@@ -561,7 +564,7 @@ class FtdiDevice(Device):
             while self._out and len(out) + 2 <= length:
                 item = self._out[0]
                 if isinstance(item, tuple):  # an error status, in a packet of its own
-                    pkt = bytes([0x01 | self._modem, 0x60 | item[0]]) + item[1][: self._mps - 2]
+                    pkt = bytes([0x01 | self._modem, self.line_status | item[0]]) + item[1][: self._mps - 2]
                     self._out.popleft()
                 else:
                     room = min(self._mps - 2, length - len(out) - 2)
@@ -607,7 +610,7 @@ class FtdiDevice(Device):
             elif rt == 0x40 and req == 4:
                 self.line_settings.append((v & 0xFF, (v >> 8) & 7, (v >> 11) & 3, bool(v & 0x4000)))
             elif rt == 0xC0 and req == 5:
-                return self._status()
+                return bytes([0x01 | self._modem, 0x60])
             elif rt == 0x40 and req == 6:
                 self.event_chars.append(v)
             elif rt == 0x40 and req in (7, 0x0B):

@@ -332,7 +332,10 @@ impl ChildDevices for TtyCore {
         if !usb_serial(&p) {
             return vec![tty];
         }
-        // The usb-serial port device, bound to the driver, then its tty.
+        // The usb-serial port device, bound to the driver, then its tty;
+        // they go the other way round (usb_serial_device_remove
+        // unregisters the tty, then the port device is unbound and
+        // removed).
         let port_dev = ChildDevice {
             devpath: serial::port_devpath(&p.iface_devpath, &p.name()),
             subsystem: "usb-serial".into(),
@@ -340,7 +343,7 @@ impl ChildDevices for TtyCore {
             driver: Some(p.driver.driver_name().into()),
             change_on_add: None,
             change_on_remove: None,
-            remove_rank: 0,
+            remove_rank: 1,
             udev: Vec::new(),
         };
         vec![port_dev, tty]

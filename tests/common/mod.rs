@@ -823,3 +823,31 @@ pub fn peer_dump(script: &str, out: &Path) {
         .unwrap();
     assert!(o.status.success(), "{script} --dump: {o:?}");
 }
+
+/// `ls -l`'s lines (busybox's in the guest, coreutils's here) without
+/// their dates, which are the run's: the total, then each entry's mode,
+/// links, owner, group, size, name and link target. `power` is left out:
+/// monfs models no runtime power management directory in its sysfs (the
+/// USB devices have none either; compare.py's input checks leave them out
+/// for the same reason). With `owner_root`, the owner and group read as
+/// root's: in the rootless leg every file of the mount is the user's
+/// (docs/rootless.md: the mount's owner is the caller's uid and gid), as
+/// the tests run as a user.
+pub fn ls_entries(text: &str, owner_root: bool) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| {
+            let mut w: Vec<&str> = l.split_whitespace().collect();
+            if w.first() == Some(&"total") {
+                return Some(l.trim().to_string());
+            }
+            if w.len() < 9 || w[8] == "power" {
+                return None;
+            }
+            if owner_root {
+                w[2] = "root";
+                w[3] = "root";
+            }
+            Some([&w[..5], &w[8..]].concat().join(" "))
+        })
+        .collect()
+}
