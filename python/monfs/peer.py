@@ -660,18 +660,32 @@ def serve(device: Device, read_fd: int, write: Callable[[bytes], None],
     """Serve one connection of the protocol: lines from ``read_fd``, answers
     through ``write``, until the input ends (the device was unplugged or
     monfs stopped) or ``stop`` is set. A handler's exception other than
-    :class:`UrbError` propagates."""
+    :class:`UrbError` propagates.
+
+    As a host controller offers a device only the first URB of each
+    endpoint's queue, only the oldest pending URB of an endpoint is asked
+    (isochronous URBs, scheduled by frame, each): a later one cannot take
+    data an earlier one is still waiting for."""
     pending: Dict[int, Urb] = {}
     buf = b""
+
+    def blocked(urb: Urb, asked: set) -> bool:
+        """Whether an older URB of ``urb``'s endpoint waits (or was asked in
+        this pass)."""
+        return urb.type != "Z" and (urb.type, urb.ep) in asked
+
     while stop is None or not stop.is_set():
+        asked: set = set()
         for uid in list(pending):
             urb = pending.get(uid)
-            if urb is None:
+            if urb is None or blocked(urb, asked):
                 continue
             got = device.answer(urb)
             if got is not None:
                 del pending[uid]
                 write((_complete_line(urb, *got) + "\n").encode())
+            else:
+                asked.add((urb.type, urb.ep))
         r, _, _ = select.select([read_fd], [], [], device.poll_interval if pending else 0.05)
         if not r:
             continue
@@ -690,7 +704,8 @@ def serve(device: Device, read_fd: int, write: Callable[[bytes], None],
                 device.on_unlink(int(w[1]), int(w[2]))
             elif w[0] == "submit":
                 urb = _parse_submit(w)
-                got = device.answer(urb)
+                waiting = {(u.type, u.ep) for u in pending.values()}
+                got = None if blocked(urb, waiting) else device.answer(urb)
                 if got is None:
                     pending[urb.id] = urb
                 else:

@@ -103,3 +103,69 @@ def test_pyserial_reads_what_the_device_writes():
         assert s.readline() == b"hello from the device\n"
         assert modem.device.line_codings[-1] == (57600, 0, 0, 8)
         s.close()
+
+
+# --- ftdi_sio: an FT232R-style adapter ------------------------------------
+
+def ftdi_config(path: str, chip: str = "FT232R") -> dict:
+    dev = {"port": 1, "kind": "external", "descriptors": d.ftdi(chip), "manufacturer": "FTDI",
+           "product": "FT232R USB UART", "serial": "A1B2C3", "socket": path}
+    return {"usb": {"buses": [{"bus": 1, "hub_poll_ms": 0, "devices": [dev]}]}}
+
+
+def ftdi_port(m) -> str:
+    m.wait_for_text("usb/devices", "Driver=ftdi_sio")
+    for _ in range(600):
+        ports = tty.find(0x0403, 0x6001, sys=str(m.path("sys")), dev=str(m.path("dev")))
+        if ports:
+            break
+        threading.Event().wait(0.05)
+    assert ports and ports[0].endswith("/ttyUSB0"), ports
+    return ports[0]
+
+
+class Adapter(peer.FtdiDevice):
+    chip = "FT232R"
+
+
+def test_an_ftdi_adapters_status_bytes_are_the_modem_lines_and_counters():
+    adapter = peer.SocketPeer(Adapter)
+    with monfs.Mount(ftdi_config(adapter.path), peers=[adapter]) as m:
+        with tty.Port(ftdi_port(m), baud=115200) as p:
+            dev = adapter.device
+            # The default status: CTS and DSR; TIOCMGET asks the chip.
+            assert p.modem_lines() == {"dtr": True, "rts": True, "cts": True, "cd": False, "ri": False,
+                                       "dsr": True}
+            woke = threading.Event()
+
+            def wait_cd():
+                p.wait_lines("cd")
+                woke.set()
+
+            t = threading.Thread(target=wait_cd, daemon=True)
+            t.start()
+            # A ring is counted when a packet brings it; the waiter wants DCD.
+            dev.set_modem_lines(cts=True, dsr=True, ri=True)
+            for _ in range(600):
+                if p.counters()["rng"] == 1:
+                    break
+                woke.wait(0.05)
+            assert not woke.is_set()
+            dev.set_modem_lines(cts=True, dsr=True, ri=True, dcd=True)
+            assert woke.wait(30)
+            # Data after the status bytes, and errors counted.
+            dev.write(b"ping\n")
+            assert p.read_until(b"\n") == b"ping\n"
+            dev.line_error(b"x", parity=True)
+            dev.line_error(b"\0", brk=True)
+            for _ in range(600):
+                c = p.counters()
+                if c["parity"] and c["brk"]:
+                    break
+                woke.wait(0.05)
+            c = p.counters()
+            # prev_status started at 0: the first packet counted CTS and DSR
+            assert (c["cts"], c["dsr"], c["rng"], c["dcd"]) == (1, 1, 1, 1), c
+            assert (c["parity"], c["brk"], c["rx"]) == (1, 1, 7), c
+        assert dev.baud_rates[-1] == 115385
+        assert dev.flow[-1] == "none"
