@@ -169,3 +169,77 @@ def test_an_ftdi_adapters_status_bytes_are_the_modem_lines_and_counters():
             assert (c["parity"], c["brk"], c["rx"]) == (1, 1, 7), c
         assert dev.baud_rates[-1] == 115385
         assert dev.flow[-1] == "none"
+
+
+# --- the examples: an AT modem and a boot loader ---------------------------
+
+def _example(name: str):
+    """The device class of examples/NAME.py."""
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", name + ".py")
+    spec = importlib.util.spec_from_file_location("example_" + name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_modem_example_dials_and_its_carrier_is_dcd():
+    ex = _example("serial_modem")
+    modem = peer.SocketPeer(ex.Modem)
+    dev = {"port": 1, "kind": "external", "descriptors": ex.dump(), "product": "Modem",
+           "manufacturer": "monfs", "serial": "7", "socket": modem.path}
+    cfg = {"usb": {"buses": [{"bus": 1, "hub_poll_ms": 0, "devices": [dev]}]}}
+    with monfs.Mount(cfg, peers=[modem]) as m:
+        m.wait_for_text("usb/devices", "Driver=cdc_acm")
+        for _ in range(600):
+            ports = tty.find(0x1209, 0x0007, sys=str(m.path("sys")), dev=str(m.path("dev")))
+            if ports:
+                break
+            threading.Event().wait(0.05)
+        s = serial.Serial(ports[0], 115200, timeout=30)
+        s.write(b"ATE0\r")
+        assert s.read_until(b"OK\r\n").endswith(b"\r\nOK\r\n")
+        s.write(b"ATI\r")
+        assert s.read_until(b"OK\r\n") == b"\r\nmonfs example modem\r\n\r\nOK\r\n"
+        assert not s.cd
+        s.write(b"ATD5551234\r")
+        assert s.read_until(b"CONNECT 115200\r\n") == b"\r\nCONNECT 115200\r\n"
+        for _ in range(600):
+            if s.cd:
+                break
+            threading.Event().wait(0.05)
+        assert s.cd and s.dsr
+        # Dropping DTR hangs up (CLOCAL is set, so the port stays open).
+        s.dtr = False
+        assert s.read_until(b"NO CARRIER\r\n") == b"\r\nNO CARRIER\r\n"
+        s.write(b"ATX\r")
+        assert s.read_until(b"ERROR\r\n") == b"\r\nERROR\r\n"
+        s.close()
+
+
+def test_a_flasher_resets_the_board_into_its_boot_loader_and_writes_flash():
+    ex = _example("serial_bootloader")
+    board = peer.SocketPeer(ex.Board)
+    dev = {"port": 1, "kind": "external", "descriptors": d.ftdi("FT232R"), "manufacturer": "FTDI",
+           "product": "FT232R USB UART", "serial": "B00T", "socket": board.path}
+    cfg = {"usb": {"buses": [{"bus": 1, "hub_poll_ms": 0, "devices": [dev]}]}}
+    with monfs.Mount(cfg, peers=[board]) as m:
+        s = serial.Serial(ftdi_port(m), 115200, timeout=30)
+        # esptool's classic reset into the boot loader (pyserial's dtr and
+        # rts setters are TIOCMBIS/TIOCMBIC: ftdi_sio's MODEM_CTRL).
+        s.dtr, s.rts = False, True
+        s.dtr, s.rts = True, False
+        s.dtr = False
+        assert s.read_until(b"download\n").endswith(b"boot: waiting for download\n")
+        for cmd, answer in [(b"sync", b"OK sync"), (b"version", b"OK monfs-boot 1.0"),
+                            (b"erase", b"OK erased"), (b"write 10 c0ffee", b"OK 10 3"),
+                            (b"read f 5", b"OK ffc0ffeeff"), (b"read 3ff 2", b"ERR past the end of flash"),
+                            (b"run", b"OK run")]:
+            s.write(cmd + b"\n")
+            assert s.readline() == answer + b"\n", cmd
+        assert s.readline() == b"app: hello\n"
+        s.close()
+        assert board.device.flash[0x10:0x13] == b"\xc0\xff\xee"
+        # the port's open ran the application; the reset, the boot loader
+        assert board.device.boots[-1] == "boot"
