@@ -180,12 +180,10 @@ impl TtyFile {
         if !Port::drained(&st) {
             return Err(Errno::WAIT_ALWAYS);
         }
-        let bps = st.termios.baud_rate().max(1);
         drop(st);
         match self.port.driver.tx_empty(&self.port) {
             Some(false) => {
-                let period = Duration::from_millis(u64::from((10_000 / bps).max(4)));
-                self.wake_at(Instant::now() + period);
+                self.wake_at(Instant::now() + self.port.char_time());
                 Err(Errno::WAIT_ALWAYS)
             }
             _ => Ok(()),

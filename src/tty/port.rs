@@ -873,6 +873,16 @@ impl Port {
         self.wake();
     }
 
+    /// usb_serial_generic_wait_until_sent's period: the time one character
+    /// takes at the port's rate (B0: 9600), at least a jiffy (4 ms).
+    pub fn char_time(&self) -> Duration {
+        let bps = match self.state().termios.baud_rate() {
+            0 => 9600,
+            b => b,
+        };
+        Duration::from_millis(u64::from((10_000 / bps).max(4)))
+    }
+
     /// The driver's wait_until_sent: ask whether the transmitter is empty,
     /// once per character time at the port's baud rate (at least a jiffy),
     /// until it is or `end`.
@@ -885,9 +895,7 @@ impl Port {
                 Some(false) if Instant::now() < end => {}
                 _ => return,
             }
-            let bps = self.state().termios.baud_rate().max(1);
-            let period = Duration::from_millis(u64::from((10_000 / bps).max(4)));
-            std::thread::sleep(period);
+            std::thread::sleep(self.char_time());
         }
     }
 
