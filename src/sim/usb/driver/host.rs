@@ -4,6 +4,7 @@
 
 use crate::sim::usb::ctx::{Ctx, DevId, Device, Op};
 use crate::sim::usb::descriptors::AltDesc;
+use crate::usbcore::device::ProbeAnswer;
 
 use super::id::{self, UsbDeviceId};
 
@@ -42,6 +43,21 @@ pub(crate) trait HostDriver: Sync {
     /// Its probe's control requests to interface `alt` of device `d`,
     /// before it starts (drivers whose device model plays them: none).
     fn probe_ops(&self, _dev: &Device, _d: DevId, _alt: &AltDesc) -> Vec<Op> {
+        Vec::new()
+    }
+    /// The requests its probe sends next, once those before were answered
+    /// (`answers`: every request of this probe so far, in order, the
+    /// [`HostDriver::probe_ops`] first); empty: the probe is done. For a
+    /// probe that reads the device to decide what to ask next (cp210x's
+    /// part number); only an external device's peer is asked for them
+    /// (a model's answers are not kept).
+    fn probe_more(
+        &self,
+        _dev: &Device,
+        _d: DevId,
+        _alt: &AltDesc,
+        _answers: &[ProbeAnswer],
+    ) -> Vec<Op> {
         Vec::new()
     }
     /// It starts on interface `alt` of `d` once probed: its URBs from `at`
