@@ -651,12 +651,18 @@ def serve(device: Device, read_fd: int, write: Callable[[bytes], None],
     pending: Dict[int, Urb] = {}
     buf = b""
     while stop is None or not stop.is_set():
+        # A URB is answered only after the earlier ones of its endpoint, in
+        # the order an HCD's queue completes them (monfs holds an answer to
+        # a later one until the earlier one's comes).
+        waiting = set()
         for uid in list(pending):
             urb = pending.get(uid)
-            if urb is None:
+            if urb is None or urb.ep in waiting:
                 continue
             got = device.answer(urb)
-            if got is not None:
+            if got is None:
+                waiting.add(urb.ep)
+            else:
                 del pending[uid]
                 write((_complete_line(urb, *got) + "\n").encode())
         r, _, _ = select.select([read_fd], [], [], device.poll_interval if pending else 0.05)
@@ -677,6 +683,9 @@ def serve(device: Device, read_fd: int, write: Callable[[bytes], None],
                 device.on_unlink(int(w[1]), int(w[2]))
             elif w[0] == "submit":
                 urb = _parse_submit(w)
+                if any(p.ep == urb.ep for p in pending.values()):
+                    pending[urb.id] = urb
+                    continue
                 got = device.answer(urb)
                 if got is None:
                     pending[urb.id] = urb
