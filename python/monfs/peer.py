@@ -942,6 +942,12 @@ class Cp210xDevice(Device):
                 data = data.replace(bytes([p.escape]), bytes([p.escape, 0]))
             p.out.append(data)
 
+    def queued(self, interface: int = 0) -> int:
+        """How many bytes :meth:`write` queued for port ``interface`` wait
+        for the host's reads."""
+        with self._lock:
+            return sum(len(x) for x in self.ports[interface].out)
+
     def set_modem_lines(self, cts: bool = True, dsr: bool = True, ri: bool = False, dcd: bool = False,
                         interface: int = 0) -> None:
         """Set the modem status lines of port ``interface``, which GET_MDMSTS
@@ -1143,12 +1149,34 @@ class Ch341Device(Device):
         self.received = bytearray()
         self.registers: Dict[int, int] = {0x05: 0x01, 0x07: 0x00, 0x18: 0xC3, 0x25: 0x00}
         self._msr = 0
+        self._out: Deque[bytes] = deque()
         self.set_modem_lines(notify=False)
         self._endpoints.setdefault(self.out_endpoint, lambda data: self.on_data(bytes(data)))
+        self._endpoints.setdefault(self.in_endpoint, self._give)
 
     def write(self, data: bytes) -> None:
-        """Queue ``data`` for the host's reads (thread-safe)."""
-        self.send(self.in_endpoint, data)
+        """Queue ``data`` for the host's reads (thread-safe), sent as the
+        read URBs take it."""
+        with self._lock:
+            self._out.append(bytes(data))
+
+    def queued(self) -> int:
+        """How many bytes :meth:`write` queued wait for the host's reads."""
+        with self._lock:
+            return sum(len(x) for x in self._out)
+
+    def _give(self, length: int) -> Optional[bytes]:
+        with self._lock:
+            if not self._out:
+                return None
+            out = b""
+            while self._out and len(out) < length:
+                item = self._out.popleft()
+                room = length - len(out)
+                out += item[:room]
+                if len(item) > room:
+                    self._out.appendleft(item[room:])
+            return out
 
     def set_modem_lines(self, cts: bool = True, dsr: bool = True, ri: bool = False, dcd: bool = False,
                         notify: bool = True) -> None:

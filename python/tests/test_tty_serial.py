@@ -151,4 +151,16 @@ def test_ch341_rates_lines_and_modem_interrupts():
             assert dev.device.line_settings[-1] == (7, 2, 0)
             termios.tcsendbreak(p.fd, 0)
             assert dev.device.breaks == [True, False]
+            # ch341 has no throttle: with nothing read, its read URBs go on
+            # past the line discipline's 4095 bytes, until the device has
+            # sent everything.
+            blob = bytes(range(256)) * 64
+            dev.device.write(blob)
+            wait_for(lambda: dev.device.queued() == 0)
+            got = b""
+            while len(got) < len(blob):
+                chunk = p.read(len(blob))
+                assert chunk, len(got)
+                got += chunk
+            assert got == blob
         wait_for(lambda: dev.device.control_lines[-1] == (False, False))

@@ -563,6 +563,11 @@ impl PortDriver for Ch341 {
     fn has_icount(&self) -> bool {
         false
     }
+
+    /// ch341 has no `throttle`.
+    fn throttles(&self) -> bool {
+        false
+    }
 }
 
 /// tty_termios_hw_change: the speeds, or `c_cflag` but HUPCL.

@@ -188,6 +188,12 @@ pub trait PortDriver: Send + Sync {
     fn serial(&self, _b: &mut [u8]) {}
     /// The modem lines TIOCMIWAIT can wait for.
     fn miwait_lines(&self) -> u32;
+    /// Whether the driver throttles: a usb-serial driver without `throttle`
+    /// (ch341) keeps its read URBs going when the line discipline is full,
+    /// and what the flip buffer has no room for is lost.
+    fn throttles(&self) -> bool {
+        true
+    }
     /// Whether the driver answers TIOCMIWAIT at all (a usb-serial driver
     /// without `tiocmiwait`, cp210x, leaves it ENOTTY).
     fn has_tiocmiwait(&self) -> bool {
@@ -834,8 +840,10 @@ impl Port {
 
     /// Bytes from the device to the line discipline (tty_flip_buffer_push,
     /// n_tty_receive_buf2): its echoes go out, what it had no room for
-    /// waits in the flip buffer, and it may throttle the port.
+    /// waits in the flip buffer, and it may throttle the port (if the
+    /// driver throttles).
     fn receive(&self, st: &mut PortState, data: &[u8]) {
+        let throttles = self.driver.throttles();
         let t = st.termios;
         let got = st.ldisc.receive(&t, data);
         if got.flush_output {
@@ -848,12 +856,14 @@ impl Port {
                 let _ = w.send(Work::Flush);
             }
         }
-        if got.throttle {
+        if got.throttle && throttles {
             st.throttled = true;
         }
         if got.consumed < data.len() && st.flip.len() + data.len() - got.consumed <= FLIP_MAX {
             st.flip.extend_from_slice(&data[got.consumed..]);
-            st.throttled = true;
+            if throttles {
+                st.throttled = true;
+            }
         }
     }
 
