@@ -448,6 +448,7 @@ fn tty_acm_session_is_the_kernels_with_qemus_usb_serial() {
          d=/sys/bus/usb-serial/devices/ttyUSB0; \
          cat $d/uevent > port_uevent; cat /sys/class/tty/ttyUSB0/uevent > tty_uevent; \
          ls -l $d/ > ls_port; ls -l /sys/class/tty/ttyUSB0/ > ls_class; \
+         cat $d/latency_timer > latency; \
          udevadm monitor --kernel --property > unplug & M=$!; sleep 1; \
          monfs ctl unplug --wait 1 5 >/dev/null; sleep 1; kill $M",
     );
@@ -498,6 +499,18 @@ fn tty_acm_session_is_the_kernels_with_qemus_usb_serial() {
         if g != w {
             diffs.push(format!("{theirs}: kernel {w:?}, monfs {g:?}"));
         }
+    }
+    // The latency timer the probe read (qemu's 0).
+    let want_latency = kernel_ftdi("port_attrs.txt")
+        .lines()
+        .find_map(|l| l.strip_prefix("latency_timer 644 "))
+        .map(|v| v.trim_end_matches('|').to_string())
+        .unwrap();
+    if read("latency").trim() != want_latency {
+        diffs.push(format!(
+            "latency_timer: kernel {want_latency:?}, monfs {:?}",
+            read("latency")
+        ));
     }
     for (mine, theirs) in [
         ("ls_port", "ls_port_ttyUSB0.txt"),

@@ -169,6 +169,76 @@ def string(text: str) -> bytes:
     return bytes([2 + len(b), 3]) + b
 
 
+#: Silicon Labs parts :func:`cp210x` lays out: (product ID, interfaces,
+#: bcdUSB, the part number GET_PARTNUM answers, product string). Every port
+#: has a bulk IN and OUT endpoint of 64 bytes; bcdDevice is 0x0100.
+CP210X_PARTS = {
+    "CP2101": (0xEA60, 1, 0x0110, 0x01, "CP2101 USB to UART Bridge Controller"),
+    "CP2102": (0xEA60, 1, 0x0110, 0x02, "CP2102 USB to UART Bridge Controller"),
+    "CP2103": (0xEA60, 1, 0x0110, 0x03, "CP2103 USB to UART Bridge Controller"),
+    "CP2104": (0xEA60, 1, 0x0200, 0x04, "CP2104 USB to UART Bridge Controller"),
+    "CP2102N": (0xEA60, 1, 0x0200, 0x20, "CP2102N USB to UART Bridge Controller"),
+    "CP2105": (0xEA70, 2, 0x0200, 0x05, "CP2105 Dual USB to UART Bridge Controller"),
+    "CP2108": (0xEA71, 4, 0x0200, 0x08, "CP2108 Quad USB to UART Bridge Controller"),
+}
+
+def cp210x(part: str = "CP2102", *, manufacturer: int = 1, product: int = 2, serial: int = 3) -> bytes:
+    """A whole Silicon Labs USB to UART bridge (what cp210x binds, a
+    ``/dev/ttyUSBN`` per interface) as :func:`descriptors_file` lays it out:
+    Silicon Labs' vendor ID (0x10c4), the part's factory product ID (0xea60
+    for the single-port parts, 0xea70 the CP2105, 0xea71 the CP2108; see
+    :data:`CP210X_PARTS`), bcdDevice 1.00, bus powered at 100 mA, and per
+    port ``n`` a vendor-specific interface (class 0xff, subclass 0,
+    protocol 0) with bulk IN endpoint ``0x81 + n`` and bulk OUT endpoint
+    ``0x01 + n`` of 64 bytes, named by the product string (``product``),
+    as the single-port parts' default configuration names it. cp210x tells
+    the parts apart by what GET_PARTNUM answers
+    (:class:`monfs.peer.Cp210xDevice` with the same ``part``), not by
+    these."""
+    try:
+        pid, ports, bcd_usb, _partnum, _name = CP210X_PARTS[part]
+    except KeyError:
+        raise ValueError("part must be one of %s" % ", ".join(CP210X_PARTS)) from None
+    ifaces = [interface(n, [endpoint(0x81 + n, "bulk", 64), endpoint(0x01 + n, "bulk", 64)],
+                        cls=0xFF, subclass=0, protocol=0, string=product)
+              for n in range(ports)]
+    return descriptors_file(
+        device(0x10C4, pid, bcd_usb=bcd_usb, max_packet_size0=64, bcd_device=0x0100,
+               manufacturer=manufacturer, product=product, serial=serial),
+        configuration(*ifaces, attributes=0x80, max_power_ma=100),
+    )
+
+
+#: WCH chips :func:`ch341` lays out: (vendor ID, product ID, bcdDevice,
+#: product string).
+CH341_CHIPS = {
+    "CH340": (0x1A86, 0x7523, 0x0254, "USB Serial"),
+    "CH341A": (0x1A86, 0x5523, 0x0304, "USB2.0-Ser!"),
+}
+
+
+def ch341(chip: str = "CH340", *, product: int = 2) -> bytes:
+    """A whole WCH CH340 or CH341A USB serial adapter (what ch341 binds, a
+    ``/dev/ttyUSB0``) as :func:`descriptors_file` lays it out, as the chips
+    describe themselves: a full-speed device (bcdUSB 1.10) of the vendor
+    class with an 8-byte ep0, no manufacturer or serial string, bus powered
+    at 98 mA, and one vendor-specific interface (class 0xff, subclass 1,
+    protocol 2) with bulk IN 0x82 and bulk OUT 0x02 of 32 bytes and the
+    interrupt IN 0x81 of 8 bytes (interval 1) that carries the modem
+    status. See :data:`CH341_CHIPS`; :class:`monfs.peer.Ch341Device`
+    answers it."""
+    try:
+        vid, pid, bcd, _name = CH341_CHIPS[chip]
+    except KeyError:
+        raise ValueError("chip must be one of %s" % ", ".join(CH341_CHIPS)) from None
+    eps = [endpoint(0x82, "bulk", 32), endpoint(0x02, "bulk", 32), endpoint(0x81, "interrupt", 8, interval=1)]
+    return descriptors_file(
+        device(vid, pid, bcd_usb=0x0110, device_class=0xFF, max_packet_size0=8, bcd_device=bcd,
+               product=product),
+        configuration(interface(0, eps, cls=0xFF, subclass=1, protocol=2), attributes=0x80, max_power_ma=98),
+    )
+
+
 # --- HID report descriptors (short items, HID 1.11 section 6.2.2) ---------
 
 def _unsigned(v: int) -> bytes:

@@ -830,6 +830,447 @@ class SocketPeer:
         self.close()
 
 
+class Cp210xPort:
+    """What a :class:`Cp210xDevice` port (one interface) was told and keeps:
+
+    * ``enabled``: the UART as IFC_ENABLE left it;
+    * ``baud_rates``: each SET_BAUDRATE's rate (and SET_BAUDDIV's);
+    * ``line_settings``: each SET_LINE_CTL as ``(bits, parity, stop)``
+      (parity 0 none, 1 odd, 2 even, 3 mark, 4 space; stop 0 one, 1 one
+      and a half, 2 two);
+    * ``control_lines``: each SET_MHS as ``(dtr, rts)``, None for a line
+      it left alone;
+    * ``flows``: each SET_FLOW as ``(control_handshake, flow_replace,
+      xon_limit, xoff_limit)`` (``flow`` is the current one, which GET_FLOW
+      answers); ``chars``: each SET_CHARS's six characters;
+    * ``breaks``: each SET_BREAK (True on); ``purges``: each PURGE's mask;
+      ``events``: each EMBED_EVENTS's escape character (0: off);
+    * ``received``: the bytes the host wrote."""
+
+    def __init__(self, interface: int, flow: Tuple[int, int, int, int]) -> None:
+        self.interface = interface
+        self.enabled = False
+        self.baud_rates: List[int] = []
+        self.line_settings: List[Tuple[int, int, int]] = []
+        self.control_lines: List[Tuple[Optional[bool], Optional[bool]]] = []
+        self.flows: List[Tuple[int, int, int, int]] = []
+        self.flow = flow
+        self.chars: List[bytes] = []
+        self.breaks: List[bool] = []
+        self.purges: List[int] = []
+        self.events: List[int] = []
+        self.received = bytearray()
+        self.baud = 9600
+        self.line = 0x0800
+        self.dtr = False
+        self.rts = False
+        self.modem = 0
+        self.escape = 0
+        self.out: Deque[bytes] = deque()
+
+    def mdmsts(self) -> int:
+        """GET_MDMSTS's byte: DTR and RTS as set, then CTS, DSR, RI, DCD."""
+        return (1 if self.dtr else 0) | (2 if self.rts else 0) | self.modem
+
+
+class Cp210xDevice(Device):
+    """A Silicon Labs CP210x USB to UART bridge (cp210x's ``/dev/ttyUSBN``
+    on the host side), laid out as :func:`monfs.descriptors.cp210x` lays it
+    out; set :attr:`part` to the same part. Its interfaces are its ports
+    (:attr:`ports`, one :class:`Cp210xPort` each; :attr:`baud_rates`,
+    :attr:`line_settings`, :attr:`control_lines`, :attr:`flows`,
+    :attr:`breaks` and :attr:`received` are the first one's):
+
+    * the vendor requests of cp210x's probe are answered as the part
+      answers them: GET_PARTNUM (with :attr:`counterfeit`, the two-byte
+      request gets one byte, as the CP2102 clones that lack event insertion
+      answer), the firmware version (:attr:`fw_version`), the port and
+      device configuration (zeros: no GPIO functions) and the CP2102N's
+      configuration array;
+    * the interface requests are recorded (see :class:`Cp210xPort`) and the
+      hooks :meth:`on_baud_rate`, :meth:`on_line_settings` and
+      :meth:`on_control_lines` called; GET_MDMSTS, GET_FLOW, GET_CHARS,
+      GET_LINE_CTL, GET_BAUDRATE and GET_COMM_STATUS (an empty transmit
+      queue) are answered;
+    * bytes the host writes call :meth:`on_data` (default: kept in the
+      port's ``received``); :meth:`write` queues bytes for the host's
+      reads (with the escape character doubled as ``ESC 0`` while the host
+      has event insertion on), :meth:`set_modem_lines` sets CTS, DSR, RI
+      and DCD (read by GET_MDMSTS: the chip sends no notification), and
+      :meth:`line_error` sends a line status event while event insertion is
+      on;
+    * an IN endpoint NAKs while there is nothing to send."""
+
+    part: str = "CP2102"
+    counterfeit: bool = False
+    fw_version: Tuple[int, int, int] = (1, 0, 8)
+    #: GET_FLOW's answer before the host set one: DTR and RTS active, no
+    #: handshaking, limits 0.
+    initial_flow: Tuple[int, int, int, int] = (0x01, 0x40, 0, 0)
+
+    def __init__(self) -> None:
+        super().__init__()
+        _pid, ports, _usb, self.partnum, _name = _d.CP210X_PARTS[self.part]
+        self.ports: List[Cp210xPort] = [Cp210xPort(n, self.initial_flow) for n in range(ports)]
+        for n in range(ports):
+            self.set_modem_lines(interface=n)
+            self._endpoints.setdefault(0x01 + n, lambda data, n=n: self.on_data(bytes(data), n))
+            self._endpoints.setdefault(0x81 + n, lambda length, n=n: self._give(n, length))
+
+    # The first port's records ----------------------------------------------
+
+    @property
+    def baud_rates(self) -> List[int]:
+        """The first port's SET_BAUDRATE rates."""
+        return self.ports[0].baud_rates
+
+    @property
+    def line_settings(self) -> List[Tuple[int, int, int]]:
+        """The first port's SET_LINE_CTL settings."""
+        return self.ports[0].line_settings
+
+    @property
+    def control_lines(self) -> List[Tuple[Optional[bool], Optional[bool]]]:
+        """The first port's SET_MHS changes."""
+        return self.ports[0].control_lines
+
+    @property
+    def flows(self) -> List[Tuple[int, int, int, int]]:
+        """The first port's SET_FLOW structs."""
+        return self.ports[0].flows
+
+    @property
+    def breaks(self) -> List[bool]:
+        """The first port's SET_BREAKs."""
+        return self.ports[0].breaks
+
+    @property
+    def received(self) -> bytearray:
+        """What the host wrote to the first port."""
+        return self.ports[0].received
+
+    # The host side's view --------------------------------------------------
+
+    def write(self, data: bytes, interface: int = 0) -> None:
+        """Queue ``data`` for the host's reads of port ``interface``
+        (thread-safe)."""
+        p = self.ports[interface]
+        with self._lock:
+            data = bytes(data)
+            if p.escape:
+                data = data.replace(bytes([p.escape]), bytes([p.escape, 0]))
+            p.out.append(data)
+
+    def queued(self, interface: int = 0) -> int:
+        """How many bytes :meth:`write` queued for port ``interface`` wait
+        for the host's reads."""
+        with self._lock:
+            return sum(len(x) for x in self.ports[interface].out)
+
+    def set_modem_lines(self, cts: bool = True, dsr: bool = True, ri: bool = False, dcd: bool = False,
+                        interface: int = 0) -> None:
+        """Set the modem status lines of port ``interface``, which GET_MDMSTS
+        reads."""
+        with self._lock:
+            self.ports[interface].modem = (0x10 if cts else 0) | (0x20 if dsr else 0) | \
+                (0x40 if ri else 0) | (0x80 if dcd else 0)
+
+    def line_error(self, data: Optional[bytes] = b"\0", *, brk: bool = False, parity: bool = False,
+                   framing: bool = False, overrun: bool = False, interface: int = 0) -> None:
+        """Send a line status event (with event insertion on): ``data``'s
+        first byte with its status (``ESC 1 LSR DATA``), or the status alone
+        (``ESC 2 LSR``) for ``data`` None; without event insertion, just
+        ``data``."""
+        lsr = (0x10 if brk else 0) | (0x04 if parity else 0) | (0x08 if framing else 0) | (0x02 if overrun else 0)
+        p = self.ports[interface]
+        with self._lock:
+            if not p.escape:
+                p.out.append(bytes(data or b""))
+            elif data:
+                p.out.append(bytes([p.escape, 1, lsr, data[0]]))
+            else:
+                p.out.append(bytes([p.escape, 2, lsr]))
+
+    def on_data(self, data: bytes, interface: int = 0) -> None:
+        """Bytes the host wrote to port ``interface``; kept in its
+        ``received``."""
+        with self._lock:
+            self.ports[interface].received += data
+
+    def on_baud_rate(self, baud: int, interface: int = 0) -> None:
+        """The host set the rate of port ``interface``."""
+
+    def on_line_settings(self, bits: int, parity: int, stop: int, interface: int = 0) -> None:
+        """The host set data bits, parity and stop bits of port
+        ``interface``."""
+
+    def on_control_lines(self, dtr: Optional[bool], rts: Optional[bool], interface: int = 0) -> None:
+        """The host set DTR and RTS of port ``interface`` (None: left as it
+        was)."""
+
+    # The device --------------------------------------------------------------
+
+    def _give(self, n: int, length: int) -> Optional[bytes]:
+        p = self.ports[n]
+        with self._lock:
+            if not p.out:
+                return None
+            out = b""
+            while p.out and len(out) < length:
+                room = length - len(out)
+                item = p.out.popleft()
+                out += item[:room]
+                if len(item) > room:
+                    p.out.appendleft(item[room:])
+            return out
+
+    def _vendor(self, setup: Setup) -> bytes:
+        v, n = setup.value, setup.length
+        if v == 0x370B:  # GET_PARTNUM
+            return bytes([self.partnum]) if self.counterfeit or n == 1 else bytes([self.partnum, 0])
+        if v == 0x000E and self.part == "CP2102N":  # READ_2NCONFIG: version 1, no GPIO functions
+            cfg = bytearray(0x02A6)
+            cfg[2] = 0x01
+            return bytes(cfg)
+        if v in (0x000E, 0x0010):  # GET_FW_VER, GET_FW_VER_2N
+            return bytes(self.fw_version)
+        if v in (0x370C, 0x3711, 0x00C2):  # GET_PORTCONFIG, GET_DEVICEMODE, READ_LATCH
+            return bytes(n)
+        raise Stall()
+
+    def answer_control(self, setup: Setup, data: Optional[bytes]) -> Optional[bytes]:
+        rt, req, v = setup.request_type, setup.request, setup.value
+        if (rt, req) in self._controls or rt not in (0x41, 0xC1, 0xC0, 0x40):
+            return super().answer_control(setup, data)
+        if rt == 0xC0 and req == 0xFF:
+            return self._vendor(setup)
+        if rt == 0x40 and req == 0xFF:  # WRITE_LATCH
+            return None
+        if rt in (0xC0, 0x40) or setup.index >= len(self.ports):
+            raise Stall()
+        n = setup.index
+        p = self.ports[n]
+        body = bytes(data or b"")
+        hook: Optional[Callable[[], None]] = None
+        with self._lock:
+            if rt == 0x41 and req == 0x00:  # IFC_ENABLE
+                p.enabled = bool(v & 1)
+                if not p.enabled:
+                    p.escape = 0
+            elif rt == 0x41 and req in (0x01, 0x1E):  # SET_BAUDDIV, SET_BAUDRATE
+                p.baud = 3686400 // max(v, 1) if req == 0x01 else int.from_bytes(body[:4], "little")
+                p.baud_rates.append(p.baud)
+                baud = p.baud
+                hook = lambda: self.on_baud_rate(baud, n)  # noqa: E731
+            elif rt == 0x41 and req == 0x03:  # SET_LINE_CTL
+                p.line = v
+                setting = ((v >> 8) & 0xF, (v >> 4) & 0xF, v & 0xF)
+                p.line_settings.append(setting)
+                hook = lambda: self.on_line_settings(*setting, interface=n)  # noqa: E731
+            elif rt == 0x41 and req == 0x05:  # SET_BREAK
+                p.breaks.append(bool(v & 1))
+            elif rt == 0x41 and req == 0x07:  # SET_MHS
+                dtr = bool(v & 1) if v & 0x100 else None
+                rts = bool(v & 2) if v & 0x200 else None
+                if dtr is not None:
+                    p.dtr = dtr
+                if rts is not None:
+                    p.rts = rts
+                p.control_lines.append((dtr, rts))
+                hook = lambda: self.on_control_lines(dtr, rts, n)  # noqa: E731
+            elif rt == 0x41 and req in (0x06, 0x09, 0x0A, 0x0B, 0x0D, 0x11):  # IMM_CHAR, XON, XOFF, EVENTMASK, CHAR, RESET
+                pass
+            elif rt == 0x41 and req == 0x12:  # PURGE
+                p.purges.append(v)
+            elif rt == 0x41 and req == 0x13:  # SET_FLOW
+                f = tuple(int.from_bytes(body[i:i + 4], "little") for i in range(0, 16, 4))
+                p.flow = f  # type: ignore[assignment]
+                p.flows.append(p.flow)
+                # The lines follow the flow control struct's DTR and RTS.
+                p.dtr = p.flow[0] & 3 == 1
+                p.rts = (p.flow[1] >> 6) & 3 in (1, 2)
+            elif rt == 0x41 and req == 0x15:  # EMBED_EVENTS
+                p.escape = v & 0xFF
+                p.events.append(p.escape)
+            elif rt == 0x41 and req == 0x19:  # SET_CHARS
+                p.chars.append(body[:6])
+            elif rt == 0xC1 and req == 0x02:  # GET_BAUDDIV
+                return (3686400 // max(p.baud, 1)).to_bytes(2, "little")
+            elif rt == 0xC1 and req == 0x04:  # GET_LINE_CTL
+                return p.line.to_bytes(2, "little")
+            elif rt == 0xC1 and req == 0x08:  # GET_MDMSTS
+                return bytes([p.mdmsts()])
+            elif rt == 0xC1 and req == 0x0E:  # GET_CHARS
+                return p.chars[-1] if p.chars else bytes([0, 0, 0, 0, 0x11, 0x13])
+            elif rt == 0xC1 and req == 0x10:  # GET_COMM_STATUS: nothing queued
+                return bytes(0x13)
+            elif rt == 0xC1 and req == 0x14:  # GET_FLOW
+                return b"".join(x.to_bytes(4, "little") for x in p.flow)
+            elif rt == 0xC1 and req == 0x16:  # GET_EVENTSTATE
+                return bytes(setup.length)
+            elif rt == 0xC1 and req == 0x1D:  # GET_BAUDRATE
+                return p.baud.to_bytes(4, "little")
+            else:
+                raise Stall()
+        if hook is not None:
+            hook()
+        return None
+
+
+def _ch341_rate(value: int) -> int:
+    """The rate ch341's prescaler and divisor register pair gives."""
+    ps, fact, div = value & 3, (value >> 2) & 1, 0x100 - (value >> 8)
+    return round(48_000_000 / ((1 << (12 - 3 * ps - fact)) * div))
+
+
+class Ch341Device(Device):
+    """A WCH CH340 or CH341 USB serial adapter (ch341's ``/dev/ttyUSBN`` on
+    the host side), laid out as :func:`monfs.descriptors.ch341` lays it out
+    (bulk IN 0x82, bulk OUT 0x02, interrupt IN 0x81):
+
+    * its registers are a register file: WRITE_REG sets the two its value
+      names (low byte first), READ_REG reads them back; READ_VERSION answers
+      :attr:`version`, and register 6 reads the modem status inverted;
+    * what the host sets is recorded: each prescaler and divisor pair as the
+      rate it gives (:attr:`baud_rates`, the raw pairs in :attr:`divisors`),
+      each line control register (:attr:`lcrs`, and as ``(bits, parity,
+      stop)`` in :attr:`line_settings`: parity 0 none, 1 odd, 2 even, 3
+      mark, 4 space; stop 0 one, 2 two), each MODEM_CTRL as ``(dtr, rts)``
+      (:attr:`control_lines`), each break register write (:attr:`breaks`,
+      True on), each SERIAL_INIT (:attr:`inits`); the hooks
+      :meth:`on_baud_rate`, :meth:`on_line_settings` and
+      :meth:`on_control_lines` are called;
+    * with :attr:`limited`, READ_REG of the break register stalls, as on
+      the chips without a break (ch341 then simulates one: 46 baud and a
+      NUL);
+    * bytes the host writes call :meth:`on_data` (default: kept in
+      :attr:`received`); :meth:`write` queues bytes for the host's reads;
+      :meth:`set_modem_lines` sets CTS, DSR, RI and DCD and sends the
+      interrupt packet that tells the host;
+    * an IN endpoint NAKs while there is nothing to send."""
+
+    chip: str = "CH340"
+    version: int = 0x31
+    limited: bool = False
+    in_endpoint: int = 0x82
+    out_endpoint: int = 0x02
+    interrupt_endpoint: int = 0x81
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.baud_rates: List[int] = []
+        self.divisors: List[int] = []
+        self.lcrs: List[int] = []
+        self.line_settings: List[Tuple[int, int, int]] = []
+        self.control_lines: List[Tuple[bool, bool]] = []
+        self.breaks: List[bool] = []
+        self.inits = 0
+        self.received = bytearray()
+        self.registers: Dict[int, int] = {0x05: 0x01, 0x07: 0x00, 0x18: 0xC3, 0x25: 0x00}
+        self._msr = 0
+        self._out: Deque[bytes] = deque()
+        self.set_modem_lines(notify=False)
+        self._endpoints.setdefault(self.out_endpoint, lambda data: self.on_data(bytes(data)))
+        self._endpoints.setdefault(self.in_endpoint, self._give)
+
+    def write(self, data: bytes) -> None:
+        """Queue ``data`` for the host's reads (thread-safe), sent as the
+        read URBs take it."""
+        with self._lock:
+            self._out.append(bytes(data))
+
+    def queued(self) -> int:
+        """How many bytes :meth:`write` queued wait for the host's reads."""
+        with self._lock:
+            return sum(len(x) for x in self._out)
+
+    def _give(self, length: int) -> Optional[bytes]:
+        with self._lock:
+            if not self._out:
+                return None
+            out = b""
+            while self._out and len(out) < length:
+                item = self._out.popleft()
+                room = length - len(out)
+                out += item[:room]
+                if len(item) > room:
+                    self._out.appendleft(item[room:])
+            return out
+
+    def set_modem_lines(self, cts: bool = True, dsr: bool = True, ri: bool = False, dcd: bool = False,
+                        notify: bool = True) -> None:
+        """Set the modem status lines; with ``notify`` an interrupt packet
+        tells the host (its third byte the lines inverted)."""
+        with self._lock:
+            self._msr = (1 if cts else 0) | (2 if dsr else 0) | (4 if ri else 0) | (8 if dcd else 0)
+            self.registers[0x06] = ~self._msr & 0xFF
+        if notify:
+            self.send(self.interrupt_endpoint, bytes([0x08, 0x7D, 0x90 | (~self._msr & 0x0F), 0xEE]))
+
+    def on_data(self, data: bytes) -> None:
+        """Bytes the host wrote; kept in :attr:`received`."""
+        with self._lock:
+            self.received += data
+
+    def on_baud_rate(self, baud: int) -> None:
+        """The host set the rate (what the divisor gives)."""
+
+    def on_line_settings(self, bits: int, parity: int, stop: int) -> None:
+        """The host set the line control register."""
+
+    def on_control_lines(self, dtr: bool, rts: bool) -> None:
+        """The host set DTR and RTS."""
+
+    def answer_control(self, setup: Setup, data: Optional[bytes]) -> Optional[bytes]:
+        rt, req, v, i = setup.request_type, setup.request, setup.value, setup.index
+        if (rt, req) in self._controls or rt not in (0x40, 0xC0):
+            return super().answer_control(setup, data)
+        lo, hi = v & 0xFF, v >> 8
+        hook: Optional[Callable[[], None]] = None
+        with self._lock:
+            if rt == 0xC0 and req == 0x5F:  # READ_VERSION
+                return bytes([self.version, 0])
+            if rt == 0x40 and req == 0xA1:  # SERIAL_INIT
+                self.inits += 1
+            elif rt == 0xC0 and req == 0x95:  # READ_REG
+                if self.limited and 0x05 in (lo, hi):
+                    raise Stall()
+                return bytes([self.registers.get(lo, 0), self.registers.get(hi, 0)])
+            elif rt == 0x40 and req == 0x9A:  # WRITE_REG
+                self.registers[lo] = i & 0xFF
+                self.registers[hi] = i >> 8
+                if (lo, hi) == (0x12, 0x13):
+                    pair = self.registers[0x13] << 8 | self.registers[0x12]
+                    self.divisors.append(pair)
+                    baud = _ch341_rate(pair)
+                    self.baud_rates.append(baud)
+                    hook = lambda: self.on_baud_rate(baud)  # noqa: E731
+                elif (lo, hi) == (0x18, 0x25):
+                    lcr = self.registers[0x18]
+                    self.lcrs.append(lcr)
+                    parity = 0
+                    if lcr & 0x08:
+                        parity = {0x00: 1, 0x10: 2, 0x20: 3, 0x30: 4}[lcr & 0x30]
+                    setting = (5 + (lcr & 3), parity, 2 if lcr & 0x04 else 0)
+                    self.line_settings.append(setting)
+                    hook = lambda: self.on_line_settings(*setting)  # noqa: E731
+                elif (lo, hi) == (0x05, 0x18):
+                    self.breaks.append(not self.registers[0x05] & 0x01)
+            elif rt == 0x40 and req == 0xA4:  # MODEM_CTRL, inverted
+                mcr = ~v & 0xFF
+                lines = (bool(mcr & 0x20), bool(mcr & 0x40))
+                self.control_lines.append(lines)
+                hook = lambda: self.on_control_lines(*lines)  # noqa: E731
+            else:
+                raise Stall()
+        if hook is not None:
+            hook()
+        return None
+
+
+__all__ += ["Cp210xPort", "Cp210xDevice", "Ch341Device"]
+
+
 def _cli(argv: Sequence[str]) -> None:
     """``python3 -m monfs.peer MODULE:CLASS [--socket PATH]``: serve a Device
     class from an importable module (the current directory is searched)."""

@@ -489,7 +489,9 @@ impl OpenFile for TtyFile {
                 self.port.tiocmset(0, v)?;
                 ok()
             }
+            TIOCMIWAIT if !self.port.driver.has_tiocmiwait() => Err(Errno::ENOTTY),
             TIOCMIWAIT => self.miwait(req),
+            TIOCGICOUNT if !self.port.driver.has_icount() => Err(Errno::ENOTTY),
             TIOCGICOUNT => put(req, self.icount()),
             TIOCINQ => {
                 let st = self.port.state();

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::base::errno::{Errno, SysResult};
 use crate::base::sync::LockExt;
-use crate::usbcore::device::{Interface, UsbDevice};
+use crate::usbcore::device::{Interface, ProbeAnswer, UsbDevice};
 
 use super::port::{
     Port, PortDriver, PortState, Urbs, CTRL_TIMEOUT, TIOCM_CD, TIOCM_CTS, TIOCM_DSR, TIOCM_DTR,
@@ -767,15 +767,19 @@ pub fn port_driver(d: &UsbDevice, i: &Interface) -> Option<Ftdi> {
     };
     let chip = Chip::of(u16::from_le_bytes([d.descriptor[12], d.descriptor[13]]))?;
     let last = eps.last().map_or(0x40, |e| e.2);
-    // The latency timer its probe read: what the chips answer after a
-    // reset (16 ms).
+    // The latency timer its probe read (read_latency_timer; 16 ms when it
+    // failed or no answer was kept).
+    let latency = ProbeAnswer::find(&i.probe_answers, req::GET_LATENCY_TIMER, 0, 1)
+        .filter(|a| a.status == 0)
+        .and_then(|a| a.data.first().copied())
+        .unwrap_or(16);
     Some(Ftdi::new(
         chip,
         i.number,
         bulk(true)?,
         bulk(false)?,
         last,
-        16,
+        latency,
     ))
 }
 

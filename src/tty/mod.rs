@@ -2,7 +2,7 @@
 //! `drivers/usb/class/cdc-acm.c`, `drivers/usb/serial/`): [`TtyCore`]
 //! makes a tty port for every interface the USB core shows bound to
 //! cdc_acm (its CDC ACM control interfaces) or to a usb-serial driver
-//! (ftdi_sio), with its node `dev/ttyACMN` or `dev/ttyUSBN` (the lowest
+//! (ftdi_sio, cp210x, ch341), with its node `dev/ttyACMN` or `dev/ttyUSBN` (the lowest
 //! free minor of its major), its class device (`.../INTERFACE/tty/ttyACMN`;
 //! `.../INTERFACE/ttyUSBN/tty/ttyUSBN` below the usb-serial port device)
 //! with `sys/class/tty/NAME` and `sys/dev/char/MAJOR:N`, and its driver's
@@ -12,8 +12,8 @@
 //! sends them ([`TtyCore`] is a [`ChildDevices`]).
 //!
 //! A port ([`port::Port`]) opens, closes and hangs up as the tty layer's
-//! do, with the URBs of its driver ([`acm`], [`ftdi`] on the usb-serial
-//! core's [`serial`]): line settings, modem lines and breaks go to the
+//! do, with the URBs of its driver ([`acm`]; [`ftdi`], [`cp210x`] and
+//! [`ch341`] on the usb-serial core's [`serial`]): line settings, modem lines and breaks go to the
 //! device as the driver's requests, through the same port usbfs uses, so
 //! usbmon shows them. What a program reads and writes goes through the
 //! n_tty line discipline ([`ldisc`]) with the port's termios
@@ -33,6 +33,8 @@ use crate::usbcore::sysfs::{device_devpath, interface_name, set_link, set_text, 
 use crate::usbcore::uevent::{ChildDevice, ChildDevices};
 
 pub mod acm;
+pub mod ch341;
+pub mod cp210x;
 pub mod file;
 pub mod ftdi;
 pub mod ldisc;
@@ -72,7 +74,7 @@ pub struct TtyCore {
 fn has_port(i: &Interface) -> bool {
     match i.driver.as_deref() {
         Some("cdc_acm") => i.class == 2,
-        Some(d) => serial::DRIVERS.contains(&d),
+        Some(d) => serial::is_driver(d),
         None => false,
     }
 }
@@ -83,9 +85,10 @@ fn usb_serial(p: &Port) -> bool {
 }
 
 /// The driver part of the port of interface `i` of `d`, by its driver's
-/// name (None: the interfaces are not what the driver needs). A new USB
-/// serial driver is a module of this one and a line here (and its
-/// `usb_device_id` table's in the simulator's driver registry).
+/// name (None: the interfaces are not what the driver needs, or its probe
+/// failed). A new USB serial driver is a module of this one and a line
+/// here (and its `usb_device_id` table's in the simulator's driver
+/// registry).
 fn port_driver(d: &UsbDevice, i: &Interface) -> Option<Box<dyn port::PortDriver>> {
     Some(match i.driver.as_deref()? {
         "cdc_acm" => {
@@ -93,6 +96,8 @@ fn port_driver(d: &UsbDevice, i: &Interface) -> Option<Box<dyn port::PortDriver>
             Box::new(Acm::new(AcmLayout::parse(cfg, i.number, i.alt)?))
         }
         "ftdi_sio" => Box::new(ftdi::port_driver(d, i)?),
+        "cp210x" => Box::new(cp210x::port_driver(d, i)?),
+        "ch341" => Box::new(ch341::port_driver(d, i)?),
         _ => return None,
     })
 }
@@ -110,7 +115,7 @@ impl TtyCore {
         for d in ["class/tty", "dev/char", "bus/usb-serial/devices"] {
             tree.add(&format!("{SYS}/{d}"), NodeKind::Dir, 0o755);
         }
-        for d in serial::DRIVERS {
+        for (_, d) in serial::DRIVERS {
             tree.add(
                 &format!("{SYS}/bus/usb-serial/drivers/{d}"),
                 NodeKind::Dir,

@@ -4,11 +4,12 @@
 //! flight through the port usbfs uses, and what it does at the first open,
 //! the last close and a disconnect. What differs per driver (the requests
 //! it sends, what a read URB's data holds) is its [`PortDriver`]:
-//! [`super::acm`], [`super::ftdi`].
+//! [`super::acm`], [`super::ftdi`], [`super::cp210x`], [`super::ch341`].
 //!
 //! * The first open (tty_port_open's activate) submits the driver's
-//!   interrupt URB if it has one (cdc_acm's notifications), lets the driver
-//!   open ([`PortDriver::open`]), sets the termios, and submits the read
+//!   interrupt URB if it has one (cdc_acm's notifications, ch341's modem
+//!   status), lets the driver open ([`PortDriver::open`]), sets the termios
+//!   (ch341 first: [`PortDriver::termios_first`]), and submits the read
 //!   URBs; every open then raises DTR and RTS as tty_port_block_til_ready
 //!   does while the baud rate is not B0.
 //! * Read URBs' data goes through the driver ([`PortDriver::process_read`])
@@ -17,7 +18,8 @@
 //! * Writes go out as bulk OUT URBs of the driver's size, as many at a time
 //!   as it has.
 //! * The last close waits for the writes, drops DTR and RTS with HUPCL,
-//!   and kills the URBs; a disconnect hangs the port up.
+//!   kills the URBs and lets the driver close ([`PortDriver::close`]); a
+//!   disconnect hangs the port up.
 //!
 //! A completion comes on the bus's thread with its lock held: what it
 //! submits again goes through the port's worker thread.
@@ -130,9 +132,25 @@ pub trait PortDriver: Send + Sync {
         None
     }
     /// The driver's part of the first open, before the termios is set and
-    /// the read URBs go out.
+    /// the read URBs go out (after them with
+    /// [`PortDriver::termios_first`]).
     fn open(&self, _p: &Port) -> SysResult<()> {
         Ok(())
+    }
+    /// Whether the first open sets the termios before it submits the
+    /// interrupt URB and calls [`PortDriver::open`] (ch341_open) rather than
+    /// after (cdc_acm's activate, ftdi_open, cp210x_open).
+    fn termios_first(&self) -> bool {
+        false
+    }
+    /// The driver's part of the last close, once its URBs are killed
+    /// (cp210x's PURGE and UART disable).
+    fn close(&self, _p: &Port) {}
+    /// Whether the last close kills the interrupt URB after the write and
+    /// read URBs (ch341_close, after usb_serial_generic_close) rather than
+    /// first (acm_port_shutdown).
+    fn notify_killed_last(&self) -> bool {
+        false
     }
     /// Set the device's line as `new` says (after `old`; None at the first
     /// open); the driver may change `new` to what it could set.
@@ -170,6 +188,22 @@ pub trait PortDriver: Send + Sync {
     fn serial(&self, _b: &mut [u8]) {}
     /// The modem lines TIOCMIWAIT can wait for.
     fn miwait_lines(&self) -> u32;
+    /// Whether the driver throttles: a usb-serial driver without `throttle`
+    /// (ch341) keeps its read URBs going when the line discipline is full,
+    /// and what the flip buffer has no room for is lost.
+    fn throttles(&self) -> bool {
+        true
+    }
+    /// Whether the driver answers TIOCMIWAIT at all (a usb-serial driver
+    /// without `tiocmiwait`, cp210x, leaves it ENOTTY).
+    fn has_tiocmiwait(&self) -> bool {
+        true
+    }
+    /// Whether the driver answers TIOCGICOUNT (a usb-serial driver without
+    /// `get_icount`, ch341, leaves it ENOTTY).
+    fn has_icount(&self) -> bool {
+        true
+    }
     /// Attributes the driver adds to the interface: (name, text).
     fn interface_attributes(&self) -> Vec<(&'static str, String)> {
         Vec::new()
@@ -572,9 +606,15 @@ impl Port {
                 }
             })
             .map_err(|_| Errno::ENOMEM)?;
-        self.submit_notify();
-        self.driver.open(self)?;
-        self.set_termios(None)?;
+        if self.driver.termios_first() {
+            self.set_termios(None)?;
+            self.submit_notify();
+            self.driver.open(self)?;
+        } else {
+            self.submit_notify();
+            self.driver.open(self)?;
+            self.set_termios(None)?;
+        }
         for slot in 0..self.driver.read_urbs().count {
             self.submit_read(slot);
         }
@@ -800,8 +840,10 @@ impl Port {
 
     /// Bytes from the device to the line discipline (tty_flip_buffer_push,
     /// n_tty_receive_buf2): its echoes go out, what it had no room for
-    /// waits in the flip buffer, and it may throttle the port.
+    /// waits in the flip buffer, and it may throttle the port (if the
+    /// driver throttles).
     fn receive(&self, st: &mut PortState, data: &[u8]) {
+        let throttles = self.driver.throttles();
         let t = st.termios;
         let got = st.ldisc.receive(&t, data);
         if got.flush_output {
@@ -814,12 +856,14 @@ impl Port {
                 let _ = w.send(Work::Flush);
             }
         }
-        if got.throttle {
+        if got.throttle && throttles {
             st.throttled = true;
         }
         if got.consumed < data.len() && st.flip.len() + data.len() - got.consumed <= FLIP_MAX {
             st.flip.extend_from_slice(&data[got.consumed..]);
-            st.throttled = true;
+            if throttles {
+                st.throttled = true;
+            }
         }
     }
 
@@ -831,9 +875,16 @@ impl Port {
             st.session += 1;
             st.worker = None;
             st.out.clear();
-            let mut ids: Vec<u64> = st.notify.id.into_iter().collect();
+            let notify = st.notify.id;
+            let mut ids: Vec<u64> = Vec::new();
+            if !self.driver.notify_killed_last() {
+                ids.extend(notify);
+            }
             ids.extend(st.writes.drain(..).filter_map(|w| w.1));
             ids.extend(st.reads.iter().filter_map(|r| r.id));
+            if self.driver.notify_killed_last() {
+                ids.extend(notify);
+            }
             st.notify = UrbSlot::default();
             let n = st.reads.len();
             st.reads = vec![UrbSlot::default(); n];
@@ -870,6 +921,9 @@ impl Port {
             self.driver.dtr_rts(self, false);
         }
         self.kill_urbs();
+        if !gone {
+            self.driver.close(self);
+        }
         self.wake();
     }
 

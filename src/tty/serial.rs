@@ -3,7 +3,7 @@
 //! major 188, the port device `INTERFACE/ttyUSBN` on the `usb-serial` bus
 //! with the tty below it, 2 read and 2 write URBs per port, the read
 //! callback's rules, chars_in_buffer, and the lines TIOCMIWAIT waits for.
-//! The drivers: [`super::ftdi`].
+//! The drivers: [`super::ftdi`], [`super::cp210x`], [`super::ch341`].
 
 use std::sync::{Arc, Weak};
 
@@ -24,9 +24,20 @@ pub const READ_URBS: usize = 2;
 pub const WRITE_URBS: usize = 2;
 /// usb_serial_generic_tiocmiwait's lines.
 pub const MIWAIT_LINES: u32 = TIOCM_RI | TIOCM_DSR | TIOCM_CD | TIOCM_CTS;
-/// The usb-serial drivers monfs has (their `sys/bus/usb-serial/drivers`
-/// directories).
-pub const DRIVERS: &[&str] = &["ftdi_sio"];
+/// The usb-serial drivers monfs has: the USB interface driver's name (the
+/// module's, `sys/bus/usb/drivers/NAME`) and the usb-serial driver's (its
+/// `sys/bus/usb-serial/drivers/NAME` directory, the port device's
+/// `DRIVER`), which differ for ch341.
+pub const DRIVERS: &[(&str, &str)] = &[
+    ("ftdi_sio", "ftdi_sio"),
+    ("cp210x", "cp210x"),
+    ("ch341", "ch341-uart"),
+];
+
+/// Whether `name` is a usb-serial driver's USB interface driver.
+pub fn is_driver(name: &str) -> bool {
+    DRIVERS.iter().any(|(usb, _)| *usb == name)
+}
 
 /// The port device's path below `/sys`.
 pub fn port_devpath(iface_devpath: &str, name: &str) -> String {

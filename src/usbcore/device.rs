@@ -90,6 +90,34 @@ pub struct Interface {
     /// The HID report descriptor the device gave usbhid's probe, while
     /// usbhid has the interface and knows it; empty otherwise.
     pub report_descriptor: Vec<u8>,
+    /// The control requests the bound driver's probe sent and what the
+    /// device answered, in order, where the driver's part above the core
+    /// needs them (cp210x's part number, ch341's chip version); empty
+    /// otherwise.
+    pub probe_answers: Vec<ProbeAnswer>,
+}
+
+/// A control request of a driver's probe and the device's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeAnswer {
+    /// The setup packet.
+    pub setup: [u8; 8],
+    /// The completion status (0, or a negative errno: -32 a stall).
+    pub status: i32,
+    /// The IN data the device gave (`actual_length` bytes).
+    pub data: Vec<u8>,
+}
+
+impl ProbeAnswer {
+    /// The answer to the request with this `bRequest`, `wValue` and
+    /// `wLength` among `answers` (the last one sent).
+    pub fn find(answers: &[ProbeAnswer], request: u8, value: u16, length: u16) -> Option<&Self> {
+        answers.iter().rev().find(|a| {
+            a.setup[1] == request
+                && u16::from_le_bytes([a.setup[2], a.setup[3]]) == value
+                && u16::from_le_bytes([a.setup[6], a.setup[7]]) == length
+        })
+    }
 }
 
 /// What a root hub's host controller is.

@@ -728,6 +728,7 @@ pub(crate) mod tests {
                 string_index: 0,
                 driver: Some("usbhid".into()),
                 report_descriptor: Vec::new(),
+                probe_answers: Vec::new(),
             }],
             maxchild: 0,
             controller: None,

@@ -119,3 +119,141 @@ fn only_usb_storage_unbinds_softly() {
         assert!(!driver::soft_unbind(&device(kind), 0), "{kind}");
     }
 }
+
+/// A flood device (one vendor interface, a bulk endpoint each way) with
+/// the ids `vid`:`pid`.
+fn serial_device(vid: u16, pid: u16) -> Device {
+    let mut d = device("flood");
+    d.desc.dev.vid = vid;
+    d.desc.dev.pid = pid;
+    d.kind = Kind::Dev(DeviceKind::External);
+    d
+}
+
+/// The setup packets of `ops`, as usbmon prints them (`c0 ff 370b 0000
+/// 0001`).
+fn setups(ops: &[super::ctx::Op]) -> Vec<String> {
+    ops.iter()
+        .filter_map(|o| match o {
+            super::ctx::Op::Ctrl { setup: s, .. } => Some(format!(
+                "{:02x} {:02x} {:02x}{:02x} {:02x}{:02x} {:02x}{:02x}",
+                s[0], s[1], s[3], s[2], s[5], s[4], s[7], s[6]
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The peer answered the last request `status`, with `data`.
+fn answer(d: &mut Device, ops: &[super::ctx::Op], status: i32, data: &[u8]) {
+    let Some(super::ctx::Op::Ctrl { setup, .. }) = ops.last() else {
+        panic!("no request");
+    };
+    d.probe_answers.push((
+        0,
+        crate::usbcore::device::ProbeAnswer {
+            setup: *setup,
+            status,
+            data: data.to_vec(),
+        },
+    ));
+}
+
+#[test]
+fn cp210x_probes_as_the_part_number_says() {
+    // (part number, the further requests and their answers' lengths)
+    for (partnum, want) in [
+        // The CP2102's quirk check: two bytes of the part number, index 0.
+        (0x02u8, vec!["c0 ff 370b 0000 0002"]),
+        // CP2104: GET_PORTCONFIG of its single port config.
+        (0x04, vec!["c0 ff 370c 0000 000d"]),
+        // CP2105: the firmware version, the pin mode, its port config.
+        (
+            0x05,
+            vec![
+                "c0 ff 000e 0000 0003",
+                "c0 ff 3711 0000 0002",
+                "c0 ff 370c 0000 000f",
+            ],
+        ),
+        // CP2108 on interface 0: the firmware version, the quad config.
+        (0x08, vec!["c0 ff 000e 0000 0003", "c0 ff 370c 0000 0049"]),
+        // CP2102N: the firmware version, the configuration array.
+        (0x20, vec!["c0 ff 0010 0000 0003", "c0 ff 000e 0000 02a6"]),
+        // CP2101 and CP2103: nothing more.
+        (0x01, vec![]),
+        (0x03, vec![]),
+    ] {
+        let mut d = serial_device(0x10c4, 0xea60);
+        assert_eq!(driver::bound(&d, 0), Some("cp210x"));
+        let first = driver::probe_ops(&d, 0);
+        assert_eq!(setups(&first), ["c0 ff 370b 0000 0001"]);
+        answer(&mut d, &first, 0, &[partnum]);
+        let mut got = vec![];
+        loop {
+            let more = driver::probe_more(&d, 0, 0);
+            if more.is_empty() {
+                break;
+            }
+            got.extend(setups(&more));
+            let len = u16::from_le_bytes(match &more[0] {
+                super::ctx::Op::Ctrl { setup: s, .. } => [s[6], s[7]],
+                _ => unreachable!(),
+            });
+            answer(&mut d, &more, 0, &vec![0; len as usize]);
+        }
+        assert_eq!(got, want, "part {partnum:#04x}");
+    }
+    // GET_PARTNUM stalled: the part is unknown, nothing more is asked.
+    let mut d = serial_device(0x10c4, 0xea60);
+    let first = driver::probe_ops(&d, 0);
+    answer(&mut d, &first, -32, &[]);
+    assert!(driver::probe_more(&d, 0, 0).is_empty());
+}
+
+#[test]
+fn ch341_configures_by_its_version_and_stops_at_a_failure() {
+    let run = |version: u8, fail_at: Option<usize>| {
+        let mut d = serial_device(0x1a86, 0x7523);
+        assert_eq!(driver::bound(&d, 0), Some("ch341"));
+        let first = driver::probe_ops(&d, 0);
+        let mut got = setups(&first);
+        answer(&mut d, &first, 0, &[version, 0]);
+        loop {
+            let more = driver::probe_more(&d, 0, 0);
+            if more.is_empty() {
+                break;
+            }
+            got.extend(setups(&more));
+            let status = if fail_at == Some(got.len()) { -32 } else { 0 };
+            answer(&mut d, &more, status, &[0x01, 0xc3]);
+        }
+        got
+    };
+    // Version 0x31: 9600 baud with bit 7, the line control register, the
+    // handshake, the break register's read.
+    assert_eq!(
+        run(0x31, None),
+        [
+            "c0 5f 0000 0000 0002",
+            "40 a1 0000 0000 0000",
+            "40 9a 1312 b282 0000",
+            "40 9a 2518 00c3 0000",
+            "40 a4 ffff 0000 0000",
+            "c0 95 0005 0000 0002",
+        ]
+    );
+    // Version 0x27: no bit 7, no line control register.
+    assert_eq!(
+        run(0x27, None),
+        [
+            "c0 5f 0000 0000 0002",
+            "40 a1 0000 0000 0000",
+            "40 9a 1312 b202 0000",
+            "40 a4 ffff 0000 0000",
+            "c0 95 0005 0000 0002",
+        ]
+    );
+    // SERIAL_INIT failed: the port probe ends there.
+    assert_eq!(run(0x31, Some(2)).len(), 2);
+}

@@ -79,6 +79,10 @@ pub(crate) fn usb_device(ctx: &Ctx, id: DevId) -> Option<UsbDevice> {
                         .unwrap_or_default(),
                     _ => Vec::new(),
                 },
+                probe_answers: match driver_of(d, a.num) {
+                    Some(ref n) if n != "usbfs" => driver::probe_answers(d, a.num),
+                    _ => Vec::new(),
+                },
                 driver: driver_of(d, a.num),
             });
         }

@@ -279,6 +279,11 @@ pub(crate) struct Device {
     /// (cdc_acm's line coding) are still going to the peer: the driver is
     /// bound once they are done, as the kernel's probe returns after them.
     pub probe_pending: Vec<u8>,
+    /// The answers an external device's peer gave its drivers' probe
+    /// requests, by interface, in order (cp210x's part number, ch341's
+    /// chip version), for the drivers' next requests and their parts above
+    /// the core; an interface's are dropped when its driver probes again.
+    pub probe_answers: Vec<(u8, crate::usbcore::device::ProbeAnswer)>,
     /// What the device model of its class keeps of its own (an audio
     /// device's mixer controls, say), of a type the class defines; None
     /// until the class first needs it.
@@ -545,6 +550,7 @@ impl Device {
             hid_last: Vec::new(),
             hid_probed: Vec::new(),
             probe_pending: Vec::new(),
+            probe_answers: Vec::new(),
             class_state: None,
         }
     }

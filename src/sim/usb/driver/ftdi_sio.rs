@@ -1,14 +1,17 @@
 //! ftdi_sio (`drivers/usb/serial/ftdi_sio.c` on the usb-serial core):
 //! binds FTDI's own vendor and product IDs (interface by interface, one
 //! port each). Its probe types the chip by `bcdDevice`, reads the latency
-//! timer and writes it back, and on the FT232R, FT232H and FT-X reads the
-//! CBUS configuration from the EEPROM (its GPIO setup); everything else it
+//! timer and writes back what it read, and on the FT232R, FT232H and FT-X
+//! reads the CBUS configuration from the EEPROM (its GPIO setup; only a
+//! peer's answers lead a probe past its first request, see
+//! [`HostDriver::probe_more`]); everything else it
 //! sends comes from its tty port while the port is open, which is the tty
 //! layer's (`crate::tty::ftdi`), through the same port usbfs uses.
 
 use crate::sim::usb::ctx::{setup, DevId, Device, Op};
 use crate::sim::usb::descriptors::AltDesc;
 use crate::tty::ftdi::{req, Chip, FTDI_VID};
+use crate::usbcore::device::ProbeAnswer;
 
 use super::host::{HostDriver, Probe};
 use super::id::UsbDeviceId;
@@ -48,6 +51,24 @@ fn jtag_first(dev: &Device) -> bool {
             ))
 }
 
+/// A probe request with no data stage of its own.
+fn ctrl(d: DevId, setup: [u8; 8]) -> Op {
+    Op::Ctrl {
+        target: d,
+        setup,
+        out: None,
+        tag: None,
+    }
+}
+
+/// ftdi_gpio_init's reads of the CBUS configuration, two bytes a word.
+fn eeprom_reads(chip: Chip, d: DevId) -> Vec<Op> {
+    chip.gpio_eeprom_words()
+        .iter()
+        .map(|w| ctrl(d, setup(0xc0, req::READ_EEPROM, 0, *w, 2)))
+        .collect()
+}
+
 impl HostDriver for FtdiSio {
     fn name(&self) -> &'static str {
         "ftdi_sio"
@@ -72,44 +93,46 @@ impl HostDriver for FtdiSio {
         }
         Probe::Bound
     }
-    /// ftdi_port_probe: GET_LATENCY_TIMER, SET_LATENCY_TIMER with what
-    /// the chips answer after a reset (16 ms; a peer's own answer, see
-    /// [`HostDriver::probe_value`]), and ftdi_gpio_init's EEPROM reads.
+    /// ftdi_port_probe's first request: GET_LATENCY_TIMER (the chips
+    /// without one: ftdi_gpio_init's EEPROM reads, none of them has any).
     fn probe_ops(&self, dev: &Device, d: DevId, alt: &AltDesc) -> Vec<Op> {
         let Some(chip) = Chip::of(dev.desc.dev.bcd_device) else {
             return Vec::new();
         };
         let (_, channel) = chip.base_and_channel(alt.num);
-        let mut ops = Vec::new();
         if chip.has_latency_timer() {
-            ops.push(Op::Ctrl {
-                target: d,
-                setup: setup(0xc0, req::GET_LATENCY_TIMER, 0, channel, 1),
-                out: None,
-                tag: None,
-            });
-            ops.push(Op::Ctrl {
-                target: d,
-                setup: setup(0x40, req::SET_LATENCY_TIMER, 16, channel, 0),
-                out: None,
-                tag: None,
-            });
+            vec![ctrl(d, setup(0xc0, req::GET_LATENCY_TIMER, 0, channel, 1))]
+        } else {
+            eeprom_reads(chip, d)
         }
-        for w in chip.gpio_eeprom_words() {
-            ops.push(Op::Ctrl {
-                target: d,
-                setup: setup(0xc0, req::READ_EEPROM, 0, *w, 2),
-                out: None,
-                tag: None,
-            });
-        }
-        ops
     }
-    /// ftdi_port_probe writes back what read_latency_timer read (16 ms
-    /// when the read failed).
-    fn probe_value(&self, setup: &[u8; 8], answer: Option<&[u8]>) -> Option<u16> {
-        (setup[0] == 0x40 && setup[1] == req::SET_LATENCY_TIMER)
-            .then(|| answer.and_then(|a| a.first()).map_or(16, |v| u16::from(*v)))
+    /// Then SET_LATENCY_TIMER with what the read gave (16 ms when it
+    /// failed), and ftdi_gpio_init's EEPROM reads.
+    fn probe_more(
+        &self,
+        dev: &Device,
+        d: DevId,
+        alt: &AltDesc,
+        answers: &[ProbeAnswer],
+    ) -> Vec<Op> {
+        let Some(chip) = Chip::of(dev.desc.dev.bcd_device) else {
+            return Vec::new();
+        };
+        if !chip.has_latency_timer() || answers.len() != 1 {
+            return Vec::new();
+        }
+        let (_, channel) = chip.base_and_channel(alt.num);
+        let latency = answers[0]
+            .data
+            .first()
+            .filter(|_| answers[0].status == 0)
+            .map_or(16, |v| u16::from(*v));
+        let mut ops = vec![ctrl(
+            d,
+            setup(0x40, req::SET_LATENCY_TIMER, latency, channel, 0),
+        )];
+        ops.extend(eeprom_reads(chip, d));
+        ops
     }
     fn polled(&self) -> bool {
         false

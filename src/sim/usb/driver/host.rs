@@ -4,6 +4,7 @@
 
 use crate::sim::usb::ctx::{Ctx, DevId, Device, Op};
 use crate::sim::usb::descriptors::AltDesc;
+use crate::usbcore::device::ProbeAnswer;
 
 use super::id::{self, UsbDeviceId};
 
@@ -44,13 +45,20 @@ pub(crate) trait HostDriver: Sync {
     fn probe_ops(&self, _dev: &Device, _d: DevId, _alt: &AltDesc) -> Vec<Op> {
         Vec::new()
     }
-    /// The wValue of probe request `setup` when it depends on the answer
-    /// to the request before it (`answer`: its IN data, None if it failed),
-    /// as ftdi_sio writes back the latency timer it read; None: `setup`'s
-    /// own. Only a peer's answers come in time for this: other devices'
-    /// probes send `setup` as [`HostDriver::probe_ops`] made it.
-    fn probe_value(&self, _setup: &[u8; 8], _answer: Option<&[u8]>) -> Option<u16> {
-        None
+    /// The requests its probe sends next, once those before were answered
+    /// (`answers`: every request of this probe so far, in order, the
+    /// [`HostDriver::probe_ops`] first); empty: the probe is done. For a
+    /// probe that reads the device to decide what to ask next (cp210x's
+    /// part number); only an external device's peer is asked for them
+    /// (a model's answers are not kept).
+    fn probe_more(
+        &self,
+        _dev: &Device,
+        _d: DevId,
+        _alt: &AltDesc,
+        _answers: &[ProbeAnswer],
+    ) -> Vec<Op> {
+        Vec::new()
     }
     /// It starts on interface `alt` of `d` once probed: its URBs from `at`
     /// (drivers whose device model plays them: nothing).

@@ -10,7 +10,9 @@
 //!   interrupt IN polling); [`storage`]: usb-storage and uas; [`audio`]:
 //!   snd-usb-audio and uvcvideo; [`usbtest`]: usbtest; [`cdc_acm`]:
 //!   cdc_acm (its probe; its tty is the tty layer's); [`ftdi_sio`]:
-//!   ftdi_sio (likewise); [`generic`]:
+//!   ftdi_sio (likewise); [`cp210x`]: cp210x and [`ch341`]: ch341
+//!   (likewise, their probes reading the device, [`HostDriver::probe_more`]);
+//!   [`generic`]:
 //!   monfs-generic, for an external device's interfaces no stock driver
 //!   matches.
 //! * What the drivers share: the interrupt IN loop ([`int_in`]) and the
@@ -25,9 +27,12 @@
 
 use crate::sim::usb::ctx::{Ctx, DevId, Device, Op};
 use crate::sim::usb::descriptors::AltDesc;
+use crate::usbcore::device::ProbeAnswer;
 
 pub(crate) mod audio;
 pub(crate) mod cdc_acm;
+pub(crate) mod ch341;
+pub(crate) mod cp210x;
 pub(crate) mod ftdi_sio;
 pub(crate) mod generic;
 mod host;
@@ -52,6 +57,8 @@ static DRIVERS: &[&dyn HostDriver] = &[
     &usbtest::UsbTest,
     &cdc_acm::CdcAcm,
     &ftdi_sio::FtdiSio,
+    &cp210x::Cp210x,
+    &ch341::Ch341,
 ];
 
 /// The drivers that match `alt` of `dev`, in order: the stock ones, else
@@ -192,6 +199,25 @@ pub(crate) fn probe_ops(dev: &Device, d: DevId) -> Vec<Op> {
         .into_iter()
         .flat_map(|(drv, alt)| drv.probe_ops(dev, d, &alt))
         .collect()
+}
+
+/// What the peer answered the probe requests of interface `num`'s driver,
+/// in order.
+pub(crate) fn probe_answers(dev: &Device, num: u8) -> Vec<ProbeAnswer> {
+    dev.probe_answers
+        .iter()
+        .filter(|(n, _)| *n == num)
+        .map(|(_, a)| a.clone())
+        .collect()
+}
+
+/// The requests interface `num`'s driver's probe sends next, given the
+/// answers so far ([`HostDriver::probe_more`]).
+pub(crate) fn probe_more(dev: &Device, d: DevId, num: u8) -> Vec<Op> {
+    let Some((drv, alt)) = attached(dev, num) else {
+        return Vec::new();
+    };
+    drv.probe_more(dev, d, &alt, &probe_answers(dev, num))
 }
 
 /// Start the drivers that bind `d`'s interfaces (`only`: that

@@ -24,13 +24,14 @@ use std::sync::Arc;
 use crate::base::sync::LockExt;
 
 use crate::config::{DeviceKind, EndpointConfig};
+use crate::usbcore::device::ProbeAnswer;
 
 use super::super::ctx::*;
 use super::super::descriptors;
 use super::super::descriptors::{ClassDesc, Where};
 use super::super::driver::generic::resolve;
 use super::super::driver::recovery::{clear_halt, run_recovery};
-use super::super::driver::{self, usbhid, HostDriver};
+use super::super::driver::{self, usbhid};
 use super::super::peer::protocol::{check_answer, submit_line, Answer};
 use super::super::peer::{AnswerError, PeerError};
 use super::class::DeviceClass;
@@ -107,11 +108,12 @@ struct CtrlReq {
     /// The URB (usbhid's own for SET_REPORT); None: a fresh one.
     tag: Option<u64>,
     /// The last request of this interface's driver's probe: the driver
-    /// is bound once it is done ([`Device::probe_pending`]).
+    /// is bound once it is done ([`Device::probe_pending`]), unless its
+    /// answer leads the driver to more ([`driver::probe_more`]).
     ends_probe: Option<u8>,
-    /// The probing driver, whose [`HostDriver::probe_value`] may set the
-    /// request's wValue from the answer before.
-    prober: Option<&'static dyn HostDriver>,
+    /// A request of this interface's driver's probe: its answer is kept
+    /// ([`Device::probe_answers`]).
+    probe_of: Option<u8>,
 }
 
 impl CtrlReq {
@@ -121,7 +123,7 @@ impl CtrlReq {
             out: out.map(Arc::from),
             tag,
             ends_probe: None,
-            prober: None,
+            probe_of: None,
         }
     }
 }
@@ -144,13 +146,16 @@ fn probes_to_peer(dev: &Device, only: Option<u8>) -> Vec<u8> {
         .collect()
 }
 
-/// Mark the probes of [`probes_to_peer`] pending.
+/// Mark the probes of [`probes_to_peer`] pending (the answers an earlier
+/// probe of the same interfaces got are dropped).
 fn probes_pending(ctx: &mut Ctx, d: DevId, only: Option<u8>) {
     let Some(dev) = ctx.dev(d) else {
         return;
     };
     let pending = probes_to_peer(dev, only);
     if let Some(dev) = ctx.dev_mut(d) {
+        dev.probe_answers
+            .retain(|(n, _)| only.is_some_and(|o| o != *n));
         for n in pending {
             if !dev.probe_pending.contains(&n) {
                 dev.probe_pending.push(n);
@@ -163,6 +168,8 @@ fn probes_pending(ctx: &mut Ctx, d: DevId, only: Option<u8>) {
 struct CtrlCur {
     /// See [`CtrlReq::ends_probe`].
     ends_probe: Option<u8>,
+    /// See [`CtrlReq::probe_of`].
+    probe_of: Option<u8>,
     id: u64,
     urb: Urb,
     setup: [u8; 8],
@@ -201,9 +208,6 @@ struct ExternalTask {
     /// Interfaces attached again, whose endpoints start when the probe's
     /// requests are done.
     restart: Vec<u8>,
-    /// The IN data of the last control request that succeeded (None: it
-    /// failed or had none), for [`HostDriver::probe_value`].
-    last_answer: Option<Vec<u8>>,
 }
 
 /// Requests that go to the peer: class and vendor requests, and standard
@@ -245,6 +249,13 @@ fn probe_done(ctx: &mut Ctx, d: DevId, ends: Option<u8>) {
     (ctx.changed)(ctx, d);
 }
 
+/// Keep the answer to a request of interface `of`'s driver's probe.
+fn probe_answered(ctx: &mut Ctx, d: DevId, of: Option<u8>, answer: ProbeAnswer) {
+    if let (Some(n), Some(dev)) = (of, ctx.dev_mut(d)) {
+        dev.probe_answers.push((n, answer));
+    }
+}
+
 impl ExternalTask {
     fn new(ctx: &mut Ctx, d: DevId, now: u64) -> ExternalTask {
         let class_tag = ctx.dev(d).map(|x| x.class_tag).unwrap_or(0);
@@ -266,7 +277,6 @@ impl ExternalTask {
             unbinds: [0; MAX_INTERFACES],
             away: vec![],
             restart: vec![],
-            last_answer: None,
         };
         let (_, name) = hello(ctx, d);
         t.name = name;
@@ -322,7 +332,8 @@ impl ExternalTask {
     fn probe(&mut self, dev: &Device, d: DevId, only: Option<u8>) {
         let mine = |num: u8| only.is_none_or(|o| o == num);
         let hid = usbhid::interfaces(dev);
-        let mut ops: Vec<(Op, Option<u8>, Option<&'static dyn HostDriver>)> = vec![];
+        // (request, the probe it ends, the probe it is of)
+        let mut ops: Vec<(Op, Option<u8>, Option<u8>)> = vec![];
         for num in dev
             .desc
             .cfg
@@ -345,13 +356,13 @@ impl ExternalTask {
                             theirs
                                 .into_iter()
                                 .enumerate()
-                                .map(|(k, o)| (o, (k + 1 == last).then_some(num), Some(drv))),
+                                .map(|(k, o)| (o, (k + 1 == last).then_some(num), Some(num))),
                         );
                     }
                 }
             }
         }
-        for (op, ends_probe, prober) in ops {
+        for (op, ends_probe, probe_of) in ops {
             if let Op::Ctrl {
                 setup, out, tag, ..
             } = op
@@ -361,7 +372,7 @@ impl ExternalTask {
                     out,
                     tag,
                     ends_probe,
-                    prober,
+                    probe_of,
                 });
             }
         }
@@ -606,14 +617,21 @@ impl ExternalTask {
                 if c.fresh {
                     ctx.tags.free(c.urb.tag, URB_SIZE);
                 }
-                let (s, ends) = (c.setup, c.ends_probe);
+                let (s, ends, of) = (c.setup, c.ends_probe, c.probe_of);
                 self.cur = None;
                 self.set_interface_done(ctx, &s, status);
-                probe_done(ctx, dev, ends);
+                let n = (actual as usize).min(data.as_ref().map_or(0, |d| d.len()));
+                let answer = ProbeAnswer {
+                    setup: s,
+                    status,
+                    data: match (&data, s[0] & 0x80 != 0) {
+                        (Some(d), true) => d[..n].to_vec(),
+                        _ => Vec::new(),
+                    },
+                };
+                probe_answered(ctx, dev, of, answer);
+                self.probe_next(ctx, ends);
                 let got = data.filter(|_| status == 0);
-                self.last_answer = got
-                    .as_deref()
-                    .map(|d| d[..(actual as usize).min(d.len())].to_vec());
                 hid_probe_done(
                     ctx,
                     dev,
@@ -629,11 +647,18 @@ impl ExternalTask {
                 if fresh {
                     ctx.tags.free(tag, URB_SIZE);
                 }
-                let (s, ends) = (c.setup, c.ends_probe);
+                let (s, ends, of) = (c.setup, c.ends_probe, c.probe_of);
                 self.cur = None;
-                self.last_answer = None;
                 self.set_interface_done(ctx, &s, ENOENT);
-                probe_done(ctx, dev, ends);
+                // (The driver's usb_control_msg returns -ETIMEDOUT: a
+                // failure either way.)
+                let answer = ProbeAnswer {
+                    setup: s,
+                    status: ENOENT,
+                    data: Vec::new(),
+                };
+                probe_answered(ctx, dev, of, answer);
+                self.probe_next(ctx, ends);
                 hid_probe_done(ctx, dev, &s, None);
                 self.link.give_up(id, ENOENT)?;
                 return Ok(Some(now + ctx.gap()));
@@ -647,13 +672,7 @@ impl ExternalTask {
             Some(t) => (t, false),
             None => (ctx.tags.alloc(&mut ctx.rng, URB_SIZE), true),
         };
-        let mut s = req.setup;
-        if let Some(v) = req
-            .prober
-            .and_then(|p| p.probe_value(&s, self.last_answer.as_deref()))
-        {
-            s[2..4].copy_from_slice(&v.to_le_bytes());
-        }
+        let s = req.setup;
         let urb = Urb::control(tag, s);
         let (dir_in, len) = (urb.dir_in, urb.len);
         let sdata = urb.submit_data(ctx, &req.out);
@@ -661,6 +680,7 @@ impl ExternalTask {
         let id = self.link.id();
         let mut cur = CtrlCur {
             ends_probe: req.ends_probe,
+            probe_of: req.probe_of,
             id,
             urb,
             setup: s,
@@ -684,6 +704,40 @@ impl ExternalTask {
         };
         self.cur = Some(cur);
         Ok(Some(next))
+    }
+
+    /// The last request queued for interface `ends`'s driver's probe was
+    /// answered: its next requests go first (before other interfaces'
+    /// probes, as the kernel probes one interface at a time), the last of
+    /// them ending the probe; with none, the probe is done.
+    fn probe_next(&mut self, ctx: &mut Ctx, ends: Option<u8>) {
+        let d = self.dev;
+        let Some(num) = ends else {
+            return;
+        };
+        let more = ctx
+            .dev(d)
+            .map(|dev| driver::probe_more(dev, d, num))
+            .unwrap_or_default();
+        if more.is_empty() {
+            probe_done(ctx, d, ends);
+            return;
+        }
+        let last = more.len();
+        for (k, op) in more.into_iter().enumerate().rev() {
+            if let Op::Ctrl {
+                setup, out, tag, ..
+            } = op
+            {
+                self.ctrl.push_front(CtrlReq {
+                    setup,
+                    out,
+                    tag,
+                    ends_probe: (k + 1 == last).then_some(num),
+                    probe_of: Some(num),
+                });
+            }
+        }
     }
 
     /// After a SET_INTERFACE of the driver: the interface is in the setting,
