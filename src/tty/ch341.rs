@@ -359,35 +359,15 @@ impl PortDriver for Ch341 {
         format!("ch341-uart converter (chip version {:#04x})", self.version)
     }
 
-    fn tty_name(&self) -> &'static str {
-        serial::TTY_NAME
-    }
-
-    fn major(&self) -> u32 {
-        serial::USB_SERIAL_TTY_MAJOR
-    }
-
-    fn devpath(&self, iface_devpath: &str, name: &str) -> String {
-        serial::tty_devpath(iface_devpath, name)
-    }
-
     /// Two of the bulk IN endpoint's packet size (the driver sets no
     /// `bulk_in_size`).
     fn read_urbs(&self) -> Urbs {
-        Urbs {
-            endpoint: self.bulk_in.0,
-            length: usize::from(self.bulk_in.1),
-            count: serial::READ_URBS,
-        }
+        Urbs::usb_serial(self.bulk_in.0, self.bulk_in.1, 0)
     }
 
     /// Two of the bulk OUT endpoint's packet size.
     fn write_urbs(&self) -> Urbs {
-        Urbs {
-            endpoint: self.bulk_out.0,
-            length: usize::from(self.bulk_out.1),
-            count: serial::WRITE_URBS,
-        }
+        Urbs::usb_serial(self.bulk_out.0, self.bulk_out.1, 0)
     }
 
     /// The interrupt IN URB of the endpoint's packet size.
@@ -516,10 +496,6 @@ impl PortDriver for Ch341 {
         Cow::Borrowed(data)
     }
 
-    fn read_stops(&self, status: i32) -> bool {
-        serial::read_stops(status)
-    }
-
     /// ch341_update_status: the modem lines of an interrupt packet; each
     /// change counted, DCD dropping without CLOCAL hangs up.
     fn notification(&self, st: &mut PortState, buf: &[u8]) {
@@ -548,15 +524,6 @@ impl PortDriver for Ch341 {
                 st.dcd_dropped();
             }
         }
-    }
-
-    fn chars_in_buffer(&self, queued: usize, lengths: &[usize]) -> usize {
-        serial::chars_in_buffer(queued, lengths)
-    }
-
-    /// usb_serial_generic_tiocmiwait.
-    fn miwait_lines(&self) -> u32 {
-        serial::MIWAIT_LINES
     }
 
     /// ch341 has no `get_icount`.

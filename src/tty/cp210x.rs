@@ -782,34 +782,14 @@ impl PortDriver for Cp210x {
         format!("cp210x converter ({})", part::name(self.partnum))
     }
 
-    fn tty_name(&self) -> &'static str {
-        serial::TTY_NAME
-    }
-
-    fn major(&self) -> u32 {
-        serial::USB_SERIAL_TTY_MAJOR
-    }
-
-    fn devpath(&self, iface_devpath: &str, name: &str) -> String {
-        serial::tty_devpath(iface_devpath, name)
-    }
-
     /// Two of `bulk_in_size`: the driver's 256 or the packet size.
     fn read_urbs(&self) -> Urbs {
-        Urbs {
-            endpoint: self.bulk_in.0,
-            length: 256usize.max(usize::from(self.bulk_in.1)),
-            count: serial::READ_URBS,
-        }
+        Urbs::usb_serial(self.bulk_in.0, self.bulk_in.1, 256)
     }
 
-    /// Two of the driver's `bulk_out_size`, 256.
+    /// Two of `bulk_out_size`: the driver's 256 or the packet size.
     fn write_urbs(&self) -> Urbs {
-        Urbs {
-            endpoint: self.bulk_out.0,
-            length: 256,
-            count: serial::WRITE_URBS,
-        }
+        Urbs::usb_serial(self.bulk_out.0, self.bulk_out.1, 256)
     }
 
     /// cp210x_open: the UART on (the termios and the read URBs follow).
@@ -899,14 +879,6 @@ impl PortDriver for Cp210x {
         Cow::Owned(out)
     }
 
-    fn read_stops(&self, status: i32) -> bool {
-        serial::read_stops(status)
-    }
-
-    fn chars_in_buffer(&self, queued: usize, lengths: &[usize]) -> usize {
-        serial::chars_in_buffer(queued, lengths)
-    }
-
     /// cp210x_tx_empty: GET_COMM_STATUS's ulAmountInOutQueue is 0 (or the
     /// request failed).
     fn tx_empty(&self, p: &Port) -> Option<bool> {
@@ -916,10 +888,6 @@ impl PortDriver for Cp210x {
                 Err(_) => true,
             },
         )
-    }
-
-    fn miwait_lines(&self) -> u32 {
-        serial::MIWAIT_LINES
     }
 
     /// cp210x has no `tiocmiwait`.

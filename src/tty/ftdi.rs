@@ -481,34 +481,14 @@ impl PortDriver for Ftdi {
         }
     }
 
-    fn tty_name(&self) -> &'static str {
-        serial::TTY_NAME
-    }
-
-    fn major(&self) -> u32 {
-        serial::USB_SERIAL_TTY_MAJOR
-    }
-
-    fn devpath(&self, iface_devpath: &str, name: &str) -> String {
-        serial::tty_devpath(iface_devpath, name)
-    }
-
     /// Two of `bulk_in_size`: the driver's 512 or the packet size.
     fn read_urbs(&self) -> Urbs {
-        Urbs {
-            endpoint: self.bulk_in.0,
-            length: 512usize.max(usize::from(self.bulk_in.1)),
-            count: serial::READ_URBS,
-        }
+        Urbs::usb_serial(self.bulk_in.0, self.bulk_in.1, 512)
     }
 
     /// Two of `bulk_out_size`: the driver's 256 or the packet size.
     fn write_urbs(&self) -> Urbs {
-        Urbs {
-            endpoint: self.bulk_out.0,
-            length: 256usize.max(usize::from(self.bulk_out.1)),
-            count: serial::WRITE_URBS,
-        }
+        Urbs::usb_serial(self.bulk_out.0, self.bulk_out.1, 256)
     }
 
     /// ftdi_open: reset the port (the termios and the read URBs follow).
@@ -648,10 +628,6 @@ impl PortDriver for Ftdi {
         Cow::Owned(out)
     }
 
-    fn read_stops(&self, status: i32) -> bool {
-        serial::read_stops(status)
-    }
-
     /// ftdi_prepare_write_buffer: the SIO's packets start with a length
     /// byte; the others' are the bytes. Counts what goes out.
     fn prepare_write(&self, st: &mut PortState, chunk: Vec<u8>) -> Vec<u8> {
@@ -667,10 +643,6 @@ impl PortDriver for Ftdi {
             st.icount.tx += part.len() as u32;
         }
         out
-    }
-
-    fn chars_in_buffer(&self, queued: usize, lengths: &[usize]) -> usize {
-        serial::chars_in_buffer(queued, lengths)
     }
 
     /// ftdi_tx_empty: the modem status's TEMT.
@@ -690,10 +662,6 @@ impl PortDriver for Ftdi {
         b[16..20].copy_from_slice(&pr.flags.to_le_bytes());
         b[24..28].copy_from_slice(&pr.custom_divisor.to_le_bytes());
         b[28..32].copy_from_slice(&self.baud_base.to_le_bytes());
-    }
-
-    fn miwait_lines(&self) -> u32 {
-        serial::MIWAIT_LINES
     }
 }
 

@@ -22,10 +22,11 @@
 //! Like usbfs, sysfs and the HID core, nothing here imports the simulator.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
+use crate::base::errno::{Errno, SysResult};
 use crate::base::sync::LockExt;
-use crate::base::vfs::{NodeKind, Tree};
+use crate::base::vfs::{Caller, FileNode, NodeKind, OpenFile, OpenFlags, SnapshotFile, Tree};
 use crate::usbcore::device::{
     DevRef, DeviceChange, DeviceEvent, DeviceWatcher, Interface, UsbCorePort, UsbDevice,
 };
@@ -248,7 +249,7 @@ impl TtyCore {
         for (a, mode) in p.driver.attributes() {
             t.set(
                 &format!("{dir}/{a}"),
-                NodeKind::File(Arc::new(serial::PortAttr {
+                NodeKind::File(Arc::new(PortAttr {
                     port: Arc::downgrade(p),
                     name: a,
                     mode,
@@ -352,5 +353,67 @@ impl ChildDevices for TtyCore {
             udev: Vec::new(),
         };
         vec![port_dev, tty]
+    }
+}
+
+/// A driver attribute of a port device (ftdi_sio's `latency_timer`): read
+/// and written through the driver, a write sending its request.
+struct PortAttr {
+    /// The port.
+    port: Weak<Port>,
+    /// The attribute's name.
+    name: &'static str,
+    /// Its mode.
+    mode: u32,
+}
+
+impl FileNode for PortAttr {
+    fn open(&self, flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
+        let p = self.port.upgrade().ok_or(Errno::ENODEV)?;
+        // The mount's default_permissions checks the mode against the
+        // caller; a mode without the access is refused for root too.
+        if flags.writable() {
+            if self.mode & 0o200 == 0 {
+                return Err(Errno::EACCES);
+            }
+            return Ok(Arc::new(AttrWrite {
+                port: self.port.clone(),
+                name: self.name,
+            }));
+        }
+        if self.mode & 0o444 == 0 {
+            return Err(Errno::EACCES);
+        }
+        let text = p.driver.show_attr(self.name).into_bytes();
+        SnapshotFile::new(move || text.clone()).open(flags, caller)
+    }
+
+    fn size(&self) -> u64 {
+        crate::usbcore::sysfs::ATTR_SIZE
+    }
+}
+
+/// An attribute opened for writing: each write is one store.
+struct AttrWrite {
+    port: Weak<Port>,
+    name: &'static str,
+}
+
+impl OpenFile for AttrWrite {
+    fn read(&self, _offset: u64, _size: u32) -> SysResult<Vec<u8>> {
+        Err(Errno::EINVAL)
+    }
+
+    fn write(&self, _offset: u64, data: &[u8], _caller: &Caller) -> SysResult<u32> {
+        // A sysfs store gets at most a page.
+        if data.len() >= 4096 {
+            return Err(Errno::EINVAL);
+        }
+        let p = self.port.upgrade().ok_or(Errno::ENODEV)?;
+        let text = std::str::from_utf8(data)
+            .map_err(|_| Errno::EINVAL)?
+            .trim_end_matches('\n');
+        p.driver.store_attr(&p, self.name, text)?;
+        Ok(data.len() as u32)
     }
 }

@@ -38,6 +38,7 @@ use crate::usbcore::device::{
 };
 
 use super::ldisc::NTty;
+use super::serial;
 use super::termios::{self, Termios};
 
 /// `USB_CTRL_SET_TIMEOUT`, ftdi_sio's `WDR_TIMEOUT`.
@@ -105,23 +106,46 @@ pub struct Urbs {
     pub count: usize,
 }
 
+impl Urbs {
+    /// A usb-serial port's read or write URBs (two) on bulk endpoint
+    /// `endpoint` of packet size `packet`, for a driver whose
+    /// `bulk_in_size` or `bulk_out_size` is `size` (0: unset): the larger
+    /// of the two, as usb_serial_probe sizes them.
+    pub fn usb_serial(endpoint: u8, packet: u16, size: usize) -> Urbs {
+        Urbs {
+            endpoint,
+            length: size.max(usize::from(packet)),
+            count: serial::URBS,
+        }
+    }
+}
+
 /// What differs between the USB serial drivers' ports: the requests they
 /// send and what their URBs carry. Calls that send requests run on the
 /// caller's thread with no lock of the port's held; `process_read`,
 /// `notification` and `prepare_write` run with the port's state locked.
+/// The defaults are the usb-serial core's (its `ttyUSBN` and its generic
+/// functions, as usb-serial.c sets them for a driver that has none);
+/// cdc_acm overrides them.
 pub trait PortDriver: Send + Sync {
     /// The driver's name (its sysfs `driver` link, the port device's
     /// `DRIVER`).
     fn driver_name(&self) -> &'static str;
     /// What the kernel logs when the port comes (after the tty's name).
     fn describe(&self) -> String;
-    /// The tty's name without its number (`ttyACM`, `ttyUSB`).
-    fn tty_name(&self) -> &'static str;
+    /// The tty's name without its number (`ttyUSB`, `ttyACM`).
+    fn tty_name(&self) -> &'static str {
+        serial::TTY_NAME
+    }
     /// The tty driver's major.
-    fn major(&self) -> u32;
+    fn major(&self) -> u32 {
+        serial::USB_SERIAL_TTY_MAJOR
+    }
     /// The tty class device's path below `/sys`, from the interface's and
-    /// the tty's name.
-    fn devpath(&self, iface_devpath: &str, name: &str) -> String;
+    /// the tty's name (a usb-serial port's is below its port device).
+    fn devpath(&self, iface_devpath: &str, name: &str) -> String {
+        serial::tty_devpath(iface_devpath, name)
+    }
     /// The read URBs.
     fn read_urbs(&self) -> Urbs;
     /// The write URBs.
@@ -168,7 +192,9 @@ pub trait PortDriver: Send + Sync {
     fn process_read<'a>(&self, st: &mut PortState, data: &'a [u8]) -> Cow<'a, [u8]>;
     /// Whether a read URB that completed with `status` is not submitted
     /// again.
-    fn read_stops(&self, status: i32) -> bool;
+    fn read_stops(&self, status: i32) -> bool {
+        serial::read_stops(status)
+    }
     /// The notification URB's data.
     fn notification(&self, _st: &mut PortState, _buf: &[u8]) {}
     /// A write URB's buffer from `chunk` (at most the write URB's length
@@ -176,9 +202,11 @@ pub trait PortDriver: Send + Sync {
     fn prepare_write(&self, _st: &mut PortState, chunk: Vec<u8>) -> Vec<u8> {
         chunk
     }
-    /// Bytes not yet sent with `queued` waiting and `in_flight` write URBs
-    /// of `lengths` (TIOCOUTQ, chars_in_buffer).
-    fn chars_in_buffer(&self, queued: usize, lengths: &[usize]) -> usize;
+    /// Bytes not yet sent with `queued` waiting and write URBs of
+    /// `lengths` in flight (TIOCOUTQ, chars_in_buffer).
+    fn chars_in_buffer(&self, queued: usize, lengths: &[usize]) -> usize {
+        serial::chars_in_buffer(queued, lengths)
+    }
     /// Whether the device's transmitter is empty (tx_empty; None: the
     /// driver has no such call and the tty layer waits for the URBs only).
     fn tx_empty(&self, _p: &Port) -> Option<bool> {
@@ -186,8 +214,11 @@ pub trait PortDriver: Send + Sync {
     }
     /// Fill the driver's fields of `struct serial_struct` (TIOCGSERIAL).
     fn serial(&self, _b: &mut [u8]) {}
-    /// The modem lines TIOCMIWAIT can wait for.
-    fn miwait_lines(&self) -> u32;
+    /// The modem lines TIOCMIWAIT can wait for
+    /// (usb_serial_generic_tiocmiwait's).
+    fn miwait_lines(&self) -> u32 {
+        TIOCM_RI | TIOCM_DSR | TIOCM_CD | TIOCM_CTS
+    }
     /// Whether the driver throttles: a usb-serial driver without `throttle`
     /// (ch341) keeps its read URBs going when the line discipline is full,
     /// and what the flip buffer has no room for is lost.

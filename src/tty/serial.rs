@@ -2,15 +2,10 @@
 //! `generic.c`) as its drivers' ports share it: the `ttyUSBN` names of
 //! major 188, the port device `INTERFACE/ttyUSBN` on the `usb-serial` bus
 //! with the tty below it, 2 read and 2 write URBs per port, the read
-//! callback's rules, chars_in_buffer, and the lines TIOCMIWAIT waits for.
-//! The drivers: [`super::ftdi`], [`super::cp210x`], [`super::ch341`].
-
-use std::sync::{Arc, Weak};
-
-use crate::base::errno::{Errno, SysResult};
-use crate::base::vfs::{Caller, FileNode, OpenFile, OpenFlags, SnapshotFile};
-
-use super::port::{Port, TIOCM_CD, TIOCM_CTS, TIOCM_DSR, TIOCM_RI};
+//! callback's rules and chars_in_buffer, which are the defaults of
+//! [`super::port::PortDriver`] (as the core's generic functions are a
+//! usb-serial driver's defaults). The drivers: [`super::ftdi`],
+//! [`super::cp210x`], [`super::ch341`].
 
 /// `USB_SERIAL_TTY_MAJOR`.
 pub const USB_SERIAL_TTY_MAJOR: u32 = 188;
@@ -18,12 +13,9 @@ pub const USB_SERIAL_TTY_MAJOR: u32 = 188;
 pub const USB_SERIAL_TTY_MINORS: u32 = 512;
 /// The tty driver's name.
 pub const TTY_NAME: &str = "ttyUSB";
-/// A port's read URBs (`read_urbs[2]`).
-pub const READ_URBS: usize = 2;
-/// A port's write URBs (`write_urbs[2]`).
-pub const WRITE_URBS: usize = 2;
-/// usb_serial_generic_tiocmiwait's lines.
-pub const MIWAIT_LINES: u32 = TIOCM_RI | TIOCM_DSR | TIOCM_CD | TIOCM_CTS;
+/// A port's read URBs and its write URBs, each (`read_urbs[2]`,
+/// `write_urbs[2]`).
+pub const URBS: usize = 2;
 /// The usb-serial drivers monfs has: the USB interface driver's name (the
 /// module's, `sys/bus/usb/drivers/NAME`) and the usb-serial driver's (its
 /// `sys/bus/usb-serial/drivers/NAME` directory, the port device's
@@ -79,66 +71,4 @@ pub fn endpoints(cfg: &[u8], ifnum: u8, alt: u8) -> Vec<(u8, u8, u16)> {
         }
     }
     v
-}
-
-/// A driver attribute of a port device (ftdi_sio's `latency_timer`): read
-/// and written through the driver, a write sending its request.
-pub struct PortAttr {
-    /// The port.
-    pub port: Weak<Port>,
-    /// The attribute's name.
-    pub name: &'static str,
-    /// Its mode.
-    pub mode: u32,
-}
-
-impl FileNode for PortAttr {
-    fn open(&self, flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
-        let p = self.port.upgrade().ok_or(Errno::ENODEV)?;
-        // The mount's default_permissions checks the mode against the
-        // caller; a mode without the access is refused for root too.
-        if flags.writable() {
-            if self.mode & 0o200 == 0 {
-                return Err(Errno::EACCES);
-            }
-            return Ok(Arc::new(AttrWrite {
-                port: self.port.clone(),
-                name: self.name,
-            }));
-        }
-        if self.mode & 0o444 == 0 {
-            return Err(Errno::EACCES);
-        }
-        let text = p.driver.show_attr(self.name).into_bytes();
-        SnapshotFile::new(move || text.clone()).open(flags, caller)
-    }
-
-    fn size(&self) -> u64 {
-        crate::usbcore::sysfs::ATTR_SIZE
-    }
-}
-
-/// An attribute opened for writing: each write is one store.
-struct AttrWrite {
-    port: Weak<Port>,
-    name: &'static str,
-}
-
-impl OpenFile for AttrWrite {
-    fn read(&self, _offset: u64, _size: u32) -> SysResult<Vec<u8>> {
-        Err(Errno::EINVAL)
-    }
-
-    fn write(&self, _offset: u64, data: &[u8], _caller: &Caller) -> SysResult<u32> {
-        // A sysfs store gets at most a page.
-        if data.len() >= 4096 {
-            return Err(Errno::EINVAL);
-        }
-        let p = self.port.upgrade().ok_or(Errno::ENODEV)?;
-        let text = std::str::from_utf8(data)
-            .map_err(|_| Errno::EINVAL)?
-            .trim_end_matches('\n');
-        p.driver.store_attr(&p, self.name, text)?;
-        Ok(data.len() as u32)
-    }
 }
