@@ -752,7 +752,7 @@ pub fn port_driver(d: &UsbDevice, i: &Interface) -> Option<Ftdi> {
 }
 
 /// kstrtouint with base 0: decimal, 0x hex or 0 octal.
-pub fn parse_uint0(s: &str) -> Option<u32> {
+fn parse_uint0(s: &str) -> Option<u32> {
     let s = s.strip_prefix('+').unwrap_or(s);
     if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         u32::from_str_radix(h, 16).ok()
