@@ -971,7 +971,7 @@ impl Port {
     /// The driver's wait_until_sent: ask whether the transmitter is empty,
     /// once per character time at the port's baud rate (at least a jiffy),
     /// until it is or `end`.
-    pub fn wait_tx_empty(&self, end: Instant) {
+    fn wait_tx_empty(&self, end: Instant) {
         loop {
             if self.state().gone {
                 return;
