@@ -212,7 +212,10 @@ fn examples_point_only_inside_the_repository() {
             );
             for word in text.split(|c: char| {
                 c.is_whitespace()
-                    || matches!(c, '(' | ')' | '"' | '`' | '\'' | ',' | ';' | '<' | '>')
+                    || matches!(
+                        c,
+                        '(' | ')' | '[' | ']' | '"' | '`' | '\'' | ',' | ';' | '<' | '>'
+                    )
             }) {
                 let w = word.trim_end_matches(['.', ':']);
                 let top = w.split('/').next().unwrap();
