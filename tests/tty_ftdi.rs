@@ -431,12 +431,18 @@ fn tty_acm_session_is_the_kernels_with_qemus_usb_serial() {
     monfs_run(
         dir,
         &config,
-        "monfs ctl wait settled >/dev/null; \
-         exec 3< /sys/kernel/debug/usb/usbmon/1u; cat <&3 > plug & \
+        "listen() { udevadm monitor --kernel --property > $1 & M=$!; \
+         n=0; until grep -q '^KERNEL - the kernel uevent' $1 || [ $n = 1200 ]; do \
+         sleep 0.05; n=$((n + 1)); done; }; \
+         heard() { n=0; until [ \"$(grep -c '^ACTION=' $1)\" -ge $2 ] || [ $n = 1200 ]; do \
+         sleep 0.05; n=$((n + 1)); done; kill $M; }; \
+         monfs ctl wait settled >/dev/null; \
+         exec 3< /sys/kernel/debug/usb/usbmon/1u; cat <&3 > plug & P=$!; \
+         listen rebind; \
          /usr/bin/python3 -c 'import usb.core; d = usb.core.find(idVendor=0x0403); \
          d.detach_kernel_driver(0); d.attach_kernel_driver(0)'; \
          n=0; until [ -e /dev/ttyUSB0 ] || [ $n = 1200 ]; do sleep 0.05; n=$((n + 1)); done; \
-         kill $!; \
+         kill $P; heard rebind 8; \
          exec 3< /sys/kernel/debug/usb/usbmon/1u; cat <&3 > mon & \
          tty_acm /dev/ttyUSB0 > client 2>&1; \
          n=0; until [ \"$(grep -c ' C Bi:1:002:1 -2 ' mon)\" -ge 2 ] || [ $n = 1200 ]; do \
@@ -449,8 +455,7 @@ fn tty_acm_session_is_the_kernels_with_qemus_usb_serial() {
          cat $d/uevent > port_uevent; cat /sys/class/tty/ttyUSB0/uevent > tty_uevent; \
          ls -l $d/ > ls_port; ls -l /sys/class/tty/ttyUSB0/ > ls_class; \
          cat $d/latency_timer > latency; \
-         udevadm monitor --kernel --property > unplug & M=$!; sleep 1; \
-         monfs ctl unplug --wait 1 5 >/dev/null; sleep 1; kill $M",
+         listen unplug; monfs ctl unplug --wait 1 5 >/dev/null; heard unplug 7",
     );
     let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
     let mut diffs = vec![];
@@ -525,6 +530,26 @@ fn tty_acm_session_is_the_kernels_with_qemus_usb_serial() {
                 "ls -l ({theirs}):\n  kernel {w:#?}\n  monfs {g:#?}"
             ));
         }
+    }
+    // A program's detach and attach of the interface: what the kernel
+    // sends for the interface and below at an unplug (the first four) and
+    // a plug (but the interface's own `add`).
+    let plug = kernel_events(&kernel_ftdi("udev_plug.txt"), "1-5");
+    let unplug = kernel_events(&kernel_ftdi("udev_unplug.txt"), "1-5");
+    let below = |e: &&String| e.contains("DEVICE:1.0");
+    let mut want: Vec<String> = unplug.iter().filter(below).cloned().collect();
+    want.retain(|e| !e.starts_with("Aremove DDEVICE/DEVICE:1.0 "));
+    want.extend(
+        plug.iter()
+            .filter(below)
+            .filter(|e| !e.starts_with("Aadd DDEVICE/DEVICE:1.0 "))
+            .cloned(),
+    );
+    let got = kernel_events(&read("rebind"), "1-5");
+    if got != want {
+        diffs.push(format!(
+            "detach and attach uevents:\n  kernel {want:#?}\n  monfs {got:#?}"
+        ));
     }
     // The unplug's kernel events (the measurement's udev events are
     // left out: udevadm ran with --udev there).
