@@ -19,10 +19,8 @@ use common::{lines, monfs_run};
 
 /// The loopback on port 1 of bus 1 (device 2), its events logged to
 /// `DIR/serial`: `chip` is the dump's `cp210x PART` or `ch341`, `args`
-/// the peer's (`cp210x PART [counterfeit]`, `ch341 [VERSION] [limited]`);
-/// with `late`, it is plugged 1.5 s after the mount (the command waits
-/// for it).
-fn config(dir: &Path, chip: &[&str], args: &[&str], product: &str, late: bool) -> String {
+/// the peer's (`cp210x PART [counterfeit]`, `ch341 [VERSION] [limited]`).
+fn config(dir: &Path, chip: &[&str], args: &[&str], product: &str) -> String {
     let peer = common::repo_path("tests/data/serial_loopback.py");
     let dump = dir.join("serial.desc");
     let mut c = std::process::Command::new("/usr/bin/python3");
@@ -45,10 +43,9 @@ fn config(dir: &Path, chip: &[&str], args: &[&str], product: &str, late: bool) -
     cmd.extend(args.iter().map(|a| a.to_string()));
     format!(
         "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          \
-         kind: external\n          plug_after_ms: {}\n          descriptors: {}\n          \
+         kind: external\n          descriptors: {}\n          \
          manufacturer: Silicon Labs\n          product: \"{product}\"\n          serial: \"0001\"\n          \
          command: [{}]\n",
-        if late { 1500 } else { 0 },
         dump.display(),
         cmd.join(", ")
     )
@@ -81,18 +78,34 @@ except termios.error as e:
 s.close()
 "#;
 
-/// The shell command: record usbmon's bus 1 (with `late`, from before the
-/// device comes, so that its enumeration and probe are in), wait for the
-/// port, run `script`, wait for every control request to complete, and
-/// print the drivers' ones (`ctrl SETUP`, enumeration's left out).
-/// `script` has `closed K`: wait until the port was closed K times (the
-/// last close of a tty of the mount ends after close(2) returned), by
-/// `closes`, a pattern of usbmon lines that one close makes once.
-fn session(script: &str, closes: &str) -> String {
+/// The shell command: record usbmon's bus 1, wait for the port (with
+/// `probe`, give the interfaces back to their driver first, as pyusb's
+/// detach and attach do, so that the driver's probes are in the recording:
+/// the device was plugged before the command ran), run `script`, wait for
+/// every control request to complete, and print the drivers' ones
+/// (`ctrl SETUP`, enumeration's left out). `script` has `closed K`: wait
+/// until the port was closed K times (the last close of a tty of the
+/// mount ends after close(2) returned), by `closes`, a pattern of usbmon
+/// lines that one close makes once.
+fn session(script: &str, closes: &str, probe: bool) -> String {
+    let reprobe = if probe {
+        "/usr/bin/python3 -c 'import glob, time, usb.core\n\
+         d = usb.core.find(bus=1, address=2)\n\
+         ifs = [i.bInterfaceNumber for i in d.get_active_configuration()]\n\
+         for i in ifs: d.detach_kernel_driver(i)\n\
+         n = 0\n\
+         while glob.glob(\"/dev/ttyUSB*\") and n < 1200:\n\
+         \x20   time.sleep(0.05); n += 1\n\
+         for i in ifs: d.attach_kernel_driver(i)'; "
+    } else {
+        ""
+    };
     format!(
-        "exec 3< /sys/kernel/debug/usb/usbmon/1u; cat <&3 > mon & \
+        "n=0; until [ -e /dev/ttyUSB0 ] || [ $n = 1200 ]; do sleep 0.05; n=$((n + 1)); done; \
+         exec 3< /sys/kernel/debug/usb/usbmon/1u; cat <&3 > mon & \
          closed() {{ n=0; until [ \"$(grep -c -- '{closes}' mon)\" -ge $1 ] || [ $n = 1200 ]; do \
          sleep 0.05; n=$((n + 1)); done; }}; \
+         {reprobe}\
          n=0; until [ -e /dev/ttyUSB0 ] || [ $n = 1200 ]; do sleep 0.05; n=$((n + 1)); done; \
          echo driver $(basename $(readlink -f /sys/class/tty/ttyUSB0/device/driver)); \
          echo usb_driver $(basename $(readlink -f /sys/bus/usb/devices/1-1:1.0/driver)); \
@@ -143,17 +156,11 @@ fn cp210x_cp2102n_round_trips_and_sends_the_drivers_requests() {
     let dir = td.path();
     std::fs::write(dir.join("t.py"), PYSERIAL).unwrap();
     let product = "CP2102N USB to UART Bridge Controller";
-    let config = config(
-        dir,
-        &["cp210x", "CP2102N"],
-        &["cp210x", "CP2102N"],
-        product,
-        false,
-    );
+    let config = config(dir, &["cp210x", "CP2102N"], &["cp210x", "CP2102N"], product);
     let out = monfs_run(
         dir,
         &config,
-        &session("/usr/bin/python3 t.py; closed 1", CP210X_CLOSE),
+        &session("/usr/bin/python3 t.py; closed 1", CP210X_CLOSE, false),
     );
     assert_eq!(lines(&out, "driver"), ["cp210x"], "{out}");
     assert_eq!(lines(&out, "usb_driver"), ["cp210x"], "{out}");
@@ -265,7 +272,6 @@ fn cp210x_cp2102_clone_probes_its_quirk_and_rounds_the_rates() {
         &["cp210x", "CP2102"],
         &["cp210x", "CP2102", "counterfeit"],
         product,
-        true,
     );
     let py = "import serial\nserial.Serial('/dev/ttyUSB0', 57000).close()\n";
     std::fs::write(dir.join("custom.py"), py).unwrap();
@@ -274,7 +280,7 @@ fn cp210x_cp2102_clone_probes_its_quirk_and_rounds_the_rates() {
                   /usr/bin/python3 custom.py; closed 3; \
                   echo speed $(stty -F /dev/ttyUSB0 speed); closed 4; \
                   stty -F /dev/ttyUSB0 cs7 parenb -parodd cstopb inpck; closed 5";
-    let out = monfs_run(dir, &config, &session(script, CP210X_CLOSE));
+    let out = monfs_run(dir, &config, &session(script, CP210X_CLOSE, true));
     assert_eq!(lines(&out, "read"), ["True", "True", "True"], "{out}");
     // 3,000,000 was set as 1,000,000 (B1000000); 57000 as 57600.
     assert_eq!(lines(&out, "speed"), ["1000000", "57600"], "{out}");
@@ -334,17 +340,11 @@ for n in (0, 1):
 "#;
     std::fs::write(dir.join("t.py"), py).unwrap();
     let product = "CP2105 Dual USB to UART Bridge Controller";
-    let config = config(
-        dir,
-        &["cp210x", "CP2105"],
-        &["cp210x", "CP2105"],
-        product,
-        true,
-    );
+    let config = config(dir, &["cp210x", "CP2105"], &["cp210x", "CP2105"], product);
     let script =
         "n=0; until [ -e /dev/ttyUSB1 ] || [ $n = 1200 ]; do sleep 0.05; n=$((n + 1)); done; \
                   /usr/bin/python3 t.py; closed 2; stty -F /dev/ttyUSB0 inpck; closed 3";
-    let out = monfs_run(dir, &config, &session(script, CP210X_CLOSE));
+    let out = monfs_run(dir, &config, &session(script, CP210X_CLOSE, true));
     assert_eq!(lines(&out, "read"), ["0 True", "1 True"], "{out}");
     assert_eq!(
         lines(&out, "break"),
@@ -401,11 +401,11 @@ fn ch341_round_trips_and_sends_the_drivers_requests() {
     let td = tempfile::tempdir().unwrap();
     let dir = td.path();
     std::fs::write(dir.join("t.py"), PYSERIAL).unwrap();
-    let config = config(dir, &["ch341"], &["ch341", "31"], "USB Serial", true);
+    let config = config(dir, &["ch341"], &["ch341", "31"], "USB Serial");
     let out = monfs_run(
         dir,
         &config,
-        &session("/usr/bin/python3 t.py; closed 1", CH341_CLOSE),
+        &session("/usr/bin/python3 t.py; closed 1", CH341_CLOSE, true),
     );
     assert_eq!(lines(&out, "driver"), ["ch341-uart"], "{out}");
     assert_eq!(lines(&out, "usb_driver"), ["ch341"], "{out}");
@@ -475,9 +475,14 @@ fn ch341_round_trips_and_sends_the_drivers_requests() {
     let (events, data) = peer_log(dir);
     assert_eq!(data, LINES);
     let want = [
+        // the probe at the plug, and again at the attach
         "baud 9615",
         "line 8 0 0",
         "lines 0 0",
+        "baud 9615",
+        "line 8 0 0",
+        "lines 0 0",
+        // the open
         "baud 9615",
         "line 8 0 0",
         "lines 0 0",
@@ -517,17 +522,11 @@ print('read', s.read(1))
 s.close()
 "#;
     std::fs::write(dir.join("t.py"), py).unwrap();
-    let config = config(
-        dir,
-        &["ch341"],
-        &["ch341", "27", "limited"],
-        "USB Serial",
-        true,
-    );
+    let config = config(dir, &["ch341"], &["ch341", "27", "limited"], "USB Serial");
     let out = monfs_run(
         dir,
         &config,
-        &session("/usr/bin/python3 t.py; closed 1", CH341_CLOSE),
+        &session("/usr/bin/python3 t.py; closed 1", CH341_CLOSE, true),
     );
     // The loopback's x, then the break's NUL.
     assert_eq!(lines(&out, "read"), ["b'x'", "b'\\x00'"], "{out}");
