@@ -563,13 +563,8 @@ pub fn probe_findings(answers: &[ProbeAnswer]) -> Option<(u8, u8)> {
 /// ch341_port_probe, from what the probe's requests were answered); None
 /// if the interface lacks its endpoints or the probe failed.
 pub fn port_driver(d: &UsbDevice, i: &Interface) -> Option<Ch341> {
-    let cfg = d.config(d.active_config).unwrap_or(&[]);
-    let eps = serial::endpoints(cfg, i.number, i.alt);
-    let find = |ty: u8, dir_in: bool| {
-        eps.iter()
-            .find(|e| e.1 & 3 == ty && (e.0 & 0x80 != 0) == dir_in)
-            .map(|e| (e.0, e.2))
-    };
+    let eps = serial::endpoints(d, i);
+    let find = |ty: u8, dir_in: bool| serial::find(&eps, ty, dir_in);
     let Some((version, quirks)) = probe_findings(&i.probe_answers) else {
         tracing::warn!(
             device = %d.name(),

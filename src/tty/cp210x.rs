@@ -926,13 +926,8 @@ pub fn probe_findings(answers: &[ProbeAnswer]) -> (u8, bool, bool) {
 /// cp210x_attach and cp210x_port_probe, from what the probe's requests
 /// were answered); None if the interface lacks a bulk endpoint each way.
 pub fn port_driver(d: &UsbDevice, i: &Interface) -> Option<Cp210x> {
-    let cfg = d.config(d.active_config).unwrap_or(&[]);
-    let eps = serial::endpoints(cfg, i.number, i.alt);
-    let bulk = |dir_in: bool| {
-        eps.iter()
-            .find(|e| e.1 & 3 == 2 && (e.0 & 0x80 != 0) == dir_in)
-            .map(|e| (e.0, e.2))
-    };
+    let eps = serial::endpoints(d, i);
+    let bulk = |dir_in: bool| serial::find(&eps, 2, dir_in);
     let (partnum, no_event_mode, no_flow_control) = probe_findings(&i.probe_answers);
     Some(Cp210x::new(
         partnum,

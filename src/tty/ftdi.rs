@@ -726,15 +726,10 @@ impl Ftdi {
 /// ftdi_sio's part of the port of interface `i` of `d` (usb_serial_probe
 /// and ftdi_port_probe); None if the interface lacks what it needs.
 pub fn port_driver(d: &UsbDevice, i: &Interface) -> Option<Ftdi> {
-    let cfg = d.config(d.active_config).unwrap_or(&[]);
-    let eps = serial::endpoints(cfg, i.number, i.alt);
-    let bulk = |dir_in: bool| {
-        eps.iter()
-            .find(|e| e.1 & 3 == 2 && (e.0 & 0x80 != 0) == dir_in)
-            .map(|e| (e.0, e.2))
-    };
+    let eps = serial::endpoints(d, i);
+    let bulk = |dir_in: bool| serial::find(&eps, 2, dir_in);
     let chip = Chip::of(u16::from_le_bytes([d.descriptor[12], d.descriptor[13]]))?;
-    let last = eps.last().map_or(0x40, |e| e.2);
+    let last = eps.last().map_or(0x40, |e| e.packet_size());
     // The latency timer its probe read (read_latency_timer; 16 ms when it
     // failed or no answer was kept).
     let latency = ProbeAnswer::find(&i.probe_answers, req::GET_LATENCY_TIMER, 0, 1)

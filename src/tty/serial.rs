@@ -7,6 +7,9 @@
 //! usb-serial driver's defaults). The drivers: [`super::ftdi`],
 //! [`super::cp210x`], [`super::ch341`].
 
+use crate::usbcore::device::{Interface, UsbDevice};
+use crate::usbcore::sysfs::Endpoint;
+
 /// `USB_SERIAL_TTY_MAJOR`.
 pub const USB_SERIAL_TTY_MAJOR: u32 = 188;
 /// `USB_SERIAL_TTY_MINORS`.
@@ -56,19 +59,17 @@ pub fn chars_in_buffer(queued: usize, lengths: &[usize]) -> usize {
     queued + lengths.iter().sum::<usize>()
 }
 
-/// The endpoints of setting `alt` of interface `ifnum` in configuration
-/// `cfg`: (address, attributes, packet size), in descriptor order.
-pub fn endpoints(cfg: &[u8], ifnum: u8, alt: u8) -> Vec<(u8, u8, u16)> {
-    let mut cur = None;
-    let mut v = Vec::new();
-    for d in crate::usbcore::abi::descriptors(cfg) {
-        match d[1] {
-            4 if d.len() >= 9 => cur = Some((d[2], d[3])),
-            5 if d.len() >= 7 && cur == Some((ifnum, alt)) => {
-                v.push((d[2], d[3], u16::from_le_bytes([d[4], d[5]]) & 0x7ff));
-            }
-            _ => {}
-        }
-    }
-    v
+/// The endpoint descriptors of interface `i`'s setting in `d`'s active
+/// configuration.
+pub(crate) fn endpoints(d: &UsbDevice, i: &Interface) -> Vec<Endpoint> {
+    let cfg = d.config(d.active_config).unwrap_or(&[]);
+    crate::usbcore::sysfs::endpoints(cfg, i.number, i.alt)
+}
+
+/// The first of `eps` of transfer type `kind` (2 bulk, 3 interrupt) and
+/// direction: its address and packet size.
+pub(crate) fn find(eps: &[Endpoint], kind: u8, dir_in: bool) -> Option<(u8, u16)> {
+    eps.iter()
+        .find(|e| e.attributes & 3 == kind && (e.address & 0x80 != 0) == dir_in)
+        .map(|e| (e.address, e.packet_size()))
 }

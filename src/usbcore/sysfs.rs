@@ -106,17 +106,27 @@ pub(crate) fn rel(from_dir: &str, to: &str) -> String {
 
 /// One endpoint descriptor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Endpoint {
-    address: u8,
-    attributes: u8,
-    max_packet: u16,
+pub(crate) struct Endpoint {
+    /// bEndpointAddress.
+    pub(crate) address: u8,
+    /// bmAttributes (its low two bits: the transfer type).
+    pub(crate) attributes: u8,
+    /// wMaxPacketSize as given.
+    pub(crate) max_packet: u16,
     interval: u8,
     length: u8,
 }
 
+impl Endpoint {
+    /// The packet size (`usb_endpoint_maxp`: wMaxPacketSize's low 11 bits).
+    pub(crate) fn packet_size(&self) -> u16 {
+        self.max_packet & 0x7ff
+    }
+}
+
 /// The endpoint descriptors of interface `ifnum`, setting `alt`, in a raw
 /// configuration descriptor.
-fn endpoints(config: &[u8], ifnum: u8, alt: u8) -> Vec<Endpoint> {
+pub(crate) fn endpoints(config: &[u8], ifnum: u8, alt: u8) -> Vec<Endpoint> {
     let mut out = Vec::new();
     let mut current: Option<(u8, u8)> = None;
     for d in super::abi::descriptors(config) {
