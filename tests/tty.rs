@@ -27,27 +27,11 @@ fn config(dir: &Path) -> String {
     )
 }
 
-/// pyserial: three baud rates, a line each way, then DTR, RTS and a break.
-const PYSERIAL: &str = r#"
-import serial
-s = serial.Serial('/dev/ttyACM0', 9600, timeout=30)
-for baud in (9600, 115200, 3000000):
-    s.baudrate = baud
-    line = b'hello %d\n' % baud
-    s.write(line)
-    print('read', s.read(len(line)) == line)
-print('modem', s.cts, s.dsr, s.ri, s.cd)
-s.dtr = False
-s.rts = False
-s.send_break(0.25)
-s.close()
-"#;
-
 #[test]
 fn pyserial_round_trips_and_its_calls_reach_the_device_as_cdc_acms_requests() {
     let td = tempfile::tempdir().unwrap();
     let dir = td.path();
-    std::fs::write(dir.join("t.py"), PYSERIAL).unwrap();
+    std::fs::write(dir.join("t.py"), common::pyserial_session("/dev/ttyACM0")).unwrap();
     let out = monfs_run(
         dir,
         &config(dir),
@@ -110,16 +94,10 @@ fn pyserial_round_trips_and_its_calls_reach_the_device_as_cdc_acms_requests() {
         .filter_map(|l| l.strip_prefix("data "))
         .collect();
     assert_eq!(
-        hex_text(&data),
+        common::hex_text(&data),
         "hello 9600\nhello 115200\nhello 3000000\n",
         "{log}"
     );
-}
-
-fn hex_text(h: &str) -> String {
-    (0..h.len() / 2)
-        .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).unwrap() as char)
-        .collect()
 }
 
 #[test]
@@ -258,7 +236,7 @@ fn picocom_under_tmux_types_and_shows_the_devices_answer() {
         .lines()
         .filter_map(|l| l.strip_prefix("data "))
         .collect();
-    assert_eq!(hex_text(&data), "hello picocom", "{log}");
+    assert_eq!(common::hex_text(&data), "hello picocom", "{log}");
     assert!(log.lines().any(|l| l == "coding 115200 0 0 8"), "{log}");
 }
 

@@ -18,13 +18,7 @@ use common::{lines, monfs_run};
 fn config(dir: &Path, chip: &str) -> String {
     let peer = common::repo_path("examples/ftdi_loopback.py");
     let dump = dir.join("ftdi.desc");
-    let o = std::process::Command::new("/usr/bin/python3")
-        .arg(&peer)
-        .args(["--chip", chip, "--dump"])
-        .arg(&dump)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{o:?}");
+    common::peer_dump_with("examples/ftdi_loopback.py", &["--chip", chip], &dump);
     format!(
         "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          \
          kind: external\n          descriptors: {}\n          manufacturer: FTDI\n          \
@@ -35,23 +29,6 @@ fn config(dir: &Path, chip: &str) -> String {
         dir.join("serial").display()
     )
 }
-
-/// pyserial: three baud rates, a line each way, the modem lines, then
-/// DTR, RTS and a break.
-const PYSERIAL: &str = r#"
-import serial
-s = serial.Serial('/dev/ttyUSB0', 9600, timeout=30)
-for baud in (9600, 115200, 3000000):
-    s.baudrate = baud
-    line = b'hello %d\n' % baud
-    s.write(line)
-    print('read', s.read(len(line)) == line)
-print('modem', s.cts, s.dsr, s.ri, s.cd)
-s.dtr = False
-s.rts = False
-s.send_break(0.25)
-s.close()
-"#;
 
 /// The control transfers' setup fields of usbmon text `mon` (device 2 of
 /// bus 1), without tags and times.
@@ -66,7 +43,7 @@ fn control_setups(mon: &str) -> Vec<String> {
 fn pyserial_round_trips_and_its_calls_reach_the_device_as_ftdi_sios_requests() {
     let td = tempfile::tempdir().unwrap();
     let dir = td.path();
-    std::fs::write(dir.join("t.py"), PYSERIAL).unwrap();
+    std::fs::write(dir.join("t.py"), common::pyserial_session("/dev/ttyUSB0")).unwrap();
     let out = monfs_run(
         dir,
         &config(dir, "FT232R"),
@@ -149,7 +126,7 @@ fn pyserial_round_trips_and_its_calls_reach_the_device_as_ftdi_sios_requests() {
         .filter_map(|l| l.strip_prefix("bytes "))
         .collect();
     assert_eq!(
-        hex_text(&data),
+        common::hex_text(&data),
         "hello 9600\nhello 115200\nhello 3000000\n",
         "{log}"
     );
@@ -270,12 +247,6 @@ fn an_ft2232h_has_two_ports_on_channels_a_and_b() {
     // 104 and 1/8 (code 3), the 2.5 divider off (0x20000); channel B.
     let b = lines(&out, "baud");
     assert!(b.contains(&"s 40 03 c068 0202 0000 0"), "{out}");
-}
-
-fn hex_text(h: &str) -> String {
-    (0..h.len() / 2)
-        .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).unwrap() as char)
-        .collect()
 }
 
 /// An unplug during a blocking read: the read returns end of file, writes

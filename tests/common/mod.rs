@@ -815,8 +815,14 @@ pub fn uevent_lines(out: &str, last: &str) -> Vec<String> {
 /// Have Python peer `script` (a repository path) write its descriptors
 /// file to `out` (`--dump`), as the peers' configurations need it.
 pub fn peer_dump(script: &str, out: &Path) {
+    peer_dump_with(script, &[], out);
+}
+
+/// [`peer_dump`] with `args` before `--dump` (a peer's `--chip NAME`).
+pub fn peer_dump_with(script: &str, args: &[&str], out: &Path) {
     let o = Command::new("/usr/bin/python3")
         .arg(repo_path(script))
+        .args(args)
         .arg("--dump")
         .arg(out)
         .output()
@@ -850,4 +856,32 @@ pub fn ls_entries(text: &str, owner_root: bool) -> Vec<String> {
             Some([&w[..5], &w[8..]].concat().join(" "))
         })
         .collect()
+}
+
+/// Bytes written as hex (a peer's log) as text.
+pub fn hex_text(h: &str) -> String {
+    (0..h.len() / 2)
+        .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).unwrap() as char)
+        .collect()
+}
+
+/// pyserial on serial port `dev`: three baud rates with a line each way
+/// through a loopback, the modem lines, then DTR, RTS and a break.
+pub fn pyserial_session(dev: &str) -> String {
+    format!(
+        r#"
+import serial
+s = serial.Serial('{dev}', 9600, timeout=30)
+for baud in (9600, 115200, 3000000):
+    s.baudrate = baud
+    line = b'hello %d\n' % baud
+    s.write(line)
+    print('read', s.read(len(line)) == line)
+print('modem', s.cts, s.dsr, s.ri, s.cd)
+s.dtr = False
+s.rts = False
+s.send_break(0.25)
+s.close()
+"#
+    )
 }
