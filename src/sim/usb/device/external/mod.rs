@@ -117,6 +117,25 @@ struct CtrlReq {
 }
 
 impl CtrlReq {
+    /// A driver's probe request `op` (a control transfer, else None), the
+    /// last of interface `ends_probe`'s probe or not, of interface
+    /// `probe_of`'s probe or not.
+    fn of_probe(op: Op, ends_probe: Option<u8>, probe_of: Option<u8>) -> Option<CtrlReq> {
+        let Op::Ctrl {
+            setup, out, tag, ..
+        } = op
+        else {
+            return None;
+        };
+        Some(CtrlReq {
+            setup,
+            out,
+            tag,
+            ends_probe,
+            probe_of,
+        })
+    }
+
     fn new(setup: [u8; 8], out: Option<Vec<u8>>, tag: Option<u64>) -> CtrlReq {
         CtrlReq {
             setup,
@@ -363,17 +382,8 @@ impl ExternalTask {
             }
         }
         for (op, ends_probe, probe_of) in ops {
-            if let Op::Ctrl {
-                setup, out, tag, ..
-            } = op
-            {
-                self.ctrl.push_back(CtrlReq {
-                    setup,
-                    out,
-                    tag,
-                    ends_probe,
-                    probe_of,
-                });
+            if let Some(r) = CtrlReq::of_probe(op, ends_probe, probe_of) {
+                self.ctrl.push_back(r);
             }
         }
         let mut alts: Vec<(u8, u8)> = vec![];
@@ -725,17 +735,8 @@ impl ExternalTask {
         }
         let last = more.len();
         for (k, op) in more.into_iter().enumerate().rev() {
-            if let Op::Ctrl {
-                setup, out, tag, ..
-            } = op
-            {
-                self.ctrl.push_front(CtrlReq {
-                    setup,
-                    out,
-                    tag,
-                    ends_probe: (k + 1 == last).then_some(num),
-                    probe_of: Some(num),
-                });
+            if let Some(r) = CtrlReq::of_probe(op, (k + 1 == last).then_some(num), Some(num)) {
+                self.ctrl.push_front(r);
             }
         }
     }
