@@ -34,16 +34,22 @@ class Modem(peer.AcmDevice):
             self.write(b"\r\nOK\r\n")
 
 
-def port_of(m) -> str:
-    """The modem's port, once cdc_acm's probe made it."""
-    m.wait_for_text("usb/devices", "Driver=cdc_acm")
+def wait_port(m, driver: str, vendor: int, product: int) -> str:
+    """The one port of the device with these ids, once ``driver``'s probe
+    made it."""
+    m.wait_for_text("usb/devices", "Driver=" + driver)
     for _ in range(600):
-        ports = tty.find(0x1209, 0x0006, sys=str(m.path("sys")), dev=str(m.path("dev")))
+        ports = tty.find(vendor, product, sys=str(m.path("sys")), dev=str(m.path("dev")))
         if ports:
             break
         threading.Event().wait(0.05)
     assert len(ports) == 1, ports
     return ports[0]
+
+
+def port_of(m) -> str:
+    """The modem's port, once cdc_acm's probe made it."""
+    return wait_port(m, "cdc_acm", 0x1209, 0x0006)
 
 
 def test_a_modem_answers_and_sees_the_line_settings_and_control_lines():
@@ -114,14 +120,9 @@ def ftdi_config(path: str, chip: str = "FT232R") -> dict:
 
 
 def ftdi_port(m) -> str:
-    m.wait_for_text("usb/devices", "Driver=ftdi_sio")
-    for _ in range(600):
-        ports = tty.find(0x0403, 0x6001, sys=str(m.path("sys")), dev=str(m.path("dev")))
-        if ports:
-            break
-        threading.Event().wait(0.05)
-    assert ports and ports[0].endswith("/ttyUSB0"), ports
-    return ports[0]
+    port = wait_port(m, "ftdi_sio", 0x0403, 0x6001)
+    assert port.endswith("/ttyUSB0"), port
+    return port
 
 
 class Adapter(peer.FtdiDevice):
@@ -191,13 +192,7 @@ def test_the_modem_example_dials_and_its_carrier_is_dcd():
            "manufacturer": "monfs", "serial": "7", "socket": modem.path}
     cfg = {"usb": {"buses": [{"bus": 1, "hub_poll_ms": 0, "devices": [dev]}]}}
     with monfs.Mount(cfg, peers=[modem]) as m:
-        m.wait_for_text("usb/devices", "Driver=cdc_acm")
-        for _ in range(600):
-            ports = tty.find(0x1209, 0x0007, sys=str(m.path("sys")), dev=str(m.path("dev")))
-            if ports:
-                break
-            threading.Event().wait(0.05)
-        s = serial.Serial(ports[0], 115200, timeout=30)
+        s = serial.Serial(wait_port(m, "cdc_acm", 0x1209, 0x0007), 115200, timeout=30)
         s.write(b"ATE0\r")
         assert s.read_until(b"OK\r\n").endswith(b"\r\nOK\r\n")
         s.write(b"ATI\r")
