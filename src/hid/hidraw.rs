@@ -28,7 +28,7 @@ use crate::base::vfs::{
     Caller, FileNode, IoctlLayout, IoctlReply, IoctlRequest, OpenFile, OpenFlags, Waker,
     POLL_READABLE,
 };
-use crate::usbcore::device::{start_wait_urb, TransferType, UrbRequest, UsbCorePort};
+use crate::usbcore::device::{control_msg, start_wait_urb, TransferType, UrbRequest, UsbCorePort};
 
 use super::device::{HidDevice, RawList, HID_MAX_BUFFER_SIZE, HID_MAX_DESCRIPTOR_SIZE};
 
@@ -151,25 +151,17 @@ impl Io<'_> {
     ) -> SysResult<(u32, Vec<u8>)> {
         let value = (((rtype as u16) + 1) << 8) | u16::from(id);
         let rt = if dir_in { 0xa1 } else { 0x21 };
-        let ifnum = u16::from(self.dev.ifnum);
-        let mut setup = [0u8; 8];
-        setup[0] = rt;
-        setup[1] = request;
-        setup[2..4].copy_from_slice(&value.to_le_bytes());
-        setup[4..6].copy_from_slice(&ifnum.to_le_bytes());
-        setup[6..8].copy_from_slice(&len.to_le_bytes());
-        self.transfer(UrbRequest {
-            xfer: TransferType::Control,
-            endpoint: if dir_in { 0x80 } else { 0 },
-            setup: Some(setup),
-            length: u32::from(len),
-            out: if dir_in { Vec::new() } else { data.to_vec() },
-            flags: if dir_in { 0x0200 } else { 0 },
-            iso_lengths: Vec::new(),
-            interval: 0,
-            stream_id: 0,
-            start_frame: 0,
-        })
+        control_msg(
+            self.port,
+            self.dev.dev,
+            rt,
+            request,
+            value,
+            u16::from(self.dev.ifnum),
+            data,
+            len,
+            CTRL_TIMEOUT,
+        )
     }
 
     /// `hidraw_send_report`: `buf` (report ID first) as a report of

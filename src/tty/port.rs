@@ -34,7 +34,7 @@ use crate::base::errno::{Errno, SysResult};
 use crate::base::sync::LockExt;
 use crate::base::vfs::WakerSlot;
 use crate::usbcore::device::{
-    start_wait_urb, DevRef, TransferType, UrbDone, UrbRequest, UrbResult, UsbCorePort,
+    control_msg, DevRef, TransferType, UrbDone, UrbRequest, UrbResult, UsbCorePort,
 };
 
 use super::ldisc::NTty;
@@ -532,26 +532,18 @@ impl Port {
         data: &[u8],
         timeout: Duration,
     ) -> SysResult<Vec<u8>> {
-        let dir_in = request_type & 0x80 != 0;
-        let mut s = [0u8; 8];
-        s[0] = request_type;
-        s[1] = request;
-        s[2..4].copy_from_slice(&value.to_le_bytes());
-        s[4..6].copy_from_slice(&index.to_le_bytes());
-        s[6..8].copy_from_slice(&(data.len() as u16).to_le_bytes());
-        let out = if dir_in { Vec::new() } else { data.to_vec() };
-        let mut u = urb(
-            TransferType::Control,
-            0,
-            data.len() as u32,
-            out,
-            if dir_in { DIR_IN } else { 0 },
-        );
-        u.setup = Some(s);
-        let r = start_wait_urb(&*self.port, self.dev, u, timeout)?;
-        let mut d = r.data;
-        d.truncate(r.actual_length as usize);
-        Ok(d)
+        control_msg(
+            &*self.port,
+            self.dev,
+            request_type,
+            request,
+            value,
+            index,
+            data,
+            data.len() as u16,
+            timeout,
+        )
+        .map(|(_, d)| d)
     }
 
     /// The driver's set_termios with the port's termios after `old`; what

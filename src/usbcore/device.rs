@@ -479,6 +479,48 @@ pub fn start_wait_urb(
     Ok(r)
 }
 
+/// `usb_control_msg`: a control transfer on `dev`'s ep0 with setup
+/// fields `request_type` (its IN bit: the direction), `request`, `value`,
+/// `index` and `length` (wLength), and `data` as its OUT stage, waited for
+/// as [`start_wait_urb`] waits; its actual length and IN data.
+#[allow(clippy::too_many_arguments)]
+pub fn control_msg(
+    port: &dyn UsbCorePort,
+    dev: DevRef,
+    request_type: u8,
+    request: u8,
+    value: u16,
+    index: u16,
+    data: &[u8],
+    length: u16,
+    timeout: std::time::Duration,
+) -> crate::base::errno::SysResult<(u32, Vec<u8>)> {
+    let dir_in = request_type & 0x80 != 0;
+    let mut setup = [0u8; 8];
+    setup[0] = request_type;
+    setup[1] = request;
+    setup[2..4].copy_from_slice(&value.to_le_bytes());
+    setup[4..6].copy_from_slice(&index.to_le_bytes());
+    setup[6..8].copy_from_slice(&length.to_le_bytes());
+    let urb = UrbRequest {
+        xfer: TransferType::Control,
+        endpoint: if dir_in { 0x80 } else { 0 },
+        setup: Some(setup),
+        length: u32::from(length),
+        out: if dir_in { Vec::new() } else { data.to_vec() },
+        // URB_DIR_IN
+        flags: if dir_in { 0x0200 } else { 0 },
+        iso_lengths: Vec::new(),
+        interval: 0,
+        stream_id: 0,
+        start_frame: 0,
+    };
+    let r = start_wait_urb(port, dev, urb, timeout)?;
+    let mut data = r.data;
+    data.truncate(r.actual_length as usize);
+    Ok((r.actual_length, data))
+}
+
 /// A plug or an unplug, as the core sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DeviceChange {
