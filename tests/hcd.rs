@@ -401,3 +401,38 @@ fn isochronous_urbs_without_asap_continue_their_endpoints_stream() {
         assert_eq!(w[1], (w[0] + 128) & 0xffff, "{c:?}");
     }
 }
+
+/// A program detaches uvcvideo from the webcam's control interface
+/// (tests/data/uvc_disconnect.py, pyusb under `monfs run`): uvcvideo's
+/// disconnect kills the stream's URBs (-2) and puts the streaming interface
+/// back to setting 0 before the ioctl returns, as uvc_unregister_video
+/// stops the stream; attached again, uvcvideo's stream starts over.
+#[test]
+fn detaching_uvcvideo_stops_its_stream() {
+    common::require_fuse();
+    let td = tempfile::tempdir().unwrap();
+    let cfg = td.path().join("cam.yaml");
+    std::fs::write(
+        &cfg,
+        "usb:\n  buses:\n    - bus: 1\n      controller: ehci\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: webcam}\n",
+    )
+    .unwrap();
+    let out = stdout_ok(
+        Command::new(common::monfs_bin())
+            .args(["run", "--timing", "fast", "--config"])
+            .arg(&cfg)
+            .args(["--", "/usr/bin/python3"])
+            .arg(common::repo_path("tests/data/uvc_disconnect.py"))
+            .env("TMPDIR", td.path()),
+        "monfs run uvc_disconnect.py",
+    );
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "before 1",
+            "killed some then set 0: 0",
+            "after 0",
+            "streaming again"
+        ]
+    );
+}

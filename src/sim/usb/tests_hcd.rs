@@ -1009,3 +1009,86 @@ fn a_program_that_releases_an_interface_in_another_setting_leaves_it_in_setting_
     sim.run_until(now * MS);
     assert!(sink.0.lock_ok().iter().all(|e| e.devnum != audio.devnum));
 }
+
+/// A program detaches uvcvideo from the webcam's control interface:
+/// uvc_disconnect releases the stream's queue, which kills its URBs (-2)
+/// and puts the streaming interface back to setting 0 before the ioctl
+/// returns; nothing streams until uvcvideo is bound again, and then a
+/// viewer's stream starts over (the probe and commit controls, setting 1,
+/// the URBs). snd-usb-audio's disconnect of the audio device's control
+/// interface unlinks its stream's URBs (-104); its streaming interface's
+/// unbind flushes them (-108); either way its stream is over.
+#[test]
+fn detaching_the_control_interface_ends_the_stream() {
+    for (kind, addr, status) in [("webcam", 0x81u8, -2), ("audio", 0x01, -104)] {
+        let (sim, sink, devs) = bus(&[&format!("{{port: 1, kind: {kind}}}")], "ehci");
+        let dev = &devs[0];
+        let mut now = 3000;
+        let ask = |r: CoreRequest, now: &mut u64| {
+            let done = Arc::new(Done::default());
+            sim.request(dev.dev, r, done.clone()).unwrap();
+            *now += 300;
+            sim.run_until(*now * MS);
+            let st = done.0.lock_ok()[0].1.status;
+            st
+        };
+        let iso = |e: &UrbEvent| {
+            e.devnum == dev.devnum
+                && e.xfer == XferType::Iso
+                && (e.epnum | if e.dir_in { 0x80 } else { 0 }) == addr
+        };
+        sink.0.lock_ok().clear();
+        assert_eq!(ask(CoreRequest::DetachDriver(0), &mut now), 0, "{kind}");
+        let evs: Vec<UrbEvent> = sink.0.lock_ok().drain(..).collect();
+        let killed: Vec<&UrbEvent> = evs
+            .iter()
+            .filter(|e| iso(e) && e.kind == EventKind::Complete && e.status == status)
+            .collect();
+        assert!(!killed.is_empty(), "{kind}: no URB ended {status}");
+        let last_kill = evs
+            .iter()
+            .rposition(|e| iso(e) && e.status == status)
+            .unwrap();
+        assert!(
+            !evs[last_kill..]
+                .iter()
+                .any(|e| iso(e) && e.kind == EventKind::Submit),
+            "{kind}: the stream went on"
+        );
+        let set0 = evs.iter().position(|e| {
+            e.kind == EventKind::Submit && e.setup == Some([1, 0x0b, 0, 0, 1, 0, 0, 0])
+        });
+        assert_eq!(set0.is_some(), kind == "webcam", "{kind}");
+        if let Some(p) = set0 {
+            assert!(p > last_kill, "setting 0 before the URBs were killed");
+        }
+        now += 1000;
+        sim.run_until(now * MS);
+        assert!(
+            !sink.0.lock_ok().iter().any(iso),
+            "{kind}: streams while unbound"
+        );
+        // Bound again: the stream starts over.
+        assert_eq!(ask(CoreRequest::AttachDriver(0), &mut now), 1, "{kind}");
+        now += 1000;
+        sim.run_until(now * MS);
+        let evs: Vec<UrbEvent> = sink.0.lock_ok().drain(..).collect();
+        let set1 = evs.iter().position(|e| {
+            e.kind == EventKind::Submit && e.setup == Some([1, 0x0b, 1, 0, 1, 0, 0, 0])
+        });
+        let first = evs
+            .iter()
+            .position(|e| iso(e) && e.kind == EventKind::Submit);
+        assert!(
+            matches!((set1, first), (Some(a), Some(b)) if a < b),
+            "{kind}: {set1:?} {first:?}"
+        );
+        // The streaming interface's own unbind: flushed, over.
+        take(&sim, dev, 1, &mut now);
+        let evs: Vec<UrbEvent> = sink.0.lock_ok().drain(..).collect();
+        assert!(evs.iter().any(|e| iso(e) && e.status == -108), "{kind}");
+        now += 1000;
+        sim.run_until(now * MS);
+        assert!(!sink.0.lock_ok().iter().any(iso), "{kind}: streams on");
+    }
+}

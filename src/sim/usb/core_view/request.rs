@@ -250,16 +250,19 @@ fn run_request(
                 .dev(d)
                 .and_then(|x| x.alt.get(intf as usize).copied())
                 .unwrap_or(0);
-            detach(ctx, d, intf, now);
+            // The driver's disconnect puts the interfaces it claimed back
+            // to setting 0 (uvcvideo's), then usb_unbind_interface an
+            // interface left in another setting, before the ioctl returns.
+            let mut reset = detach(ctx, d, intf, now);
+            if alt != 0 {
+                reset.push(intf);
+            }
             device_changed(ctx, d);
-            if alt == 0 {
+            if reset.is_empty() {
                 later(ctx, 0);
                 return Ok(id);
             }
-            // usb_unbind_interface puts an interface left in another
-            // setting back to setting 0 before the driver is gone and the
-            // ioctl returns.
-            back_to_setting_0(ctx, d, intf, now, Some((done.clone(), id)));
+            back_to_setting_0(ctx, d, &reset, now, Some((done.clone(), id)));
             return Ok(id);
         }
         CoreRequest::AttachDriver(intf) => {
@@ -462,26 +465,21 @@ impl Task for CoreOps {
     }
 }
 
-/// usb_unbind_interface of interface `intf` of `d`, left in a setting
-/// other than 0: the core's SET_INTERFACE to setting 0 on the bus, then
+/// usb_unbind_interface of interfaces `intfs` of `d`, left in a setting
+/// other than 0: SET_INTERFACE to setting 0 of each on the bus, then
 /// `done` (the detach request waiting for it), if any.
 fn back_to_setting_0(
     ctx: &mut Ctx,
     d: DevId,
-    intf: u8,
+    intfs: &[u8],
     now: u64,
     done: Option<(Arc<dyn UrbDone>, u64)>,
 ) {
-    let op = ctrl(d, setup(0x01, 0x0b, 0, intf as u16, 0));
-    spawn_core_ops(
-        ctx,
-        d,
-        vec![op],
-        now,
-        (5 * US, 30 * US),
-        After::Unbind,
-        done,
-    );
+    let ops = intfs
+        .iter()
+        .map(|i| ctrl(d, setup(0x01, 0x0b, 0, *i as u16, 0)))
+        .collect();
+    spawn_core_ops(ctx, d, ops, now, (5 * US, 30 * US), After::Unbind, done);
 }
 
 /// Mark interface `intf`'s endpoints quiet for the class driver.
@@ -504,11 +502,15 @@ fn quiet(x: &mut Device, intf: u8) {
 /// the host controller flushes them (-108, ESHUTDOWN; the kernel oracle
 /// shows it for usbhid), except for a driver with soft_unbind
 /// (usb-storage, [`driver::soft_unbind`]), whose disconnect kills them
-/// (usb_kill_urb, -2).
-fn detach(ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
+/// (usb_kill_urb, -2). The disconnect of a driver that claimed other
+/// interfaces from its probe may end its URBs there too
+/// ([`driver::disconnect`]); returns those of them it puts back to
+/// setting 0.
+fn detach(ctx: &mut Ctx, d: DevId, intf: u8, now: u64) -> Vec<u8> {
     let Some(x) = ctx.dev_mut(d) else {
-        return;
+        return Vec::new();
     };
+    let claimed = driver::disconnect(x, intf);
     let status = if driver::soft_unbind(x, intf) {
         ENOENT
     } else {
@@ -538,6 +540,29 @@ fn detach(ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
         }
         ctx.kill(d, &u, now, status);
     }
+    let Some((what, claimed)) = claimed else {
+        return Vec::new();
+    };
+    let Some(x) = ctx.dev(d) else {
+        return Vec::new();
+    };
+    let eps: Vec<u8> = (x.desc.cfg.alts.iter())
+        .filter(|a| claimed.contains(&a.num))
+        .flat_map(|a| a.eps.iter().map(|e| e.addr))
+        .collect();
+    let victims: Vec<Urb> = (x.inflight.iter())
+        .filter(|u| u.ep != 0 && eps.contains(&(u.ep | if u.dir_in { 0x80 } else { 0 })))
+        .filter(|u| !ctx.core.urbs.contains_key(&u.tag))
+        .copied()
+        .collect();
+    let reset: Vec<u8> = claimed
+        .into_iter()
+        .filter(|n| what.to_setting_0 && x.alt.get(*n as usize).is_some_and(|a| *a != 0))
+        .collect();
+    for u in victims {
+        ctx.kill(d, &u, now, what.status);
+    }
+    reset
 }
 
 /// `usb_driver_claim_interface` for a program.
@@ -587,7 +612,7 @@ pub(crate) fn release(
         reset = claimed && !x.gone && x.alt.get(intf as usize).is_some_and(|a| *a != 0);
     }
     if reset {
-        back_to_setting_0(ctx, d, intf, now, None);
+        back_to_setting_0(ctx, d, &[intf], now, None);
     }
     device_changed(ctx, d);
     Ok(())

@@ -458,9 +458,15 @@ impl Ctx {
     /// with direction) starts under: the endpoint's interface and how
     /// often that interface lost its driver so far.
     pub(crate) fn owner(&self, d: DevId, ep: u8) -> Option<Owner> {
-        let x = self.dev(d)?;
-        let intf = x.desc.cfg.interface_of(ep)?;
-        let unbinds = *x.core.unbinds.get(intf as usize)?;
+        let intf = self.dev(d)?.desc.cfg.interface_of(ep)?;
+        self.interface_owner(d, intf)
+    }
+
+    /// The binding of interface `intf` of `d` a driver task starts under
+    /// (one that serves no endpoint of it: a function's control
+    /// interface).
+    pub(crate) fn interface_owner(&self, d: DevId, intf: u8) -> Option<Owner> {
+        let unbinds = *self.dev(d)?.core.unbinds.get(intf as usize)?;
         Some(Owner { intf, unbinds })
     }
 

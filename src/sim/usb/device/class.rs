@@ -57,7 +57,6 @@ pub(crate) trait DeviceClass: Sync {
         None
     }
     /// A driver bound interface `intf` of `d` again after a program let
-    /// it go: start the tasks the unbind ended (the models whose tasks run
-    /// on muted have none to start).
+    /// it go: start the tasks the unbind ended.
     fn rebind(&self, _ctx: &mut Ctx, _d: DevId, _intf: u8, _now: u64) {}
 }

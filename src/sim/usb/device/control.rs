@@ -86,8 +86,16 @@ impl Ctx {
             }
             (0x01, 0x0b) => {
                 let d = self.dev_mut(target).unwrap();
-                if let Some(a) = d.alt.get_mut(index as usize) {
-                    *a = value as u8;
+                let changed = match d.alt.get_mut(index as usize) {
+                    Some(a) if *a != value as u8 => {
+                        *a = value as u8;
+                        true
+                    }
+                    _ => false,
+                };
+                // sysfs shows a driver's new setting (uvcvideo's stream).
+                if changed {
+                    (self.changed)(self, target);
                 }
                 ok
             }

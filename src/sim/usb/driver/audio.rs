@@ -7,8 +7,9 @@
 use crate::sim::usb::ctx::Device;
 use crate::sim::usb::descriptors::AltDesc;
 
-use super::host::HostDriver;
+use super::host::{Disconnect, HostDriver};
 use super::id::UsbDeviceId;
+use crate::sim::usb::ctx::{ECONNRESET, ENOENT};
 
 /// snd-usb-audio.
 pub(super) struct SndUsbAudio;
@@ -63,6 +64,14 @@ impl HostDriver for SndUsbAudio {
             })
             .unwrap_or_default()
     }
+    // usb_audio_disconnect: the card shut down, its endpoints stopped
+    // (usb_unlink_urb).
+    fn disconnect(&self) -> Option<Disconnect> {
+        Some(Disconnect {
+            status: ECONNRESET,
+            to_setting_0: false,
+        })
+    }
 }
 
 /// uvcvideo.
@@ -86,5 +95,14 @@ impl HostDriver for UvcVideo {
         header(&alt.extra)
             .map(|h| collection(h, 11))
             .unwrap_or_default()
+    }
+    // uvc_disconnect of the control interface: uvc_unregister_video
+    // releases each stream's queue, and uvc_video_stop_streaming kills
+    // the URBs and puts the streaming interface back to setting 0.
+    fn disconnect(&self) -> Option<Disconnect> {
+        Some(Disconnect {
+            status: ENOENT,
+            to_setting_0: true,
+        })
     }
 }

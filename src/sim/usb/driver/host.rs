@@ -19,6 +19,17 @@ pub(crate) enum Probe {
     Failed,
 }
 
+/// What a driver's disconnect of the interface it matched does to the
+/// interfaces its probe claimed ([`HostDriver::disconnect`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Disconnect {
+    /// The status its URBs there end with (usb_unlink_urb: -104,
+    /// usb_kill_urb: -2).
+    pub status: i32,
+    /// Whether it puts them back to setting 0 (usb_set_interface).
+    pub to_setting_0: bool,
+}
+
 /// A host driver.
 pub(crate) trait HostDriver: Sync {
     /// The driver's name (sysfs, `usb/devices`, USBDEVFS_GETDRIVER).
@@ -66,6 +77,11 @@ pub(crate) trait HostDriver: Sync {
     /// The other interfaces its probe of `alt` claims.
     fn claims(&self, _dev: &Device, _alt: &AltDesc) -> Vec<u8> {
         Vec::new()
+    }
+    /// What its disconnect of the interface it matched does to those it
+    /// claimed; None: nothing (they keep it until their own unbind).
+    fn disconnect(&self) -> Option<Disconnect> {
+        None
     }
     /// Whether an external device's generic loop keeps URBs on the bound
     /// interface's IN endpoints for it; false for a driver whose URBs come

@@ -44,7 +44,7 @@ pub(crate) mod storage;
 pub(crate) mod usbhid;
 pub(crate) mod usbtest;
 
-pub(crate) use host::{HostDriver, Probe};
+pub(crate) use host::{Disconnect, HostDriver, Probe};
 
 /// The stock drivers, in the order the driver core tries them.
 static DRIVERS: &[&dyn HostDriver] = &[
@@ -151,6 +151,20 @@ fn claimer(dev: &Device, num: u8) -> Option<&'static dyn HostDriver> {
 /// driver bound to another of the device's interfaces; None: no driver.
 pub(crate) fn binding(dev: &Device, num: u8) -> Option<Binding> {
     attach(dev, num).or_else(|| claimer(dev, num).map(|d| Binding::Bound(d.name())))
+}
+
+/// What unbinding the driver that matched interface `num` of `dev` does to
+/// the interfaces its probe claimed ([`HostDriver::disconnect`]), with
+/// those still bound to it, in order.
+pub(crate) fn disconnect(dev: &Device, num: u8) -> Option<(Disconnect, Vec<u8>)> {
+    let (drv, alt) = attached(dev, num)?;
+    let what = drv.disconnect()?;
+    let claimed = drv
+        .claims(dev, &alt)
+        .into_iter()
+        .filter(|n| *n != num && !dev.core.detached.contains(n))
+        .collect();
+    Some((what, claimed))
 }
 
 /// Whether the driver of interface `num` of `dev` unbinds softly
