@@ -51,18 +51,7 @@ impl Session {
         nonblock: bool,
     ) {
         let mut aside = false;
-        let write = matches!(what, Parked::Write(_));
-        let free = {
-            let pend = hd.pending.lock_ok();
-            if write {
-                // Writes wait aside of the reads (a tty's reads and writes
-                // block apart), one after another (tty_write_lock).
-                aside = true;
-                !pend.iter().any(|p| matches!(p.what, Parked::Write(_)))
-            } else {
-                pend.iter().all(|p| p.aside)
-            }
-        };
+        let free = hd.pending.lock_ok().iter().all(|p| p.aside);
         if free {
             // Not armed: a request that is answered at once must not make the
             // next event wake the service thread. If it parks, `service` arms
@@ -84,23 +73,8 @@ impl Session {
             }
         }
         let mut pend = hd.pending.lock_ok();
-        let early = {
-            let mut parked = self.parked.lock_ok();
-            let mut early = self.early_interrupts.lock_ok();
-            match early.iter().position(|&e| e == u) {
-                Some(i) => {
-                    early.remove(i);
-                    true
-                }
-                None => {
-                    parked.insert(u, fh);
-                    false
-                }
-            }
-        };
-        if early {
+        if self.interrupted_early(u, fh) {
             drop(pend);
-            debug!(unique = u, "request interrupted before it parked");
             return self.finish(u, what.interrupted());
         }
         pend.push_back(Pending {
@@ -113,6 +87,89 @@ impl Session {
         drop(pend);
         // Something may have arrived between the attempt and parking.
         self.service(fh);
+    }
+
+    /// Whether an interrupt for `u` came before it parked (it is answered
+    /// as interrupted then); else it is noted as parked on `fh`. The
+    /// caller holds the handle's queue.
+    fn interrupted_early(&self, u: u64, fh: u64) -> bool {
+        let mut parked = self.parked.lock_ok();
+        let mut early = self.early_interrupts.lock_ok();
+        match early.iter().position(|&e| e == u) {
+            Some(i) => {
+                early.remove(i);
+                debug!(unique = u, "request interrupted before it parked");
+                true
+            }
+            None => {
+                parked.insert(u, fh);
+                false
+            }
+        }
+    }
+
+    /// A write ([`Parked::Write`]): in the handle's queue from the start,
+    /// aside of its reads and behind its earlier writes (a tty's write
+    /// lock, tty_write_lock, held for the whole write). The first in line
+    /// is tried at once and waits if the file waits for room; a later one
+    /// waits for its turn, or, O_NONBLOCK, answers EAGAIN (the lock's
+    /// trylock).
+    pub(super) fn write_or_park(
+        &self,
+        hd: &Arc<Handle>,
+        fh: u64,
+        u: u64,
+        what: Parked,
+        nonblock: bool,
+    ) {
+        let first = {
+            let mut pend = hd.pending.lock_ok();
+            let first = !pend.iter().any(|p| matches!(p.what, Parked::Write(_)));
+            if !first && nonblock {
+                drop(pend);
+                return self.err(u, Errno::EAGAIN);
+            }
+            if self.interrupted_early(u, fh) {
+                drop(pend);
+                return self.finish(u, what.interrupted());
+            }
+            pend.push_back(Pending {
+                unique: u,
+                what: what.clone(),
+                attempting: first,
+                interrupted: false,
+                aside: true,
+            });
+            first
+        };
+        if !first {
+            // Tried when the writes before it are done.
+            return self.service(fh);
+        }
+        // Not armed (as in `run_or_park`).
+        let res = self.attempt(hd, &what, nonblock, false);
+        let mut pend = hd.pending.lock_ok();
+        let Some(i) = pend.iter().position(|p| p.unique == u) else {
+            return; // answered meanwhile (the handle was released)
+        };
+        let res = match res {
+            Err(e) if waits(e) && !pend[i].interrupted => {
+                pend[i].attempting = false;
+                drop(pend);
+                // Room may have come meanwhile.
+                return self.service(fh);
+            }
+            Err(e) if waits(e) => pend[i].what.interrupted(),
+            res => res,
+        };
+        pend.remove(i);
+        let more = pend.iter().any(|p| matches!(p.what, Parked::Write(_)));
+        drop(pend);
+        self.parked.lock_ok().remove(&u);
+        self.finish(u, res);
+        if more {
+            self.service(fh);
+        }
     }
 
     /// The caller's current O_NONBLOCK for an ioctl that would block. An
@@ -161,6 +218,8 @@ impl Session {
                 w.done.store(done, Ordering::SeqCst);
                 if done == w.data.len() || (w.nonblock && done > 0) {
                     Ok(write_out(done))
+                } else if w.nonblock {
+                    Err(Errno::EAGAIN_FINAL)
                 } else {
                     Err(Errno::EAGAIN)
                 }
@@ -529,6 +588,22 @@ mod tests {
         room(&r, 2);
         assert_eq!(reply(&r.kernel), Some((3, 0, written(3))));
         assert_eq!(*r.gate.written.lock_ok(), b"abcxyz");
+    }
+
+    #[test]
+    fn a_write_behind_another_waits_for_it_or_is_eagain_if_nonblocking() {
+        let r = rig();
+        r.s.write(2, r.fh, 0, b"abc", Caller::default(), false);
+        // The write lock is the first write's: O_NONBLOCK does not wait.
+        r.s.write(3, r.fh, 0, b"xyz", Caller::default(), true);
+        assert_eq!(reply(&r.kernel), Some((3, -libc::EAGAIN, Vec::new())));
+        r.s.write(4, r.fh, 0, b"123", Caller::default(), false);
+        room(&r, 1);
+        assert!(reply(&r.kernel).is_none());
+        room(&r, 5);
+        assert_eq!(reply(&r.kernel), Some((2, 0, written(3))));
+        assert_eq!(reply(&r.kernel), Some((4, 0, written(3))));
+        assert_eq!(*r.gate.written.lock_ok(), b"abc123");
     }
 
     #[test]

@@ -883,7 +883,7 @@ impl Session {
             nonblock,
             done: AtomicUsize::new(0),
         };
-        self.run_or_park(&hd, fh, u, Parked::Write(Arc::new(call)), nonblock);
+        self.write_or_park(&hd, fh, u, Parked::Write(Arc::new(call)), nonblock);
     }
 
     pub(super) fn ioctl(&self, u: u64, r: &mut Reader<'_>, caller: Caller) {
