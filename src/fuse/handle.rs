@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::base::sync::LockExt;
 use crate::base::vfs::{Caller, IoctlLayout, OpenFile};
 
 use super::proto::op;
@@ -52,9 +53,26 @@ pub(super) struct WriteCall {
     pub(super) nonblock: bool,
     /// How many bytes of `data` the file took so far.
     pub(super) done: AtomicUsize,
+    /// While it waits: `data`'s share of [`crate::base::budget::MEMORY`],
+    /// charged to the caller.
+    pub(super) held: Mutex<Option<crate::base::budget::Grant>>,
 }
 
 impl WriteCall {
+    /// Charge `data` to the caller while the write waits: false past the
+    /// caller's share of memory (the write ends, ENOMEM if nothing was
+    /// written, as tty_write's buffer allocation can fail).
+    pub(super) fn hold(&self) -> bool {
+        let mut held = self.held.lock_ok();
+        if held.is_none() {
+            match crate::base::budget::MEMORY.take(self.data.len()) {
+                Ok(g) => *held = Some(g),
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+
     /// The bytes the file took so far.
     pub(super) fn done(&self) -> usize {
         self.done.load(Ordering::SeqCst)
@@ -75,9 +93,18 @@ impl Parked {
     /// EINTR, but a write that took bytes returns their count (as
     /// n_tty_write and pipe_write do).
     pub(super) fn interrupted(&self) -> Result<Vec<u8>, crate::base::errno::Errno> {
+        self.ended(crate::base::errno::Errno::EINTR)
+    }
+
+    /// The answer to the request ended by `e`: the error, but a write that
+    /// took bytes returns their count.
+    pub(super) fn ended(
+        &self,
+        e: crate::base::errno::Errno,
+    ) -> Result<Vec<u8>, crate::base::errno::Errno> {
         match self {
             Parked::Write(w) if w.done() > 0 => Ok(write_out(w.done())),
-            _ => Err(crate::base::errno::Errno::EINTR),
+            _ => Err(e),
         }
     }
 }

@@ -21,6 +21,15 @@ use super::state::{Session, Wake, EARLY_INTERRUPTS};
 fn waits(e: Errno) -> bool {
     e == Errno::EAGAIN || e == Errno::WAIT_ALWAYS
 }
+
+/// Whether a write may wait: its bytes charged to its caller (see
+/// [`super::handle::WriteCall::hold`]); other requests hold nothing.
+fn holds(what: &Parked) -> bool {
+    match what {
+        Parked::Write(w) => w.hold(),
+        _ => true,
+    }
+}
 use super::watchdog;
 
 impl Session {
@@ -129,6 +138,10 @@ impl Session {
                 drop(pend);
                 return self.err(u, Errno::EAGAIN);
             }
+            if !first && !holds(&what) {
+                drop(pend);
+                return self.err(u, Errno::ENOMEM);
+            }
             if self.interrupted_early(u, fh) {
                 drop(pend);
                 return self.finish(u, what.interrupted());
@@ -153,12 +166,13 @@ impl Session {
             return; // answered meanwhile (the handle was released)
         };
         let res = match res {
-            Err(e) if waits(e) && !pend[i].interrupted => {
+            Err(e) if waits(e) && !pend[i].interrupted && holds(&what) => {
                 pend[i].attempting = false;
                 drop(pend);
                 // Room may have come meanwhile.
                 return self.service(fh);
             }
+            Err(e) if waits(e) && !pend[i].interrupted => what.ended(Errno::ENOMEM),
             Err(e) if waits(e) => pend[i].what.interrupted(),
             res => res,
         };

@@ -882,6 +882,7 @@ impl Session {
             caller,
             nonblock,
             done: AtomicUsize::new(0),
+            held: Mutex::new(None),
         };
         self.write_or_park(&hd, fh, u, Parked::Write(Arc::new(call)), nonblock);
     }
