@@ -277,6 +277,8 @@ class Sink(peer.AcmDevice):
         super().__init__()
         self.flowing = threading.Event()
         self.unlinked = 0
+        #: Each bulk OUT URB's bytes.
+        self.urbs = []
 
     def answer(self, urb):
         if urb.type != "C" and urb.ep == self.out_endpoint and not self.flowing.is_set():
@@ -286,6 +288,11 @@ class Sink(peer.AcmDevice):
     def on_unlink(self, urb_id, status):
         with self._lock:
             self.unlinked += 1
+
+    def on_data(self, data):
+        super().on_data(data)
+        with self._lock:
+            self.urbs.append(bytes(data))
 
 
 def pattern(n: int) -> bytes:
@@ -516,6 +523,13 @@ class FtdiSink(peer.FtdiDevice):
     def __init__(self):
         super().__init__()
         self.flowing = threading.Event()
+        #: Each bulk OUT URB's bytes.
+        self.urbs = []
+
+    def on_data(self, data):
+        super().on_data(data)
+        with self._lock:
+            self.urbs.append(bytes(data))
 
     def answer(self, urb):
         if urb.type != "C" and urb.ep == self.out_endpoint and not self.flowing.is_set():
@@ -593,4 +607,43 @@ def test_tcoflush_empties_the_write_fifo_of_an_ftdi_port():
         sink.device.flowing.set()
         until(lambda: outq(fd) == 0, "an empty output queue")
         assert received(sink.device) == data[:2 * 256]
+        os.close(fd)
+
+
+def test_write_urbs_are_cut_as_the_drivers_cut_them():
+    sink = peer.SocketPeer(Sink)
+    with monfs.Mount(config(sink.path), peers=[sink]) as m:
+        sink.device.flowing.set()
+        fd = os.open(port_of(m), os.O_RDWR | os.O_NOCTTY)
+        # OPOST and ONLCR (the default termios): n_tty writes the plain
+        # characters as a block, then CR NL with a write of its own; each
+        # write call is a URB of cdc_acm's.
+        assert os.write(fd, b"abc\n") == 4
+        until(lambda: outq(fd) == 0 and len(sink.device.urbs) >= 2, "the URBs")
+        assert sink.device.urbs == [b"abc", b"\r\n"]
+        # Raw: tty_write's chunks of 2048, each a URB of 1280 (20 packets)
+        # and one of the rest.
+        a = termios.tcgetattr(fd)
+        a[1] &= ~termios.OPOST
+        termios.tcsetattr(fd, termios.TCSANOW, a)
+        data = pattern(5000)
+        assert os.write(fd, data) == len(data)
+        until(lambda: outq(fd) == 0 and len(sink.device.urbs) >= 7, "the URBs")
+        assert [len(u) for u in sink.device.urbs[2:]] == [1280, 768, 1280, 768, 904]
+        assert b"".join(sink.device.urbs[2:]) == data
+        os.close(fd)
+
+
+def test_ftdi_write_urbs_take_what_the_write_fifo_holds():
+    sink = peer.SocketPeer(FtdiSink)
+    with monfs.Mount(ftdi_config(sink.path), peers=[sink]) as m:
+        sink.device.flowing.set()
+        fd = raw_fd(ftdi_port(m))
+        # usb_serial_generic_write: the FIFO takes it all, the two free URBs
+        # 256 bytes each at once, the rest when one completes.
+        data = pattern(600)
+        assert os.write(fd, data) == len(data)
+        until(lambda: outq(fd) == 0 and len(sink.device.urbs) >= 3, "the URBs")
+        assert [len(u) for u in sink.device.urbs] == [256, 256, 88]
+        assert b"".join(sink.device.urbs) == data
         os.close(fd)
