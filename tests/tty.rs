@@ -462,3 +462,139 @@ fn a_program_detaches_cdc_acm_and_gives_it_back() {
         "{log}"
     );
 }
+
+/// A device that takes what the host writes only once `DIR/flow` exists
+/// (its bulk OUT URBs stay pending until then), keeping it in `DIR/got`:
+/// the loopback's descriptors (16 write buffers of 20 packets of 512
+/// bytes).
+const SINK: &str = r#"
+import os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, sys.argv[1] + "/python")
+from monfs import peer
+class Sink(peer.AcmDevice):
+    def answer(self, urb):
+        if urb.type != "C" and urb.ep == self.out_endpoint and not os.path.exists(here + "/flow"):
+            return None
+        return super().answer(urb)
+    def on_data(self, data):
+        with open(here + "/got", "ab") as f:
+            f.write(data)
+peer.main(Sink, [])
+"#;
+
+/// Writes that wait for room: a blocking write larger than cdc_acm's 16
+/// write buffers waits until the device takes their bytes, and all of it
+/// arrives in order; O_NONBLOCK takes what fits (tty_write's chunks of 2048
+/// bytes, one per 10240 byte buffer), then EAGAIN; TIOCOUTQ counts the
+/// buffers in use whole; POLLOUT waits for them; an unplug ends a write
+/// that waits with nothing written (EIO once hung up, ENODEV for a write
+/// URB the core refused before: both Linux's answers, by timing).
+const WRITES: &str = r#"
+import errno, fcntl, os, select, struct, subprocess, termios, threading, time
+SYS_WRITE = {'x86_64': 1, 'aarch64': 64}.get(os.uname().machine, 1)
+def outq(fd):
+    return struct.unpack('i', fcntl.ioctl(fd, termios.TIOCOUTQ, b'\0' * 4))[0]
+def in_write(tid, fd):
+    try:
+        w = open('/proc/self/task/%d/syscall' % tid).read().split()
+    except OSError:
+        return False
+    return len(w) > 1 and w[0] == str(SYS_WRITE) and int(w[1], 16) == fd
+def until(cond):
+    for _ in range(2400):
+        if cond():
+            return True
+        time.sleep(0.025)
+    return False
+def writable(fd):
+    p = select.poll()
+    p.register(fd, select.POLLOUT)
+    return bool(p.poll(0))
+def got():
+    try:
+        return open('got', 'rb').read()
+    except OSError:
+        return b''
+fd = os.open('/dev/ttyACM0', os.O_RDWR | os.O_NOCTTY)
+t = termios.tcgetattr(fd)
+t[1] &= ~termios.OPOST
+t[3] &= ~(termios.ECHO | termios.ICANON | termios.ISIG | termios.IEXTEN)
+termios.tcsetattr(fd, termios.TCSANOW, t)
+data = bytes((i * 7 + i // 251) % 256 for i in range(200000))
+res = {}
+def write(name, b):
+    res[name + 'tid'] = threading.get_native_id()
+    try:
+        res[name] = os.write(fd, b)
+    except OSError as e:
+        res[name] = -e.errno
+th = threading.Thread(target=write, args=('a', data))
+th.start()
+print('full', until(lambda: outq(fd) == 16 * 10240 and in_write(res.get('atid', 0), fd)))
+print('waiting', 'a' not in res, len(got()), writable(fd))
+open('flow', 'w').close()
+th.join()
+print('wrote', res['a'])
+print('drained', until(lambda: outq(fd) == 0), writable(fd))
+print('same', got() == data)
+os.remove('flow')
+os.remove('got')
+fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+print('nonblock', os.write(fd, data))
+try:
+    os.write(fd, b'x')
+    print('again', 0)
+except OSError as e:
+    print('again', -e.errno)
+print('outq', outq(fd), writable(fd))
+fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+th = threading.Thread(target=write, args=('b', b'late'))
+th.start()
+print('blocked', until(lambda: in_write(res.get('btid', 0), fd)))
+subprocess.run(['monfs', 'ctl', 'unplug', '--wait', '1', '1'], stdout=subprocess.DEVNULL, check=True)
+th.join()
+print('late', res['b'] in (-errno.EIO, -errno.ENODEV), res['b'])
+try:
+    os.write(fd, b'x')
+    print('after', 0)
+except OSError as e:
+    print('after', -e.errno)
+print('received', len(got()))
+"#;
+
+#[test]
+fn a_write_waits_for_the_device_to_take_its_bytes() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let dump = dir.join("acm.desc");
+    common::peer_dump("examples/acm_loopback.py", &dump);
+    std::fs::write(dir.join("sink.py"), SINK).unwrap();
+    std::fs::write(dir.join("t.py"), WRITES).unwrap();
+    let config = format!(
+        "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          \
+         kind: external\n          descriptors: {}\n          command: [/usr/bin/python3, {}, {}]\n",
+        dump.display(),
+        dir.join("sink.py").display(),
+        env!("CARGO_MANIFEST_DIR"),
+    );
+    let out = monfs_run(dir, &config, "/usr/bin/python3 t.py");
+    let got: Vec<&str> = out.lines().filter(|l| !l.starts_with("late ")).collect();
+    let want = [
+        "full True",
+        // The device took nothing: the write has not returned, no POLLOUT.
+        "waiting True 0 False",
+        "wrote 200000",
+        "drained True True",
+        "same True",
+        // 16 chunks of 2048, one per write buffer.
+        "nonblock 32768",
+        "again -11",
+        "outq 163840 False",
+        "blocked True",
+        "after -5",
+        "received 0",
+    ];
+    assert_eq!(got, want, "{out}");
+    assert!(lines(&out, "late")[0].starts_with("True "), "{out}");
+}

@@ -4,7 +4,8 @@
 //! nodes up, opens them and calls [`OpenFile`] methods. A read or ioctl that
 //! would block answers [`Errno::EAGAIN`]; the frontend then parks the request and
 //! retries it when the file's [`Waker`] fires, or answers EAGAIN itself for an
-//! `O_NONBLOCK` caller.
+//! `O_NONBLOCK` caller. A write that waits for room answers [`Written::Took`]
+//! and is parked and retried the same way.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
@@ -152,6 +153,36 @@ impl IoctlReply {
     }
 }
 
+/// A write(2) as the frontend passes it to [`OpenFile::write_as`], once
+/// or, while it waits for room, again each time the file's [`Waker`]
+/// fires.
+#[derive(Clone, Copy)]
+pub struct WriteRequest<'a> {
+    /// The file offset.
+    pub offset: u64,
+    /// All the bytes of the request (at most the frontend's largest write).
+    pub data: &'a [u8],
+    /// How many of them earlier attempts took: this one starts at
+    /// `data[done..]`.
+    pub done: usize,
+    /// The caller (the thread that made the write(2)).
+    pub caller: &'a Caller,
+}
+
+/// What [`OpenFile::write_as`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Written {
+    /// The write is over: write(2) returns this count.
+    Done(u32),
+    /// It took this many more bytes (maybe none) and the rest waits for
+    /// room, as a blocking write to a tty or a pipe does: the frontend
+    /// waits for the waker and asks again, answers an `O_NONBLOCK` caller
+    /// the bytes taken so far (EAGAIN if none), and answers an interrupted
+    /// write (a signal) or a failed one the bytes taken so far, the error
+    /// (EINTR) only if none.
+    Took(u32),
+}
+
 /// Operations on an open file. Default methods give the errno a kernel file
 /// without that operation gives.
 pub trait OpenFile: Send + Sync {
@@ -170,6 +201,16 @@ pub trait OpenFile: Send + Sync {
     /// consumed.
     fn write(&self, _offset: u64, _data: &[u8], _caller: &Caller) -> SysResult<u32> {
         Err(Errno::EINVAL)
+    }
+    /// [`OpenFile::write`] as the frontend makes it (see [`WriteRequest`]):
+    /// a file whose writes wait for room (a tty) answers [`Written::Took`];
+    /// the default is [`OpenFile::write`]'s answer, final (its EAGAIN too).
+    fn write_as(&self, w: &WriteRequest<'_>) -> SysResult<Written> {
+        match self.write(w.offset, w.data, w.caller) {
+            Ok(n) => Ok(Written::Done(n)),
+            Err(e) if e == Errno::EAGAIN => Err(Errno::EAGAIN_FINAL),
+            Err(e) => Err(e),
+        }
     }
     /// `O_TRUNC` or `truncate(0)` on an open file.
     fn truncate(&self) -> SysResult<()> {

@@ -3,9 +3,10 @@
 //! `parked.rs`.
 
 use std::collections::VecDeque;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::base::sync::LockExt;
 use crate::base::vfs::{Caller, IoctlLayout, OpenFile};
 
 use super::proto::op;
@@ -38,6 +39,44 @@ pub(super) enum Parked {
     Read { offset: u64, size: u32 },
     /// An ioctl.
     Ioctl(IoctlCall),
+    /// A write of `data` at `offset` whose file waits for room
+    /// ([`crate::base::vfs::Written::Took`]).
+    Write(Arc<WriteCall>),
+}
+
+/// A write request, kept while it waits for room.
+pub(super) struct WriteCall {
+    pub(super) offset: u64,
+    pub(super) data: Vec<u8>,
+    pub(super) caller: Caller,
+    /// The file's O_NONBLOCK, as the request carried it.
+    pub(super) nonblock: bool,
+    /// How many bytes of `data` the file took so far.
+    pub(super) done: AtomicUsize,
+    /// While it waits: `data`'s share of [`crate::base::budget::MEMORY`],
+    /// charged to the caller.
+    pub(super) held: Mutex<Option<crate::base::budget::Grant>>,
+}
+
+impl WriteCall {
+    /// Charge `data` to the caller while the write waits: false past the
+    /// caller's share of memory (the write ends, ENOMEM if nothing was
+    /// written, as tty_write's buffer allocation can fail).
+    pub(super) fn hold(&self) -> bool {
+        let mut held = self.held.lock_ok();
+        if held.is_none() {
+            match crate::base::budget::MEMORY.take(self.data.len()) {
+                Ok(g) => *held = Some(g),
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+
+    /// The bytes the file took so far.
+    pub(super) fn done(&self) -> usize {
+        self.done.load(Ordering::SeqCst)
+    }
 }
 
 impl Parked {
@@ -46,8 +85,35 @@ impl Parked {
         match self {
             Parked::Read { .. } => op::READ,
             Parked::Ioctl(_) => op::IOCTL,
+            Parked::Write(_) => op::WRITE,
         }
     }
+
+    /// The answer to the request interrupted by a signal (FUSE_INTERRUPT):
+    /// EINTR, but a write that took bytes returns their count (as
+    /// n_tty_write and pipe_write do).
+    pub(super) fn interrupted(&self) -> Result<Vec<u8>, crate::base::errno::Errno> {
+        self.ended(crate::base::errno::Errno::EINTR)
+    }
+
+    /// The answer to the request ended by `e`: the error, but a write that
+    /// took bytes returns their count.
+    pub(super) fn ended(
+        &self,
+        e: crate::base::errno::Errno,
+    ) -> Result<Vec<u8>, crate::base::errno::Errno> {
+        match self {
+            Parked::Write(w) if w.done() > 0 => Ok(write_out(w.done())),
+            _ => Err(e),
+        }
+    }
+}
+
+/// `struct fuse_write_out` for a write of `n` bytes.
+pub(super) fn write_out(n: usize) -> Vec<u8> {
+    let mut w = super::proto::Writer::default();
+    w.u32(n as u32).u32(0);
+    w.0
 }
 
 #[derive(Clone)]
@@ -75,7 +141,8 @@ pub(super) struct Pending {
     /// retry completes it.
     pub(super) interrupted: bool,
     /// It waits aside ([`crate::base::errno::Errno::WAIT_ALWAYS`]: a tty's
-    /// TIOCMIWAIT or tcdrain): the handle's other requests do not queue
-    /// behind it.
+    /// TIOCMIWAIT or tcdrain; a write waiting for room, behind the writes
+    /// before it only): the handle's other requests do not queue behind
+    /// it.
     pub(super) aside: bool,
 }

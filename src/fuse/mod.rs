@@ -8,9 +8,12 @@
 //! [`OpenFile`](crate::base::vfs::OpenFile) calls and keeps the parked (blocked) requests.
 //!
 //! Blocking: a read or ioctl whose file answers EAGAIN is parked on its handle
-//! unless the caller is O_NONBLOCK. The file's waker sends the handle to the
-//! service thread, which retries parked requests in order. FUSE_INTERRUPT for
-//! a parked request answers it with EINTR at once.
+//! unless the caller is O_NONBLOCK; so is a write whose file took only part
+//! of it ([`Written::Took`](crate::base::vfs::Written::Took)), apart from the
+//! reads and behind the writes before it. The file's waker sends the handle
+//! to the service thread, which retries parked requests in order.
+//! FUSE_INTERRUPT for a parked request answers it with EINTR at once (a write
+//! that took bytes: their count).
 //!
 //! Panics: a handler that panics fails that one request with EIO (and a log
 //! line); the threads keep serving, and the locks it held stay usable (see

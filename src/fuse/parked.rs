@@ -1,6 +1,7 @@
-//! Parked requests: a read or ioctl that would block waits on its handle
-//! (the queue is in `handle.rs`) and is retried when the file's waker
-//! fires; FUSE_INTERRUPT answers it EINTR.
+//! Parked requests: a read or ioctl that would block, or a write that waits
+//! for room, waits on its handle (the queue is in `handle.rs`) and is
+//! retried when the file's waker fires; FUSE_INTERRUPT answers it EINTR (a
+//! write that took bytes: their count).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
@@ -10,15 +11,24 @@ use tracing::{debug, error};
 
 use crate::base::errno::Errno;
 use crate::base::sync::{panic_message, LockExt};
-use crate::base::vfs::IoctlRequest;
+use crate::base::vfs::{IoctlRequest, WriteRequest, Written};
 
-use super::handle::{Handle, Parked, Pending};
+use super::handle::{write_out, Handle, Parked, Pending};
 use super::proto;
-use super::state::{Session, Wake};
+use super::state::{Session, Wake, EARLY_INTERRUPTS};
 
 /// Whether a parked request's answer `e` keeps it parked: "would block".
 fn waits(e: Errno) -> bool {
     e == Errno::EAGAIN || e == Errno::WAIT_ALWAYS
+}
+
+/// Whether a write may wait: its bytes charged to its caller (see
+/// [`super::handle::WriteCall::hold`]); other requests hold nothing.
+fn holds(what: &Parked) -> bool {
+    match what {
+        Parked::Write(w) => w.hold(),
+        _ => true,
+    }
 }
 use super::watchdog;
 
@@ -50,7 +60,8 @@ impl Session {
         nonblock: bool,
     ) {
         let mut aside = false;
-        if hd.pending.lock_ok().iter().all(|p| p.aside) {
+        let free = hd.pending.lock_ok().iter().all(|p| p.aside);
+        if free {
             // Not armed: a request that is answered at once must not make the
             // next event wake the service thread. If it parks, `service` arms
             // the waker before it tries again, so no event is missed.
@@ -71,6 +82,10 @@ impl Session {
             }
         }
         let mut pend = hd.pending.lock_ok();
+        if self.interrupted_early(u, fh) {
+            drop(pend);
+            return self.finish(u, what.interrupted());
+        }
         pend.push_back(Pending {
             unique: u,
             what,
@@ -78,10 +93,97 @@ impl Session {
             interrupted: false,
             aside,
         });
-        self.parked.lock_ok().insert(u, fh);
         drop(pend);
         // Something may have arrived between the attempt and parking.
         self.service(fh);
+    }
+
+    /// Whether an interrupt for `u` came before it parked (it is answered
+    /// as interrupted then); else it is noted as parked on `fh`. The
+    /// caller holds the handle's queue.
+    fn interrupted_early(&self, u: u64, fh: u64) -> bool {
+        let mut parked = self.parked.lock_ok();
+        let mut early = self.early_interrupts.lock_ok();
+        match early.iter().position(|&e| e == u) {
+            Some(i) => {
+                early.remove(i);
+                debug!(unique = u, "request interrupted before it parked");
+                true
+            }
+            None => {
+                parked.insert(u, fh);
+                false
+            }
+        }
+    }
+
+    /// A write ([`Parked::Write`]): in the handle's queue from the start,
+    /// aside of its reads and behind its earlier writes (a tty's write
+    /// lock, tty_write_lock, held for the whole write). The first in line
+    /// is tried at once and waits if the file waits for room; a later one
+    /// waits for its turn, or, O_NONBLOCK, answers EAGAIN (the lock's
+    /// trylock).
+    pub(super) fn write_or_park(
+        &self,
+        hd: &Arc<Handle>,
+        fh: u64,
+        u: u64,
+        what: Parked,
+        nonblock: bool,
+    ) {
+        let first = {
+            let mut pend = hd.pending.lock_ok();
+            let first = !pend.iter().any(|p| matches!(p.what, Parked::Write(_)));
+            if !first && nonblock {
+                drop(pend);
+                return self.err(u, Errno::EAGAIN);
+            }
+            if !first && !holds(&what) {
+                drop(pend);
+                return self.err(u, Errno::ENOMEM);
+            }
+            if self.interrupted_early(u, fh) {
+                drop(pend);
+                return self.finish(u, what.interrupted());
+            }
+            pend.push_back(Pending {
+                unique: u,
+                what: what.clone(),
+                attempting: first,
+                interrupted: false,
+                aside: true,
+            });
+            first
+        };
+        if !first {
+            // Tried when the writes before it are done.
+            return self.service(fh);
+        }
+        // Not armed (as in `run_or_park`).
+        let res = self.attempt(hd, &what, nonblock, false);
+        let mut pend = hd.pending.lock_ok();
+        let Some(i) = pend.iter().position(|p| p.unique == u) else {
+            return; // answered meanwhile (the handle was released)
+        };
+        let res = match res {
+            Err(e) if waits(e) && !pend[i].interrupted && holds(&what) => {
+                pend[i].attempting = false;
+                drop(pend);
+                // Room may have come meanwhile.
+                return self.service(fh);
+            }
+            Err(e) if waits(e) && !pend[i].interrupted => what.ended(Errno::ENOMEM),
+            Err(e) if waits(e) => pend[i].what.interrupted(),
+            res => res,
+        };
+        pend.remove(i);
+        let more = pend.iter().any(|p| matches!(p.what, Parked::Write(_)));
+        drop(pend);
+        self.parked.lock_ok().remove(&u);
+        self.finish(u, res);
+        if more {
+            self.service(fh);
+        }
     }
 
     /// The caller's current O_NONBLOCK for an ioctl that would block. An
@@ -99,7 +201,9 @@ impl Session {
         crate::base::procmem::fd_nonblock(c.caller.pid, dev, hd.nodeid, &mut hd.fd_hint.lock_ok())
     }
 
-    /// Run a request once.
+    /// Run a request once. A write that took bytes and waits for room
+    /// for the rest keeps their count in its [`WriteCall`] and answers
+    /// EAGAIN; an error or O_NONBLOCK then answers the count.
     pub(super) fn attempt(
         &self,
         hd: &Handle,
@@ -109,6 +213,31 @@ impl Session {
     ) -> Result<Vec<u8>, Errno> {
         match what {
             Parked::Read { offset, size } => hd.file.read_as(*offset, *size, nonblock, retry),
+            Parked::Write(w) => {
+                let done = w.done();
+                let req = WriteRequest {
+                    offset: w.offset,
+                    data: &w.data,
+                    done,
+                    caller: &w.caller,
+                };
+                let took = match hd.file.write_as(&req) {
+                    Ok(Written::Done(n)) => return Ok(write_out(n as usize)),
+                    Ok(Written::Took(n)) => (n as usize).min(w.data.len() - done),
+                    Err(e) if e == Errno::EAGAIN => 0,
+                    Err(_) if done > 0 => return Ok(write_out(done)),
+                    Err(e) => return Err(e),
+                };
+                let done = done + took;
+                w.done.store(done, Ordering::SeqCst);
+                if done == w.data.len() || (w.nonblock && done > 0) {
+                    Ok(write_out(done))
+                } else if w.nonblock {
+                    Err(Errno::EAGAIN_FINAL)
+                } else {
+                    Err(Errno::EAGAIN)
+                }
+            }
             Parked::Ioctl(c) => {
                 if let Some((layout, data)) = &c.cuse {
                     return self.cuse_ioctl(hd, c, layout, data, nonblock, retry);
@@ -146,15 +275,22 @@ impl Session {
     /// so an interrupt or a release never waits for it.
     pub(super) fn retry_parked(&self, hd: &Arc<Handle>) {
         while self.retry_one(hd, None) {}
-        let aside: Vec<u64> = hd
+        let aside: Vec<(u64, bool)> = hd
             .pending
             .lock_ok()
             .iter()
             .filter(|p| p.aside)
-            .map(|p| p.unique)
+            .map(|p| (p.unique, matches!(p.what, Parked::Write(_))))
             .collect();
-        for u in aside {
-            self.retry_one(hd, Some(u));
+        let mut writing = false;
+        for (u, write) in aside {
+            // A write waits for the writes before it (tty_write_lock).
+            if write && writing {
+                continue;
+            }
+            if !self.retry_one(hd, Some(u)) && write {
+                writing = hd.pending.lock_ok().iter().any(|p| p.unique == u);
+            }
         }
     }
 
@@ -206,7 +342,7 @@ impl Session {
                 }
                 return false;
             }
-            Err(e) if waits(e) => Err(Errno::EINTR),
+            Err(e) if waits(e) => pend[i].what.interrupted(),
             res => res,
         };
         pend.remove(i);
@@ -267,7 +403,19 @@ impl Session {
     }
 
     pub(super) fn interrupt(&self, u: u64, target: u64) {
-        let fh = self.parked.lock_ok().get(&target).copied();
+        let fh = {
+            let parked = self.parked.lock_ok();
+            let fh = parked.get(&target).copied();
+            if fh.is_none() {
+                // It may park yet: it is answered then.
+                let mut early = self.early_interrupts.lock_ok();
+                if early.len() >= EARLY_INTERRUPTS {
+                    early.pop_front();
+                }
+                early.push_back(target);
+            }
+            fh
+        };
         match fh.and_then(|fh| self.handle(fh)) {
             Some(hd) => {
                 let mut pend = hd.pending.lock_ok();
@@ -277,10 +425,10 @@ impl Session {
                         // completed the request.
                         pend[i].interrupted = true;
                     } else {
-                        pend.remove(i);
+                        let p = pend.remove(i).expect("found");
                         self.parked.lock_ok().remove(&target);
                         debug!(target, "interrupted parked request");
-                        self.err(target, Errno::EINTR);
+                        self.finish(target, p.what.interrupted());
                     }
                 }
                 // Otherwise it was answered meanwhile: nothing to do.
@@ -303,13 +451,18 @@ mod tests {
     use std::sync::Mutex as StdMutex;
 
     use super::*;
-    use crate::base::vfs::{Caller, FileNode, NodeKind, OpenFile, OpenFlags, Tree, Waker};
+    use crate::base::vfs::{
+        Caller, FileNode, NodeKind, OpenFile, OpenFlags, Tree, Waker, WriteRequest, Written,
+    };
 
-    /// A stream file: EAGAIN until data is put in, and the waker to call then.
+    /// A stream file: EAGAIN until data is put in, and the waker to call then;
+    /// writes take what `room` allows into `written`.
     #[derive(Default)]
     struct Gate {
         data: StdMutex<Vec<u8>>,
         waker: StdMutex<Option<Waker>>,
+        room: StdMutex<usize>,
+        written: StdMutex<Vec<u8>>,
     }
 
     struct GateNode(Arc<Gate>);
@@ -329,6 +482,14 @@ mod tests {
             }
             let n = d.len().min(size as usize);
             Ok(d.drain(..n).collect())
+        }
+        fn write_as(&self, w: &WriteRequest<'_>) -> Result<Written, Errno> {
+            let mut room = self.0.room.lock_ok();
+            let rest = &w.data[w.done..];
+            let n = rest.len().min(*room);
+            *room -= n;
+            self.0.written.lock_ok().extend_from_slice(&rest[..n]);
+            Ok(Written::Took(n as u32))
         }
         fn set_waker(&self, w: Waker) {
             *self.0.waker.lock_ok() = Some(w);
@@ -395,6 +556,105 @@ mod tests {
         while let Ok(Wake::Handle(fh)) = r.s.wake_rx.try_recv() {
             r.s.service(fh);
         }
+    }
+
+    /// Give the file `n` bytes of write room and let the service thread's
+    /// work run.
+    fn room(r: &Rig, n: usize) {
+        *r.gate.room.lock_ok() += n;
+        let w = r.gate.waker.lock_ok().clone().expect("waker set");
+        w();
+        while let Ok(Wake::Handle(fh)) = r.s.wake_rx.try_recv() {
+            r.s.service(fh);
+        }
+    }
+
+    fn written(n: u32) -> Vec<u8> {
+        write_out(n as usize)
+    }
+
+    #[test]
+    fn a_write_waits_for_room_until_it_is_all_taken() {
+        let r = rig();
+        *r.gate.room.lock_ok() = 3;
+        r.s.write(2, r.fh, 0, b"abcdefgh", Caller::default(), false);
+        assert!(reply(&r.kernel).is_none(), "parked with 3 of 8 taken");
+        room(&r, 2);
+        assert!(reply(&r.kernel).is_none(), "5 of 8");
+        // A read on the handle does not wait behind the write.
+        r.s.read(3, r.fh, 0, 10, false);
+        feed(&r, b"in");
+        assert_eq!(reply(&r.kernel), Some((3, 0, b"in".to_vec())));
+        room(&r, 10);
+        assert_eq!(reply(&r.kernel), Some((2, 0, written(8))));
+        assert_eq!(*r.gate.written.lock_ok(), b"abcdefgh");
+        assert!(r.s.parked.lock_ok().is_empty());
+    }
+
+    #[test]
+    fn writes_on_a_handle_take_room_one_after_another() {
+        let r = rig();
+        r.s.write(2, r.fh, 0, b"abc", Caller::default(), false);
+        r.s.write(3, r.fh, 0, b"xyz", Caller::default(), false);
+        room(&r, 4);
+        assert_eq!(reply(&r.kernel), Some((2, 0, written(3))));
+        // The second took its first byte only after the first was done.
+        room(&r, 2);
+        assert_eq!(reply(&r.kernel), Some((3, 0, written(3))));
+        assert_eq!(*r.gate.written.lock_ok(), b"abcxyz");
+    }
+
+    #[test]
+    fn a_write_behind_another_waits_for_it_or_is_eagain_if_nonblocking() {
+        let r = rig();
+        r.s.write(2, r.fh, 0, b"abc", Caller::default(), false);
+        // The write lock is the first write's: O_NONBLOCK does not wait.
+        r.s.write(3, r.fh, 0, b"xyz", Caller::default(), true);
+        assert_eq!(reply(&r.kernel), Some((3, -libc::EAGAIN, Vec::new())));
+        r.s.write(4, r.fh, 0, b"123", Caller::default(), false);
+        room(&r, 1);
+        assert!(reply(&r.kernel).is_none());
+        room(&r, 5);
+        assert_eq!(reply(&r.kernel), Some((2, 0, written(3))));
+        assert_eq!(reply(&r.kernel), Some((4, 0, written(3))));
+        assert_eq!(*r.gate.written.lock_ok(), b"abc123");
+    }
+
+    #[test]
+    fn a_nonblocking_write_gets_what_fit_else_eagain() {
+        let r = rig();
+        *r.gate.room.lock_ok() = 3;
+        r.s.write(2, r.fh, 0, b"abcdefgh", Caller::default(), true);
+        assert_eq!(reply(&r.kernel), Some((2, 0, written(3))));
+        r.s.write(3, r.fh, 0, b"defgh", Caller::default(), true);
+        assert_eq!(reply(&r.kernel), Some((3, -libc::EAGAIN, Vec::new())));
+        assert!(r.s.parked.lock_ok().is_empty());
+    }
+
+    #[test]
+    fn an_interrupted_write_answers_what_it_took_else_eintr() {
+        let r = rig();
+        *r.gate.room.lock_ok() = 3;
+        r.s.write(2, r.fh, 0, b"abcdefgh", Caller::default(), false);
+        r.s.interrupt(10, 2);
+        assert_eq!(reply(&r.kernel), Some((2, 0, written(3))));
+        r.s.write(3, r.fh, 0, b"more", Caller::default(), false);
+        r.s.interrupt(11, 3);
+        assert_eq!(reply(&r.kernel), Some((3, -libc::EINTR, Vec::new())));
+        room(&r, 10);
+        assert!(reply(&r.kernel).is_none());
+        assert_eq!(*r.gate.written.lock_ok(), b"abc");
+    }
+
+    #[test]
+    fn an_interrupt_that_came_before_its_request_parked_answers_it() {
+        let r = rig();
+        // The kernel sent the interrupt while the request was being tried.
+        r.s.interrupt(10, 2);
+        assert_eq!(reply(&r.kernel), Some((10, -libc::EAGAIN, Vec::new())));
+        r.s.read(2, r.fh, 0, 100, false);
+        assert_eq!(reply(&r.kernel), Some((2, -libc::EINTR, Vec::new())));
+        assert!(r.s.parked.lock_ok().is_empty());
     }
 
     #[test]

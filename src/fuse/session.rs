@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tracing::{debug, error, warn};
@@ -17,7 +17,7 @@ use crate::base::sync::{panic_message, CondvarExt, LockExt, RwLockExt};
 use crate::base::vfs::{Caller, NodeKind, OpenFlags, Waker};
 
 use super::cuse::{clip_ranges, CUSE_IOCTL_MAX};
-use super::handle::{Handle, IoctlCall, Parked};
+use super::handle::{Handle, IoctlCall, Parked, WriteCall};
 use super::proto::{self, op, InHeader, Reader};
 use super::state::{Session, Transport, Wake, ALIAS_BASE, MAX_WRITE};
 use super::watchdog;
@@ -562,24 +562,15 @@ impl Session {
                 let fh = r.u64().unwrap_or(0);
                 let offset = r.u64().unwrap_or(0);
                 let size = r.u32().unwrap_or(0) as usize;
-                let _ = r.u32();
-                let _ = r.u64();
-                let _ = r.u32();
+                let _write_flags = r.u32();
+                let _lock_owner = r.u64();
+                // The file's flags (fcntl's O_NONBLOCK included).
+                let flags = r.u32().unwrap_or(0) as i32;
                 let _ = r.u32();
                 let data = r.rest();
                 let data = &data[..size.min(data.len())];
                 self.tree.before_request();
-                match self.handle(fh) {
-                    Some(hd) => match hd.file.write(offset, data, &caller) {
-                        Ok(n) => {
-                            let mut w = proto::Writer::default();
-                            w.u32(n).u32(0);
-                            self.ok(u, &w.0)
-                        }
-                        Err(e) => self.err(u, e),
-                    },
-                    None => self.err(u, Errno::EBADF),
-                }
+                self.write(u, fh, offset, data, caller, flags & libc::O_NONBLOCK != 0);
                 self.tree.after_request();
             }
             op::RELEASE => {
@@ -869,6 +860,31 @@ impl Session {
             // The read carries the file's current flags (fcntl included).
             nonblock,
         );
+    }
+
+    /// A write: answered at once, or parked while its file waits for room
+    /// ([`crate::base::vfs::Written::Took`]).
+    pub(super) fn write(
+        &self,
+        u: u64,
+        fh: u64,
+        offset: u64,
+        data: &[u8],
+        caller: Caller,
+        nonblock: bool,
+    ) {
+        let Some(hd) = self.handle(fh) else {
+            return self.err(u, Errno::EBADF);
+        };
+        let call = WriteCall {
+            offset,
+            data: data.to_vec(),
+            caller,
+            nonblock,
+            done: AtomicUsize::new(0),
+            held: Mutex::new(None),
+        };
+        self.write_or_park(&hd, fh, u, Parked::Write(Arc::new(call)), nonblock);
     }
 
     pub(super) fn ioctl(&self, u: u64, r: &mut Reader<'_>, caller: Caller) {

@@ -2,7 +2,7 @@
 //! handles and parked requests, per-open inodes, the serving threads, and
 //! the channel that gives the service thread its work.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -19,6 +19,8 @@ use super::watchdog;
 /// The most data one request carries (INIT's `max_write`); page-cache
 /// stores go in pieces of this size too.
 pub(super) const MAX_WRITE: u32 = 128 * 1024;
+/// How many early interrupts are kept (see `Session::early_interrupts`).
+pub(super) const EARLY_INTERRUPTS: usize = 256;
 // FUSE over io_uring registers payload buffers of at least this much.
 const _: () = assert!(MAX_WRITE as usize == super::uring::PAYLOAD_LEN);
 
@@ -36,6 +38,12 @@ pub struct Session {
     pub(super) snapshots: Mutex<HashMap<u64, std::collections::BTreeMap<u64, u64>>>,
     /// Parked requests: unique -> the handle they are parked on.
     pub(super) parked: Mutex<HashMap<u64, u64>>,
+    /// Requests a FUSE_INTERRUPT came for before they were parked, newest
+    /// last, at most [`EARLY_INTERRUPTS`]: one that parks is answered as
+    /// interrupted at once. (Over io_uring the kernel drops the EAGAIN
+    /// that asks it to send such an interrupt again.) Locked after
+    /// `parked`.
+    pub(super) early_interrupts: Mutex<VecDeque<u64>>,
     pub(super) next_fh: AtomicU64,
     pub(super) wake_tx: Sender<Wake>,
     pub(super) wake_rx: Receiver<Wake>,
@@ -154,6 +162,7 @@ impl Session {
             handles: RwLock::new(HashMap::new()),
             snapshots: Mutex::new(HashMap::new()),
             parked: Mutex::new(HashMap::new()),
+            early_interrupts: Mutex::new(VecDeque::new()),
             next_fh: AtomicU64::new(1),
             wake_tx,
             wake_rx,

@@ -366,9 +366,15 @@ impl PortDriver for Acm {
         }
     }
 
-    /// acm_tty_chars_in_buffer: each write buffer in use counts whole.
-    fn chars_in_buffer(&self, queued: usize, lengths: &[usize]) -> usize {
-        lengths.len() * self.layout.writesize() + queued
+    /// acm_tty_write: no FIFO, each write call fills a write buffer.
+    fn write_fifo(&self) -> Option<usize> {
+        None
+    }
+
+    /// acm_tty_chars_in_buffer: each write buffer in use counts whole
+    /// (those in flight and those whose URB waits to go out).
+    fn chars_in_buffer(&self, _queued: usize, buffers: usize, lengths: &[usize]) -> usize {
+        (lengths.len() + buffers) * self.layout.writesize()
     }
 
     /// acm_wait_serial_change's lines.

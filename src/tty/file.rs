@@ -7,9 +7,12 @@
 //!   VTIME rules; EAGAIN when non-blocking and nothing is there; 0 (end of
 //!   file) once the port hung up.
 //! * `write(2)`: through the line discipline's output processing to the
-//!   device's bulk OUT endpoint; EIO once the port hung up.
+//!   driver, as far as its write room lets it; a blocking write waits for
+//!   room until it is all written (a signal: what it wrote, else EINTR), a
+//!   non-blocking one returns what fit (EAGAIN if nothing did); EIO once
+//!   the port hung up (what was written, if anything).
 //! * `poll`: readable as n_tty_poll says, writable while little waits to
-//!   go out; everything and POLLHUP once hung up.
+//!   go out and there is write room; everything and POLLHUP once hung up.
 //! * ioctls: TCGETS, TCSETS, TCSETSW, TCSETSF and their termios2 forms,
 //!   TCFLSH, TCXONC, TCSBRK, TCSBRKP, TIOCSBRK, TIOCCBRK, TIOCMGET, TIOCMSET,
 //!   TIOCMBIS, TIOCMBIC, TIOCMIWAIT, TIOCGICOUNT, TIOCINQ, TIOCOUTQ, TIOCEXCL,
@@ -27,6 +30,7 @@ use crate::base::errno::{Errno, SysResult};
 use crate::base::sync::LockExt;
 use crate::base::vfs::{
     Caller, FileNode, IoctlReply, IoctlRequest, OpenFile, OpenFlags, Waker, WakerSlot,
+    WriteRequest, Written,
 };
 
 use super::ldisc::{ReadPlan, ReadStep};
@@ -66,6 +70,9 @@ mod nr {
 
 /// `WAKEUP_CHARS`: POLLOUT while fewer bytes than this wait to go out.
 const WAKEUP_CHARS: usize = 256;
+/// tty_write's chunks (iterate_tty_write without TTY_NO_WRITE_SPLIT): each
+/// goes to the line discipline's write whole before the next.
+const WRITE_CHUNK: usize = 2048;
 /// `sizeof(struct serial_struct)` and `struct serial_icounter_struct`.
 const SERIAL_STRUCT: usize = 72;
 const ICOUNTER_STRUCT: usize = 80;
@@ -214,8 +221,8 @@ impl TtyFile {
             st.ldisc.set_termios(&old, &new);
             // Echoes a restart of output released.
             let out = st.ldisc.take_output();
+            drop(st);
             if !out.is_empty() {
-                drop(st);
                 self.port.queue_write(&out);
             }
         }
@@ -366,25 +373,46 @@ impl OpenFile for TtyFile {
         }
     }
 
-    fn write(&self, _offset: u64, data: &[u8], _caller: &Caller) -> SysResult<u32> {
-        let out = {
-            let mut st = self.port.state();
-            if self.hung(&st) {
-                return Err(Errno::EIO);
-            }
-            let t = st.termios;
-            st.ldisc.process_output(&t, data)
+    fn write(&self, offset: u64, data: &[u8], caller: &Caller) -> SysResult<u32> {
+        let w = WriteRequest {
+            offset,
+            data,
+            done: 0,
+            caller,
         };
-        loop {
-            if self.port.queue_write(&out) {
-                return Ok(data.len() as u32);
-            }
-            let st = self.port.state();
-            if self.hung(&st) {
-                return Err(Errno::EIO);
-            }
-            drop(self.port.wait(st, Duration::from_millis(50)));
+        match self.write_as(&w)? {
+            Written::Took(0) => Err(Errno::EAGAIN),
+            Written::Took(n) | Written::Done(n) => Ok(n),
         }
+    }
+
+    /// tty_write and n_tty_write: the write in chunks of [`WRITE_CHUNK`]
+    /// bytes (iterate_tty_write), each through the line discipline to the
+    /// driver as far as the write room lets it; the rest waits for room
+    /// (or, with O_NONBLOCK, is not written). EIO once hung up.
+    fn write_as(&self, w: &WriteRequest<'_>) -> SysResult<Written> {
+        if self.hung(&self.port.state()) {
+            return Err(Errno::EIO);
+        }
+        let start = w.done.min(w.data.len());
+        let mut at = start;
+        while at < w.data.len() {
+            let end = w.data.len().min((at / WRITE_CHUNK + 1) * WRITE_CHUNK);
+            let (n, err) = self.port.write(&w.data[at..end]);
+            at += n;
+            if let Some(e) = err {
+                // n_tty_write and tty_write: what was written, else the
+                // error.
+                return match at {
+                    0 => Err(e),
+                    _ => Ok(Written::Done(at as u32)),
+                };
+            }
+            if at < end {
+                break;
+            }
+        }
+        Ok(Written::Took((at - start) as u32))
     }
 
     fn poll(&self) -> u32 {
@@ -401,7 +429,8 @@ impl OpenFile for TtyFile {
         if st.ldisc.available(&st.termios, true) {
             m |= (libc::POLLIN | libc::POLLRDNORM) as u32;
         }
-        if self.port.outq(&st) < WAKEUP_CHARS && !st.ldisc.stopped() {
+        // n_tty_poll: little waits to go out and there is room.
+        if self.port.outq(&st) < WAKEUP_CHARS && self.port.write_room(&st) > 0 {
             m |= (libc::POLLOUT | libc::POLLWRNORM) as u32;
         }
         m
@@ -434,8 +463,11 @@ impl OpenFile for TtyFile {
                 // tty_perform_flush.
                 match req.arg {
                     0 => self.port.state().ldisc.flush_input(),
-                    1 => {}
-                    2 => self.port.state().ldisc.flush_input(),
+                    1 => self.port.flush_buffer(),
+                    2 => {
+                        self.port.state().ldisc.flush_input();
+                        self.port.flush_buffer();
+                    }
                     _ => return Err(Errno::EINVAL),
                 }
                 self.port.check_unthrottle();

@@ -417,6 +417,82 @@ impl NTty {
         std::mem::take(&mut self.out)
     }
 
+    /// The echoes still pending, for the device (process_echoes at the
+    /// start of n_tty_write).
+    pub fn pending_echoes(&mut self, t: &Termios) -> Vec<u8> {
+        self.process_echoes(t);
+        std::mem::take(&mut self.out)
+    }
+
+    /// process_output_block: how many of `data`'s first bytes, at most
+    /// `room`, go to the device as they are (up to one that output
+    /// processing changes or must look at alone), the column following
+    /// them. Only with OPOST.
+    pub fn output_block(&mut self, t: &Termios, data: &[u8], room: usize) -> usize {
+        let nr = data.len().min(room);
+        let mut i = 0;
+        while i < nr {
+            let c = data[i];
+            match c {
+                b'\n' => {
+                    if t.o(ONLRET) {
+                        self.column = 0;
+                    }
+                    if t.o(ONLCR) {
+                        break;
+                    }
+                    self.canon_column = self.column;
+                }
+                b'\r' => {
+                    if (t.o(ONOCR) && self.column == 0) || t.o(OCRNL) {
+                        break;
+                    }
+                    self.column = 0;
+                    self.canon_column = 0;
+                }
+                b'\t' => break,
+                0x08 => self.column = self.column.saturating_sub(1),
+                _ => {
+                    if !is_cntrl(c) {
+                        if t.o(OLCUC) {
+                            break;
+                        }
+                        if !(t.i(IUTF8) && c & 0xc0 == 0x80) {
+                            self.column += 1;
+                        }
+                    }
+                }
+            }
+            i += 1;
+        }
+        i
+    }
+
+    /// process_output: what character `c` becomes for the device (maybe
+    /// nothing: a CR at column 0 with ONOCR), written with one call of the
+    /// driver's; None when the `room` the device has is too little (none;
+    /// less than 2 for ONLCR's CR NL, than the spaces of an expanded tab).
+    /// Only with OPOST.
+    pub fn output_char(&mut self, t: &Termios, c: u8, room: usize) -> Option<Vec<u8>> {
+        if room == 0 {
+            return None;
+        }
+        if c == b'\n' && t.o(ONLRET) {
+            self.column = 0;
+        }
+        let need = match c {
+            b'\n' if t.o(ONLCR) => 2,
+            b'\t' if t.oflag & TABDLY == XTABS => (8 - (self.column & 7)) as usize,
+            _ => 1,
+        };
+        if room < need {
+            return None;
+        }
+        let before = self.out.len();
+        self.do_output_char(t, c);
+        Some(self.out.split_off(before))
+    }
+
     /// Bytes the line discipline wrote outside [`NTty::receive`] and
     /// [`NTty::process_output`] (echoes released by [`NTty::set_termios`]
     /// restarting output) for the device.
@@ -1540,6 +1616,77 @@ mod tests {
         // Without IXON the characters are data.
         n.receive(&t3, b"\x13\n");
         assert_eq!(line(&mut n, &t3), b"ab\x13\n");
+    }
+
+    /// n_tty_write's OPOST loop over a device with `room` bytes of room per
+    /// write call: the writes it makes.
+    fn writes(n: &mut NTty, t: &Termios, data: &[u8], mut room: usize) -> (usize, Vec<Vec<u8>>) {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < data.len() {
+            let k = n.output_block(t, &data[i..], room);
+            if k > 0 {
+                out.push(data[i..i + k].to_vec());
+                room -= k;
+            }
+            i += k;
+            if i == data.len() {
+                break;
+            }
+            let Some(c) = n.output_char(t, data[i], room) else {
+                break;
+            };
+            room -= c.len();
+            if !c.is_empty() {
+                out.push(c);
+            }
+            i += 1;
+        }
+        (i, out)
+    }
+
+    #[test]
+    fn output_in_blocks_and_characters_as_room_allows() {
+        let mut t = std_t();
+        let mut n = NTty::with_termios(&t);
+        // Plain characters go as a block; NL with ONLCR and a tab alone.
+        let (i, w) = writes(&mut n, &t, b"ab\ncd\te", 100);
+        assert_eq!(i, 7);
+        let w: Vec<&[u8]> = w.iter().map(|v| v.as_slice()).collect();
+        assert_eq!(w, [&b"ab"[..], b"\r\n", b"cd", b"\t", b"e"]);
+        assert_eq!(n.column, 9);
+        // CR NL needs room for both: it waits, not taken.
+        let mut n = NTty::with_termios(&t);
+        assert_eq!(writes(&mut n, &t, b"abc\n", 4), (3, vec![b"abc".to_vec()]));
+        assert_eq!(n.output_char(&t, b'\n', 1), None);
+        assert_eq!(n.output_char(&t, b'\n', 2), Some(b"\r\n".to_vec()));
+        // No room: nothing.
+        assert_eq!(n.output_block(&t, b"xyz", 0), 0);
+        assert_eq!(n.output_char(&t, b'x', 0), None);
+        // XTABS needs room for the spaces.
+        t.oflag |= XTABS;
+        let mut n = NTty::with_termios(&t);
+        n.column = 5;
+        assert_eq!(n.output_char(&t, b'\t', 2), None);
+        assert_eq!(n.output_char(&t, b'\t', 3), Some(b"   ".to_vec()));
+        // OLCUC: every printable character goes alone.
+        t.oflag = OPOST | OLCUC;
+        let mut n = NTty::with_termios(&t);
+        assert_eq!(n.output_block(&t, b"Ab", 10), 0);
+        assert_eq!(n.output_char(&t, b'A', 10), Some(b"A".to_vec()));
+        assert_eq!(n.output_char(&t, b'b', 10), Some(b"B".to_vec()));
+        // ONOCR: a CR at column 0 is taken and writes nothing.
+        t.oflag = OPOST | ONOCR;
+        let mut n = NTty::with_termios(&t);
+        assert_eq!(n.output_block(&t, b"\r", 10), 0);
+        assert_eq!(n.output_char(&t, b'\r', 10), Some(Vec::new()));
+        // The same bytes as process_output gives, however they are cut.
+        let t = std_t();
+        let text = b"one\ttwo\r\nthree\x08\n";
+        let whole = NTty::with_termios(&t).process_output(&t, text);
+        let mut n = NTty::with_termios(&t);
+        let (i, w) = writes(&mut n, &t, text, 1000);
+        assert_eq!((i, w.concat()), (text.len(), whole));
     }
 
     #[test]

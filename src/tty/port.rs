@@ -15,8 +15,12 @@
 //! * Read URBs' data goes through the driver ([`PortDriver::process_read`])
 //!   to the line discipline and the URB is submitted again, unless the port
 //!   is throttled (its read buffer nearly full).
-//! * Writes go out as bulk OUT URBs of the driver's size, as many at a time
-//!   as it has.
+//! * Writes go through the line discipline's output
+//!   ([`Port::write`], n_tty_write's loop) to the driver's write: the
+//!   usb-serial core's write FIFO of a page ([`PortDriver::write_fifo`]), or
+//!   cdc_acm's write buffers, one per write call; out as bulk OUT URBs of
+//!   the driver's size, as many at a time as it has. What does not fit waits
+//!   for room ([`Port::write_room`]): a write URB completing makes some.
 //! * The last close waits for the writes, drops DTR and RTS with HUPCL,
 //!   kills the URBs and lets the driver close ([`PortDriver::close`]); a
 //!   disconnect hangs the port up.
@@ -46,9 +50,9 @@ pub const CTRL_TIMEOUT: Duration = Duration::from_secs(5);
 /// `closing_wait`'s default (30 s): how long the last close waits for the
 /// writes.
 const CLOSING_WAIT: Duration = Duration::from_secs(30);
-/// Bytes queued for the device past which a write waits (the tty layer's
-/// write buffer).
-const OUT_QUEUE: usize = 64 << 10;
+/// Bytes the line discipline's echoes and the driver's own bytes (a STOP
+/// or START character, ch341's break) may queue past the write room.
+const OUT_EXTRA: usize = 64 << 10;
 /// Bytes the line discipline had no room for, kept to feed it again (the
 /// tty's flip buffer); past this, read URBs' data is dropped.
 const FLIP_MAX: usize = 64 << 10;
@@ -202,9 +206,17 @@ pub trait PortDriver: Send + Sync {
     fn prepare_write(&self, _st: &mut PortState, chunk: Vec<u8>) -> Vec<u8> {
         chunk
     }
-    /// Bytes not yet sent with `queued` waiting and write URBs of
-    /// `lengths` in flight (TIOCOUTQ, chars_in_buffer).
-    fn chars_in_buffer(&self, queued: usize, lengths: &[usize]) -> usize {
+    /// The write FIFO's size: a write takes what fits in it
+    /// (usb_serial_generic_write, a page, [`serial::WRITE_FIFO`]). None: each
+    /// write call fills one of the write URBs' buffers, at most its length,
+    /// while one is free (acm_tty_write).
+    fn write_fifo(&self) -> Option<usize> {
+        Some(serial::WRITE_FIFO)
+    }
+    /// Bytes not yet sent with `queued` bytes in `buffers` write calls
+    /// waiting and write URBs of `lengths` in flight (TIOCOUTQ,
+    /// chars_in_buffer).
+    fn chars_in_buffer(&self, queued: usize, _buffers: usize, lengths: &[usize]) -> usize {
         serial::chars_in_buffer(queued, lengths)
     }
     /// Whether the device's transmitter is empty (tx_empty; None: the
@@ -288,8 +300,14 @@ pub struct PortState {
     writes: Vec<(u64, Option<u64>, usize)>,
     /// The next write URB's own number.
     next_write: u64,
-    /// Bytes waiting for a free write URB.
+    /// Bytes waiting for a free write URB (the write FIFO).
     out: VecDeque<u8>,
+    /// Without a write FIFO: the lengths of the write calls in `out`, each
+    /// its own URB.
+    calls: VecDeque<usize>,
+    /// Write URBs taken (in `writes`) and not yet submitted, in order:
+    /// (buffer, session, own number).
+    outgoing: VecDeque<(Vec<u8>, u64, u64)>,
     /// Throttled: read URBs are not submitted again.
     throttled: bool,
     /// Received bytes the line discipline had no room for yet.
@@ -299,6 +317,12 @@ pub struct PortState {
 }
 
 impl PortState {
+    /// Drop what waits for a write URB (the write FIFO's bytes).
+    fn clear_out(&mut self) {
+        self.out.clear();
+        self.calls.clear();
+    }
+
     /// A modem line's change: DCD dropping without CLOCAL hangs the port
     /// up (usb_serial_handle_dcd_change, acm_process_notification).
     pub fn dcd_dropped(&mut self) {
@@ -375,6 +399,9 @@ pub struct Port {
     cv: Condvar,
     /// The open files' wakers.
     wakers: Mutex<Vec<Weak<WakerSlot>>>,
+    /// Held while write URBs are submitted, so that they go in the order
+    /// they were taken.
+    sending: Mutex<()>,
     me: Weak<Port>,
 }
 
@@ -457,12 +484,15 @@ impl Port {
                 writes: Vec::new(),
                 next_write: 0,
                 out: VecDeque::new(),
+                calls: VecDeque::new(),
+                outgoing: VecDeque::new(),
                 throttled: false,
                 flip: Vec::new(),
                 worker: None,
             }),
             cv: Condvar::new(),
             wakers: Mutex::new(Vec::new()),
+            sending: Mutex::new(()),
             me: me.clone(),
         })
     }
@@ -610,7 +640,7 @@ impl Port {
             st.ldisc = NTty::with_termios(&t);
             st.throttled = false;
             st.flip.clear();
-            st.out.clear();
+            st.clear_out();
             st.worker = Some(tx);
         }
         let me = self.me.clone();
@@ -624,7 +654,9 @@ impl Port {
                     match w {
                         Work::Read(slot) => p.submit_read(slot),
                         Work::Notify => p.submit_notify(),
-                        Work::Flush => p.flush_out(),
+                        Work::Flush => {
+                            let _ = p.flush_out();
+                        }
                     }
                 }
             })
@@ -718,53 +750,191 @@ impl Port {
         Some(id)
     }
 
-    /// Queue `data` for the device; whether it fit (the queue's bound).
-    pub fn queue_write(&self, data: &[u8]) -> bool {
-        {
-            let mut st = self.state();
-            if st.out.len() + data.len() > OUT_QUEUE && !st.out.is_empty() {
-                return false;
-            }
-            st.out.extend(data);
+    /// Room for a write (tty_write_room): what the write FIFO has left
+    /// (usb_serial_generic_write_room); without one, a write URB's length
+    /// while one is free (acm_tty_write_room).
+    pub fn write_room(&self, st: &PortState) -> usize {
+        let w = self.driver.write_urbs();
+        match self.driver.write_fifo() {
+            Some(size) => size.saturating_sub(st.out.len()),
+            None if st.writes.len() + st.calls.len() < w.count => w.length,
+            None => 0,
         }
-        self.flush_out();
-        true
     }
 
-    /// Send what waits for a free write URB (acm_start_wb,
-    /// usb_serial_generic_write_start).
-    fn flush_out(&self) {
-        let w = self.driver.write_urbs();
-        loop {
-            let (buf, session, wid) = {
-                let mut st = self.state();
-                if st.gone || st.opens == 0 || st.out.is_empty() || st.writes.len() >= w.count {
-                    return;
-                }
-                if st.ldisc.stopped() {
-                    return;
-                }
-                let n = st.out.len().min(w.length);
-                let chunk: Vec<u8> = st.out.drain(..n).collect();
-                let buf = self.driver.prepare_write(&mut st, chunk);
-                st.next_write += 1;
-                let wid = st.next_write;
-                st.writes.push((wid, None, buf.len()));
-                (buf, st.session, wid)
-            };
-            let len = buf.len();
-            let u = urb(TransferType::Bulk, w.endpoint, len as u32, buf, NO_DMA_MAP);
-            let r = self.submit_as(u, session, UrbKind::Write(wid));
+    /// The driver's write (tty_operations.write) of `data`: what fits in
+    /// the write room goes out (its URBs taken, submitted by
+    /// [`Port::flush_out`]); how many bytes it took.
+    fn driver_write(&self, st: &mut PortState, data: &[u8]) -> usize {
+        let room = self.write_room(st);
+        let n = match self.driver.write_fifo() {
+            Some(_) => data.len().min(room),
+            None => data.len().min(room).min(self.driver.write_urbs().length),
+        };
+        if n == 0 {
+            return 0;
+        }
+        st.out.extend(&data[..n]);
+        if self.driver.write_fifo().is_none() {
+            st.calls.push_back(n);
+        }
+        self.take_urbs(st);
+        n
+    }
+
+    /// n_tty_write's loop, once: `data` through the line discipline's
+    /// output processing (OPOST: a block of plain characters, then one
+    /// character processed, and again, each a write of the driver's) or as
+    /// it is, as far as the write room lets it, each write's URBs submitted
+    /// before the next. How many bytes of `data` it took, and the error
+    /// that stopped it: a write URB the core refused (the device went),
+    /// whose write is not counted, as the driver's write returns the error.
+    pub fn write(&self, data: &[u8]) -> (usize, Option<Errno>) {
+        {
             let mut st = self.state();
-            match r {
-                Some(id) => {
-                    if let Some(w) = st.writes.iter_mut().find(|w| w.0 == wid) {
-                        w.1 = Some(id);
+            let t = st.termios;
+            let echoes = st.ldisc.pending_echoes(&t);
+            self.queue_extra(&mut st, &echoes);
+        }
+        let mut i = 0;
+        // OPOST: a block of plain characters next, else one character.
+        let mut block = true;
+        while i < data.len() {
+            let mut st = self.state();
+            let t = st.termios;
+            let took = if !t.o(termios::OPOST) {
+                match self.driver_write(&mut st, &data[i..]) {
+                    0 => break,
+                    n => n,
+                }
+            } else if block {
+                // process_output_block: as many plain characters as there
+                // is room for (maybe none).
+                block = false;
+                match self.write_room(&st) {
+                    0 => 0,
+                    room => {
+                        let k = st.ldisc.output_block(&t, &data[i..], room);
+                        self.driver_write(&mut st, &data[i..i + k])
                     }
                 }
-                None => {
-                    st.writes.retain(|w| w.0 != wid);
-                    return;
+            } else {
+                // process_output: the next character, processed.
+                block = true;
+                let room = self.write_room(&st);
+                let Some(out) = st.ldisc.output_char(&t, data[i], room) else {
+                    break;
+                };
+                if !out.is_empty() {
+                    self.driver_write(&mut st, &out);
+                }
+                1
+            };
+            drop(st);
+            if let Err(e) = self.flush_out() {
+                return (i, Some(e));
+            }
+            i += took;
+        }
+        (i, None)
+    }
+
+    /// tty_driver_flush_buffer (TCOFLUSH): what waits in the write FIFO
+    /// is dropped (usb_serial_generic_flush_buffer); cdc_acm, without one,
+    /// unlinks its write URBs in flight (acm_tty_flush_buffer).
+    pub fn flush_buffer(&self) {
+        let ids: Vec<u64> = {
+            let mut st = self.state();
+            st.clear_out();
+            match self.driver.write_fifo() {
+                Some(_) => Vec::new(),
+                None => st.writes.iter().filter_map(|w| w.1).collect(),
+            }
+        };
+        for id in ids {
+            let _ = self.port.cancel(self.dev, id);
+        }
+        self.wake();
+    }
+
+    /// Queue bytes of the line discipline's or the driver's own (echoes,
+    /// a STOP or START character) past the write room, up to a bound.
+    fn queue_extra(&self, st: &mut PortState, data: &[u8]) {
+        if data.is_empty() || st.out.len() + data.len() > OUT_EXTRA {
+            return;
+        }
+        st.out.extend(data);
+        if self.driver.write_fifo().is_none() {
+            st.calls.push_back(data.len());
+        }
+        self.take_urbs(st);
+    }
+
+    /// Queue the line discipline's or the driver's own bytes for the
+    /// device (echoes, a STOP or START character) and send them.
+    pub fn queue_write(&self, data: &[u8]) {
+        self.queue_extra(&mut self.state(), data);
+        let _ = self.flush_out();
+    }
+
+    /// Take write URBs for what waits, as many as are free
+    /// (acm_start_wb, usb_serial_generic_write_start): to `outgoing`,
+    /// submitted by [`Port::flush_out`].
+    fn take_urbs(&self, st: &mut PortState) {
+        let w = self.driver.write_urbs();
+        while !(st.gone || st.opens == 0 || st.out.is_empty() || st.writes.len() >= w.count) {
+            if st.ldisc.stopped() {
+                return;
+            }
+            let n = match st.calls.pop_front() {
+                Some(c) if c > w.length => {
+                    st.calls.push_front(c - w.length);
+                    w.length
+                }
+                Some(c) => c,
+                None => st.out.len().min(w.length),
+            };
+            let chunk: Vec<u8> = st.out.drain(..n).collect();
+            let buf = self.driver.prepare_write(st, chunk);
+            st.next_write += 1;
+            let wid = st.next_write;
+            st.writes.push((wid, None, buf.len()));
+            let session = st.session;
+            st.outgoing.push_back((buf, session, wid));
+        }
+    }
+
+    /// Submit the write URBs taken, in order, taking more for what waits;
+    /// ENODEV if the core refused one (the device went).
+    pub fn flush_out(&self) -> SysResult<()> {
+        let _sending = self.sending.lock_ok();
+        let mut res = Ok(());
+        loop {
+            let batch: Vec<(Vec<u8>, u64, u64)> = {
+                let mut st = self.state();
+                self.take_urbs(&mut st);
+                st.outgoing.drain(..).collect()
+            };
+            if batch.is_empty() {
+                return res;
+            }
+            let ep = self.driver.write_urbs().endpoint;
+            for (buf, session, wid) in batch {
+                let len = buf.len();
+                let u = urb(TransferType::Bulk, ep, len as u32, buf, NO_DMA_MAP);
+                let r = self.submit_as(u, session, UrbKind::Write(wid));
+                let mut st = self.state();
+                match r {
+                    Some(id) => {
+                        if let Some(w) = st.writes.iter_mut().find(|w| w.0 == wid) {
+                            w.1 = Some(id);
+                        }
+                    }
+                    // usb_serial_generic_write_start: the bytes are gone.
+                    None => {
+                        st.writes.retain(|w| w.0 != wid);
+                        res = Err(Errno::ENODEV);
+                    }
                 }
             }
         }
@@ -773,7 +943,8 @@ impl Port {
     /// Bytes not yet sent (TIOCOUTQ), as the driver counts them.
     pub fn outq(&self, st: &PortState) -> usize {
         let lengths: Vec<usize> = st.writes.iter().map(|w| w.2).collect();
-        self.driver.chars_in_buffer(st.out.len(), &lengths)
+        self.driver
+            .chars_in_buffer(st.out.len(), st.calls.len(), &lengths)
     }
 
     /// Whether every write URB went out.
@@ -870,10 +1041,15 @@ impl Port {
         let t = st.termios;
         let got = st.ldisc.receive(&t, data);
         if got.flush_output {
-            st.out.clear();
+            st.clear_out();
         }
         let kick = !got.echo.is_empty() || got.start_output;
-        st.out.extend(&got.echo);
+        if st.out.len() + got.echo.len() <= OUT_EXTRA {
+            st.out.extend(&got.echo);
+            if !got.echo.is_empty() && self.driver.write_fifo().is_none() {
+                st.calls.push_back(got.echo.len());
+            }
+        }
         if kick {
             if let Some(w) = &st.worker {
                 let _ = w.send(Work::Flush);
@@ -897,7 +1073,8 @@ impl Port {
             let mut st = self.state();
             st.session += 1;
             st.worker = None;
-            st.out.clear();
+            st.clear_out();
+            st.outgoing.clear();
             let notify = st.notify.id;
             let mut ids: Vec<u64> = Vec::new();
             if !self.driver.notify_killed_last() {

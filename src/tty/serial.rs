@@ -19,6 +19,8 @@ pub const TTY_NAME: &str = "ttyUSB";
 /// A port's read URBs and its write URBs, each (`read_urbs[2]`,
 /// `write_urbs[2]`).
 pub const URBS: usize = 2;
+/// A port's write FIFO (`write_fifo`, a page): what its writes fill.
+pub const WRITE_FIFO: usize = 4096;
 /// The usb-serial drivers monfs has: the USB interface driver's name (the
 /// module's, `sys/bus/usb/drivers/NAME`) and the usb-serial driver's (its
 /// `sys/bus/usb-serial/drivers/NAME` directory, the port device's
