@@ -647,3 +647,23 @@ def test_ftdi_write_urbs_take_what_the_write_fifo_holds():
         assert [len(u) for u in sink.device.urbs] == [256, 256, 88]
         assert b"".join(sink.device.urbs) == data
         os.close(fd)
+
+
+def test_a_stop_character_holds_back_nothing_on_cdc_acm():
+    """With IXON the device's STOP character stops the tty (stop_tty) and
+    is taken out of the input, but neither cdc_acm nor the usb-serial core
+    has a stop method and n_tty_write does not look at it: what the host
+    writes still reaches the device, as on Linux."""
+    acm = peer.SocketPeer(peer.AcmDevice)
+    with monfs.Mount(config(acm.path), peers=[acm]) as m:
+        fd = raw_fd(port_of(m))
+        a = termios.tcgetattr(fd)
+        a[0] |= termios.IXON
+        termios.tcsetattr(fd, termios.TCSANOW, a)
+        acm.device.write(b"\x13x")
+        # The STOP came before the x, and read(2) does not see it.
+        assert os.read(fd, 10) == b"x"
+        assert os.write(fd, b"abc") == 3
+        until(lambda: received(acm.device) == b"abc", "the device has what was written")
+        until(lambda: outq(fd) == 0, "an empty output queue")
+        os.close(fd)

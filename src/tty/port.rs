@@ -879,13 +879,13 @@ impl Port {
 
     /// Take write URBs for what waits, as many as are free
     /// (acm_start_wb, usb_serial_generic_write_start): to `outgoing`,
-    /// submitted by [`Port::flush_out`].
+    /// submitted by [`Port::flush_out`]. Stopped output (a STOP character
+    /// with IXON, TCOOFF) holds nothing back: stop_tty calls the driver's
+    /// stop method, which neither cdc_acm nor the usb-serial core has, and
+    /// n_tty_write does not look at it.
     fn take_urbs(&self, st: &mut PortState) {
         let w = self.driver.write_urbs();
         while !(st.gone || st.opens == 0 || st.out.is_empty() || st.writes.len() >= w.count) {
-            if st.ldisc.stopped() {
-                return;
-            }
             let n = match st.calls.pop_front() {
                 Some(c) if c > w.length => {
                     st.calls.push_front(c - w.length);
