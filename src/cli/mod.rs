@@ -1,6 +1,6 @@
 //! The bodies of the `monfs` subcommands (src/main.rs keeps the clap
 //! definitions and the dispatch): `monfs mount` and how it daemonizes,
-//! `monfs run`, `monfs ctl`, and the tools beside the daemon that run in
+//! `monfs run`, `monfs umockdev-run`, `monfs ctl`, and the tools beside the daemon that run in
 //! their own processes against a mount (`monfs record`, `monfs zvm-dump`)
 //! or on their own (`monfs generate`: man pages, shell completions).
 
@@ -12,4 +12,5 @@ pub mod mount;
 pub mod record;
 pub mod run;
 pub mod signals;
+pub mod umockdev_run;
 pub mod zvm_dump;
