@@ -272,6 +272,19 @@ enum Cmd {
         )]
         command: Vec<std::ffi::OsString>,
     },
+    /// Write umockdev's description (`.umockdev`, as umockdev-record
+    /// writes it) of USB devices of a running mount to standard output:
+    /// each device's sysfs directory (uevent properties, node, attributes,
+    /// `descriptors` in hex, links), then its parents. umockdev-run and
+    /// `monfs umockdev-run` read it. Exit 2 if a device is not there.
+    UmockdevRecord {
+        /// The mountpoint of a running monfs.
+        mountpoint: PathBuf,
+        /// The devices: names in sys/bus/usb/devices (`1-3.2`) or paths
+        /// from /sys (`/sys/devices/platform/monfs_hcd.1/usb1/1-3`).
+        #[arg(required = true, value_name = "DEVICE")]
+        devices: Vec<String>,
+    },
     /// Unmount a monfs (or any FUSE) mount at MOUNTPOINT: umount(2) as root,
     /// `fusermount3 -u` otherwise; lazily (detached, gone once unused) if it
     /// is busy. The daemon then exits.
@@ -542,6 +555,25 @@ fn main() -> ExitCode {
                 command,
             })
         }
+        Cmd::UmockdevRecord {
+            mountpoint,
+            devices,
+        } => match monfs::cli::umockdev_record::umockdev_record(&mountpoint, &devices) {
+            Ok(text) => {
+                use std::io::Write;
+                match std::io::stdout().write_all(text.as_bytes()) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("monfs umockdev-record: {e}");
+                        ExitCode::FAILURE
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("monfs umockdev-record: {e}");
+                ExitCode::from(2)
+            }
+        },
         Cmd::Umount { mountpoint } => match monfs::fuse::unmount(&mountpoint) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

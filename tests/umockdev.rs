@@ -2,7 +2,8 @@
 //! scripts/setup): a device of monfs's (an external peer,
 //! tests/data/usbfs_peer.py) is recorded as umockdev users record one,
 //! with Debian's `umockdev-record` inside `monfs run` for its description
-//! and `monfs record` for the usbmon capture while a pyusb program drives
+//! (which `monfs umockdev-record` must write the same, byte for byte) and
+//! `monfs record` for the usbmon capture while a pyusb program drives
 //! it (tests/data/umockdev_pyusb.py); the recording is then replayed to the
 //! same program under Debian's `umockdev-run` and under `monfs
 //! umockdev-run`, which must give the live session's output and exit
@@ -87,6 +88,15 @@ fn record(dir: &Path) -> (PathBuf, PathBuf, String) {
     assert!(o.status.success(), "{}", text(&o.stderr));
     let dev_file = dir.join("loop.umockdev");
     std::fs::write(&dev_file, &o.stdout).unwrap();
+    // monfs's own writer gives the same file, byte for byte.
+    let ours = Command::new(monfs_bin())
+        .arg("umockdev-record")
+        .arg(m.root())
+        .arg("1-1")
+        .output()
+        .unwrap();
+    assert!(ours.status.success(), "{}", text(&ours.stderr));
+    assert_eq!(text(&ours.stdout), text(&o.stdout));
     // monfs record writes the file's header once it reads the bus: from
     // then on it sees every packet.
     let cap = dir.join("loop.pcapng");

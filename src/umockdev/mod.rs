@@ -18,6 +18,7 @@
 //! [`MAX_LINE_BYTES`], at most [`MAX_DEVICES`] paragraphs.
 
 pub mod build;
+pub mod write;
 
 /// Largest `.umockdev` file read, bytes.
 pub const MAX_FILE_BYTES: usize = 16 << 20;
