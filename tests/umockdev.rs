@@ -7,7 +7,8 @@
 //! it (tests/data/umockdev_pyusb.py); the recording is then replayed to the
 //! same program under Debian's `umockdev-run` and under `monfs
 //! umockdev-run`, which must give the live session's output and exit
-//! status. A hand-written description with a device behind a hub at a
+//! status. A statically linked program, which umockdev cannot reach, is
+//! answered from a recording under monfs. A hand-written description with a device behind a hub at a
 //! chosen address lists the same under both; bad files, unsupported
 //! options and exit statuses are checked against umockdev's.
 
@@ -291,4 +292,31 @@ fn exit_statuses_versions_and_bad_input() {
     );
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("--pcap /sys/devices/nope: no USB device"));
+}
+
+/// Where umockdev cannot reach: a statically linked program
+/// (tests/c/usbfs_static.c: sysfs, then usbfs's ioctls) gets no
+/// LD_PRELOAD, so under umockdev-run it sees the host's /sys and finds no
+/// device; under `monfs umockdev-run` the same recording
+/// (examples/pytest/umockdev) answers it.
+#[test]
+fn a_static_binary_is_answered_from_the_recording_under_monfs() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let exe = common::compile_c_full("usbfs_static", dir, "usbfs_static", &["-static"], &[]);
+    let rec = repo_path("examples/pytest/umockdev");
+    let dev = format!("{rec}/loop.umockdev");
+    let pcap = format!("/sys/devices/platform/monfs_hcd.1/usb1/1-1={rec}/loop.pcapng");
+    let args = ["-d", &dev, "-p", &pcap, "--", exe.to_str().unwrap()];
+    let ours = umockdev_run(true, &args, dir);
+    assert_eq!(
+        text(&ours.stdout),
+        "found /dev/bus/usb/001/002\ncontrol 5 6d6f6e6673\nbulk out 4\nbulk in 4 04030201\n",
+        "{}",
+        text(&ours.stderr)
+    );
+    assert_eq!(ours.status.code(), Some(0));
+    let theirs = umockdev_run(false, &args, dir);
+    assert_eq!(text(&theirs.stdout), "not found\n");
+    assert_eq!(theirs.status.code(), Some(1));
 }
