@@ -320,3 +320,49 @@ fn a_static_binary_is_answered_from_the_recording_under_monfs() {
     assert_eq!(text(&theirs.stdout), "not found\n");
     assert_eq!(theirs.status.code(), Some(1));
 }
+
+/// A program that sends what the recording does not have (other OUT data
+/// than recorded) is not answered, as umockdev's replay matches a
+/// submission on its data: its write times out under both.
+#[test]
+fn out_data_the_recording_lacks_is_not_answered() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let rec = repo_path("examples/pytest/umockdev");
+    let dev = format!("{rec}/loop.umockdev");
+    let pcap = format!("/sys/devices/platform/monfs_hcd.1/usb1/1-1={rec}/loop.pcapng");
+    let prog = "import usb.core\n\
+        d = usb.core.find(idVendor=0x1234, idProduct=0x5679)\n\
+        print('control', bytes(d.ctrl_transfer(0xC0, 0x01, 0, 0, 16)).hex())\n\
+        try:\n    d.write(0x02, b'\\x09\\x09\\x09\\x09', timeout=300)\n    print('answered')\n\
+        except usb.core.USBTimeoutError:\n    print('timeout')\n";
+    let args = [
+        "-d",
+        &dev,
+        "-p",
+        &pcap,
+        "--",
+        "/usr/bin/python3",
+        "-c",
+        prog,
+    ];
+    let theirs = umockdev_run(false, &args, dir);
+    let ours = umockdev_run(true, &args, dir);
+    assert_eq!(
+        text(&theirs.stdout),
+        "control 6d6f6e6673\ntimeout\n",
+        "{}",
+        text(&theirs.stderr)
+    );
+    assert_eq!(
+        text(&ours.stdout),
+        text(&theirs.stdout),
+        "{}",
+        text(&ours.stderr)
+    );
+    assert!(
+        text(&ours.stderr).contains("a program's transfer on endpoint 02 is not in the capture"),
+        "{}",
+        text(&ours.stderr)
+    );
+}

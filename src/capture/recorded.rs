@@ -128,6 +128,12 @@ pub struct RecordedTransfer {
     pub actual: u32,
     /// IN data as captured.
     pub data: Arc<[u8]>,
+    /// The submission's transfer_buffer_length (a control transfer's
+    /// wLength).
+    pub len: u32,
+    /// An OUT transfer's data as submitted, where the capture holds all of
+    /// it (None: not captured, or cut by the snapshot length).
+    pub out: Option<Arc<[u8]>>,
 }
 
 /// Most transfers kept of a recorded device for programs.
@@ -135,16 +141,40 @@ pub const MAX_TRANSFERS: usize = 1 << 20;
 
 /// The completed transfers of `packets` (one device's), in order.
 fn transfers<'a>(packets: impl Iterator<Item = &'a Packet>) -> Vec<RecordedTransfer> {
-    let mut setups: HashMap<u64, Option<[u8; 8]>> = HashMap::new();
+    // A submission's setup, length and OUT data (whole), by URB id.
+    type Sub = (Option<[u8; 8]>, u32, Option<Arc<[u8]>>);
+    let mut subs: HashMap<u64, Sub> = HashMap::new();
     let mut out = Vec::new();
     for p in packets {
         let e = &p.event;
         match e.kind {
             EventKind::Submit => {
-                setups.insert(e.id, e.setup);
+                let whole = e.data.clone().filter(|d| {
+                    !e.dir_in && !p.snapped && d.len() == e.transfer_buffer_length as usize
+                });
+                subs.insert(e.id, (e.setup, e.transfer_buffer_length, whole));
             }
             EventKind::Complete if out.len() < MAX_TRANSFERS => {
-                let setup = setups.remove(&e.id).flatten();
+                let Some((setup, len, data_out)) = subs.remove(&e.id) else {
+                    if e.xfer == XferType::Control {
+                        continue;
+                    }
+                    // Submitted before the capture started: its length is
+                    // unknown, so any length matches it.
+                    let ep = e.epnum & 0x0f | if e.dir_in { 0x80 } else { 0 };
+                    out.push(RecordedTransfer {
+                        packet: p.index,
+                        ep,
+                        xfer: e.xfer,
+                        setup: None,
+                        status: e.status,
+                        actual: e.actual_length,
+                        data: e.data.clone().unwrap_or_else(|| Arc::from(&[][..])),
+                        len: u32::MAX,
+                        out: None,
+                    });
+                    continue;
+                };
                 if e.xfer == XferType::Control && setup.is_none() {
                     continue;
                 }
@@ -157,6 +187,8 @@ fn transfers<'a>(packets: impl Iterator<Item = &'a Packet>) -> Vec<RecordedTrans
                     status: e.status,
                     actual: e.actual_length,
                     data: e.data.clone().unwrap_or_else(|| Arc::from(&[][..])),
+                    len,
+                    out: data_out,
                 });
             }
             _ => {}
