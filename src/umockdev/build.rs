@@ -50,23 +50,42 @@ impl UsbDevice {
     }
 }
 
+/// Why a USB device's name cannot be placed.
+enum BadName {
+    /// Not `usbN` nor `B-P.P...`.
+    NotAName,
+    /// A port number monfs's hubs do not have.
+    Port(u32),
+    /// Deeper than USB's tiers.
+    TooDeep,
+}
+
 /// A `usbN` or `B-P.P...` name: the bus and the ports (none for a root hub).
-fn parse_name(name: &str) -> Option<(u16, Vec<u8>)> {
-    let ok_bus = |b: u16| (1..=127).contains(&b).then_some(b);
+fn parse_name(name: &str) -> Result<(u16, Vec<u8>), BadName> {
+    let ok_bus = |b: &str| {
+        b.parse::<u16>()
+            .ok()
+            .filter(|b| (1..=127).contains(b))
+            .ok_or(BadName::NotAName)
+    };
     if let Some(n) = name.strip_prefix("usb") {
-        return Some((ok_bus(n.parse().ok()?)?, vec![]));
+        return Ok((ok_bus(n)?, vec![]));
     }
-    let (b, rest) = name.split_once('-')?;
-    let bus = ok_bus(b.parse().ok()?)?;
+    let (b, rest) = name.split_once('-').ok_or(BadName::NotAName)?;
+    let bus = ok_bus(b)?;
     let mut ports = vec![];
     for p in rest.split('.') {
-        match p.parse::<u8>() {
-            Ok(n @ 1..=15) => ports.push(n),
-            _ => return None,
+        match p.parse::<u32>() {
+            Ok(n @ 1..=15) => ports.push(n as u8),
+            Ok(n) if n > 15 => return Err(BadName::Port(n)),
+            _ => return Err(BadName::NotAName),
         }
     }
     // USB allows five tiers of hubs below the root hub.
-    (ports.len() <= 6).then_some((bus, ports))
+    if ports.len() > 6 {
+        return Err(BadName::TooDeep);
+    }
+    Ok((bus, ports))
 }
 
 /// A record's number, from its attribute or else its udev property.
@@ -104,12 +123,25 @@ pub fn usb_devices(records: &[DeviceRecord]) -> (Vec<UsbDevice>, Vec<String>) {
             )));
             continue;
         }
-        let Some((name_bus, ports)) = parse_name(r.name()) else {
-            notes.push(note(format!(
-                "{:?} is not a USB device name (BUS-PORT.PORT...), skipped",
-                r.name()
-            )));
-            continue;
+        let (name_bus, ports) = match parse_name(r.name()) {
+            Ok(x) => x,
+            Err(BadName::NotAName) => {
+                notes.push(note(format!(
+                    "{:?} is not a USB device name (BUS-PORT.PORT...), skipped",
+                    r.name()
+                )));
+                continue;
+            }
+            Err(BadName::Port(n)) => {
+                notes.push(note(format!(
+                    "port {n}: monfs's hubs have at most 15 ports, skipped"
+                )));
+                continue;
+            }
+            Err(BadName::TooDeep) => {
+                notes.push(note("more than six tiers of ports, skipped".into()));
+                continue;
+            }
         };
         if ports.is_empty() {
             notes.push(note(
@@ -368,6 +400,7 @@ mod tests {
              P: /devices/pci0000:00/0000:00:14.0\nE: SUBSYSTEM=pci\n\n\
              P: /devices/pci0000:00/0000:00:14.0/usb1/1-3.2\nE: SUBSYSTEM=usb\nE: DEVTYPE=usb_device\nA: busnum=1\nA: devnum=7\nA: speed=12\nA: manufacturer=ACME\\n\nA: product=Widget\nH: descriptors={h}\n\n\
              P: /devices/pci0000:00/0000:00:14.0/usb1/1-3.2/1-3.2:1.0\nE: SUBSYSTEM=usb\nE: DEVTYPE=usb_interface\n\n\
+             P: /devices/pci0000:00/0000:00:14.0/usb1/1-16\nE: SUBSYSTEM=usb\nE: DEVTYPE=usb_device\nH: descriptors={h}\n\n\
              P: /devices/pci0000:00/0000:00:14.0/usb3/3-1\nE: SUBSYSTEM=usb\nE: DEVTYPE=usb_device\nA: busnum=3\nA: devnum=2\nA: speed=5000\nH: descriptors={h}\n"
         )
     }
@@ -383,10 +416,14 @@ mod tests {
         assert_eq!(d.speed, Some("full"));
         assert_eq!(d.manufacturer.as_deref(), Some("ACME"));
         assert_eq!(d.serial, None);
-        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert_eq!(notes.len(), 4, "{notes:?}");
         assert!(notes[0].contains("root hub"), "{notes:?}");
         assert!(notes[1].contains("subsystem pci"), "{notes:?}");
-        assert!(notes[2].contains("speed 5000"), "{notes:?}");
+        assert!(
+            notes[2].contains("1-16 (line 24): port 16: monfs's hubs have at most 15 ports"),
+            "{notes:?}"
+        );
+        assert!(notes[3].contains("speed 5000"), "{notes:?}");
         assert_eq!(
             find_device(&devs, "/sys/devices/pci0000:00/0000:00:14.0/usb1/1-3.2"),
             Some(0)
