@@ -74,6 +74,11 @@ fn record(dir: &Path) -> (PathBuf, PathBuf, String) {
         repo_path("tests/data/usbfs_peer.py"),
     ));
     wait_node(&m, "dev/bus/usb/001/002");
+    // The controller's uevent names the driver its `driver` link names,
+    // as udev (and so umockdev-record) takes it.
+    let uevent =
+        std::fs::read_to_string(m.path("sys/devices/platform/monfs_hcd.1/uevent")).unwrap();
+    assert_eq!(uevent, "DRIVER=xhci-hcd\nMODALIAS=platform:monfs_hcd\n");
     let in_run = |args: &[&str]| -> Output {
         Command::new(monfs_bin())
             .arg("run")
