@@ -18,5 +18,6 @@ pub mod testing;
 pub mod tracefs;
 pub mod tty;
 pub mod udev;
+pub mod umockdev;
 pub mod usbcore;
 pub mod usbmon;

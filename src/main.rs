@@ -227,6 +227,64 @@ enum Cmd {
         )]
         command: Vec<std::ffi::OsString>,
     },
+    /// umockdev-run's command line on monfs: run COMMAND with the USB
+    /// devices of umockdev device files (`umockdev-record`'s `.umockdev`
+    /// format) at their recorded bus, port path and address, as `monfs run`
+    /// runs it (a private mount namespace, no LD_PRELOAD: static binaries
+    /// and programs that make their own system calls see the devices too),
+    /// and exit with its status. A device with a usbmon capture (`-p`)
+    /// answers programs from it, as umockdev's pcap replay does. Records
+    /// monfs does not model are skipped with a note on stderr. Bad files
+    /// and arguments exit 2, naming the line and column. See
+    /// docs/umockdev.md.
+    #[command(disable_version_flag = true)]
+    UmockdevRun {
+        /// Load a device description made by umockdev-record (repeatable).
+        #[arg(short = 'd', long = "device", value_name = "FILE")]
+        device: Vec<PathBuf>,
+        /// Replay a usbmon capture (pcap or pcapng, linktype 220) to
+        /// programs for the device at sysfs path SYSFS (its `P:` path, with
+        /// or without /sys) (repeatable).
+        #[arg(short = 'p', long = "pcap", value_name = "SYSFS=FILE")]
+        pcap: Vec<String>,
+        /// umockdev's ioctl dumps: not supported (exit 2).
+        #[arg(short = 'i', long = "ioctl", value_name = "DEVNAME=FILE")]
+        ioctl: Vec<String>,
+        /// umockdev's scripts: not supported (exit 2).
+        #[arg(short = 's', long = "script", value_name = "DEVNAME=FILE")]
+        script: Vec<String>,
+        /// umockdev's Unix stream scripts: not supported (exit 2).
+        #[arg(short = 'u', long = "unix-stream", value_name = "PATH=FILE")]
+        unix_stream: Vec<String>,
+        /// evemu event files: not supported (exit 2).
+        #[arg(short = 'e', long = "evemu-events", value_name = "DEVNAME=FILE")]
+        evemu_events: Vec<String>,
+        /// Print the umockdev version whose behaviour this follows
+        /// (0.17.16) and exit.
+        #[arg(long)]
+        version: bool,
+        /// The command to run, and its arguments (after `--`).
+        #[arg(
+            required_unless_present = "version",
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "COMMAND"
+        )]
+        command: Vec<std::ffi::OsString>,
+    },
+    /// Write umockdev's description (`.umockdev`, as umockdev-record
+    /// writes it) of USB devices of a running mount to standard output:
+    /// each device's sysfs directory (uevent properties, node, attributes,
+    /// `descriptors` in hex, links), then its parents. umockdev-run and
+    /// `monfs umockdev-run` read it. Exit 2 if a device is not there.
+    UmockdevRecord {
+        /// The mountpoint of a running monfs.
+        mountpoint: PathBuf,
+        /// The devices: names in sys/bus/usb/devices (`1-3.2`) or paths
+        /// from /sys (`/sys/devices/platform/monfs_hcd.1/usb1/1-3`).
+        #[arg(required = true, value_name = "DEVICE")]
+        devices: Vec<String>,
+    },
     /// Unmount a monfs (or any FUSE) mount at MOUNTPOINT: umount(2) as root,
     /// `fusermount3 -u` otherwise; lazily (detached, gone once unused) if it
     /// is busy. The daemon then exits.
@@ -461,6 +519,61 @@ fn main() -> ExitCode {
                 command,
             })
         }
+        Cmd::UmockdevRun {
+            device,
+            pcap,
+            ioctl,
+            script,
+            unix_stream,
+            evemu_events,
+            version,
+            command,
+        } => {
+            use monfs::cli::umockdev_run::{umockdev_run, UmockdevRunOptions, UMOCKDEV_VERSION};
+            if version {
+                println!("{UMOCKDEV_VERSION}");
+                return ExitCode::SUCCESS;
+            }
+            let mut unsupported = vec![];
+            for (given, name) in [
+                (!ioctl.is_empty(), "-i/--ioctl"),
+                (!script.is_empty(), "-s/--script"),
+                (!unix_stream.is_empty(), "-u/--unix-stream"),
+                (!evemu_events.is_empty(), "-e/--evemu-events"),
+            ] {
+                if given {
+                    unsupported.push(name);
+                }
+            }
+            let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+            umockdev_run(UmockdevRunOptions {
+                exe,
+                log_level: cli.log_level.clone(),
+                devices: device,
+                pcaps: pcap,
+                unsupported,
+                command,
+            })
+        }
+        Cmd::UmockdevRecord {
+            mountpoint,
+            devices,
+        } => match monfs::cli::umockdev_record::umockdev_record(&mountpoint, &devices) {
+            Ok(text) => {
+                use std::io::Write;
+                match std::io::stdout().write_all(text.as_bytes()) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("monfs umockdev-record: {e}");
+                        ExitCode::FAILURE
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("monfs umockdev-record: {e}");
+                ExitCode::from(2)
+            }
+        },
         Cmd::Umount { mountpoint } => match monfs::fuse::unmount(&mountpoint) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

@@ -128,6 +128,12 @@ pub struct RecordedTransfer {
     pub actual: u32,
     /// IN data as captured.
     pub data: Arc<[u8]>,
+    /// The submission's transfer_buffer_length (a control transfer's
+    /// wLength).
+    pub len: u32,
+    /// An OUT transfer's data as submitted, where the capture holds all of
+    /// it (None: not captured, or cut by the snapshot length).
+    pub out: Option<Arc<[u8]>>,
 }
 
 /// Most transfers kept of a recorded device for programs.
@@ -135,16 +141,40 @@ pub const MAX_TRANSFERS: usize = 1 << 20;
 
 /// The completed transfers of `packets` (one device's), in order.
 fn transfers<'a>(packets: impl Iterator<Item = &'a Packet>) -> Vec<RecordedTransfer> {
-    let mut setups: HashMap<u64, Option<[u8; 8]>> = HashMap::new();
+    // A submission's setup, length and OUT data (whole), by URB id.
+    type Sub = (Option<[u8; 8]>, u32, Option<Arc<[u8]>>);
+    let mut subs: HashMap<u64, Sub> = HashMap::new();
     let mut out = Vec::new();
     for p in packets {
         let e = &p.event;
         match e.kind {
             EventKind::Submit => {
-                setups.insert(e.id, e.setup);
+                let whole = e.data.clone().filter(|d| {
+                    !e.dir_in && !p.snapped && d.len() == e.transfer_buffer_length as usize
+                });
+                subs.insert(e.id, (e.setup, e.transfer_buffer_length, whole));
             }
             EventKind::Complete if out.len() < MAX_TRANSFERS => {
-                let setup = setups.remove(&e.id).flatten();
+                let Some((setup, len, data_out)) = subs.remove(&e.id) else {
+                    if e.xfer == XferType::Control {
+                        continue;
+                    }
+                    // Submitted before the capture started: its length is
+                    // unknown, so any length matches it.
+                    let ep = e.epnum & 0x0f | if e.dir_in { 0x80 } else { 0 };
+                    out.push(RecordedTransfer {
+                        packet: p.index,
+                        ep,
+                        xfer: e.xfer,
+                        setup: None,
+                        status: e.status,
+                        actual: e.actual_length,
+                        data: e.data.clone().unwrap_or_else(|| Arc::from(&[][..])),
+                        len: u32::MAX,
+                        out: None,
+                    });
+                    continue;
+                };
                 if e.xfer == XferType::Control && setup.is_none() {
                     continue;
                 }
@@ -157,6 +187,8 @@ fn transfers<'a>(packets: impl Iterator<Item = &'a Packet>) -> Vec<RecordedTrans
                     status: e.status,
                     actual: e.actual_length,
                     data: e.data.clone().unwrap_or_else(|| Arc::from(&[][..])),
+                    len,
+                    out: data_out,
                 });
             }
             _ => {}
@@ -205,8 +237,32 @@ impl CapturePackets {
     /// capture has its device descriptor (else where it first appears).
     /// Errors name what is missing, and the packet where bytes are bad.
     pub fn device(&self, devaddr: u8) -> Result<RecordedDevice, RecordedError> {
+        self.device_from(devaddr, None, None)
+    }
+
+    /// The device with address `devaddr` (on `bus`, else on the first bus
+    /// where the capture has it) whose descriptors are `dump`, given by
+    /// its configuration rather than taken from the capture (a recording
+    /// made after the device enumerated has none): its strings, report
+    /// descriptors and transfers from the capture.
+    pub fn device_with(
+        &self,
+        devaddr: u8,
+        bus: Option<u16>,
+        dump: Arc<DescriptorDump>,
+    ) -> Result<RecordedDevice, RecordedError> {
+        self.device_from(devaddr, bus, Some(dump))
+    }
+
+    fn device_from(
+        &self,
+        devaddr: u8,
+        on_bus: Option<u16>,
+        given: Option<Arc<DescriptorDump>>,
+    ) -> Result<RecordedDevice, RecordedError> {
         let name = self.path.display().to_string();
-        let ev_of = |p: &&Packet| p.event.devnum == devaddr;
+        let ev_of =
+            |p: &&Packet| p.event.devnum == devaddr && on_bus.is_none_or(|b| p.event.bus == b);
         let mine: Vec<&Packet> = self.packets.iter().filter(ev_of).collect();
         if mine.is_empty() {
             let mut seen: Vec<(u16, u8)> = self
@@ -262,99 +318,109 @@ impl CapturePackets {
             d[..d.len().min(p.event.actual_length as usize)].to_vec()
         };
         let value = |s: &[u8; 8]| u16::from_le_bytes([s[2], s[3]]);
-        let bus = ctrl
-            .iter()
-            .find(|(p, s)| value(s) == 0x0100 && data_of(p).len() >= 18)
-            .map(|(p, _)| p.event.bus)
-            .unwrap_or(mine[0].event.bus);
+        let bus = match (&given, on_bus) {
+            (_, Some(b)) => b,
+            (Some(_), None) => mine[0].event.bus,
+            (None, None) => ctrl
+                .iter()
+                .find(|(p, s)| value(s) == 0x0100 && data_of(p).len() >= 18)
+                .map(|(p, _)| p.event.bus)
+                .unwrap_or(mine[0].event.bus),
+        };
         let ctrl: Vec<&(&Packet, [u8; 8])> =
             ctrl.iter().filter(|(p, _)| p.event.bus == bus).collect();
-        // The device descriptor: the last complete one.
-        let dev = ctrl
-            .iter()
-            .filter(|(_, s)| value(s) == 0x0100)
-            .map(|(p, _)| Found {
-                data: data_of(p),
-                packet: p.index,
-            })
-            .rfind(|f| f.data.len() >= 18)
-            .ok_or_else(|| RecordedError::NoDeviceDescriptor {
-                file: name.clone(),
-                bus,
-                devaddr,
-            })?;
-        let nconf = dev.data[17];
-        let mut found = vec![Found {
-            data: dev.data[..18].to_vec(),
-            packet: dev.packet,
-        }];
-        for i in 0..nconf {
-            let mut best: Option<Found> = None;
-            let mut partial: Option<(usize, usize, usize)> = None;
-            for (p, s) in &ctrl {
-                if value(s) != 0x0200 | i as u16 {
-                    continue;
-                }
-                let d = data_of(p);
-                if d.len() < 4 {
-                    continue;
-                }
-                let total = u16::from_le_bytes([d[2], d[3]]) as usize;
-                if d.len() >= total && total >= 9 {
-                    best = Some(Found {
-                        data: d[..total].to_vec(),
+        let dump = match given {
+            Some(d) => d,
+            None => {
+                // The device descriptor: the last complete one.
+                let dev = ctrl
+                    .iter()
+                    .filter(|(_, s)| value(s) == 0x0100)
+                    .map(|(p, _)| Found {
+                        data: data_of(p),
                         packet: p.index,
-                    });
-                } else {
-                    partial = Some((d.len(), total, p.index));
-                }
-            }
-            match (best, partial) {
-                (Some(f), _) => found.push(f),
-                (None, Some((got, total, pk))) => {
-                    return Err(RecordedError::PartConfig {
-                        file: name,
+                    })
+                    .rfind(|f| f.data.len() >= 18)
+                    .ok_or_else(|| RecordedError::NoDeviceDescriptor {
+                        file: name.clone(),
                         bus,
                         devaddr,
-                        index: i,
-                        got,
-                        total,
+                    })?;
+                let nconf = dev.data[17];
+                let mut found = vec![Found {
+                    data: dev.data[..18].to_vec(),
+                    packet: dev.packet,
+                }];
+                for i in 0..nconf {
+                    let mut best: Option<Found> = None;
+                    let mut partial: Option<(usize, usize, usize)> = None;
+                    for (p, s) in &ctrl {
+                        if value(s) != 0x0200 | i as u16 {
+                            continue;
+                        }
+                        let d = data_of(p);
+                        if d.len() < 4 {
+                            continue;
+                        }
+                        let total = u16::from_le_bytes([d[2], d[3]]) as usize;
+                        if d.len() >= total && total >= 9 {
+                            best = Some(Found {
+                                data: d[..total].to_vec(),
+                                packet: p.index,
+                            });
+                        } else {
+                            partial = Some((d.len(), total, p.index));
+                        }
+                    }
+                    match (best, partial) {
+                        (Some(f), _) => found.push(f),
+                        (None, Some((got, total, pk))) => {
+                            return Err(RecordedError::PartConfig {
+                                file: name,
+                                bus,
+                                devaddr,
+                                index: i,
+                                got,
+                                total,
+                                packet: pk,
+                            })
+                        }
+                        (None, None) => {
+                            return Err(RecordedError::NoConfig {
+                                file: name,
+                                bus,
+                                devaddr,
+                                index: i,
+                                count: nconf,
+                                packet: dev.packet,
+                            })
+                        }
+                    }
+                }
+                let bytes: Vec<u8> = found.iter().flat_map(|f| f.data.iter().copied()).collect();
+                let dump = DescriptorDump::parse(bytes).map_err(|e| {
+                    // The packet that holds the offending byte.
+                    let mut at = e.offset;
+                    let mut pk = found.last().map(|f| f.packet).unwrap_or(0);
+                    for f in &found {
+                        if at < f.data.len() {
+                            pk = f.packet;
+                            break;
+                        }
+                        at -= f.data.len();
+                    }
+                    RecordedError::BadDescriptor {
+                        file: name.clone(),
+                        bus,
+                        devaddr,
                         packet: pk,
-                    })
-                }
-                (None, None) => {
-                    return Err(RecordedError::NoConfig {
-                        file: name,
-                        bus,
-                        devaddr,
-                        index: i,
-                        count: nconf,
-                        packet: dev.packet,
-                    })
-                }
+                        offset: at,
+                        message: e.message,
+                    }
+                })?;
+                Arc::new(dump)
             }
-        }
-        let bytes: Vec<u8> = found.iter().flat_map(|f| f.data.iter().copied()).collect();
-        let dump = DescriptorDump::parse(bytes).map_err(|e| {
-            // The packet that holds the offending byte.
-            let mut at = e.offset;
-            let mut pk = found.last().map(|f| f.packet).unwrap_or(0);
-            for f in &found {
-                if at < f.data.len() {
-                    pk = f.packet;
-                    break;
-                }
-                at -= f.data.len();
-            }
-            RecordedError::BadDescriptor {
-                file: name.clone(),
-                bus,
-                devaddr,
-                packet: pk,
-                offset: at,
-                message: e.message,
-            }
-        })?;
+        };
         // Strings: the longest complete answer for each index.
         let mut strings: Vec<(u8, Vec<u8>)> = Vec::new();
         for (p, s) in &ctrl {
@@ -401,7 +467,7 @@ impl CapturePackets {
             path: self.path.clone(),
             bus,
             devaddr,
-            dump: Arc::new(dump),
+            dump,
             strings,
             reports,
             endpoints: endpoints(mine.iter().filter(|p| p.event.bus == bus).copied()),

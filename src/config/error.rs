@@ -131,7 +131,7 @@ pub enum DeviceError {
         error: EndpointError,
     },
     /// `capture` or `devaddr` on another kind.
-    #[error(": `capture` and `devaddr` are only for kind from-capture")]
+    #[error(": `capture`, `devaddr` and `capture_bus` are only for kind from-capture")]
     CaptureNotFromCapture,
     /// No `capture`.
     #[error(": kind from-capture needs a `capture` file")]
@@ -140,8 +140,11 @@ pub enum DeviceError {
     #[error(": kind from-capture needs `devaddr` (the device's address in the capture)")]
     NoDevaddr,
     /// Fields that the capture gives.
-    #[error(": descriptors, vendor_id and product_id come from the capture")]
+    #[error(": vendor_id and product_id come from the descriptors (the capture's or the `descriptors` file's)")]
     FromCaptureFields,
+    /// `capture_bus` where the capture gives the descriptors.
+    #[error(": `capture_bus` is only for a from-capture device with its own `descriptors` file")]
+    CaptureBusWithoutDescriptors,
     /// The device is not in the capture.
     #[error(".capture: {0}")]
     Recorded(#[from] super::recorded::RecordedError),

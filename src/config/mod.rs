@@ -370,6 +370,21 @@ pub struct DeviceConfig {
     /// For `kind: from-capture`: the device's address in the capture.
     #[serde(default)]
     pub devaddr: Option<DevAddr>,
+    /// For `kind: from-capture` with its own `descriptors:` file: the bus
+    /// of the capture whose packets of `devaddr` are the device's (default:
+    /// the first bus where the capture has `devaddr`), as umockdev's pcap
+    /// replay takes the packets of the device's bus and address only.
+    #[serde(default)]
+    pub capture_bus: Option<BusNumber>,
+    /// The address the device is given at its enumeration (2..=127),
+    /// instead of the next free one the hub driver would choose, as a
+    /// recorded device keeps the address it was recorded at (`monfs
+    /// umockdev-run`). Two devices of a bus with the same `devnum` are
+    /// refused; if the address is taken when the device enumerates (by a
+    /// device `monfs ctl plug` added), it gets the next free one, with a
+    /// warning.
+    #[serde(default)]
+    pub devnum: Option<DevNum>,
     /// Devices behind a hub's ports.
     #[serde(default, deserialize_with = "unique_ports")]
     pub devices: Vec<DeviceConfig>,
@@ -920,6 +935,7 @@ ranged!(TransferSize, u32, 1, 1048576, "transfer_size");
 ranged!(PortCount, u8, 1, 15, "port count");
 ranged!(PortNumber, u8, 1, 15, "port number");
 ranged!(DevAddr, u8, 1, 127, "devaddr");
+ranged!(DevNum, u8, 2, 127, "devnum");
 
 fn unique_buses<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<BusConfig>, D::Error> {
     let buses = Vec::<BusConfig>::deserialize(d)?;
@@ -946,6 +962,19 @@ fn unique_buses<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<BusConfig>, D::Er
                 )));
             }
         }
+        let mut nums = BTreeSet::new();
+        let mut stack: Vec<&DeviceConfig> = b.devices.iter().collect();
+        while let Some(d) = stack.pop() {
+            if let Some(n) = d.devnum {
+                if !nums.insert(n) {
+                    return Err(serde::de::Error::custom(format!(
+                        "buses[{i}]: devnum {n} is given to two devices of bus {}",
+                        b.bus
+                    )));
+                }
+            }
+            stack.extend(d.devices.iter());
+        }
     }
     Ok(buses)
 }
@@ -961,7 +990,8 @@ fn unique_ports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<DeviceConfig>, D:
             )));
         }
         let from_file = matches!(dev.kind, DeviceKind::Descriptors | DeviceKind::External);
-        if from_file != dev.descriptors.is_some() {
+        let recorded = dev.kind == DeviceKind::FromCapture;
+        if from_file != dev.descriptors.is_some() && !recorded {
             return Err(serde::de::Error::custom(if from_file {
                 let k = if dev.kind == DeviceKind::External {
                     "external"
@@ -970,7 +1000,7 @@ fn unique_ports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<DeviceConfig>, D:
                 };
                 format!("devices[{i}]: kind {k} needs a `descriptors` file")
             } else {
-                format!("devices[{i}]: `descriptors` is only for kinds descriptors and external")
+                format!("devices[{i}]: `descriptors` is only for kinds descriptors, external and from-capture")
             }));
         }
         let external = dev.kind == DeviceKind::External;
@@ -1023,8 +1053,8 @@ fn unique_ports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<DeviceConfig>, D:
 fn check_recorded(dev: &DeviceConfig) -> Result<(), DeviceError> {
     let recorded = dev.kind == DeviceKind::FromCapture;
     if !recorded {
-        return match (&dev.capture, &dev.devaddr) {
-            (None, None) => Ok(()),
+        return match (&dev.capture, &dev.devaddr, &dev.capture_bus) {
+            (None, None, None) => Ok(()),
             _ => Err(DeviceError::CaptureNotFromCapture),
         };
     }
@@ -1034,8 +1064,11 @@ fn check_recorded(dev: &DeviceConfig) -> Result<(), DeviceError> {
     if dev.devaddr.is_none() {
         return Err(DeviceError::NoDevaddr);
     }
-    if dev.descriptors.is_some() || dev.vendor_id.is_some() || dev.product_id.is_some() {
+    if dev.vendor_id.is_some() || dev.product_id.is_some() {
         return Err(DeviceError::FromCaptureFields);
+    }
+    if dev.capture_bus.is_some() && dev.descriptors.is_none() {
+        return Err(DeviceError::CaptureBusWithoutDescriptors);
     }
     Ok(())
 }

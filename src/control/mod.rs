@@ -504,6 +504,8 @@ impl Control {
                     speed: None,
                     capture: None,
                     devaddr: None,
+                    capture_bus: None,
+                    devnum: None,
                     devices: Vec::new(),
                 };
                 if let Some(c) = recorded {

@@ -517,9 +517,14 @@ impl UsbSysfs {
         };
         if d.is_root_hub() {
             let ctl = format!("{SYS}/devices/platform/{}", controller_name(d.busnum));
+            // DRIVER is the bound driver's name, the one `driver` links to.
+            let drv = d
+                .controller
+                .as_ref()
+                .map_or("monfs_hcd", |hc| hc.driver.as_str());
             self.file(
                 &format!("{ctl}/uevent"),
-                "DRIVER=monfs_hcd\nMODALIAS=platform:monfs_hcd\n".into(),
+                format!("DRIVER={drv}\nMODALIAS=platform:monfs_hcd\n"),
                 0o644,
             );
             self.file(

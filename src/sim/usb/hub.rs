@@ -423,7 +423,7 @@ impl Ctx {
             Some(c) if c.gone => return vec![Op::Disconnect(child)],
             _ => return vec![],
         }
-        let devnum = self.alloc_devnum();
+        let devnum = self.devnum_for(child);
         if let Some(c) = self.dev_mut(child) {
             c.reserved = devnum;
         }
@@ -631,7 +631,7 @@ impl Ctx {
             }
             return ops;
         }
-        let devnum = self.alloc_devnum();
+        let devnum = self.devnum_for(d);
         if let Some(x) = self.dev_mut(d) {
             x.reserved = devnum;
         }

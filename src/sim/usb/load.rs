@@ -156,6 +156,9 @@ fn load_device(dev: &mut DeviceConfig) -> Result<(), FileError> {
             .map_err(|source| FileError::DescriptorsBad { path, source })?;
         f.dump = Some(Arc::new(dump));
     }
+    // A from-capture device's own descriptors file (else the capture's).
+    let own = dev.descriptors.as_ref().and_then(|f| f.dump.clone());
+    let bus = dev.capture_bus.map(|b| b.0);
     if let (Some(cap), Some(addr)) = (dev.capture.as_mut(), dev.devaddr) {
         if cap.device.is_none() {
             let file = open_nofollow(&cap.full).map_err(|source| FileError::CaptureOpen {
@@ -163,7 +166,11 @@ fn load_device(dev: &mut DeviceConfig) -> Result<(), FileError> {
                 source,
             })?;
             let packets = CapturePackets::load(&file, &cap.full)?;
-            let rec = packets.device(addr.0).map_err(DeviceError::from)?;
+            let rec = match own {
+                Some(dump) => packets.device_with(addr.0, bus, dump),
+                None => packets.device(addr.0),
+            }
+            .map_err(DeviceError::from)?;
             cap.device = Some(Arc::new(rec));
         }
         if let Some(rec) = &cap.device {

@@ -2,8 +2,10 @@
 //! answers a program's requests from the capture's transfers, in order,
 //! as umockdev's pcap replay does. A cursor per device walks the
 //! recorded transfers: a request is answered by the first recorded
-//! transfer after the cursor on the same endpoint (for control: with the
-//! same setup packet), and the cursor moves past it. Standard requests the
+//! transfer after the cursor that matches it as umockdev matches a
+//! submission (for control: the same setup packet; else the same endpoint
+//! and length; an OUT transfer's data too, where the capture holds it),
+//! and the cursor moves past it. Standard requests the
 //! capture does not have there are answered from the descriptors (the
 //! core's own knowledge). Anything else is a request the capture does not
 //! have: a log line says so, and the device does not answer it, as a
@@ -15,17 +17,34 @@ use std::sync::Arc;
 
 use super::ctx::*;
 
-/// The next recorded transfer on `ep` (with `setup`) after the device's
-/// cursor; the cursor moves past it.
-fn next(ctx: &mut Ctx, d: DevId, ep: u8, setup: Option<&[u8; 8]>) -> Option<(i32, u32, Arc<[u8]>)> {
+/// What a program's request is matched on, as umockdev matches a
+/// submission: a control transfer's setup packet, else its endpoint and
+/// length; an OUT transfer's data too, where the capture has all of it.
+struct Want<'a> {
+    ep: u8,
+    setup: Option<&'a [u8; 8]>,
+    len: u32,
+    out: Option<&'a [u8]>,
+}
+
+/// The next recorded transfer matching `w` after the device's cursor; the
+/// cursor moves past it.
+fn next(ctx: &mut Ctx, d: DevId, w: Want<'_>) -> Option<(i32, u32, Arc<[u8]>)> {
     let dev = ctx.dev(d)?;
     let rec = dev.desc.recorded.clone()?;
     let from = dev.core.replay_pos;
+    let same_out = |t: &crate::capture::recorded::RecordedTransfer| match (&t.out, w.out) {
+        (Some(rec), Some(got)) => &rec[..] == got,
+        _ => true,
+    };
     let pos = rec.transfers[from.min(rec.transfers.len())..]
         .iter()
-        .position(|t| match setup {
-            Some(s) => t.setup.as_ref() == Some(s),
-            None => t.ep == ep && t.setup.is_none(),
+        .position(|t| {
+            let shape = match w.setup {
+                Some(s) => t.setup.as_ref() == Some(s),
+                None => t.ep == w.ep && t.setup.is_none() && (t.len == w.len || t.len == u32::MAX),
+            };
+            shape && same_out(t)
         })?
         + from;
     let t = &rec.transfers[pos];
@@ -85,7 +104,13 @@ pub(crate) fn control(
     out: Option<&[u8]>,
 ) -> Option<(i32, Option<Vec<u8>>)> {
     let ep = if s[0] & 0x80 != 0 { 0x80 } else { 0 };
-    if let Some((status, actual, data)) = next(ctx, d, ep, Some(s)) {
+    let want = Want {
+        ep,
+        setup: Some(s),
+        len: u16::from_le_bytes([s[6], s[7]]) as u32,
+        out: out.filter(|_| ep == 0),
+    };
+    if let Some((status, actual, data)) = next(ctx, d, want) {
         let n = (actual as usize).min(data.len());
         return Some((status, (ep != 0).then(|| data[..n].to_vec())));
     }
@@ -114,11 +139,17 @@ pub(crate) fn data(
     ctx: &mut Ctx,
     d: DevId,
     urb: &Urb,
-    _out: Option<&[u8]>,
+    out: Option<&[u8]>,
     now: u64,
 ) -> Option<Replayed> {
     let ep = urb.ep | if urb.dir_in { 0x80 } else { 0 };
-    match next(ctx, d, ep, None) {
+    let want = Want {
+        ep,
+        setup: None,
+        len: urb.len,
+        out: out.filter(|_| !urb.dir_in),
+    };
+    match next(ctx, d, want) {
         Some((status, actual, data)) => {
             let actual = actual.min(urb.len);
             let data = (urb.dir_in && actual > 0)

@@ -755,6 +755,28 @@ impl Ctx {
         }
     }
 
+    /// The address for device `d`'s enumeration: its configured `devnum`
+    /// where that is free (a recorded device keeps its address), else the
+    /// next free one, as the hub driver chooses.
+    pub(crate) fn devnum_for(&mut self, d: DevId) -> u8 {
+        let want = self
+            .dev(d)
+            .and_then(|x| x.cfg.as_ref())
+            .and_then(|c| c.devnum)
+            .map(|n| n.0);
+        if let Some(n) = want {
+            if !self.used[n as usize] {
+                self.used[n as usize] = true;
+                return n;
+            }
+            let name = self.dev_name(d);
+            tracing::warn!(
+                "usb {name}: devnum {n} is taken; the device gets the next free address"
+            );
+        }
+        self.alloc_devnum()
+    }
+
     pub(crate) fn alloc_devnum(&mut self) -> u8 {
         for i in 0..126u32 {
             let n = 2 + ((self.next_devnum as u32 - 2 + i) % 126) as u8;

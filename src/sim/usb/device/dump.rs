@@ -38,11 +38,12 @@ impl DeviceClass for Dump {
             dev.bindable = Some(nums.unwrap_or_default());
         }
     }
+    // The device is bound (probed) once usbhid's requests, if any, went
+    // out; without it a dump with no HID interface stayed "coming" for
+    // good, and `monfs run` waited its 30 s for it.
     fn class_ops(&self, dev: &Device, d: DevId) -> Vec<Op> {
         let mut ops = driver::probe_ops(dev, d);
-        if !ops.is_empty() {
-            ops.push(Op::StartStreams(d));
-        }
+        ops.push(Op::StartStreams(d));
         ops
     }
     // usbhid's interrupt URB, which the device never answers (it NAKs).

@@ -1,6 +1,8 @@
-//! A device taken from a capture: each IN endpoint answers with the
-//! completions recorded on it, in order, looping, spaced as recorded
-//! (interrupt endpoints never faster than their interval, on its grid).
+//! A device taken from a capture: each IN endpoint of an interface a
+//! driver binds and polls answers with the completions recorded on it, in
+//! order, looping, spaced as recorded (interrupt endpoints never faster
+//! than their interval, on its grid); the others see only a program's
+//! URBs, answered by replay for programs.
 //! A HID interface whose report descriptor the capture holds binds usbhid:
 //! its probe's requests go out and are answered from the recording, and
 //! the recorded reports of its interrupt IN endpoint reach the HID core as
@@ -119,6 +121,13 @@ fn recorded_tasks(ctx: &mut Ctx, d: DevId, only: Option<u8>) -> Vec<RecordedTask
         };
         let intf = ctx.dev(d).and_then(|x| x.desc.cfg.interface_of(ep.addr));
         if only.is_some_and(|i| intf != Some(i)) {
+            continue;
+        }
+        // Only a driver polls: an interface no driver binds (a vendor
+        // one) sees no URBs but a program's, which the recording answers
+        // (replay for programs), as on Linux.
+        let polled = intf.is_some_and(|i| ctx.dev(d).is_some_and(|x| driver::polled(x, i)));
+        if !polled {
             continue;
         }
         let unit = match ep.xfer {

@@ -1,0 +1,373 @@
+//! `monfs umockdev-run` against Debian's umockdev 0.17.16 (`umockdev`,
+//! scripts/setup): a device of monfs's (an external peer,
+//! tests/data/usbfs_peer.py) is recorded as umockdev users record one,
+//! with Debian's `umockdev-record` inside `monfs run` for its description
+//! (which `monfs umockdev-record` must write the same, byte for byte) and
+//! `monfs record` for the usbmon capture while a pyusb program drives
+//! it (tests/data/umockdev_pyusb.py); the recording is then replayed to the
+//! same program under Debian's `umockdev-run` and under `monfs
+//! umockdev-run`, which must give the live session's output and exit
+//! status. A statically linked program, which umockdev cannot reach, is
+//! answered from a recording under monfs. A hand-written description with a device behind a hub at a
+//! chosen address lists the same under both; bad files, unsupported
+//! options and exit statuses are checked against umockdev's.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Instant;
+
+use common::{descriptors_dump, monfs_bin, repo_path, wait_node, Mount};
+
+/// The device: vendor 1234:5679, interface 0 (setting 0) with bulk IN
+/// 0x81, bulk OUT 0x02 and interrupt IN 0x85 (4 bytes), which the peer
+/// answers.
+fn dump() -> Vec<u8> {
+    let dev = [
+        18, 1, 0, 2, 0xff, 0, 0, 64, 0x34, 0x12, 0x79, 0x56, 1, 0, 1, 2, 0, 1,
+    ];
+    let rest: [u8; 30] = [
+        9, 4, 0, 0, 3, 0xff, 0, 0, 0, // interface 0
+        7, 5, 0x81, 2, 0, 2, 0, // bulk IN, 512
+        7, 5, 0x02, 2, 0, 2, 0, // bulk OUT, 512
+        7, 5, 0x85, 3, 4, 0, 4, // interrupt IN, 4
+    ];
+    descriptors_dump(&dev, 1, &rest)
+}
+
+fn prog() -> String {
+    repo_path("tests/data/umockdev_pyusb.py")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `umockdev-run ARGS` (Debian's, or `monfs umockdev-run` with `monfs`).
+fn umockdev_run(monfs: bool, args: &[&str], dir: &Path) -> Output {
+    let mut c = if monfs {
+        let mut c = Command::new(monfs_bin());
+        c.arg("umockdev-run");
+        c
+    } else {
+        Command::new("umockdev-run")
+    };
+    c.args(args)
+        .current_dir(dir)
+        .env_remove("XDG_RUNTIME_DIR")
+        .env("TMPDIR", dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Record the device: its description (umockdev-record inside `monfs
+/// run`), its capture (`monfs record`, while the program runs) and the
+/// program's live output.
+fn record(dir: &Path) -> (PathBuf, PathBuf, String) {
+    let desc = dir.join("loop.desc");
+    std::fs::write(&desc, dump()).unwrap();
+    let m = Mount::with_config(&format!(
+        "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          kind: external\n          descriptors: {}\n          manufacturer: monfs\n          product: umockdev loop\n          command: [python3, {}]\n",
+        desc.display(),
+        repo_path("tests/data/usbfs_peer.py"),
+    ));
+    wait_node(&m, "dev/bus/usb/001/002");
+    // The controller's uevent names the driver its `driver` link names,
+    // as udev (and so umockdev-record) takes it.
+    let uevent =
+        std::fs::read_to_string(m.path("sys/devices/platform/monfs_hcd.1/uevent")).unwrap();
+    assert_eq!(uevent, "DRIVER=xhci-hcd\nMODALIAS=platform:monfs_hcd\n");
+    let in_run = |args: &[&str]| -> Output {
+        Command::new(monfs_bin())
+            .arg("run")
+            .arg("--use")
+            .arg(m.root())
+            .arg("--")
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let o = in_run(&["umockdev-record", "/sys/bus/usb/devices/1-1"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let dev_file = dir.join("loop.umockdev");
+    std::fs::write(&dev_file, &o.stdout).unwrap();
+    // monfs's own writer gives the same file, byte for byte.
+    let ours = Command::new(monfs_bin())
+        .arg("umockdev-record")
+        .arg(m.root())
+        .arg("1-1")
+        .output()
+        .unwrap();
+    assert!(ours.status.success(), "{}", text(&ours.stderr));
+    assert_eq!(text(&ours.stdout), text(&o.stdout));
+    // monfs record writes the file's header once it reads the bus: from
+    // then on it sees every packet.
+    let cap = dir.join("loop.pcapng");
+    let mut rec = Command::new(monfs_bin())
+        .args(["record", "-b", "1", "-o"])
+        .arg(&cap)
+        .arg(m.root())
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while std::fs::metadata(&cap).map(|m| m.len()).unwrap_or(0) == 0 {
+        assert!(start.elapsed() < common::HANG, "monfs record never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let o = in_run(&["/usr/bin/python3", &prog()]);
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    // SIGINT ends the recording, with every packet written.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(rec.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    assert!(rec.wait().unwrap().success());
+    (dev_file, cap, text(&o.stdout))
+}
+
+#[test]
+fn a_recording_replays_to_pyusb_as_under_umockdev() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let (dev_file, cap, live) = record(dir);
+    assert_eq!(
+        live,
+        "found 1 2 umockdev loop\ncontrol 6d6f6e6673\nstall 32\nbulk out 4\nbulk in 04030201\ninterrupt in 00000001\ninterrupt in 00000002\nbulk out 5\nbulk in 73666e6f6d\n"
+    );
+    let desc = std::fs::read_to_string(&dev_file).unwrap();
+    assert!(
+        desc.starts_with("P: /devices/platform/monfs_hcd.1/usb1/1-1\nN: bus/usb/001/002\n"),
+        "{desc}"
+    );
+    let pcap = format!(
+        "/sys/devices/platform/monfs_hcd.1/usb1/1-1={}",
+        cap.display()
+    );
+    let args = [
+        "-d",
+        dev_file.to_str().unwrap(),
+        "-p",
+        &pcap,
+        "--",
+        "/usr/bin/python3",
+        &prog(),
+    ];
+    let theirs = umockdev_run(false, &args, dir);
+    let ours = umockdev_run(true, &args, dir);
+    assert_eq!(text(&theirs.stdout), live, "{}", text(&theirs.stderr));
+    assert_eq!(text(&ours.stdout), live, "{}", text(&ours.stderr));
+    assert_eq!(ours.status.code(), theirs.status.code());
+    assert_eq!(ours.status.code(), Some(0));
+    // The records monfs does not model are named on stderr.
+    let err = text(&ours.stderr);
+    assert!(
+        err.contains("/devices/platform/monfs_hcd.1/usb1 (line ")
+            && err.contains("a root hub: monfs's own root hub of the bus stands for it")
+            && err.contains("subsystem platform: not modelled"),
+        "{err}"
+    );
+}
+
+/// A description written by hand: a full-speed device at port path 1-2.3,
+/// address 9, behind a hub the file does not describe, and a tty that
+/// monfs skips.
+fn hand_written(dir: &Path) -> PathBuf {
+    let mut d = dump();
+    d[2] = 0x10;
+    d[3] = 0x01; // bcdUSB 1.10
+    let hex: String = d.iter().map(|b| format!("{b:02X}")).collect();
+    let f = dir.join("hand.umockdev");
+    std::fs::write(
+        &f,
+        format!(
+            "P: /devices/pci0000:00/0000:00:14.0/usb1/1-2/1-2.3\nN: bus/usb/001/009\nE: SUBSYSTEM=usb\nE: DEVTYPE=usb_device\nE: BUSNUM=001\nE: DEVNUM=009\nE: DEVNAME=/dev/bus/usb/001/009\nE: MAJOR=189\nE: MINOR=8\nA: busnum=1\\n\nA: devnum=9\\n\nA: speed=12\\n\nA: product=Hand\\tmade\\n\nH: descriptors={hex}\n\n\n\
+             P: /devices/pnp0/00:05/tty/ttyS0\nN: ttyS0\nE: SUBSYSTEM=tty\n"
+        ),
+    )
+    .unwrap();
+    f
+}
+
+#[test]
+fn a_hand_written_device_lists_the_same_under_both() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let f = hand_written(dir);
+    let p = prog();
+    let args = [
+        "-d",
+        f.to_str().unwrap(),
+        "--",
+        "/usr/bin/python3",
+        &p,
+        "--list",
+    ];
+    let theirs = umockdev_run(false, &args, dir);
+    let ours = umockdev_run(true, &args, dir);
+    let want = "1 9 1234:5679 bcdUSB 0110 configs 1 endpoints 81 02 85\n";
+    assert_eq!(text(&theirs.stdout), want, "{}", text(&theirs.stderr));
+    assert_eq!(text(&ours.stdout), want, "{}", text(&ours.stderr));
+    assert_eq!(ours.status.code(), Some(0));
+    let err = text(&ours.stderr);
+    assert!(err.contains("subsystem tty: not modelled"), "{err}");
+    assert!(
+        err.contains("1-2: the files have no device here; monfs puts a hub there"),
+        "{err}"
+    );
+    // Its attributes, as the kernel shows them at that place.
+    let sh = "cd /sys/bus/usb/devices/1-2.3 && cat busnum devnum speed product";
+    let args = ["-d", f.to_str().unwrap(), "--", "sh", "-c", sh];
+    let theirs = umockdev_run(false, &args, dir);
+    let ours = umockdev_run(true, &args, dir);
+    assert_eq!(text(&ours.stdout), "1\n9\n12\nHand\tmade\n");
+    assert_eq!(text(&ours.stdout), text(&theirs.stdout));
+}
+
+#[test]
+fn exit_statuses_versions_and_bad_input() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let f = hand_written(dir);
+    let d = f.to_str().unwrap();
+    // The program's exit status is passed on.
+    for monfs in [false, true] {
+        let o = umockdev_run(monfs, &["-d", d, "--", "sh", "-c", "exit 7"], dir);
+        assert_eq!(o.status.code(), Some(7), "{}", text(&o.stderr));
+    }
+    let theirs = umockdev_run(false, &["--version"], dir);
+    let ours = umockdev_run(true, &["--version"], dir);
+    assert_eq!(text(&ours.stdout), "0.17.16\n");
+    assert_eq!(ours.stdout, theirs.stdout);
+    // A file umockdev refuses is refused, with its line and column, exit 2
+    // (umockdev exits 1).
+    let bad = dir.join("bad.umockdev");
+    for (body, line_col, what) in [
+        (
+            "P: /devices/x\nE: SUBSYSTEM=usb\nX: y\n",
+            "3:1",
+            "malformed attribute or property line",
+        ),
+        (
+            "P: /devices/x\nE: SUBSYSTEM=usb\nH: descriptors=12f\n",
+            "3:18",
+            "malformed hexadecimal value",
+        ),
+        (
+            "# comment\nP: /devices/x\n",
+            "1:1",
+            "must start with a \"P: /devices/path/...\" line",
+        ),
+        (
+            "P: /devices/x\nA: a=1\n",
+            "1:1",
+            "missing SUBSYSTEM property",
+        ),
+    ] {
+        std::fs::write(&bad, body).unwrap();
+        let b = bad.to_str().unwrap();
+        let theirs = umockdev_run(false, &["-d", b, "--", "true"], dir);
+        assert_eq!(theirs.status.code(), Some(1), "{body}");
+        let o = umockdev_run(true, &["-d", b, "--", "true"], dir);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{body}: {err}");
+        assert!(
+            err.contains(&format!("{b}:{line_col}: ")) && err.contains(what),
+            "{body}: {err}"
+        );
+    }
+    for opt in ["-i", "-s", "-u", "-e"] {
+        let o = umockdev_run(true, &[opt, "/dev/x=y", "--", "true"], dir);
+        assert_eq!(o.status.code(), Some(2), "{opt}");
+        assert!(
+            text(&o.stderr).contains("is not supported by monfs"),
+            "{opt}"
+        );
+    }
+    // A capture for a path no device of the files has.
+    let o = umockdev_run(
+        true,
+        &["-d", d, "-p", "/sys/devices/nope=x.pcapng", "--", "true"],
+        dir,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--pcap /sys/devices/nope: no USB device"));
+}
+
+/// Where umockdev cannot reach: a statically linked program
+/// (tests/c/usbfs_static.c: sysfs, then usbfs's ioctls) gets no
+/// LD_PRELOAD, so under umockdev-run it sees the host's /sys and finds no
+/// device; under `monfs umockdev-run` the same recording
+/// (examples/pytest/umockdev) answers it.
+#[test]
+fn a_static_binary_is_answered_from_the_recording_under_monfs() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let exe = common::compile_c_full("usbfs_static", dir, "usbfs_static", &["-static"], &[]);
+    let rec = repo_path("examples/pytest/umockdev");
+    let dev = format!("{rec}/loop.umockdev");
+    let pcap = format!("/sys/devices/platform/monfs_hcd.1/usb1/1-1={rec}/loop.pcapng");
+    let args = ["-d", &dev, "-p", &pcap, "--", exe.to_str().unwrap()];
+    let ours = umockdev_run(true, &args, dir);
+    assert_eq!(
+        text(&ours.stdout),
+        "found /dev/bus/usb/001/002\ncontrol 5 6d6f6e6673\nbulk out 4\nbulk in 4 04030201\n",
+        "{}",
+        text(&ours.stderr)
+    );
+    assert_eq!(ours.status.code(), Some(0));
+    let theirs = umockdev_run(false, &args, dir);
+    assert_eq!(text(&theirs.stdout), "not found\n");
+    assert_eq!(theirs.status.code(), Some(1));
+}
+
+/// A program that sends what the recording does not have (other OUT data
+/// than recorded) is not answered, as umockdev's replay matches a
+/// submission on its data: its write times out under both.
+#[test]
+fn out_data_the_recording_lacks_is_not_answered() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let rec = repo_path("examples/pytest/umockdev");
+    let dev = format!("{rec}/loop.umockdev");
+    let pcap = format!("/sys/devices/platform/monfs_hcd.1/usb1/1-1={rec}/loop.pcapng");
+    let prog = "import usb.core\n\
+        d = usb.core.find(idVendor=0x1234, idProduct=0x5679)\n\
+        print('control', bytes(d.ctrl_transfer(0xC0, 0x01, 0, 0, 16)).hex())\n\
+        try:\n    d.write(0x02, b'\\x09\\x09\\x09\\x09', timeout=300)\n    print('answered')\n\
+        except usb.core.USBTimeoutError:\n    print('timeout')\n";
+    let args = [
+        "-d",
+        &dev,
+        "-p",
+        &pcap,
+        "--",
+        "/usr/bin/python3",
+        "-c",
+        prog,
+    ];
+    let theirs = umockdev_run(false, &args, dir);
+    let ours = umockdev_run(true, &args, dir);
+    assert_eq!(
+        text(&theirs.stdout),
+        "control 6d6f6e6673\ntimeout\n",
+        "{}",
+        text(&theirs.stderr)
+    );
+    assert_eq!(
+        text(&ours.stdout),
+        text(&theirs.stdout),
+        "{}",
+        text(&ours.stderr)
+    );
+    assert!(
+        text(&ours.stderr).contains("a program's transfer on endpoint 02 is not in the capture"),
+        "{}",
+        text(&ours.stderr)
+    );
+}
