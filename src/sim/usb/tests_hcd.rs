@@ -1092,3 +1092,36 @@ fn detaching_the_control_interface_ends_the_stream() {
         assert!(!sink.0.lock_ok().iter().any(iso), "{kind}: streams on");
     }
 }
+
+/// snd-usb-audio detached again while its new probe's requests are on
+/// ep0: the request in flight completes and the rest are dropped, so ep0's
+/// queue goes on (a program's RESET once waited for good behind the
+/// probe's request left in flight).
+#[test]
+fn a_detach_during_the_reprobe_leaves_ep0_going() {
+    let (sim, _sink, devs) = bus(&["{port: 1, kind: audio}"], "ehci");
+    let dev = &devs[0];
+    let mut now = 3000u64;
+    let ask = |r: CoreRequest, now: &mut u64, ms: u64| {
+        let done = Arc::new(Done::default());
+        sim.request(dev.dev, r, done.clone()).unwrap();
+        *now += ms;
+        sim.run_until(*now * MS);
+        let g = done.0.lock_ok();
+        g.first().map(|x| x.1.status)
+    };
+    assert_eq!(ask(CoreRequest::DetachDriver(0), &mut now, 300), Some(0));
+    // The answer comes once the driver is bound; its probe's requests go
+    // on after it.
+    assert_eq!(ask(CoreRequest::AttachDriver(0), &mut now, 1), Some(1));
+    assert_eq!(ask(CoreRequest::DetachDriver(0), &mut now, 300), Some(0));
+    let mut r = urb(TransferType::Control, 0x80, 2, 0);
+    r.setup = Some([0x80, 0x00, 0, 0, 0, 0, 2, 0]);
+    r.out.clear();
+    let got = Arc::new(Done::default());
+    sim.submit(dev.dev, r, got.clone()).unwrap();
+    now += 300;
+    sim.run_until(now * MS);
+    assert_eq!(done_tags(&got).len(), 1, "GET_STATUS never completed");
+    assert_eq!(ask(CoreRequest::ResetDevice, &mut now, 300), Some(0));
+}

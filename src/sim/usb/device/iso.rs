@@ -784,16 +784,12 @@ impl Task for IsoTask {
         }
         // Unbound from either interface: the driver's disconnect (or the
         // core's, for the streaming interface) ended the URBs
-        // (`driver::disconnect`), and the stream is over.
-        if self.owners.iter().any(|o| ctx.unbound(self.dev, *o)) {
-            let size = iso_urb_size(self.npk);
-            for s in &self.slots {
-                ctx.tags.free(s.tag, size);
-            }
-            if let Some(t) = self.ctl_tag.take() {
-                ctx.tags.free(t, URB_SIZE);
-            }
-            return None;
+        // (`driver::disconnect`), and the stream is over; a control
+        // request of its probe already on ep0 is seen through first (ep0's
+        // queue waits for it), the rest dropped.
+        let over = self.owners.iter().any(|o| ctx.unbound(self.dev, *o));
+        if over {
+            self.runner.q.clear();
         }
         if let Some(mut tag) = self.ctl_tag {
             if self.runner.busy() {
@@ -804,6 +800,13 @@ impl Task for IsoTask {
             }
             ctx.tags.free(tag, URB_SIZE);
             self.ctl_tag = None;
+        }
+        if over {
+            let size = iso_urb_size(self.npk);
+            for s in &self.slots {
+                ctx.tags.free(s.tag, size);
+            }
+            return None;
         }
         if self.inited < self.slots.len() {
             let i = self.inited;
