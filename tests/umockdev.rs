@@ -186,7 +186,7 @@ fn hand_written(dir: &Path) -> PathBuf {
     std::fs::write(
         &f,
         format!(
-            "P: /devices/pci0000:00/0000:00:14.0/usb1/1-2/1-2.3\nN: bus/usb/001/009\nE: SUBSYSTEM=usb\nE: DEVTYPE=usb_device\nE: BUSNUM=001\nE: DEVNUM=009\nE: DEVNAME=/dev/bus/usb/001/009\nE: MAJOR=189\nE: MINOR=8\nA: busnum=1\\n\nA: devnum=9\\n\nA: speed=12\\n\nA: product=Hand\\tmade\\n\nH: descriptors={hex}\n\n\n\
+            "P: /devices/pci0000:00/0000:00:14.0/usb1/1-2/1-2.3\nN: bus/usb/001/009\nE: SUBSYSTEM=usb\nE: DEVTYPE=usb_device\nE: BUSNUM=001\nE: DEVNUM=009\nE: DEVNAME=/dev/bus/usb/001/009\nE: MAJOR=189\nE: MINOR=8\nE: ID_VENDOR=Handmade\nE: ID_FPRINT_READER=1\nA: busnum=1\\n\nA: devnum=9\\n\nA: speed=12\\n\nA: product=Hand\\tmade\\n\nA: power/persist=1\\n\nA: power/wakeup=disabled\\n\nH: descriptors={hex}\n\n\n\
              P: /devices/pnp0/00:05/tty/ttyS0\nN: ttyS0\nE: SUBSYSTEM=tty\n"
         ),
     )
@@ -227,6 +227,42 @@ fn a_hand_written_device_lists_the_same_under_both() {
     let ours = umockdev_run(true, &args, dir);
     assert_eq!(text(&ours.stdout), "1\n9\n12\nHand\tmade\n");
     assert_eq!(text(&ours.stdout), text(&theirs.stdout));
+    // Its recorded attributes beyond monfs's own (power/) and its udev
+    // properties (libudev's view, through pyudev): the recording's values,
+    // an `E:` line replacing what monfs's rules compute; what a program
+    // writes to power/wakeup (libfprint's synaptics driver does) reads
+    // back.
+    let py = "import pyudev\n\
+        for d in pyudev.Context().list_devices(subsystem='usb', DEVTYPE='usb_device'):\n\
+        \x20   if d.sys_name != '1-2.3': continue\n\
+        \x20   a = d.attributes\n\
+        \x20   print(a.asstring('power/persist'), a.asstring('power/wakeup'))\n\
+        \x20   print(d.properties.get('ID_VENDOR'), d.properties.get('ID_FPRINT_READER'))\n\
+        w = '/sys/bus/usb/devices/1-2.3/power/wakeup'\n\
+        open(w, 'w').write('enabled')\n\
+        print(open(w).read())\n";
+    let args = [
+        "-d",
+        f.to_str().unwrap(),
+        "--",
+        "/usr/bin/python3",
+        "-c",
+        py,
+    ];
+    let theirs = umockdev_run(false, &args, dir);
+    let ours = umockdev_run(true, &args, dir);
+    assert_eq!(
+        text(&theirs.stdout),
+        "1 disabled\nHandmade 1\nenabled\n",
+        "{}",
+        text(&theirs.stderr)
+    );
+    assert_eq!(
+        text(&ours.stdout),
+        text(&theirs.stdout),
+        "{}",
+        text(&ours.stderr)
+    );
 }
 
 #[test]

@@ -34,4 +34,4 @@ def test_shell_job_is_the_actions_step_and_passes(repo, tmp_path):
     out = subprocess.run(["bash", "-e", "-c", shell], cwd=checkout, env=env, capture_output=True, text=True,
                          timeout=900)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert re.search(r"\b6 passed\b", out.stdout), out.stdout
+    assert re.search(r"\b8 passed\b", out.stdout), out.stdout

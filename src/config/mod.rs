@@ -385,6 +385,18 @@ pub struct DeviceConfig {
     /// warning.
     #[serde(default)]
     pub devnum: Option<DevNum>,
+    /// Attributes of the device's sysfs directory beyond monfs's own, with
+    /// their exact contents (`power/persist: "1\n"`), as a recording gives
+    /// them (`monfs umockdev-run`: a `.umockdev` file's `A:` lines). An
+    /// attribute monfs shows itself keeps monfs's value.
+    #[serde(default)]
+    pub attributes: RecordedAttributes,
+    /// Properties udev gives the device (its database, `udevadm info`,
+    /// libudev) beyond or instead of those monfs's udev rules compute
+    /// (`ID_MODEL: Reader`), as a recording gives them (a `.umockdev`
+    /// file's `E:` lines).
+    #[serde(default)]
+    pub udev_properties: RecordedProperties,
     /// Devices behind a hub's ports.
     #[serde(default, deserialize_with = "unique_ports")]
     pub devices: Vec<DeviceConfig>,
@@ -402,6 +414,84 @@ pub struct DescriptorFile {
     pub full: std::path::PathBuf,
     /// The checked bytes, once loaded.
     pub dump: Option<std::sync::Arc<usbdesc::DescriptorDump>>,
+}
+
+/// Most entries of a device's `attributes` or `udev_properties`.
+pub const MAX_RECORDED_ENTRIES: usize = 256;
+/// Longest value of one, bytes.
+pub const MAX_RECORDED_VALUE: usize = 4096;
+
+/// A device's recorded sysfs attributes (`attributes:`): at most
+/// [`MAX_RECORDED_ENTRIES`], each named `NAME` or `power/NAME` (letters,
+/// digits, `_`, `-`, `.`, at most 64 bytes, not `.` or `..`), its contents
+/// at most [`MAX_RECORDED_VALUE`] bytes without a NUL.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecordedAttributes(pub BTreeMap<String, String>);
+
+/// Whether `name` is a recorded attribute's name ([`RecordedAttributes`]).
+pub fn recorded_attribute_name(name: &str) -> bool {
+    let leaf = name.strip_prefix("power/").unwrap_or(name);
+    (1..=64).contains(&leaf.len())
+        && leaf != "."
+        && leaf != ".."
+        && leaf
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+}
+
+/// Whether `key` is a udev property's name ([`RecordedProperties`]).
+pub fn recorded_property_name(key: &str) -> bool {
+    (1..=64).contains(&key.len())
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.".contains(&b))
+}
+
+/// Checks a recorded map: its size, its names (`name_ok`), its values.
+fn recorded_map<'de, D: Deserializer<'de>>(
+    d: D,
+    what: &str,
+    name_ok: fn(&str) -> bool,
+    newline: bool,
+) -> Result<BTreeMap<String, String>, D::Error> {
+    let m = BTreeMap::<String, String>::deserialize(d)?;
+    if m.len() > MAX_RECORDED_ENTRIES {
+        return Err(serde::de::Error::custom(format!(
+            "{what}: {} entries, at most {MAX_RECORDED_ENTRIES}",
+            m.len()
+        )));
+    }
+    for (k, v) in &m {
+        if !name_ok(k) {
+            return Err(serde::de::Error::custom(format!("{what}: bad name {k:?}")));
+        }
+        if v.len() > MAX_RECORDED_VALUE || v.contains('\0') || (!newline && v.contains('\n')) {
+            return Err(serde::de::Error::custom(format!(
+                "{what}: the value of {k} is longer than {MAX_RECORDED_VALUE} bytes or holds a NUL{}",
+                if newline { "" } else { " or a newline" }
+            )));
+        }
+    }
+    Ok(m)
+}
+
+impl<'de> Deserialize<'de> for RecordedAttributes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        recorded_map(d, "attributes", recorded_attribute_name, true).map(RecordedAttributes)
+    }
+}
+
+/// A device's recorded udev properties (`udev_properties:`): at most
+/// [`MAX_RECORDED_ENTRIES`], keys of letters, digits, `_` and `.` (at most
+/// 64 bytes), values of at most [`MAX_RECORDED_VALUE`] bytes without a NUL
+/// or a newline.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecordedProperties(pub BTreeMap<String, String>);
+
+impl<'de> Deserialize<'de> for RecordedProperties {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        recorded_map(d, "udev_properties", recorded_property_name, false).map(RecordedProperties)
+    }
 }
 
 /// Most arguments of a peer command.

@@ -198,3 +198,43 @@ fn driver_is_auto_or_generic_and_only_for_external() {
         "{msg}"
     );
 }
+
+#[test]
+fn recorded_attributes_and_properties_are_checked() {
+    let dev = |extra: &str| {
+        format!("usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: hid-keyboard\n{extra}")
+    };
+    let ok = Config::parse(
+        &dev("          attributes: {power/persist: \"0\\n\", quirks: \"0x0\\n\"}\n          udev_properties: {ID_VENDOR: Acme}\n"),
+        "t.yaml",
+    )
+    .unwrap();
+    let d = &ok.usb.buses[0].devices[0];
+    assert_eq!(
+        d.attributes.0.get("power/persist").map(String::as_str),
+        Some("0\n")
+    );
+    assert_eq!(
+        d.udev_properties.0.get("ID_VENDOR").map(String::as_str),
+        Some("Acme")
+    );
+    for (bad, what) in [
+        ("          attributes: {../uevent: x}\n", "bad name"),
+        ("          attributes: {power/../x: x}\n", "bad name"),
+        ("          attributes: {ep_81/x: x}\n", "bad name"),
+        ("          attributes: {\"\": x}\n", "bad name"),
+        ("          udev_properties: {\"A B\": x}\n", "bad name"),
+        ("          udev_properties: {ID_X: \"a\\nb\"}\n", "newline"),
+    ] {
+        let (_, _, msg) = err(&dev(bad));
+        assert!(msg.contains(what), "{bad}: {msg}");
+    }
+    let many: String = (0..=MAX_RECORDED_ENTRIES)
+        .map(|i| format!("a{i}: x, "))
+        .collect();
+    let (_, _, msg) = err(&dev(&format!("          attributes: {{{many}}}\n")));
+    assert!(msg.contains("at most 256"), "{msg}");
+    let long = "x".repeat(MAX_RECORDED_VALUE + 1);
+    let (_, _, msg) = err(&dev(&format!("          attributes: {{a: {long}}}\n")));
+    assert!(msg.contains("longer than"), "{msg}");
+}

@@ -506,6 +506,8 @@ impl Control {
                     devaddr: None,
                     capture_bus: None,
                     devnum: None,
+                    attributes: Default::default(),
+                    udev_properties: Default::default(),
                     devices: Vec::new(),
                 };
                 if let Some(c) = recorded {

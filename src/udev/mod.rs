@@ -209,6 +209,16 @@ pub fn udev_properties(ev: &Uevent, d: &UsbDevice, hwdb: Option<&Hwdb>) -> Vec<(
         }
         return p;
     }
+    // A recording's properties (`udev_properties:`): a key udev's rules
+    // set takes the recorded value, the others come after them.
+    if ev.interface.is_none() {
+        for (k, v) in &d.recorded_properties {
+            match p.iter_mut().find(|(pk, _)| pk == k) {
+                Some(e) => e.1 = v.clone(),
+                None => p.push((k.clone(), v.clone())),
+            }
+        }
+    }
     if tags.contains(&"seat") {
         p.push(("ID_FOR_SEAT".into(), format!("usb-{tag}")));
     }

@@ -40,6 +40,73 @@ pub struct UsbDevice {
     pub product: Option<String>,
     /// The `serial` attribute.
     pub serial: Option<String>,
+    /// Its other text attributes that monfs can show (`attributes:`).
+    pub attributes: Vec<(String, String)>,
+    /// Its `E:` properties that are udev's, not the kernel's uevent's nor
+    /// its sysfs path's (`udev_properties:`).
+    pub properties: Vec<(String, String)>,
+}
+
+/// The properties of a device's uevent (the kernel's), and those udev
+/// derives from its sysfs path, which is monfs's: a recording's values of
+/// these are not taken.
+const NOT_RECORDED: [&str; 21] = [
+    "ACTION",
+    "BUSNUM",
+    "CURRENT_TAGS",
+    "DEVLINKS",
+    "DEVNAME",
+    "DEVNUM",
+    "DEVPATH",
+    "DEVTYPE",
+    "DRIVER",
+    "ID_FOR_SEAT",
+    "ID_PATH",
+    "ID_PATH_TAG",
+    "INTERFACE",
+    "MAJOR",
+    "MINOR",
+    "MODALIAS",
+    "PRODUCT",
+    "SEQNUM",
+    "SUBSYSTEM",
+    "TAGS",
+    "TYPE",
+]; // USEC_INITIALIZED is udevd's own (below)
+
+/// Names and values, in order.
+type Pairs = Vec<(String, String)>;
+
+/// A record's attributes and properties that monfs takes
+/// ([`UsbDevice::attributes`], [`UsbDevice::properties`]).
+fn recorded(r: &DeviceRecord) -> (Pairs, Pairs) {
+    use crate::config::{recorded_attribute_name, recorded_property_name, MAX_RECORDED_VALUE};
+    let ok = |v: &str| v.len() <= MAX_RECORDED_VALUE && !v.contains('\0');
+    let mut attrs: Vec<(String, String)> = vec![];
+    for (k, v) in &r.attributes {
+        let Ok(v) = std::str::from_utf8(v) else {
+            continue;
+        };
+        if k != "descriptors" && recorded_attribute_name(k) && ok(v) {
+            attrs.retain(|(n, _)| n != k);
+            attrs.push((k.clone(), v.to_string()));
+        }
+    }
+    let mut props: Vec<(String, String)> = vec![];
+    for (k, v) in &r.properties {
+        if !NOT_RECORDED.contains(&k.as_str())
+            && k != "USEC_INITIALIZED"
+            && recorded_property_name(k)
+            && ok(v)
+            && !v.contains('\n')
+        {
+            props.retain(|(n, _)| n != k);
+            props.push((k.clone(), v.clone()));
+        }
+    }
+    attrs.truncate(crate::config::MAX_RECORDED_ENTRIES);
+    props.truncate(crate::config::MAX_RECORDED_ENTRIES);
+    (attrs, props)
 }
 
 impl UsbDevice {
@@ -190,6 +257,7 @@ pub fn usb_devices(records: &[DeviceRecord]) -> (Vec<UsbDevice>, Vec<String>) {
             continue;
         }
         let text = |a: &str| r.attribute_text(a).map(str::to_string);
+        let (attributes, properties) = recorded(r);
         out.push(UsbDevice {
             path: r.path.clone(),
             line: r.line,
@@ -201,6 +269,8 @@ pub fn usb_devices(records: &[DeviceRecord]) -> (Vec<UsbDevice>, Vec<String>) {
             manufacturer: text("manufacturer"),
             product: text("product"),
             serial: text("serial"),
+            attributes,
+            properties,
         });
     }
     (out, notes)
@@ -356,6 +426,15 @@ fn children(
             ] {
                 if let Some(v) = v {
                     m.insert(s(k), s(v));
+                }
+            }
+            for (k, list) in [
+                ("attributes", &d.attributes),
+                ("udev_properties", &d.properties),
+            ] {
+                if !list.is_empty() {
+                    let map: Mapping = list.iter().map(|(n, v)| (s(n), s(v))).collect();
+                    m.insert(s(k), Value::Mapping(map));
                 }
             }
         }

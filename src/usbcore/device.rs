@@ -169,6 +169,12 @@ pub struct UsbDevice {
     /// Whether the generic driver's probe is over: its interfaces had their
     /// drivers probed (the device is bound to `usb`).
     pub probed: bool,
+    /// Recorded sysfs attributes beyond the core's own (`NAME` or
+    /// `power/NAME`, contents), from the configuration's `attributes`.
+    pub recorded_attributes: Vec<(String, String)>,
+    /// Recorded udev properties, from the configuration's
+    /// `udev_properties`.
+    pub recorded_properties: Vec<(String, String)>,
 }
 
 impl UsbDevice {

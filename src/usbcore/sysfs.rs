@@ -430,6 +430,49 @@ impl FileNode for Attr {
     }
 }
 
+/// The recorded attributes a program may write ([`StoredAttr`]): the
+/// power attributes the kernel's `power/` group stores (its others are
+/// read-only).
+const RECORDED_WRITABLE: [&str; 6] = [
+    "power/autosuspend",
+    "power/autosuspend_delay_ms",
+    "power/control",
+    "power/level",
+    "power/persist",
+    "power/wakeup",
+];
+
+/// A recorded attribute that keeps what a program writes (at most a page,
+/// as a sysfs store takes), for the next read.
+struct StoredAttr(Arc<Mutex<Vec<u8>>>);
+
+impl FileNode for StoredAttr {
+    fn open(&self, _flags: OpenFlags, _caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
+        Ok(Arc::new(StoredAttr(self.0.clone())))
+    }
+    fn size(&self) -> u64 {
+        ATTR_SIZE
+    }
+}
+
+impl OpenFile for StoredAttr {
+    fn read(&self, offset: u64, size: u32) -> SysResult<Vec<u8>> {
+        let v = self.0.lock_ok();
+        let start = (offset as usize).min(v.len());
+        let end = start.saturating_add(size as usize).min(v.len());
+        Ok(v[start..end].to_vec())
+    }
+    // sysfs_kf_write: a store of at most a page (a longer write is cut
+    // there), wherever the file offset is; an empty write stores nothing.
+    fn write(&self, _offset: u64, data: &[u8], _caller: &Caller) -> SysResult<u32> {
+        let n = data.len().min(ATTR_SIZE as usize);
+        if n > 0 {
+            *self.0.lock_ok() = data[..n].to_vec();
+        }
+        Ok(n as u32)
+    }
+}
+
 /// What the tree holds for one device.
 struct Shown {
     /// Its directory (relative to the mount).
@@ -544,7 +587,24 @@ impl UsbSysfs {
                 );
             }
         }
-        for (name, text) in device_attributes(d) {
+        let own = device_attributes(d);
+        // A recording's attributes beyond monfs's own (its power/ files),
+        // made once: what a program writes to a writable one stays.
+        for (name, text) in &d.recorded_attributes {
+            let mine = own.iter().any(|(n, _)| n == name)
+                || ["descriptors", "remove", "uevent"].contains(&name.as_str());
+            let path = format!("{dir}/{name}");
+            if mine || self.tree.resolve(&path).is_ok() {
+                continue;
+            }
+            if RECORDED_WRITABLE.contains(&name.as_str()) {
+                let node = StoredAttr(Arc::new(Mutex::new(text.clone().into_bytes())));
+                self.tree.set(&path, NodeKind::File(Arc::new(node)), 0o644);
+            } else {
+                self.file(&path, text.clone(), 0o444);
+            }
+        }
+        for (name, text) in own {
             let perm = match name {
                 "uevent"
                 | "bConfigurationValue"
@@ -748,6 +808,8 @@ pub(crate) mod tests {
             maxchild: 0,
             controller: None,
             probed: true,
+            recorded_attributes: Vec::new(),
+            recorded_properties: Vec::new(),
         }
     }
 

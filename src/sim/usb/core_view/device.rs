@@ -127,6 +127,16 @@ pub(crate) fn usb_device(ctx: &Ctx, id: DevId) -> Option<UsbDevice> {
             pci_name: descriptors::pci_name(busnum),
         }),
         probed: (d.driver_bound && !driver::probing(d)) || d.kind == Kind::Root,
+        recorded_attributes: d
+            .cfg
+            .as_ref()
+            .map(|c| c.attributes.0.clone().into_iter().collect())
+            .unwrap_or_default(),
+        recorded_properties: d
+            .cfg
+            .as_ref()
+            .map(|c| c.udev_properties.0.clone().into_iter().collect())
+            .unwrap_or_default(),
     })
 }
 
