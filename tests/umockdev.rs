@@ -407,3 +407,32 @@ fn out_data_the_recording_lacks_is_not_answered() {
         text(&ours.stderr)
     );
 }
+
+/// A GUsb program (tests/data/umockdev_gusb.py, GObject introspection, as
+/// libfprint's drivers reach their devices) finds, opens and asks the
+/// recorded device (examples/pytest/umockdev) the same under both.
+#[test]
+fn a_gusb_program_sees_the_recording_as_under_umockdev() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let rec = repo_path("examples/pytest/umockdev");
+    let dev = format!("{rec}/loop.umockdev");
+    let pcap = format!("/sys/devices/platform/monfs_hcd.1/usb1/1-1={rec}/loop.pcapng");
+    let prog = repo_path("tests/data/umockdev_gusb.py");
+    let args = ["-d", &dev, "-p", &pcap, "--", "/usr/bin/python3", &prog];
+    let theirs = umockdev_run(false, &args, dir);
+    let ours = umockdev_run(true, &args, dir);
+    assert_eq!(
+        text(&theirs.stdout),
+        "1 2 1234:5679 usb:01:00:01\ncontrol True 5\n",
+        "{}",
+        text(&theirs.stderr)
+    );
+    assert_eq!(
+        text(&ours.stdout),
+        text(&theirs.stdout),
+        "{}",
+        text(&ours.stderr)
+    );
+    assert_eq!(ours.status.code(), theirs.status.code());
+}
