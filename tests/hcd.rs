@@ -260,6 +260,29 @@ fn pyusb_talks_scsi_to_the_flash_drive() {
     );
 }
 
+/// tests/data/SCRIPT run by python3 under `monfs run` (fast timing) on an
+/// EHCI bus 1 with `devices` (YAML flow maps, one per line of the list):
+/// its output.
+fn python_under_monfs_run(devices: &str, script: &str) -> String {
+    common::require_fuse();
+    let td = tempfile::tempdir().unwrap();
+    let cfg = td.path().join("devices.yaml");
+    std::fs::write(
+        &cfg,
+        format!("usb:\n  buses:\n    - bus: 1\n      controller: ehci\n      hub_poll_ms: 0\n      devices:\n        - {devices}\n"),
+    )
+    .unwrap();
+    stdout_ok(
+        Command::new(common::monfs_bin())
+            .args(["run", "--timing", "fast", "--config"])
+            .arg(&cfg)
+            .args(["--", "/usr/bin/python3"])
+            .arg(common::repo_path(&format!("tests/data/{script}")))
+            .env("TMPDIR", td.path()),
+        &format!("monfs run {script}"),
+    )
+}
+
 /// A pyusb program that takes the webcam's and the audio device's
 /// streaming interfaces from uvcvideo and snd-usb-audio gets the answers
 /// those drivers get (tests/data/class_requests.py, under `monfs run`):
@@ -271,22 +294,9 @@ fn pyusb_talks_scsi_to_the_flash_drive() {
 /// streaming interface).
 #[test]
 fn pyusb_sends_uvc_and_uac_requests_as_the_drivers_do() {
-    common::require_fuse();
-    let td = tempfile::tempdir().unwrap();
-    let cfg = td.path().join("av.yaml");
-    std::fs::write(
-        &cfg,
-        "usb:\n  buses:\n    - bus: 1\n      controller: ehci\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: webcam}\n        - {port: 2, kind: audio}\n",
-    )
-    .unwrap();
-    let out = stdout_ok(
-        Command::new(common::monfs_bin())
-            .args(["run", "--timing", "fast", "--config"])
-            .arg(&cfg)
-            .args(["--", "/usr/bin/python3"])
-            .arg(common::repo_path("tests/data/class_requests.py"))
-            .env("TMPDIR", td.path()),
-        "monfs run class_requests.py",
+    let out = python_under_monfs_run(
+        "{port: 1, kind: webcam}\n        - {port: 2, kind: audio}",
+        "class_requests.py",
     );
     // The probe block: bmHint 1, format 1, frame 1, 333333 x 100 ns,
     // dwMaxVideoFrameSize 614400, dwMaxPayloadTransferSize 1024.
@@ -409,23 +419,7 @@ fn isochronous_urbs_without_asap_continue_their_endpoints_stream() {
 /// stops the stream; attached again, uvcvideo's stream starts over.
 #[test]
 fn detaching_uvcvideo_stops_its_stream() {
-    common::require_fuse();
-    let td = tempfile::tempdir().unwrap();
-    let cfg = td.path().join("cam.yaml");
-    std::fs::write(
-        &cfg,
-        "usb:\n  buses:\n    - bus: 1\n      controller: ehci\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: webcam}\n",
-    )
-    .unwrap();
-    let out = stdout_ok(
-        Command::new(common::monfs_bin())
-            .args(["run", "--timing", "fast", "--config"])
-            .arg(&cfg)
-            .args(["--", "/usr/bin/python3"])
-            .arg(common::repo_path("tests/data/uvc_disconnect.py"))
-            .env("TMPDIR", td.path()),
-        "monfs run uvc_disconnect.py",
-    );
+    let out = python_under_monfs_run("{port: 1, kind: webcam}", "uvc_disconnect.py");
     assert_eq!(
         out.lines().collect::<Vec<_>>(),
         [

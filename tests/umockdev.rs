@@ -62,6 +62,17 @@ fn umockdev_run(monfs: bool, args: &[&str], dir: &Path) -> Output {
         .unwrap()
 }
 
+/// `args` under Debian's umockdev-run and under `monfs umockdev-run`:
+/// both print `want` and exit alike; monfs's run, for more checks.
+fn same_under_both(args: &[&str], dir: &Path, want: &str) -> Output {
+    let theirs = umockdev_run(false, args, dir);
+    let ours = umockdev_run(true, args, dir);
+    assert_eq!(text(&theirs.stdout), want, "{}", text(&theirs.stderr));
+    assert_eq!(text(&ours.stdout), want, "{}", text(&ours.stderr));
+    assert_eq!(ours.status.code(), theirs.status.code());
+    ours
+}
+
 /// Record the device: its description (umockdev-record inside `monfs
 /// run`), its capture (`monfs record`, while the program runs) and the
 /// program's live output.
@@ -249,20 +260,7 @@ fn a_hand_written_device_lists_the_same_under_both() {
         "-c",
         py,
     ];
-    let theirs = umockdev_run(false, &args, dir);
-    let ours = umockdev_run(true, &args, dir);
-    assert_eq!(
-        text(&theirs.stdout),
-        "1 disabled\nHandmade 1\nenabled\n",
-        "{}",
-        text(&theirs.stderr)
-    );
-    assert_eq!(
-        text(&ours.stdout),
-        text(&theirs.stdout),
-        "{}",
-        text(&ours.stderr)
-    );
+    same_under_both(&args, dir, "1 disabled\nHandmade 1\nenabled\n");
 }
 
 #[test]
@@ -387,20 +385,7 @@ fn out_data_the_recording_lacks_is_not_answered() {
         "-c",
         prog,
     ];
-    let theirs = umockdev_run(false, &args, dir);
-    let ours = umockdev_run(true, &args, dir);
-    assert_eq!(
-        text(&theirs.stdout),
-        "control 6d6f6e6673\ntimeout\n",
-        "{}",
-        text(&theirs.stderr)
-    );
-    assert_eq!(
-        text(&ours.stdout),
-        text(&theirs.stdout),
-        "{}",
-        text(&ours.stderr)
-    );
+    let ours = same_under_both(&args, dir, "control 6d6f6e6673\ntimeout\n");
     assert!(
         text(&ours.stderr).contains("a program's transfer on endpoint 02 is not in the capture"),
         "{}",
@@ -420,19 +405,5 @@ fn a_gusb_program_sees_the_recording_as_under_umockdev() {
     let pcap = format!("/sys/devices/platform/monfs_hcd.1/usb1/1-1={rec}/loop.pcapng");
     let prog = repo_path("tests/data/umockdev_gusb.py");
     let args = ["-d", &dev, "-p", &pcap, "--", "/usr/bin/python3", &prog];
-    let theirs = umockdev_run(false, &args, dir);
-    let ours = umockdev_run(true, &args, dir);
-    assert_eq!(
-        text(&theirs.stdout),
-        "1 2 1234:5679 usb:01:00:01\ncontrol True 5\n",
-        "{}",
-        text(&theirs.stderr)
-    );
-    assert_eq!(
-        text(&ours.stdout),
-        text(&theirs.stdout),
-        "{}",
-        text(&ours.stderr)
-    );
-    assert_eq!(ours.status.code(), theirs.status.code());
+    same_under_both(&args, dir, "1 2 1234:5679 usb:01:00:01\ncontrol True 5\n");
 }
