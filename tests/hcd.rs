@@ -416,7 +416,8 @@ fn isochronous_urbs_without_asap_continue_their_endpoints_stream() {
 /// (tests/data/uvc_disconnect.py, pyusb under `monfs run`): uvcvideo's
 /// disconnect kills the stream's URBs (-2) and puts the streaming interface
 /// back to setting 0 before the ioctl returns, as uvc_unregister_video
-/// stops the stream; attached again, uvcvideo's stream starts over.
+/// stops the stream; attached again, uvcvideo binds and the old stream
+/// stays over.
 #[test]
 fn detaching_uvcvideo_stops_its_stream() {
     let out = python_under_monfs_run("{port: 1, kind: webcam}", "uvc_disconnect.py");
@@ -426,7 +427,7 @@ fn detaching_uvcvideo_stops_its_stream() {
             "before 1",
             "killed some then set 0: 0",
             "after 0",
-            "streaming again"
+            "attached uvcvideo setting 0"
         ]
     );
 }

@@ -4,7 +4,7 @@ disconnect did on the bus (usbmon's text interface, read from before the
 detach): how many of the stream's isochronous URBs ended -2 (uvcvideo
 kills them), then the SET_INTERFACE that puts the streaming interface
 back to setting 0, and the setting sysfs shows after. Then attach uvcvideo
-again and wait until the stream's setting is 1 again."""
+again: it binds, and its old stream stays over (setting 0)."""
 
 import os
 
@@ -34,10 +34,5 @@ else:
     print("no SET_INTERFACE(1, 0) in 20000 lines")
 print("after", open(intf1).read().strip())
 cam.attach_kernel_driver(0)
-for _ in range(200000):
-    if open(intf1).read().strip() == "1":
-        print("streaming again")
-        break
-    os.sched_yield()
-else:
-    print("setting", open(intf1).read().strip(), "after 200000 looks")
+drv = os.path.basename(os.readlink(f"/sys/bus/usb/devices/{cam.bus}-{cam.port_number}:1.0/driver"))
+print("attached", drv, "setting", open(intf1).read().strip())

@@ -695,6 +695,12 @@ impl TagAlloc {
         unreachable!()
     }
 
+    /// How many URBs are allocated.
+    #[cfg(test)]
+    pub(crate) fn live_count(&self) -> usize {
+        self.live.len()
+    }
+
     pub(crate) fn free(&mut self, tag: u64, size: u64) {
         if self.live.remove(&tag) {
             match self.free.iter_mut().find(|(s, _)| *s == size) {

@@ -86,16 +86,8 @@ impl Ctx {
             }
             (0x01, 0x0b) => {
                 let d = self.dev_mut(target).unwrap();
-                let changed = match d.alt.get_mut(index as usize) {
-                    Some(a) if *a != value as u8 => {
-                        *a = value as u8;
-                        true
-                    }
-                    _ => false,
-                };
-                // sysfs shows a driver's new setting (uvcvideo's stream).
-                if changed {
-                    (self.changed)(self, target);
+                if let Some(a) = d.alt.get_mut(index as usize) {
+                    *a = value as u8;
                 }
                 ok
             }

@@ -255,23 +255,8 @@ impl DeviceClass for Audio {
 
     fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
         if ctx.dev(d).is_some_and(player) {
-            start_stream(ctx, d, at, Vec::new());
+            start_stream(ctx, d, at);
         }
-    }
-
-    // snd-usb-audio bound the control interface again (its disconnect
-    // had shut the card down): its probe's requests again, then the
-    // player opens the new card.
-    fn rebind(&self, ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
-        let Some(dev) = ctx.dev(d) else {
-            return;
-        };
-        if intf != 0 || !player(dev) {
-            return;
-        }
-        let mut ops = probe_ops(dev, d);
-        ops.push(ctrl(d, setup(0x01, 0x0b, 1, 1, 0)));
-        start_stream(ctx, d, now, ops);
     }
 }
 
@@ -484,39 +469,24 @@ impl DeviceClass for Webcam {
     }
 
     fn class_ops(&self, _dev: &Device, d: DevId) -> Vec<Op> {
-        let mut ops = stream_on(d);
-        ops.push(Op::StartStreams(d));
-        ops
+        let ctrl_out = |s: [u8; 8]| Op::Ctrl {
+            target: d,
+            setup: s,
+            out: Some(Arc::from(uvc_probe())),
+            tag: None,
+        };
+        vec![
+            ctrl_out(setup(0x21, 0x01, 0x0100, 1, 26)),
+            ctrl(d, setup(0xa1, 0x81, 0x0100, 1, 26)),
+            ctrl_out(setup(0x21, 0x01, 0x0200, 1, 26)),
+            ctrl(d, setup(0x01, 0x0b, 1, 1, 0)),
+            Op::StartStreams(d),
+        ]
     }
 
     fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
-        start_stream(ctx, d, at, Vec::new());
+        start_stream(ctx, d, at);
     }
-
-    // uvcvideo bound the control interface again: the viewer starts
-    // streaming on the new video device.
-    fn rebind(&self, ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
-        if intf == 0 {
-            start_stream(ctx, d, now, stream_on(d));
-        }
-    }
-}
-
-/// A viewer's VIDIOC_STREAMON on the webcam `d` (uvc_video_start_streaming):
-/// the probe and commit controls, then the streaming interface's setting 1.
-fn stream_on(d: DevId) -> Vec<Op> {
-    let ctrl_out = |s: [u8; 8]| Op::Ctrl {
-        target: d,
-        setup: s,
-        out: Some(Arc::from(uvc_probe())),
-        tag: None,
-    };
-    vec![
-        ctrl_out(setup(0x21, 0x01, 0x0100, 1, 26)),
-        ctrl(d, setup(0xa1, 0x81, 0x0100, 1, 26)),
-        ctrl_out(setup(0x21, 0x01, 0x0200, 1, 26)),
-        ctrl(d, setup(0x01, 0x0b, 1, 1, 0)),
-    ]
 }
 
 /// The UVC probe/commit control block (26 bytes, UVC 1.0): MJPEG format 1,
@@ -532,14 +502,9 @@ fn uvc_probe() -> Vec<u8> {
     b
 }
 
-/// Start device `d`'s stream at `at`, after the control requests `first`.
-fn start_stream(ctx: &mut Ctx, d: DevId, at: u64, first: Vec<Op>) {
-    if let Some(mut t) = IsoTask::new(ctx, d, at) {
-        if !first.is_empty() {
-            // usb_control_msg's URBs.
-            t.ctl_tag = Some(ctx.tags.alloc(&mut ctx.rng, URB_SIZE));
-            t.runner.q.extend(first);
-        }
+/// Start device `d`'s stream at `at`.
+fn start_stream(ctx: &mut Ctx, d: DevId, at: u64) {
+    if let Some(t) = IsoTask::new(ctx, d, at) {
         ctx.spawn(at, Box::new(t));
     }
 }
@@ -560,10 +525,6 @@ struct IsoTask {
     /// The driver's bindings of the control interface and the streaming
     /// interface when the stream began.
     owners: [Option<Owner>; 2],
-    /// The control requests before the stream starts again, on their own
-    /// URB.
-    runner: Runner,
-    ctl_tag: Option<u64>,
     urb: Urb,
     npk: u32,
     pkt_len: u32,
@@ -610,8 +571,6 @@ impl IsoTask {
         Some(IsoTask {
             dev: d,
             owners,
-            runner: Runner::default(),
-            ctl_tag: None,
             urb,
             npk,
             pkt_len,
@@ -784,24 +743,9 @@ impl Task for IsoTask {
         }
         // Unbound from either interface: the driver's disconnect (or the
         // core's, for the streaming interface) ended the URBs
-        // (`driver::disconnect`), and the stream is over; a control
-        // request of its probe already on ep0 is seen through first (ep0's
-        // queue waits for it), the rest dropped.
-        let over = self.owners.iter().any(|o| ctx.unbound(self.dev, *o));
-        if over {
-            self.runner.q.clear();
-        }
-        if let Some(mut tag) = self.ctl_tag {
-            if self.runner.busy() {
-                return match self.runner.step(ctx, None, &mut tag, now) {
-                    Some(next) => Some(next),
-                    None => Some(now + ctx.gap()),
-                };
-            }
-            ctx.tags.free(tag, URB_SIZE);
-            self.ctl_tag = None;
-        }
-        if over {
+        // (`driver::disconnect`), and the stream is over: the program
+        // that played or watched it got an error and let go.
+        if self.owners.iter().any(|o| ctx.unbound(self.dev, *o)) {
             let size = iso_urb_size(self.npk);
             for s in &self.slots {
                 ctx.tags.free(s.tag, size);
