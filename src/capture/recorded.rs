@@ -155,26 +155,10 @@ fn transfers<'a>(packets: impl Iterator<Item = &'a Packet>) -> Vec<RecordedTrans
                 subs.insert(e.id, (e.setup, e.transfer_buffer_length, whole));
             }
             EventKind::Complete if out.len() < MAX_TRANSFERS => {
-                let Some((setup, len, data_out)) = subs.remove(&e.id) else {
-                    if e.xfer == XferType::Control {
-                        continue;
-                    }
-                    // Submitted before the capture started: its length is
-                    // unknown, so any length matches it.
-                    let ep = e.epnum & 0x0f | if e.dir_in { 0x80 } else { 0 };
-                    out.push(RecordedTransfer {
-                        packet: p.index,
-                        ep,
-                        xfer: e.xfer,
-                        setup: None,
-                        status: e.status,
-                        actual: e.actual_length,
-                        data: e.data.clone().unwrap_or_else(|| Arc::from(&[][..])),
-                        len: u32::MAX,
-                        out: None,
-                    });
-                    continue;
-                };
+                // Submitted before the capture started: its length is
+                // unknown, so any length matches it (a control transfer's
+                // setup is unknown too, and it is left out below).
+                let (setup, len, data_out) = subs.remove(&e.id).unwrap_or((None, u32::MAX, None));
                 if e.xfer == XferType::Control && setup.is_none() {
                     continue;
                 }
