@@ -46,19 +46,25 @@ fn take(sim: &UsbSim, dev: &UsbDevice, intf: u8, now_ms: &mut u64) {
     sim.claim_interface(dev.dev, intf, 9).unwrap();
 }
 
-/// A program's SET_INTERFACE on `dev`, run for 100 ms: its status.
-fn set_interface(sim: &UsbSim, dev: &UsbDevice, interface: u8, alt: u8, now_ms: &mut u64) -> i32 {
+/// A program's core request `r` on `dev`, run for `ms`: its status.
+fn ask(sim: &UsbSim, dev: &UsbDevice, r: CoreRequest, now_ms: &mut u64, ms: u64) -> i32 {
     let done = Arc::new(Done::default());
-    sim.request(
-        dev.dev,
-        CoreRequest::SetInterface { interface, alt },
-        done.clone(),
-    )
-    .unwrap();
-    *now_ms += 100;
+    sim.request(dev.dev, r, done.clone()).unwrap();
+    *now_ms += ms;
     sim.run_until(*now_ms * MS);
     let st = done.0.lock_ok()[0].1.status;
     st
+}
+
+/// A program's SET_INTERFACE on `dev`, run for 100 ms: its status.
+fn set_interface(sim: &UsbSim, dev: &UsbDevice, interface: u8, alt: u8, now_ms: &mut u64) -> i32 {
+    ask(
+        sim,
+        dev,
+        CoreRequest::SetInterface { interface, alt },
+        now_ms,
+        100,
+    )
 }
 
 fn urb(xfer: TransferType, endpoint: u8, length: u32, npk: usize) -> UrbRequest {
@@ -143,14 +149,7 @@ fn usbhid_detached_and_attached_again_polls_with_one_urb() {
     let (sim, sink, devs) = bus(&["{port: 1, kind: hid-keyboard}"], "xhci");
     let kbd = &devs[0];
     let mut now = 3000;
-    let ask = |r: CoreRequest, now: &mut u64, ms: u64| {
-        let done = Arc::new(Done::default());
-        sim.request(kbd.dev, r, done.clone()).unwrap();
-        *now += ms;
-        sim.run_until(*now * MS);
-        let st = done.0.lock_ok()[0].1.status;
-        st
-    };
+    let ask = |r: CoreRequest, now: &mut u64, ms: u64| ask(&sim, kbd, r, now, ms);
     let int_in = |e: &UrbEvent| e.devnum == kbd.devnum && e.xfer == XferType::Interrupt;
     for _ in 0..5 {
         assert_eq!(ask(CoreRequest::DetachDriver(0), &mut now, 500), 0);
@@ -187,14 +186,7 @@ fn usb_storage_attached_again_probes_again() {
         let (sim, sink, devs) = bus(&[entry], "ehci");
         let dev = &devs[0];
         let mut now = 3000;
-        let ask = |r: CoreRequest, now: &mut u64| {
-            let done = Arc::new(Done::default());
-            sim.request(dev.dev, r, done.clone()).unwrap();
-            *now += 500;
-            sim.run_until(*now * MS);
-            let st = done.0.lock_ok()[0].1.status;
-            st
-        };
+        let ask = |r: CoreRequest, now: &mut u64| ask(&sim, dev, r, now, 500);
         assert_eq!(ask(CoreRequest::DetachDriver(0), &mut now), 0);
         sink.0.lock_ok().clear();
         assert_eq!(ask(CoreRequest::AttachDriver(0), &mut now), 1);
@@ -1024,14 +1016,7 @@ fn detaching_the_control_interface_ends_the_stream() {
         let (sim, sink, devs) = bus(&[&format!("{{port: 1, kind: {kind}}}")], "ehci");
         let dev = &devs[0];
         let mut now = 3000;
-        let ask = |r: CoreRequest, now: &mut u64| {
-            let done = Arc::new(Done::default());
-            sim.request(dev.dev, r, done.clone()).unwrap();
-            *now += 300;
-            sim.run_until(*now * MS);
-            let st = done.0.lock_ok()[0].1.status;
-            st
-        };
+        let ask = |r: CoreRequest, now: &mut u64| ask(&sim, dev, r, now, 300);
         let iso = |e: &UrbEvent| {
             e.devnum == dev.devnum
                 && e.xfer == XferType::Iso
@@ -1099,13 +1084,14 @@ fn detaches_leave_no_urb_behind() {
     let before = live(&sim);
     let mut now = 3000u64;
     for _ in 0..5 {
-        for r in [CoreRequest::DetachDriver(0), CoreRequest::AttachDriver(0)] {
-            let done = Arc::new(Done::default());
-            sim.request(dev.dev, r, done.clone()).unwrap();
-            now += 500;
-            sim.run_until(now * MS);
-            assert_eq!(done.0.lock_ok().len(), 1);
-        }
+        assert_eq!(
+            ask(&sim, dev, CoreRequest::DetachDriver(0), &mut now, 500),
+            0
+        );
+        assert_eq!(
+            ask(&sim, dev, CoreRequest::AttachDriver(0), &mut now, 500),
+            1
+        );
     }
     // The stream's two URBs are gone; nothing else was left.
     assert_eq!(live(&sim), before - 2);
