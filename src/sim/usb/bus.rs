@@ -81,6 +81,7 @@ impl Bus {
             periodic_dirty: false,
             timing: Default::default(),
             spawned: Vec::new(),
+            root_coming: false,
             next_devnum: 2,
             used,
             empty: Arc::from(Vec::new()),
@@ -128,6 +129,7 @@ impl Bus {
         }
         let start = c.rng.range(MS, 5 * MS);
         c.push_ops(0, vec![Op::Enumerate(0)], start);
+        c.root_coming = true;
         if cfg.hub_poll_ms > 0 {
             let every = cfg.hub_poll_ms as u64 * MS;
             c.spawn(every, Box::new(RootPoll { port: 0, every }));

@@ -703,6 +703,9 @@ impl Ctx {
         };
         d.driver_bound = true;
         let n = d.desc.nports;
+        if d.kind == Kind::Root {
+            self.root_coming = false;
+        }
         super::core_view::device_changed(self, hub);
         let Some(d) = self.dev(hub) else {
             return;

@@ -954,6 +954,19 @@ fn paused_bus_is_silent() {
 }
 
 #[test]
+fn an_empty_bus_settles_only_once_its_root_hub_is_up() {
+    // `monfs run` starts its command once nothing is settling: the root
+    // hub's own enumeration (and its uevents) must be over by then.
+    let yaml = "usb:\n  buses:\n    - bus: 1\n      ports: 4\n      devices: []\n";
+    let cfg = Config::parse(yaml, "t").unwrap().usb;
+    let sim = UsbSim::new(&cfg, 1, Arc::new(TestClock), Arc::new(Collect::default()));
+    assert!(sim.settling());
+    sim.run_until(1_000_000_000);
+    assert!(!sim.settling());
+    assert!(sim.devices_text().contains("Driver=hub"));
+}
+
+#[test]
 fn a_bus_configured_paused_waits_for_its_resume() {
     let yaml = "usb:\n  buses:\n    - bus: 1\n      paused: true\n      devices:\n        - {port: 1, kind: hid-keyboard}\n    - bus: 2\n";
     let cfg = Config::parse(yaml, "t").unwrap().usb;

@@ -368,6 +368,9 @@ pub(crate) struct Ctx {
     /// How long simulated latencies take.
     pub timing: Timing,
     pub spawned: Vec<(u64, Box<dyn Task>)>,
+    /// The root hub's enumeration is queued and its hub driver not yet
+    /// bound: the bus is still coming up (a replayed bus has none).
+    pub root_coming: bool,
     pub(crate) next_devnum: u8,
     pub(crate) used: [bool; 128],
     pub empty: Arc<[u8]>,
@@ -408,10 +411,12 @@ impl Ctx {
     /// rather than in batches after a nap, so that sysfs, usbfs and the
     /// uevents show a plug or an unplug when it happens.
     pub(crate) fn settling(&self) -> bool {
-        self.devs
-            .iter()
-            .map(|(_, d)| d)
-            .any(|d| d.kind != Kind::Root && (d.gone || !d.driver_bound || (self.probing)(d)))
+        self.root_coming
+            || self
+                .devs
+                .iter()
+                .map(|(_, d)| d)
+                .any(|d| d.kind != Kind::Root && (d.gone || !d.driver_bound || (self.probing)(d)))
     }
 
     pub(crate) fn dev(&self, id: DevId) -> Option<&Device> {
