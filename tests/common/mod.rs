@@ -703,7 +703,11 @@ pub fn run_libusb(tool: &Path, node: &Path, ops: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// Wait for a node to appear (the device enumerates after the mount).
+/// Wait for a node to appear (the device enumerates after the mount), then
+/// for the devices to settle: the node comes before the kernel drivers'
+/// probes are over, and a program that detaches one (usbhid,
+/// snd-usb-audio) before it bound would find none, then lose its claim
+/// to it.
 pub fn wait_node(m: &Mount, rel: &str) -> PathBuf {
     let p = m.path(rel);
     let deadline = Instant::now() + HANG;
@@ -715,6 +719,8 @@ pub fn wait_node(m: &Mount, rel: &str) -> PathBuf {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    let (ok, out) = m.ctl(&["wait", "settled", "timeout_ms=60000"]);
+    assert!(ok, "wait settled: {out}");
     p
 }
 
