@@ -84,8 +84,6 @@ const EHOSTUNREACH: Errno = Errno(libc::EHOSTUNREACH);
 const EREMOTEIO: Errno = Errno(libc::EREMOTEIO);
 /// ETIMEDOUT.
 const ETIMEDOUT: Errno = Errno(libc::ETIMEDOUT);
-/// EPIPE.
-const EPIPE: Errno = Errno(libc::EPIPE);
 /// ECONNRESET (an URB unlinked asynchronously).
 const ECONNRESET: i32 = -104;
 
@@ -143,6 +141,9 @@ struct DevEntry {
     dev: DevRef,
     path: String,
     gone: AtomicBool,
+    /// Its interfaces' drivers are probed ([`UsbDevice::probed`]): the
+    /// driver core no longer holds the device lock.
+    probed: AtomicBool,
     files: Mutex<Vec<Weak<Ps>>>,
 }
 
@@ -208,6 +209,7 @@ impl UsbFs {
                 dev: d.dev,
                 path: path.clone(),
                 gone: AtomicBool::new(false),
+                probed: AtomicBool::new(d.probed),
                 files: Mutex::new(Vec::new()),
             });
             devs.insert(d.dev, e.clone());
@@ -219,6 +221,34 @@ impl UsbFs {
                 entry,
             };
             tree.add(&path, NodeKind::File(Arc::new(node)), 0o664);
+        }
+    }
+
+    /// The driver core let go of the device: its interfaces' drivers are
+    /// probed. Callers waiting for the device lock go on.
+    fn probed(&self, dev: DevRef) {
+        let Some(e) = self.devs.lock_ok().get(&dev).cloned() else {
+            return;
+        };
+        if e.probed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let files: Vec<Arc<Ps>> = e
+            .files
+            .lock_ok()
+            .iter()
+            .filter_map(|w| w.upgrade())
+            .collect();
+        for ps in files {
+            ps.wake();
+        }
+    }
+
+    /// The driver core probes the device's interfaces again (a program's
+    /// USBDEVFS_CONNECT): it holds the device lock until they are bound.
+    fn probing(&self, dev: DevRef) {
+        if let Some(e) = self.devs.lock_ok().get(&dev) {
+            e.probed.store(false, Ordering::SeqCst);
         }
     }
 
@@ -261,7 +291,8 @@ impl DeviceWatcher for Watcher {
         };
         match &event.change {
             DeviceChange::Added(d) => fs.added(d),
-            DeviceChange::Changed(_) => {}
+            DeviceChange::Changed(d) if d.probed => fs.probed(d.dev),
+            DeviceChange::Changed(d) => fs.probing(d.dev),
             DeviceChange::Removed(dev) => fs.removed(*dev),
         }
     }
@@ -405,13 +436,16 @@ impl OpenFile for UsbDevFile {
         if req.compat {
             return Err(Errno::ENOTTY);
         }
-        let r = self.ioctl_inner(req);
-        if let Err(e) = &r {
-            if *e == EPIPE {
-                // A stall is the device's answer, not a fault of ours.
-            }
+        // usbdev_do_ioctl takes the device lock, which the driver core
+        // holds while it probes the interfaces' drivers (device_add's
+        // __device_attach): a caller that opened the node as it appeared
+        // waits until they are bound. The frontend parks a blocking
+        // caller; a non-blocking one is not held (it goes on at once).
+        let ps = self.ps();
+        if !req.nonblock && ps.connected() && !ps.entry.probed.load(Ordering::SeqCst) {
+            return Err(Errno::EAGAIN);
         }
-        r
+        self.ioctl_inner(req)
     }
 
     fn poll(&self) -> u32 {
