@@ -598,3 +598,41 @@ fn a_write_waits_for_the_device_to_take_its_bytes() {
     assert_eq!(got, want, "{out}");
     assert!(lines(&out, "late")[0].starts_with("True "), "{out}");
 }
+
+/// examples/acm_loopback.c, the C loopback peer (scripts/kernel-vm runs
+/// the same session on monfs run's CUSE character device): its descriptors
+/// are the Python example's, and tests/c/tty_acm.c's session through it
+/// reads back every line it writes, at each rate.
+#[test]
+fn the_c_acm_loopback_example_echoes_a_tty_acm_session() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    compile_c("tty_acm", dir);
+    let peer = compile_c("acm_loopback", dir);
+    let dump = dir.join("c.desc");
+    common::stdout_ok(
+        std::process::Command::new(&peer).arg("--dump").arg(&dump),
+        "acm_loopback --dump",
+    );
+    let py = dir.join("py.desc");
+    common::peer_dump("examples/acm_loopback.py", &py);
+    assert_eq!(std::fs::read(&dump).unwrap(), std::fs::read(&py).unwrap());
+    let config = format!(
+        "usb:\n  buses:\n    - bus: 3\n      hub_poll_ms: 0\n      devices:\n        - port: 1\n          \
+         kind: external\n          descriptors: {}\n          product: Loopback\n          command: [{}]\n",
+        dump.display(),
+        peer.display()
+    );
+    let out = monfs_run(dir, &config, "tty_acm /dev/ttyACM0");
+    for want in [
+        "open 0",
+        "read 9600 11 match",
+        "read 115200 13 match",
+        "read 3000000 14 match",
+        "tiocmget 0x166",
+        "icount cts 0 dsr 1 rng 0 dcd 1 rx 0 tx 0 frame 0 overrun 0 parity 0 brk 0 buf_overrun 0",
+        "close 0",
+    ] {
+        assert!(out.lines().any(|l| l == want), "{want} in {out}");
+    }
+}

@@ -1052,6 +1052,28 @@ def hidraw_compare():
 
 hidraw_compare()
 
+
+def tty_cuse_compare():
+    # Inside monfs run as root with /dev/cuse, an ACM port's node is a
+    # character device whose number is sysfs's, and tests/c/tty_acm.c's
+    # session on it answers as on the mount's file (step M5t, the same
+    # loopback device, each session on a port fresh from its probe).
+    cu = lines("fuse", "tty_cuse.txt") or []
+    if read("cuse", "nodes.txt") is None:
+        res("INFO", "tty: no CUSE in this run: monfs run's ttyACM0 is the mount's file", " | ".join(cu))
+        return
+    num = re.match(r"number (\S+) sysfs (\S+)$", cu[1]) if len(cu) > 1 else None
+    check(bool(cu) and cu[0] == "type character special file" and num is not None
+          and num.group(1) == num.group(2),
+          "tty: monfs run's ttyACM0 is a character device of sysfs's number (CUSE)", " | ".join(cu))
+    c, f = lines("fuse", "tty_acm_cuse.txt") or [], lines("fuse", "tty_acm_file.txt") or []
+    check(bool(c) and c[-1] == "close 0" and c == f,
+          "tty: tests/c/tty_acm.c on monfs run's ttyACM0 character device answers as on the mount's file (%d)"
+          % len(c), "character device: %s || file: %s" % (" | ".join(c), " | ".join(f)))
+
+
+tty_cuse_compare()
+
 # ------------------------------------------------------------------ hot-plug: udevadm monitor
 # `udevadm monitor --kernel --udev --property` while qemu's keyboard and
 # stick are unplugged (device_del) and plugged (device_add) through qemu's

@@ -1005,6 +1005,27 @@ monfs run --timing fast --config /etc/monfs-qemu.yaml -- sh -c '
 	hidraw_hostile --no-read --revoke /dev/$N /sys/class/hidraw/$N/device/report_descriptor > /out/fuse/hidraw_cuse_hostile.txt 2>&1
 	' > $O/fuse/hidraw_cuse.txt 2>&1 || err "monfs run: the hidraw session failed: $(tail -3 $O/fuse/hidraw_cuse.txt)"
 cat $O/fuse/hidraw_cuse.txt
+step "M5t. monfs run: an ACM port's node (a character device through CUSE as root), tests/c/tty_acm.c on it and on the mount's file"
+# examples/acm_loopback.c as an external device on a bus of its own; two
+# runs, so that each session opens a port fresh from its probe (a tty
+# keeps its termios from one open to the next).
+acm_loopback --dump /tmp/acm.desc
+cat > /tmp/monfs-acm.yaml <<'ACM'
+usb:
+  buses:
+    - bus: 3
+      hub_poll_ms: 0
+      devices:
+        - {port: 1, kind: external, descriptors: /tmp/acm.desc, manufacturer: monfs, product: ACM loopback, serial: "1", command: [acm_loopback]}
+ACM
+monfs run --timing fast --config /tmp/monfs-acm.yaml -- sh -c '
+	echo "type $(stat -c %F /dev/ttyACM0)"
+	echo "number $(printf %d:%d 0x$(stat -c %t /dev/ttyACM0) 0x$(stat -c %T /dev/ttyACM0)) sysfs $(cat /sys/class/tty/ttyACM0/dev)"
+	tty_acm /dev/ttyACM0 > /out/fuse/tty_acm_cuse.txt 2>&1
+	echo "rc $?"' > $O/fuse/tty_cuse.txt 2>&1 || err "monfs run: the ttyACM0 character device session failed: $(tail -3 $O/fuse/tty_cuse.txt)"
+monfs run --timing fast --config /tmp/monfs-acm.yaml -- sh -c 'tty_acm $MONFS_MOUNT/dev/ttyACM0' \
+	> $O/fuse/tty_acm_file.txt 2>&1 || err "monfs run: the ttyACM0 file session failed: $(tail -3 $O/fuse/tty_acm_file.txt)"
+cat $O/fuse/tty_cuse.txt
 step "M5p. monfs run: udevadm monitor --kernel --udev --property during an unplug and a plug of the keyboard, the stick and the audio device (monfs ctl)"
 monfs run --timing fast --config /etc/monfs-qemu.yaml -- sh -c 'GUEST_LIB=1; . /guest.sh; monfs_hotplug' \
 	> $O/fuse/hotplug.run 2>&1 || err "monfs run: the hot-plug session failed: $(tail -3 $O/fuse/hotplug.run)"

@@ -176,18 +176,19 @@ pub const UEVENTS_ENV: &str = "MONFS_UEVENTS";
 /// devices come, and take them away as they go.
 pub const DEVNODES_ENV: &str = "MONFS_DEVNODES";
 
-/// Character devices (CUSE) for the class nodes (hidrawN, input/eventN), where this
-/// daemon can make them: as root with a usable `/dev/cuse`. None: the
-/// nodes are the mount's files.
+/// Character devices (CUSE) for the class nodes (hidrawN, input/eventN,
+/// ttyACMN, ttyUSBN), where this daemon can make them: as root with a
+/// usable `/dev/cuse`. None: the nodes are the mount's files.
 fn class_char_devices(fs: &Monfs) -> Option<Arc<dyn crate::base::vfs::CharDevices>> {
     if !getuid().is_root() {
         return None;
     }
     let c = Arc::new(crate::fuse::CuseClasses::new()?);
-    // hidraw's and evdev's majors; either alone is still of use.
+    // hidraw's, evdev's and the ttys' majors; any alone is still of use.
     let hid = fs.hid.use_char_devices(&*c);
     let input = fs.input.use_char_devices(&*c);
-    (hid || input).then_some(c)
+    let tty = fs.tty.use_char_devices(&*c);
+    (hid || input || tty).then_some(c)
 }
 
 /// Announce every topology change `queue` (watching `fs`'s devices) is told

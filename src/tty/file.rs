@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use crate::base::errno::{Errno, SysResult};
 use crate::base::sync::LockExt;
 use crate::base::vfs::{
-    Caller, FileNode, IoctlReply, IoctlRequest, OpenFile, OpenFlags, Waker, WakerSlot,
+    Caller, FileNode, IoctlLayout, IoctlReply, IoctlRequest, OpenFile, OpenFlags, Waker, WakerSlot,
     WriteRequest, Written,
 };
 
@@ -80,6 +80,22 @@ const ICOUNTER_STRUCT: usize = 80;
 /// The node: opens reach the port while it is there.
 pub struct TtyNode {
     pub(super) port: Weak<Port>,
+}
+
+/// A port's character device (CUSE): opens whatever port has its minor
+/// at the time, ENODEV when none does (`tty_open` finds no driver).
+pub struct MinorNode {
+    pub(super) lookup: Arc<dyn Fn() -> Option<Arc<Port>> + Send + Sync>,
+}
+
+impl FileNode for MinorNode {
+    fn open(&self, flags: OpenFlags, caller: &Caller) -> SysResult<Arc<dyn OpenFile>> {
+        let port = (self.lookup)().ok_or(Errno::ENODEV)?;
+        TtyNode {
+            port: Arc::downgrade(&port),
+        }
+        .open(flags, caller)
+    }
 }
 
 impl FileNode for TtyNode {
@@ -442,6 +458,34 @@ impl OpenFile for TtyFile {
 
     fn is_stream(&self) -> bool {
         true
+    }
+
+    /// The caller memory each command touches, for the character device
+    /// (CUSE copies exactly these): what [`OpenFile::ioctl`] reads and
+    /// writes. The tty ioctls' numbers carry no size.
+    fn ioctl_layout(&self, cmd: u32, arg: u64, _input: &[u8], _compat: bool) -> IoctlLayout {
+        use nr::*;
+        let mut l = IoctlLayout::default();
+        let termios = SetKind::Termios.size() as u64;
+        let termios2 = SetKind::Termios2.size() as u64;
+        match cmd {
+            TCGETS => l.output.push((arg, termios)),
+            termios::TCGETS2 => l.output.push((arg, termios2)),
+            TCSETS | TCSETSW | TCSETSF => l.input.push((arg, termios)),
+            termios::TCSETS2 | termios::TCSETSW2 | termios::TCSETSF2 => {
+                l.input.push((arg, termios2))
+            }
+            TIOCMSET | TIOCMBIS | TIOCMBIC | TIOCSSOFTCAR => l.input.push((arg, 4)),
+            TIOCMGET | TIOCINQ | TIOCOUTQ | TIOCGEXCL | TIOCGETD | TIOCGSOFTCAR => {
+                l.output.push((arg, 4))
+            }
+            TIOCGICOUNT => l.output.push((arg, ICOUNTER_STRUCT as u64)),
+            TIOCGSERIAL => l.output.push((arg, SERIAL_STRUCT as u64)),
+            TIOCGWINSZ => l.output.push((arg, 8)),
+            TIOCSWINSZ => l.input.push((arg, 8)),
+            _ => {}
+        }
+        l
     }
 
     fn ioctl(&self, req: &IoctlRequest<'_>) -> SysResult<IoctlReply> {

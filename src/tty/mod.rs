@@ -68,6 +68,9 @@ pub struct TtyCore {
     tree: Arc<Tree>,
     port: Arc<dyn UsbCorePort>,
     st: Mutex<State>,
+    /// The majors new ports show, by their driver's: the driver's own, or
+    /// the one reserved for its character devices.
+    shown: Mutex<HashMap<u32, u32>>,
 }
 
 /// Whether interface `i` has a port: a CDC ACM control interface bound to
@@ -112,6 +115,7 @@ impl TtyCore {
             tree: tree.clone(),
             port: port.clone(),
             st: Mutex::new(State::default()),
+            shown: Mutex::new(HashMap::new()),
         });
         for d in ["class/tty", "dev/char", "bus/usb-serial/devices"] {
             tree.add(&format!("{SYS}/{d}"), NodeKind::Dir, 0o755);
@@ -135,6 +139,35 @@ impl TtyCore {
     /// The port with `major` and `minor`.
     pub fn by_minor(&self, major: u32, minor: u32) -> Option<Arc<Port>> {
         self.st.lock_ok().minors.get(&(major, minor)).cloned()
+    }
+
+    /// Serve the ports' nodes as character devices too, cdc_acm's and the
+    /// usb-serial core's each on the major `chardevs` reserves for them
+    /// (the kernel's 166 and 188 are its own drivers'): minor M's device
+    /// opens whatever port has minor M then. Ports made from now on show
+    /// that major. Whether any could.
+    pub fn use_char_devices(
+        self: &Arc<Self>,
+        chardevs: &dyn crate::base::vfs::CharDevices,
+    ) -> bool {
+        let mut any = false;
+        for (class, major) in [("ttyACM", ACM_TTY_MAJOR), ("ttyUSB", USB_SERIAL_TTY_MAJOR)] {
+            let core = Arc::downgrade(self);
+            let node: crate::base::vfs::MinorNode = Arc::new(move |minor| {
+                Arc::new(file::MinorNode {
+                    lookup: {
+                        let core = core.clone();
+                        Arc::new(move || core.upgrade()?.by_minor(major, minor))
+                    },
+                }) as Arc<dyn FileNode>
+            });
+            if let Some(m) = chardevs.reserve(class, node) {
+                self.shown.lock_ok().insert(major, m);
+                tracing::info!(major = m, "{class}: character devices (CUSE)");
+                any = true;
+            }
+        }
+        any
     }
 
     /// Bring `d`'s ports in line with its interfaces: make those its
@@ -189,10 +222,11 @@ impl TtyCore {
             return None;
         };
         let iface_devpath = format!("{}/{}", device_devpath(d), interface_name(d, i.number));
+        let shown = self.shown.lock_ok().get(&major).copied().unwrap_or(major);
         let p = Port::new(
             d.dev,
             i.number,
-            minor,
+            (shown, minor),
             iface_devpath,
             driver,
             self.port.clone(),
@@ -228,7 +262,7 @@ impl TtyCore {
             "tty",
             &p.name(),
             &p.uevent_vars(),
-            (p.driver.major(), p.minor),
+            (p.major, p.minor),
         );
     }
 
@@ -282,7 +316,7 @@ impl TtyCore {
         let mut paths = vec![
             format!("dev/{name}"),
             format!("{SYS}/class/tty/{name}"),
-            format!("{SYS}/dev/char/{}:{}", p.driver.major(), p.minor),
+            format!("{SYS}/dev/char/{}:{}", p.major, p.minor),
             format!("{SYS}{}", p.devpath()),
         ];
         for (a, _) in p.driver.interface_attributes() {

@@ -387,6 +387,9 @@ pub struct Port {
     pub dev: DevRef,
     /// Its interface.
     pub interface: u8,
+    /// Its major: its driver's, or the one reserved for the driver's
+    /// character devices ([`super::TtyCore::use_char_devices`]).
+    pub major: u32,
     /// Its minor.
     pub minor: u32,
     /// The interface's path below `/sys`.
@@ -453,7 +456,7 @@ impl Port {
     pub fn new(
         dev: DevRef,
         interface: u8,
-        minor: u32,
+        (major, minor): (u32, u32),
         iface_devpath: String,
         driver: Box<dyn PortDriver>,
         port: Arc<dyn UsbCorePort>,
@@ -465,6 +468,7 @@ impl Port {
         Arc::new_cyclic(|me| Port {
             dev,
             interface,
+            major,
             minor,
             iface_devpath,
             driver,
@@ -510,7 +514,7 @@ impl Port {
     /// The tty class device's variables (`dev_uevent`).
     pub fn uevent_vars(&self) -> Vec<(String, String)> {
         vec![
-            ("MAJOR".into(), self.driver.major().to_string()),
+            ("MAJOR".into(), self.major.to_string()),
             ("MINOR".into(), self.minor.to_string()),
             ("DEVNAME".into(), self.name()),
         ]
