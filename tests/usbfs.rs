@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     bus1_lines, compile_c, compile_c_libs, descriptors_dump, devnum_of, repo_path, run_libusb,
-    wait_node, Mount,
+    stdout_ok, wait_node, Mount,
 };
 
 /// The peer's device: vendor interface 0 without endpoints, interface 1
@@ -725,4 +725,25 @@ fn the_keyboard_stalls_get_status_of_an_interface_or_endpoint() {
     assert_eq!(out[0], "ctrl-in:80:0:0:0:2 rc=2 0000", "{out:?}");
     assert_eq!(out[1], stalled("ctrl-in:81:0:0:0:2"), "{out:?}");
     assert_eq!(out[2], stalled("ctrl-in:82:0:0:81:2"), "{out:?}");
+}
+
+/// A reaper thread blocked in REAPURB does not hold up another thread's
+/// SUBMITURB on the same file (devio.c's reap_as sleeps without the device
+/// lock), and blocks on a non-blocking file too; the reap returns the URB
+/// the other thread submitted (tests/c/usbfs_reaper.c).
+#[test]
+fn a_blocked_reap_lets_another_thread_submit() {
+    let td = tempfile::tempdir().unwrap();
+    let m = Mount::with_config(&config(td.path(), 0));
+    let tool = compile_c_libs("usbfs_reaper", m.dir.path(), &["-lpthread"]);
+    let dev = devnum_of(&m, "QEMU USB Keyboard");
+    let node = wait_node(&m, &format!("dev/bus/usb/001/{dev:03}"));
+    for extra in [&[][..], &["nonblock"][..]] {
+        let out = stdout_ok(Command::new(&tool).arg(&node).args(extra), "usbfs_reaper");
+        assert_eq!(
+            out.lines().collect::<Vec<_>>(),
+            ["submit 0", "reap 0 ours status 0 actual 18"],
+            "{extra:?}"
+        );
+    }
 }

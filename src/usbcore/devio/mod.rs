@@ -439,11 +439,10 @@ impl OpenFile for UsbDevFile {
         // usbdev_do_ioctl takes the device lock, which the driver core
         // holds while it probes the interfaces' drivers (device_add's
         // __device_attach): a caller that opened the node as it appeared
-        // waits until they are bound. The frontend parks a blocking
-        // caller; a non-blocking one is not held (it goes on at once).
+        // waits until they are bound, whatever its O_NONBLOCK.
         let ps = self.ps();
-        if !req.nonblock && ps.connected() && !ps.entry.probed.load(Ordering::SeqCst) {
-            return Err(Errno::EAGAIN);
+        if ps.connected() && !ps.entry.probed.load(Ordering::SeqCst) {
+            return Err(Errno::WAIT_ALWAYS);
         }
         self.ioctl_inner(req)
     }

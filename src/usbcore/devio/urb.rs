@@ -300,9 +300,12 @@ impl UsbDevFile {
                 return Err(if gone {
                     Errno::ENODEV
                 } else if block {
-                    // Parked until a URB completes (a non-blocking
-                    // file gets EAGAIN: the request thread is not held).
-                    Errno::EAGAIN
+                    // Parked until a URB completes, whatever the file's
+                    // O_NONBLOCK (reap_as sleeps without looking), and
+                    // aside: reap_as lets go of the device lock while it
+                    // sleeps, so the file's other calls (another thread's
+                    // SUBMITURB) go on.
+                    Errno::WAIT_ALWAYS
                 } else {
                     Errno::EAGAIN_FINAL
                 });
