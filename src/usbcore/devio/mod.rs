@@ -72,10 +72,6 @@ const K_SHORT_NOT_OK: u32 = 0x0001;
 const K_ISO_ASAP: u32 = 0x0002;
 const K_ZERO_PACKET: u32 = 0x0040;
 const K_NO_INTERRUPT: u32 = 0x0080;
-/// Longest a synchronous transfer of a caller whose file is non-blocking
-/// holds the request thread (FUSE gives such a caller EAGAIN if the
-/// daemon answers EAGAIN; usbfs blocks anyway).
-const NONBLOCK_WAIT_MAX: Duration = Duration::from_secs(60);
 /// ENODATA.
 const ENODATA: Errno = Errno(libc::ENODATA);
 /// EHOSTUNREACH.

@@ -56,22 +56,13 @@ impl UsbDevFile {
         if !req.retry || !ps.st.lock_ok().sync.contains_key(&tid) {
             self.sync_start(req)?;
         }
-        if req.nonblock {
-            // usbfs blocks even for a non-blocking file: wait here.
-            let until = Instant::now() + NONBLOCK_WAIT_MAX;
-            loop {
-                if let Some(r) = self.sync_finish(req)? {
-                    return Ok(r);
-                }
-                if Instant::now() >= until {
-                    return self.sync_timeout(req);
-                }
-                std::thread::sleep(Duration::from_micros(200));
-            }
-        }
+        // Parked until it completes or times out, whatever the file's
+        // O_NONBLOCK, and aside: proc_control and proc_bulk let go of the
+        // device lock around the transfer, so the file's other calls go
+        // on meanwhile.
         match self.sync_finish(req)? {
             Some(r) => Ok(r),
-            None => Err(Errno::EAGAIN),
+            None => Err(Errno::WAIT_ALWAYS),
         }
     }
 
@@ -283,34 +274,22 @@ impl UsbDevFile {
                 }
             }
         }
-        let wait_until = Instant::now() + NONBLOCK_WAIT_MAX;
-        loop {
-            let r = {
-                let mut st = ps.st.lock_ok();
-                match st.sync.get(&tid) {
-                    Some(s) if s.result.is_some() => st.sync.remove(&tid).and_then(|s| s.result),
-                    Some(_) => None,
-                    None => return Err(Errno::EINVAL),
-                }
-            };
-            if let Some(r) = r {
-                return if r.status < 0 {
-                    Err(Errno(-r.status))
-                } else {
-                    Ok(IoctlReply {
-                        result: r.status,
-                        ..Default::default()
-                    })
-                };
+        let r = {
+            let mut st = ps.st.lock_ok();
+            match st.sync.get(&tid) {
+                Some(s) if s.result.is_some() => st.sync.remove(&tid).and_then(|s| s.result),
+                Some(_) => None,
+                None => return Err(Errno::EINVAL),
             }
-            if !req.nonblock {
-                return Err(Errno::EAGAIN);
-            }
-            if Instant::now() >= wait_until {
-                ps.st.lock_ok().sync.remove(&tid);
-                return Err(ETIMEDOUT);
-            }
-            std::thread::sleep(Duration::from_micros(200));
+        };
+        match r {
+            Some(r) if r.status < 0 => Err(Errno(-r.status)),
+            Some(r) => Ok(IoctlReply {
+                result: r.status,
+                ..Default::default()
+            }),
+            // Parked as a transfer is (the device lock let go meanwhile).
+            None => Err(Errno::WAIT_ALWAYS),
         }
     }
 }
