@@ -38,7 +38,7 @@ use crate::base::errno::{Errno, SysResult};
 use crate::base::sync::LockExt;
 use crate::base::vfs::WakerSlot;
 use crate::usbcore::device::{
-    control_msg, DevRef, TransferType, UrbDone, UrbRequest, UrbResult, UsbCorePort,
+    control_msg, CoreError, DevRef, TransferType, UrbDone, UrbRequest, UrbResult, UsbCorePort,
 };
 
 use super::ldisc::NTty;
@@ -308,6 +308,11 @@ pub struct PortState {
     /// Write URBs taken (in `writes`) and not yet submitted, in order:
     /// (buffer, session, own number).
     outgoing: VecDeque<(Vec<u8>, u64, u64)>,
+    /// The core refused a write URB: the device is going (cdc_acm's
+    /// `acm->dev` is gone, usb-serial's submissions fail). Writes from
+    /// then on are ENODEV, also one whose bytes another thread's flush
+    /// took and lost.
+    refused: bool,
     /// Throttled: read URBs are not submitted again.
     throttled: bool,
     /// Received bytes the line discipline had no room for yet.
@@ -490,6 +495,7 @@ impl Port {
                 out: VecDeque::new(),
                 calls: VecDeque::new(),
                 outgoing: VecDeque::new(),
+                refused: false,
                 throttled: false,
                 flip: Vec::new(),
                 worker: None,
@@ -705,8 +711,8 @@ impl Port {
         let r = self.submit_as(u, session, UrbKind::Notify(uses));
         let mut st = self.state();
         match r {
-            Some(id) => st.notify.submitted(uses, id),
-            None => st.notify.free(uses),
+            Ok(id) => st.notify.submitted(uses, id),
+            Err(_) => st.notify.free(uses),
         }
     }
 
@@ -733,25 +739,25 @@ impl Port {
         let r = self.submit_as(u, session, UrbKind::Read(slot, uses));
         let mut st = self.state();
         match r {
-            Some(id) => st.reads[slot].submitted(uses, id),
-            None => st.reads[slot].free(uses),
+            Ok(id) => st.reads[slot].submitted(uses, id),
+            Err(_) => st.reads[slot].free(uses),
         }
     }
 
-    /// Submit `u` as URB `what` of session `session`; its id, None if it
-    /// was refused. A URB submitted while the port closed (its session
+    /// Submit `u` as URB `what` of session `session`; its id, or why the
+    /// core refused it. A URB submitted while the port closed (its session
     /// ended meanwhile) is killed at once.
-    fn submit_as(&self, u: UrbRequest, session: u64, what: UrbKind) -> Option<u64> {
+    fn submit_as(&self, u: UrbRequest, session: u64, what: UrbKind) -> Result<u64, CoreError> {
         let done = Arc::new(Done {
             port: self.me.clone(),
             session,
             what,
         });
-        let id = self.port.submit(self.dev, u, done).ok()?;
+        let id = self.port.submit(self.dev, u, done)?;
         if self.state().session != session {
             let _ = self.port.cancel(self.dev, id);
         }
-        Some(id)
+        Ok(id)
     }
 
     /// Room for a write (tty_write_room): what the write FIFO has left
@@ -796,6 +802,9 @@ impl Port {
     pub fn write(&self, data: &[u8]) -> (usize, Option<Errno>) {
         {
             let mut st = self.state();
+            if st.refused {
+                return (0, Some(Errno::ENODEV));
+            }
             let t = st.termios;
             let echoes = st.ldisc.pending_echoes(&t);
             self.queue_extra(&mut st, &echoes);
@@ -837,6 +846,11 @@ impl Port {
             drop(st);
             if let Err(e) = self.flush_out() {
                 return (i, Some(e));
+            }
+            // Its bytes may have gone out in another thread's flush that
+            // the core refused: as acm_tty_write's, the write fails.
+            if self.state().refused {
+                return (i, Some(Errno::ENODEV));
             }
             i += took;
         }
@@ -929,14 +943,15 @@ impl Port {
                 let r = self.submit_as(u, session, UrbKind::Write(wid));
                 let mut st = self.state();
                 match r {
-                    Some(id) => {
+                    Ok(id) => {
                         if let Some(w) = st.writes.iter_mut().find(|w| w.0 == wid) {
                             w.1 = Some(id);
                         }
                     }
                     // usb_serial_generic_write_start: the bytes are gone.
-                    None => {
+                    Err(e) => {
                         st.writes.retain(|w| w.0 != wid);
+                        st.refused |= e == CoreError::NoDevice;
                         res = Err(Errno::ENODEV);
                     }
                 }
