@@ -7,7 +7,9 @@
 //! it (tests/data/umockdev_pyusb.py); the recording is then replayed to the
 //! same program under Debian's `umockdev-run` and under `monfs
 //! umockdev-run`, which must give the live session's output and exit
-//! status. A statically linked program, which umockdev cannot reach, is
+//! status. URBs in flight together complete in a hand-written
+//! recording's order of completions under both. A statically linked
+//! program, which umockdev cannot reach, is
 //! answered from a recording under monfs. A hand-written description with a device behind a hub at a
 //! chosen address lists the same under both; bad files, unsupported
 //! options and exit statuses are checked against umockdev's.
@@ -406,4 +408,122 @@ fn a_gusb_program_sees_the_recording_as_under_umockdev() {
     let prog = repo_path("tests/data/umockdev_gusb.py");
     let args = ["-d", &dev, "-p", &pcap, "--", "/usr/bin/python3", &prog];
     same_under_both(&args, dir, "1 2 1234:5679 usb:01:00:01\ncontrol True 5\n");
+}
+
+/// One usbmon record of a hand-written capture: `S`, `C`; transfer type
+/// (1 interrupt, 2 control, 3 bulk); endpoint (0x80 set for IN); the URB's
+/// length (`S`) or actual length (`C`); the setup packet; the data.
+struct Rec<'a> {
+    id: u64,
+    kind: u8,
+    xfer: u8,
+    ep: u8,
+    len: u32,
+    setup: Option<[u8; 8]>,
+    data: &'a [u8],
+}
+
+/// A pcap file (linktype 220, USB_LINUX_MMAPPED, as tcpdump writes one)
+/// of `recs` for device 9 on bus 1, one millisecond apart: the layout of
+/// the kernel's `struct mon_bin_hdr` (Documentation/usb/usbmon.rst),
+/// little-endian, its 64 bytes then the data.
+fn usbmon_pcap(path: &Path, recs: &[Rec]) {
+    let mut f: Vec<u8> = Vec::new();
+    f.extend(0xa1b2_c3d4u32.to_le_bytes());
+    f.extend(2u16.to_le_bytes());
+    f.extend(4u16.to_le_bytes());
+    f.extend([0u8; 8]); // thiszone, sigfigs
+    f.extend(65535u32.to_le_bytes());
+    f.extend(220u32.to_le_bytes());
+    for (i, r) in recs.iter().enumerate() {
+        let usec = 1000 * (i as u32 + 1);
+        let mut h: Vec<u8> = Vec::new();
+        h.extend(r.id.to_le_bytes());
+        h.extend([r.kind, r.xfer, r.ep, 9]);
+        h.extend(1u16.to_le_bytes()); // bus
+        h.push(if r.setup.is_some() { 0 } else { b'-' });
+        h.push(match (r.data.is_empty(), r.kind, r.ep & 0x80 != 0) {
+            (false, _, _) => 0,
+            (true, b'S', true) => b'<',
+            _ => b'>',
+        });
+        h.extend(1_700_000_000i64.to_le_bytes());
+        h.extend((usec as i32).to_le_bytes());
+        let status: i32 = if r.kind == b'S' { -115 } else { 0 };
+        h.extend(status.to_le_bytes());
+        h.extend(r.len.to_le_bytes());
+        h.extend((r.data.len() as u32).to_le_bytes());
+        h.extend(r.setup.unwrap_or_default());
+        let interval: i32 = if r.xfer == 1 { 4 } else { 0 };
+        h.extend(interval.to_le_bytes());
+        h.extend([0u8; 12]); // start_frame, xfer_flags, ndesc
+        assert_eq!(h.len(), 64);
+        h.extend(r.data);
+        f.extend(1_700_000_000u32.to_le_bytes());
+        f.extend(usec.to_le_bytes());
+        f.extend((h.len() as u32).to_le_bytes());
+        f.extend((h.len() as u32).to_le_bytes());
+        f.extend(h);
+    }
+    std::fs::write(path, f).unwrap();
+}
+
+/// Several URBs in flight complete in the recording's order of
+/// completions, as umockdev's replay gives them back (it completes a URB
+/// when its walk through the capture reaches the URB's `C` record), not in
+/// the order they were submitted: a hand-written capture where a program
+/// (tests/c/usbfs_replay_order.c, libusb's asynchronous API) submits an
+/// interrupt IN and a bulk IN, and later a control OUT, which completes
+/// first, then the bulk IN, then the interrupt IN.
+#[test]
+fn urbs_in_flight_complete_in_the_recordings_order() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let f = hand_written(dir);
+    let exe = common::compile_c_libs("usbfs_replay_order", dir, &["-lusb-1.0"]);
+    let cap = dir.join("order.pcap");
+    let (int, bulk, ctrl) = (
+        0xffff_8880_0000_1000,
+        0xffff_8880_0000_2000,
+        0xffff_8880_0000_3000,
+    );
+    let setup = Some([0x40, 0x02, 0, 0, 0, 0, 2, 0]);
+    let rec = |id, kind, xfer, ep, len, setup, data| Rec {
+        id,
+        kind,
+        xfer,
+        ep,
+        len,
+        setup,
+        data,
+    };
+    usbmon_pcap(
+        &cap,
+        &[
+            rec(int, b'S', 1, 0x85, 4, None, &[]),
+            rec(bulk, b'S', 3, 0x81, 64, None, &[]),
+            rec(ctrl, b'S', 2, 0x00, 2, setup, b"ab"),
+            rec(ctrl, b'C', 2, 0x00, 2, None, &[]),
+            rec(bulk, b'C', 3, 0x81, 3, None, b"xyz"),
+            rec(int, b'C', 1, 0x85, 4, None, &[1, 2, 3, 4]),
+        ],
+    );
+    let pcap = format!(
+        "/sys/devices/pci0000:00/0000:00:14.0/usb1/1-2/1-2.3={}",
+        cap.display()
+    );
+    let args = [
+        "-d",
+        f.to_str().unwrap(),
+        "-p",
+        &pcap,
+        "--",
+        exe.to_str().unwrap(),
+    ];
+    let ours = same_under_both(
+        &args,
+        dir,
+        "control out 2\nbulk in 78797a\ninterrupt in 01020304\n",
+    );
+    assert_eq!(ours.status.code(), Some(0));
 }
