@@ -9,8 +9,8 @@
 //! umockdev-run`, which must give the live session's output and exit
 //! status. URBs in flight together complete in a hand-written
 //! recording's order of completions under both. A statically linked
-//! program, which umockdev cannot reach, is
-//! answered from a recording under monfs. A hand-written description with a device behind a hub at a
+//! program and a Rust program on nusb (tests/rust/nusb-replay), which
+//! umockdev cannot reach, are answered from a recording under monfs. A hand-written description with a device behind a hub at a
 //! chosen address lists the same under both; bad files, unsupported
 //! options and exit statuses are checked against umockdev's.
 
@@ -526,4 +526,93 @@ fn urbs_in_flight_complete_in_the_recordings_order() {
         "control out 2\nbulk in 78797a\ninterrupt in 01020304\n",
     );
     assert_eq!(ours.status.code(), Some(0));
+}
+
+/// Build tests/rust/nusb-replay (a program on nusb, from crates.io: its
+/// own workspace and lock file, built with its own target directory beside
+/// this test's) and return the program.
+fn nusb_replay() -> PathBuf {
+    // target/debug/deps/umockdev-HASH: the target directory is three up.
+    let exe = std::env::current_exe().unwrap();
+    let target = exe.ancestors().nth(3).unwrap().join("nusb-replay");
+    let manifest = repo_path("tests/rust/nusb-replay/Cargo.toml");
+    let o = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--locked", "--quiet", "--manifest-path", &manifest])
+        .arg("--target-dir")
+        .arg(&target)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    target.join("debug/nusb-replay")
+}
+
+/// Where umockdev cannot reach: a Rust program on nusb, which makes its
+/// own system calls (rustix), enumerates, opens and drives a recorded
+/// device under `monfs umockdev-run` as it would the device; umockdev's
+/// LD_PRELOAD library does not see those calls, so under umockdev-run the
+/// recording does not answer it (what it finds instead is the host's).
+#[test]
+fn a_rust_program_on_nusb_is_answered_from_the_recording_under_monfs() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let exe = nusb_replay();
+    let f = hand_written(dir);
+    let cap = dir.join("nusb.pcap");
+    let rec = |id, kind, xfer, ep, len, setup, data| Rec {
+        id,
+        kind,
+        xfer,
+        ep,
+        len,
+        setup,
+        data,
+    };
+    let (c, o, i, n) = (
+        0xffff_8880_0000_1000,
+        0xffff_8880_0000_2000,
+        0xffff_8880_0000_3000,
+        0xffff_8880_0000_4000,
+    );
+    let setup = Some([0xc0, 0x01, 0, 0, 0, 0, 16, 0]);
+    usbmon_pcap(
+        &cap,
+        &[
+            rec(c, b'S', 2, 0x80, 16, setup, &[]),
+            rec(c, b'C', 2, 0x80, 5, None, b"monfs"),
+            rec(o, b'S', 3, 0x02, 4, None, &[1, 2, 3, 4]),
+            rec(o, b'C', 3, 0x02, 4, None, &[]),
+            rec(i, b'S', 3, 0x81, 512, None, &[]),
+            rec(i, b'C', 3, 0x81, 4, None, &[4, 3, 2, 1]),
+            rec(n, b'S', 1, 0x85, 4, None, &[]),
+            rec(n, b'C', 1, 0x85, 4, None, &[0, 0, 0, 1]),
+        ],
+    );
+    let pcap = format!(
+        "/sys/devices/pci0000:00/0000:00:14.0/usb1/1-2/1-2.3={}",
+        cap.display()
+    );
+    let args = [
+        "-d",
+        f.to_str().unwrap(),
+        "-p",
+        &pcap,
+        "--",
+        exe.to_str().unwrap(),
+    ];
+    let ours = umockdev_run(true, &args, dir);
+    assert_eq!(
+        text(&ours.stdout),
+        "found 1 9\ncontrol in 6d6f6e6673\nbulk out 4\nbulk in 04030201\ninterrupt in 00000001\n",
+        "{}",
+        text(&ours.stderr)
+    );
+    assert_eq!(ours.status.code(), Some(0));
+    let theirs = umockdev_run(false, &args, dir);
+    eprintln!(
+        "under umockdev-run (which does not reach nusb): exit {:?}, {}",
+        theirs.status.code(),
+        text(&theirs.stdout)
+    );
+    assert!(!text(&theirs.stdout).contains("control in 6d6f6e6673"));
 }
