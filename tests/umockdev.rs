@@ -3,8 +3,9 @@
 //! tests/data/usbfs_peer.py) is recorded as umockdev users record one,
 //! with Debian's `umockdev-record` inside `monfs run` for its description
 //! (which `monfs umockdev-record` must write the same, byte for byte) and
-//! `monfs record` for the usbmon capture while a pyusb program drives
-//! it (tests/data/umockdev_pyusb.py); the recording is then replayed to the
+//! `monfs record`, or tcpdump inside `monfs run`, for the usbmon capture
+//! while a pyusb program drives it (tests/data/umockdev_pyusb.py); the
+//! recording is then replayed to the
 //! same program under Debian's `umockdev-run` and under `monfs
 //! umockdev-run`, which must give the live session's output and exit
 //! status. URBs in flight together complete in a hand-written
@@ -21,6 +22,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Instant;
 
 use common::{descriptors_dump, monfs_bin, repo_path, wait_node, Mount};
+use monfs::usbmon::event::EventKind;
 
 /// The device: vendor 1234:5679, interface 0 (setting 0) with bulk IN
 /// 0x81, bulk OUT 0x02 and interrupt IN 0x85 (4 bytes), which the peer
@@ -75,10 +77,20 @@ fn same_under_both(args: &[&str], dir: &Path, want: &str) -> Output {
     ours
 }
 
+/// How the usbmon capture of a recording is made.
+#[derive(Clone, Copy, PartialEq)]
+enum Recorder {
+    /// `monfs record -b 1 -o FILE MNT` (pcapng).
+    Monfs,
+    /// `tcpdump -i usbmon1 -U -w FILE` inside `monfs run --use MNT`, as a
+    /// umockdev user records one (pcap, USB_LINUX_MMAPPED).
+    Tcpdump,
+}
+
 /// Record the device: its description (umockdev-record inside `monfs
-/// run`), its capture (`monfs record`, while the program runs) and the
+/// run`), its capture (made by `by`, while the program runs) and the
 /// program's live output.
-fn record(dir: &Path) -> (PathBuf, PathBuf, String) {
+fn record(dir: &Path, by: Recorder) -> (PathBuf, PathBuf, String) {
     let desc = dir.join("loop.desc");
     std::fs::write(&desc, dump()).unwrap();
     let m = Mount::with_config(&format!(
@@ -116,6 +128,9 @@ fn record(dir: &Path) -> (PathBuf, PathBuf, String) {
         .unwrap();
     assert!(ours.status.success(), "{}", text(&ours.stderr));
     assert_eq!(text(&ours.stdout), text(&o.stdout));
+    if by == Recorder::Tcpdump {
+        return record_with_tcpdump(&m, dir, dev_file);
+    }
     // monfs record writes the file's header once it reads the bus: from
     // then on it sees every packet.
     let cap = dir.join("loop.pcapng");
@@ -144,11 +159,102 @@ fn record(dir: &Path) -> (PathBuf, PathBuf, String) {
     (dev_file, cap, text(&o.stdout))
 }
 
+/// The capture of `record` made by tcpdump inside `monfs run --use` the
+/// mount `m`: tcpdump starts (it says it is listening once it has opened
+/// `/dev/usbmon1`), the program runs, and once every URB the program
+/// submitted has its completion in the file (tcpdump writes each packet
+/// as it reads it, `-U`), SIGINT to `monfs run`, which passes it on, ends
+/// tcpdump.
+fn record_with_tcpdump(m: &Mount, dir: &Path, dev_file: PathBuf) -> (PathBuf, PathBuf, String) {
+    let cap = dir.join("loop.pcap");
+    let err = dir.join("tcpdump.err");
+    let mut tcpdump = Command::new(monfs_bin())
+        .args(["run", "--use"])
+        .arg(m.root())
+        .args(["--", "tcpdump", "-i", "usbmon1", "-U", "-w"])
+        .arg(&cap)
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !std::fs::read_to_string(&err)
+        .unwrap_or_default()
+        .contains("listening on usbmon1")
+    {
+        assert!(
+            start.elapsed() < common::HANG,
+            "tcpdump never started: {}",
+            std::fs::read_to_string(&err).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let o = Command::new(monfs_bin())
+        .args(["run", "--use"])
+        .arg(m.root())
+        .args(["--", "/usr/bin/python3", &prog()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    // Every submission of the device has its completion in the file.
+    let all_in = || -> bool {
+        let Ok(c) = monfs::capture::decode::Capture::load(&cap) else {
+            return false;
+        };
+        let mine = |k: EventKind| -> Vec<u64> {
+            let mut v: Vec<u64> = c
+                .events
+                .iter()
+                .filter(|e| e.devnum == 2 && e.kind == k)
+                .map(|e| e.id)
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        let subs = mine(EventKind::Submit);
+        !subs.is_empty() && subs == mine(EventKind::Complete)
+    };
+    let start = Instant::now();
+    while !all_in() {
+        assert!(
+            start.elapsed() < common::HANG,
+            "tcpdump's capture never held the program's transfers"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(tcpdump.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let st = tcpdump.wait().unwrap();
+    assert!(
+        st.success(),
+        "{st:?}: {}",
+        std::fs::read_to_string(&err).unwrap_or_default()
+    );
+    (dev_file, cap, text(&o.stdout))
+}
+
 #[test]
 fn a_recording_replays_to_pyusb_as_under_umockdev() {
+    replays_as_under_umockdev(Recorder::Monfs);
+}
+
+/// The same with the capture made as umockdev's users make theirs: tcpdump
+/// on `usbmon1`, inside `monfs run`.
+#[test]
+fn a_tcpdump_recording_made_inside_monfs_run_replays_as_under_umockdev() {
+    replays_as_under_umockdev(Recorder::Tcpdump);
+}
+
+/// Record the device (its capture made `by`), then replay the recording to
+/// the same program under both: the live session's output and exit status.
+fn replays_as_under_umockdev(by: Recorder) {
     let td = tempfile::tempdir().unwrap();
     let dir = td.path();
-    let (dev_file, cap, live) = record(dir);
+    let (dev_file, cap, live) = record(dir, by);
     assert_eq!(
         live,
         "found 1 2 umockdev loop\ncontrol 6d6f6e6673\nstall 32\nbulk out 4\nbulk in 04030201\ninterrupt in 00000001\ninterrupt in 00000002\nbulk out 5\nbulk in 73666e6f6d\n"
