@@ -74,17 +74,11 @@ impl ReplayWaiting {
     }
 }
 
-/// The first record at or after `from` that one of `urbs` (unmatched)
-/// matches.
-fn ahead<'a>(
-    rec: &RecordedDevice,
-    from: usize,
-    urbs: impl Iterator<Item = &'a ReplayWaiting>,
-) -> Option<usize> {
-    let urbs: Vec<&ReplayWaiting> = urbs.filter(|w| w.matched.is_none()).collect();
+/// The first record at or after `from` that the URB `w` can be matched at.
+fn next_fit(rec: &RecordedDevice, w: &ReplayWaiting, from: usize) -> Option<usize> {
     let at = rec.steps.get(from..)?.iter().position(|s| match *s {
-        ReplayStep::Submit(i) => urbs.iter().any(|w| w.fits(&rec.submissions[i])),
-        ReplayStep::Complete(t) => urbs.iter().any(|w| w.fits_unsubmitted(&rec.transfers[t])),
+        ReplayStep::Submit(i) => w.fits(&rec.submissions[i]),
+        ReplayStep::Complete(t) => w.fits_unsubmitted(&rec.transfers[t]),
     })?;
     Some(from + at)
 }
@@ -115,31 +109,26 @@ pub(crate) fn submit(ctx: &mut Ctx, d: DevId, urb: Urb, out: Option<Arc<[u8]>>) 
     let Some(rec) = ctx.dev(d).and_then(|x| x.desc.recorded.clone()) else {
         return Submitted::Unknown;
     };
-    let w = ReplayWaiting {
+    let mut w = ReplayWaiting {
         urb,
         out,
         matched: None,
+        next: usize::MAX,
     };
     let pos = ctx.dev(d).map(|x| x.core.replay.pos).unwrap_or(0);
-    if ahead(&rec, pos, std::iter::once(&w)).is_none() {
-        if let (XferType::Control, Some(s)) = (urb.xfer, urb.setup) {
-            if standard(&s) {
-                return Submitted::Standard;
-            }
-            unknown(
-                ctx,
-                d,
-                &rec,
-                format!(
-                    "control request {}",
-                    s.iter().map(|b| format!("{b:02x}")).collect::<String>()
-                ),
-            );
-        } else {
-            unknown(ctx, d, &rec, format!("transfer on endpoint {:02x}", w.ep()));
-        }
+    let Some(next) = next_fit(&rec, &w, pos) else {
+        let what = match (urb.xfer, urb.setup) {
+            (XferType::Control, Some(s)) if standard(&s) => return Submitted::Standard,
+            (XferType::Control, Some(s)) => format!(
+                "control request {}",
+                s.iter().map(|b| format!("{b:02x}")).collect::<String>()
+            ),
+            _ => format!("transfer on endpoint {:02x}", w.ep()),
+        };
+        unknown(ctx, d, &rec, what);
         return Submitted::Unknown;
-    }
+    };
+    w.next = next;
     if let Some(x) = ctx.dev_mut(d) {
         x.core.replay.queue.push(w);
     }
@@ -188,7 +177,15 @@ fn walk(ctx: &mut Ctx, d: DevId, rec: &RecordedDevice) -> Vec<Done> {
                 // it matched waiting, it goes on to the next one a waiting
                 // URB matches (monfs's: umockdev stays stuck).
                 if q.iter().all(|w| w.matched.is_none()) {
-                    if let Some(p) = ahead(rec, walk.pos + 1, q.iter()) {
+                    // Where each can be matched next: looked for again only
+                    // once the walk passed it, so each URB's looking goes
+                    // through the capture at most once.
+                    let pos = walk.pos;
+                    for w in q.iter_mut().filter(|w| w.next <= pos) {
+                        w.next = next_fit(rec, w, pos + 1).unwrap_or(usize::MAX);
+                    }
+                    let p = q.iter().map(|w| w.next).min().unwrap_or(usize::MAX);
+                    if p != usize::MAX {
                         walk.pos = p;
                         continue;
                     }
@@ -263,3 +260,6 @@ fn standard(s: &[u8; 8]) -> bool {
             | (0x02, 0x01)
     )
 }
+
+#[cfg(test)]
+mod tests;

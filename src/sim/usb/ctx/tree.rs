@@ -386,6 +386,9 @@ pub(crate) struct ReplayWaiting {
     /// The recorded submission (`RecordedDevice::submissions`) it was
     /// matched to.
     pub matched: Option<usize>,
+    /// The first record it can be matched at, as last looked for
+    /// (`usize::MAX`: none).
+    pub next: usize,
 }
 
 /// An external device's peer as programs' URBs reach it: lines go out
