@@ -3,12 +3,15 @@
 //! tests/data/usbfs_peer.py) is recorded as umockdev users record one,
 //! with Debian's `umockdev-record` inside `monfs run` for its description
 //! (which `monfs umockdev-record` must write the same, byte for byte) and
-//! `monfs record` for the usbmon capture while a pyusb program drives
-//! it (tests/data/umockdev_pyusb.py); the recording is then replayed to the
+//! `monfs record`, or tcpdump inside `monfs run`, for the usbmon capture
+//! while a pyusb program drives it (tests/data/umockdev_pyusb.py); the
+//! recording is then replayed to the
 //! same program under Debian's `umockdev-run` and under `monfs
 //! umockdev-run`, which must give the live session's output and exit
-//! status. A statically linked program, which umockdev cannot reach, is
-//! answered from a recording under monfs. A hand-written description with a device behind a hub at a
+//! status. URBs in flight together complete in a hand-written
+//! recording's order of completions under both. A statically linked
+//! program and a Rust program on nusb (tests/rust/nusb-replay), which
+//! umockdev cannot reach, are answered from a recording under monfs. A hand-written description with a device behind a hub at a
 //! chosen address lists the same under both; bad files, unsupported
 //! options and exit statuses are checked against umockdev's.
 
@@ -19,6 +22,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Instant;
 
 use common::{descriptors_dump, monfs_bin, repo_path, wait_node, Mount};
+use monfs::usbmon::event::EventKind;
 
 /// The device: vendor 1234:5679, interface 0 (setting 0) with bulk IN
 /// 0x81, bulk OUT 0x02 and interrupt IN 0x85 (4 bytes), which the peer
@@ -73,10 +77,20 @@ fn same_under_both(args: &[&str], dir: &Path, want: &str) -> Output {
     ours
 }
 
+/// How the usbmon capture of a recording is made.
+#[derive(Clone, Copy, PartialEq)]
+enum Recorder {
+    /// `monfs record -b 1 -o FILE MNT` (pcapng).
+    Monfs,
+    /// `tcpdump -i usbmon1 -U -w FILE` inside `monfs run --use MNT`, as a
+    /// umockdev user records one (pcap, USB_LINUX_MMAPPED).
+    Tcpdump,
+}
+
 /// Record the device: its description (umockdev-record inside `monfs
-/// run`), its capture (`monfs record`, while the program runs) and the
+/// run`), its capture (made by `by`, while the program runs) and the
 /// program's live output.
-fn record(dir: &Path) -> (PathBuf, PathBuf, String) {
+fn record(dir: &Path, by: Recorder) -> (PathBuf, PathBuf, String) {
     let desc = dir.join("loop.desc");
     std::fs::write(&desc, dump()).unwrap();
     let m = Mount::with_config(&format!(
@@ -114,6 +128,9 @@ fn record(dir: &Path) -> (PathBuf, PathBuf, String) {
         .unwrap();
     assert!(ours.status.success(), "{}", text(&ours.stderr));
     assert_eq!(text(&ours.stdout), text(&o.stdout));
+    if by == Recorder::Tcpdump {
+        return record_with_tcpdump(&m, dir, dev_file);
+    }
     // monfs record writes the file's header once it reads the bus: from
     // then on it sees every packet.
     let cap = dir.join("loop.pcapng");
@@ -142,11 +159,102 @@ fn record(dir: &Path) -> (PathBuf, PathBuf, String) {
     (dev_file, cap, text(&o.stdout))
 }
 
+/// The capture of `record` made by tcpdump inside `monfs run --use` the
+/// mount `m`: tcpdump starts (it says it is listening once it has opened
+/// `/dev/usbmon1`), the program runs, and once every URB the program
+/// submitted has its completion in the file (tcpdump writes each packet
+/// as it reads it, `-U`), SIGINT to `monfs run`, which passes it on, ends
+/// tcpdump.
+fn record_with_tcpdump(m: &Mount, dir: &Path, dev_file: PathBuf) -> (PathBuf, PathBuf, String) {
+    let cap = dir.join("loop.pcap");
+    let err = dir.join("tcpdump.err");
+    let mut tcpdump = Command::new(monfs_bin())
+        .args(["run", "--use"])
+        .arg(m.root())
+        .args(["--", "tcpdump", "-i", "usbmon1", "-U", "-w"])
+        .arg(&cap)
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !std::fs::read_to_string(&err)
+        .unwrap_or_default()
+        .contains("listening on usbmon1")
+    {
+        assert!(
+            start.elapsed() < common::HANG,
+            "tcpdump never started: {}",
+            std::fs::read_to_string(&err).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let o = Command::new(monfs_bin())
+        .args(["run", "--use"])
+        .arg(m.root())
+        .args(["--", "/usr/bin/python3", &prog()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    // Every submission of the device has its completion in the file.
+    let all_in = || -> bool {
+        let Ok(c) = monfs::capture::decode::Capture::load(&cap) else {
+            return false;
+        };
+        let mine = |k: EventKind| -> Vec<u64> {
+            let mut v: Vec<u64> = c
+                .events
+                .iter()
+                .filter(|e| e.devnum == 2 && e.kind == k)
+                .map(|e| e.id)
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        let subs = mine(EventKind::Submit);
+        !subs.is_empty() && subs == mine(EventKind::Complete)
+    };
+    let start = Instant::now();
+    while !all_in() {
+        assert!(
+            start.elapsed() < common::HANG,
+            "tcpdump's capture never held the program's transfers"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(tcpdump.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let st = tcpdump.wait().unwrap();
+    assert!(
+        st.success(),
+        "{st:?}: {}",
+        std::fs::read_to_string(&err).unwrap_or_default()
+    );
+    (dev_file, cap, text(&o.stdout))
+}
+
 #[test]
 fn a_recording_replays_to_pyusb_as_under_umockdev() {
+    replays_as_under_umockdev(Recorder::Monfs);
+}
+
+/// The same with the capture made as umockdev's users make theirs: tcpdump
+/// on `usbmon1`, inside `monfs run`.
+#[test]
+fn a_tcpdump_recording_made_inside_monfs_run_replays_as_under_umockdev() {
+    replays_as_under_umockdev(Recorder::Tcpdump);
+}
+
+/// Record the device (its capture made `by`), then replay the recording to
+/// the same program under both: the live session's output and exit status.
+fn replays_as_under_umockdev(by: Recorder) {
     let td = tempfile::tempdir().unwrap();
     let dir = td.path();
-    let (dev_file, cap, live) = record(dir);
+    let (dev_file, cap, live) = record(dir, by);
     assert_eq!(
         live,
         "found 1 2 umockdev loop\ncontrol 6d6f6e6673\nstall 32\nbulk out 4\nbulk in 04030201\ninterrupt in 00000001\ninterrupt in 00000002\nbulk out 5\nbulk in 73666e6f6d\n"
@@ -406,4 +514,211 @@ fn a_gusb_program_sees_the_recording_as_under_umockdev() {
     let prog = repo_path("tests/data/umockdev_gusb.py");
     let args = ["-d", &dev, "-p", &pcap, "--", "/usr/bin/python3", &prog];
     same_under_both(&args, dir, "1 2 1234:5679 usb:01:00:01\ncontrol True 5\n");
+}
+
+/// One usbmon record of a hand-written capture: `S`, `C`; transfer type
+/// (1 interrupt, 2 control, 3 bulk); endpoint (0x80 set for IN); the URB's
+/// length (`S`) or actual length (`C`); the setup packet; the data.
+struct Rec<'a> {
+    id: u64,
+    kind: u8,
+    xfer: u8,
+    ep: u8,
+    len: u32,
+    setup: Option<[u8; 8]>,
+    data: &'a [u8],
+}
+
+/// A pcap file (linktype 220, USB_LINUX_MMAPPED, as tcpdump writes one)
+/// of `recs` for device 9 on bus 1, one millisecond apart: the layout of
+/// the kernel's `struct mon_bin_hdr` (Documentation/usb/usbmon.rst),
+/// little-endian, its 64 bytes then the data.
+fn usbmon_pcap(path: &Path, recs: &[Rec]) {
+    let mut f: Vec<u8> = Vec::new();
+    f.extend(0xa1b2_c3d4u32.to_le_bytes());
+    f.extend(2u16.to_le_bytes());
+    f.extend(4u16.to_le_bytes());
+    f.extend([0u8; 8]); // thiszone, sigfigs
+    f.extend(65535u32.to_le_bytes());
+    f.extend(220u32.to_le_bytes());
+    for (i, r) in recs.iter().enumerate() {
+        let usec = 1000 * (i as u32 + 1);
+        let mut h: Vec<u8> = Vec::new();
+        h.extend(r.id.to_le_bytes());
+        h.extend([r.kind, r.xfer, r.ep, 9]);
+        h.extend(1u16.to_le_bytes()); // bus
+        h.push(if r.setup.is_some() { 0 } else { b'-' });
+        h.push(match (r.data.is_empty(), r.kind, r.ep & 0x80 != 0) {
+            (false, _, _) => 0,
+            (true, b'S', true) => b'<',
+            _ => b'>',
+        });
+        h.extend(1_700_000_000i64.to_le_bytes());
+        h.extend((usec as i32).to_le_bytes());
+        let status: i32 = if r.kind == b'S' { -115 } else { 0 };
+        h.extend(status.to_le_bytes());
+        h.extend(r.len.to_le_bytes());
+        h.extend((r.data.len() as u32).to_le_bytes());
+        h.extend(r.setup.unwrap_or_default());
+        let interval: i32 = if r.xfer == 1 { 4 } else { 0 };
+        h.extend(interval.to_le_bytes());
+        h.extend([0u8; 12]); // start_frame, xfer_flags, ndesc
+        assert_eq!(h.len(), 64);
+        h.extend(r.data);
+        f.extend(1_700_000_000u32.to_le_bytes());
+        f.extend(usec.to_le_bytes());
+        f.extend((h.len() as u32).to_le_bytes());
+        f.extend((h.len() as u32).to_le_bytes());
+        f.extend(h);
+    }
+    std::fs::write(path, f).unwrap();
+}
+
+/// Several URBs in flight complete in the recording's order of
+/// completions, as umockdev's replay gives them back (it completes a URB
+/// when its walk through the capture reaches the URB's `C` record), not in
+/// the order they were submitted: a hand-written capture where a program
+/// (tests/c/usbfs_replay_order.c, libusb's asynchronous API) submits an
+/// interrupt IN and a bulk IN, and later a control OUT, which completes
+/// first, then the bulk IN, then the interrupt IN.
+#[test]
+fn urbs_in_flight_complete_in_the_recordings_order() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let f = hand_written(dir);
+    let exe = common::compile_c_libs("usbfs_replay_order", dir, &["-lusb-1.0"]);
+    let cap = dir.join("order.pcap");
+    let (int, bulk, ctrl) = (
+        0xffff_8880_0000_1000,
+        0xffff_8880_0000_2000,
+        0xffff_8880_0000_3000,
+    );
+    let setup = Some([0x40, 0x02, 0, 0, 0, 0, 2, 0]);
+    let rec = |id, kind, xfer, ep, len, setup, data| Rec {
+        id,
+        kind,
+        xfer,
+        ep,
+        len,
+        setup,
+        data,
+    };
+    usbmon_pcap(
+        &cap,
+        &[
+            rec(int, b'S', 1, 0x85, 4, None, &[]),
+            rec(bulk, b'S', 3, 0x81, 64, None, &[]),
+            rec(ctrl, b'S', 2, 0x00, 2, setup, b"ab"),
+            rec(ctrl, b'C', 2, 0x00, 2, None, &[]),
+            rec(bulk, b'C', 3, 0x81, 3, None, b"xyz"),
+            rec(int, b'C', 1, 0x85, 4, None, &[1, 2, 3, 4]),
+        ],
+    );
+    let pcap = format!(
+        "/sys/devices/pci0000:00/0000:00:14.0/usb1/1-2/1-2.3={}",
+        cap.display()
+    );
+    let args = [
+        "-d",
+        f.to_str().unwrap(),
+        "-p",
+        &pcap,
+        "--",
+        exe.to_str().unwrap(),
+    ];
+    let ours = same_under_both(
+        &args,
+        dir,
+        "control out 2\nbulk in 78797a\ninterrupt in 01020304\n",
+    );
+    assert_eq!(ours.status.code(), Some(0));
+}
+
+/// Build tests/rust/nusb-replay (a program on nusb, from crates.io: its
+/// own workspace and lock file, built with its own target directory beside
+/// this test's) and return the program.
+fn nusb_replay() -> PathBuf {
+    // target/debug/deps/umockdev-HASH: the target directory is three up.
+    let exe = std::env::current_exe().unwrap();
+    let target = exe.ancestors().nth(3).unwrap().join("nusb-replay");
+    let manifest = repo_path("tests/rust/nusb-replay/Cargo.toml");
+    let o = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--locked", "--quiet", "--manifest-path", &manifest])
+        .arg("--target-dir")
+        .arg(&target)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    target.join("debug/nusb-replay")
+}
+
+/// Where umockdev cannot reach: a Rust program on nusb, which makes its
+/// own system calls (rustix), enumerates, opens and drives a recorded
+/// device under `monfs umockdev-run` as it would the device; umockdev's
+/// LD_PRELOAD library does not see those calls, so under umockdev-run the
+/// recording does not answer it (what it finds instead is the host's).
+#[test]
+fn a_rust_program_on_nusb_is_answered_from_the_recording_under_monfs() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let exe = nusb_replay();
+    let f = hand_written(dir);
+    let cap = dir.join("nusb.pcap");
+    let rec = |id, kind, xfer, ep, len, setup, data| Rec {
+        id,
+        kind,
+        xfer,
+        ep,
+        len,
+        setup,
+        data,
+    };
+    let (c, o, i, n) = (
+        0xffff_8880_0000_1000,
+        0xffff_8880_0000_2000,
+        0xffff_8880_0000_3000,
+        0xffff_8880_0000_4000,
+    );
+    let setup = Some([0xc0, 0x01, 0, 0, 0, 0, 16, 0]);
+    usbmon_pcap(
+        &cap,
+        &[
+            rec(c, b'S', 2, 0x80, 16, setup, &[]),
+            rec(c, b'C', 2, 0x80, 5, None, b"monfs"),
+            rec(o, b'S', 3, 0x02, 4, None, &[1, 2, 3, 4]),
+            rec(o, b'C', 3, 0x02, 4, None, &[]),
+            rec(i, b'S', 3, 0x81, 512, None, &[]),
+            rec(i, b'C', 3, 0x81, 4, None, &[4, 3, 2, 1]),
+            rec(n, b'S', 1, 0x85, 4, None, &[]),
+            rec(n, b'C', 1, 0x85, 4, None, &[0, 0, 0, 1]),
+        ],
+    );
+    let pcap = format!(
+        "/sys/devices/pci0000:00/0000:00:14.0/usb1/1-2/1-2.3={}",
+        cap.display()
+    );
+    let args = [
+        "-d",
+        f.to_str().unwrap(),
+        "-p",
+        &pcap,
+        "--",
+        exe.to_str().unwrap(),
+    ];
+    let ours = umockdev_run(true, &args, dir);
+    assert_eq!(
+        text(&ours.stdout),
+        "found 1 9\ncontrol in 6d6f6e6673\nbulk out 4\nbulk in 04030201\ninterrupt in 00000001\n",
+        "{}",
+        text(&ours.stderr)
+    );
+    assert_eq!(ours.status.code(), Some(0));
+    let theirs = umockdev_run(false, &args, dir);
+    eprintln!(
+        "under umockdev-run (which does not reach nusb): exit {:?}, {}",
+        theirs.status.code(),
+        text(&theirs.stdout)
+    );
+    assert!(!text(&theirs.stdout).contains("control in 6d6f6e6673"));
 }

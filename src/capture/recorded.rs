@@ -109,6 +109,41 @@ pub struct RecordedDevice {
     /// completion: what a program's requests are answered from (replay
     /// for programs, as umockdev's pcap replay).
     pub transfers: Vec<RecordedTransfer>,
+    /// Every submission of the device (but those the capture shows failing
+    /// with an `E` record), in order: what a program's URBs are matched to.
+    pub submissions: Vec<RecordedSubmission>,
+    /// The device's `S` and `C` records in capture order, as umockdev's
+    /// replay walks them.
+    pub steps: Vec<ReplayStep>,
+}
+
+/// One recorded submission, with what a program's URB is matched on (as
+/// umockdev matches a submission).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedSubmission {
+    /// Packet number of the submission in the capture.
+    pub packet: usize,
+    /// bEndpointAddress (0x80 for an IN control transfer, 0 OUT).
+    pub ep: u8,
+    /// Transfer type.
+    pub xfer: XferType,
+    /// The setup packet of a control transfer.
+    pub setup: Option<[u8; 8]>,
+    /// transfer_buffer_length (a control transfer's wLength).
+    pub len: u32,
+    /// An OUT transfer's data, where the capture holds all of it (None: not
+    /// captured, or cut by the snapshot length).
+    pub out: Option<Arc<[u8]>>,
+}
+
+/// One record of a recorded device's walk (umockdev's replay walks the
+/// capture's records in order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplayStep {
+    /// An `S` record: [`RecordedDevice::submissions`]`[i]`.
+    Submit(usize),
+    /// A `C` record: [`RecordedDevice::transfers`]`[i]`.
+    Complete(usize),
 }
 
 /// One completed transfer of a recorded device.
@@ -134,35 +169,74 @@ pub struct RecordedTransfer {
     /// An OUT transfer's data as submitted, where the capture holds all of
     /// it (None: not captured, or cut by the snapshot length).
     pub out: Option<Arc<[u8]>>,
+    /// Its submission in [`RecordedDevice::submissions`] (None: submitted
+    /// before the capture started).
+    pub sub: Option<usize>,
 }
 
-/// Most transfers kept of a recorded device for programs.
+/// Most transfers (and most submissions) kept of a recorded device for
+/// programs: the capture's records after those are left out, as if it
+/// ended there.
 pub const MAX_TRANSFERS: usize = 1 << 20;
 
-/// The completed transfers of `packets` (one device's), in order.
-fn transfers<'a>(packets: impl Iterator<Item = &'a Packet>) -> Vec<RecordedTransfer> {
-    // A submission's setup, length and OUT data (whole), by URB id.
-    type Sub = (Option<[u8; 8]>, u32, Option<Arc<[u8]>>);
-    let mut subs: HashMap<u64, Sub> = HashMap::new();
+/// A device's transfers, submissions and walk (see [`RecordedDevice`]).
+type Walk = (
+    Vec<RecordedTransfer>,
+    Vec<RecordedSubmission>,
+    Vec<ReplayStep>,
+);
+
+/// The completed transfers of `packets` (one device's) in order of
+/// completion, its submissions in order, and its records in order.
+fn transfers<'a>(packets: impl Iterator<Item = &'a Packet>) -> Walk {
+    // A submission in flight, by URB id: its index in `subs`.
+    let mut open: HashMap<u64, usize> = HashMap::new();
+    let mut subs: Vec<RecordedSubmission> = Vec::new();
+    // Submissions the capture shows failing (an `E` record).
+    let mut failed: std::collections::HashSet<usize> = Default::default();
+    let mut steps = Vec::new();
     let mut out = Vec::new();
     for p in packets {
+        if out.len() >= MAX_TRANSFERS || subs.len() >= MAX_TRANSFERS {
+            break;
+        }
         let e = &p.event;
+        let ep = e.epnum & 0x0f | if e.dir_in { 0x80 } else { 0 };
         match e.kind {
             EventKind::Submit => {
                 let whole = e.data.clone().filter(|d| {
                     !e.dir_in && !p.snapped && d.len() == e.transfer_buffer_length as usize
                 });
-                subs.insert(e.id, (e.setup, e.transfer_buffer_length, whole));
+                open.insert(e.id, subs.len());
+                steps.push(ReplayStep::Submit(subs.len()));
+                subs.push(RecordedSubmission {
+                    packet: p.index,
+                    ep,
+                    xfer: e.xfer,
+                    setup: e.setup,
+                    len: e.transfer_buffer_length,
+                    out: whole,
+                });
             }
-            EventKind::Complete if out.len() < MAX_TRANSFERS => {
+            EventKind::Error => {
+                if let Some(i) = open.remove(&e.id) {
+                    failed.insert(i);
+                }
+            }
+            EventKind::Complete => {
                 // Submitted before the capture started: its length is
                 // unknown, so any length matches it (a control transfer's
                 // setup is unknown too, and it is left out below).
-                let (setup, len, data_out) = subs.remove(&e.id).unwrap_or((None, u32::MAX, None));
+                let sub = open.remove(&e.id);
+                let s = sub.map(|i| &subs[i]);
+                let (setup, len, data_out) = match s {
+                    Some(s) => (s.setup, s.len, s.out.clone()),
+                    None => (None, u32::MAX, None),
+                };
                 if e.xfer == XferType::Control && setup.is_none() {
                     continue;
                 }
-                let ep = e.epnum & 0x0f | if e.dir_in { 0x80 } else { 0 };
+                steps.push(ReplayStep::Complete(out.len()));
                 out.push(RecordedTransfer {
                     packet: p.index,
                     ep,
@@ -173,12 +247,15 @@ fn transfers<'a>(packets: impl Iterator<Item = &'a Packet>) -> Vec<RecordedTrans
                     data: e.data.clone().unwrap_or_else(|| Arc::from(&[][..])),
                     len,
                     out: data_out,
+                    sub,
                 });
             }
-            _ => {}
         }
     }
-    out
+    if !failed.is_empty() {
+        steps.retain(|s| !matches!(s, ReplayStep::Submit(i) if failed.contains(i)));
+    }
+    (out, subs, steps)
 }
 
 /// Where a descriptor came from: its bytes and packet number.
@@ -447,6 +524,8 @@ impl CapturePackets {
             }
         }
         reports.sort_by_key(|(i, _)| *i);
+        let (transfers, submissions, steps) =
+            transfers(mine.iter().filter(|p| p.event.bus == bus).copied());
         Ok(RecordedDevice {
             path: self.path.clone(),
             bus,
@@ -455,7 +534,9 @@ impl CapturePackets {
             strings,
             reports,
             endpoints: endpoints(mine.iter().filter(|p| p.event.bus == bus).copied()),
-            transfers: transfers(mine.iter().filter(|p| p.event.bus == bus).copied()),
+            transfers,
+            submissions,
+            steps,
         })
     }
 }

@@ -123,3 +123,56 @@ fn a_hid_interfaces_report_descriptor_is_its_longest_complete_answer() {
     assert_eq!(r.report(1), Some(&[1, 2, 3, 4][..]));
     assert_eq!(r.reports.len(), 2);
 }
+
+/// The walk of a device's records: each submission and completion in
+/// capture order, a submission the capture shows failing (`E`) left out, a
+/// completion of a URB submitted before the capture without one.
+#[test]
+fn the_walk_has_the_records_in_capture_order() {
+    let int: Vec<UrbEvent> = sample_events(2)
+        .into_iter()
+        .filter(|e| e.xfer == XferType::Interrupt)
+        .collect();
+    let (s, c) = (&int[0], &int[1]);
+    let with = |e: &UrbEvent, id: u64, kind: EventKind| {
+        let mut e = e.clone();
+        e.id = id;
+        e.kind = kind;
+        e
+    };
+    let events = [
+        with(c, 1, EventKind::Complete),
+        with(s, 2, EventKind::Submit),
+        with(s, 3, EventKind::Submit),
+        with(s, 3, EventKind::Error),
+        with(s, 4, EventKind::Submit),
+        with(c, 4, EventKind::Complete),
+        with(c, 2, EventKind::Complete),
+    ];
+    let packets: Vec<Packet> = events
+        .into_iter()
+        .enumerate()
+        .map(|(index, event)| Packet {
+            index,
+            ts_ns: 0,
+            snapped: false,
+            event,
+        })
+        .collect();
+    let (done, subs, steps) = transfers(packets.iter());
+    use ReplayStep::*;
+    assert_eq!(
+        steps,
+        [Complete(0), Submit(0), Submit(2), Complete(1), Complete(2)]
+    );
+    assert_eq!(subs.iter().map(|s| s.packet).collect::<Vec<_>>(), [1, 2, 4]);
+    let by = |t: &RecordedTransfer| (t.packet, t.sub, t.len);
+    assert_eq!(
+        done.iter().map(by).collect::<Vec<_>>(),
+        [
+            (0, None, u32::MAX),
+            (5, Some(2), s.transfer_buffer_length),
+            (6, Some(0), s.transfer_buffer_length)
+        ]
+    );
+}

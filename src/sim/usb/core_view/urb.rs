@@ -411,7 +411,20 @@ pub(super) fn answer(
         return;
     }
     let kind = dev.kind;
-    let recorded = dev.desc.recorded.is_some();
+    if dev.desc.recorded.is_some() {
+        use crate::sim::usb::replay_program::{submit, Submitted};
+        match submit(ctx, d, urb, out.clone()) {
+            Submitted::Walked(done) => replayed(ctx, d, done, now),
+            Submitted::Standard => {
+                let setup = urb.setup.unwrap_or_default();
+                let (status, data) = ctx.handle_ctrl(d, &setup, out.as_deref());
+                let (at, status, actual, data) = control_done(ctx, d, &urb, status, data, now);
+                finish_at(ctx, d, urb.tag, at, status, actual, data, vec![], (0, 0));
+            }
+            Submitted::Unknown => {}
+        }
+        return;
+    }
     if urb.xfer == XferType::Control {
         let setup = urb.setup.unwrap_or_default();
         if kind == Kind::Dev(DeviceKind::MassStorage) && (setup[0], setup[1]) == (0x21, 0xff) {
@@ -419,41 +432,9 @@ pub(super) fn answer(
                 b.reset();
             }
         }
-        let (status, data) = if recorded {
-            match crate::sim::usb::replay_program::control(ctx, d, &setup, out.as_deref()) {
-                Some(r) => r,
-                None => return,
-            }
-        } else {
-            ctx.handle_ctrl(d, &setup, out.as_deref())
-        };
-        let (actual, data) = if status == EPIPE && !urb.dir_in {
-            (ctx.refused_out_moved(d, urb.len), None)
-        } else if status != 0 {
-            (0, None)
-        } else if urb.dir_in {
-            let v = data.unwrap_or_default();
-            let n = v.len().min(urb.len as usize);
-            (n as u32, Some(Arc::from(&v[..n])))
-        } else {
-            (urb.len, None)
-        };
-        let lat = ctx.rng.range(40 * US, 400 * US) + if urb.len > 64 { 100 * US } else { 0 };
-        let lat = ctx.delay(lat);
-        // The device's answer, then its bytes' time on the bus.
-        let moved = if urb.dir_in { actual } else { urb.len };
-        let at = ctx.async_done(d, 8 + moved, now + lat);
+        let (status, data) = ctx.handle_ctrl(d, &setup, out.as_deref());
+        let (at, status, actual, data) = control_done(ctx, d, &urb, status, data, now);
         finish_at(ctx, d, urb.tag, at, status, actual, data, vec![], (0, 0));
-        return;
-    }
-    if recorded {
-        if let Some((at, status, actual, data)) =
-            crate::sim::usb::replay_program::data(ctx, d, &urb, out.as_deref(), now)
-        {
-            // As recorded, on the bus's schedule.
-            let at = bus_time(ctx, d, &urb, actual, at);
-            finish_at(ctx, d, urb.tag, at, status, actual, data, vec![], (0, 0));
-        }
         return;
     }
     if kind == Kind::Dev(DeviceKind::MassStorage) && urb.xfer == XferType::Bulk {
@@ -529,6 +510,59 @@ pub(super) fn answer(
                 (0, 0),
             );
         }
+    }
+}
+
+/// When and how a control URB of `d` submitted at `now` ends, its device
+/// answering `status` and IN `data`: (time, status, actual length, IN
+/// data).
+fn control_done(
+    ctx: &mut Ctx,
+    d: DevId,
+    urb: &Urb,
+    status: i32,
+    data: Option<Vec<u8>>,
+    now: u64,
+) -> (u64, i32, u32, Option<Arc<[u8]>>) {
+    let (actual, data) = if status == EPIPE && !urb.dir_in {
+        (ctx.refused_out_moved(d, urb.len), None)
+    } else if status != 0 {
+        (0, None)
+    } else if urb.dir_in {
+        let v = data.unwrap_or_default();
+        let n = v.len().min(urb.len as usize);
+        (n as u32, Some(Arc::from(&v[..n])))
+    } else {
+        (urb.len, None)
+    };
+    let lat = ctx.rng.range(40 * US, 400 * US) + if urb.len > 64 { 100 * US } else { 0 };
+    let lat = ctx.delay(lat);
+    // The device's answer, then its bytes' time on the bus.
+    let moved = if urb.dir_in { actual } else { urb.len };
+    let at = ctx.async_done(d, 8 + moved, now + lat);
+    (at, status, actual, data)
+}
+
+/// Complete the URBs of the recorded device `d` its replay's walk
+/// completed at `now`, in that order (each given back no earlier than
+/// the one before): as recorded, on the bus's schedule.
+fn replayed(ctx: &mut Ctx, d: DevId, done: Vec<crate::sim::usb::replay_program::Done>, now: u64) {
+    for x in done {
+        let urb = x.urb;
+        let (at, status, actual, data) = if urb.xfer == XferType::Control {
+            let data = x.data.map(|b| b.to_vec());
+            control_done(ctx, d, &urb, x.status, data, now)
+        } else {
+            let lat = ctx.rng.range(50 * US, 300 * US);
+            let at = bus_time(ctx, d, &urb, x.actual, now + lat);
+            (at, x.status, x.actual, x.data)
+        };
+        let Some(dev) = ctx.dev_mut(d) else {
+            return;
+        };
+        let at = at.max(dev.core.replay.last_at);
+        dev.core.replay.last_at = at;
+        finish_at(ctx, d, urb.tag, at, status, actual, data, vec![], (0, 0));
     }
 }
 
@@ -620,6 +654,11 @@ pub(crate) fn cancel(ctx: &mut Ctx, dev: DevRef, tag: u64, now: u64) -> Result<(
         return Err(CoreError::NoUrb);
     };
     ctx.kill(d, &urb, now, ENOENT);
+    if ctx.dev(d).is_some_and(|x| x.desc.recorded.is_some()) {
+        // The replay's walk goes on without it.
+        let done = crate::sim::usb::replay_program::discarded(ctx, d, tag);
+        replayed(ctx, d, done, now);
+    }
     if let (Some(id), Some(p)) = (peer_id, ctx.dev(d).and_then(|x| x.core.peer.as_ref())) {
         {
             let mut g = match p.answers.lock() {

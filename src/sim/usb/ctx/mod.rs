@@ -682,6 +682,7 @@ impl Ctx {
             error_count,
         } = h;
         let urb = d.inflight.remove(pos);
+        d.core.replay.forget(tag);
         self.periodic_dirty |= urb.is_periodic();
         let devnum = d.devnum;
         let mut ev = self.event(t, EventKind::Complete, devnum, &urb);

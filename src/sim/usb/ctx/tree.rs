@@ -345,8 +345,9 @@ pub(crate) struct CoreDev {
     pub quiet_class: bool,
     /// The device model's peer, for programs' URBs (external devices).
     pub peer: Option<ProgramPeer>,
-    /// Replay for programs: the next recorded transfer to look from.
-    pub replay_pos: usize,
+    /// Replay for programs: the walk through the capture and the URBs
+    /// waiting on it.
+    pub replay: ReplayWalk,
     /// URBs the quiet driver's model still runs (not on the bus), until
     /// their answer comes (it goes nowhere).
     pub suppressed: Vec<Urb>,
@@ -355,6 +356,39 @@ pub(crate) struct CoreDev {
     pub unbinds: [u32; MAX_INTERFACES],
     /// A flash drive's bulk-only transport for programs.
     pub bot: Option<Box<crate::sim::usb::scsi::Bot>>,
+}
+
+/// A recorded device's walk through its capture for programs (replay for
+/// programs, `replay_program`), and the programs' URBs waiting on it.
+#[derive(Default)]
+pub(crate) struct ReplayWalk {
+    /// The next record (`RecordedDevice::steps`).
+    pub pos: usize,
+    /// URBs waiting, oldest first.
+    pub queue: Vec<ReplayWaiting>,
+    /// When the last URB the walk completed is given back: the next one
+    /// not before, so that they complete in the walk's order.
+    pub last_at: u64,
+}
+
+impl ReplayWalk {
+    /// URB `tag` ended another way (killed, unplugged).
+    pub(crate) fn forget(&mut self, tag: u64) {
+        self.queue.retain(|w| w.urb.tag != tag);
+    }
+}
+
+/// A program's URB waiting on a replay's walk.
+pub(crate) struct ReplayWaiting {
+    pub urb: Urb,
+    /// OUT data.
+    pub out: Option<Arc<[u8]>>,
+    /// The recorded submission (`RecordedDevice::submissions`) it was
+    /// matched to.
+    pub matched: Option<usize>,
+    /// The first record it can be matched at, as last looked for
+    /// (`usize::MAX`: none).
+    pub next: usize,
 }
 
 /// An external device's peer as programs' URBs reach it: lines go out
