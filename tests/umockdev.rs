@@ -529,6 +529,45 @@ struct Rec<'a> {
     data: &'a [u8],
 }
 
+/// A record of URB `id`: its kind (`S` or `C`), transfer type, endpoint,
+/// length, setup bytes and data.
+fn rec(
+    id: u64,
+    kind: u8,
+    xfer: u8,
+    ep: u8,
+    len: u32,
+    setup: Option<[u8; 8]>,
+    data: &[u8],
+) -> Rec<'_> {
+    Rec {
+        id,
+        kind,
+        xfer,
+        ep,
+        len,
+        setup,
+        data,
+    }
+}
+
+/// umockdev-run's arguments for program `exe` on the hand-written device
+/// `f` (its sysfs path) with capture `cap`.
+fn hand_written_replay(f: &Path, cap: &Path, exe: &Path) -> Vec<String> {
+    let pcap = format!(
+        "/sys/devices/pci0000:00/0000:00:14.0/usb1/1-2/1-2.3={}",
+        cap.display()
+    );
+    vec![
+        "-d".into(),
+        f.display().to_string(),
+        "-p".into(),
+        pcap,
+        "--".into(),
+        exe.display().to_string(),
+    ]
+}
+
 /// A pcap file (linktype 220, USB_LINUX_MMAPPED, as tcpdump writes one)
 /// of `recs` for device 9 on bus 1, one millisecond apart: the layout of
 /// the kernel's `struct mon_bin_hdr` (Documentation/usb/usbmon.rst),
@@ -594,15 +633,6 @@ fn urbs_in_flight_complete_in_the_recordings_order() {
         0xffff_8880_0000_3000,
     );
     let setup = Some([0x40, 0x02, 0, 0, 0, 0, 2, 0]);
-    let rec = |id, kind, xfer, ep, len, setup, data| Rec {
-        id,
-        kind,
-        xfer,
-        ep,
-        len,
-        setup,
-        data,
-    };
     usbmon_pcap(
         &cap,
         &[
@@ -614,18 +644,8 @@ fn urbs_in_flight_complete_in_the_recordings_order() {
             rec(int, b'C', 1, 0x85, 4, None, &[1, 2, 3, 4]),
         ],
     );
-    let pcap = format!(
-        "/sys/devices/pci0000:00/0000:00:14.0/usb1/1-2/1-2.3={}",
-        cap.display()
-    );
-    let args = [
-        "-d",
-        f.to_str().unwrap(),
-        "-p",
-        &pcap,
-        "--",
-        exe.to_str().unwrap(),
-    ];
+    let args = hand_written_replay(&f, &cap, &exe);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let ours = same_under_both(
         &args,
         dir,
@@ -665,15 +685,6 @@ fn a_rust_program_on_nusb_is_answered_from_the_recording_under_monfs() {
     let exe = nusb_replay();
     let f = hand_written(dir);
     let cap = dir.join("nusb.pcap");
-    let rec = |id, kind, xfer, ep, len, setup, data| Rec {
-        id,
-        kind,
-        xfer,
-        ep,
-        len,
-        setup,
-        data,
-    };
     let (c, o, i, n) = (
         0xffff_8880_0000_1000,
         0xffff_8880_0000_2000,
@@ -694,18 +705,8 @@ fn a_rust_program_on_nusb_is_answered_from_the_recording_under_monfs() {
             rec(n, b'C', 1, 0x85, 4, None, &[0, 0, 0, 1]),
         ],
     );
-    let pcap = format!(
-        "/sys/devices/pci0000:00/0000:00:14.0/usb1/1-2/1-2.3={}",
-        cap.display()
-    );
-    let args = [
-        "-d",
-        f.to_str().unwrap(),
-        "-p",
-        &pcap,
-        "--",
-        exe.to_str().unwrap(),
-    ];
+    let args = hand_written_replay(&f, &cap, &exe);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let ours = umockdev_run(true, &args, dir);
     assert_eq!(
         text(&ours.stdout),

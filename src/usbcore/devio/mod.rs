@@ -143,6 +143,17 @@ struct DevEntry {
     files: Mutex<Vec<Weak<Ps>>>,
 }
 
+impl DevEntry {
+    /// The device's files still open.
+    fn open_files(&self) -> Vec<Arc<Ps>> {
+        self.files
+            .lock_ok()
+            .iter()
+            .filter_map(|w| w.upgrade())
+            .collect()
+    }
+}
+
 /// usbfs: the `dev/bus/usb` files of every device the port lists.
 pub struct UsbFs {
     port: Arc<dyn UsbCorePort>,
@@ -229,13 +240,7 @@ impl UsbFs {
         if e.probed.swap(true, Ordering::SeqCst) {
             return;
         }
-        let files: Vec<Arc<Ps>> = e
-            .files
-            .lock_ok()
-            .iter()
-            .filter_map(|w| w.upgrade())
-            .collect();
-        for ps in files {
+        for ps in e.open_files() {
             ps.wake();
         }
     }
@@ -258,13 +263,7 @@ impl UsbFs {
         if let Some(tree) = self.tree.upgrade().filter(|_| !taken) {
             tree.remove(&e.path);
         }
-        let files: Vec<Arc<Ps>> = e
-            .files
-            .lock_ok()
-            .iter()
-            .filter_map(|w| w.upgrade())
-            .collect();
-        for ps in files {
+        for ps in e.open_files() {
             ps.disconnected();
         }
     }
