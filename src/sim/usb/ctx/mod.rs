@@ -570,21 +570,6 @@ impl Ctx {
     }
 
     /// Emit an `E` event (the URB never went in flight).
-    /// Submit an IN URB of a class driver for `dev`, its next injected
-    /// fault taken first: a submit error is reported (-ENODEV) and `Err`
-    /// holds when the driver tries again; otherwise the URB is submitted and
-    /// `Ok` holds how it is to end.
-    pub(crate) fn submit_in(&mut self, dev: DevId, urb: Urb, now: u64) -> Result<Outcome, u64> {
-        let outcome = self.take_error(dev);
-        if outcome == Outcome::SubmitError {
-            self.submit_error(dev, urb, now, ENODEV);
-            return Err(now + self.rng.range(10 * MS, 20 * MS));
-        }
-        let e = self.empty.clone();
-        self.submit(dev, urb, now, Some(e), Vec::new());
-        Ok(outcome)
-    }
-
     pub(crate) fn submit_error(&mut self, dev: DevId, urb: Urb, t: u64, status: i32) {
         let Some(devnum) = self.dev(dev).map(|d| d.devnum) else {
             return;

@@ -137,20 +137,15 @@ impl Task for FloodTask {
         }
         let d = self.dev;
         let is_in = self.phase >= 2;
-        let urb = if is_in { self.inn } else { self.out };
+        let mut urb = if is_in { self.inn } else { self.out };
         if self.phase % 2 == 0 {
-            self.outcome = ctx.take_error(d);
-            if self.outcome == Outcome::SubmitError {
-                ctx.submit_error(d, urb, now, ENODEV);
-                self.phase = (self.phase + 2) % 4;
-            } else {
-                let data = if is_in {
-                    ctx.empty.clone()
-                } else {
-                    self.out_data.clone()
-                };
-                ctx.submit(d, urb, now, Some(data), Vec::new());
-                self.phase += 1;
+            let out = (!is_in).then(|| self.out_data.clone());
+            match ctx.submit_urb(d, &mut urb, out, Vec::new(), Place::Given, now) {
+                Ok((o, _)) => {
+                    self.outcome = o;
+                    self.phase += 1;
+                }
+                Err(_) => self.phase = (self.phase + 2) % 4,
             }
         } else {
             let ep = if is_in { 0x81 } else { 0x02 };

@@ -16,7 +16,8 @@
 //!   monfs-generic, for an external device's interfaces no stock driver
 //!   matches.
 //! * What the drivers share: the interrupt IN loop ([`int_in`]) and the
-//!   clear-halt recovery ([`recovery`]).
+//!   clear-halt recovery ([`recovery`]). Their data URBs go on the bus
+//!   through [`Ctx::submit_urb`], as programs' do.
 //!
 //! Which interfaces a device's drivers are probed on at all, and when, is
 //! its model's (`device`): a device from a descriptor dump binds only the

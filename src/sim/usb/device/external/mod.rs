@@ -783,20 +783,19 @@ impl ExternalTask {
         for i in 0..self.eps.len() {
             if !self.eps[i].inflight {
                 if now >= self.eps[i].due {
-                    let outcome = ctx.take_error(dev);
                     let e = &mut self.eps[i];
-                    e.outcome = outcome;
-                    if outcome == Outcome::SubmitError {
-                        ctx.submit_error(dev, e.urb, now, ENODEV);
+                    let out = e.out.clone();
+                    let placed = ctx.submit_urb(dev, &mut e.urb, out, vec![], Place::Given, now);
+                    if placed.is_err() {
+                        e.outcome = Outcome::SubmitError;
                         e.due = now + ctx.rng.range(10 * MS, 20 * MS);
-                    } else {
+                    } else if let Ok((outcome, _)) = placed {
+                        e.outcome = outcome;
                         let id = self.link.id();
                         let e = &mut self.eps[i];
                         e.id = id;
                         e.inflight = true;
                         e.answer = None;
-                        let sdata = e.urb.submit_data(ctx, &e.out);
-                        ctx.submit(dev, e.urb, now, sdata, vec![]);
                         let polls = if outcome == Outcome::Ok {
                             1
                         } else {
