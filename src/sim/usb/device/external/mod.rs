@@ -683,10 +683,10 @@ impl ExternalTask {
             None => (ctx.tags.alloc(&mut ctx.rng, URB_SIZE), true),
         };
         let s = req.setup;
-        let urb = Urb::control(tag, s);
+        let mut urb = Urb::control(tag, s);
         let (dir_in, len) = (urb.dir_in, urb.len);
-        let sdata = urb.submit_data(ctx, &req.out);
-        ctx.submit(dev, urb, now, sdata, vec![]);
+        // On ep0, which takes no injected fault: it goes on the bus.
+        let _ = ctx.submit_urb(dev, &mut urb, req.out.clone(), vec![], Place::Given, now);
         let id = self.link.id();
         let mut cur = CtrlCur {
             ends_probe: req.ends_probe,
