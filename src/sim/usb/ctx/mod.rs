@@ -542,23 +542,6 @@ impl Ctx {
         let Some(d) = self.devs.get_mut(dev) else {
             return;
         };
-        if (d.core.quiet_class || !d.core.quiet_eps.is_empty())
-            && !self.core.urbs.contains_key(&urb.tag)
-        {
-            // A program detached the class driver: its URBs stop.
-            let addr = urb.ep | if urb.dir_in { 0x80 } else { 0 };
-            let quiet = if urb.ep == 0 {
-                d.core.quiet_class && urb.tag == d.class_tag
-            } else {
-                d.core.quiet_eps.contains(&addr)
-            };
-            if quiet {
-                if d.core.suppressed.len() < 64 {
-                    d.core.suppressed.push(urb);
-                }
-                return;
-            }
-        }
         d.inflight.push(urb);
         self.periodic_dirty |= urb.is_periodic();
         let devnum = d.devnum;
@@ -641,11 +624,6 @@ impl Ctx {
         };
         let tag = h.tag;
         let Some(pos) = d.inflight.iter().position(|u| u.tag == tag) else {
-            // A quiet driver's URB (off the bus: a program detached the
-            // driver, whose model runs on): its answer goes nowhere.
-            if let Some(k) = d.core.suppressed.iter().position(|u| u.tag == tag) {
-                d.core.suppressed.swap_remove(k);
-            }
             return false;
         };
         self.complete_in_order(dev, pos, t, h, ordered)

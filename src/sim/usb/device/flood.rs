@@ -125,15 +125,16 @@ impl Task for FloodTask {
         if !ctx.alive(self.dev) {
             return None;
         }
-        if let Some(t) = run_recovery(&mut self.runner, ctx, self.class_tag, now) {
-            return Some(t);
-        }
         if ctx.unbound(self.dev, self.owner) {
             // A program detached usbtest (its URB was killed): the stream
-            // ends, its URBs freed.
+            // ends, its URBs freed, a clear-halt it had still to send
+            // dropped.
             ctx.tags.free(self.out.tag, URB_SIZE);
             ctx.tags.free(self.inn.tag, URB_SIZE);
             return None;
+        }
+        if let Some(t) = run_recovery(&mut self.runner, ctx, self.class_tag, now) {
+            return Some(t);
         }
         let d = self.dev;
         let is_in = self.phase >= 2;

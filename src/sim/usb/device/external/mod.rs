@@ -400,6 +400,29 @@ impl ExternalTask {
         }
     }
 
+    /// A driver detached since the last look sends none of the clear-halts
+    /// it had still to send for its endpoints (its disconnect ended its
+    /// work).
+    fn drop_detached_halts(&mut self, ctx: &Ctx) {
+        let Some(dev) = ctx.dev(self.dev) else {
+            return;
+        };
+        let eps: Vec<u8> = (dev.desc.cfg.alts.iter())
+            .filter(|a| {
+                let i = a.num as usize;
+                dev.core.unbinds.get(i) != self.unbinds.get(i)
+            })
+            .flat_map(|a| a.eps.iter().map(|e| e.addr))
+            .collect();
+        if eps.is_empty() {
+            return;
+        }
+        let halt = |s: &[u8; 8]| (s[0], s[1]) == (0x02, 0x01) && eps.contains(&s[4]);
+        (self.runner.q).retain(|op| !matches!(op, Op::Ctrl { setup, .. } if halt(setup)));
+        let class_tag = self.class_tag;
+        (self.ctrl).retain(|r| !(r.tag == Some(class_tag) && halt(&r.setup)));
+    }
+
     /// Follow programs' detaches and attaches (usbfs): a driver detached
     /// since the last look stops its endpoints (the core killed their
     /// URBs; the peer is told); one attached again probes again, and its
@@ -878,6 +901,7 @@ impl ExternalTask {
 
     fn run(&mut self, ctx: &mut Ctx, now: u64) -> Result<Option<u64>, PeerError> {
         self.drain()?;
+        self.drop_detached_halts(ctx);
         if let Some(t) = run_recovery(&mut self.runner, ctx, self.class_tag, now) {
             return Ok(Some(t));
         }
