@@ -283,6 +283,33 @@ fn python_under_monfs_run(devices: &str, script: &str) -> String {
     )
 }
 
+/// A pyusb program detaches the control interfaces' drivers of the audio
+/// device and the webcam (tests/data/streaming_driver.py, under `monfs
+/// run`): snd-usb-audio's disconnect keeps the streaming interface it
+/// claimed (sysfs `driver`, USBDEVFS_GETDRIVER, and EBUSY for a claim)
+/// until that interface is detached too; uvcvideo's releases it, which a
+/// program may then claim.
+#[test]
+fn a_detached_control_interface_leaves_snd_usb_audio_its_streaming_interface() {
+    let out = python_under_monfs_run(
+        "{port: 1, kind: audio}\n        - {port: 2, kind: webcam}",
+        "streaming_driver.py",
+    );
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "uac control - streaming snd-usb-audio",
+            "uac kernel driver active True",
+            "uac claim -16",
+            "uac detached -",
+            "uac claim 0 usbfs",
+            "uvc control - streaming -",
+            "uvc kernel driver active False",
+            "uvc claim 0 usbfs",
+        ]
+    );
+}
+
 /// A pyusb program that takes the webcam's and the audio device's
 /// streaming interfaces from uvcvideo and snd-usb-audio gets the answers
 /// those drivers get (tests/data/class_requests.py, under `monfs run`):

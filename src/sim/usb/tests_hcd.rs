@@ -1073,6 +1073,48 @@ fn detaching_the_control_interface_ends_the_stream() {
     assert!(!sink.0.lock_ok().iter().any(iso), "streams on");
 }
 
+/// A program detaches the control interface: snd-usb-audio's disconnect
+/// (usb_audio_disconnect) releases none of the interfaces its probe
+/// claimed, so the audio device's streaming interface stays bound to the
+/// shut-down driver (its `driver`, GETDRIVER's answer; a claim is EBUSY)
+/// until it is detached itself; uvcvideo's last reference goes with its
+/// disconnect (no video node is open) and uvc_delete releases the webcam's
+/// streaming interface, which a program may then claim.
+#[test]
+fn a_control_interface_detached_leaves_snd_usb_audio_its_streaming_interface() {
+    use crate::usbcore::device::CoreError;
+    for (kind, kept) in [("audio", Some("snd-usb-audio")), ("webcam", None)] {
+        let (sim, _sink, devs) = bus(&[&format!("{{port: 1, kind: {kind}}}")], "ehci");
+        let dev = &devs[0];
+        let mut now = 3000;
+        let driver = |n: u8| {
+            let d = sim.device(dev.dev).unwrap();
+            d.interface(n).unwrap().driver.clone()
+        };
+        assert_eq!(
+            ask(&sim, dev, CoreRequest::DetachDriver(0), &mut now, 300),
+            0
+        );
+        assert_eq!(driver(0), None, "{kind}");
+        assert_eq!(driver(1).as_deref(), kept, "{kind}");
+        let claim = sim.claim_interface(dev.dev, 1, 9);
+        if kept.is_none() {
+            assert_eq!(claim, Ok(()), "{kind}");
+            continue;
+        }
+        assert_eq!(claim, Err(CoreError::Busy), "{kind}");
+        // Its own unbind (usb_audio_disconnect of an unused interface does
+        // nothing) leaves it free.
+        assert_eq!(
+            ask(&sim, dev, CoreRequest::DetachDriver(1), &mut now, 300),
+            0
+        );
+        assert_eq!(driver(1), None, "{kind}");
+        assert_eq!(sim.claim_interface(dev.dev, 1, 9), Ok(()), "{kind}");
+        assert_eq!(driver(1).as_deref(), Some("usbfs"), "{kind}");
+    }
+}
+
 /// snd-usb-audio detached and attached again, five times over: the
 /// ended stream's URBs are freed, so the bus holds no more URBs than
 /// before, less the stream's.

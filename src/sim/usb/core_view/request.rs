@@ -283,8 +283,6 @@ fn run_request(
                 later(ctx, 0);
                 return Ok(id);
             }
-            // usbhid's URB for SET_REPORT may go out again.
-            x.core.quiet_class = false;
             // The driver's probe requests run again before it submits (an
             // external device's model keeps its own).
             let ops = match driver::attached(x, intf) {
@@ -298,7 +296,6 @@ fn run_request(
             // probe too, as the kernel's CONNECT runs it.
             let external = x.kind == Kind::Dev(DeviceKind::External);
             if ops.is_empty() && !external {
-                unquiet(x);
                 (ctx.rebind)(ctx, d, intf, now);
                 device_changed(ctx, d);
                 later(ctx, 1);
@@ -346,17 +343,6 @@ fn run_request(
         }),
     );
     Ok(id)
-}
-
-/// The drivers of the interfaces not detached submit again.
-fn unquiet(x: &mut Device) {
-    x.core.quiet_eps.clear();
-    x.core.quiet_class = false;
-    x.core.suppressed.clear();
-    let det = x.core.detached.clone();
-    for i in det {
-        quiet(x, i);
-    }
 }
 
 /// What a run of the core's own requests is for.
@@ -423,12 +409,11 @@ impl Task for CoreOps {
                 return Some(t);
             }
         }
-        let status = match (self.after, ctx.dev_mut(self.dev)) {
+        let status = match (self.after, ctx.dev(self.dev)) {
             (After::Reprobe(intf), Some(x)) if !x.gone => {
                 let since = match self.rebound {
                     Some(t) => t,
                     None => {
-                        unquiet(x);
                         (ctx.rebind)(ctx, self.dev, intf, now);
                         device_changed(ctx, self.dev);
                         self.rebound = Some(now);
@@ -482,22 +467,18 @@ fn back_to_setting_0(
     spawn_core_ops(ctx, d, ops, now, (5 * US, 30 * US), After::Unbind, done);
 }
 
-/// Mark interface `intf`'s endpoints quiet for the class driver.
-fn quiet(x: &mut Device, intf: u8) {
-    let eps: Vec<u8> = x
-        .desc
-        .cfg
-        .alts
-        .iter()
+/// The endpoints (address with direction) of interface `intf` of `x`, in
+/// any of its settings.
+fn endpoints(x: &Device, intf: u8) -> Vec<u8> {
+    (x.desc.cfg.alts.iter())
         .filter(|a| a.num == intf)
         .flat_map(|a| a.eps.iter().map(|e| e.addr))
-        .collect();
-    x.core.quiet_eps.extend(eps);
-    x.core.quiet_class = true;
+        .collect()
 }
 
 /// usb_driver_release_interface of the kernel driver of `intf`: the
-/// driver's URBs there end and it submits no more. usb_unbind_interface
+/// driver's URBs there end, and its tasks end at their next step, before
+/// they submit anything more (`Ctx::unbound`). usb_unbind_interface
 /// disables the interface's endpoints before the driver's disconnect, so
 /// the host controller flushes them (-108, ESHUTDOWN; the kernel oracle
 /// shows it for usbhid), except for a driver with soft_unbind
@@ -522,9 +503,8 @@ fn detach(ctx: &mut Ctx, d: DevId, intf: u8, now: u64) -> Vec<u8> {
     if let Some(n) = x.core.unbinds.get_mut(intf as usize) {
         *n = n.wrapping_add(1);
     }
-    quiet(x, intf);
     let class_tag = x.class_tag;
-    let eps = x.core.quiet_eps.clone();
+    let eps = endpoints(x, intf);
     let victims: Vec<Urb> = x
         .inflight
         .iter()
@@ -546,10 +526,7 @@ fn detach(ctx: &mut Ctx, d: DevId, intf: u8, now: u64) -> Vec<u8> {
     let Some(x) = ctx.dev(d) else {
         return Vec::new();
     };
-    let eps: Vec<u8> = (x.desc.cfg.alts.iter())
-        .filter(|a| claimed.contains(&a.num))
-        .flat_map(|a| a.eps.iter().map(|e| e.addr))
-        .collect();
+    let eps: Vec<u8> = claimed.iter().flat_map(|n| endpoints(x, *n)).collect();
     let victims: Vec<Urb> = (x.inflight.iter())
         .filter(|u| u.ep != 0 && eps.contains(&(u.ep | if u.dir_in { 0x80 } else { 0 })))
         .filter(|u| !ctx.core.urbs.contains_key(&u.tag))
@@ -607,7 +584,6 @@ pub(crate) fn release(
         // usbfs's release leaves the interface without a driver.
         if !x.core.detached.contains(&intf) && x.kind != Kind::Root {
             x.core.detached.push(intf);
-            quiet(x, intf);
         }
         reset = claimed && !x.gone && x.alt.get(intf as usize).is_some_and(|a| *a != 0);
     }

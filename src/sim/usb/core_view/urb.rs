@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use crate::config::DeviceKind;
 use crate::usbcore::device::{CoreError, DevRef, TransferType, UrbDone, UrbRequest};
-use crate::usbmon::event::{IsoDesc, XferType, URB_ISO_ASAP};
+use crate::usbmon::event::{IsoDesc, XferType};
 
 use crate::sim::usb::ctx::*;
 use crate::sim::usb::descriptors;
 
-use super::finish::{bus_time, finish_at, period};
+use super::finish::{bus_time, finish_at};
 use super::*;
 
 /// Waits for the peer's answer to a program's URB.
@@ -202,46 +202,6 @@ pub(crate) fn submit(
         start_frame: r.start_frame,
         sched_frame: 0,
     };
-    // Faults apply to data transfers, as to the drivers'.
-    let outcome = if r.endpoint & 0x0f != 0 {
-        ctx.take_error(d)
-    } else {
-        Outcome::Ok
-    };
-    if outcome == Outcome::SubmitError {
-        let st = if r.xfer == TransferType::Iso {
-            EXDEV
-        } else {
-            ENODEV
-        };
-        ctx.submit_error(d, urb, now, st);
-        ctx.tags.free(tag, size);
-        return Err(CoreError::Failed(-st));
-    }
-    // The isochronous schedule places it before it joins its endpoint's
-    // queue; EHCI refuses one whose frames have all passed.
-    let slot = match (urb.xfer, period(ctx, d, &urb)) {
-        (XferType::Iso, Some((per, unit))) => {
-            let asap = urb.flags & URB_ISO_ASAP != 0;
-            match ctx.iso_frames(d, ep_key(&urb), (npk, per, unit), asap, now) {
-                Ok(slot) => slot,
-                Err(st) => {
-                    tracing::debug!(
-                        "usb {}: isochronous URB without URB_ISO_ASAP is late: {st}",
-                        ctx.dev_name(d)
-                    );
-                    ctx.submit_error(d, urb, now, st);
-                    ctx.tags.free(tag, size);
-                    return Err(CoreError::Failed(-st));
-                }
-            }
-        }
-        _ => IsoSlot {
-            start_frame: 0,
-            end: now,
-            late: 0,
-        },
-    };
     let out: Option<Arc<[u8]>> = (!r.out.is_empty()).then(|| Arc::from(&r.out[..]));
     let pkts = r.iso_lengths.clone();
     let sub_iso: Vec<IsoDesc> = {
@@ -267,26 +227,27 @@ pub(crate) fn submit(
             peer_id: None,
         },
     );
-    let sdata = if dir_in {
-        Some(ctx.empty.clone())
-    } else if r.length > 0 {
-        out.clone()
-    } else {
-        None
+    let placed = ctx.submit_urb(d, &mut urb, out.clone(), sub_iso.clone(), Place::Hcd, now);
+    let (outcome, slot) = match placed {
+        Ok(x) => x,
+        Err(st) => {
+            ctx.core.urbs.remove(&tag);
+            ctx.tags.free(tag, size);
+            return Err(CoreError::Failed(-st));
+        }
     };
-    urb.sched_frame = slot.start_frame;
-    ctx.submit(d, urb, now, sdata, sub_iso.clone());
+    let slot = slot.unwrap_or(IsoSlot {
+        start_frame: 0,
+        end: now,
+        late: 0,
+    });
     if outcome != Outcome::Ok {
         // An injected fault ends it a little later.
         let at = now + ctx.rng.range(100 * US, 1000 * US);
         let iso = sub_iso
             .iter()
             .map(|p| IsoDesc {
-                status: if outcome == Outcome::Stall {
-                    EPROTO
-                } else {
-                    outcome.status()
-                },
+                status: outcome.status(),
                 offset: p.offset,
                 length: 0,
             })

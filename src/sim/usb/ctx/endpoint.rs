@@ -23,10 +23,12 @@
 //!   from its endpoint's next free (micro)frame (`URB_ISO_ASAP`) and completes
 //!   at the end of its last one.
 
-use crate::config::Controller;
-use crate::usbmon::event::XferType;
+use std::sync::Arc;
 
-use super::{Ctx, DevId, Held, Urb, ENOENT, ESHUTDOWN, EXDEV, MS, US};
+use crate::config::Controller;
+use crate::usbmon::event::{IsoDesc, XferType, URB_ISO_ASAP};
+
+use super::{Ctx, DevId, Held, Outcome, Urb, ENODEV, ENOENT, EPROTO, ESHUTDOWN, EXDEV, MS, US};
 use crate::sim::usb::descriptors::Speed;
 
 /// -ECONNRESET: an asynchronous unlink.
@@ -86,6 +88,75 @@ pub(crate) fn next_slot(t: u64, per: u64) -> u64 {
 }
 
 impl Ctx {
+    /// usb_submit_urb (`drivers/usb/core/urb.c` and the HCD's enqueue in
+    /// `hcd.c`): the one way a URB of a program (through usbfs) or of a
+    /// host driver reaches device `dev`'s endpoint. `out` is an OUT URB's
+    /// data, `iso` an isochronous URB's packets as submitted.
+    ///
+    /// A data URB takes the device's next injected fault ([`Ctx::take_error`];
+    /// an unplugged device has none, its controller fails the transfer): a
+    /// submit error is the URB's `E` event (-19, -18 for an isochronous URB)
+    /// and `Err` with that status; an isochronous endpoint does not stall,
+    /// a stall there is a protocol error. `place` says who puts an
+    /// isochronous URB on its endpoint's schedule: the controller
+    /// ([`Place::Hcd`], [`Ctx::iso_frames`]; EHCI refuses a URB whose every
+    /// frame has passed, `Err(-18)` and its `E` event), or the submitter,
+    /// which did already ([`Place::Given`]). Otherwise the URB joins its
+    /// endpoint's queue with its `S` event, and `Ok` holds how it is to
+    /// end and, for one the controller placed, where. No device: `Err(-19)`,
+    /// no event.
+    pub(crate) fn submit_urb(
+        &mut self,
+        dev: DevId,
+        urb: &mut Urb,
+        out: Option<Arc<[u8]>>,
+        iso: Vec<IsoDesc>,
+        place: Place,
+        now: u64,
+    ) -> Result<(Outcome, Option<IsoSlot>), i32> {
+        let Some(d) = self.dev(dev) else {
+            return Err(ENODEV);
+        };
+        let mut outcome = if urb.ep != 0 && !d.gone {
+            self.take_error(dev)
+        } else {
+            Outcome::Ok
+        };
+        let is_iso = urb.xfer == XferType::Iso;
+        if outcome == Outcome::SubmitError {
+            let st = if is_iso { EXDEV } else { ENODEV };
+            self.submit_error(dev, *urb, now, st);
+            return Err(st);
+        }
+        if is_iso && outcome == Outcome::Stall {
+            outcome = Outcome::Proto(EPROTO);
+        }
+        let slot = match (place, self.dev(dev).map(|d| d.period(urb))) {
+            (Place::Hcd, Some((per, unit))) if is_iso => {
+                let asap = urb.flags & URB_ISO_ASAP != 0;
+                let key = ep_key(urb);
+                match self.iso_frames(dev, key, (urb.npk, per, unit), asap, now) {
+                    Ok(slot) => Some(slot),
+                    Err(st) => {
+                        tracing::debug!(
+                            "usb {}: isochronous URB without URB_ISO_ASAP is late: {st}",
+                            self.dev_name(dev)
+                        );
+                        self.submit_error(dev, *urb, now, st);
+                        return Err(st);
+                    }
+                }
+            }
+            _ => None,
+        };
+        if let Some(s) = slot {
+            urb.sched_frame = s.start_frame;
+        }
+        let data = urb.submit_data(self, &out);
+        self.submit(dev, *urb, now, data, iso);
+        Ok((outcome, slot))
+    }
+
     /// Give back the in-flight URB at `pos` of `dev` with the answer `h`
     /// now if it heads its endpoint's queue, `h` is an unlink's or `ordered`
     /// is false (a kill); hold `h` otherwise. False: it was answered
@@ -339,6 +410,17 @@ impl Ctx {
             late,
         })
     }
+}
+
+/// Who places an isochronous URB on its endpoint's schedule
+/// ([`Ctx::submit_urb`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// The host controller, as the kernel's HCDs place it.
+    Hcd,
+    /// The submitter did already (a device model's own stream), or the
+    /// URB is not isochronous.
+    Given,
 }
 
 /// Where an isochronous URB is on its endpoint's schedule

@@ -3,7 +3,6 @@
 //! control-request sequencer, and the [`Task`] trait the scheduler runs.
 //! This module imports none of them.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::base::clock::Clock;
@@ -13,15 +12,16 @@ use crate::usbmon::event::{
 };
 
 use super::descriptors::{Descriptors, Speed};
-use super::peer::PeerError;
 use crate::sim::rng::Rng;
 use crate::usbcore::device::{IsoResult, UrbResult};
 
 pub(crate) use endpoint::*;
+pub(crate) use runner::*;
 pub use tree::Fault;
 pub(crate) use tree::*;
 
 pub(crate) mod endpoint;
+mod runner;
 mod tree;
 
 /// Something the bus schedules: a device model's data stream, the hub
@@ -52,291 +52,9 @@ impl Urb {
     }
 }
 
-/// A control transfer that has been submitted and awaits its completion.
-#[derive(Debug)]
-struct Pending {
-    target: DevId,
-    tag: u64,
-    status: i32,
-    data: Option<Arc<[u8]>>,
-    actual: u32,
-    /// Answered from outside: (id, deadline, URB).
-    remote: Option<(u64, u64, Urb)>,
-}
-
 /// The last control request a [`Runner`] completed: device, the status
 /// its caller sees (-110 for a timeout), IN data.
 pub(crate) type Last = (DevId, i32, Option<Arc<[u8]>>);
-
-/// Runs a queue of [`Op`]s one transfer at a time.
-#[derive(Debug, Default)]
-pub(crate) struct Runner {
-    pub q: VecDeque<Op>,
-    pending: Option<Pending>,
-    last: Option<Last>,
-}
-
-impl Runner {
-    pub(crate) fn busy(&self) -> bool {
-        self.pending.is_some() || !self.q.is_empty()
-    }
-
-    /// Run one step at `now`; returns when to run next, or None when idle.
-    /// `hub` is the hub whose worker runs the queue; `tag` its current URB.
-    pub(crate) fn step(
-        &mut self,
-        ctx: &mut Ctx,
-        hub: Option<DevId>,
-        tag: &mut u64,
-        now: u64,
-    ) -> Option<u64> {
-        if let Some(mut p) = self.pending.take() {
-            if let Some((id, deadline, urb)) = p.remote {
-                let mut link = ctx.dev_mut(p.target).and_then(|d| d.ep0.take());
-                let r = match link.as_mut() {
-                    Some(l) => l.poll(id, &urb),
-                    None => Err(PeerError::Gone),
-                };
-                let put = |ctx: &mut Ctx, link| {
-                    if let Some(d) = ctx.dev_mut(p.target) {
-                        d.ep0 = link;
-                    }
-                };
-                match r {
-                    Ok(Some((st, actual, data))) => {
-                        put(ctx, link);
-                        p.status = st;
-                        if urb.dir_in {
-                            p.actual = actual;
-                            p.data = data;
-                        }
-                        if st == 0
-                            && matches!(
-                                (
-                                    urb.setup.unwrap_or_default()[0],
-                                    urb.setup.unwrap_or_default()[1]
-                                ),
-                                (0x00, 0x09) | (0x01, 0x0b)
-                            )
-                        {
-                            // monfs keeps the configuration's bookkeeping.
-                            let _ = ctx.handle_ctrl(p.target, &urb.setup.unwrap_or_default(), None);
-                        }
-                    }
-                    Ok(None) if now < deadline => {
-                        put(ctx, link);
-                        self.pending = Some(p);
-                        return Some((now + MS).min(deadline));
-                    }
-                    Ok(None) => {
-                        // usb_control_msg timed out: usb_kill_urb.
-                        ctx.complete(p.target, p.tag, now, ENOENT, 0, None, Vec::new(), 0, 0);
-                        let r = link.as_mut().map(|l| l.unlink(id, ENOENT));
-                        put(ctx, link);
-                        if let Some(Err(why)) = r {
-                            ctx.peer_gone(p.target, &why, now);
-                        }
-                        self.last = Some((p.target, ETIMEDOUT, None));
-                        return Some(now + ctx.gap());
-                    }
-                    Err(why) => {
-                        put(ctx, link);
-                        ctx.peer_gone(p.target, &why, now);
-                        self.last = Some((p.target, EPROTO, None));
-                        return Some(now + ctx.gap());
-                    }
-                }
-            }
-            let data = if p.status == 0 { p.data } else { None };
-            // A refused request of a device that stalls after its data
-            // stage counts its OUT data (`actual` says what moved).
-            let actual = match p.status {
-                0 => p.actual,
-                EPIPE if p.remote.is_none() => p.actual,
-                _ => 0,
-            };
-            self.last = Some((p.target, p.status, data.clone()));
-            ctx.complete(
-                p.target,
-                p.tag,
-                now,
-                p.status,
-                actual,
-                data,
-                Vec::new(),
-                0,
-                0,
-            );
-            return if self.q.is_empty() {
-                None
-            } else {
-                Some(now + ctx.gap())
-            };
-        }
-        loop {
-            let op = self.q.pop_front()?;
-            match op {
-                Op::Ctrl {
-                    target,
-                    setup,
-                    out,
-                    tag: t,
-                } => {
-                    let tag = t.unwrap_or(*tag);
-                    if !ctx.alive(target) {
-                        if ctx.dev(target).is_none() {
-                            continue; // disconnected: usb_submit_urb says ENODEV
-                        }
-                        // Unplugged, not yet disconnected: the host controller
-                        // sends the request and the transaction fails.
-                        let urb = Urb::control(tag, setup);
-                        let sdata = urb.submit_data(ctx, &out);
-                        ctx.submit(target, urb, now, sdata, Vec::new());
-                        self.pending = Some(Pending {
-                            target,
-                            tag,
-                            status: EPROTO,
-                            data: None,
-                            actual: 0,
-                            remote: None,
-                        });
-                        let lat = ctx.rng.range(100 * US, 1000 * US);
-                        return Some(now + ctx.delay(lat));
-                    }
-                    if let Some(mut link) = ctx.dev_mut(target).and_then(|d| d.ep0.take()) {
-                        // Answered from outside: wait for it, polled.
-                        let urb = Urb::control(tag, setup);
-                        let sdata = urb.submit_data(ctx, &out);
-                        ctx.submit(target, urb, now, sdata, Vec::new());
-                        let r = link.submit(&urb, out.as_deref());
-                        let timeout = link.timeout();
-                        if let Some(d) = ctx.dev_mut(target) {
-                            d.ep0 = Some(link);
-                        }
-                        match r {
-                            Ok(id) => {
-                                self.pending = Some(Pending {
-                                    target,
-                                    tag,
-                                    status: 0,
-                                    actual: if urb.dir_in { 0 } else { urb.len },
-                                    data: if urb.dir_in { None } else { out },
-                                    remote: Some((id, now + timeout, urb)),
-                                });
-                                return Some(now + MS);
-                            }
-                            Err(why) => {
-                                ctx.peer_gone(target, &why, now);
-                                self.last = Some((target, EPROTO, None));
-                                return Some(now + ctx.gap());
-                            }
-                        }
-                    }
-                    let (status, data) = ctx.handle_ctrl(target, &setup, out.as_deref());
-                    let urb = Urb::control(tag, setup);
-                    let (dir_in, len) = (urb.dir_in, urb.len);
-                    let sdata = urb.submit_data(ctx, &out);
-                    ctx.submit(target, urb, now, sdata, Vec::new());
-                    let (actual, data) = if dir_in {
-                        let d = data.unwrap_or_default();
-                        let n = d.len().min(len as usize);
-                        (n as u32, Some(Arc::from(&d[..n])))
-                    } else if status == EPIPE {
-                        (ctx.refused_out_moved(target, len), out)
-                    } else {
-                        (len, out)
-                    };
-                    self.pending = Some(Pending {
-                        target,
-                        tag,
-                        status,
-                        data,
-                        actual,
-                        remote: None,
-                    });
-                    let lat =
-                        ctx.rng.range(40 * US, 400 * US) + if len > 64 { 100 * US } else { 0 };
-                    return Some(now + ctx.delay(lat));
-                }
-                Op::Delay(ns) => return Some(now + ctx.delay(ns)),
-                Op::NewTag => {
-                    ctx.tags.free(*tag, URB_SIZE);
-                    *tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
-                }
-                Op::Addressed(d) => {
-                    if let Some(dev) = ctx.dev_mut(d) {
-                        dev.devnum = dev.reserved;
-                        dev.visible = true;
-                    }
-                }
-                Op::SubmitInt => {
-                    if let Some(h) = hub {
-                        ctx.submit_hub_int(h, now);
-                        return Some(now + ctx.gap());
-                    }
-                }
-                Op::StartStreams(d) => {
-                    (ctx.bind_driver)(ctx, d, now);
-                }
-                Op::Activate(d) => ctx.activate_hub(d, now),
-                Op::Disconnect(d) => {
-                    ctx.disconnect(d, now);
-                    return Some(now + ctx.gap());
-                }
-                Op::PortEvent(p) => {
-                    let ops = hub.map(|h| ctx.port_event_ops(h, p)).unwrap_or_default();
-                    self.push_front(ops);
-                }
-                Op::Connect(p) => {
-                    let ops = hub.map(|h| ctx.connect_ops(h, p)).unwrap_or_default();
-                    self.push_front(ops);
-                }
-                Op::Scan => {
-                    let ops = hub.map(|h| ctx.scan_ops(h)).unwrap_or_default();
-                    self.push_front(ops);
-                }
-                Op::Enumerate(d) => {
-                    let ops = ctx.enumerate_ops(d);
-                    self.push_front(ops);
-                }
-                Op::ClassSetup(d) => {
-                    // usb_new_device is done: the device is on the bus.
-                    (ctx.core_event)(ctx, d, true);
-                    let ops = ctx.class_ops(d);
-                    self.push_front(ops);
-                }
-                Op::Check(d, c) => {
-                    let last = self.last.take();
-                    match ctx.check(d, c, last) {
-                        Next::Go => {}
-                        Next::Insert(ops) => self.push_front(ops),
-                        Next::Replace(ops) => {
-                            while let Some(op) = self.q.pop_front() {
-                                if matches!(op, Op::TryEnd(x) if x == d) {
-                                    break;
-                                }
-                            }
-                            self.push_front(ops);
-                        }
-                    }
-                }
-                Op::TryEnd(_) => {}
-                Op::TryFailed(d, err) => {
-                    let ops = hub
-                        .map(|h| ctx.try_failed_ops(h, d, err))
-                        .unwrap_or_default();
-                    self.push_front(ops);
-                }
-            }
-        }
-    }
-
-    pub(crate) fn push_front(&mut self, ops: Vec<Op>) {
-        for op in ops.into_iter().rev() {
-            self.q.push_front(op);
-        }
-    }
-}
 
 /// The simulation state a task step can touch.
 pub(crate) struct Ctx {
@@ -530,7 +248,9 @@ impl Ctx {
         }
     }
 
-    /// Emit an `S` event and keep the URB in flight.
+    /// Emit an `S` event and keep the URB in flight: the end of
+    /// [`Ctx::submit_urb`], which every URB goes through but the hub
+    /// driver's status URB (`hub.rs`), which takes no injected fault.
     pub(crate) fn submit(
         &mut self,
         dev: DevId,
@@ -542,23 +262,6 @@ impl Ctx {
         let Some(d) = self.devs.get_mut(dev) else {
             return;
         };
-        if (d.core.quiet_class || !d.core.quiet_eps.is_empty())
-            && !self.core.urbs.contains_key(&urb.tag)
-        {
-            // A program detached the class driver: its URBs stop.
-            let addr = urb.ep | if urb.dir_in { 0x80 } else { 0 };
-            let quiet = if urb.ep == 0 {
-                d.core.quiet_class && urb.tag == d.class_tag
-            } else {
-                d.core.quiet_eps.contains(&addr)
-            };
-            if quiet {
-                if d.core.suppressed.len() < 64 {
-                    d.core.suppressed.push(urb);
-                }
-                return;
-            }
-        }
         d.inflight.push(urb);
         self.periodic_dirty |= urb.is_periodic();
         let devnum = d.devnum;
@@ -570,21 +273,6 @@ impl Ctx {
     }
 
     /// Emit an `E` event (the URB never went in flight).
-    /// Submit an IN URB of a class driver for `dev`, its next injected
-    /// fault taken first: a submit error is reported (-ENODEV) and `Err`
-    /// holds when the driver tries again; otherwise the URB is submitted and
-    /// `Ok` holds how it is to end.
-    pub(crate) fn submit_in(&mut self, dev: DevId, urb: Urb, now: u64) -> Result<Outcome, u64> {
-        let outcome = self.take_error(dev);
-        if outcome == Outcome::SubmitError {
-            self.submit_error(dev, urb, now, ENODEV);
-            return Err(now + self.rng.range(10 * MS, 20 * MS));
-        }
-        let e = self.empty.clone();
-        self.submit(dev, urb, now, Some(e), Vec::new());
-        Ok(outcome)
-    }
-
     pub(crate) fn submit_error(&mut self, dev: DevId, urb: Urb, t: u64, status: i32) {
         let Some(devnum) = self.dev(dev).map(|d| d.devnum) else {
             return;
@@ -656,11 +344,6 @@ impl Ctx {
         };
         let tag = h.tag;
         let Some(pos) = d.inflight.iter().position(|u| u.tag == tag) else {
-            // A quiet driver's URB (off the bus: a program detached the
-            // driver, whose model runs on): its answer goes nowhere.
-            if let Some(k) = d.core.suppressed.iter().position(|u| u.tag == tag) {
-                d.core.suppressed.swap_remove(k);
-            }
             return false;
         };
         self.complete_in_order(dev, pos, t, h, ordered)

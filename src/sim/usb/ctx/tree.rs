@@ -338,19 +338,11 @@ pub(crate) struct CoreDev {
     pub claims: Vec<(u8, u64)>,
     /// Interfaces whose kernel driver a program detached.
     pub detached: Vec<u8>,
-    /// Endpoints (address with direction) of detached interfaces: the
-    /// class driver's URBs there are no longer submitted.
-    pub quiet_eps: Vec<u8>,
-    /// The class driver's own control URB is quiet too.
-    pub quiet_class: bool,
     /// The device model's peer, for programs' URBs (external devices).
     pub peer: Option<ProgramPeer>,
     /// Replay for programs: the walk through the capture and the URBs
     /// waiting on it.
     pub replay: ReplayWalk,
-    /// URBs the quiet driver's model still runs (not on the bus), until
-    /// their answer comes (it goes nowhere).
-    pub suppressed: Vec<Urb>,
     /// How often each interface's driver was unbound: a driver task
     /// started before the last unbind of its interface ends.
     pub unbinds: [u32; MAX_INTERFACES],

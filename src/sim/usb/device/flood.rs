@@ -125,32 +125,28 @@ impl Task for FloodTask {
         if !ctx.alive(self.dev) {
             return None;
         }
-        if let Some(t) = run_recovery(&mut self.runner, ctx, self.class_tag, now) {
-            return Some(t);
-        }
         if ctx.unbound(self.dev, self.owner) {
             // A program detached usbtest (its URB was killed): the stream
-            // ends, its URBs freed.
+            // ends, its URBs freed, a clear-halt it had still to send
+            // dropped.
             ctx.tags.free(self.out.tag, URB_SIZE);
             ctx.tags.free(self.inn.tag, URB_SIZE);
             return None;
         }
+        if let Some(t) = run_recovery(&mut self.runner, ctx, self.class_tag, now) {
+            return Some(t);
+        }
         let d = self.dev;
         let is_in = self.phase >= 2;
-        let urb = if is_in { self.inn } else { self.out };
+        let mut urb = if is_in { self.inn } else { self.out };
         if self.phase % 2 == 0 {
-            self.outcome = ctx.take_error(d);
-            if self.outcome == Outcome::SubmitError {
-                ctx.submit_error(d, urb, now, ENODEV);
-                self.phase = (self.phase + 2) % 4;
-            } else {
-                let data = if is_in {
-                    ctx.empty.clone()
-                } else {
-                    self.out_data.clone()
-                };
-                ctx.submit(d, urb, now, Some(data), Vec::new());
-                self.phase += 1;
+            let out = (!is_in).then(|| self.out_data.clone());
+            match ctx.submit_urb(d, &mut urb, out, Vec::new(), Place::Given, now) {
+                Ok((o, _)) => {
+                    self.outcome = o;
+                    self.phase += 1;
+                }
+                Err(_) => self.phase = (self.phase + 2) % 4,
             }
         } else {
             let ep = if is_in { 0x81 } else { 0x02 };

@@ -652,33 +652,23 @@ impl IsoTask {
     }
 
     fn submit(&mut self, ctx: &mut Ctx, idx: usize, now: u64) {
-        let mut outcome = ctx.take_error(self.dev);
-        if outcome == Outcome::Stall {
-            outcome = Outcome::Proto(EPROTO); // isochronous endpoints do not stall
-        }
         let dur = self.npk as u64 * self.pkt_ns;
         let start = self.next_start.max(now + self.pkt_ns);
         self.next_start = start + dur;
         let mut urb = self.urb;
         urb.tag = self.slots[idx].tag;
         urb.sched_frame = ctx.start_frame(self.dev, start);
-        let out = if outcome == Outcome::SubmitError {
-            // The submission fails; the slot is retried when its turn would
-            // have ended.
-            ctx.submit_error(self.dev, urb, now, EXDEV);
-            None
-        } else {
-            let iso = iso_packets(self.npk, self.pkt_len, self.pkt_len);
-            let data: Arc<[u8]> = if self.video {
-                ctx.empty.clone()
-            } else {
-                Arc::from(self.audio_buffer())
-            };
-            ctx.submit(self.dev, urb, now, Some(data.clone()), iso);
-            if self.video {
-                None
-            } else {
-                Some(data)
+        let iso = iso_packets(self.npk, self.pkt_len, self.pkt_len);
+        let sample = self.sample;
+        let out = (!self.video).then(|| Arc::from(self.audio_buffer()));
+        let placed = ctx.submit_urb(self.dev, &mut urb, out.clone(), iso, Place::Given, now);
+        let (outcome, out) = match placed {
+            Ok((o, _)) => (o, out),
+            // The submission fails (its samples were not sent); the slot is
+            // retried when its turn would have ended.
+            Err(_) => {
+                self.sample = sample;
+                (Outcome::SubmitError, None)
             }
         };
         let s = &mut self.slots[idx];

@@ -318,13 +318,12 @@ impl Task for StorageTask {
                     self.data_stalled = false;
                     self.csw_retry = false;
                 }
-                let urb = self.cbw_urb(ctx);
-                self.outcome = ctx.take_error(d);
-                if self.outcome == Outcome::SubmitError {
-                    ctx.submit_error(d, urb, now, ENODEV);
-                    return self.recover(ctx, now);
-                }
-                ctx.submit(d, urb, now, self.cbw.clone(), Vec::new());
+                let mut urb = self.cbw_urb(ctx);
+                let cbw = self.cbw.clone();
+                self.outcome = match ctx.submit_urb(d, &mut urb, cbw, vec![], Place::Given, now) {
+                    Ok((o, _)) => o,
+                    Err(_) => return self.recover(ctx, now),
+                };
                 self.st = St::CbwC;
                 Some(now + self.latency(ctx, 31, now))
             }
@@ -349,19 +348,14 @@ impl Task for StorageTask {
                 let (addr, len, out) = (if c.dir_in { 0x81 } else { 0x02 }, c.len, c.out.clone());
                 self.data_tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
                 let flags = if c.dir_in { URB_SHORT_NOT_OK } else { 0 };
-                let urb = ctx.data_urb(d, addr, len, flags, self.data_tag);
-                self.outcome = ctx.take_error(d);
-                if self.outcome == Outcome::SubmitError {
-                    ctx.submit_error(d, urb, now, ENODEV);
-                    ctx.tags.free(self.data_tag, URB_SIZE);
-                    return self.recover(ctx, now);
-                }
-                let data = if urb.dir_in {
-                    Some(ctx.empty.clone())
-                } else {
-                    out
+                let mut urb = ctx.data_urb(d, addr, len, flags, self.data_tag);
+                self.outcome = match ctx.submit_urb(d, &mut urb, out, vec![], Place::Given, now) {
+                    Ok((o, _)) => o,
+                    Err(_) => {
+                        ctx.tags.free(self.data_tag, URB_SIZE);
+                        return self.recover(ctx, now);
+                    }
                 };
-                ctx.submit(d, urb, now, data, Vec::new());
                 self.st = St::DataC;
                 Some(now + self.latency(ctx, len, now))
             }
@@ -397,14 +391,11 @@ impl Task for StorageTask {
                 }
             }
             St::CswS => {
-                let urb = self.csw_urb(ctx);
-                self.outcome = ctx.take_error(d);
-                if self.outcome == Outcome::SubmitError {
-                    ctx.submit_error(d, urb, now, ENODEV);
-                    return self.recover(ctx, now);
-                }
-                let e = ctx.empty.clone();
-                ctx.submit(d, urb, now, Some(e), Vec::new());
+                let mut urb = self.csw_urb(ctx);
+                self.outcome = match ctx.submit_urb(d, &mut urb, None, vec![], Place::Given, now) {
+                    Ok((o, _)) => o,
+                    Err(_) => return self.recover(ctx, now),
+                };
                 self.st = St::CswC;
                 Some(now + self.latency(ctx, 13, now))
             }

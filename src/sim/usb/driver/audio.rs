@@ -72,6 +72,12 @@ impl HostDriver for SndUsbAudio {
             to_setting_0: false,
         })
     }
+    // usb_audio_disconnect releases no interface: the streaming ones it
+    // claimed (their data USB_AUDIO_IFACE_UNUSED) stay bound to it until
+    // their own unbind, whose disconnect does nothing.
+    fn keeps_claims(&self) -> bool {
+        true
+    }
 }
 
 /// uvcvideo.
@@ -98,7 +104,10 @@ impl HostDriver for UvcVideo {
     }
     // uvc_disconnect of the control interface: uvc_unregister_video
     // releases each stream's queue, and uvc_video_stop_streaming kills
-    // the URBs and puts the streaming interface back to setting 0.
+    // the URBs and puts the streaming interface back to setting 0. Its
+    // last reference to the device then goes (no video node is open:
+    // monfs has none), and uvc_delete releases the streaming interfaces
+    // (usb_driver_release_interface).
     fn disconnect(&self) -> Option<Disconnect> {
         Some(Disconnect {
             status: ENOENT,

@@ -78,10 +78,17 @@ pub(crate) trait HostDriver: Sync {
     fn claims(&self, _dev: &Device, _alt: &AltDesc) -> Vec<u8> {
         Vec::new()
     }
-    /// What its disconnect of the interface it matched does to those it
-    /// claimed; None: nothing (they keep it until their own unbind).
+    /// What its disconnect of the interface it matched does to the URBs
+    /// and settings of those it claimed; None: nothing.
     fn disconnect(&self) -> Option<Disconnect> {
         None
+    }
+    /// Whether the interfaces its probe claimed stay bound to it after its
+    /// disconnect of the interface it matched, until their own unbind
+    /// (snd-usb-audio's usb_audio_disconnect releases none of them); false:
+    /// its disconnect releases them (usb_driver_release_interface).
+    fn keeps_claims(&self) -> bool {
+        false
     }
     /// Whether an external device's generic loop keeps URBs on the bound
     /// interface's IN endpoints for it; false for a driver whose URBs come

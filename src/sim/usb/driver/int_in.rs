@@ -135,9 +135,9 @@ impl<S: InSource> Task for InLoop<S> {
                 );
                 return None;
             }
-            ctx.dev(self.dev)?; // disconnected: the driver is gone too
-            let e = ctx.empty.clone();
-            ctx.submit(self.dev, self.urb, now, Some(e), Vec::new());
+            // Disconnected: the driver is gone too.
+            ctx.submit_urb(self.dev, &mut self.urb, None, Vec::new(), Place::Given, now)
+                .ok()?;
             self.waiting = true;
             return Some(now + ctx.rng.range(100 * US, MS));
         }
@@ -151,9 +151,11 @@ impl<S: InSource> Task for InLoop<S> {
             return Some(t);
         }
         if !self.waiting {
-            self.outcome = match ctx.submit_in(self.dev, self.urb, now) {
-                Ok(o) => o,
-                Err(retry) => return Some(retry),
+            let (dev, urb) = (self.dev, &mut self.urb);
+            self.outcome = match ctx.submit_urb(dev, urb, None, Vec::new(), Place::Given, now) {
+                Ok((o, _)) => o,
+                // usbhid tries again a little later.
+                Err(_) => return Some(now + ctx.rng.range(10 * MS, 20 * MS)),
             };
             self.waiting = true;
             return self.src.due(ctx, now, self.outcome);

@@ -16,7 +16,8 @@
 //!   monfs-generic, for an external device's interfaces no stock driver
 //!   matches.
 //! * What the drivers share: the interrupt IN loop ([`int_in`]) and the
-//!   clear-halt recovery ([`recovery`]).
+//!   clear-halt recovery ([`recovery`]). Their data URBs go on the bus
+//!   through [`Ctx::submit_urb`], as programs' do.
 //!
 //! Which interfaces a device's drivers are probed on at all, and when, is
 //! its model's (`device`): a device from a descriptor dump binds only the
@@ -131,18 +132,20 @@ pub(crate) fn attached(dev: &Device, num: u8) -> Option<(&'static dyn HostDriver
 }
 
 /// The driver bound to another interface of `dev` whose probe claimed
-/// interface `num` (not one a program detached: its disconnect released
-/// what it claimed; nor one whose probe still sends its requests before
-/// the claim, as cdc_acm's line coding).
+/// interface `num` (not one whose probe still sends its requests before
+/// the claim, as cdc_acm's line coding; nor one a program detached, unless
+/// its disconnect left what it claimed bound to it,
+/// [`HostDriver::keeps_claims`]).
 fn claimer(dev: &Device, num: u8) -> Option<&'static dyn HostDriver> {
     dev.desc
         .cfg
         .interface_numbers()
         .into_iter()
-        .filter(|n| *n != num && !dev.core.detached.contains(n) && !dev.probe_pending.contains(n))
+        .filter(|n| *n != num && !dev.probe_pending.contains(n))
         .find_map(|n| {
             let (d, alt) = attached(dev, n)?;
-            d.claims(dev, &alt).contains(&num).then_some(d)
+            let released = dev.core.detached.contains(&n) && !d.keeps_claims();
+            (!released && d.claims(dev, &alt).contains(&num)).then_some(d)
         })
 }
 

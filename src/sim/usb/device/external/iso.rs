@@ -122,10 +122,6 @@ impl IsoEps {
         j: usize,
         now: u64,
     ) -> Result<(), PeerError> {
-        let mut outcome = ctx.take_error(dev);
-        if outcome == Outcome::Stall {
-            outcome = Outcome::Proto(EPROTO); // isochronous endpoints do not stall
-        }
         let iso = &mut self.0[k];
         let npk = iso.urb.npk;
         let dur = npk as u64 * iso.pkt_ns;
@@ -137,19 +133,18 @@ impl IsoEps {
         urb.sched_frame = ctx.start_frame(dev, start);
         let pl = iso.pkt_len;
         let out = iso.out.clone();
-        let sl = &mut iso.slots[j];
-        sl.outcome = outcome;
+        let descs = iso_packets(npk, pl, pl);
+        let placed = ctx.submit_urb(dev, &mut urb, out.clone(), descs, Place::Given, now);
+        let sl = &mut self.0[k].slots[j];
         sl.start = start;
         sl.answer = None;
-        if outcome == Outcome::SubmitError {
+        let Ok((outcome, _)) = placed else {
             // Refused; tried again when its frames would have ended.
-            ctx.submit_error(dev, urb, now, EXDEV);
+            sl.outcome = Outcome::SubmitError;
             sl.due = start + dur;
             return Ok(());
-        }
-        let descs = iso_packets(npk, pl, pl);
-        let sdata = Some(out.clone().unwrap_or_else(|| ctx.empty.clone()));
-        ctx.submit(dev, urb, now, sdata, descs);
+        };
+        sl.outcome = outcome;
         let id = link.id();
         let sl = &mut self.0[k].slots[j];
         sl.id = id;

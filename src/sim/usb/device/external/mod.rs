@@ -400,6 +400,29 @@ impl ExternalTask {
         }
     }
 
+    /// A driver detached since the last look sends none of the clear-halts
+    /// it had still to send for its endpoints (its disconnect ended its
+    /// work).
+    fn drop_detached_halts(&mut self, ctx: &Ctx) {
+        let Some(dev) = ctx.dev(self.dev) else {
+            return;
+        };
+        let eps: Vec<u8> = (dev.desc.cfg.alts.iter())
+            .filter(|a| {
+                let i = a.num as usize;
+                dev.core.unbinds.get(i) != self.unbinds.get(i)
+            })
+            .flat_map(|a| a.eps.iter().map(|e| e.addr))
+            .collect();
+        if eps.is_empty() {
+            return;
+        }
+        let halt = |s: &[u8; 8]| (s[0], s[1]) == (0x02, 0x01) && eps.contains(&s[4]);
+        (self.runner.q).retain(|op| !matches!(op, Op::Ctrl { setup, .. } if halt(setup)));
+        let class_tag = self.class_tag;
+        (self.ctrl).retain(|r| !(r.tag == Some(class_tag) && halt(&r.setup)));
+    }
+
     /// Follow programs' detaches and attaches (usbfs): a driver detached
     /// since the last look stops its endpoints (the core killed their
     /// URBs; the peer is told); one attached again probes again, and its
@@ -683,10 +706,10 @@ impl ExternalTask {
             None => (ctx.tags.alloc(&mut ctx.rng, URB_SIZE), true),
         };
         let s = req.setup;
-        let urb = Urb::control(tag, s);
+        let mut urb = Urb::control(tag, s);
         let (dir_in, len) = (urb.dir_in, urb.len);
-        let sdata = urb.submit_data(ctx, &req.out);
-        ctx.submit(dev, urb, now, sdata, vec![]);
+        // On ep0, which takes no injected fault: it goes on the bus.
+        let _ = ctx.submit_urb(dev, &mut urb, req.out.clone(), vec![], Place::Given, now);
         let id = self.link.id();
         let mut cur = CtrlCur {
             ends_probe: req.ends_probe,
@@ -783,20 +806,19 @@ impl ExternalTask {
         for i in 0..self.eps.len() {
             if !self.eps[i].inflight {
                 if now >= self.eps[i].due {
-                    let outcome = ctx.take_error(dev);
                     let e = &mut self.eps[i];
-                    e.outcome = outcome;
-                    if outcome == Outcome::SubmitError {
-                        ctx.submit_error(dev, e.urb, now, ENODEV);
+                    let out = e.out.clone();
+                    let placed = ctx.submit_urb(dev, &mut e.urb, out, vec![], Place::Given, now);
+                    if placed.is_err() {
+                        e.outcome = Outcome::SubmitError;
                         e.due = now + ctx.rng.range(10 * MS, 20 * MS);
-                    } else {
+                    } else if let Ok((outcome, _)) = placed {
+                        e.outcome = outcome;
                         let id = self.link.id();
                         let e = &mut self.eps[i];
                         e.id = id;
                         e.inflight = true;
                         e.answer = None;
-                        let sdata = e.urb.submit_data(ctx, &e.out);
-                        ctx.submit(dev, e.urb, now, sdata, vec![]);
                         let polls = if outcome == Outcome::Ok {
                             1
                         } else {
@@ -879,6 +901,7 @@ impl ExternalTask {
 
     fn run(&mut self, ctx: &mut Ctx, now: u64) -> Result<Option<u64>, PeerError> {
         self.drain()?;
+        self.drop_detached_halts(ctx);
         if let Some(t) = run_recovery(&mut self.runner, ctx, self.class_tag, now) {
             return Ok(Some(t));
         }
