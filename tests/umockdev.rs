@@ -13,7 +13,10 @@
 //! program and a Rust program on nusb (tests/rust/nusb-replay), which
 //! umockdev cannot reach, are answered from a recording under monfs. A hand-written description with a device behind a hub at a
 //! chosen address lists the same under both; bad files, unsupported
-//! options and exit statuses are checked against umockdev's.
+//! options and exit statuses are checked against umockdev's. Beyond
+//! umockdev, under monfs alone: isochronous URBs get their recorded
+//! packets, a recorded error completion is the program's, and `--timing
+//! recorded` keeps the recorded delays (usbmon's timestamps).
 
 mod common;
 
@@ -880,6 +883,30 @@ fn isochronous_urbs_complete_with_the_recorded_packets() {
     let ours = umockdev_run(true, &args, dir);
     assert_eq!(text(&ours.stdout), iso_replayed(), "{}", text(&ours.stderr));
     assert_eq!(ours.status.code(), Some(0));
+    assert!(!text(&ours.stderr).contains("is not in the capture"));
+    // Other OUT bytes than recorded (one byte of the second packet) are
+    // another URB: not in the capture, nobody answers it (the program
+    // discards it: -ENOENT).
+    let other = dir.join("other.pcap");
+    let mut changed = out.clone();
+    changed[20] ^= 0xff;
+    iso_capture(&other, &iso_in_data(), &changed);
+    let mut args = hand_written_replay(&f, &other, &exe);
+    args.extend(["/dev/bus/usb/001/009".into(), "discard-out".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let ours = umockdev_run(true, &args, dir);
+    let first = iso_replayed().lines().next().unwrap().to_string();
+    assert_eq!(
+        text(&ours.stdout),
+        format!("{first}\nout status -2\n"),
+        "{}",
+        text(&ours.stderr)
+    );
+    assert!(
+        text(&ours.stderr).contains("a program's transfer on endpoint 04 is not in the capture"),
+        "{}",
+        text(&ours.stderr)
+    );
 }
 
 /// The timestamps (µs) of the `S` and `C` lines of usbmon text `lines`
