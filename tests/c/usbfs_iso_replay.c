@@ -6,11 +6,8 @@
  * reaped, one at a time. Per URB, one line:
  *   DIR status S actual A errors E pk ST:LEN[:HEX] ...
  * HEX is an IN packet's bytes: its actual length at its offset.
- * With `discard-out`, the OUT URB is discarded right after its submission
- * and reaped: `out status S` (-2 whatever the device did: a URB nobody
- * answers can be checked this way without waiting for it).
  *
- *   usbfs_iso_replay DEVNODE [discard-out]
+ *   usbfs_iso_replay DEVNODE
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,8 +17,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
-
-static int discard_out;
 
 static int iso(int fd, unsigned char ep, const int *lens, int npk)
 {
@@ -47,20 +42,10 @@ static int iso(int fd, unsigned char ep, const int *lens, int npk)
 		printf("submit %02x errno=%d\n", ep, errno);
 		return 1;
 	}
-	if (discard_out && !(ep & 0x80) && ioctl(fd, USBDEVFS_DISCARDURB, u) < 0 && errno != EINVAL) {
-		printf("discard %02x errno=%d\n", ep, errno);
-		return 1;
-	}
 	struct usbdevfs_urb *got = NULL;
 	if (ioctl(fd, USBDEVFS_REAPURB, &got) < 0 || got != u) {
 		printf("reap %02x errno=%d\n", ep, errno);
 		return 1;
-	}
-	if (discard_out && !(ep & 0x80)) {
-		printf("out status %d\n", u->status);
-		free(buf);
-		free(u);
-		return 0;
 	}
 	printf("%s status %d actual %d errors %d pk", ep & 0x80 ? "in" : "out", u->status,
 	       u->actual_length, u->error_count);
@@ -83,11 +68,10 @@ static int iso(int fd, unsigned char ep, const int *lens, int npk)
 
 int main(int argc, char **argv)
 {
-	if (argc < 2 || argc > 3) {
-		fprintf(stderr, "usage: usbfs_iso_replay DEVNODE [discard-out]\n");
+	if (argc != 2) {
+		fprintf(stderr, "usage: usbfs_iso_replay DEVNODE\n");
 		return 2;
 	}
-	discard_out = argc == 3 && !strcmp(argv[2], "discard-out");
 	int fd = open(argv[1], O_RDWR);
 	if (fd < 0) {
 		printf("open errno=%d\n", errno);

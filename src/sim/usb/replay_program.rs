@@ -38,7 +38,9 @@
 //! says so, and the device does not answer it, as a device that stopped
 //! answering (it NAKs): the URB stays pending until the program gives up
 //! on it (a synchronous transfer's timeout is -ETIMEDOUT, a discarded URB
-//! -ENOENT).
+//! -ENOENT). An isochronous one, which no handshake holds, ends with its
+//! frames (core_view): its OUT packets sent, its IN packets -EPROTO with
+//! nothing.
 
 use std::sync::Arc;
 

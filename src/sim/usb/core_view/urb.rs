@@ -413,13 +413,35 @@ pub(super) fn answer(
     let kind = dev.kind;
     if dev.desc.recorded.is_some() {
         use crate::sim::usb::replay_program::{submit, Submitted};
-        match submit(ctx, d, urb, out.clone(), (pkts, slot), now) {
+        match submit(ctx, d, urb, out.clone(), (pkts.clone(), slot), now) {
             Submitted::Walked(done) => replayed(ctx, d, done, now),
             Submitted::Standard => {
                 let setup = urb.setup.unwrap_or_default();
                 let (status, data) = ctx.handle_ctrl(d, &setup, out.as_deref());
                 let (at, status, actual, data) = control_done(ctx, d, &urb, status, data, now);
                 finish_at(ctx, d, urb.tag, at, status, actual, data, vec![], (0, 0));
+            }
+            Submitted::Unknown if urb.xfer == XferType::Iso => {
+                // Isochronous transfers have no handshake: whatever the
+                // device does, the controller ends the URB with its
+                // frames. OUT packets went out; IN packets got nothing
+                // back (a transaction error, -EPROTO).
+                let mut iso = Vec::with_capacity(pkts.len());
+                let mut off = 0;
+                for &l in &pkts {
+                    let (status, length) = if urb.dir_in { (EPROTO, 0) } else { (0, l) };
+                    iso.push(IsoDesc {
+                        status,
+                        offset: off,
+                        length,
+                    });
+                    off += l;
+                }
+                let errs = iso.iter().filter(|p| p.status != 0).count() as i32
+                    + late_packets(&mut iso, slot.late);
+                let total = iso.iter().map(|p| p.length).sum();
+                let sched = (slot.start_frame, errs);
+                finish_at(ctx, d, urb.tag, slot.end, 0, total, None, iso, sched);
             }
             Submitted::Unknown => {}
         }
