@@ -259,6 +259,14 @@ enum Cmd {
         /// evemu event files: not supported (exit 2).
         #[arg(short = 'e', long = "evemu-events", value_name = "DEVNAME=FILE")]
         evemu_events: Vec<String>,
+        /// When a URB answered from a capture completes: `bus` (the
+        /// default, as umockdev): at the bus's pace once the replay reaches
+        /// its completion; `recorded` (monfs's): besides, no earlier than
+        /// the delay between its submission and completion in the capture,
+        /// counted from the program's submission (configuration key
+        /// `replay_timing`).
+        #[arg(long, value_enum, default_value = "bus", value_name = "WHEN")]
+        timing: monfs::config::ReplayTiming,
         /// Print the umockdev version whose behaviour this follows
         /// (0.17.16) and exit.
         #[arg(long)]
@@ -526,6 +534,7 @@ fn main() -> ExitCode {
             script,
             unix_stream,
             evemu_events,
+            timing,
             version,
             command,
         } => {
@@ -552,6 +561,7 @@ fn main() -> ExitCode {
                 devices: device,
                 pcaps: pcap,
                 unsupported,
+                timing,
                 command,
             })
         }

@@ -13,7 +13,10 @@
 //! program and a Rust program on nusb (tests/rust/nusb-replay), which
 //! umockdev cannot reach, are answered from a recording under monfs. A hand-written description with a device behind a hub at a
 //! chosen address lists the same under both; bad files, unsupported
-//! options and exit statuses are checked against umockdev's.
+//! options and exit statuses are checked against umockdev's. Beyond
+//! umockdev, under monfs alone: isochronous URBs get their recorded
+//! packets, a recorded error completion is the program's, and `--timing
+//! recorded` keeps the recorded delays (usbmon's timestamps).
 
 mod common;
 
@@ -297,7 +300,11 @@ fn replays_as_under_umockdev(by: Recorder) {
 /// address 9, behind a hub the file does not describe, and a tty that
 /// monfs skips.
 fn hand_written(dir: &Path) -> PathBuf {
-    let mut d = dump();
+    hand_written_with(dir, dump())
+}
+
+/// [`hand_written`] with the descriptors `d` (bcdUSB set to 1.10).
+fn hand_written_with(dir: &Path, mut d: Vec<u8>) -> PathBuf {
     d[2] = 0x10;
     d[3] = 0x01; // bcdUSB 1.10
     let hex: String = d.iter().map(|b| format!("{b:02X}")).collect();
@@ -517,8 +524,11 @@ fn a_gusb_program_sees_the_recording_as_under_umockdev() {
 }
 
 /// One usbmon record of a hand-written capture: `S`, `C`; transfer type
-/// (1 interrupt, 2 control, 3 bulk); endpoint (0x80 set for IN); the URB's
-/// length (`S`) or actual length (`C`); the setup packet; the data.
+/// (0 isochronous, 1 interrupt, 2 control, 3 bulk); endpoint (0x80 set for
+/// IN); the URB's length (`S`) or actual length (`C`); the setup packet;
+/// the data; a completion's status; an isochronous URB's packet descriptors (status, offset,
+/// length) and error count; its time, µs into the capture (else its
+/// place: the i-th record at i+1 ms).
 struct Rec<'a> {
     id: u64,
     kind: u8,
@@ -527,6 +537,32 @@ struct Rec<'a> {
     len: u32,
     setup: Option<[u8; 8]>,
     data: &'a [u8],
+    iso: Vec<(i32, u32, u32)>,
+    errors: i32,
+    at_us: Option<u32>,
+    status: i32,
+}
+
+impl Rec<'_> {
+    /// With isochronous packet descriptors (status, offset, length) and an
+    /// error count.
+    fn iso(mut self, pk: &[(i32, u32, u32)], errors: i32) -> Self {
+        self.iso = pk.to_vec();
+        self.errors = errors;
+        self
+    }
+
+    /// At `us` µs into the capture.
+    fn at(mut self, us: u32) -> Self {
+        self.at_us = Some(us);
+        self
+    }
+
+    /// A completion with status `status` (else 0).
+    fn status(mut self, status: i32) -> Self {
+        self.status = status;
+        self
+    }
 }
 
 /// A record of URB `id`: its kind (`S` or `C`), transfer type, endpoint,
@@ -548,6 +584,10 @@ fn rec(
         len,
         setup,
         data,
+        iso: vec![],
+        errors: 0,
+        at_us: None,
+        status: 0,
     }
 }
 
@@ -569,9 +609,11 @@ fn hand_written_replay(f: &Path, cap: &Path, exe: &Path) -> Vec<String> {
 }
 
 /// A pcap file (linktype 220, USB_LINUX_MMAPPED, as tcpdump writes one)
-/// of `recs` for device 9 on bus 1, one millisecond apart: the layout of
-/// the kernel's `struct mon_bin_hdr` (Documentation/usb/usbmon.rst),
-/// little-endian, its 64 bytes then the data.
+/// of `recs` for device 9 on bus 1, one millisecond apart unless a record
+/// says when: the layout of the kernel's `struct mon_bin_hdr`
+/// (Documentation/usb/usbmon.rst), little-endian, its 64 bytes, an
+/// isochronous record's packet descriptors (`struct mon_bin_isodesc`, 16
+/// bytes each), then the data.
 fn usbmon_pcap(path: &Path, recs: &[Rec]) {
     let mut f: Vec<u8> = Vec::new();
     f.extend(0xa1b2_c3d4u32.to_le_bytes());
@@ -581,7 +623,7 @@ fn usbmon_pcap(path: &Path, recs: &[Rec]) {
     f.extend(65535u32.to_le_bytes());
     f.extend(220u32.to_le_bytes());
     for (i, r) in recs.iter().enumerate() {
-        let usec = 1000 * (i as u32 + 1);
+        let usec = r.at_us.unwrap_or(1000 * (i as u32 + 1));
         let mut h: Vec<u8> = Vec::new();
         h.extend(r.id.to_le_bytes());
         h.extend([r.kind, r.xfer, r.ep, 9]);
@@ -590,19 +632,37 @@ fn usbmon_pcap(path: &Path, recs: &[Rec]) {
         h.push(match (r.data.is_empty(), r.kind, r.ep & 0x80 != 0) {
             (false, _, _) => 0,
             (true, b'S', true) => b'<',
+            (true, b'C', true) => 0, // IN, nothing arrived
             _ => b'>',
         });
         h.extend(1_700_000_000i64.to_le_bytes());
         h.extend((usec as i32).to_le_bytes());
-        let status: i32 = if r.kind == b'S' { -115 } else { 0 };
+        let status: i32 = if r.kind == b'S' { -115 } else { r.status };
         h.extend(status.to_le_bytes());
         h.extend(r.len.to_le_bytes());
-        h.extend((r.data.len() as u32).to_le_bytes());
-        h.extend(r.setup.unwrap_or_default());
-        let interval: i32 = if r.xfer == 1 { 4 } else { 0 };
+        let ndesc = r.iso.len() as u32;
+        h.extend((16 * ndesc + r.data.len() as u32).to_le_bytes());
+        if r.xfer == 0 {
+            h.extend(r.errors.to_le_bytes());
+            h.extend(ndesc.to_le_bytes());
+        } else {
+            h.extend(r.setup.unwrap_or_default());
+        }
+        let interval: i32 = match r.xfer {
+            1 => 4,
+            0 => 1,
+            _ => 0,
+        };
         h.extend(interval.to_le_bytes());
-        h.extend([0u8; 12]); // start_frame, xfer_flags, ndesc
+        h.extend([0u8; 8]); // start_frame, xfer_flags
+        h.extend(ndesc.to_le_bytes());
         assert_eq!(h.len(), 64);
+        for &(status, offset, length) in &r.iso {
+            h.extend(status.to_le_bytes());
+            h.extend(offset.to_le_bytes());
+            h.extend(length.to_le_bytes());
+            h.extend([0u8; 4]);
+        }
         h.extend(r.data);
         f.extend(1_700_000_000u32.to_le_bytes());
         f.extend(usec.to_le_bytes());
@@ -722,4 +782,223 @@ fn a_rust_program_on_nusb_is_answered_from_the_recording_under_monfs() {
         text(&theirs.stdout)
     );
     assert!(!text(&theirs.stdout).contains("control in 6d6f6e6673"));
+}
+
+/// The hand-written device with isochronous endpoints: interface 0,
+/// setting 0 without endpoints, setting 1 with isochronous IN 0x83 and
+/// OUT 0x04 of 64 bytes a (full-speed) frame.
+fn iso_dump() -> Vec<u8> {
+    let dev = [
+        18, 1, 0, 2, 0xff, 0, 0, 64, 0x34, 0x12, 0x79, 0x56, 1, 0, 1, 2, 0, 1,
+    ];
+    let rest: [u8; 32] = [
+        9, 4, 0, 0, 0, 0xff, 0, 0, 0, // interface 0, setting 0
+        9, 4, 0, 1, 2, 0xff, 0, 0, 0, // setting 1
+        7, 5, 0x83, 1, 64, 0, 1, // isochronous IN, 64
+        7, 5, 0x04, 1, 64, 0, 1, // isochronous OUT, 64
+    ];
+    descriptors_dump(&dev, 1, &rest)
+}
+
+/// The recorded IN data: 225 bytes (usbmon copies an isochronous IN
+/// buffer up to its last packet's end), packets at 0 (64 bytes), 64 (10)
+/// and 192 (33), the rest 0xee (what the recording's buffer held there).
+fn iso_in_data() -> Vec<u8> {
+    let mut d = vec![0xeeu8; 225];
+    for (at, n, base) in [(0usize, 64usize, 0x00u8), (64, 10, 0xa0), (192, 33, 0x30)] {
+        for i in 0..n {
+            d[at + i] = base.wrapping_add(i as u8);
+        }
+    }
+    d
+}
+
+/// A capture of the device of [`iso_dump`] (after SET_INTERFACE, which
+/// the replay answers from the descriptors): an isochronous IN URB of 4
+/// packets of 64 bytes that completed 300 ms after its submission with
+/// packets 0:64, 0:10, -EILSEQ:0 and 0:33; an isochronous OUT URB of 16,
+/// 8 and 16 bytes that completed 50 ms after its submission with 0:16,
+/// 0:8 and -EPROTO:0.
+fn iso_capture(path: &Path, in_data: &[u8], out_data: &[u8]) {
+    let (i, o) = (0xffff_8880_0000_5000, 0xffff_8880_0000_6000);
+    let pk = |l: &[u32]| -> Vec<(i32, u32, u32)> {
+        let mut off = 0;
+        l.iter()
+            .map(|&n| {
+                off += n;
+                (-18, off - n, n)
+            })
+            .collect()
+    };
+    usbmon_pcap(
+        path,
+        &[
+            rec(i, b'S', 0, 0x83, 256, None, &[])
+                .iso(&pk(&[64, 64, 64, 64]), 0)
+                .at(1_000),
+            rec(i, b'C', 0, 0x83, 107, None, in_data)
+                .iso(&[(0, 0, 64), (0, 64, 10), (-84, 128, 0), (0, 192, 33)], 1)
+                .at(301_000),
+            rec(o, b'S', 0, 0x04, 40, None, out_data)
+                .iso(&pk(&[16, 8, 16]), 0)
+                .at(302_000),
+            rec(o, b'C', 0, 0x04, 24, None, &[])
+                .iso(&[(0, 0, 16), (0, 16, 8), (-71, 24, 0)], 1)
+                .at(352_000),
+        ],
+    );
+}
+
+/// What tests/c/usbfs_iso_replay.c prints for the capture of
+/// [`iso_capture`]: the recorded statuses, lengths and bytes.
+fn iso_replayed() -> String {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let d = iso_in_data();
+    format!(
+        "in status 0 actual 107 errors 1 pk 0:64:{} 0:10:{} -84:0: 0:33:{}\n\
+         out status 0 actual 24 errors 1 pk 0:16 0:8 -71:0\n",
+        hex(&d[..64]),
+        hex(&d[64..74]),
+        hex(&d[192..225])
+    )
+}
+
+/// Beyond umockdev, which does not replay isochronous transfers: a
+/// program's isochronous URBs (tests/c/usbfs_iso_replay.c, raw usbfs) are
+/// matched to the recorded ones of their endpoint, number of packets and
+/// packet lengths (an OUT URB's bytes too), and complete with each
+/// packet's recorded status, actual length and bytes.
+#[test]
+fn isochronous_urbs_complete_with_the_recorded_packets() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let f = hand_written_with(dir, iso_dump());
+    let exe = common::compile_c("usbfs_iso_replay", dir);
+    let cap = dir.join("iso.pcap");
+    let out: Vec<u8> = (0x40..0x40 + 40).collect();
+    iso_capture(&cap, &iso_in_data(), &out);
+    let mut args = hand_written_replay(&f, &cap, &exe);
+    args.push("/dev/bus/usb/001/009".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let ours = umockdev_run(true, &args, dir);
+    assert_eq!(text(&ours.stdout), iso_replayed(), "{}", text(&ours.stderr));
+    assert_eq!(ours.status.code(), Some(0));
+    assert!(!text(&ours.stderr).contains("is not in the capture"));
+    // Other OUT bytes than recorded (one byte of the second packet) are
+    // another URB: not in the capture. No handshake holds an isochronous
+    // URB: it ends with its frames, its packets sent (not the recorded
+    // completion's -EPROTO of the third).
+    let other = dir.join("other.pcap");
+    let mut changed = out.clone();
+    changed[20] ^= 0xff;
+    iso_capture(&other, &iso_in_data(), &changed);
+    let mut args = hand_written_replay(&f, &other, &exe);
+    args.push("/dev/bus/usb/001/009".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let ours = umockdev_run(true, &args, dir);
+    let first = iso_replayed().lines().next().unwrap().to_string();
+    assert_eq!(
+        text(&ours.stdout),
+        format!("{first}\nout status 0 actual 40 errors 0 pk 0:16 0:8 0:16\n"),
+        "{}",
+        text(&ours.stderr)
+    );
+    assert!(
+        text(&ours.stderr).contains("a program's transfer on endpoint 04 is not in the capture"),
+        "{}",
+        text(&ours.stderr)
+    );
+}
+
+/// The timestamps (µs) of the `S` and `C` lines of usbmon text `lines`
+/// whose URB is on `what` (`Zi:1:009:3`): the time between them (usbmon's
+/// clock wraps at 4096 s).
+fn s_to_c_us(lines: &str, what: &str) -> u64 {
+    let stamp = |kind: &str| -> u64 {
+        let l = lines
+            .lines()
+            .find(|l| l.split_whitespace().nth(2) == Some(kind) && l.contains(what))
+            .unwrap_or_else(|| panic!("no {kind} {what} in {lines}"));
+        l.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    const WRAP: u64 = 4_096_000_000;
+    (stamp("C") + WRAP - stamp("S")) % WRAP
+}
+
+/// `monfs umockdev-run --timing recorded` (configuration key
+/// `replay_timing: recorded`): a replayed URB completes no earlier than
+/// the recorded delay between its submission and its completion, counted
+/// from the program's submission on the bus's clock, which usbmon's
+/// timestamps show (300 ms for the isochronous IN URB of [`iso_capture`],
+/// 50 ms for the OUT one; at the bus's pace they take a few frames).
+#[test]
+fn the_recordings_timing_when_asked() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let f = hand_written_with(dir, iso_dump());
+    let exe = common::compile_c("usbfs_iso_replay", dir);
+    let cap = dir.join("iso.pcap");
+    let out: Vec<u8> = (0x40..0x40 + 40).collect();
+    iso_capture(&cap, &iso_in_data(), &out);
+    // usbmon's text is opened before the program runs: its lines are
+    // read after.
+    let sh = format!(
+        "exec 3</sys/kernel/debug/usb/usbmon/1u && {} /dev/bus/usb/001/009 && \
+         grep -m 4 -E ' Z[io]:1:009:' <&3",
+        exe.display()
+    );
+    let mut args = hand_written_replay(&f, &cap, Path::new("sh"));
+    args.splice(0..0, ["--timing".to_string(), "recorded".to_string()]);
+    args.extend(["-c".into(), sh]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let ours = umockdev_run(true, &args, dir);
+    let got = text(&ours.stdout);
+    assert_eq!(ours.status.code(), Some(0), "{got}{}", text(&ours.stderr));
+    let (prog, usbmon) = got.split_at(iso_replayed().len());
+    assert_eq!(prog, iso_replayed(), "{}", text(&ours.stderr));
+    let zi = s_to_c_us(usbmon, "Zi:1:009:3");
+    let zo = s_to_c_us(usbmon, "Zo:1:009:4");
+    assert!(zi >= 300_000, "{zi} us: {usbmon}");
+    assert!(zo >= 50_000, "{zo} us: {usbmon}");
+}
+
+/// Beyond umockdev, whose replay has no error events: a recorded error
+/// completion is the program's. A bulk IN transfer that stalled (-EPIPE)
+/// in the recording stalls for a pyusb program (errno 32), and the
+/// control request after it is answered as recorded. (Debian's
+/// umockdev-run gives the read errno 19, then its replay is stuck: the
+/// control request is never answered.)
+#[test]
+fn a_recorded_error_completion_is_the_programs() {
+    let td = tempfile::tempdir().unwrap();
+    let dir = td.path();
+    let f = hand_written(dir);
+    let cap = dir.join("stall.pcap");
+    let (b, c) = (0xffff_8880_0000_1000, 0xffff_8880_0000_2000);
+    let setup = Some([0xc0, 0x01, 0, 0, 0, 0, 16, 0]);
+    usbmon_pcap(
+        &cap,
+        &[
+            rec(b, b'S', 3, 0x81, 64, None, &[]),
+            rec(b, b'C', 3, 0x81, 0, None, &[]).status(-32),
+            rec(c, b'S', 2, 0x80, 16, setup, &[]),
+            rec(c, b'C', 2, 0x80, 5, None, b"monfs"),
+        ],
+    );
+    let prog = "import usb.core\n\
+        d = usb.core.find(idVendor=0x1234, idProduct=0x5679)\n\
+        try:\n    d.read(0x81, 64, timeout=0)\n    print('read')\n\
+        except usb.core.USBError as e:\n    print('error', e.errno)\n\
+        print('control', bytes(d.ctrl_transfer(0xC0, 0x01, 0, 0, 16, timeout=0)).hex())\n";
+    let mut args = hand_written_replay(&f, &cap, Path::new("/usr/bin/python3"));
+    args.extend(["-c".into(), prog.into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let ours = umockdev_run(true, &args, dir);
+    assert_eq!(
+        text(&ours.stdout),
+        "error 32\ncontrol 6d6f6e6673\n",
+        "{}",
+        text(&ours.stderr)
+    );
+    assert_eq!(ours.status.code(), Some(0));
 }

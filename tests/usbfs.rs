@@ -572,6 +572,8 @@ fn a_device_from_a_capture_answers_a_program_from_the_capture() {
         "bulk-out:02:0102030405",
         "bulk-in:81:64",
         "int-in:85:4",
+        "iso-in:83:4:16",
+        "iso-out:04:2:64",
     ];
     let want = [
         "ctrl-in:c0:1:0:0:10 rc=5 6d6f6e6673",
@@ -580,6 +582,10 @@ fn a_device_from_a_capture_answers_a_program_from_the_capture() {
         "bulk-out:02:0102030405 rc=0 5",
         "bulk-in:81:64 rc=0 5 0504030201",
         "int-in:85:4 rc=0 4 00000001",
+        "iso-in:83:4:16 rc=0 status=COMPLETED 0:16:00000000000000000000000000000000 \
+         0:16:01010101010101010101010101010101 0:16:02020202020202020202020202020202 \
+         0:16:03030303030303030303030303030303",
+        "iso-out:04:2:64 rc=0 status=COMPLETED 0:64 0:64",
     ];
     let dev;
     {
@@ -609,12 +615,18 @@ fn a_device_from_a_capture_answers_a_program_from_the_capture() {
     ));
     let node = wait_node(&m, "dev/bus/usb/001/002");
     let mut more = ops.to_vec();
-    more.extend(["int-in:85:4:300", "ctrl-in:c0:7:0:0:4:300"]);
+    more.extend([
+        "int-in:85:4:300",
+        "ctrl-in:c0:7:0:0:4:300",
+        "iso-in:83:2:16",
+    ]);
     let mut want2: Vec<&str> = want.to_vec();
-    // What the capture does not have: the device does not answer.
+    // What the capture does not have: the device does not answer (an
+    // isochronous URB ends with its frames, its IN packets errors).
     want2.extend([
         "int-in:85:4:300 rc=LIBUSB_ERROR_TIMEOUT 0 ",
         "ctrl-in:c0:7:0:0:4:300 rc=LIBUSB_ERROR_TIMEOUT ",
+        "iso-in:83:2:16 rc=0 status=COMPLETED 1:0 1:0",
     ]);
     assert_eq!(run_libusb(&tool, &node, &more), want2);
     let log = m.log_text();
@@ -624,6 +636,10 @@ fn a_device_from_a_capture_answers_a_program_from_the_capture() {
     );
     assert!(
         log.contains("a program's transfer on endpoint 85 is not in the capture"),
+        "{log}"
+    );
+    assert!(
+        log.contains("a program's transfer on endpoint 83 is not in the capture"),
         "{log}"
     );
 }

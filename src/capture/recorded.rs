@@ -2,7 +2,9 @@
 //! 220): its descriptors from the GET_DESCRIPTOR completions the capture
 //! holds (with its HID interfaces' report descriptors, as usbhid read
 //! them), and each IN endpoint's successful completions, in recorded order
-//! with their recorded spacing, for a simulated device to answer again.
+//! with their recorded spacing, for a simulated device to answer again;
+//! and, for replay to programs, its `S` and `C` records in order, with
+//! their times and isochronous packet descriptors.
 //!
 //! [`CapturePackets::load`] reads and decodes a capture (every packet is
 //! checked, as replay checks it); [`CapturePackets::device`] picks one
@@ -17,7 +19,8 @@ use std::sync::Arc;
 use super::usbdesc::DescriptorDump;
 use crate::capture::decode::Decoder;
 use crate::capture::read::{read_records_from, CaptureError};
-use crate::usbmon::event::{EventKind, UrbEvent, XferType};
+use crate::usbmon::event::{EventKind, IsoDesc, UrbEvent, XferType};
+use crate::usbmon::header::ISODESC_MAX;
 
 /// The longest recorded pause between two completions on one endpoint that
 /// is kept (longer ones are shortened to it): 60 s.
@@ -134,6 +137,14 @@ pub struct RecordedSubmission {
     /// An OUT transfer's data, where the capture holds all of it (None: not
     /// captured, or cut by the snapshot length).
     pub out: Option<Arc<[u8]>>,
+    /// When it was submitted, ns since the epoch (the packet's timestamp).
+    pub ts_ns: u64,
+    /// An isochronous submission: its number of packets (0 for other
+    /// transfers).
+    pub npk: u32,
+    /// An isochronous submission's packet descriptors as usbmon holds them
+    /// (the requested lengths): the first [`ISODESC_MAX`] at most.
+    pub iso: Vec<IsoDesc>,
 }
 
 /// One record of a recorded device's walk (umockdev's replay walks the
@@ -172,6 +183,37 @@ pub struct RecordedTransfer {
     /// Its submission in [`RecordedDevice::submissions`] (None: submitted
     /// before the capture started).
     pub sub: Option<usize>,
+    /// When it completed, ns since the epoch (the packet's timestamp).
+    pub ts_ns: u64,
+    /// An isochronous completion: its number of packets (0 for other
+    /// transfers).
+    pub npk: u32,
+    /// An isochronous completion's packet descriptors as usbmon holds them
+    /// (each packet's status, offset in `data` and actual length): the
+    /// first [`ISODESC_MAX`] at most.
+    pub iso: Vec<IsoDesc>,
+}
+
+impl RecordedTransfer {
+    /// The recorded delay between its submission and its completion, ns
+    /// (0 for one submitted before the capture started), at most
+    /// [`MAX_GAP_NS`].
+    pub fn delay_ns(&self, subs: &[RecordedSubmission]) -> u64 {
+        self.sub
+            .and_then(|i| subs.get(i))
+            .map(|s| self.ts_ns.saturating_sub(s.ts_ns).min(MAX_GAP_NS))
+            .unwrap_or(0)
+    }
+}
+
+/// An isochronous record's packets: how many, and the first
+/// [`ISODESC_MAX`] descriptors (the most usbmon keeps).
+fn iso_of(e: &UrbEvent) -> (u32, Vec<IsoDesc>) {
+    if e.xfer != XferType::Iso {
+        return (0, vec![]);
+    }
+    let n = e.iso.len();
+    (n as u32, e.iso[..n.min(ISODESC_MAX)].to_vec())
 }
 
 /// Most transfers (and most submissions) kept of a recorded device for
@@ -209,6 +251,7 @@ fn transfers<'a>(packets: impl Iterator<Item = &'a Packet>) -> Walk {
                 });
                 open.insert(e.id, subs.len());
                 steps.push(ReplayStep::Submit(subs.len()));
+                let (npk, iso) = iso_of(e);
                 subs.push(RecordedSubmission {
                     packet: p.index,
                     ep,
@@ -216,6 +259,9 @@ fn transfers<'a>(packets: impl Iterator<Item = &'a Packet>) -> Walk {
                     setup: e.setup,
                     len: e.transfer_buffer_length,
                     out: whole,
+                    ts_ns: p.ts_ns,
+                    npk,
+                    iso,
                 });
             }
             EventKind::Error => {
@@ -237,6 +283,7 @@ fn transfers<'a>(packets: impl Iterator<Item = &'a Packet>) -> Walk {
                     continue;
                 }
                 steps.push(ReplayStep::Complete(out.len()));
+                let (npk, iso) = iso_of(e);
                 out.push(RecordedTransfer {
                     packet: p.index,
                     ep,
@@ -248,6 +295,9 @@ fn transfers<'a>(packets: impl Iterator<Item = &'a Packet>) -> Walk {
                     len,
                     out: data_out,
                     sub,
+                    ts_ns: p.ts_ns,
+                    npk,
+                    iso,
                 });
             }
         }

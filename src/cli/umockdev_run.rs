@@ -13,7 +13,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::umockdev::build::{config_yaml, find_device, usb_devices};
+use crate::umockdev::build::{config_yaml, find_device, usb_devices, with_recorded_timing};
 use crate::umockdev::{parse, MAX_FILE_BYTES};
 
 use super::run::{run, RunOptions};
@@ -39,6 +39,8 @@ pub struct UmockdevRunOptions {
     /// The umockdev options given that monfs does not support, as
     /// `-i/--ioctl`.
     pub unsupported: Vec<&'static str>,
+    /// `--timing`: when replayed answers complete.
+    pub timing: crate::config::ReplayTiming,
     /// The command and its arguments.
     pub command: Vec<OsString>,
 }
@@ -122,7 +124,10 @@ pub fn prepare(
         let file = std::path::absolute(&file).unwrap_or(file);
         captures.insert(i, file);
     }
-    let yaml = config_yaml(&records, &captures, dir, &mut notes)?;
+    let mut yaml = config_yaml(&records, &captures, dir, &mut notes)?;
+    if opts.timing == crate::config::ReplayTiming::Recorded {
+        yaml = with_recorded_timing(&yaml);
+    }
     let cfg = dir.join("config.yaml");
     std::fs::write(&cfg, &yaml)
         .map_err(|e| UmockdevRunError::Read(cfg.display().to_string(), e))?;

@@ -142,6 +142,9 @@ pub enum DeviceError {
     /// Fields that the capture gives.
     #[error(": vendor_id and product_id come from the descriptors (the capture's or the `descriptors` file's)")]
     FromCaptureFields,
+    /// `replay_timing` on another kind.
+    #[error(": `replay_timing` is only for kind from-capture")]
+    ReplayTimingNotFromCapture,
     /// `capture_bus` where the capture gives the descriptors.
     #[error(": `capture_bus` is only for a from-capture device with its own `descriptors` file")]
     CaptureBusWithoutDescriptors,

@@ -84,6 +84,19 @@ impl Timing {
     }
 }
 
+/// When a from-capture device's replayed answers to programs complete
+/// (`replay_timing`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ReplayTiming {
+    /// At the bus's pace once the replay reaches the completion.
+    #[default]
+    Bus,
+    /// Besides, no earlier than the recorded delay between the URB's
+    /// submission and its completion, from the program's submission.
+    Recorded,
+}
+
 /// The USB side: buses with their devices.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -376,6 +389,15 @@ pub struct DeviceConfig {
     /// replay takes the packets of the device's bus and address only.
     #[serde(default)]
     pub capture_bus: Option<BusNumber>,
+    /// For `kind: from-capture`: when a program's URB answered from the
+    /// capture completes. `bus` (default): at the bus's pace once the
+    /// replay reaches its completion (the transfer's time on the bus, an
+    /// isochronous URB's frames). `recorded`: besides, no earlier than the
+    /// delay between its submission and its completion in the capture,
+    /// counted from the program's submission on the bus's clock (a
+    /// thousandth of it under `timing: fast`, as every latency).
+    #[serde(default)]
+    pub replay_timing: Option<ReplayTiming>,
     /// The address the device is given at its enumeration (2..=127),
     /// instead of the next free one the hub driver would choose, as a
     /// recorded device keeps the address it was recorded at (`monfs
@@ -1144,6 +1166,9 @@ fn check_recorded(dev: &DeviceConfig) -> Result<(), DeviceError> {
     let recorded = dev.kind == DeviceKind::FromCapture;
     if !recorded {
         return match (&dev.capture, &dev.devaddr, &dev.capture_bus) {
+            (None, None, None) if dev.replay_timing.is_some() => {
+                Err(DeviceError::ReplayTimingNotFromCapture)
+            }
             (None, None, None) => Ok(()),
             _ => Err(DeviceError::CaptureNotFromCapture),
         };

@@ -238,3 +238,26 @@ fn recorded_attributes_and_properties_are_checked() {
     let (_, _, msg) = err(&dev(&format!("          attributes: {{a: {long}}}\n")));
     assert!(msg.contains("longer than"), "{msg}");
 }
+
+#[test]
+fn replay_timing_is_for_from_capture_devices() {
+    let dev = |kind: &str, t: &str| {
+        format!("usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: {kind}\n          capture: c.pcap\n          devaddr: 2\n          replay_timing: {t}\n")
+    };
+    let c = Config::parse(&dev("from-capture", "recorded"), "t.yaml").unwrap();
+    let d = &c.usb.buses[0].devices[0];
+    assert_eq!(d.replay_timing, Some(crate::config::ReplayTiming::Recorded));
+    let c = Config::parse(&dev("from-capture", "bus"), "t.yaml").unwrap();
+    assert_eq!(
+        c.usb.buses[0].devices[0].replay_timing,
+        Some(crate::config::ReplayTiming::Bus)
+    );
+    let (_, _, msg) = err(&dev("from-capture", "fast"));
+    assert!(msg.contains("replay_timing"), "{msg}");
+    let other = "usb:\n  buses:\n    - bus: 1\n      devices:\n        - port: 1\n          kind: flood\n          replay_timing: recorded\n";
+    let (_, _, msg) = err(other);
+    assert!(
+        msg.contains("`replay_timing` is only for kind from-capture"),
+        "{msg}"
+    );
+}

@@ -505,6 +505,7 @@ impl Control {
                     capture: None,
                     devaddr: None,
                     capture_bus: None,
+                    replay_timing: None,
                     devnum: None,
                     attributes: Default::default(),
                     udev_properties: Default::default(),

@@ -352,6 +352,31 @@ pub fn config_yaml(
     Ok(serde_yaml_ng::to_string(&Value::Mapping(top)).unwrap_or_default())
 }
 
+/// The configuration `yaml` (of [`config_yaml`]) with `replay_timing:
+/// recorded` on each device answered from a capture (`monfs umockdev-run
+/// --timing recorded`).
+pub fn with_recorded_timing(yaml: &str) -> String {
+    fn walk(v: &mut Value) {
+        match v {
+            Value::Mapping(m) => {
+                if m.get("kind").and_then(Value::as_str) == Some("from-capture") {
+                    m.insert(s("replay_timing"), s("recorded"));
+                }
+                for (_, x) in m.iter_mut() {
+                    walk(x);
+                }
+            }
+            Value::Sequence(l) => l.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    let Ok(mut v) = serde_yaml_ng::from_str::<Value>(yaml) else {
+        return yaml.to_string();
+    };
+    walk(&mut v);
+    serde_yaml_ng::to_string(&v).unwrap_or_else(|_| yaml.to_string())
+}
+
 fn children(
     n: &Node,
     devs: &[UsbDevice],
@@ -536,6 +561,9 @@ mod tests {
         let yaml = config_yaml(&devs, &caps, dir.path(), &mut notes).unwrap();
         assert!(yaml.contains("kind: from-capture"), "{yaml}");
         assert!(yaml.contains("capture_bus: 1"), "{yaml}");
+        let timed = with_recorded_timing(&yaml);
+        assert!(timed.contains("replay_timing: recorded"), "{timed}");
+        assert!(!yaml.contains("replay_timing"), "{yaml}");
         let e = crate::sim::usb::load::parse_config(&yaml, "gen.yaml").unwrap_err();
         assert!(e.to_string().contains("/nonexistent.pcapng"), "{e}");
     }

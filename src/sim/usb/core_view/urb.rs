@@ -374,13 +374,35 @@ pub(super) fn answer(
     let kind = dev.kind;
     if dev.desc.recorded.is_some() {
         use crate::sim::usb::replay_program::{submit, Submitted};
-        match submit(ctx, d, urb, out.clone()) {
+        match submit(ctx, d, urb, out.clone(), (pkts.clone(), slot), now) {
             Submitted::Walked(done) => replayed(ctx, d, done, now),
             Submitted::Standard => {
                 let setup = urb.setup.unwrap_or_default();
                 let (status, data) = ctx.handle_ctrl(d, &setup, out.as_deref());
                 let (at, status, actual, data) = control_done(ctx, d, &urb, status, data, now);
                 finish_at(ctx, d, urb.tag, at, status, actual, data, vec![], (0, 0));
+            }
+            Submitted::Unknown if urb.xfer == XferType::Iso => {
+                // Isochronous transfers have no handshake: whatever the
+                // device does, the controller ends the URB with its
+                // frames. OUT packets went out; IN packets got nothing
+                // back (a transaction error, -EPROTO).
+                let mut iso = Vec::with_capacity(pkts.len());
+                let mut off = 0;
+                for &l in &pkts {
+                    let (status, length) = if urb.dir_in { (EPROTO, 0) } else { (0, l) };
+                    iso.push(IsoDesc {
+                        status,
+                        offset: off,
+                        length,
+                    });
+                    off += l;
+                }
+                let errs = iso.iter().filter(|p| p.status != 0).count() as i32
+                    + late_packets(&mut iso, slot.late);
+                let total = iso.iter().map(|p| p.length).sum();
+                let sched = (slot.start_frame, errs);
+                finish_at(ctx, d, urb.tag, slot.end, 0, total, None, iso, sched);
             }
             Submitted::Unknown => {}
         }
@@ -506,13 +528,23 @@ fn control_done(
 
 /// Complete the URBs of the recorded device `d` its replay's walk
 /// completed at `now`, in that order (each given back no earlier than
-/// the one before): as recorded, on the bus's schedule.
+/// the one before): as recorded, on the bus's schedule (an isochronous
+/// one not before the end of its frames), and not before the recorded
+/// delay where that is asked for.
 fn replayed(ctx: &mut Ctx, d: DevId, done: Vec<crate::sim::usb::replay_program::Done>, now: u64) {
     for x in done {
         let urb = x.urb;
+        let mut iso = x.iso;
+        let mut sched = (0, 0);
         let (at, status, actual, data) = if urb.xfer == XferType::Control {
             let data = x.data.map(|b| b.to_vec());
             control_done(ctx, d, &urb, x.status, data, now)
+        } else if urb.xfer == XferType::Iso {
+            let errs = iso.iter().filter(|p| p.status != 0).count() as i32
+                + late_packets(&mut iso, x.slot.late);
+            let actual = iso.iter().map(|p| p.length).sum();
+            sched = (x.slot.start_frame, errs);
+            (x.slot.end.max(now), x.status, actual, x.data)
         } else {
             let lat = ctx.rng.range(50 * US, 300 * US);
             let at = bus_time(ctx, d, &urb, x.actual, now + lat);
@@ -521,9 +553,9 @@ fn replayed(ctx: &mut Ctx, d: DevId, done: Vec<crate::sim::usb::replay_program::
         let Some(dev) = ctx.dev_mut(d) else {
             return;
         };
-        let at = at.max(dev.core.replay.last_at);
+        let at = at.max(x.not_before).max(dev.core.replay.last_at);
         dev.core.replay.last_at = at;
-        finish_at(ctx, d, urb.tag, at, status, actual, data, vec![], (0, 0));
+        finish_at(ctx, d, urb.tag, at, status, actual, data, iso, sched);
     }
 }
 

@@ -375,6 +375,15 @@ pub(crate) struct ReplayWaiting {
     pub urb: Urb,
     /// OUT data.
     pub out: Option<Arc<[u8]>>,
+    /// An isochronous URB's packet lengths.
+    pub pkts: Vec<u32>,
+    /// An isochronous URB's place on its endpoint's schedule (its first
+    /// frame is `urb.sched_frame`): when its last frame ends, and how many
+    /// of its first packets' frames had passed (`IsoSlot`).
+    pub iso_end: u64,
+    pub iso_late: u32,
+    /// When it was submitted (the bus's clock).
+    pub since: u64,
     /// The recorded submission (`RecordedDevice::submissions`) it was
     /// matched to.
     pub matched: Option<usize>,

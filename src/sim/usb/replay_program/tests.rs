@@ -77,23 +77,29 @@ fn control(id: u64, setup: [u8; 8], out: &[u8]) -> UrbEvent {
 /// The device from-capture with `events` as its capture, its interface
 /// taken by a program, the bus run 3 s.
 fn device(dir: &std::path::Path, events: &[UrbEvent]) -> (UsbSim, UsbDevice) {
+    device_with(dir, events, "", Arc::new(Collect::default()))
+}
+
+/// [`device`] with `extra` keys in the device's entry (`, key: value`),
+/// its bus's usbmon events into `sink`.
+fn device_with(
+    dir: &std::path::Path,
+    events: &[UrbEvent],
+    extra: &str,
+    sink: Arc<Collect>,
+) -> (UsbSim, UsbDevice) {
     let cap = dir.join("c.pcapng");
     write_events(&cap, events, Format::PcapNg, LinkType::Mmapped).unwrap();
     let desc = dir.join("d.desc");
     std::fs::write(&desc, dump()).unwrap();
     let y = format!(
-        "seed: 5\nusb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - {{port: 1, kind: from-capture, capture: {}, devaddr: 9, capture_bus: 1, descriptors: {}, devnum: 9}}\n",
+        "seed: 5\nusb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - {{port: 1, kind: from-capture, capture: {}, devaddr: 9, capture_bus: 1, descriptors: {}, devnum: 9{}}}\n",
         cap.display(),
-        desc.display()
+        desc.display(),
+        extra
     );
     let cfg = crate::sim::usb::load::parse_config(&y, "/t.yaml").unwrap();
-    let sim = UsbSim::run_for_test(
-        &cfg.usb,
-        5,
-        3000,
-        Arc::new(TestClock),
-        Arc::new(Collect::default()),
-    );
+    let sim = UsbSim::run_for_test(&cfg.usb, 5, 3000, Arc::new(TestClock), sink);
     let dev = sim
         .devices()
         .into_iter()
@@ -236,4 +242,53 @@ fn a_completion_submitted_before_the_capture_answers_a_urb_of_its_endpoint() {
         given_back(&got),
         [(a, vec![9, 8, 7, 6]), (b, vec![1, 2, 3, 4])]
     );
+}
+
+/// `replay_timing: recorded`: a bulk IN transfer that took 500 ms in the
+/// recording completes no earlier than 500 ms after the program submitted
+/// it (usbmon's `S` and `C` times, the bus's clock); by default at the
+/// bus's pace, well before; under `timing: fast` no earlier than 500 µs
+/// (a thousandth, as every latency).
+#[test]
+fn recorded_timing_keeps_the_recorded_delay() {
+    use crate::config::Timing;
+    for (extra, timing, least) in [
+        ("", Timing::Realistic, None),
+        (
+            ", replay_timing: recorded",
+            Timing::Realistic,
+            Some(500 * MS),
+        ),
+        (", replay_timing: recorded", Timing::Fast, Some(500_000)),
+    ] {
+        let td = tempfile::tempdir().unwrap();
+        let mut c = rec(1, EventKind::Complete, XferType::Bulk, 0x81, 3, b"xyz");
+        c.ts.wall_ns += 500 * MS;
+        let ev = vec![rec(1, EventKind::Submit, XferType::Bulk, 0x81, 512, &[]), c];
+        let sink = Arc::new(Collect::default());
+        let (sim, dev) = device_with(td.path(), &ev, extra, sink.clone());
+        sim.set_timing(timing);
+        let got = Arc::new(Done::default());
+        let t = sim
+            .submit(dev.dev, urb(TransferType::Bulk, 0x81, 512), got.clone())
+            .unwrap();
+        sim.run_until(4000 * MS);
+        assert_eq!(given_back(&got), [(t, b"xyz".to_vec())], "{extra}");
+        // The URB's events: the last of its tag (the enumeration's URBs
+        // had it before).
+        let at = |kind| {
+            let evs = sink.0.lock_ok();
+            let e = evs.iter().rfind(|e| e.id == t && e.kind == kind);
+            e.map(|e| e.ts.mono_ns).unwrap()
+        };
+        let took = at(EventKind::Complete) - at(EventKind::Submit);
+        match least {
+            Some(l) => assert!(took >= l, "{extra} {timing:?}: {took} ns"),
+            // The bus's pace: the time of 3 bytes and the device's answer.
+            None => assert!(took < 500_000, "{took} ns"),
+        }
+        if timing == Timing::Fast {
+            assert!(took < 500 * MS, "{took} ns");
+        }
+    }
 }
