@@ -98,7 +98,14 @@ pub(super) fn swap_header(h: &mut [u8; 64], hl: usize, payload: &mut [u8], to_na
 #[derive(Default)]
 pub struct Decoder {
     tbl: HashMap<u64, u32>,
+    /// Isochronous packets counted beyond the descriptors stored, so far.
+    counted: u64,
 }
+
+/// The isochronous packets beyond the stored descriptors a capture may
+/// count in all (each costs a descriptor in memory): a hostile file of
+/// records claiming 65,536 packets each is refused past it.
+const MAX_COUNTED_PACKETS: u64 = 1 << 22;
 
 /// Why a packet is not a usbmon record.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -144,6 +151,9 @@ pub enum PacketError {
     /// An implausible ISO packet count.
     #[error("ISO packet count {0} is not plausible")]
     Numdesc(i32),
+    /// More packets beyond the stored descriptors than a capture may have.
+    #[error("more than {MAX_COUNTED_PACKETS} ISO packets beyond their stored descriptors in this capture")]
+    CountedPackets,
     /// A header byte usbmon would not write.
     #[error("header byte {byte} ({field}) is {got} where usbmon would write {want} for this event: not a usbmon record")]
     Header {
@@ -304,6 +314,11 @@ impl Decoder {
                     .collect();
                 // Packets beyond the stored 128 are counted, not shown.
                 if numdesc as usize > ev.iso.len() {
+                    let more = (numdesc as usize - ev.iso.len()) as u64;
+                    if self.counted + more > MAX_COUNTED_PACKETS {
+                        return Err(PacketError::CountedPackets);
+                    }
+                    self.counted += more;
                     ev.iso.resize(numdesc as usize, IsoDesc::default());
                 }
             }

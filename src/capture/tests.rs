@@ -418,3 +418,31 @@ fn tsresol_units() {
     assert_eq!(tsresol_to_ns(12, 10), 1);
     assert_eq!(tsresol_to_ns(1 << 20, 0x80 | 20), 1_000_000_000);
 }
+
+/// Packets counted beyond the 128 stored descriptors cost memory as they
+/// are decoded: a capture's records may count at most 4,194,304 of them
+/// in all (a hostile file of records claiming 65,536 packets each is
+/// refused past that, with the packet named).
+#[test]
+fn packets_counted_beyond_the_descriptors_are_bounded() {
+    let evs = sample_events(1);
+    let native = cfg!(target_endian = "big");
+    let iso = evs
+        .iter()
+        .position(|e| e.xfer == XferType::Iso && e.kind == EventKind::Complete)
+        .unwrap();
+    let mut ev = evs[iso].clone();
+    ev.iso.resize(1 << 16, Default::default());
+    ev.data = None;
+    let pkt = encode_event(&ev, RECORD_RING);
+    let mut dec = Decoder::new();
+    dec.decode(220, native, 0, &encode_event(&evs[iso - 1], RECORD_RING))
+        .unwrap();
+    let fits = (1u64 << 22) / ((1 << 16) - 128);
+    for _ in 0..fits {
+        let d = dec.decode(220, native, 0, &pkt).unwrap();
+        assert_eq!(d.event.iso.len(), 1 << 16);
+    }
+    let e = dec.decode(220, native, 0, &pkt).unwrap_err().to_string();
+    assert!(e.contains("more than 4194304 ISO packets"), "{e}");
+}
