@@ -351,6 +351,14 @@ fn caplen_beyond_the_file_is_truncated() {
     assert_eq!(MAX_PACKET, 64 + 128 * 16 + (64 << 20) / 5);
 }
 
+/// The index of the first isochronous completion among `evs` (its
+/// submission is the event before).
+fn iso_completion(evs: &[UrbEvent]) -> usize {
+    evs.iter()
+        .position(|e| e.xfer == XferType::Iso && e.kind == EventKind::Complete)
+        .unwrap()
+}
+
 /// The header's `len_cap` beyond the data: only the data present is
 /// kept (an ISO completion cut right after its descriptors too); the
 /// header check still applies to the claimed `len_cap`.
@@ -358,10 +366,7 @@ fn caplen_beyond_the_file_is_truncated() {
 fn header_len_cap_beyond_the_data_is_clamped() {
     let evs = sample_events(1);
     let native = cfg!(target_endian = "big");
-    let iso = evs
-        .iter()
-        .position(|e| e.xfer == XferType::Iso && e.kind == EventKind::Complete)
-        .unwrap();
+    let iso = iso_completion(&evs);
     let pkt = encode_event(&evs[iso], RECORD_RING);
     let lendesc = evs[iso].iso.len() * 16;
     for cut in [64 + lendesc, 64 + lendesc + 7, pkt.len()] {
@@ -427,10 +432,7 @@ fn tsresol_units() {
 fn packets_counted_beyond_the_descriptors_are_bounded() {
     let evs = sample_events(1);
     let native = cfg!(target_endian = "big");
-    let iso = evs
-        .iter()
-        .position(|e| e.xfer == XferType::Iso && e.kind == EventKind::Complete)
-        .unwrap();
+    let iso = iso_completion(&evs);
     let mut ev = evs[iso].clone();
     ev.iso.resize(1 << 16, Default::default());
     ev.data = None;
