@@ -55,6 +55,8 @@ mod tests;
 mod tests_driver;
 #[cfg(test)]
 mod tests_hcd;
+#[cfg(test)]
+mod tests_seeded;
 mod usbfs_port;
 
 use std::sync::atomic::{AtomicBool, Ordering};
