@@ -1445,6 +1445,17 @@ def set_report_lines(d, fn, devnum):
     return out
 
 
+def set_report_urbs(d, fn, devnum):
+    """the URB addresses of the SET_REPORT (21 09) submissions to DEVNUM's ep0"""
+    out = []
+    for ln in lines(d, fn) or []:
+        m = U_TEXT.match(ln)
+        if m and m.group(1) == "S" and m.group(2) == "Co" and int(m.group(4)) == devnum \
+                and m.group(6).startswith("s 21 09 "):
+            out.append(ln.split(" ", 1)[0])
+    return out
+
+
 def kernel_devnum(dev, info, fn):
     """the kernel's device number: devices.txt's, or the one device whose
     interrupt IN completions in FN carry data"""
@@ -1904,6 +1915,12 @@ def input_compare():
         m = set_report_lines(d, "kbd_probe_1u.txt", sd["kbd"][3]) if "kbd" in sd else []
         check(bool(k) and k == m, "input %s: the usbmon lines of the keyboard's EV_LED writes (CAPSL 1, 0): "
               "SET_REPORT on ep0 (%d)" % (label, len(k)), "kernel: %s || monfs: %s" % (" | ".join(k), " | ".join(m)))
+        # usbhid sends them on its one control URB (urbctrl), one after the other
+        ku = set_report_urbs("kernel/input", "kbd_probe_1u.txt", kn) if kn else []
+        mu = set_report_urbs(d, "kbd_probe_1u.txt", sd["kbd"][3]) if "kbd" in sd else []
+        check(len(ku) > 1 and len(set(ku)) == 1 and len(mu) == len(ku) and len(set(mu)) == 1,
+              "input %s: the keyboard's EV_LED writes' SET_REPORTs all go on one URB (usbhid's urbctrl)" % label,
+              "kernel: %s || monfs: %s" % (" ".join(ku), " ".join(mu)))
         input_evtest_compare(kd, d, sd, label, fuse)
         input_events_compare(kd, d, sd, label, side == INPUT_SIDES[0][0])
         if side == "run":

@@ -7,10 +7,9 @@ use std::sync::{Arc, Weak};
 
 use crate::base::sync::LockExt;
 use crate::input::{InputDriver, EV_LED};
-use crate::usbcore::device::UsbCorePort;
+use crate::usbcore::device::{CoreRequest, UrbDone, UrbResult, UsbCorePort};
 
 use super::device::HidDevice;
-use super::hidraw::{Io, ReportType};
 
 /// hid-input's `dev->event` for a HID device's input devices: LED
 /// changes, sent by the LED work (`hidinput_led_worker`) as usbhid sends
@@ -49,7 +48,9 @@ impl InputDriver for LedDriver {
 }
 
 /// The LED work: the output report with the LEDs as they are now, once
-/// for every batch of changes.
+/// for every batch of changes, handed to usbhid (`hid_hw_request`,
+/// SET_REPORT: usbhid_submit_report), which sends it on its own URB and is
+/// not waited for.
 fn led_work(dev: &HidDevice, port: &dyn UsbCorePort) {
     loop {
         let changes = {
@@ -70,13 +71,36 @@ fn led_work(dev: &HidDevice, port: &dyn UsbCorePort) {
         if !dev.exists() {
             continue;
         }
+        // hid_output_report: the ID first when the device numbers its
+        // reports; hid_submit_ctrl: SET_REPORT(Output, id) of that length.
         let mut report = buf;
-        if id == 0 {
-            report.insert(0, 0);
+        if id != 0 {
+            report.insert(0, id);
         }
-        let io = Io { dev, port };
-        if let Err(e) = io.send_report(&report, ReportType::Output) {
-            tracing::debug!(hid = %dev.dev_name(), "hid: the LEDs' output report failed: {e}");
+        let value = 0x0200 | u16::from(id);
+        let mut setup = [0x21, 0x09, 0, 0, 0, 0, 0, 0];
+        setup[2..4].copy_from_slice(&value.to_le_bytes());
+        setup[4..6].copy_from_slice(&u16::from(dev.ifnum).to_le_bytes());
+        setup[6..8].copy_from_slice(&(report.len() as u16).to_le_bytes());
+        let req = CoreRequest::HidReport {
+            interface: dev.ifnum,
+            endpoint: dev.out_ep,
+            setup,
+            out: report,
+        };
+        if let Err(e) = port.request(dev.dev, req, Arc::new(Quiet(dev.dev_name()))) {
+            tracing::debug!(hid = %dev.dev_name(), "hid: the LEDs' output report was not queued: {e}");
+        }
+    }
+}
+
+/// Told how a report usbhid sent for the LED work ended (no one waits).
+struct Quiet(String);
+
+impl UrbDone for Quiet {
+    fn done(&self, _urb: u64, result: UrbResult) {
+        if result.status != 0 {
+            tracing::debug!(hid = %self.0, "hid: the LEDs' output report ended with {}", result.status);
         }
     }
 }

@@ -15,10 +15,11 @@
 //!
 //! Input reports reach hidraw from usbhid's interrupt IN URB (a
 //! [`DriverInput`] tap); output, feature and input reports that programs
-//! send or ask for go to the device as usbhid sends them: as new URBs
-//! through the same port usbfs uses (`usb_control_msg` SET_REPORT and
-//! GET_REPORT, `usb_interrupt_msg` on an interrupt OUT endpoint), so usbmon
-//! shows them.
+//! send or ask for go to the device as usbhid sends them, through the same
+//! port usbfs uses, so usbmon shows them: hidraw's as new URBs
+//! (`usb_control_msg` SET_REPORT and GET_REPORT, `usb_interrupt_msg` on an
+//! interrupt OUT endpoint), hid-input's LED changes on usbhid's own URBs
+//! (`CoreRequest::HidReport`: usbhid_submit_report).
 //!
 //! Like usbfs and sysfs, nothing here imports the simulator.
 

@@ -341,7 +341,7 @@ pub struct UrbResult {
 /// usb core); each ends with a [`UrbResult`] whose `status` is the
 /// function's return value (a negative errno, or 0; AttachDriver: 1 if a
 /// driver bound, as `device_attach`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CoreRequest {
     /// `usb_set_configuration(dev, value)` (-1: unconfigure). Unbinds and
     /// rebinds the interfaces' drivers as the kernel does.
@@ -368,6 +368,25 @@ pub enum CoreRequest {
     /// Probe the kernel drivers for the interface again
     /// (USBDEVFS_CONNECT).
     AttachDriver(u8),
+    /// usbhid_submit_report (`drivers/hid/usbhid/hid-core.c`), as hid-input's
+    /// LED work sends its output report through `hid_hw_request`: a report
+    /// usbhid, bound to `interface`, sends on a URB of its own, queued
+    /// behind its others and not waited for: on its interrupt OUT URB
+    /// (urbout) when `endpoint` names the interface's interrupt OUT
+    /// endpoint, else as the control request `setup` on its control URB
+    /// (urbctrl). The result is the URB's; a full queue (256 reports, its
+    /// ring's size) drops the report, as usbhid does.
+    HidReport {
+        /// bInterfaceNumber of the HID interface.
+        interface: u8,
+        /// The interrupt OUT endpoint (address), if the interface has one.
+        endpoint: Option<u8>,
+        /// SET_REPORT's setup packet, for the control URB.
+        setup: [u8; 8],
+        /// The report's bytes (its ID first when the device numbers its
+        /// reports).
+        out: Vec<u8>,
+    },
 }
 
 /// Why the core refused a call (each maps to the errno devio.c returns).

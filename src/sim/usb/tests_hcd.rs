@@ -584,7 +584,7 @@ fn a_core_request_behind_a_control_urb_never_answered_times_out() {
     let vendor = sim.submit(v.dev, r, got.clone()).unwrap();
     let done = Arc::new(Done::default());
     let req = CoreRequest::SetConfiguration(1);
-    sim.request(v.dev, req, done.clone()).unwrap();
+    sim.request(v.dev, req.clone(), done.clone()).unwrap();
     sim.run_until(7900 * MS);
     assert!(done.0.lock_ok().is_empty(), "it waits for 5 s");
     sim.run_until(8100 * MS);

@@ -34,6 +34,7 @@ pub(crate) use urb::*;
 mod bot;
 mod device;
 mod finish;
+mod report;
 mod request;
 mod urb;
 

@@ -265,6 +265,22 @@ fn run_request(
             back_to_setting_0(ctx, d, &reset, now, Some((done.clone(), id)));
             return Ok(id);
         }
+        CoreRequest::HidReport {
+            interface,
+            endpoint,
+            setup,
+            out,
+        } => {
+            let r = HidReport {
+                interface,
+                endpoint,
+                setup,
+                out,
+                done,
+                id,
+            };
+            return super::report::queue(ctx, (dev, d), r, now);
+        }
         CoreRequest::AttachDriver(intf) => {
             // device_attach: the driver the interface's class binds, if
             // any (1), probing it as at enumeration; none: 0.
@@ -515,7 +531,9 @@ fn detach(ctx: &mut Ctx, d: DevId, intf: u8, now: u64) -> Vec<u8> {
         .copied()
         .collect();
     for u in victims {
-        if ctx.core.urbs.contains_key(&u.tag) {
+        // A program's URB is the program's; usbhid's own (sent for the HID
+        // core) goes with usbhid.
+        if ctx.core.urbs.get(&u.tag).is_some_and(|p| p.size > 0) {
             continue;
         }
         ctx.kill(d, &u, now, status);

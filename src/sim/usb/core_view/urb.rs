@@ -150,6 +150,20 @@ pub(crate) fn submit(
     done: Arc<dyn UrbDone>,
     now: u64,
 ) -> Result<u64, CoreError> {
+    submit_on(ctx, dev, r, done, now, None)
+}
+
+/// [`submit`] on a new URB (`own` None), or on the URB `own` a kernel
+/// driver keeps (usbhid's control URB: its address, not freed when it
+/// completes; [`ProgramUrb::size`] 0).
+pub(super) fn submit_on(
+    ctx: &mut Ctx,
+    dev: DevRef,
+    r: UrbRequest,
+    done: Arc<dyn UrbDone>,
+    now: u64,
+    own: Option<u64>,
+) -> Result<u64, CoreError> {
     let d = live(ctx, dev)?;
     if ctx.core.urbs.len() >= MAX_PROGRAM_URBS {
         tracing::warn!(
@@ -188,7 +202,10 @@ pub(crate) fn submit(
     } else {
         default_interval(ctx, d, r.endpoint)
     };
-    let tag = ctx.tags.alloc(&mut ctx.rng, size);
+    let (tag, size) = match own {
+        Some(tag) => (tag, 0),
+        None => (ctx.tags.alloc(&mut ctx.rng, size), size),
+    };
     let mut urb = Urb {
         tag,
         xfer: xfer_of(r.xfer),
@@ -232,7 +249,9 @@ pub(crate) fn submit(
         Ok(x) => x,
         Err(st) => {
             ctx.core.urbs.remove(&tag);
-            ctx.tags.free(tag, size);
+            if size > 0 {
+                ctx.tags.free(tag, size);
+            }
             return Err(CoreError::Failed(-st));
         }
     };

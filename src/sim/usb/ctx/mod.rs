@@ -405,7 +405,9 @@ impl Ctx {
         self.events += 1;
         self.sink.urb_event(ev);
         if let Some((p, r)) = program {
-            self.tags.free(tag, p.size);
+            if p.size > 0 {
+                self.tags.free(tag, p.size);
+            }
             p.done.done(tag, r);
         }
     }

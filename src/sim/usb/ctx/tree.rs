@@ -348,6 +348,26 @@ pub(crate) struct CoreDev {
     pub unbinds: [u32; MAX_INTERFACES],
     /// A flash drive's bulk-only transport for programs.
     pub bot: Option<Box<crate::sim::usb::scsi::Bot>>,
+    /// usbhid's reports for the HID core waiting for its URBs, oldest
+    /// first (`core_view::report`).
+    pub hid_reports: VecDeque<HidReport>,
+    /// The task sending `hid_reports` runs.
+    pub hid_sending: bool,
+    /// usbhid's interrupt OUT URB of each interface that has one and sent
+    /// a report (its address, made at its first report).
+    pub hid_urbout: Vec<(u8, u64)>,
+}
+
+/// A report usbhid sends for the HID core on a URB of its own
+/// (`CoreRequest::HidReport`), and who is told how it ended.
+pub(crate) struct HidReport {
+    pub interface: u8,
+    pub endpoint: Option<u8>,
+    pub setup: [u8; 8],
+    pub out: Vec<u8>,
+    pub done: Arc<dyn UrbDone>,
+    /// The request's id, for a report that never reaches a URB.
+    pub id: u64,
 }
 
 /// A recorded device's walk through its capture for programs (replay for
@@ -500,7 +520,10 @@ pub(crate) type PeerAnswer = (i32, u32, Vec<u8>, Option<Vec<(i32, u32)>>);
 pub(crate) struct ProgramUrb {
     pub dev: DevId,
     pub done: Arc<dyn UrbDone>,
-    /// The tag's object size (to free it).
+    /// The tag's object size (to free it); 0: the URB is a kernel
+    /// driver's own (usbhid's control or output URB, sent for the HID
+    /// core), kept by the driver when it completes and killed when the
+    /// driver unbinds.
     pub size: u64,
     /// The peer's id of it, if a peer answers it.
     pub peer_id: Option<u64>,
