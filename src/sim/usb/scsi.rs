@@ -6,6 +6,8 @@
 
 use std::collections::VecDeque;
 
+use crate::sim::rng::Rng;
+
 /// The disk's size, in 512-byte blocks (2 GiB).
 pub(crate) const CAPACITY: u32 = 0x0040_0000;
 /// The disk's block size.
@@ -251,6 +253,9 @@ pub(crate) struct Bot {
     target: Target,
     /// A CBW whose OUT data is still coming, and the data so far.
     out: Option<(Cbw, Vec<u8>)>,
+    /// The tag and data length of the last command run, whose data and CSW
+    /// are in `to_host`.
+    ran: Option<(u32, u32)>,
     /// What the host is to read, in order: a command's data, its CSW.
     pub to_host: VecDeque<Vec<u8>>,
     /// Programs' bulk IN URBs waiting for something to read: tag, length.
@@ -266,6 +271,7 @@ impl Bot {
         Bot {
             target: Target::new(vendor, product),
             out: None,
+            ran: None,
             to_host: VecDeque::new(),
             waiting: VecDeque::new(),
         }
@@ -275,12 +281,36 @@ impl Bot {
     /// waits for a CBW again.
     pub(crate) fn reset(&mut self) {
         self.out = None;
+        self.ran = None;
         self.to_host.clear();
+    }
+
+    /// The drive's time to answer a transfer once the host controller has
+    /// it, before its bytes take their time on the bus: 30 to 200 µs.
+    pub(crate) fn answer_ns(rng: &mut Rng) -> u64 {
+        rng.range(30_000, 200_000)
+    }
+
+    /// The drive stalls the command's data stage (an injected stall): none
+    /// of the data moves, and the CSW that follows the host's clear-halt
+    /// gives the whole length as the residue and status 1, command failed
+    /// (BOT 6.7.2 and 6.7.3: the device ends a data stage it will not
+    /// finish with a STALL).
+    pub(crate) fn stall_data(&mut self) {
+        let cmd = match self.out.take() {
+            Some((cbw, _)) => Some((cbw.tag, cbw.length)),
+            None => self.ran,
+        };
+        if let Some((tag, length)) = cmd {
+            self.to_host.clear();
+            self.to_host.push_back(csw(tag, length, 1).to_vec());
+        }
     }
 
     /// Run a command, queueing its data (at most what the CBW asked for)
     /// and its CSW.
     fn run(&mut self, cbw: &Cbw, out: &[u8]) {
+        self.ran = Some((cbw.tag, cbw.length));
         let r = self.target.command(&cbw.cdb, out);
         let status = u8::from(r.failed);
         let mut data = r.data;

@@ -682,6 +682,74 @@ fn a_program_that_takes_the_flash_drive_talks_scsi_to_it() {
     assert_eq!(g[2].1.data, b"USBS\x0b\0\0\0\0\0\0\0\0");
 }
 
+/// usb-storage's URBs are answered by the flash drive's SCSI target, the
+/// one a program that takes the interface talks to: a drive whose target
+/// names itself otherwise before usb-storage scans it gives usb-storage's
+/// INQUIRY those names, and then the program's.
+#[test]
+fn usb_storage_and_programs_are_answered_by_the_drives_one_target() {
+    let y = "seed: 5\nusb:\n  buses:\n    - bus: 1\n      controller: xhci\n      devices:\n        - {port: 1, kind: mass-storage}\n";
+    let cfg = super::load::parse_config(y, "/t.yaml").unwrap();
+    let inquiry_data = |evs: &[UrbEvent]| -> Option<Vec<u8>> {
+        let e = evs.iter().find(|e| {
+            e.kind == EventKind::Complete
+                && e.xfer == XferType::Bulk
+                && e.dir_in
+                && e.actual_length == 36
+        })?;
+        Some(e.data.as_deref()?.to_vec())
+    };
+    // usb-storage's GET_MAX_LUN, which comes just before its scan.
+    let sink = Arc::new(Collect::default());
+    let sim = UsbSim::run_for_test(&cfg.usb, 5, 3000, Arc::new(TestClock), sink.clone());
+    let evs = sink.0.lock_ok().clone();
+    let lun = evs
+        .iter()
+        .find(|e| e.kind == EventKind::Submit && e.setup.is_some_and(|s| s[..2] == [0xa1, 0xfe]))
+        .expect("no GET_MAX_LUN");
+    let lun_at = lun.ts.mono_ns - crate::base::clock::Clock::at(&TestClock, 0).mono_ns;
+    assert_eq!(&inquiry_data(&evs).unwrap()[8..12], b"QEMU");
+    drop(sim);
+    // The same run, the drive's target renamed at the GET_MAX_LUN.
+    let sink = Arc::new(Collect::default());
+    let sim = UsbSim::new(&cfg.usb, 5, Arc::new(TestClock), sink.clone());
+    sim.run_until(lun_at);
+    {
+        let mut g = sim.bus(1).unwrap().lock();
+        let d = g
+            .ctx
+            .devs
+            .iter()
+            .find(|(_, x)| x.kind == super::ctx::Kind::Dev(crate::config::DeviceKind::MassStorage))
+            .map(|(d, _)| d)
+            .unwrap();
+        let dev = g.ctx.dev_mut(d).unwrap();
+        assert!(dev.target.is_some(), "made when usb-storage started");
+        dev.target = Some(Box::new(super::scsi::Bot::new("ACME", "Other Disk")));
+    }
+    sim.run_until(3000 * MS);
+    let evs = sink.0.lock_ok().clone();
+    let data = inquiry_data(&evs).unwrap();
+    assert_eq!(&data[8..26], b"ACME    Other Disk", "{data:?}");
+    // A program that takes the interface asks the same target.
+    let disk = sim
+        .devices()
+        .into_iter()
+        .find(|d| !d.is_root_hub())
+        .unwrap();
+    let mut now = 3000;
+    take(&sim, &disk, 0, &mut now);
+    let got = Arc::new(Done::default());
+    let mut out = urb(TransferType::Bulk, 0x02, 31, 0);
+    out.out = cbw(7, 36, true, &[0x12, 0, 0, 0, 36, 0]);
+    sim.submit(disk.dev, out, got.clone()).unwrap();
+    sim.submit(disk.dev, urb(TransferType::Bulk, 0x81, 36, 0), got.clone())
+        .unwrap();
+    sim.run_until((now + 10) * MS);
+    let g = got.0.lock_ok();
+    assert_eq!(&g[1].1.data[8..12], b"ACME");
+}
+
 #[test]
 fn an_isochronous_packet_larger_than_the_endpoint_carries_is_emsgsize() {
     // The audio device's OUT 0x01 carries 192 bytes a frame (full speed):

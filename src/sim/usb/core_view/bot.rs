@@ -1,30 +1,22 @@
 //! A flash drive's bulk-only transport as a program drives it, once it took
 //! the interface from usb-storage (libusb mass-storage tools, sg-style
-//! utilities over usbfs): each bulk URB goes through the drive's
-//! [`Bot`] and completes on the bus's schedule; a bulk IN with nothing to
-//! read waits (the device NAKs) until a command gives it something.
+//! utilities over usbfs): each bulk URB goes through the drive's SCSI
+//! target ([`Device::target`], the one that answered usb-storage) and
+//! completes on the bus's schedule; a bulk IN with nothing to read waits
+//! (the device NAKs) until a command gives it something.
 
 use std::sync::Arc;
 
 use crate::sim::usb::ctx::*;
-use crate::sim::usb::scsi::{names, Bot};
 
 use super::finish::{bus_time, finish_at};
 
 /// A program's bulk URB to the flash drive `d`, submitted at `now`.
 pub(super) fn urb(ctx: &mut Ctx, d: DevId, urb: &Urb, out: Option<&[u8]>, now: u64) {
-    let Some(dev) = ctx.dev_mut(d) else {
+    (ctx.make_function)(ctx, d, now);
+    let Some(bot) = ctx.dev_mut(d).and_then(|x| x.target.as_mut()) else {
         return;
     };
-    if dev.core.bot.is_none() {
-        let (vendor, product) = names(
-            dev.desc.manufacturer.as_deref(),
-            dev.desc.product.as_deref(),
-        );
-        let bot = Bot::new(vendor, product);
-        dev.core.bot = Some(Box::new(bot));
-    }
-    let bot = dev.core.bot.as_mut().expect("made above");
     if urb.dir_in {
         bot.waiting.push_back((urb.tag, urb.len));
     } else {
@@ -43,7 +35,7 @@ fn serve(ctx: &mut Ctx, d: DevId, now: u64) {
             return;
         };
         let inflight = &dev.inflight;
-        let Some(bot) = dev.core.bot.as_mut() else {
+        let Some(bot) = dev.target.as_mut() else {
             return;
         };
         // URBs the program discarded meanwhile are gone.

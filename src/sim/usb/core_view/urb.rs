@@ -429,11 +429,6 @@ pub(super) fn answer(
     }
     if urb.xfer == XferType::Control {
         let setup = urb.setup.unwrap_or_default();
-        if kind == Kind::Dev(DeviceKind::MassStorage) && (setup[0], setup[1]) == (0x21, 0xff) {
-            if let Some(b) = ctx.dev_mut(d).and_then(|x| x.core.bot.as_mut()) {
-                b.reset();
-            }
-        }
         let (status, data) = ctx.handle_ctrl(d, &setup, out.as_deref());
         let (at, status, actual, data) = control_done(ctx, d, &urb, status, data, now);
         finish_at(ctx, d, urb.tag, at, status, actual, data, vec![], (0, 0));

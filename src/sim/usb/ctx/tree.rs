@@ -230,6 +230,10 @@ pub(crate) struct Device {
     /// What the device sends on its interrupt IN endpoint, whoever polls
     /// it (a HID device's reports): usbhid's URBs and a program's alike.
     pub function_in: Option<Box<dyn InFunction>>,
+    /// The SCSI target behind its bulk endpoints over the bulk-only
+    /// transport (a flash drive's): it answers usb-storage's URBs and, once
+    /// a program took the interface, the program's alike.
+    pub target: Option<Box<crate::sim::usb::scsi::Bot>>,
     /// The interfaces its model lets drivers bind (None: all): a dump's
     /// device only those whose report descriptor it is given.
     pub bindable: Option<Vec<u8>>,
@@ -346,8 +350,6 @@ pub(crate) struct CoreDev {
     /// How often each interface's driver was unbound: a driver task
     /// started before the last unbind of its interface ends.
     pub unbinds: [u32; MAX_INTERFACES],
-    /// A flash drive's bulk-only transport for programs.
-    pub bot: Option<Box<crate::sim::usb::scsi::Bot>>,
     /// usbhid's reports for the HID core waiting for its URBs, oldest
     /// first (`core_view::report`).
     pub hid_reports: VecDeque<HidReport>,
@@ -587,6 +589,7 @@ impl Device {
             configured: false,
             driver_bound: false,
             function_in: None,
+            target: None,
             bindable: None,
             alt: [0; MAX_INTERFACES],
             hub: None,

@@ -5,6 +5,7 @@ use crate::config::DeviceKind;
 
 use super::super::ctx::*;
 use super::super::descriptors::{ClassDesc, Speed, Where};
+use super::super::scsi::Bot;
 
 /// Everything monfs models of a device class, for the kinds it covers.
 pub(crate) trait DeviceClass: Sync {
@@ -54,6 +55,12 @@ pub(crate) trait DeviceClass: Sync {
     /// it, made when a driver first polls at `at` (None: nothing of its
     /// own).
     fn function(&self, _ctx: &mut Ctx, _d: DevId, _at: u64) -> Option<Box<dyn InFunction>> {
+        None
+    }
+    /// The SCSI target behind the bulk endpoints of device `dev` (a flash
+    /// drive's, over the bulk-only transport), made when a driver or a
+    /// program first uses them (None: it has none).
+    fn target(&self, _dev: &Device) -> Option<Box<Bot>> {
         None
     }
     /// A driver bound interface `intf` of `d` again after a program let

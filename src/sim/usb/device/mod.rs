@@ -135,8 +135,8 @@ pub(crate) fn start_class_driver(ctx: &mut Ctx, d: DevId, now: u64) {
     class(kind).start(ctx, d, now, at);
 }
 
-/// Make device `d`'s IN function if its class has one and it has none
-/// yet (`Ctx::make_function`).
+/// Make device `d`'s IN function and SCSI target where its class has them
+/// and it has them not yet (`Ctx::make_function`).
 pub(crate) fn make_function(ctx: &mut Ctx, d: DevId, at: u64) {
     let Some(dev) = ctx.dev(d) else {
         return;
@@ -144,12 +144,16 @@ pub(crate) fn make_function(ctx: &mut Ctx, d: DevId, at: u64) {
     let Kind::Dev(kind) = dev.kind else {
         return;
     };
-    if dev.function_in.is_some() {
-        return;
+    if dev.function_in.is_none() {
+        if let Some(f) = class(kind).function(ctx, d, at) {
+            if let Some(x) = ctx.dev_mut(d) {
+                x.function_in = Some(f);
+            }
+        }
     }
-    if let Some(f) = class(kind).function(ctx, d, at) {
-        if let Some(x) = ctx.dev_mut(d) {
-            x.function_in = Some(f);
+    if let Some(x) = ctx.dev_mut(d) {
+        if x.target.is_none() {
+            x.target = class(kind).target(x);
         }
     }
 }

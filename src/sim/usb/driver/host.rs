@@ -71,8 +71,9 @@ pub(crate) trait HostDriver: Sync {
     ) -> Vec<Op> {
         Vec::new()
     }
-    /// It starts on interface `alt` of `d` once probed: its URBs from `at`
-    /// (drivers whose device model plays them: nothing).
+    /// It starts on interface `alt` of `d` once probed: its URBs from `at`,
+    /// answered by the device's function (usbhid, usb-storage; drivers
+    /// whose device model plays them: nothing).
     fn start(&self, _ctx: &mut Ctx, _d: DevId, _alt: &AltDesc, _at: u64) {}
     /// The other interfaces its probe of `alt` claims.
     fn claims(&self, _dev: &Device, _alt: &AltDesc) -> Vec<u8> {

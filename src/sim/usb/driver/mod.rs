@@ -7,7 +7,8 @@
 //! there.
 //!
 //! * [`hub`]: hub; [`usbhid`]: usbhid (its probe's requests and its
-//!   interrupt IN polling); [`storage`]: usb-storage and uas; [`audio`]:
+//!   interrupt IN polling); [`storage`]: usb-storage (its bulk-only
+//!   transport and error recovery) and uas; [`audio`]:
 //!   snd-usb-audio and uvcvideo; [`usbtest`]: usbtest; [`cdc_acm`]:
 //!   cdc_acm (its probe; its tty is the tty layer's); [`ftdi_sio`]:
 //!   ftdi_sio (likewise); [`cp210x`]: cp210x and [`ch341`]: ch341
@@ -22,9 +23,12 @@
 //! Which interfaces a device's drivers are probed on at all, and when, is
 //! its model's (`device`): a device from a descriptor dump binds only the
 //! HID interfaces it is given report descriptors for. A driver whose
-//! [`HostDriver::start`] runs its URBs works on any device function (the
-//! HID devices' and dumps' usbhid); the others' URBs are still played by
-//! their device's model.
+//! [`HostDriver::start`] runs its URBs has them answered by the device's
+//! function, the one that answers programs too: usbhid's by the device's
+//! interrupt IN function (the HID devices' and dumps'), usb-storage's by
+//! the flash drive's SCSI target over the bulk-only transport. The other
+//! drivers' URBs (snd-usb-audio's, uvcvideo's, usbtest's, an external or
+//! recorded device's) are still played by their device's model.
 
 use crate::sim::usb::ctx::{Ctx, DevId, Device, Op};
 use crate::sim::usb::descriptors::AltDesc;
