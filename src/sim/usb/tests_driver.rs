@@ -257,3 +257,122 @@ fn ch341_configures_by_its_version_and_stops_at_a_failure() {
     // SERIAL_INIT failed: the port probe ends there.
     assert_eq!(run(0x31, Some(2)).len(), 2);
 }
+
+/// snd-usb-audio's probe reads the device as it goes (through the
+/// registry, `driver::probe_ops_asking`): a device that takes SET_RES and
+/// reads every volume back as set gets the resolution halved down to 1
+/// and one check of it; a device that stalls the feature unit gets each
+/// read tried 10 times and no range check. uvcvideo commits what the
+/// device read back from its probe control, not what it proposed.
+#[test]
+fn snd_usb_audio_and_uvcvideo_probes_read_the_device() {
+    use std::collections::HashMap;
+    let d = device("audio");
+    // A feature unit that takes everything.
+    let mut vals: HashMap<(u8, u8), u16> = HashMap::new();
+    let mut res = 0x88u16;
+    let mut ask = |s: &[u8; 8], out: Option<&[u8]>| -> Option<Vec<u8>> {
+        if (s[0] & 0x60, s[5]) != (0x20, 2) {
+            return None;
+        }
+        let key = (s[3], s[2]);
+        let v = out.map(|o| u16::from_le_bytes([o[0], *o.get(1).unwrap_or(&0)]));
+        let got = match (s[1], v) {
+            (0x01, Some(v)) => {
+                vals.insert(key, v);
+                return Some(vec![]);
+            }
+            (0x04, Some(v)) => {
+                res = v;
+                return Some(vec![]);
+            }
+            (0x81, _) => *vals.get(&key).unwrap_or(&0),
+            (0x82, _) => 0x8001,
+            (0x83, _) => 0x0800,
+            (0x84, _) => res,
+            _ => return None,
+        };
+        Some(got.to_le_bytes()[..s[6] as usize].to_vec())
+    };
+    let ops = driver::probe_ops_asking(&d, 0, &mut ask);
+    let got = setups(&ops);
+    let mixer: Vec<&str> = got
+        .iter()
+        .map(|s| s.as_str())
+        .skip_while(|s| !s.starts_with("a1 81 0100"))
+        .collect();
+    assert_eq!(
+        mixer,
+        [
+            "a1 81 0100 0200 0001",
+            "80 06 0307 0409 00ff",
+            "a1 83 0201 0200 0002",
+            "a1 82 0201 0200 0002",
+            "a1 84 0201 0200 0002",
+            "21 04 0201 0200 0002",
+            "21 04 0201 0200 0002",
+            "21 04 0201 0200 0002",
+            "21 04 0201 0200 0002",
+            "21 04 0201 0200 0002",
+            "21 04 0201 0200 0002",
+            "21 04 0201 0200 0002",
+            "a1 84 0201 0200 0002",
+            "a1 81 0201 0200 0002",
+            "21 01 0201 0200 0002",
+            "a1 81 0201 0200 0002",
+            "21 01 0201 0200 0002",
+            "a1 81 0202 0200 0002",
+            // The player opens the PCM.
+            "01 0b 0001 0001 0000",
+        ]
+    );
+    // A feature unit that stalls everything: each read tried 10 times,
+    // the channels' values it cannot read set to the minimum (0 here).
+    let ops = driver::probe_ops_asking(&d, 0, &mut |_, _| None);
+    let got = setups(&ops);
+    let count = |s: &str| got.iter().filter(|x| *x == s).count();
+    assert_eq!(count("a1 81 0100 0200 0001"), 10);
+    assert_eq!(count("a1 83 0201 0200 0002"), 10);
+    assert_eq!(count("a1 82 0201 0200 0002"), 0);
+    assert_eq!(count("21 01 0202 0200 0002"), 10);
+    // uvcvideo: the default block proposed (bmHint: the frame interval),
+    // the device's choice (another payload size) committed.
+    let d = device("webcam");
+    let block = |payload: u32| {
+        let mut b = vec![0u8; 26];
+        b[2] = 1;
+        b[3] = 1;
+        b[22..26].copy_from_slice(&payload.to_le_bytes());
+        b
+    };
+    let mut ask = |s: &[u8; 8], _: Option<&[u8]>| match (s[1], s[3]) {
+        (0x87, 1) => Some(block(3072)),
+        (0x81, 1) => Some(block(512)),
+        (0x01, _) => Some(vec![]),
+        _ => None,
+    };
+    let ops = driver::probe_ops_asking(&d, 0, &mut ask);
+    assert_eq!(
+        setups(&ops),
+        [
+            "21 01 0100 0001 001a",
+            "a1 81 0100 0001 001a",
+            "21 01 0200 0001 001a",
+            "01 0b 0001 0001 0000",
+        ]
+    );
+    let outs: Vec<Vec<u8>> = ops
+        .iter()
+        .filter_map(|o| match o {
+            super::ctx::Op::Ctrl { out: Some(b), .. } => Some(b.to_vec()),
+            _ => None,
+        })
+        .collect();
+    let mut proposed = block(3072);
+    proposed[0] = 1;
+    assert_eq!(outs, [proposed, block(512)]);
+    // Neither probe goes to an external device's peer (their requests
+    // read the device as they go: only a model answers them).
+    assert!(driver::probe_ops(&device("audio"), 0).is_empty());
+    assert!(driver::probe_ops(&d, 0).is_empty());
+}

@@ -1206,3 +1206,42 @@ fn detaches_leave_no_urb_behind() {
     // The stream's two URBs are gone; nothing else was left.
     assert_eq!(live(&sim), before - 2);
 }
+
+/// uvcvideo's stream reads the webcam's frames from the device's own
+/// function (what the device sends): it is made when the stream starts,
+/// and every isochronous IN completion carries its packets (a UVC payload
+/// header each, or nothing). The audio device sends nothing of its own:
+/// its stream's data is the host's.
+#[test]
+fn the_webcams_frames_are_the_devices_function() {
+    for (kind, function) in [("webcam", true), ("audio", false)] {
+        let (sim, sink, devs) = bus(&[&format!("{{port: 1, kind: {kind}}}")], "ehci");
+        let dev = &devs[0];
+        let id = dev.dev.id as usize;
+        let has = sim
+            .bus(1)
+            .unwrap()
+            .lock()
+            .ctx
+            .dev(id)
+            .unwrap()
+            .function_in
+            .is_some();
+        assert_eq!(has, function, "{kind}");
+        let evs = sink.0.lock_ok();
+        let iso: Vec<&UrbEvent> = evs
+            .iter()
+            .filter(|e| e.devnum == dev.devnum && e.xfer == XferType::Iso)
+            .filter(|e| e.kind == EventKind::Complete && e.status == 0)
+            .collect();
+        assert!(iso.len() > 10, "{kind}");
+        if function {
+            for e in iso {
+                let data = e.data.as_ref().unwrap();
+                for p in e.iso.iter().filter(|p| p.length > 0) {
+                    assert_eq!(data[p.offset as usize], 12, "{kind}: a UVC header");
+                }
+            }
+        }
+    }
+}

@@ -653,14 +653,33 @@ pub(crate) struct Owner {
 }
 
 /// A device function's data on an IN endpoint, for whichever URB heads
-/// it: when the next one is due, and its bytes.
+/// it: when the next one is due, and its bytes (an interrupt endpoint's),
+/// or what an isochronous URB's packets carry.
 pub(crate) trait InFunction: Send {
     /// A URB was submitted at `now` and ends as `outcome`: when it
     /// completes (on the endpoint's polling grid), or None to leave it
-    /// pending for good.
-    fn due(&mut self, ctx: &mut super::Ctx, now: u64, outcome: Outcome) -> Option<u64>;
+    /// pending for good (the default: a function without interrupt data).
+    fn due(&mut self, _ctx: &mut super::Ctx, _now: u64, _outcome: Outcome) -> Option<u64> {
+        None
+    }
     /// The data of a completion without a fault: (actual length, bytes).
-    fn data(&mut self, ctx: &mut super::Ctx, now: u64) -> (u32, Arc<[u8]>);
+    fn data(&mut self, ctx: &mut super::Ctx, _now: u64) -> (u32, Arc<[u8]>) {
+        (0, ctx.empty.clone())
+    }
+    /// The packets of an isochronous IN URB whose first packet goes at
+    /// `start`: `npk` packets of at most `len` bytes, `pkt_ns` apart, as
+    /// (buffer of `npk * len` bytes, each packet's length); None: the
+    /// function sends nothing isochronous (the default).
+    fn iso(
+        &mut self,
+        _ctx: &mut super::Ctx,
+        _start: u64,
+        _npk: u32,
+        _len: u32,
+        _pkt_ns: u64,
+    ) -> Option<(Vec<u8>, Vec<u32>)> {
+        None
+    }
 }
 
 /// How an injected error ends a transfer.

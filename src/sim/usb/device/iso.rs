@@ -1,16 +1,16 @@
 //! Isochronous devices: qemu's usb-audio (a USB audio class 1 speaker,
 //! an OUT stream) and a Logitech C270 webcam (UVC, an IN stream): their
-//! descriptors, class requests and set-up (sound/usb, drivers/media/usb/uvc),
-//! and the stream of isochronous URBs.
-
-use std::collections::VecDeque;
-use std::sync::Arc;
+//! descriptors, their answers to the class requests (the audio device's
+//! feature unit, the webcam's probe and commit controls) and the webcam's
+//! frames, what its isochronous IN packets carry (its function). Their
+//! drivers' probes and streams are snd-usb-audio's and uvcvideo's
+//! (`driver::audio`).
 
 use crate::config::DeviceKind;
-use crate::usbmon::event::{IsoDesc, URB_ISO_ASAP};
 
 use super::super::ctx::*;
-use super::super::descriptors::{self, AltDesc, ClassDesc, EpDesc, IadDesc, Speed, Where};
+use super::super::descriptors::{AltDesc, ClassDesc, EpDesc, IadDesc, Speed, Where};
+use super::super::driver;
 use super::class::DeviceClass;
 
 /// `kind: audio`: qemu's usb-audio as snd-usb-audio sees it (its
@@ -125,10 +125,23 @@ impl Mixer {
                 m.level[channel as usize - 1] = Mixer::level_of(v);
                 None
             }
+            // The resolution is fixed: SET_RES stalls.
+            (VOLUME, 1 | 2, SET_RES) => return None,
             _ => return None,
         };
         Some(((0, data), m))
     }
+}
+
+/// The feature unit's answer to request `s` with OUT data `out` given the
+/// mixer `m`: (status, IN data) and the mixer after it; None: the device
+/// stalls it (another entity or interface, the endpoint's requests).
+fn feature_unit(m: Mixer, s: &[u8; 8], out: Option<&[u8]>) -> Option<(Answer, Mixer)> {
+    let (selector, channel) = (s[3], s[2]);
+    if !matches!(s[0], 0x21 | 0xa1) || (s[4], s[5]) != (0, FEATURE_UNIT) {
+        return None;
+    }
+    m.request(s[1], selector, channel, out)
 }
 
 impl DeviceClass for Audio {
@@ -231,32 +244,30 @@ impl DeviceClass for Audio {
         s: &[u8; 8],
         out: Option<&[u8]>,
     ) -> Option<(i32, Option<Vec<u8>>)> {
-        let (selector, channel) = (s[3], s[2]);
-        if !matches!(s[0], 0x21 | 0xa1) || (s[4], s[5]) != (0, FEATURE_UNIT) {
-            return None;
-        }
         let dev = ctx.dev_mut(d)?;
-        let (answer, mixer) = Mixer::of(dev).request(s[1], selector, channel, out)?;
+        let (answer, mixer) = feature_unit(Mixer::of(dev), s, out)?;
         mixer.store(dev);
         Some(answer)
     }
 
+    // snd-usb-audio's probe (and a player's opening the PCM), reading the
+    // feature unit as the device answers (a copy of its mixer: the
+    // requests then change the device's own as they go out), then its
+    // stream.
     fn class_ops(&self, dev: &Device, d: DevId) -> Vec<Op> {
-        let mut ops = probe_ops(dev, d);
-        if player(dev) {
-            // A player opens the PCM: the stream's setting (the endpoint
-            // has no sampling-frequency control, so no SET_CUR of it),
-            // then the stream.
-            ops.push(ctrl(d, setup(0x01, 0x0b, 1, 1, 0)));
-        }
+        let mut mixer = Mixer::of(dev);
+        let mut ask = |s: &[u8; 8], out: Option<&[u8]>| {
+            let ((_, data), m) = feature_unit(mixer, s, out)?;
+            mixer = m;
+            Some(data.unwrap_or_default())
+        };
+        let mut ops = driver::probe_ops_asking(dev, d, &mut ask);
         ops.push(Op::StartStreams(d));
         ops
     }
 
     fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
-        if ctx.dev(d).is_some_and(player) {
-            start_stream(ctx, d, at);
-        }
+        driver::start(ctx, d, at, None);
     }
 }
 
@@ -271,86 +282,6 @@ const AUDIO_STRINGS: [(u8, &str); 6] = [
     (9, "Audio Output - Disabled"),
     (10, "Audio Output - 48 kHz Stereo"),
 ];
-
-/// Whether a player streams to audio device `dev` once snd-usb-audio has
-/// probed it.
-fn player(dev: &Device) -> bool {
-    dev.cfg.as_ref().is_none_or(|c| c.player.unwrap_or(true))
-}
-
-/// snd-usb-audio's probe of the audio device `dev` (sound/usb/card.c,
-/// stream.c, mixer.c), as the 6.12 kernel made it in kernel-vm: the
-/// product and manufacturer strings for the card's names; the streaming
-/// interface set to 0, to its setting 1 (the core reads that setting's
-/// string) and back to 0; then the mixer: the feature unit's name and its
-/// master mute, its name again and the volume of channel 1 (maximum,
-/// minimum, resolution; SET_RES of half the resolution, which the device
-/// stalls and the driver tries 10 times; the resolution again, then the
-/// check of it: the current value, and SET_CUR and GET_CUR of it plus the
-/// resolution, doubled until a value reads back as set or leaves the
-/// range; the saved value set back), and the current volume of channel 2.
-fn probe_ops(dev: &Device, d: DevId) -> Vec<Op> {
-    let string = |i: u16| ctrl(d, setup(0x80, 0x06, 0x0300 | i, 0x0409, 255));
-    let fu = (FEATURE_UNIT as u16) << 8;
-    let get = |req: u8, cs: u8, ch: u8, len: u16| {
-        ctrl(d, setup(0xa1, req, (cs as u16) << 8 | ch as u16, fu, len))
-    };
-    let set = |req: u8, ch: u8, v: i32| Op::Ctrl {
-        target: d,
-        setup: setup(0x21, req, (VOLUME as u16) << 8 | ch as u16, fu, 2),
-        out: Some(Arc::from((v as u16).to_le_bytes().to_vec())),
-        tag: None,
-    };
-    let (i_prod, i_mfr) = (dev.desc.dev.i_prod, dev.desc.dev.i_mfr);
-    let mut ops = vec![];
-    for i in [i_prod, i_mfr] {
-        if i != 0 {
-            ops.push(string(i as u16));
-        }
-    }
-    ops.extend([
-        ctrl(d, setup(0x01, 0x0b, 0, 1, 0)),
-        ctrl(d, setup(0x01, 0x0b, 1, 1, 0)),
-        string(I_STREAM as u16),
-        ctrl(d, setup(0x01, 0x0b, 0, 1, 0)),
-        string(I_FEATURE as u16),
-        get(GET_CUR, MUTE, 0, 1),
-        string(I_FEATURE as u16),
-        get(GET_MAX, VOLUME, 1, 2),
-        get(GET_MIN, VOLUME, 1, 2),
-        get(GET_RES, VOLUME, 1, 2),
-    ]);
-    // The device stalls SET_RES: snd_usb_mixer_set_ctl_value tries 10
-    // times, then the driver keeps the resolution it read.
-    ops.extend((0..10).map(|_| set(SET_RES, 1, VOL_RES / 2)));
-    ops.push(get(GET_RES, VOLUME, 1, 2));
-    ops.push(get(GET_CUR, VOLUME, 1, 2));
-    // The resolution check, against what the device will read back.
-    let mixer = Mixer::of(dev);
-    let saved = Mixer::volume(mixer.level[0]);
-    let mut res = VOL_RES;
-    if VOL_MIN + res < VOL_MAX {
-        loop {
-            let test = if saved < VOL_MAX {
-                saved + res
-            } else {
-                saved - res
-            };
-            if !(VOL_MIN..=VOL_MAX).contains(&test) {
-                break;
-            }
-            ops.push(set(SET_CUR, 1, test));
-            ops.push(get(GET_CUR, VOLUME, 1, 2));
-            if Mixer::volume(Mixer::level_of(test)) == test {
-                break;
-            }
-            res *= 2;
-        }
-        ops.push(set(SET_CUR, 1, saved));
-    }
-    ops.push(get(GET_CUR, VOLUME, 2, 2));
-    ops
-}
 
 /// `kind: webcam`.
 pub(super) struct Webcam;
@@ -440,10 +371,7 @@ impl DeviceClass for Webcam {
         })
     }
 
-    // The streaming interface's probe and commit controls (UVC 1.1 4.3.1.1:
-    // both take SET_CUR and the GET requests; commit only SET_CUR and
-    // GET_CUR, GET_INFO, GET_LEN). Other selectors and entities stall, as
-    // a camera's unsupported controls do.
+    // The streaming interface's probe and commit controls.
     fn ep0(
         &self,
         _ctx: &mut Ctx,
@@ -451,41 +379,56 @@ impl DeviceClass for Webcam {
         s: &[u8; 8],
         _out: Option<&[u8]>,
     ) -> Option<(i32, Option<Vec<u8>>)> {
-        let (selector, intf) = (s[3], s[4]);
-        let probe = match (selector, intf, s[5]) {
-            (1, 1, 0) => true,
-            (2, 1, 0) => false,
-            _ => return None,
-        };
-        match (s[0], s[1]) {
-            (0x21, 0x01) => Some((0, None)),
-            (0xa1, 0x81) => Some((0, Some(uvc_probe()))),
-            (0xa1, 0x82..=0x84 | 0x87) if probe => Some((0, Some(uvc_probe()))),
-            // GET_INFO: supports GET and SET; GET_LEN: the block's length.
-            (0xa1, 0x86) => Some((0, Some(vec![0x03]))),
-            (0xa1, 0x85) => Some((0, Some(vec![26, 0]))),
-            _ => None,
-        }
+        vs_control(s)
     }
 
-    fn class_ops(&self, _dev: &Device, d: DevId) -> Vec<Op> {
-        let ctrl_out = |s: [u8; 8]| Op::Ctrl {
-            target: d,
-            setup: s,
-            out: Some(Arc::from(uvc_probe())),
-            tag: None,
+    // uvcvideo's probe, its viewer's stream on (reading the probe and
+    // commit controls as the device answers), then its stream.
+    fn class_ops(&self, dev: &Device, d: DevId) -> Vec<Op> {
+        let mut ask = |s: &[u8; 8], _out: Option<&[u8]>| {
+            let (_, data) = vs_control(s)?;
+            Some(data.unwrap_or_default())
         };
-        vec![
-            ctrl_out(setup(0x21, 0x01, 0x0100, 1, 26)),
-            ctrl(d, setup(0xa1, 0x81, 0x0100, 1, 26)),
-            ctrl_out(setup(0x21, 0x01, 0x0200, 1, 26)),
-            ctrl(d, setup(0x01, 0x0b, 1, 1, 0)),
-            Op::StartStreams(d),
-        ]
+        let mut ops = driver::probe_ops_asking(dev, d, &mut ask);
+        ops.push(Op::StartStreams(d));
+        ops
     }
 
     fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
-        start_stream(ctx, d, at);
+        driver::start(ctx, d, at, None);
+    }
+
+    // Its frames, from a moment after uvcvideo's stream starts.
+    fn function(&self, _ctx: &mut Ctx, _d: DevId, at: u64) -> Option<Box<dyn InFunction>> {
+        Some(Box::new(Frames {
+            fid: 0,
+            remaining: 0,
+            next_frame: at + MS,
+            frame_first: false,
+            pts: 0,
+        }))
+    }
+}
+
+/// The streaming interface's probe and commit controls' answers to `s`
+/// (UVC 1.1 4.3.1.1: both take SET_CUR and the GET requests; commit only
+/// SET_CUR and GET_CUR, GET_INFO, GET_LEN). Other selectors and entities
+/// stall (None), as a camera's unsupported controls do.
+fn vs_control(s: &[u8; 8]) -> Option<Answer> {
+    let (selector, intf) = (s[3], s[4]);
+    let probe = match (selector, intf, s[5]) {
+        (1, 1, 0) => true,
+        (2, 1, 0) => false,
+        _ => return None,
+    };
+    match (s[0], s[1]) {
+        (0x21, 0x01) => Some((0, None)),
+        (0xa1, 0x81) => Some((0, Some(uvc_probe()))),
+        (0xa1, 0x82..=0x84 | 0x87) if probe => Some((0, Some(uvc_probe()))),
+        // GET_INFO: supports GET and SET; GET_LEN: the block's length.
+        (0xa1, 0x86) => Some((0, Some(vec![0x03]))),
+        (0xa1, 0x85) => Some((0, Some(vec![26, 0]))),
+        _ => None,
     }
 }
 
@@ -502,115 +445,38 @@ fn uvc_probe() -> Vec<u8> {
     b
 }
 
-/// Start device `d`'s stream at `at`.
-fn start_stream(ctx: &mut Ctx, d: DevId, at: u64) {
-    if let Some(t) = IsoTask::new(ctx, d, at) {
-        ctx.spawn(at, Box::new(t));
-    }
-}
-
-struct Slot {
-    tag: u64,
-    due: u64,
-    start: u64,
-    outcome: Outcome,
-    out: Option<Arc<[u8]>>,
-}
-
-/// An isochronous stream: audio OUT or video IN, several URBs queued,
-/// each resubmitted as soon as it completes, until the driver is unbound
-/// from the control interface or from the streaming one.
-struct IsoTask {
-    dev: DevId,
-    /// The driver's bindings of the control interface and the streaming
-    /// interface when the stream began.
-    owners: [Option<Owner>; 2],
-    urb: Urb,
-    npk: u32,
-    pkt_len: u32,
-    pkt_ns: u64,
-    slots: Vec<Slot>,
-    inited: usize,
-    queue: VecDeque<usize>,
-    resubmit: Option<usize>,
-    next_start: u64,
-    video: bool,
-    sample: u32,
+/// The webcam's frames (MJPEG at 30 fps, each 12 000 to 30 000 bytes of
+/// payload) as its isochronous IN packets carry them: UVC payload headers
+/// (frame ID, end of frame, presentation time and source clock), a frame's
+/// data split over the packets, and between frames header-only or empty
+/// packets.
+struct Frames {
+    /// The frame ID bit, toggled at each frame.
     fid: u8,
+    /// Bytes of the current frame still to send.
     remaining: u32,
+    /// When the next frame begins.
     next_frame: u64,
+    /// The current frame's first packet is next (its JPEG SOI marker).
     frame_first: bool,
+    /// The presentation time of the current frame.
     pts: u32,
 }
 
-impl IsoTask {
-    fn new(ctx: &mut Ctx, d: DevId, at: u64) -> Option<IsoTask> {
-        let dev = ctx.dev(d)?;
-        let video = dev.kind == Kind::Dev(DeviceKind::Webcam);
-        let addr = if video { 0x81 } else { 0x01 };
-        let ep = dev.desc.cfg.endpoint(addr)?.clone();
-        let speed = dev.speed();
-        let (npk, nurbs) = if video { (32, 3) } else { (4, 2) };
-        let pkt_len = ep.mps as u32 & 0x7ff;
-        let pkt_ns = descriptors::urb_interval(speed, &ep).max(1) as u64
-            * descriptors::interval_unit_ns(speed);
-        let size = iso_urb_size(npk);
-        let slots = (0..nurbs)
-            .map(|_| Slot {
-                tag: ctx.tags.alloc(&mut ctx.rng, size),
-                due: 0,
-                start: 0,
-                outcome: Outcome::Ok,
-                out: None,
-            })
-            .collect();
-        let flags = URB_ISO_ASAP | URB_NO_TRANSFER_DMA_MAP;
-        let mut urb = ctx.data_urb(d, addr, npk * pkt_len, flags, 0);
-        urb.npk = npk;
-        let owners = [ctx.interface_owner(d, 0), ctx.owner(d, addr)];
-        Some(IsoTask {
-            dev: d,
-            owners,
-            urb,
-            npk,
-            pkt_len,
-            pkt_ns,
-            slots,
-            inited: 0,
-            queue: VecDeque::new(),
-            resubmit: None,
-            next_start: at + MS,
-            video,
-            sample: 0,
-            fid: 0,
-            remaining: 0,
-            next_frame: at + MS,
-            frame_first: false,
-            pts: 0,
-        })
-    }
-
-    fn audio_buffer(&mut self) -> Vec<u8> {
-        let n = (self.npk * self.pkt_len) as usize;
-        let mut v = Vec::with_capacity(n);
-        while v.len() + 4 <= n {
-            // A 250 Hz triangle wave, both channels.
-            let ph = (self.sample % 192) as i32;
-            let s = ((if ph < 96 { ph } else { 192 - ph }) - 48) * 600;
-            let b = (s as i16).to_le_bytes();
-            v.extend_from_slice(&[b[0], b[1], b[0], b[1]]);
-            self.sample = self.sample.wrapping_add(1);
-        }
-        v.resize(n, 0);
-        v
-    }
-
-    fn video_buffer(&mut self, ctx: &mut Ctx, start: u64) -> (Vec<u8>, Vec<u32>) {
-        let pl = self.pkt_len as usize;
-        let mut buf = vec![0u8; self.npk as usize * pl];
-        let mut lens = Vec::with_capacity(self.npk as usize);
-        for i in 0..self.npk as usize {
-            let t = start + i as u64 * self.pkt_ns;
+impl InFunction for Frames {
+    fn iso(
+        &mut self,
+        ctx: &mut Ctx,
+        start: u64,
+        npk: u32,
+        len: u32,
+        pkt_ns: u64,
+    ) -> Option<(Vec<u8>, Vec<u32>)> {
+        let pl = len as usize;
+        let mut buf = vec![0u8; npk as usize * pl];
+        let mut lens = Vec::with_capacity(npk as usize);
+        for i in 0..npk as usize {
+            let t = start + i as u64 * pkt_ns;
             if self.remaining == 0 && t >= self.next_frame {
                 self.fid ^= 1;
                 self.remaining = ctx.rng.range(12_000, 30_000) as u32;
@@ -648,117 +514,7 @@ impl IsoTask {
             };
             lens.push(len as u32);
         }
-        (buf, lens)
-    }
-
-    fn submit(&mut self, ctx: &mut Ctx, idx: usize, now: u64) {
-        let dur = self.npk as u64 * self.pkt_ns;
-        let start = self.next_start.max(now + self.pkt_ns);
-        self.next_start = start + dur;
-        let mut urb = self.urb;
-        urb.tag = self.slots[idx].tag;
-        urb.sched_frame = ctx.start_frame(self.dev, start);
-        let iso = iso_packets(self.npk, self.pkt_len, self.pkt_len);
-        let sample = self.sample;
-        let out = (!self.video).then(|| Arc::from(self.audio_buffer()));
-        let placed = ctx.submit_urb(self.dev, &mut urb, out.clone(), iso, Place::Given, now);
-        let (outcome, out) = match placed {
-            Ok((o, _)) => (o, out),
-            // The submission fails (its samples were not sent); the slot is
-            // retried when its turn would have ended.
-            Err(_) => {
-                self.sample = sample;
-                (Outcome::SubmitError, None)
-            }
-        };
-        let s = &mut self.slots[idx];
-        s.outcome = outcome;
-        s.start = start;
-        s.due = start + dur + ctx.rng.range(0, 60 * US);
-        s.out = out;
-        self.queue.push_back(idx);
-    }
-
-    fn complete(&mut self, ctx: &mut Ctx, idx: usize, now: u64) {
-        let (tag, start, outcome) = {
-            let s = &self.slots[idx];
-            (s.tag, s.start, s.outcome)
-        };
-        let frame = ctx.start_frame(self.dev, start);
-        let pl = self.pkt_len;
-        match outcome {
-            Outcome::SubmitError => {}
-            Outcome::Unlink => {
-                let iso = iso_packets(self.npk, pl, 0);
-                ctx.complete(self.dev, tag, now, ENOENT, 0, None, iso, frame, 0);
-            }
-            Outcome::Ok | Outcome::Proto(_) | Outcome::Stall => {
-                let (data, mut lens) = if self.video {
-                    let (b, l) = self.video_buffer(ctx, start);
-                    (Some(Arc::from(b)), l)
-                } else {
-                    (self.slots[idx].out.take(), vec![pl; self.npk as usize])
-                };
-                let bad = if let Outcome::Proto(st) = outcome {
-                    let b = ctx.rng.below(self.npk as u64) as usize;
-                    lens[b] = 0;
-                    Some((b, st))
-                } else {
-                    None
-                };
-                let iso: Vec<IsoDesc> = lens
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &l)| IsoDesc {
-                        status: match bad {
-                            Some((b, st)) if b == i => st,
-                            _ => 0,
-                        },
-                        offset: i as u32 * pl,
-                        length: l,
-                    })
-                    .collect();
-                let actual = lens.iter().sum();
-                let errs = i32::from(bad.is_some());
-                ctx.complete(self.dev, tag, now, 0, actual, data, iso, frame, errs);
-            }
-        }
-    }
-}
-
-impl Task for IsoTask {
-    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
-        if !ctx.alive(self.dev) {
-            return None;
-        }
-        // Unbound from either interface: the driver's disconnect (or the
-        // core's, for the streaming interface) ended the URBs
-        // (`driver::disconnect`), and the stream is over: the program
-        // that played or watched it got an error and let go.
-        if self.owners.iter().any(|o| ctx.unbound(self.dev, *o)) {
-            let size = iso_urb_size(self.npk);
-            for s in &self.slots {
-                ctx.tags.free(s.tag, size);
-            }
-            return None;
-        }
-        if self.inited < self.slots.len() {
-            let i = self.inited;
-            self.inited += 1;
-            self.submit(ctx, i, now);
-            if self.inited < self.slots.len() {
-                return Some(now + ctx.rng.range(3 * US, 12 * US));
-            }
-        } else if let Some(i) = self.resubmit.take() {
-            self.submit(ctx, i, now);
-        } else {
-            let i = self.queue.pop_front()?;
-            self.complete(ctx, i, now);
-            self.resubmit = Some(i);
-            return Some(now + ctx.rng.range(5 * US, 40 * US));
-        }
-        let front = *self.queue.front()?;
-        Some(self.slots[front].due.max(now))
+        Some((buf, lens))
     }
 }
 

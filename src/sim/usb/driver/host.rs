@@ -30,6 +30,13 @@ pub(crate) struct Disconnect {
     pub to_setting_0: bool,
 }
 
+/// How a probe reads the device as it goes: the device's answer to a
+/// control request (setup, OUT data), its IN data; None: the request
+/// failed. A device model gives it from a copy of its state, so that a
+/// probe that reads the device (the kernel's waits for each answer) is
+/// queued whole, its requests then going on the bus in order.
+pub(crate) type Ask<'a> = dyn FnMut(&[u8; 8], Option<&[u8]>) -> Option<Vec<u8>> + 'a;
+
 /// A host driver.
 pub(crate) trait HostDriver: Sync {
     /// The driver's name (sysfs, `usb/devices`, USBDEVFS_GETDRIVER).
@@ -52,9 +59,18 @@ pub(crate) trait HostDriver: Sync {
         false
     }
     /// Its probe's control requests to interface `alt` of device `d`,
-    /// before it starts (drivers whose device model plays them: none).
+    /// before it starts (a probe that reads the device as it goes gives
+    /// them in [`HostDriver::probe_asking`] instead).
     fn probe_ops(&self, _dev: &Device, _d: DevId, _alt: &AltDesc) -> Vec<Op> {
         Vec::new()
+    }
+    /// Its probe's control requests to interface `alt` of device `d`
+    /// when its device's model answers them through `ask`: for a probe
+    /// that reads the device as it goes (snd-usb-audio's mixer, uvcvideo's
+    /// probe and commit controls); the others' [`HostDriver::probe_ops`].
+    /// An external device's peer and a capture are not asked for them.
+    fn probe_asking(&self, dev: &Device, d: DevId, alt: &AltDesc, _ask: &mut Ask<'_>) -> Vec<Op> {
+        self.probe_ops(dev, d, alt)
     }
     /// The requests its probe sends next, once those before were answered
     /// (`answers`: every request of this probe so far, in order, the
@@ -72,8 +88,9 @@ pub(crate) trait HostDriver: Sync {
         Vec::new()
     }
     /// It starts on interface `alt` of `d` once probed: its URBs from `at`,
-    /// answered by the device's function (usbhid, usb-storage; drivers
-    /// whose device model plays them: nothing).
+    /// answered by the device's function (usbhid, usb-storage, uvcvideo;
+    /// drivers whose device model plays them, or whose URBs a program's
+    /// use of them makes: nothing).
     fn start(&self, _ctx: &mut Ctx, _d: DevId, _alt: &AltDesc, _at: u64) {}
     /// The other interfaces its probe of `alt` claims.
     fn claims(&self, _dev: &Device, _alt: &AltDesc) -> Vec<u8> {

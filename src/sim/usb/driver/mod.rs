@@ -9,25 +9,30 @@
 //! * [`hub`]: hub; [`usbhid`]: usbhid (its probe's requests and its
 //!   interrupt IN polling); [`storage`]: usb-storage (its bulk-only
 //!   transport and error recovery) and uas; [`audio`]:
-//!   snd-usb-audio and uvcvideo; [`usbtest`]: usbtest; [`cdc_acm`]:
+//!   snd-usb-audio and uvcvideo (their probes, which read the device as
+//!   they go, [`HostDriver::probe_asking`], and their isochronous
+//!   streams); [`usbtest`]: usbtest; [`cdc_acm`]:
 //!   cdc_acm (its probe; its tty is the tty layer's); [`ftdi_sio`]:
 //!   ftdi_sio (likewise); [`cp210x`]: cp210x and [`ch341`]: ch341
 //!   (likewise, their probes reading the device, [`HostDriver::probe_more`]);
 //!   [`generic`]:
 //!   monfs-generic, for an external device's interfaces no stock driver
 //!   matches.
-//! * What the drivers share: the interrupt IN loop ([`int_in`]) and the
-//!   clear-halt recovery ([`recovery`]). Their data URBs go on the bus
-//!   through [`Ctx::submit_urb`], as programs' do.
+//! * What the drivers share: the interrupt IN loop ([`int_in`]), the
+//!   isochronous stream ([`iso`]) and the clear-halt recovery
+//!   ([`recovery`]). Their data URBs go on the bus through
+//!   [`Ctx::submit_urb`], as programs' do; what an IN URB brings is the
+//!   device's function's (`Device::function_in`).
 //!
 //! Which interfaces a device's drivers are probed on at all, and when, is
 //! its model's (`device`): a device from a descriptor dump binds only the
 //! HID interfaces it is given report descriptors for. A driver whose
 //! [`HostDriver::start`] runs its URBs has them answered by the device's
-//! function, the one that answers programs too: usbhid's by the device's
-//! interrupt IN function (the HID devices' and dumps'), usb-storage's by
-//! the flash drive's SCSI target over the bulk-only transport. The other
-//! drivers' URBs (snd-usb-audio's, uvcvideo's, usbtest's, an external or
+//! function: usbhid's by the device's interrupt IN function (the HID
+//! devices' and dumps'), usb-storage's by the flash drive's SCSI target
+//! over the bulk-only transport (both the ones that answer programs too),
+//! uvcvideo's by the webcam's frames (snd-usb-audio's stream carries what
+//! the host plays). The other drivers' URBs (usbtest's, an external or
 //! recorded device's) are still played by their device's model.
 
 use crate::sim::usb::ctx::{Ctx, DevId, Device, Op};
@@ -44,12 +49,13 @@ mod host;
 pub(crate) mod hub;
 pub(crate) mod id;
 pub(crate) mod int_in;
+mod iso;
 pub(crate) mod recovery;
 pub(crate) mod storage;
 pub(crate) mod usbhid;
 pub(crate) mod usbtest;
 
-pub(crate) use host::{Disconnect, HostDriver, Probe};
+pub(crate) use host::{Ask, Disconnect, HostDriver, Probe};
 
 /// The stock drivers, in the order the driver core tries them.
 static DRIVERS: &[&dyn HostDriver] = &[
@@ -219,6 +225,17 @@ pub(crate) fn probe_ops(dev: &Device, d: DevId) -> Vec<Op> {
     bound_all(dev)
         .into_iter()
         .flat_map(|(drv, alt)| drv.probe_ops(dev, d, &alt))
+        .collect()
+}
+
+/// The probe requests of the drivers that bind `d`'s interfaces, in
+/// interface order, a probe that reads the device as it goes reading it
+/// through `ask` ([`HostDriver::probe_asking`]): for a device model that
+/// answers them.
+pub(crate) fn probe_ops_asking(dev: &Device, d: DevId, ask: &mut Ask<'_>) -> Vec<Op> {
+    bound_all(dev)
+        .into_iter()
+        .flat_map(|(drv, alt)| drv.probe_asking(dev, d, &alt, &mut *ask))
         .collect()
 }
 
