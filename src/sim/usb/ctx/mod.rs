@@ -115,8 +115,9 @@ pub(crate) struct Ctx {
     /// Tell the core's watchers a device changed (a driver bound to one of
     /// its interfaces); the bus supplies it.
     pub changed: fn(&mut Ctx, DevId),
-    /// Make device `d`'s IN function ([`Device::function_in`]) if its
-    /// model has one and it is not there yet (a driver starts polling).
+    /// Make device `d`'s function ([`Device::function_in`]) if its model
+    /// has one and it is not there yet (a driver starts polling it, or
+    /// usbtest its loop).
     pub make_function: fn(&mut Ctx, DevId, u64),
     /// A driver bound interface `intf` of a device again
     /// (USBDEVFS_CONNECT, its probe done): its tasks there start again.

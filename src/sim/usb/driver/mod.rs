@@ -8,7 +8,8 @@
 //!
 //! * [`hub`]: hub; [`usbhid`]: usbhid (its probe's requests and its
 //!   interrupt IN polling); [`storage`]: usb-storage and uas; [`audio`]:
-//!   snd-usb-audio and uvcvideo; [`usbtest`]: usbtest; [`cdc_acm`]:
+//!   snd-usb-audio and uvcvideo; [`usbtest`]: usbtest (its bulk test
+//!   loop, run without end on a gadget's source and sink); [`cdc_acm`]:
 //!   cdc_acm (its probe; its tty is the tty layer's); [`ftdi_sio`]:
 //!   ftdi_sio (likewise); [`cp210x`]: cp210x and [`ch341`]: ch341
 //!   (likewise, their probes reading the device, [`HostDriver::probe_more`]);
@@ -23,8 +24,11 @@
 //! its model's (`device`): a device from a descriptor dump binds only the
 //! HID interfaces it is given report descriptors for. A driver whose
 //! [`HostDriver::start`] runs its URBs works on any device function (the
-//! HID devices' and dumps' usbhid); the others' URBs are still played by
-//! their device's model.
+//! HID devices' and dumps' usbhid, the flood gadget's usbtest); the
+//! others' URBs are still played by their device's model (usb-storage's
+//! by the flash drive's, snd-usb-audio's and uvcvideo's streams by the
+//! isochronous devices', a capture's recorded endpoints by its replay, an
+//! external device's data URBs by its task).
 
 use crate::sim::usb::ctx::{Ctx, DevId, Device, Op};
 use crate::sim::usb::descriptors::AltDesc;
