@@ -343,6 +343,25 @@ fn usbtest_and_a_program_read_the_same_gadget_source() {
     assert_eq!(r.data, want);
 }
 
+/// usbtest's URBs carry the flags its simple_alloc_urb and simple_io give
+/// them (URB_NO_TRANSFER_DMA_MAP; URB_ZERO_PACKET on OUT, URB_SHORT_NOT_OK
+/// on IN), with usb_submit_urb's URB_DIR_IN.
+#[test]
+fn usbtests_urbs_carry_the_kernels_transfer_flags() {
+    let (_sim, sink, _devs) = bus(&["{port: 1, kind: flood, rate: 2000}"], "xhci");
+    let flags: std::collections::BTreeSet<(bool, u32)> = sink
+        .0
+        .lock_ok()
+        .iter()
+        .filter(|e| e.xfer == XferType::Bulk && e.kind == EventKind::Submit)
+        .map(|e| (e.dir_in, e.xfer_flags))
+        .collect();
+    assert_eq!(
+        flags.into_iter().collect::<Vec<_>>(),
+        [(false, 0x044), (true, 0x205)]
+    );
+}
+
 #[test]
 fn queued_isochronous_urbs_take_their_frames_one_after_another() {
     // The audio device (full speed): isochronous OUT 0x01 in interface 1,

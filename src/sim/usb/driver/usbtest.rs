@@ -14,6 +14,7 @@ use super::int_in::end_by_fault;
 use super::recovery::run_recovery;
 use crate::sim::usb::ctx::*;
 use crate::sim::usb::descriptors::AltDesc;
+use crate::usbmon::event::{URB_SHORT_NOT_OK, URB_ZERO_PACKET};
 
 /// usbtest.
 pub(super) struct UsbTest;
@@ -112,8 +113,24 @@ impl BulkLoop {
             .max(1);
         let t_out = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
         let t_in = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
-        let out = ctx.data_urb(d, eps.0, size, 0, t_out);
-        let inn = ctx.data_urb(d, eps.1, size, 0, t_in);
+        // simple_alloc_urb's flags: URB_NO_TRANSFER_DMA_MAP, and
+        // URB_SHORT_NOT_OK on IN; simple_io adds URB_ZERO_PACKET to an OUT
+        // URB before each submission, and usb_submit_urb URB_DIR_IN to an
+        // IN one (0x044 OUT, 0x205 IN in usbmon).
+        let out = ctx.data_urb(
+            d,
+            eps.0,
+            size,
+            URB_NO_TRANSFER_DMA_MAP | URB_ZERO_PACKET,
+            t_out,
+        );
+        let inn = ctx.data_urb(
+            d,
+            eps.1,
+            size,
+            URB_NO_TRANSFER_DMA_MAP | URB_SHORT_NOT_OK,
+            t_in,
+        );
         // Made in its one block, as the device's buffer is
         // (`sim/usb/memory.rs`).
         let out_data: Arc<[u8]> = (0..size).map(|i| i as u8).collect();
