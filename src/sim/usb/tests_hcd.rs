@@ -306,6 +306,62 @@ fn bulk_urbs_complete_in_order_at_the_rate_of_a_high_speed_bus() {
     }
 }
 
+/// The flood gadget's source answers usbtest's loop and a program alike:
+/// usbtest's IN URBs get the device function's buffer, and a program's
+/// bulk IN URB (usbtest detached) gets the same bytes, over and over for
+/// as many as it asks.
+#[test]
+fn usbtest_and_a_program_read_the_same_gadget_source() {
+    let (sim, sink, devs) = bus(&["{port: 1, kind: flood, rate: 2000}"], "xhci");
+    let ins: Vec<Arc<[u8]>> = sink
+        .0
+        .lock_ok()
+        .iter()
+        .filter(|e| e.kind == EventKind::Complete && e.xfer == XferType::Bulk && e.dir_in)
+        .filter(|e| e.status == 0)
+        .map(|e| e.data.clone().expect("IN data"))
+        .collect();
+    assert!(ins.len() > 100, "{} IN completions", ins.len());
+    let src = &ins[0];
+    assert_eq!(src.len(), 512);
+    assert!(ins.iter().all(|d| d == src), "the source's one buffer");
+    let mut now = 3000;
+    take(&sim, &devs[0], 0, &mut now);
+    let got = Arc::new(Done::default());
+    submit_n(
+        &sim,
+        &devs[0],
+        &urb(TransferType::Bulk, 0x81, 1200, 0),
+        1,
+        &got,
+    );
+    now += 100;
+    sim.run_until(now * MS);
+    let r = got.0.lock_ok()[0].1.clone();
+    assert_eq!((r.status, r.actual_length), (0, 1200));
+    let want: Vec<u8> = src.iter().copied().cycle().take(1200).collect();
+    assert_eq!(r.data, want);
+}
+
+/// usbtest's URBs carry the flags its simple_alloc_urb and simple_io give
+/// them (URB_NO_TRANSFER_DMA_MAP; URB_ZERO_PACKET on OUT, URB_SHORT_NOT_OK
+/// on IN), with usb_submit_urb's URB_DIR_IN.
+#[test]
+fn usbtests_urbs_carry_the_kernels_transfer_flags() {
+    let (_sim, sink, _devs) = bus(&["{port: 1, kind: flood, rate: 2000}"], "xhci");
+    let flags: std::collections::BTreeSet<(bool, u32)> = sink
+        .0
+        .lock_ok()
+        .iter()
+        .filter(|e| e.xfer == XferType::Bulk && e.kind == EventKind::Submit)
+        .map(|e| (e.dir_in, e.xfer_flags))
+        .collect();
+    assert_eq!(
+        flags.into_iter().collect::<Vec<_>>(),
+        [(false, 0x044), (true, 0x205)]
+    );
+}
+
 #[test]
 fn queued_isochronous_urbs_take_their_frames_one_after_another() {
     // The audio device (full speed): isochronous OUT 0x01 in interface 1,

@@ -14,7 +14,9 @@
 //! * data endpoints: an external device's peer; a device from a capture
 //!   replays its recorded completions in order; a HID device's interrupt
 //!   IN gets the device's next report (its `function_in`, which usbhid's
-//!   URBs got while it was bound); other
+//!   URBs got while it was bound); a flood gadget's bulk endpoints its
+//!   function too (IN: its source's bytes, as many as asked for; OUT: what
+//!   its sink takes, all), as usbtest's URBs do; other
 //!   built-in devices answer as a generic device of their kind (IN:
 //!   interrupt endpoints a report of zeros each interval, bulk endpoints
 //!   the bytes asked for, isochronous endpoints full packets; OUT:

@@ -459,6 +459,9 @@ pub(super) fn answer(
             let (frame, end) = (slot.start_frame, slot.end);
             finish_at(ctx, d, urb.tag, end, 0, total, data, iso, (frame, errs));
         }
+        XferType::Bulk if ctx.dev(d).is_some_and(|x| x.function_in.is_some()) => {
+            function_bulk(ctx, d, &urb, now);
+        }
         _ if !urb.dir_in => {
             let at = bus_time(ctx, d, &urb, urb.len, now);
             finish_at(ctx, d, urb.tag, at, 0, urb.len, None, vec![], (0, 0));
@@ -508,6 +511,38 @@ pub(super) fn answer(
             );
         }
     }
+}
+
+/// A program's bulk URB on a device whose function answers the driver's
+/// too (a flood gadget's source and sink, as usbtest's loop sees them):
+/// IN gets the bytes asked for, the source's buffer over and over (the
+/// gadget queues it again as each one goes), OUT what the sink takes; in
+/// their bytes' time on the bus. A function that takes nothing leaves the
+/// URB pending (NAK).
+fn function_bulk(ctx: &mut Ctx, d: DevId, urb: &Urb, now: u64) {
+    let (actual, data) = if urb.dir_in {
+        let Some((n, src)) = ctx.with_function(d, |f, ctx| f.data(ctx, now)) else {
+            return;
+        };
+        let src = &src[..(n as usize).min(src.len())];
+        let v: Vec<u8> = if src.is_empty() {
+            Vec::new()
+        } else {
+            src.iter().copied().cycle().take(urb.len as usize).collect()
+        };
+        (v.len() as u32, Some(Arc::from(v)))
+    } else {
+        let len = urb.len;
+        match ctx
+            .with_function(d, |f, ctx| f.take(ctx, now, len))
+            .flatten()
+        {
+            Some(n) => (n.min(len), None),
+            None => return,
+        }
+    };
+    let at = bus_time(ctx, d, urb, actual, now);
+    finish_at(ctx, d, urb.tag, at, 0, actual, data, vec![], (0, 0));
 }
 
 /// When and how a control URB of `d` submitted at `now` ends, its device

@@ -227,8 +227,9 @@ pub(crate) struct Device {
     pub strings_read: bool,
     pub configured: bool,
     pub driver_bound: bool,
-    /// What the device sends on its interrupt IN endpoint, whoever polls
-    /// it (a HID device's reports): usbhid's URBs and a program's alike.
+    /// What the device's function sends on its IN endpoint and takes on
+    /// its OUT endpoint, whoever submits (a HID device's reports, a flood
+    /// gadget's source and sink): a driver's URBs and a program's alike.
     pub function_in: Option<Box<dyn InFunction>>,
     /// The SCSI target behind its bulk endpoints over the bulk-only
     /// transport (a flash drive's): it answers usb-storage's URBs and, once
@@ -654,7 +655,8 @@ pub(crate) struct Owner {
 
 /// A device function's data on an IN endpoint, for whichever URB heads
 /// it: when the next one is due, and its bytes (an interrupt endpoint's),
-/// or what an isochronous URB's packets carry.
+/// or what an isochronous URB's packets carry; and what it takes of an
+/// OUT transfer (a gadget's sink).
 pub(crate) trait InFunction: Send {
     /// A URB was submitted at `now` and ends as `outcome`: when it
     /// completes (on the endpoint's polling grid), or None to leave it
@@ -678,6 +680,12 @@ pub(crate) trait InFunction: Send {
         _len: u32,
         _pkt_ns: u64,
     ) -> Option<(Vec<u8>, Vec<u32>)> {
+        None
+    }
+    /// An OUT URB of `len` bytes reached the function at `now`: how many
+    /// bytes it takes, or None to leave the URB pending (NAKed) for good.
+    /// A function without a sink takes none.
+    fn take(&mut self, _ctx: &mut super::Ctx, _now: u64, _len: u32) -> Option<u32> {
         None
     }
 }

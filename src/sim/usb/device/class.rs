@@ -51,9 +51,9 @@ pub(crate) trait DeviceClass: Sync {
     /// The class driver binds to the configured device `d`: start its
     /// model, first due at `at`.
     fn start(&self, _ctx: &mut Ctx, _d: DevId, _now: u64, _at: u64) {}
-    /// What device `d` sends on its interrupt IN endpoint whoever polls
-    /// it, made when a driver first polls at `at` (None: nothing of its
-    /// own).
+    /// What device `d`'s function sends on its IN endpoint (and takes on
+    /// its OUT endpoint) whoever submits, made when a driver first starts
+    /// at `at` (None: nothing of its own).
     fn function(&self, _ctx: &mut Ctx, _d: DevId, _at: u64) -> Option<Box<dyn InFunction>> {
         None
     }

@@ -11,7 +11,8 @@
 //!   transport and error recovery) and uas; [`audio`]:
 //!   snd-usb-audio and uvcvideo (their probes, which read the device as
 //!   they go, [`HostDriver::probe_asking`], and their isochronous
-//!   streams); [`usbtest`]: usbtest; [`cdc_acm`]:
+//!   streams); [`usbtest`]: usbtest (its bulk test loop, run without end
+//!   on a gadget's source and sink); [`cdc_acm`]:
 //!   cdc_acm (its probe; its tty is the tty layer's); [`ftdi_sio`]:
 //!   ftdi_sio (likewise); [`cp210x`]: cp210x and [`ch341`]: ch341
 //!   (likewise, their probes reading the device, [`HostDriver::probe_more`]);
@@ -28,12 +29,14 @@
 //! its model's (`device`): a device from a descriptor dump binds only the
 //! HID interfaces it is given report descriptors for. A driver whose
 //! [`HostDriver::start`] runs its URBs has them answered by the device's
-//! function: usbhid's by the device's interrupt IN function (the HID
-//! devices' and dumps'), usb-storage's by the flash drive's SCSI target
-//! over the bulk-only transport (both the ones that answer programs too),
-//! uvcvideo's by the webcam's frames (snd-usb-audio's stream carries what
-//! the host plays). The other drivers' URBs (usbtest's, an external or
-//! recorded device's) are still played by their device's model.
+//! function: usbhid's and usbtest's by the device's function (a HID
+//! device's reports, the flood gadget's source and sink), usb-storage's by
+//! the flash drive's SCSI target over the bulk-only transport (all of them
+//! the ones that answer programs too), uvcvideo's by the webcam's frames
+//! (snd-usb-audio's stream carries what the host plays). The drivers' URBs
+//! to an external or recorded device are still played by its model (a
+//! capture's recorded endpoints by its replay, an external device's data
+//! URBs by its task).
 
 use crate::sim::usb::ctx::{Ctx, DevId, Device, Op};
 use crate::sim::usb::descriptors::AltDesc;
