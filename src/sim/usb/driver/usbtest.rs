@@ -74,9 +74,8 @@ struct BulkLoop {
     eps: (u8, u8),
     out: Urb,
     inn: Urb,
-    /// The OUT buffer, shared with every submission: each byte its
-    /// offset (monfs's pattern; usbtest's simple_fill_buf writes zeros,
-    /// or each offset modulo the packet size modulo 63).
+    /// The OUT buffer, shared with every submission: zeros, as
+    /// simple_fill_buf fills it with usbtest's default `pattern` (0).
     out_data: Arc<[u8]>,
     /// 0: OUT to submit, 1: OUT to complete, 2: IN to submit, 3: IN to
     /// complete.
@@ -133,7 +132,7 @@ impl BulkLoop {
         );
         // Made in its one block, as the device's buffer is
         // (`sim/usb/memory.rs`).
-        let out_data: Arc<[u8]> = (0..size).map(|i| i as u8).collect();
+        let out_data: Arc<[u8]> = std::iter::repeat_n(0u8, size as usize).collect();
         // The device's function (its source's buffer), made after the
         // URBs, as the run's random numbers always were drawn.
         (ctx.make_function)(ctx, d, at);
