@@ -376,3 +376,40 @@ fn snd_usb_audio_and_uvcvideo_probes_read_the_device() {
     assert!(driver::probe_ops(&device("audio"), 0).is_empty());
     assert!(driver::probe_ops(&d, 0).is_empty());
 }
+
+/// The control URBs the drivers keep with a DMA buffer of their own carry
+/// URB_NO_TRANSFER_DMA_MAP, as the kernel's: usbhid's urbctrl (the boot
+/// keyboard's LEDs at its probe: 0x004), usb-storage's GET_MAX_LUN through
+/// `us->iobuf` (0x204); usb_control_msg's (SET_IDLE, the report
+/// descriptor, the reset) have none.
+#[test]
+fn drivers_control_urbs_carry_the_kernels_transfer_flags() {
+    use std::sync::Arc;
+
+    use crate::base::sync::LockExt;
+    use crate::usbmon::event::{EventKind, XferType};
+
+    use super::usbfs_port::tests::{Collect, TestClock};
+    use super::UsbSim;
+
+    let cfg = Config::parse(
+        "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: hid-keyboard}\n        - {port: 2, kind: mass-storage}\n",
+        "t",
+    )
+    .unwrap();
+    let sink = Arc::new(Collect::default());
+    let _sim = UsbSim::run_for_test(&cfg.usb, 5, 3000, Arc::new(TestClock), sink.clone());
+    let flags = |req: [u8; 2]| -> Vec<u32> {
+        sink.0
+            .lock_ok()
+            .iter()
+            .filter(|e| e.kind == EventKind::Submit && e.xfer == XferType::Control)
+            .filter(|e| e.setup.is_some_and(|s| s[..2] == req))
+            .map(|e| e.xfer_flags)
+            .collect()
+    };
+    assert_eq!(flags([0x21, 0x09]), [0x004], "usbhid's SET_REPORT (LEDs)");
+    assert_eq!(flags([0xa1, 0xfe]), [0x204], "usb-storage's GET_MAX_LUN");
+    assert_eq!(flags([0x21, 0x0a]), [0x000], "usbhid's SET_IDLE");
+    assert_eq!(flags([0x81, 0x06]), [0x200], "usbhid's report descriptor");
+}

@@ -135,15 +135,17 @@ impl Runner {
                     setup,
                     out,
                     tag: t,
+                    flags,
                 } => {
                     let tag = t.unwrap_or(*tag);
+                    let urb = || Urb::control(tag, setup).with_flags(flags);
                     if !ctx.alive(target) {
                         if ctx.dev(target).is_none() {
                             continue; // disconnected: usb_submit_urb says ENODEV
                         }
                         // Unplugged, not yet disconnected: the host controller
                         // sends the request and the transaction fails.
-                        send(ctx, target, Urb::control(tag, setup), &out, now);
+                        send(ctx, target, urb(), &out, now);
                         self.pending = Some(Pending {
                             target,
                             tag,
@@ -157,7 +159,7 @@ impl Runner {
                     }
                     if let Some(mut link) = ctx.dev_mut(target).and_then(|d| d.ep0.take()) {
                         // Answered from outside: wait for it, polled.
-                        let urb = send(ctx, target, Urb::control(tag, setup), &out, now);
+                        let urb = send(ctx, target, urb(), &out, now);
                         let r = link.submit(&urb, out.as_deref());
                         let timeout = link.timeout();
                         if let Some(d) = ctx.dev_mut(target) {
@@ -183,7 +185,7 @@ impl Runner {
                         }
                     }
                     let (status, data) = ctx.handle_ctrl(target, &setup, out.as_deref());
-                    let urb = send(ctx, target, Urb::control(tag, setup), &out, now);
+                    let urb = send(ctx, target, urb(), &out, now);
                     let (dir_in, len) = (urb.dir_in, urb.len);
                     let (actual, data) = if dir_in {
                         let d = data.unwrap_or_default();

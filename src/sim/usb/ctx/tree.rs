@@ -162,6 +162,12 @@ pub(crate) struct Urb {
 impl Urb {
     /// A control URB for `setup` on ep0: its direction and length come
     /// from the setup packet (bmRequestType bit 7, wLength).
+    /// The URB with `flags` added to its `transfer_flags`.
+    pub(crate) fn with_flags(mut self, flags: u32) -> Urb {
+        self.flags |= flags;
+        self
+    }
+
     pub(crate) fn control(tag: u64, setup: [u8; 8]) -> Urb {
         let dir_in = setup[0] & 0x80 != 0;
         Urb {
@@ -816,6 +822,11 @@ pub(crate) enum Op {
         setup: [u8; 8],
         out: Option<Arc<[u8]>>,
         tag: Option<u64>,
+        /// `transfer_flags` beyond URB_DIR_IN (which the setup packet's
+        /// direction gives): URB_NO_TRANSFER_DMA_MAP for a driver's URB
+        /// with a DMA buffer of its own (usbhid's urbctrl, usb-storage's
+        /// `iobuf`); 0 for usb_control_msg's.
+        flags: u32,
     },
     Delay(u64),
     /// Take a fresh URB for the following transfers.
@@ -900,5 +911,6 @@ pub(crate) fn ctrl(target: DevId, s: [u8; 8]) -> Op {
         setup: s,
         out: None,
         tag: None,
+        flags: 0,
     }
 }

@@ -214,6 +214,7 @@ fn ctrl_out(d: DevId, s: [u8; 8], out: Vec<u8>) -> Op {
         setup: s,
         out: Some(Arc::from(out)),
         tag: None,
+        flags: 0,
     }
 }
 

@@ -90,6 +90,7 @@ impl HostDriver for CdcAcm {
             setup: setup(0x21, 0x20, 0, alt.num as u16, 7),
             out: Some(Arc::from(vec![0x80, 0x25, 0, 0, 0, 0, 8])),
             tag: None,
+            flags: 0,
         }]
     }
     fn polled(&self) -> bool {

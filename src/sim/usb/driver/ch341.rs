@@ -35,6 +35,7 @@ fn ctrl(d: DevId, request_type: u8, request: u8, value: u16, index: u16, len: u1
         setup: setup(request_type, request, value, index, len),
         out: None,
         tag: None,
+        flags: 0,
     }
 }
 

@@ -42,6 +42,7 @@ fn vendor_read(d: DevId, value: u16, ifnum: u8, len: u16) -> Op {
         setup: setup(FROM_DEV, req::VENDOR_SPECIFIC, value, u16::from(ifnum), len),
         out: None,
         tag: None,
+        flags: 0,
     }
 }
 

@@ -58,6 +58,7 @@ fn ctrl(d: DevId, setup: [u8; 8]) -> Op {
         setup,
         out: None,
         tag: None,
+        flags: 0,
     }
 }
 

@@ -11,6 +11,7 @@ pub(crate) fn clear_halt(dev: DevId, ep: u8, tag: u64) -> Op {
         setup: setup(0x02, 0x01, 0, ep as u16, 0),
         out: None,
         tag: Some(tag),
+        flags: 0,
     }
 }
 

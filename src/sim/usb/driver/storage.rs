@@ -295,6 +295,7 @@ impl BulkOnly {
             setup: setup(0x21, 0xff, 0, 0, 0),
             out: None,
             tag: Some(t),
+            flags: 0,
         });
         self.runner.q.push_back(clear_halt(d, self.eps.0, t));
         self.runner.q.push_back(clear_halt(d, self.eps.1, t));
@@ -382,6 +383,7 @@ impl Task for BulkOnly {
                     setup: setup(0xa1, 0xfe, 0, 0, 1),
                     out: None,
                     tag: Some(self.class_tag),
+                    flags: URB_NO_TRANSFER_DMA_MAP,
                 });
                 self.st = St::Idle;
                 Some(now)

@@ -187,6 +187,7 @@ pub(crate) fn probe_ops(dev: &Device, d: DevId, h: &HidInterface) -> Vec<Op> {
             setup: setup(0x21, 0x09, 0x0200, i, 1),
             out: Some(Arc::from(vec![0])),
             tag: Some(dev.class_tag),
+            flags: URB_NO_TRANSFER_DMA_MAP,
         });
     }
     ops

@@ -107,6 +107,8 @@ struct CtrlReq {
     out: Option<Arc<[u8]>>,
     /// The URB (usbhid's own for SET_REPORT); None: a fresh one.
     tag: Option<u64>,
+    /// Its `transfer_flags` beyond URB_DIR_IN (`Op::Ctrl`'s).
+    flags: u32,
     /// The last request of this interface's driver's probe: the driver
     /// is bound once it is done ([`Device::probe_pending`]), unless its
     /// answer leads the driver to more ([`driver::probe_more`]).
@@ -122,7 +124,11 @@ impl CtrlReq {
     /// `probe_of`'s probe or not.
     fn of_probe(op: Op, ends_probe: Option<u8>, probe_of: Option<u8>) -> Option<CtrlReq> {
         let Op::Ctrl {
-            setup, out, tag, ..
+            setup,
+            out,
+            tag,
+            flags,
+            ..
         } = op
         else {
             return None;
@@ -131,6 +137,7 @@ impl CtrlReq {
             setup,
             out,
             tag,
+            flags,
             ends_probe,
             probe_of,
         })
@@ -141,6 +148,7 @@ impl CtrlReq {
             setup,
             out: out.map(Arc::from),
             tag,
+            flags: 0,
             ends_probe: None,
             probe_of: None,
         }
@@ -706,7 +714,7 @@ impl ExternalTask {
             None => (ctx.tags.alloc(&mut ctx.rng, URB_SIZE), true),
         };
         let s = req.setup;
-        let mut urb = Urb::control(tag, s);
+        let mut urb = Urb::control(tag, s).with_flags(req.flags);
         let (dir_in, len) = (urb.dir_in, urb.len);
         // On ep0, which takes no injected fault: it goes on the bus.
         let _ = ctx.submit_urb(dev, &mut urb, req.out.clone(), vec![], Place::Given, now);
