@@ -1129,9 +1129,9 @@ fn a_program_that_releases_an_interface_in_another_setting_leaves_it_in_setting_
 /// A program detaches uvcvideo from the webcam's control interface:
 /// uvc_disconnect releases the stream's queue, which kills its URBs (-2)
 /// and puts the streaming interface back to setting 0 before the ioctl
-/// returns; nothing streams until uvcvideo is bound again, and then a
-/// viewer's stream starts over (the probe and commit controls, setting 1,
-/// the URBs). snd-usb-audio's disconnect of the audio device's control
+/// returns; nothing streams while it is unbound, nor once it is bound
+/// again (the program that watched let go: a new viewer would start a new
+/// stream). snd-usb-audio's disconnect of the audio device's control
 /// interface unlinks its stream's URBs (-104); its streaming interface's
 /// unbind flushes them (-108); either way its stream is over.
 #[test]
