@@ -675,6 +675,23 @@ fn first_settings(alts: &[AltDesc]) -> impl Iterator<Item = &AltDesc> {
         .map(|(_, a)| a)
 }
 
+/// The USB audio class 1.0's request codes (UAC1 5.2.1), which the audio
+/// device answers and snd-usb-audio sends.
+pub(crate) mod uac1 {
+    /// SET_CUR.
+    pub(crate) const SET_CUR: u8 = 0x01;
+    /// SET_RES.
+    pub(crate) const SET_RES: u8 = 0x04;
+    /// GET_CUR.
+    pub(crate) const GET_CUR: u8 = 0x81;
+    /// GET_MIN.
+    pub(crate) const GET_MIN: u8 = 0x82;
+    /// GET_MAX.
+    pub(crate) const GET_MAX: u8 = 0x83;
+    /// GET_RES.
+    pub(crate) const GET_RES: u8 = 0x84;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@
 use crate::config::DeviceKind;
 
 use super::super::ctx::*;
+use super::super::descriptors::uac1::*;
 use super::super::descriptors::{AltDesc, ClassDesc, EpDesc, IadDesc, Speed, Where};
 use super::super::driver;
 use super::class::DeviceClass;
@@ -31,13 +32,6 @@ const I_STREAM: u8 = 10;
 /// UAC1 control selectors of the feature unit: mute, volume.
 const MUTE: u8 = 1;
 const VOLUME: u8 = 2;
-/// UAC1 request codes.
-const SET_CUR: u8 = 0x01;
-const SET_RES: u8 = 0x04;
-const GET_CUR: u8 = 0x81;
-const GET_MIN: u8 = 0x82;
-const GET_MAX: u8 = 0x83;
-const GET_RES: u8 = 0x84;
 /// The volume control's range and resolution (1/256 dB) as the device
 /// reports them: GET_MIN 0x8001, GET_MAX 0x0800, GET_RES 0x0088.
 const VOL_MIN: i32 = -0x7fff;

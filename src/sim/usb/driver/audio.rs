@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use crate::sim::usb::ctx::{ctrl, setup, Ctx, DevId, Device, Op};
+use crate::sim::usb::descriptors::uac1::*;
 use crate::sim::usb::descriptors::{AltDesc, EpDesc};
 
 use super::host::{Ask, Disconnect, HostDriver};
@@ -217,14 +218,6 @@ fn ctrl_out(d: DevId, s: [u8; 8], out: Vec<u8>) -> Op {
         flags: 0,
     }
 }
-
-/// UAC1 request codes.
-const SET_CUR: u8 = 0x01;
-const SET_RES: u8 = 0x04;
-const GET_CUR: u8 = 0x81;
-const GET_MIN: u8 = 0x82;
-const GET_MAX: u8 = 0x83;
-const GET_RES: u8 = 0x84;
 
 /// How often snd-usb-audio sends a mixer request that fails before it
 /// gives up (get_ctl_value_v1, snd_usb_mixer_set_ctl_value).
