@@ -406,10 +406,39 @@ impl Target {
         let reply = match op {
             // TEST UNIT READY, PREVENT ALLOW MEDIUM REMOVAL, START STOP
             // UNIT (the disk is not removable: nothing to load or eject),
-            // SYNCHRONIZE CACHE(10).
-            0x00 | 0x1e | 0x1b | 0x35 => ok(Vec::new(), 0),
-            // VERIFY(10): without BYTCHK only (scsi-hd checks no data).
-            0x2f => {
+            // SYNCHRONIZE CACHE(10) and (16).
+            0x00 | 0x1e | 0x1b | 0x35 | 0x91 => ok(Vec::new(), 0),
+            // RESERVE(6), RELEASE(6): no third-party reservation;
+            // RESERVE(10), RELEASE(10): nor a long identifier.
+            0x16 | 0x17 | 0x56 | 0x57 => {
+                let bad = if op < 0x20 { 0x01 } else { 0x03 };
+                if cdb[1] & bad != 0 {
+                    return self.fail(INVALID_FIELD);
+                }
+                ok(Vec::new(), 0)
+            }
+            // SEEK(10): to a block of the disk.
+            0x2b => {
+                if be32(&cdb[2..6]) >= CAPACITY {
+                    return self.fail(LBA_OUT_OF_RANGE);
+                }
+                ok(Vec::new(), 0)
+            }
+            // REPORT LUNS (scsi-bus's target command): LUN 0 alone, in an
+            // allocation of at least 16 bytes, cut to whole entries.
+            0xa0 => {
+                let alloc = be32(&cdb[6..10]) as usize;
+                if alloc < 16 || cdb[2] > 2 {
+                    return self.fail(INVALID_FIELD);
+                }
+                let mut v = vec![0u8; 16];
+                v[3] = 8;
+                v.truncate(alloc & !7);
+                ok(v, 0)
+            }
+            // VERIFY(10), (12), (16): without BYTCHK only (scsi-hd checks
+            // no data).
+            0x2f | 0xaf | 0x8f => {
                 if cdb[1] & 0x06 != 0 {
                     return self.fail(INVALID_FIELD);
                 }
@@ -477,17 +506,24 @@ impl Target {
                     Err(s) => return self.fail(s),
                 }
             }
-            0x28 | 0x2a => {
-                let lba = be32(&cdb[2..6]);
-                let blocks = be16(&cdb[7..9]) as u32;
-                // No protection information (RDPROTECT, WRPROTECT).
+            // READ(6), WRITE(6) (a length of 0 is 256 blocks), READ(10),
+            // WRITE(10).
+            0x08 | 0x0a | 0x28 | 0x2a => {
+                let (lba, blocks) = if op < 0x20 {
+                    let lba = be32(&[0, cdb[1] & 0x1f, cdb[2], cdb[3]]);
+                    (lba, if cdb[4] == 0 { 256 } else { cdb[4] as u32 })
+                } else {
+                    (be32(&cdb[2..6]), be16(&cdb[7..9]) as u32)
+                };
+                // No protection information (RDPROTECT, WRPROTECT; the
+                // same bits in the 6-byte commands, as scsi-disk checks).
                 if cdb[1] & 0xe0 != 0 {
                     return self.fail(INVALID_FIELD);
                 }
                 if lba as u64 + blocks as u64 > CAPACITY as u64 {
                     return self.fail(LBA_OUT_OF_RANGE);
                 }
-                if op == 0x28 {
+                if op & 0x02 == 0 {
                     ok(sector_data(lba, blocks), 0)
                 } else {
                     ok(Vec::new(), blocks * BLOCK)
@@ -768,6 +804,19 @@ mod tests {
         let s = t.command(&[0x03, 0, 0, 0, 18, 0], &[]);
         assert_eq!((s.data[2], s.data[12]), (ILLEGAL_REQUEST, 0x39));
         assert!(t.command(&[0x1a, 0, 0x02, 0, 192, 0], &[]).failed);
+        // READ(6) of 256 blocks; REPORT LUNS: LUN 0.
+        let r = t.command(&[0x08, 0, 0, 2, 0, 0], &[]);
+        assert_eq!(
+            (r.data.len(), &r.data[..18]),
+            (256 * 512, &b"MONFS-LBA-00000002"[..])
+        );
+        let r = t.command(&[0xa0, 0, 0, 0, 0, 0, 0, 0, 0, 20, 0, 0], &[]);
+        assert_eq!(r.data, hex("00000008 00000000 00000000 00000000"));
+        assert!(
+            t.command(&[0xa0, 0, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0], &[])
+                .failed
+        );
+        assert!(t.command(&[0x2b, 0, 0, 0x40, 0, 0, 0, 0, 0, 0], &[]).failed);
         // READ FORMAT CAPACITIES is none of scsi-hd's.
         assert!(t.command(&[0x23, 0, 0, 0, 0, 0, 0, 0, 12, 0], &[]).failed);
         assert!(t.command(&[0xc7, 0, 0, 0, 0, 0], &[]).failed);
