@@ -177,11 +177,10 @@ fn mode_page(page: u8, pc: u8, blocks: u32) -> Option<Vec<u8>> {
 
 /// MODE SENSE(6) or (10) (`cdb[0]` 0x1a or 0x5a) as scsi-disk's
 /// scsi_disk_emulate_mode_sense answers it for a disk of `blocks` blocks:
-/// the header (writable, no
-/// DPO/FUA), the block descriptor unless DBD (the block count, 0 past 24
-/// bits, and the block size), then the page asked or all of them (0x3f);
-/// Err: the sense of its failure. Not yet cut or padded to the allocation
-/// length.
+/// the header (writable, no DPO/FUA), the block descriptor unless DBD (the
+/// block count, 0 past 24 bits, and the block size), then the page asked
+/// or all of them (0x3f); Err: the sense of its failure. Not yet cut or
+/// padded to the allocation length.
 fn mode_sense(cdb: &[u8], blocks: u32) -> Result<Vec<u8>, Sense> {
     let six = cdb[0] == 0x1a;
     let dbd = cdb[1] & 0x08 != 0;
