@@ -225,9 +225,10 @@ fn random_usbfs_calls_all_return_and_leave_every_device_listed() {
 
 /// A pyusb program that takes the flash drive from usb-storage talks SCSI
 /// to it over the bulk-only transport (tests/data/bot_inquiry.py, under
-/// `monfs run`): INQUIRY, READ CAPACITY, READ(10), an unknown command's
-/// CHECK CONDITION and the sense data REQUEST SENSE then gives (monfs
-/// answered such a program with filler bytes).
+/// `monfs run`): INQUIRY, READ CAPACITY, READ(10), MODE SENSE, an unknown
+/// command's CHECK CONDITION and the sense data REQUEST SENSE then gives
+/// (monfs answered such a program with filler bytes), as qemu's
+/// usb-storage and scsi-hd answer them.
 #[test]
 fn pyusb_talks_scsi_to_the_flash_drive() {
     common::require_fuse();
@@ -250,9 +251,10 @@ fn pyusb_talks_scsi_to_the_flash_drive() {
     assert_eq!(
         out.lines().collect::<Vec<_>>(),
         [
-            "inquiry 0 QEMU QEMU USB HARDDRI",
+            "inquiry 0 QEMU QEMU HARDDISK 2.5+ residue=0",
             "capacity 0 4194304 512",
             "read 0 MONFS-LBA-00000001",
+            "mode 0 192 63 residue=0",
             "unknown 1",
             "sense 0 key=5 asc=20",
             "attached",

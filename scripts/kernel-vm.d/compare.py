@@ -621,6 +621,39 @@ for bp in sorted(set(kby) | set(mby)):
                   KNOWN_ENUM.get(name))
 
 
+# ------------------------------------------------------------------ the flash drive's SCSI answers
+def storage_answers(side, d):
+    """The data (usbmon's first 32 bytes) of the flash drive D's bulk IN
+    completions of 36 and 192 bytes, sd's INQUIRY and MODE SENSE(6) of all
+    pages, in the captures of enumeration and traffic: length -> the
+    distinct data in order, tags and times aside."""
+    done = re.compile(r"C Bi:%d:%03d:\d+ 0 (36|192) = (.*)$" % (d["bus"], d["dev"]))
+    out = {}
+    for fn in ("0u_enum.txt", "1u.txt"):
+        for ln in lines(side, fn) or []:
+            m = done.match(ln.split(" ", 2)[-1])
+            if m and m.group(2) not in out.setdefault(int(m.group(1)), []):
+                out[int(m.group(1))].append(m.group(2))
+    return out
+
+
+# qemu's usb-storage (46f4:0001) with its scsi-hd on the kernel's side, the
+# simulated flash drive on monfs's: the same bytes for sd's scan (the stick's
+# image is as large as monfs's disk, so the block descriptor and the
+# geometry pages agree too).
+kst = next((d for d in kby.values() if d.get("id") == "46f4:0001"), None)
+mst = next((d for d in mby.values() if d.get("id") == "46f4:0001"), None)
+if not kst or not mst:
+    res("FAIL", "flash drive: sd's INQUIRY and MODE SENSE answers",
+        "no 46f4:0001 on the %s side" % ("kernel's" if not kst else "monfs's"))
+else:
+    ka, ma = storage_answers("kernel", kst), storage_answers("fuse", mst)
+    for n, what in ((36, "INQUIRY"), (192, "MODE SENSE(6) of all pages")):
+        check(ka.get(n) is not None and ka.get(n) == ma.get(n),
+              "flash drive: sd's %s answered with the same %d bytes as qemu's usb-storage" % (what, n),
+              "kernel %s, monfs %s" % (ka.get(n), ma.get(n)))
+
+
 def int_submits(side, bus, dev):  # "interval length" of each interrupt IN submission
     out = []
     for ln in lines(side, "0u_enum.txt") or []:

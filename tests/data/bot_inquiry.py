@@ -1,7 +1,8 @@
 """Talk SCSI to the first USB flash drive (46f4:0001) over the bulk-only
 transport with pyusb, as a mass-storage tool does once it took the interface
-from usb-storage: INQUIRY, READ CAPACITY(10), READ(10) of block 1, and an
-unknown command with REQUEST SENSE after it. Prints one line per step."""
+from usb-storage: INQUIRY, READ CAPACITY(10), READ(10) of block 1, MODE
+SENSE(6) of all pages, and an unknown command with REQUEST SENSE after it.
+Prints one line per step."""
 
 import struct
 
@@ -23,16 +24,20 @@ def command(cdb, length):
     csw = bytes(dev.read(0x81, 13))
     sig, t, residue, status = struct.unpack("<4sIIB", csw)
     assert sig == b"USBS" and t == tag, csw
+    command.residue = residue
     return data, status
 
 
 data, st = command([0x12, 0, 0, 0, 36, 0], 36)
-print("inquiry", st, data[8:16].decode().strip(), data[16:32].decode().strip())
+print("inquiry", st, data[8:16].decode().strip(), data[16:32].decode().strip(), data[32:36].decode(),
+      "residue=%d" % command.residue)
 data, st = command([0x25] + [0] * 9, 8)
 last, block = struct.unpack(">II", data)
 print("capacity", st, last + 1, block)
 data, st = command([0x28, 0, 0, 0, 0, 1, 0, 0, 1, 0], 512)
 print("read", st, data[:18].decode())
+data, st = command([0x1A, 0, 0x3F, 0, 192, 0], 192)
+print("mode", st, len(data), "%02x" % data[0], "residue=%d" % command.residue)
 data, st = command([0xC7, 0, 0, 0, 0, 0], 0)
 print("unknown", st)
 data, st = command([0x03, 0, 0, 0, 18, 0], 18)

@@ -9,7 +9,7 @@ use super::super::ctx::*;
 use super::super::descriptors::{AltDesc, ClassDesc, Where};
 use super::super::driver;
 use super::super::driver::storage::DEFAULT_INTERVAL_MS;
-use super::super::scsi::{names, Bot};
+use super::super::scsi::{names, Bot, USB_PRODUCT};
 use super::class::DeviceClass;
 
 /// `kind: mass-storage`.
@@ -37,7 +37,7 @@ impl DeviceClass for Storage {
             attr: 0xc0,
             power: 0,
             mfr: Some("QEMU".to_string()),
-            prod: Some("QEMU USB HARDDRIVE".to_string()),
+            prod: Some(USB_PRODUCT.to_string()),
             ser: Some(format!("1-{}-{}", at.pci(), at.path_s())),
             // qemu's storage strings: 1, 2, 3, then its full-speed (4) and
             // high-speed (5, read in kernel-vm) configuration names.
@@ -86,7 +86,8 @@ impl DeviceClass for Storage {
         driver::start(ctx, d, now, Some(intf));
     }
 
-    // The disk, named after the device's manufacturer and product strings.
+    // The disk: qemu's scsi-hd ("QEMU" "QEMU HARDDISK") behind qemu's
+    // strings, the device's own names behind names of its own.
     fn target(&self, dev: &Device) -> Option<Box<Bot>> {
         let (vendor, product) = names(
             dev.desc.manufacturer.as_deref(),
