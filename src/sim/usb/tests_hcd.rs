@@ -1301,3 +1301,45 @@ fn the_webcams_frames_are_the_devices_function() {
         }
     }
 }
+
+/// A keyboard from a capture sends what the recording has: its recorded
+/// reports are the device's function, made when usbhid starts, and
+/// usbhid's interrupt IN loop reads them in recorded order.
+#[test]
+fn a_recorded_keyboards_reports_are_its_function() {
+    let (_sim, sink, devs) = bus(&["{port: 1, kind: hid-keyboard}"], "ehci");
+    let devnum = devs[0].devnum;
+    let reports = |evs: &[UrbEvent], devnum: u8| -> Vec<Vec<u8>> {
+        evs.iter()
+            .filter(|e| e.devnum == devnum && e.xfer == XferType::Interrupt && e.dir_in)
+            .filter(|e| e.kind == EventKind::Complete && e.status == 0)
+            .map(|e| e.data.as_deref().unwrap_or_default().to_vec())
+            .collect()
+    };
+    let recorded = reports(&sink.0.lock_ok(), devnum);
+    assert!(recorded.len() > 4);
+    let td = tempfile::tempdir().unwrap();
+    let cap = td.path().join("kbd.pcapng");
+    use crate::capture::write::{write_events, Format, LinkType};
+    write_events(&cap, &sink.0.lock_ok(), Format::PcapNg, LinkType::Mmapped).unwrap();
+    let entry = format!(
+        "{{port: 1, kind: from-capture, capture: {}, devaddr: {devnum}}}",
+        cap.display()
+    );
+    let (sim, sink, devs) = bus(&[&entry], "ehci");
+    let id = devs[0].dev.id as usize;
+    let has = sim
+        .bus(1)
+        .unwrap()
+        .lock()
+        .ctx
+        .dev(id)
+        .unwrap()
+        .function_in
+        .is_some();
+    assert!(has, "the recorded device has its function");
+    let got = reports(&sink.0.lock_ok(), devs[0].devnum);
+    assert!(got.len() > 4);
+    let n = got.len().min(recorded.len());
+    assert_eq!(got[..n], recorded[..n]);
+}

@@ -521,7 +521,8 @@ pub(super) fn answer(
 /// URB pending (NAK).
 fn function_bulk(ctx: &mut Ctx, d: DevId, urb: &Urb, now: u64) {
     let (actual, data) = if urb.dir_in {
-        let Some((n, src)) = ctx.with_function(d, |f, ctx| f.data(ctx, now)) else {
+        let ep = urb.ep | 0x80;
+        let Some((n, src)) = ctx.with_function(d, |f, ctx| f.data(ctx, ep, now)) else {
             return;
         };
         let src = &src[..(n as usize).min(src.len())];
@@ -636,11 +637,13 @@ impl Task for FunctionIn {
                 return Some(now + MS);
             }
             self.waiting = true;
+            let ep = self.ep | 0x80;
             return ctx
-                .with_function(self.dev, |f, ctx| f.due(ctx, now, Outcome::Ok))
+                .with_function(self.dev, |f, ctx| f.due(ctx, ep, now, Outcome::Ok))
                 .flatten();
         }
-        let (n, data) = ctx.with_function(self.dev, |f, ctx| f.data(ctx, now))?;
+        let ep = self.ep | 0x80;
+        let (n, data) = ctx.with_function(self.dev, |f, ctx| f.data(ctx, ep, now))?;
         let n = n.min(self.len).min(data.len() as u32);
         let data = Some(Arc::from(&data[..n as usize]));
         finish_at(ctx, self.dev, self.tag, now, 0, n, data, vec![], (0, 0));

@@ -660,18 +660,22 @@ pub(crate) struct Owner {
 }
 
 /// A device function's data on an IN endpoint, for whichever URB heads
-/// it: when the next one is due, and its bytes (an interrupt endpoint's),
-/// or what an isochronous URB's packets carry; and what it takes of an
-/// OUT transfer (a gadget's sink).
+/// it: when the next one is due, and its bytes (an interrupt or bulk
+/// endpoint's, `ep` its address: a function with one IN endpoint, as the
+/// HID devices' and the gadget's source, ignores it; a capture's has one
+/// recording per endpoint), or what an isochronous URB's packets carry;
+/// and what it takes of an OUT transfer (a gadget's sink).
 pub(crate) trait InFunction: Send {
-    /// A URB was submitted at `now` and ends as `outcome`: when it
-    /// completes (on the endpoint's polling grid), or None to leave it
-    /// pending for good (the default: a function without interrupt data).
-    fn due(&mut self, _ctx: &mut super::Ctx, _now: u64, _outcome: Outcome) -> Option<u64> {
+    /// A URB was submitted on IN endpoint `ep` at `now` and ends as
+    /// `outcome`: when it completes (on the endpoint's polling grid), or
+    /// None to leave it pending for good (the default: a function without
+    /// interrupt data).
+    fn due(&mut self, _ctx: &mut super::Ctx, _ep: u8, _now: u64, _outcome: Outcome) -> Option<u64> {
         None
     }
-    /// The data of a completion without a fault: (actual length, bytes).
-    fn data(&mut self, ctx: &mut super::Ctx, _now: u64) -> (u32, Arc<[u8]>) {
+    /// The data of a completion on IN endpoint `ep` without a fault:
+    /// (actual length, bytes).
+    fn data(&mut self, ctx: &mut super::Ctx, _ep: u8, _now: u64) -> (u32, Arc<[u8]>) {
         (0, ctx.empty.clone())
     }
     /// The packets of an isochronous IN URB whose first packet goes at
@@ -687,6 +691,14 @@ pub(crate) trait InFunction: Send {
         _pkt_ns: u64,
     ) -> Option<(Vec<u8>, Vec<u32>)> {
         None
+    }
+    /// The bulk and interrupt IN endpoints it sends on whoever polls
+    /// them, each with the URB length its host driver asked for: those a
+    /// driver without a loop of its own polls
+    /// (`driver::int_in::poll_function`); none by default (the built-in
+    /// devices' drivers run their own loops).
+    fn polled_eps(&self) -> Vec<(u8, u32)> {
+        Vec::new()
     }
     /// An OUT URB of `len` bytes reached the function at `now`: how many
     /// bytes it takes, or None to leave the URB pending (NAKed) for good.

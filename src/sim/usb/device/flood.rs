@@ -90,11 +90,11 @@ impl SourceSink {
 impl InFunction for SourceSink {
     // The source's next buffer is always queued: an IN token gets it at
     // once.
-    fn due(&mut self, _ctx: &mut Ctx, now: u64, _outcome: Outcome) -> Option<u64> {
+    fn due(&mut self, _ctx: &mut Ctx, _ep: u8, now: u64, _outcome: Outcome) -> Option<u64> {
         Some(now)
     }
 
-    fn data(&mut self, _ctx: &mut Ctx, _now: u64) -> (u32, Arc<[u8]>) {
+    fn data(&mut self, _ctx: &mut Ctx, _ep: u8, _now: u64) -> (u32, Arc<[u8]>) {
         (self.data.len() as u32, self.data.clone())
     }
 

@@ -331,7 +331,7 @@ impl HidInput {
 }
 
 impl InFunction for HidInput {
-    fn due(&mut self, ctx: &mut Ctx, now: u64, outcome: Outcome) -> Option<u64> {
+    fn due(&mut self, ctx: &mut Ctx, _ep: u8, now: u64, outcome: Outcome) -> Option<u64> {
         let target = if outcome != Outcome::Ok {
             now + self.unit * ctx.rng.range(1, 4)
         } else {
@@ -341,7 +341,7 @@ impl InFunction for HidInput {
         Some(now + k * self.unit + ctx.rng.range(0, 30 * US))
     }
 
-    fn data(&mut self, ctx: &mut Ctx, now: u64) -> (u32, Arc<[u8]>) {
+    fn data(&mut self, ctx: &mut Ctx, _ep: u8, now: u64) -> (u32, Arc<[u8]>) {
         let r = self.report(ctx, now);
         if let Some(d) = ctx.dev_mut(self.dev) {
             d.hid_last.clone_from(&r);

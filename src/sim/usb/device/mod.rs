@@ -5,12 +5,13 @@
 //! benchmarks ([`flood`]), external hubs ([`hub`]), devices from a
 //! descriptor file ([`dump`]), a device answered by another process
 //! ([`external`]), a capture's recorded IN data ([`recorded`])), with the
-//! standard ep0 requests they share ([`control`]). The HID devices, dumps
-//! and isochronous devices leave their drivers to the registry
-//! (`super::driver`: usbhid's probe and polling, snd-usb-audio's and
-//! uvcvideo's probes and streams); the other models still play their
-//! class driver too (the storage and flood devices', an external device's
-//! and a capture's).
+//! standard ep0 requests they share ([`control`]). Every model but the
+//! external device's leaves its drivers to the registry (`super::driver`:
+//! usbhid's probe and polling, usb-storage's transport, usbtest's loop,
+//! snd-usb-audio's and uvcvideo's probes and streams, a generic IN loop on
+//! a capture's recorded endpoints), which read what the device sends from
+//! its function; an external device's model still plays its class driver
+//! too.
 //!
 //! [`CLASSES`] is the registry: adding a device class is a module with a
 //! [`DeviceClass`], one line there, its kind in the configuration's

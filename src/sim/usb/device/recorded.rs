@@ -1,8 +1,15 @@
-//! A device taken from a capture: each IN endpoint of an interface a
-//! driver binds and polls answers with the completions recorded on it, in
-//! order, looping, spaced as recorded (interrupt endpoints never faster
-//! than their interval, on its grid); the others see only a program's
-//! URBs, answered by replay for programs.
+//! A device taken from a capture: its descriptors, its ep0 answers (the
+//! recorded ones) and its function (`Device::function_in`): on each
+//! recorded IN endpoint, the completions recorded on it, in order,
+//! looping, spaced as recorded (interrupt endpoints never faster than
+//! their interval, on its grid). The drivers bound to its interfaces poll
+//! the function as the kernel's poll a device (`super::super::driver`):
+//! usbhid a HID interface's interrupt IN endpoint, a driver without a loop
+//! of its own (the hub driver) each recorded IN endpoint of its interface
+//! (`driver::int_in::poll_function`); a driver with its own (usb-storage,
+//! which finds no SCSI target behind a recording) does its own thing. An
+//! interface no driver polls sees only a program's URBs, which replay for
+//! programs answers from the capture's walk, not from the function.
 //! A HID interface whose report descriptor the capture holds binds usbhid:
 //! its probe's requests go out and are answered from the recording, and
 //! the recorded reports of its interrupt IN endpoint reach the HID core as
@@ -17,7 +24,7 @@ use crate::usbmon::event::XferType;
 
 use super::super::ctx::*;
 use super::super::descriptors::{ClassDesc, Where};
-use super::super::driver::int_in::{poll_unit, InLoop, InSource};
+use super::super::driver::int_in::poll_unit;
 use super::super::driver::{self, usbhid};
 use super::class::DeviceClass;
 
@@ -67,103 +74,98 @@ impl DeviceClass for FromCapture {
             _ => None,
         }
     }
-    // usbhid's probe of its HID interfaces, then the recorded IN data
-    // starts.
+    // usbhid's probe of its HID interfaces, then the drivers start.
     fn class_ops(&self, dev: &Device, d: DevId) -> Vec<Op> {
         let mut ops = driver::probe_ops(dev, d);
         ops.push(Op::StartStreams(d));
         ops
     }
+    // The drivers bound to its interfaces start: usbhid polls a HID
+    // interface's interrupt IN endpoint, a driver without a loop of its
+    // own each recorded IN endpoint of its interface; both read the
+    // device's function.
     fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
-        for t in recorded_tasks(ctx, d, None) {
-            ctx.spawn(at, Box::new(t));
-        }
+        driver::start(ctx, d, at, None);
     }
-    // The endpoints of an interface a driver took again replay again.
+    // The driver that took an interface again polls it again; the
+    // device's function goes on where it was.
     fn rebind(&self, ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
-        for t in recorded_tasks(ctx, d, Some(intf)) {
-            ctx.spawn(now, Box::new(t));
-        }
+        driver::start(ctx, d, now, Some(intf));
+    }
+    // What the device sends on each recorded IN endpoint of its
+    // configuration.
+    fn function(&self, ctx: &mut Ctx, d: DevId, _at: u64) -> Option<Box<dyn InFunction>> {
+        let dev = ctx.dev(d)?;
+        let rec = dev.desc.recorded.as_ref()?;
+        let speed = dev.speed();
+        let eps = rec
+            .endpoints
+            .iter()
+            .filter_map(|ep| {
+                let desc = dev.desc.cfg.endpoint(ep.addr)?;
+                let unit = match ep.xfer {
+                    XferType::Interrupt => poll_unit(speed, desc),
+                    _ => 0,
+                };
+                Some(Recorded {
+                    ep: Arc::new(ep.clone()),
+                    unit,
+                    next: 0,
+                })
+            })
+            .collect();
+        Some(Box::new(RecordedIn(eps)))
     }
 }
 
 /// The shortest time between a bulk IN submission and its completion.
 const MIN_BULK_NS: u64 = 50 * US;
 
-/// One IN endpoint replaying its recorded completions.
-type RecordedTask = InLoop<Recorded>;
+/// A recorded device's function: the recorded completions of each of its
+/// IN endpoints, in recorded order.
+struct RecordedIn(Vec<Recorded>);
 
 /// The recorded completions of one IN endpoint.
-pub(super) struct Recorded {
+struct Recorded {
     ep: Arc<RecordedEndpoint>,
     /// Interrupt endpoints: the polling period (completions land on it).
     unit: u64,
     next: usize,
 }
 
-/// A task for each recorded IN endpoint of device `d` that its active
-/// configuration has (`only`: of that interface).
-fn recorded_tasks(ctx: &mut Ctx, d: DevId, only: Option<u8>) -> Vec<RecordedTask> {
-    let Some(dev) = ctx.dev(d) else {
-        return vec![];
-    };
-    let Some(rec) = dev.desc.recorded.clone() else {
-        return vec![];
-    };
-    let speed = dev.speed();
-    let mut out = vec![];
-    for ep in &rec.endpoints {
-        let Some(desc) = ctx
-            .dev(d)
-            .and_then(|x| x.desc.cfg.endpoint(ep.addr).cloned())
-        else {
-            continue;
-        };
-        let intf = ctx.dev(d).and_then(|x| x.desc.cfg.interface_of(ep.addr));
-        if only.is_some_and(|i| intf != Some(i)) {
-            continue;
-        }
-        // Only a driver polls: an interface no driver binds (a vendor
-        // one) sees no URBs but a program's, which the recording answers
-        // (replay for programs), as on Linux.
-        let polled = intf.is_some_and(|i| ctx.dev(d).is_some_and(|x| driver::polled(x, i)));
-        if !polled {
-            continue;
-        }
-        let unit = match ep.xfer {
-            XferType::Interrupt => poll_unit(speed, &desc),
-            _ => 0,
-        };
-        let ep = Arc::new(ep.clone());
-        let (addr, len) = (ep.addr, ep.len);
-        out.push(InLoop::new(ctx, d, addr, len, |_| Recorded {
-            ep,
-            unit,
-            next: 0,
-        }));
+impl RecordedIn {
+    fn ep(&mut self, addr: u8) -> Option<&mut Recorded> {
+        self.0.iter_mut().find(|r| r.ep.addr == addr)
     }
-    out
 }
 
-impl InSource for Recorded {
-    fn due(&mut self, ctx: &mut Ctx, now: u64, outcome: Outcome) -> Option<u64> {
+impl InFunction for RecordedIn {
+    fn due(&mut self, ctx: &mut Ctx, ep: u8, now: u64, outcome: Outcome) -> Option<u64> {
+        let r = self.ep(ep)?;
         // Nothing recorded: the URB stays pending, as it did.
-        let c = self.ep.completions.get(self.next)?;
+        let c = r.ep.completions.get(r.next)?;
         let gap = if outcome != Outcome::Ok {
-            self.unit.max(MS) * ctx.rng.range(1, 4)
+            r.unit.max(MS) * ctx.rng.range(1, 4)
         } else {
             c.gap_ns
         };
-        Some(if self.unit > 0 {
-            now + gap.max(self.unit).div_ceil(self.unit) * self.unit
+        Some(if r.unit > 0 {
+            now + gap.max(r.unit).div_ceil(r.unit) * r.unit
         } else {
             now + gap.max(MIN_BULK_NS)
         })
     }
 
-    fn data(&mut self, _ctx: &mut Ctx, _now: u64) -> (u32, Arc<[u8]>) {
-        let c = &self.ep.completions[self.next];
-        self.next = (self.next + 1) % self.ep.completions.len();
+    fn data(&mut self, ctx: &mut Ctx, ep: u8, _now: u64) -> (u32, Arc<[u8]>) {
+        let Some(r) = self.ep(ep).filter(|r| !r.ep.completions.is_empty()) else {
+            return (0, ctx.empty.clone());
+        };
+        let c = &r.ep.completions[r.next];
+        r.next = (r.next + 1) % r.ep.completions.len();
         (c.actual, c.data.clone())
+    }
+
+    fn polled_eps(&self) -> Vec<(u8, u32)> {
+        self.0.iter().map(|r| (r.ep.addr, r.ep.len)).collect()
     }
 }

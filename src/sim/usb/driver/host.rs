@@ -7,6 +7,7 @@ use crate::sim::usb::descriptors::AltDesc;
 use crate::usbcore::device::ProbeAnswer;
 
 use super::id::{self, UsbDeviceId};
+use super::int_in;
 
 /// What a driver's probe of an interface gives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,10 +89,17 @@ pub(crate) trait HostDriver: Sync {
         Vec::new()
     }
     /// It starts on interface `alt` of `d` once probed: its URBs from `at`,
-    /// answered by the device's function (usbhid, usb-storage, uvcvideo;
-    /// drivers whose device model plays them, or whose URBs a program's
-    /// use of them makes: nothing).
-    fn start(&self, _ctx: &mut Ctx, _d: DevId, _alt: &AltDesc, _at: u64) {}
+    /// answered by the device's function (usbhid, usb-storage, uvcvideo).
+    /// A driver without a start of its own that is polled
+    /// ([`HostDriver::polled`]) keeps a URB on each IN endpoint of the
+    /// interface the device's function sends on (a capture's recorded
+    /// ones, [`int_in::poll_function`]); one whose URBs a program's use of
+    /// it makes: nothing.
+    fn start(&self, ctx: &mut Ctx, d: DevId, alt: &AltDesc, at: u64) {
+        if self.polled() {
+            int_in::poll_function(ctx, d, alt.num, at);
+        }
+    }
     /// The other interfaces its probe of `alt` claims.
     fn claims(&self, _dev: &Device, _alt: &AltDesc) -> Vec<u8> {
         Vec::new()

@@ -1,5 +1,6 @@
 //! The one interrupt-IN loop of the class drivers (usbhid's polling, a
-//! capture's recorded IN endpoints): a URB kept submitted on an IN
+//! driver's without a loop of its own on a recorded device's IN
+//! endpoints, [`poll_function`]): a URB kept submitted on an IN
 //! endpoint, completed when its [`InSource`] has data (on the endpoint's
 //! interval grid), ended by injected faults, resubmitted at once. Also the
 //! end of a data URB by an injected fault ([`end_by_fault`]), which the
@@ -22,18 +23,41 @@ pub(crate) trait InSource: Send {
 }
 
 /// The device's own IN function ([`InFunction`], kept in the device)
-/// answering the loop's URB: a driver's polling of what the device sends
-/// whoever polls it.
-pub(crate) struct DeviceFunction(pub DevId);
+/// answering the loop's URB on IN endpoint `.1` of device `.0`: a
+/// driver's polling of what the device sends whoever polls it.
+pub(crate) struct DeviceFunction(pub DevId, pub u8);
 
 impl InSource for DeviceFunction {
     fn due(&mut self, ctx: &mut Ctx, now: u64, outcome: Outcome) -> Option<u64> {
-        ctx.with_function(self.0, |f, ctx| f.due(ctx, now, outcome))
+        let ep = self.1;
+        ctx.with_function(self.0, |f, ctx| f.due(ctx, ep, now, outcome))
             .flatten()
     }
     fn data(&mut self, ctx: &mut Ctx, now: u64) -> (u32, Arc<[u8]>) {
-        ctx.with_function(self.0, |f, ctx| f.data(ctx, now))
+        let ep = self.1;
+        ctx.with_function(self.0, |f, ctx| f.data(ctx, ep, now))
             .unwrap_or_else(|| (0, ctx.empty.clone()))
+    }
+}
+
+/// A bound driver without a loop of its own on interface `num` of device
+/// `d` (the hub driver on a recorded hub, a driver monfs does not model
+/// further): one URB kept submitted from `at` on each IN endpoint of the
+/// interface that the device's function sends on
+/// ([`InFunction::polled_eps`]), as the device's model played them before
+/// the driver layer ran them; the function is made now if the device has
+/// one and it is not there yet.
+pub(crate) fn poll_function(ctx: &mut Ctx, d: DevId, num: u8, at: u64) {
+    (ctx.make_function)(ctx, d, at);
+    let eps = ctx
+        .with_function(d, |f, _| f.polled_eps())
+        .unwrap_or_default();
+    for (addr, len) in eps {
+        if ctx.dev(d).and_then(|x| x.desc.cfg.interface_of(addr)) != Some(num) {
+            continue;
+        }
+        let t = InLoop::new(ctx, d, addr, len, |_| DeviceFunction(d, addr));
+        ctx.spawn(at, Box::new(t));
     }
 }
 

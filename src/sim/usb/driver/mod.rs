@@ -33,10 +33,11 @@
 //! device's reports, the flood gadget's source and sink), usb-storage's by
 //! the flash drive's SCSI target over the bulk-only transport (all of them
 //! the ones that answer programs too), uvcvideo's by the webcam's frames
-//! (snd-usb-audio's stream carries what the host plays). The drivers' URBs
-//! to an external or recorded device are still played by its model (a
-//! capture's recorded endpoints by its replay, an external device's data
-//! URBs by its task).
+//! (snd-usb-audio's stream carries what the host plays), usbhid's and a
+//! driver's without a loop of its own ([`int_in::poll_function`]) on a
+//! recorded device by the capture's recorded IN completions. Only the
+//! drivers' URBs to an external device are still played by its model (its
+//! data URBs by its task).
 
 use crate::sim::usb::ctx::{Ctx, DevId, Device, Op};
 use crate::sim::usb::descriptors::AltDesc;

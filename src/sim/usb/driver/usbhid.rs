@@ -57,7 +57,7 @@ impl HostDriver for UsbHid {
         let addr = ep.addr;
         let t = InLoop::new(ctx, d, addr, len, |ctx| {
             (ctx.make_function)(ctx, d, at);
-            DeviceFunction(d)
+            DeviceFunction(d, addr)
         });
         ctx.spawn(at, Box::new(t));
     }

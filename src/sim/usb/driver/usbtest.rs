@@ -189,7 +189,7 @@ impl Task for BulkLoop {
                 // what its sink took. A device without one NAKs: the URB
                 // stays pending and the loop waits on it for good.
                 let answer = if is_in {
-                    ctx.with_function(d, |f, ctx| f.data(ctx, now))
+                    ctx.with_function(d, |f, ctx| f.data(ctx, ep, now))
                 } else {
                     let len = urb.len;
                     ctx.with_function(d, |f, ctx| f.take(ctx, now, len))
