@@ -35,6 +35,15 @@ fn bus(devices: &[&str], controller: &str) -> (UsbSim, Arc<Collect>, Vec<UsbDevi
     (sim, sink, devs)
 }
 
+/// Whether device `dev` of bus 1 has its function (what it sends).
+fn has_function(sim: &UsbSim, dev: &UsbDevice) -> bool {
+    let bus = sim.bus(1).unwrap();
+    let g = bus.lock();
+    g.ctx
+        .dev(dev.dev.id as usize)
+        .is_some_and(|d| d.function_in.is_some())
+}
+
 /// Take interface `intf` of `dev` from its driver for a program.
 fn take(sim: &UsbSim, dev: &UsbDevice, intf: u8, now_ms: &mut u64) {
     let done = Arc::new(Done::default());
@@ -1273,17 +1282,7 @@ fn the_webcams_frames_are_the_devices_function() {
     for (kind, function) in [("webcam", true), ("audio", false)] {
         let (sim, sink, devs) = bus(&[&format!("{{port: 1, kind: {kind}}}")], "ehci");
         let dev = &devs[0];
-        let id = dev.dev.id as usize;
-        let has = sim
-            .bus(1)
-            .unwrap()
-            .lock()
-            .ctx
-            .dev(id)
-            .unwrap()
-            .function_in
-            .is_some();
-        assert_eq!(has, function, "{kind}");
+        assert_eq!(has_function(&sim, dev), function, "{kind}");
         let evs = sink.0.lock_ok();
         let iso: Vec<&UrbEvent> = evs
             .iter()
@@ -1327,17 +1326,10 @@ fn a_recorded_keyboards_reports_are_its_function() {
         cap.display()
     );
     let (sim, sink, devs) = bus(&[&entry], "ehci");
-    let id = devs[0].dev.id as usize;
-    let has = sim
-        .bus(1)
-        .unwrap()
-        .lock()
-        .ctx
-        .dev(id)
-        .unwrap()
-        .function_in
-        .is_some();
-    assert!(has, "the recorded device has its function");
+    assert!(
+        has_function(&sim, &devs[0]),
+        "the recorded device has its function"
+    );
     let got = reports(&sink.0.lock_ok(), devs[0].devnum);
     assert!(got.len() > 4);
     let n = got.len().min(recorded.len());
