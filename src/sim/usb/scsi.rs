@@ -252,6 +252,18 @@ pub(crate) fn capacity10() -> Vec<u8> {
     v
 }
 
+/// The 31 bytes of a CBW: tag `tag`, `len` bytes of data in direction
+/// `dir_in` (bmCBWFlags' bit 7), LUN 0, command block `cdb`.
+pub(crate) fn cbw(tag: u32, len: u32, dir_in: bool, cdb: &[u8]) -> Vec<u8> {
+    let mut b = b"USBC".to_vec();
+    b.extend_from_slice(&tag.to_le_bytes());
+    b.extend_from_slice(&len.to_le_bytes());
+    b.extend_from_slice(&[if dir_in { 0x80 } else { 0 }, 0, cdb.len() as u8]);
+    b.extend_from_slice(cdb);
+    b.resize(31, 0);
+    b
+}
+
 /// A command block wrapper (31 bytes, "USBC").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Cbw {
@@ -700,17 +712,6 @@ mod tests {
             .collect()
     }
 
-    /// A CBW: tag, data length, IN or OUT, CDB.
-    fn cbw(tag: u32, len: u32, dir_in: bool, cdb: &[u8]) -> Vec<u8> {
-        let mut b = b"USBC".to_vec();
-        b.extend_from_slice(&tag.to_le_bytes());
-        b.extend_from_slice(&len.to_le_bytes());
-        b.extend_from_slice(&[if dir_in { 0x80 } else { 0 }, 0, cdb.len() as u8]);
-        b.extend_from_slice(cdb);
-        b.resize(31, 0);
-        b
-    }
-
     /// A command through the transport, its data stage read with one
     /// bulk IN of the CBW's length: the data read and the CSW's residue
     /// and status.
@@ -827,14 +828,11 @@ mod tests {
             (0x70, 0, 0),
             "cleared once read"
         );
-        let mut cbw = b"USBC".to_vec();
-        cbw.extend_from_slice(&7u32.to_le_bytes());
-        cbw.extend_from_slice(&36u32.to_le_bytes());
-        cbw.extend_from_slice(&[0x80, 0, 6, 0x12, 0, 0, 0, 36, 0]);
-        cbw.resize(31, 0);
-        let c = Cbw::parse(&cbw).unwrap();
+        let b = cbw(7, 36, true, &[0x12, 0, 0, 0, 36, 0]);
+        assert_eq!(b[12..15], [0x80, 0, 6]);
+        let c = Cbw::parse(&b).unwrap();
         assert_eq!((c.tag, c.length, c.dir_in, c.cdb.len()), (7, 36, true, 6));
-        assert!(Cbw::parse(&cbw[..30]).is_none());
+        assert!(Cbw::parse(&b[..30]).is_none());
         assert_eq!(&csw(7, 0, 0)[..8], b"USBS\x07\0\0\0");
     }
 

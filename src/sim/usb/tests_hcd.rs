@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use super::scsi::cbw;
 use super::usbfs_port::tests::{Collect, Done, TestClock};
 use super::UsbSim;
 use crate::base::sync::LockExt;
@@ -661,17 +662,6 @@ fn a_core_request_behind_a_control_urb_never_answered_times_out() {
     sim.request(v.dev, req, done.clone()).unwrap();
     sim.run_until(8300 * MS);
     assert_eq!(done.0.lock_ok()[0].1.status, 0);
-}
-
-/// A CBW for `cdb`, tag `tag`, `len` bytes of data in direction `dir_in`.
-fn cbw(tag: u32, len: u32, dir_in: bool, cdb: &[u8]) -> Vec<u8> {
-    let mut b = b"USBC".to_vec();
-    b.extend_from_slice(&tag.to_le_bytes());
-    b.extend_from_slice(&len.to_le_bytes());
-    b.extend_from_slice(&[if dir_in { 0x80 } else { 0 }, 0, cdb.len() as u8]);
-    b.extend_from_slice(cdb);
-    b.resize(31, 0);
-    b
 }
 
 #[test]

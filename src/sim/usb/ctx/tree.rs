@@ -571,6 +571,16 @@ impl UrbDone for CountedDone {
 }
 
 impl Device {
+    /// Its configured `transfer_size` (a flood gadget's buffer and
+    /// usbtest's URBs), 512 bytes by default, at least 1.
+    pub(crate) fn transfer_size(&self) -> u32 {
+        self.cfg
+            .as_ref()
+            .and_then(|c| c.transfer_size)
+            .map_or(512, |t| t.0)
+            .max(1)
+    }
+
     /// Whether interface `num` may have a driver now: the device's
     /// drivers were probed and its model lets them bind that interface.
     pub(crate) fn may_bind(&self, num: u8) -> bool {

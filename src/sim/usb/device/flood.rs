@@ -71,12 +71,7 @@ impl SourceSink {
     /// `transfer_size` (512 bytes by default), filled from the run's
     /// random numbers.
     fn new(ctx: &mut Ctx, d: DevId) -> SourceSink {
-        let size = ctx
-            .dev(d)
-            .and_then(|x| x.cfg.as_ref())
-            .and_then(|c| c.transfer_size)
-            .map_or(512, |t| t.0)
-            .max(1);
+        let size = ctx.dev(d).map_or(512, Device::transfer_size);
         // The buffer is made in its one block (an iterator of known
         // length collects straight into the Arc): a copy from a Vec would
         // leave the Vec's block with the allocator (`sim/usb/memory.rs`).

@@ -392,14 +392,7 @@ impl Task for BulkOnly {
                 {
                     let c = self.next_cmd(ctx);
                     self.cbw_tag = self.cbw_tag.wrapping_add(1);
-                    let mut b = b"USBC".to_vec();
-                    b.extend_from_slice(&self.cbw_tag.to_le_bytes());
-                    b.extend_from_slice(&c.len.to_le_bytes());
-                    b.push(if c.dir_in && c.len > 0 { 0x80 } else { 0 });
-                    b.push(0);
-                    b.push(c.cdb.len() as u8);
-                    b.extend_from_slice(&c.cdb);
-                    b.resize(31, 0);
+                    let b = scsi::cbw(self.cbw_tag, c.len, c.dir_in && c.len > 0, &c.cdb);
                     self.cbw = Some(Arc::from(b));
                     self.cmd = Some(c);
                     self.csw_retry = false;

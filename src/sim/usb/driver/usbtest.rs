@@ -97,12 +97,7 @@ impl BulkLoop {
     /// of the device's `transfer_size` (testusb's `-s`, 512 by default)
     /// at its `rate`.
     fn new(ctx: &mut Ctx, d: DevId, eps: (u8, u8), at: u64) -> BulkLoop {
-        let size = ctx
-            .dev(d)
-            .and_then(|x| x.cfg.as_ref())
-            .and_then(|c| c.transfer_size)
-            .map_or(512, |t| t.0)
-            .max(1);
+        let size = ctx.dev(d).map_or(512, Device::transfer_size);
         let class_tag = ctx.dev(d).map(|x| x.class_tag).unwrap_or(0);
         let owner = ctx.owner(d, eps.1);
         let rate = ctx.dev(d).and_then(|x| x.cfg.as_ref()).and_then(|c| c.rate);
