@@ -137,8 +137,9 @@ pub(super) mod tests {
 
     const MS: u64 = 1_000_000;
 
-    #[test]
-    fn a_program_detaches_usbhid_claims_and_reads_the_keyboard() {
+    /// A bus with a keyboard bound to usbhid on port 1, run for 3 s
+    /// (seed 7), and its events.
+    pub(crate) fn keyboard_bus() -> (UsbSim, Arc<Collect>) {
         let cfg = Config::parse(
             "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: hid-keyboard}\n",
             "t",
@@ -146,6 +147,12 @@ pub(super) mod tests {
         .unwrap();
         let sink = Arc::new(Collect::default());
         let sim = UsbSim::run_for_test(&cfg.usb, 7, 3000, Arc::new(TestClock), sink.clone());
+        (sim, sink)
+    }
+
+    #[test]
+    fn a_program_detaches_usbhid_claims_and_reads_the_keyboard() {
+        let (sim, sink) = keyboard_bus();
         let devs = sim.devices();
         assert_eq!(devs.len(), 2, "{devs:?}");
         assert!(devs[0].is_root_hub());

@@ -181,8 +181,7 @@ mod tests {
     use std::sync::Arc;
 
     use crate::base::sync::LockExt;
-    use crate::config::Config;
-    use crate::sim::usb::usbfs_port::tests::{Collect, Done, TestClock};
+    use crate::sim::usb::usbfs_port::tests::{keyboard_bus, Collect, Done};
     use crate::sim::usb::UsbSim;
     use crate::usbcore::device::{CoreRequest, UsbCorePort};
     use crate::usbmon::event::{EventKind, XferType};
@@ -191,13 +190,7 @@ mod tests {
 
     /// A keyboard bound to usbhid, run for 3 s.
     fn keyboard() -> (UsbSim, Arc<Collect>, crate::usbcore::device::UsbDevice) {
-        let cfg = Config::parse(
-            "usb:\n  buses:\n    - bus: 1\n      hub_poll_ms: 0\n      devices:\n        - {port: 1, kind: hid-keyboard}\n",
-            "t",
-        )
-        .unwrap();
-        let sink = Arc::new(Collect::default());
-        let sim = UsbSim::run_for_test(&cfg.usb, 7, 3000, Arc::new(TestClock), sink.clone());
+        let (sim, sink) = keyboard_bus();
         let kbd = sim
             .devices()
             .into_iter()
