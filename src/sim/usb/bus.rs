@@ -94,6 +94,7 @@ impl Bus {
             probing: super::driver::probing,
             changed: super::core_view::device_changed,
             rebind: super::device::rebind,
+            reprobe: super::device::reprobe_ops,
             make_function: super::device::make_function,
         };
         let mut bus = Bus {

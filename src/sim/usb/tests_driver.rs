@@ -186,7 +186,7 @@ fn cp210x_probes_as_the_part_number_says() {
     ] {
         let mut d = serial_device(0x10c4, 0xea60);
         assert_eq!(driver::bound(&d, 0), Some("cp210x"));
-        let first = driver::probe_ops(&d, 0);
+        let first = driver::reprobe_ops(&d, 0, 0, &mut |_, _| None);
         assert_eq!(setups(&first), ["c0 ff 370b 0000 0001"]);
         answer(&mut d, &first, 0, &[partnum]);
         let mut got = vec![];
@@ -206,7 +206,7 @@ fn cp210x_probes_as_the_part_number_says() {
     }
     // GET_PARTNUM stalled: the part is unknown, nothing more is asked.
     let mut d = serial_device(0x10c4, 0xea60);
-    let first = driver::probe_ops(&d, 0);
+    let first = driver::reprobe_ops(&d, 0, 0, &mut |_, _| None);
     answer(&mut d, &first, -32, &[]);
     assert!(driver::probe_more(&d, 0, 0).is_empty());
 }
@@ -216,7 +216,7 @@ fn ch341_configures_by_its_version_and_stops_at_a_failure() {
     let run = |version: u8, fail_at: Option<usize>| {
         let mut d = serial_device(0x1a86, 0x7523);
         assert_eq!(driver::bound(&d, 0), Some("ch341"));
-        let first = driver::probe_ops(&d, 0);
+        let first = driver::reprobe_ops(&d, 0, 0, &mut |_, _| None);
         let mut got = setups(&first);
         answer(&mut d, &first, 0, &[version, 0]);
         loop {
@@ -373,8 +373,10 @@ fn snd_usb_audio_and_uvcvideo_probes_read_the_device() {
     assert_eq!(outs, [proposed, block(512)]);
     // Neither probe goes to an external device's peer (their requests
     // read the device as they go: only a model answers them).
-    assert!(driver::probe_ops(&device("audio"), 0).is_empty());
-    assert!(driver::probe_ops(&d, 0).is_empty());
+    for dev in [device("audio"), d] {
+        let (drv, alt) = driver::attached(&dev, 0).unwrap();
+        assert!(drv.probe_ops(&dev, 0, &alt).is_empty());
+    }
 }
 
 /// The control URBs the drivers keep with a DMA buffer of their own carry

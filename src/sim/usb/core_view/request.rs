@@ -287,25 +287,31 @@ fn run_request(
             let Some(x) = ctx.dev_mut(d) else {
                 return Err(CoreError::NoDevice);
             };
+            let refused = driver::refused_again(x, intf);
             x.core.detached.retain(|i| *i != intf);
             // The driver that matches the interface and keeps it: one
             // that only claims it from another interface's probe (the
             // streaming interfaces of snd-usb-audio and uvcvideo) does not
             // come back (CONNECT gives 0, GETDRIVER ENODATA, no request
-            // goes out), as on Linux.
-            let x = ctx.dev_mut(d).unwrap();
-            if !x.may_bind(intf) || driver::attach(x, intf).is_none() {
+            // goes out), as on Linux; nor does one whose earlier instance
+            // lives on and refuses the probe.
+            if refused || !x.may_bind(intf) || driver::attach(x, intf).is_none() {
                 x.core.detached.push(intf);
                 later(ctx, 0);
                 return Ok(id);
             }
+            // Its probe claims again what it claims that no program holds.
+            if let Some((drv, alt)) = driver::attached(x, intf) {
+                let again = driver::claimable(x, drv, &alt);
+                x.core.detached.retain(|i| !again.contains(i));
+            }
             // The driver's probe requests run again before it submits (an
             // external device's model keeps its own).
-            let ops = match driver::attached(x, intf) {
-                Some((drv, alt)) if x.kind != Kind::Dev(DeviceKind::External) => {
-                    drv.probe_ops(x, d, &alt)
-                }
-                _ => Vec::new(),
+            let reprobe = ctx.reprobe;
+            let x = ctx.dev(d).expect("just seen");
+            let ops = match x.kind {
+                Kind::Dev(DeviceKind::External) => Vec::new(),
+                _ => reprobe(x, d, intf),
             };
             // An external device's task asks the peer (usbhid's report
             // descriptor, cdc_acm's line coding): the answer waits for that

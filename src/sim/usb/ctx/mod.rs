@@ -122,6 +122,10 @@ pub(crate) struct Ctx {
     /// A driver bound interface `intf` of a device again
     /// (USBDEVFS_CONNECT, its probe done): its tasks there start again.
     pub rebind: fn(&mut Ctx, DevId, u8, u64),
+    /// The probe requests of the driver that binds interface `intf` of a
+    /// device again (USBDEVFS_CONNECT), its model answering a probe that
+    /// reads the device as it goes.
+    pub reprobe: fn(&Device, DevId, u8) -> Vec<Op>,
 }
 
 impl Ctx {

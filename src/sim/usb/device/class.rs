@@ -5,6 +5,7 @@ use crate::config::DeviceKind;
 
 use super::super::ctx::*;
 use super::super::descriptors::{ClassDesc, Speed, Where};
+use super::super::driver::{self, Ask};
 use super::super::scsi::Bot;
 
 /// Everything monfs models of a device class, for the kinds it covers.
@@ -44,13 +45,30 @@ pub(crate) trait DeviceClass: Sync {
     fn qemu_control(&self) -> bool {
         false
     }
-    /// The class driver's requests after SET_CONFIGURATION.
-    fn class_ops(&self, dev: &Device, d: DevId) -> Vec<Op>;
+    /// The class driver's requests after SET_CONFIGURATION: the probe
+    /// requests of the drivers that bind its interfaces (a probe that
+    /// reads the device as it goes answered by [`DeviceClass::answers`]),
+    /// then their start.
+    fn class_ops(&self, dev: &Device, d: DevId) -> Vec<Op> {
+        let mut ops = driver::probe_ops_asking(dev, d, &mut *self.answers(dev));
+        ops.push(Op::StartStreams(d));
+        ops
+    }
     /// Device `d` was just plugged in (before the hub notices).
     fn plugged(&self, _ctx: &mut Ctx, _d: DevId) {}
     /// The class driver binds to the configured device `d`: start its
-    /// model, first due at `at`.
-    fn start(&self, _ctx: &mut Ctx, _d: DevId, _now: u64, _at: u64) {}
+    /// model, first due at `at` (the drivers bound to its interfaces start
+    /// their URBs then).
+    fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
+        driver::start(ctx, d, at, None);
+    }
+    /// How the model answers a driver's probe that reads the device as it
+    /// goes ([`driver::HostDriver::probe_asking`]): from a copy of `dev`'s
+    /// state, so that the probe is queued whole (None: the request
+    /// fails).
+    fn answers(&self, _dev: &Device) -> Box<Ask<'static>> {
+        Box::new(|_, _| None)
+    }
     /// What device `d`'s function sends on its IN endpoint (and takes on
     /// its OUT endpoint) whoever submits, made when a driver first starts
     /// at `at` (None: nothing of its own).
@@ -64,6 +82,9 @@ pub(crate) trait DeviceClass: Sync {
         None
     }
     /// A driver bound interface `intf` of `d` again after a program let
-    /// it go: start the tasks the unbind ended.
-    fn rebind(&self, _ctx: &mut Ctx, _d: DevId, _intf: u8, _now: u64) {}
+    /// it go (its probe's requests done): start the tasks the unbind
+    /// ended, the driver's URBs there.
+    fn rebind(&self, ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
+        driver::start(ctx, d, now, Some(intf));
+    }
 }

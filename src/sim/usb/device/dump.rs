@@ -14,7 +14,7 @@ use super::super::ctx::*;
 use super::super::descriptors::{
     AltDesc, ClassDesc, ConfigDesc, Descriptors, DeviceDesc, EpDesc, IadDesc, Speed, Where,
 };
-use super::super::driver::{self, usbhid};
+use super::super::driver::usbhid;
 use super::class::DeviceClass;
 
 /// `kind: descriptors`.
@@ -41,18 +41,8 @@ impl DeviceClass for Dump {
     // The device is bound (probed) once usbhid's requests, if any, went
     // out; without it a dump with no HID interface stayed "coming" for
     // good, and `monfs run` waited its 30 s for it.
-    fn class_ops(&self, dev: &Device, d: DevId) -> Vec<Op> {
-        let mut ops = driver::probe_ops(dev, d);
-        ops.push(Op::StartStreams(d));
-        ops
-    }
-    // usbhid's interrupt URB, which the device never answers (it NAKs).
-    fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
-        driver::start(ctx, d, at, None);
-    }
-    fn rebind(&self, ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
-        driver::start(ctx, d, now, Some(intf));
-    }
+    // (The class's default requests and start: usbhid's probe, then its
+    // interrupt URB, which the device never answers: it NAKs.)
     // usbhid's probe requests to those interfaces: the report descriptor,
     // SET_IDLE and SET_REPORT taken; the rest (GET_REPORT) stalls.
     fn ep0(

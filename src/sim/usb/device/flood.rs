@@ -10,7 +10,6 @@ use crate::config::DeviceKind;
 
 use super::super::ctx::*;
 use super::super::descriptors::{AltDesc, ClassDesc, Where};
-use super::super::driver;
 use super::class::DeviceClass;
 
 /// `kind: flood`.
@@ -36,20 +35,9 @@ impl DeviceClass for Flood {
         })
     }
 
-    fn class_ops(&self, _dev: &Device, d: DevId) -> Vec<Op> {
-        vec![Op::StartStreams(d)]
-    }
-
-    // usbtest binds the gadget and runs its bulk loop
-    // (`driver::usbtest`).
-    fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
-        driver::start(ctx, d, at, None);
-    }
-
-    // usbtest bound again: a new loop, the gadget's source as it was.
-    fn rebind(&self, ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
-        driver::start(ctx, d, now, Some(intf));
-    }
+    // (The class's default start: usbtest binds the gadget and runs its
+    // bulk loop, `driver::usbtest`; bound again, a new loop, the gadget's
+    // source as it was.)
 
     // The source/sink function, made when usbtest first starts.
     fn function(&self, ctx: &mut Ctx, d: DevId, _at: u64) -> Option<Box<dyn InFunction>> {

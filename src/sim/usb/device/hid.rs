@@ -8,7 +8,6 @@ use crate::config::DeviceKind;
 
 use super::super::ctx::*;
 use super::super::descriptors::{AltDesc, ClassDesc, EpDesc, Speed, Where};
-use super::super::driver;
 use super::super::driver::int_in::poll_unit;
 use super::class::DeviceClass;
 
@@ -180,22 +179,9 @@ impl DeviceClass for Hid {
         }
     }
 
-    // usbhid's probe (the registry's), then its polling.
-    fn class_ops(&self, dev: &Device, d: DevId) -> Vec<Op> {
-        let mut ops = driver::probe_ops(dev, d);
-        ops.push(Op::StartStreams(d));
-        ops
-    }
-
-    fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
-        driver::start(ctx, d, at, None);
-    }
-
-    // usbhid_start's interrupt IN URB again, the device typing on where
-    // it was.
-    fn rebind(&self, ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
-        driver::start(ctx, d, now, Some(intf));
-    }
+    // (The class's default requests, start and rebind: usbhid's probe,
+    // then its polling; bound again, usbhid_start's interrupt IN URB
+    // again, the device typing on where it was.)
 
     // Typing or moving about, from a moment after usbhid first polls.
     fn function(&self, ctx: &mut Ctx, d: DevId, at: u64) -> Option<Box<dyn InFunction>> {

@@ -11,7 +11,7 @@ use crate::config::DeviceKind;
 use super::super::ctx::*;
 use super::super::descriptors::uac1::*;
 use super::super::descriptors::{AltDesc, ClassDesc, EpDesc, IadDesc, Speed, Where};
-use super::super::driver;
+use super::super::driver::Ask;
 use super::class::DeviceClass;
 
 /// `kind: audio`: qemu's usb-audio as snd-usb-audio sees it (its
@@ -248,20 +248,14 @@ impl DeviceClass for Audio {
     // feature unit as the device answers (a copy of its mixer: the
     // requests then change the device's own as they go out), then its
     // stream.
-    fn class_ops(&self, dev: &Device, d: DevId) -> Vec<Op> {
+    // snd-usb-audio's probe reads the feature unit as it goes.
+    fn answers(&self, dev: &Device) -> Box<Ask<'static>> {
         let mut mixer = Mixer::of(dev);
-        let mut ask = |s: &[u8; 8], out: Option<&[u8]>| {
+        Box::new(move |s: &[u8; 8], out: Option<&[u8]>| {
             let ((_, data), m) = feature_unit(mixer, s, out)?;
             mixer = m;
             Some(data.unwrap_or_default())
-        };
-        let mut ops = driver::probe_ops_asking(dev, d, &mut ask);
-        ops.push(Op::StartStreams(d));
-        ops
-    }
-
-    fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
-        driver::start(ctx, d, at, None);
+        })
     }
 }
 
@@ -378,18 +372,12 @@ impl DeviceClass for Webcam {
 
     // uvcvideo's probe, its viewer's stream on (reading the probe and
     // commit controls as the device answers), then its stream.
-    fn class_ops(&self, dev: &Device, d: DevId) -> Vec<Op> {
-        let mut ask = |s: &[u8; 8], _out: Option<&[u8]>| {
+    // uvcvideo's probe reads the probe and commit controls as it goes.
+    fn answers(&self, _dev: &Device) -> Box<Ask<'static>> {
+        Box::new(|s: &[u8; 8], _out: Option<&[u8]>| {
             let (_, data) = vs_control(s)?;
             Some(data.unwrap_or_default())
-        };
-        let mut ops = driver::probe_ops_asking(dev, d, &mut ask);
-        ops.push(Op::StartStreams(d));
-        ops
-    }
-
-    fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
-        driver::start(ctx, d, at, None);
+        })
     }
 
     // Its frames, from a moment after uvcvideo's stream starts.

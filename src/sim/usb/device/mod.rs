@@ -169,6 +169,16 @@ pub(crate) fn rebind(ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
     }
 }
 
+/// The probe requests of the driver that binds interface `intf` of device
+/// `dev` (`d`) again, a probe that reads the device as it goes answered by
+/// its model (`Ctx::reprobe`).
+pub(crate) fn reprobe_ops(dev: &Device, d: DevId, intf: u8) -> Vec<Op> {
+    let Kind::Dev(kind) = dev.kind else {
+        return Vec::new();
+    };
+    super::driver::reprobe_ops(dev, d, intf, &mut *class(kind).answers(dev))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

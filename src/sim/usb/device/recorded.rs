@@ -25,7 +25,7 @@ use crate::usbmon::event::XferType;
 use super::super::ctx::*;
 use super::super::descriptors::{ClassDesc, Where};
 use super::super::driver::int_in::poll_unit;
-use super::super::driver::{self, usbhid};
+use super::super::driver::usbhid;
 use super::class::DeviceClass;
 
 /// `kind: from-capture` (its descriptors: the capture's, as a dump's).
@@ -74,24 +74,12 @@ impl DeviceClass for FromCapture {
             _ => None,
         }
     }
-    // usbhid's probe of its HID interfaces, then the drivers start.
-    fn class_ops(&self, dev: &Device, d: DevId) -> Vec<Op> {
-        let mut ops = driver::probe_ops(dev, d);
-        ops.push(Op::StartStreams(d));
-        ops
-    }
-    // The drivers bound to its interfaces start: usbhid polls a HID
+    // (The class's default requests, start and rebind: usbhid's probe of
+    // its HID interfaces, then the drivers start: usbhid polls a HID
     // interface's interrupt IN endpoint, a driver without a loop of its
     // own each recorded IN endpoint of its interface; both read the
-    // device's function.
-    fn start(&self, ctx: &mut Ctx, d: DevId, _now: u64, at: u64) {
-        driver::start(ctx, d, at, None);
-    }
-    // The driver that took an interface again polls it again; the
-    // device's function goes on where it was.
-    fn rebind(&self, ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
-        driver::start(ctx, d, now, Some(intf));
-    }
+    // device's function, which a driver bound again reads on where it
+    // was.)
     // What the device sends on each recorded IN endpoint of its
     // configuration.
     fn function(&self, ctx: &mut Ctx, d: DevId, _at: u64) -> Option<Box<dyn InFunction>> {

@@ -72,19 +72,12 @@ impl DeviceClass for Storage {
         }
     }
 
-    fn class_ops(&self, _dev: &Device, d: DevId) -> Vec<Op> {
-        vec![Op::StartStreams(d)]
-    }
-
     // usb-storage binds (the registry's): its GET_MAX_LUN and SCSI scan.
     fn start(&self, ctx: &mut Ctx, d: DevId, now: u64, _at: u64) {
         driver::start(ctx, d, now, None);
     }
-
-    // usb-storage's probe again: GET_MAX_LUN and the SCSI scan.
-    fn rebind(&self, ctx: &mut Ctx, d: DevId, intf: u8, now: u64) {
-        driver::start(ctx, d, now, Some(intf));
-    }
+    // (Bound again, the class's default rebind: usb-storage's probe
+    // again, GET_MAX_LUN and the SCSI scan.)
 
     // The disk: qemu's scsi-hd ("QEMU" "QEMU HARDDISK") behind qemu's
     // strings, the device's own names behind names of its own.

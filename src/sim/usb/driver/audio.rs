@@ -2,11 +2,12 @@
 //! (`drivers/media/usb/uvc/uvc_driver.c`): each matches the control
 //! interface and claims the streaming interfaces its class header lists
 //! (usb_driver_claim_interface), so those show the driver without matching
-//! it themselves. Their probes read the device as they go
-//! ([`HostDriver::probe_asking`]: snd-usb-audio's mixer, uvcvideo's
-//! probe and commit controls), and each starts its isochronous stream
-//! ([`super::iso`]) once probed: snd-usb-audio when a player opens the PCM
-//! (the configuration's `player`), uvcvideo for a viewer.
+//! it themselves. snd-usb-audio's probe reads the mixer as it goes
+//! ([`HostDriver::probe_asking`]); a program using the node then
+//! ([`HostDriver::opened_asking`]: a player opening the PCM, the
+//! configuration's `player`; a viewer's probe and commit controls) starts
+//! the isochronous stream ([`super::iso`]), at the device's first probe
+//! only (bound again, the driver probes again, but the program is gone).
 
 use std::sync::Arc;
 
@@ -14,7 +15,7 @@ use crate::sim::usb::ctx::{ctrl, setup, Ctx, DevId, Device, Op};
 use crate::sim::usb::descriptors::uac1::*;
 use crate::sim::usb::descriptors::{AltDesc, EpDesc};
 
-use super::host::{Ask, Disconnect, HostDriver};
+use super::host::{claimable, Ask, Disconnect, HostDriver};
 use super::id::UsbDeviceId;
 use super::iso::Stream;
 use crate::sim::usb::ctx::{ECONNRESET, ENOENT};
@@ -49,14 +50,19 @@ impl HostDriver for SndUsbAudio {
     fn id_table(&self) -> &'static [UsbDeviceId] {
         &AUDIO_IDS
     }
-    // usb_audio_probe, then a player opening the PCM (snd_usb_hw_params)
-    // once the card is there.
+    // usb_audio_probe.
     fn probe_asking(&self, dev: &Device, d: DevId, alt: &AltDesc, ask: &mut Ask<'_>) -> Vec<Op> {
-        let mut ops = snd_usb_audio_probe(dev, d, alt, &self.claims(dev, alt), ask);
-        if player(dev) {
-            ops.extend(pcm_open(dev, d, &self.claims(dev, alt)));
+        snd_usb_audio_probe(dev, d, alt, &claimable(dev, self, alt), ask)
+    }
+    // A player opening the PCM (snd_usb_hw_params) once the card is there.
+    fn opened_asking(&self, dev: &Device, d: DevId, alt: &AltDesc, _ask: &mut Ask<'_>) -> Vec<Op> {
+        match player(dev) {
+            true => pcm_open(dev, d, &claimable(dev, self, alt)),
+            false => Vec::new(),
         }
-        ops
+    }
+    fn opened_starts(&self) -> bool {
+        true
     }
     // A player streams to the PCM: URBs of 4 packets, two queued
     // (the model's choice; snd-usb-audio sizes them by the period).
@@ -67,7 +73,7 @@ impl HostDriver for SndUsbAudio {
         if !player(dev) {
             return;
         }
-        if let Some(ep) = stream_endpoint(dev, &self.claims(dev, alt)) {
+        if let Some(ep) = stream_endpoint(dev, &claimable(dev, self, alt)) {
             let s = Stream {
                 d,
                 control: alt.num,
@@ -133,10 +139,13 @@ impl HostDriver for UvcVideo {
     fn id_table(&self) -> &'static [UsbDeviceId] {
         &UVC_IDS
     }
-    // uvc_probe (its requests not modelled), then a viewer's
+    // (uvc_probe's own requests are not modelled.) A viewer's
     // VIDIOC_STREAMON at once (uvc_video_start_streaming).
-    fn probe_asking(&self, dev: &Device, d: DevId, alt: &AltDesc, ask: &mut Ask<'_>) -> Vec<Op> {
-        uvc_stream_on(dev, d, &self.claims(dev, alt), alt, ask)
+    fn opened_asking(&self, dev: &Device, d: DevId, alt: &AltDesc, ask: &mut Ask<'_>) -> Vec<Op> {
+        uvc_stream_on(dev, d, &claimable(dev, self, alt), alt, ask)
+    }
+    fn opened_starts(&self) -> bool {
+        true
     }
     // A viewer's stream (uvc_video_start_transfer): URBs of 32 packets,
     // three queued (the model's choice; uvcvideo keeps UVC_URBS).
@@ -144,7 +153,7 @@ impl HostDriver for UvcVideo {
         let Some(dev) = ctx.dev(d) else {
             return;
         };
-        if let Some(ep) = stream_endpoint(dev, &self.claims(dev, alt)) {
+        if let Some(ep) = stream_endpoint(dev, &claimable(dev, self, alt)) {
             let s = Stream {
                 d,
                 control: alt.num,

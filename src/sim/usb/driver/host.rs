@@ -73,6 +73,28 @@ pub(crate) trait HostDriver: Sync {
     fn probe_asking(&self, dev: &Device, d: DevId, alt: &AltDesc, _ask: &mut Ask<'_>) -> Vec<Op> {
         self.probe_ops(dev, d, alt)
     }
+    /// What a program using the driver's node does once the driver is
+    /// probed (a player opening snd-usb-audio's PCM, a viewer's
+    /// VIDIOC_STREAMON on uvcvideo's), its requests reading the device
+    /// through `ask`; the stream it then runs is the driver's
+    /// [`HostDriver::start`] ([`HostDriver::opened_starts`]). Only at the
+    /// device's first probe: the node goes with the driver's unbind, and
+    /// the program's use of it with it.
+    fn opened_asking(
+        &self,
+        _dev: &Device,
+        _d: DevId,
+        _alt: &AltDesc,
+        _ask: &mut Ask<'_>,
+    ) -> Vec<Op> {
+        Vec::new()
+    }
+    /// Whether its [`HostDriver::start`] is a program's use of its node
+    /// ([`HostDriver::opened_asking`]), which does not start again when
+    /// the driver is bound again.
+    fn opened_starts(&self) -> bool {
+        false
+    }
     /// The requests its probe sends next, once those before were answered
     /// (`answers`: every request of this probe so far, in order, the
     /// [`HostDriver::probe_ops`] first); empty: the probe is done. For a
@@ -122,4 +144,14 @@ pub(crate) trait HostDriver: Sync {
     fn polled(&self) -> bool {
         true
     }
+}
+
+/// The interfaces driver `drv`'s probe of `alt` of `dev` claims
+/// ([`HostDriver::claims`]) that no program holds: claiming one usbfs
+/// has fails (-EBUSY), and the probe goes on without it.
+pub(crate) fn claimable(dev: &Device, drv: &dyn HostDriver, alt: &AltDesc) -> Vec<u8> {
+    drv.claims(dev, alt)
+        .into_iter()
+        .filter(|n| !dev.core.claims.iter().any(|(i, _)| i == n))
+        .collect()
 }

@@ -10,7 +10,8 @@
 //!   interrupt IN polling); [`storage`]: usb-storage (its bulk-only
 //!   transport and error recovery) and uas; [`audio`]:
 //!   snd-usb-audio and uvcvideo (their probes, which read the device as
-//!   they go, [`HostDriver::probe_asking`], and their isochronous
+//!   they go, [`HostDriver::probe_asking`], a player's or viewer's
+//!   requests then, [`HostDriver::opened_asking`], and their isochronous
 //!   streams); [`usbtest`]: usbtest (its bulk test loop, run without end
 //!   on a gadget's source and sink); [`cdc_acm`]:
 //!   cdc_acm (its probe; its tty is the tty layer's); [`ftdi_sio`]:
@@ -59,7 +60,7 @@ pub(crate) mod storage;
 pub(crate) mod usbhid;
 pub(crate) mod usbtest;
 
-pub(crate) use host::{Ask, Disconnect, HostDriver, Probe};
+pub(crate) use host::{claimable, Ask, Disconnect, HostDriver, Probe};
 
 /// The stock drivers, in the order the driver core tries them.
 static DRIVERS: &[&dyn HostDriver] = &[
@@ -223,24 +224,45 @@ fn bound_all(dev: &Device) -> Vec<(&'static dyn HostDriver, AltDesc)> {
         .collect()
 }
 
-/// The probe requests of the drivers that bind `d`'s interfaces, in
-/// interface order.
-pub(crate) fn probe_ops(dev: &Device, d: DevId) -> Vec<Op> {
-    bound_all(dev)
-        .into_iter()
-        .flat_map(|(drv, alt)| drv.probe_ops(dev, d, &alt))
-        .collect()
+/// The probe requests of the drivers that bind `d`'s interfaces, each
+/// followed by what a program using its node does then
+/// ([`HostDriver::opened_asking`]), in interface order, a probe that reads
+/// the device as it goes reading it through `ask`
+/// ([`HostDriver::probe_asking`]): for a device model that answers them.
+pub(crate) fn probe_ops_asking(dev: &Device, d: DevId, ask: &mut Ask<'_>) -> Vec<Op> {
+    let mut ops = Vec::new();
+    for (drv, alt) in bound_all(dev) {
+        ops.extend(drv.probe_asking(dev, d, &alt, &mut *ask));
+        ops.extend(drv.opened_asking(dev, d, &alt, &mut *ask));
+    }
+    ops
 }
 
-/// The probe requests of the drivers that bind `d`'s interfaces, in
-/// interface order, a probe that reads the device as it goes reading it
-/// through `ask` ([`HostDriver::probe_asking`]): for a device model that
-/// answers them.
-pub(crate) fn probe_ops_asking(dev: &Device, d: DevId, ask: &mut Ask<'_>) -> Vec<Op> {
-    bound_all(dev)
-        .into_iter()
-        .flat_map(|(drv, alt)| drv.probe_asking(dev, d, &alt, &mut *ask))
-        .collect()
+/// The probe requests of the driver that attaches to interface `num` of
+/// `dev` (`d`) when it is bound again (USBDEVFS_CONNECT), a probe that
+/// reads the device as it goes reading it through `ask`.
+pub(crate) fn reprobe_ops(dev: &Device, d: DevId, num: u8, ask: &mut Ask<'_>) -> Vec<Op> {
+    attached(dev, num)
+        .map(|(drv, alt)| drv.probe_asking(dev, d, &alt, ask))
+        .unwrap_or_default()
+}
+
+/// Whether binding interface `num` of `dev` again, its driver detached
+/// (USBDEVFS_CONNECT), fails because the driver's earlier instance lives
+/// on: a driver whose disconnect keeps what it claimed
+/// ([`HostDriver::keeps_claims`]) still holds one of those interfaces, so
+/// its probe finds its old, shut down instance (usb_audio_probe: "USB
+/// device is in the shutdown state", -EIO; the driver core tries the next
+/// driver, and none binds).
+pub(crate) fn refused_again(dev: &Device, num: u8) -> bool {
+    dev.core.detached.contains(&num)
+        && attached(dev, num).is_some_and(|(drv, alt)| {
+            drv.keeps_claims()
+                && drv
+                    .claims(dev, &alt)
+                    .iter()
+                    .any(|n| *n != num && !dev.core.detached.contains(n))
+        })
 }
 
 /// What the peer answered the probe requests of interface `num`'s driver,
@@ -262,14 +284,16 @@ pub(crate) fn probe_more(dev: &Device, d: DevId, num: u8) -> Vec<Op> {
     drv.probe_more(dev, d, &alt, &probe_answers(dev, num))
 }
 
-/// Start the drivers that bind `d`'s interfaces (`only`: that
-/// interface's), from `at`.
+/// Start the drivers that bind `d`'s interfaces, from `at`; `only`: that
+/// interface's driver, bound again, unless its start is a program's use of
+/// its node ([`HostDriver::opened_starts`]), which went with the unbind.
 pub(crate) fn start(ctx: &mut Ctx, d: DevId, at: u64, only: Option<u8>) {
     let Some(dev) = ctx.dev(d) else {
         return;
     };
     for (drv, alt) in bound_all(dev) {
-        if only.is_none_or(|n| n == alt.num) {
+        let again = only.is_some() && drv.opened_starts();
+        if only.is_none_or(|n| n == alt.num) && !again {
             drv.start(ctx, d, &alt, at);
         }
     }
