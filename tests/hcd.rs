@@ -290,7 +290,9 @@ fn python_under_monfs_run(devices: &str, script: &str) -> String {
 /// run`): snd-usb-audio's disconnect keeps the streaming interface it
 /// claimed (sysfs `driver`, USBDEVFS_GETDRIVER, and EBUSY for a claim)
 /// until that interface is detached too; uvcvideo's releases it, which a
-/// program may then claim.
+/// program may then claim. The audio device's control interface given back
+/// finds no driver while the card lives on (LIBUSB_ERROR_NOT_FOUND), and
+/// snd-usb-audio again once the streaming interface is the program's.
 #[test]
 fn a_detached_control_interface_leaves_snd_usb_audio_its_streaming_interface() {
     let out = python_under_monfs_run(
@@ -303,8 +305,11 @@ fn a_detached_control_interface_leaves_snd_usb_audio_its_streaming_interface() {
             "uac control - streaming snd-usb-audio",
             "uac kernel driver active True",
             "uac claim -16",
+            "uac attach 0 -5 -",
             "uac detached -",
             "uac claim 0 usbfs",
+            "uac attach 0 0 snd-usb-audio",
+            "uac streaming usbfs",
             "uvc control - streaming -",
             "uvc kernel driver active False",
             "uvc claim 0 usbfs",
