@@ -227,21 +227,25 @@ impl Ctx {
         }
     }
 
-    /// A connection change on a port: let the hub's status URB complete.
-    pub(crate) fn port_changed(&mut self, hub: DevId, now: u64) {
-        let root = self.dev(hub).is_some_and(|d| d.kind == Kind::Root);
-        let interval_ns = self
-            .dev(hub)
+    /// Nanoseconds between two polls of a hub's status endpoint.
+    fn hub_interval(&self, hub: DevId) -> u64 {
+        self.dev(hub)
             .map(|d| {
                 let ep = &d.desc.cfg.alts[0].eps[0];
                 descriptors::urb_interval(d.speed(), ep) as u64
                     * descriptors::interval_unit_ns(d.speed())
             })
-            .unwrap_or(MS);
+            .unwrap_or(MS)
+    }
+
+    /// A connection change on a port: let the hub's status URB complete.
+    pub(crate) fn port_changed(&mut self, hub: DevId, now: u64) {
+        let root = self.dev(hub).is_some_and(|d| d.kind == Kind::Root);
+        let interval_ns = self.hub_interval(hub);
         let Some(h) = self.dev_mut(hub).and_then(|d| d.hub.as_mut()) else {
             return;
         };
-        if !h.int_inflight || h.int_completion {
+        if !h.int_inflight || h.int_completion || h.int_outcome != Outcome::Ok {
             return;
         }
         h.int_completion = true;
@@ -271,28 +275,88 @@ impl Ctx {
         })
     }
 
+    /// Submit the hub's status URB (hub_activate, hub_resubmit_irq_urb): it
+    /// takes the hub's injected faults as any data URB. A submission that
+    /// fails (-19) is not tried again: hub_resubmit_irq_urb ignores
+    /// -ENODEV, and hub_activate only logs it; the hub then reports no
+    /// more port changes, as the kernel's would not.
     pub(crate) fn submit_hub_int(&mut self, hub: DevId, now: u64) {
-        let Some(urb) = self.hub_int_urb(hub) else {
+        let Some(mut urb) = self.hub_int_urb(hub) else {
             return;
         };
         if !self.alive(hub) {
             return;
         }
-        let e = self.empty.clone();
-        self.submit(hub, urb, now, Some(e), Vec::new());
+        let outcome = match self.submit_urb(hub, &mut urb, None, Vec::new(), Place::Given, now) {
+            Ok((o, _)) => o,
+            Err(st) => {
+                tracing::warn!(
+                    "usb {}: the hub's status URB was refused ({st}): the hub driver does not \
+                     submit it again, and the hub's port changes go unseen",
+                    self.dev_name(hub)
+                );
+                return;
+            }
+        };
         let pending = {
             let Some(h) = self.dev_mut(hub).and_then(|d| d.hub.as_mut()) else {
                 return;
             };
             h.int_inflight = true;
             h.int_completion = false;
-            h.ports.iter().enumerate().any(|(i, p)| {
-                p.change & (PC_CONNECTION | PC_ENABLE) != 0 && h.reported & (1 << (i + 1)) == 0
-            })
+            h.int_outcome = outcome;
+            outcome != Outcome::Ok
+                || h.ports.iter().enumerate().any(|(i, p)| {
+                    p.change & (PC_CONNECTION | PC_ENABLE) != 0 && h.reported & (1 << (i + 1)) == 0
+                })
         };
-        if pending {
+        if outcome != Outcome::Ok {
+            // The fault ends it at the endpoint's next poll.
+            if let Some(h) = self.dev_mut(hub).and_then(|d| d.hub.as_mut()) {
+                h.int_completion = true;
+            }
+            let delay = self
+                .rng
+                .range(100 * US, self.hub_interval(hub).max(200 * US));
+            self.spawn(now + delay, Box::new(HubInt { hub, phase: 0 }));
+        } else if pending {
             self.port_changed(hub, now);
         }
+    }
+
+    /// The hub's status URB ended with the fault it was submitted with
+    /// (hub_irq): unlinked (-2), nothing more; another error is resubmitted
+    /// at once, the tenth in a row (hub->nerrors) also kicking hub_event
+    /// with hub->error, whose hub reset (usb_reset_device) is not modelled:
+    /// the hub carries on. Returns whether it is resubmitted.
+    fn hub_int_fault(&mut self, hub: DevId, now: u64) -> bool {
+        let (tag, outcome) = {
+            let Some(h) = self.dev_mut(hub).and_then(|d| d.hub.as_mut()) else {
+                return false;
+            };
+            h.int_inflight = false;
+            h.int_completion = false;
+            (h.int_tag, std::mem::take(&mut h.int_outcome))
+        };
+        let status = outcome.status();
+        self.complete(hub, tag, now, status, 0, None, Vec::new(), 0, 0);
+        if matches!(status, ENOENT | ECONNRESET | ESHUTDOWN) {
+            return false;
+        }
+        let name = self.dev_name(hub);
+        let Some(h) = self.dev_mut(hub).and_then(|d| d.hub.as_mut()) else {
+            return false;
+        };
+        h.nerrors += 1;
+        if h.nerrors >= 10 && h.error == 0 {
+            h.error = status;
+            h.nerrors = 0;
+            tracing::warn!(
+                "usb {name}: the hub's status URB failed ten times in a row ({status}): \
+                 the kernel's hub_event would reset the hub, which monfs does not model"
+            );
+        }
+        true
     }
 
     pub(crate) fn hub_int_step(&mut self, hub: DevId, phase: &mut u8, now: u64) -> Option<u64> {
@@ -302,6 +366,17 @@ impl Ctx {
         if *phase == 1 {
             self.submit_hub_int(hub, now);
             return None;
+        }
+        let faulted = self
+            .dev(hub)
+            .and_then(|d| d.hub.as_ref())
+            .is_some_and(|h| h.int_inflight && h.int_outcome != Outcome::Ok);
+        if faulted {
+            if !self.hub_int_fault(hub, now) {
+                return None;
+            }
+            *phase = 1;
+            return Some(now + self.rng.range(5 * US, 40 * US));
         }
         let root = self.dev(hub).is_some_and(|d| d.kind == Kind::Root);
         let (bitmap, ports, tag, mps) = {
@@ -323,6 +398,7 @@ impl Ctx {
             }
             h.reported |= bits;
             h.int_inflight = false;
+            h.nerrors = 0;
             (bits, ports, h.int_tag, mps)
         };
         let n = if root {

@@ -1115,6 +1115,63 @@ fn timed_plug_and_unplug_from_config() {
     );
 }
 
+/// A hub's status URB takes the hub's injected faults as hub_irq sees
+/// them: an error ends it and it is resubmitted at once (the hub still
+/// sees a device plugged behind it later and enumerates it); an unlink
+/// (-2) ends it for good; a refused submission (-19) is not tried again.
+#[test]
+fn a_hubs_status_urb_takes_its_faults() {
+    let hub = |errors: &str, unplug: u32| {
+        let yaml = format!(
+            "usb:\n  buses:\n    - bus: 5\n      devices:\n        - port: 1\n          kind: hub\n          errors: {{{errors}}}\n          devices:\n            - {{port: 2, kind: hid-keyboard, plug_after_ms: 1500, unplug_after_ms: {unplug}}}\n"
+        );
+        let cfg = Config::parse(&yaml, "t").unwrap().usb;
+        let (sim, evs, _) = run(&cfg, 7, 4000);
+        let status: Vec<String> = evs
+            .iter()
+            .map(body)
+            .filter(|l| l[2..].starts_with("Ii:5:002:1 "))
+            .collect();
+        (sim, status)
+    };
+    // Every other submission fails -71 (hub_irq: resubmit): the one after
+    // the plug's completion does, and the one resubmitted then sees the
+    // keyboard's unplug.
+    let (_, l) = hub("proto_error_every: 2", 2500);
+    let fault = l
+        .iter()
+        .position(|x| x.starts_with("C Ii:5:002:1 -71:"))
+        .expect("no fault");
+    assert!(l[fault + 1].starts_with("S Ii:5:002:1 -115:"), "{l:#?}");
+    assert!(
+        l[fault + 1..]
+            .iter()
+            .any(|x| x.starts_with("C Ii:5:002:1 0:")),
+        "{l:#?}"
+    );
+    // Ten stalls in a row: still resubmitted (the hub reset that
+    // hub_event would do is not modelled).
+    let (_, l) = hub("stall_every: 1", 9000);
+    let stalls = l
+        .iter()
+        .filter(|x| x.starts_with("C Ii:5:002:1 -32:"))
+        .count();
+    assert!(stalls > 10, "{l:#?}");
+    // (The last one still out when the run ends.)
+    let submits = l.iter().filter(|x| x.starts_with("S ")).count();
+    assert_eq!(submits, stalls + 1, "{l:#?}");
+    // An unlink: the URB is over, and so is the hub's view of its ports.
+    let (sim, l) = hub("unlink_every: 1", 9000);
+    assert_eq!(l.len(), 2, "{l:#?}");
+    assert!(l[1].starts_with("C Ii:5:002:1 -2:"), "{l:#?}");
+    assert!(!sim.devices_text().contains("Keyboard"));
+    // A refused submission: its E line, and nothing more.
+    let (sim, l) = hub("submit_error_every: 1", 9000);
+    assert_eq!(l.len(), 1, "{l:#?}");
+    assert!(l[0].starts_with("E Ii:5:002:1 -19"), "{l:#?}");
+    assert!(!sim.devices_text().contains("Keyboard"));
+}
+
 /// The kernel's `usb/devices` block (without its T: line) of the device
 /// whose product is `product`, in `text`.
 fn devices_block(text: &str, product: &str) -> Vec<String> {

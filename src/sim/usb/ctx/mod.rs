@@ -254,9 +254,8 @@ impl Ctx {
     }
 
     /// Emit an `S` event and keep the URB in flight: the end of
-    /// [`Ctx::submit_urb`], which every URB goes through but the hub
-    /// driver's status URB (`hub.rs`), which takes no injected fault.
-    pub(crate) fn submit(
+    /// [`Ctx::submit_urb`], which every URB goes through.
+    fn submit(
         &mut self,
         dev: DevId,
         urb: Urb,

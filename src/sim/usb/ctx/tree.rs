@@ -205,6 +205,14 @@ pub(crate) struct HubState {
     pub int_tag: u64,
     pub int_inflight: bool,
     pub int_completion: bool,
+    /// How the status URB in flight ends: an injected fault, or (Ok) with
+    /// the next port change.
+    pub int_outcome: Outcome,
+    /// hub->nerrors: the status URB's errors in a row.
+    pub nerrors: u32,
+    /// hub->error: the error that, the tenth in a row, asked hub_event to
+    /// reset the hub (0: none).
+    pub error: i32,
     /// Ports whose change was reported on the status endpoint and not yet handled.
     pub reported: u16,
 }
@@ -719,8 +727,9 @@ pub(crate) trait InFunction: Send {
 }
 
 /// How an injected error ends a transfer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Outcome {
+    #[default]
     Ok,
     /// Submission fails: `E` event.
     SubmitError,
