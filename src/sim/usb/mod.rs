@@ -22,7 +22,8 @@
 //!   (`s 02 01 0000 00EP 0000 0`); isochronous endpoints cannot stall, for them
 //!   it acts as a protocol error.
 //! * `unlink_every`: completion -2 (ENOENT), actual length 0 (usb-storage after
-//!   its timeout, then a bulk-only reset).
+//!   its timeout, then a bulk-only reset; usbhid's and the hub driver's
+//!   status URBs are not resubmitted, as hid_irq_in and hub_irq do).
 //! * `proto_error_every`: completion -71 (EPROTO); isochronous URBs complete
 //!   with status 0 and one packet at -71 (error_count 1).
 //! * Unplug: URBs in flight on interrupt, bulk and control endpoints complete

@@ -830,6 +830,34 @@ fn proto_errors_and_hid_stall() {
     );
 }
 
+/// usbhid's interrupt IN URB as hid_irq_in takes its statuses: unlinked
+/// (-2), it is not resubmitted and the device's input stops there; a
+/// babble (-75) is resubmitted at once.
+#[test]
+fn usbhid_stops_at_an_unlink_and_resubmits_a_babble_at_once() {
+    let yaml = "usb:\n  buses:\n    - bus: 3\n      devices:\n        - port: 1\n          kind: hid-mouse\n          interval_ms: 1\n";
+    let cfg = Config::parse(yaml, "t").unwrap().usb;
+    let (sim, _, sink) = run(&cfg, 1, 2000);
+    let ep1 = |l: &String| l[2..].starts_with("Ii:3:002:1 ");
+    sim.inject(3, &[1], super::ctx::Fault::Babble).unwrap();
+    sim.run_until(8_000_000_000);
+    let evs = sink.take();
+    let at = evs.iter().position(|e| e.status == -75).expect("no babble");
+    let next = evs[at + 1..]
+        .iter()
+        .find(|e| e.devnum == 2 && e.kind == EventKind::Submit)
+        .unwrap();
+    assert!(next.ts.mono_ns - evs[at].ts.mono_ns < 100_000, "{next:?}");
+    sim.inject(3, &[1], super::ctx::Fault::Unlink).unwrap();
+    sim.run_until(20_000_000_000);
+    let l: Vec<String> = sink.take().iter().map(body).filter(ep1).collect();
+    let unlinked = l
+        .iter()
+        .position(|x| x.starts_with("C Ii:3:002:1 -2:"))
+        .expect("no unlink");
+    assert_eq!(unlinked, l.len() - 1, "{l:#?}");
+}
+
 #[test]
 fn unplug_fails_urbs_and_removes_device() {
     let (sim, _, sink) = run(&default_cfg(), 5, 2500);

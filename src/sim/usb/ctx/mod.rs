@@ -255,14 +255,7 @@ impl Ctx {
 
     /// Emit an `S` event and keep the URB in flight: the end of
     /// [`Ctx::submit_urb`], which every URB goes through.
-    fn submit(
-        &mut self,
-        dev: DevId,
-        urb: Urb,
-        t: u64,
-        data: Option<Arc<[u8]>>,
-        iso: Vec<IsoDesc>,
-    ) {
+    fn submit(&mut self, dev: DevId, urb: Urb, t: u64, data: Option<Arc<[u8]>>, iso: Vec<IsoDesc>) {
         let Some(d) = self.devs.get_mut(dev) else {
             return;
         };
@@ -428,7 +421,7 @@ impl Ctx {
         if let Some(f) = d.faults.pop_front() {
             return match f {
                 Fault::Stall => Outcome::Stall,
-                Fault::Babble => Outcome::Proto(-75),
+                Fault::Babble => Outcome::Proto(EOVERFLOW),
                 Fault::Unlink => Outcome::Unlink,
                 Fault::SubmitError => Outcome::SubmitError,
                 Fault::Proto => Outcome::Proto(EPROTO),

@@ -127,6 +127,7 @@ pub(crate) const ENODEV: i32 = -19;
 pub(crate) const EXDEV: i32 = -18;
 pub(crate) const EPIPE: i32 = -32;
 pub(crate) const EPROTO: i32 = -71;
+pub(crate) const EOVERFLOW: i32 = -75;
 pub(crate) const ESHUTDOWN: i32 = -108;
 
 /// URB_NO_TRANSFER_DMA_MAP.

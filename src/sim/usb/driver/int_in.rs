@@ -187,11 +187,20 @@ impl<S: InSource> Task for InLoop<S> {
         self.waiting = false;
         let (dev, tag) = (self.dev, self.urb.tag);
         let at = (dev, self.ep, tag);
+        // As hid_irq_in takes each status: a stall is cleared
+        // (reset_work's clear-halt) before the URB goes again; an
+        // unlinked URB (-2) is not resubmitted, the driver's input stops
+        // there; a babble (-75) is resubmitted at once; another error
+        // after hid_io_error's retry delay (13 ms at first).
         if end_by_fault(ctx, at, now, self.outcome, &mut self.runner, self.class_tag) {
             return Some(
                 now + match self.outcome {
                     Outcome::Stall => ctx.rng.range(MS, 3 * MS),
-                    Outcome::Unlink => ctx.rng.range(50 * US, 300 * US),
+                    Outcome::Unlink => {
+                        ctx.tags.free(self.urb.tag, URB_SIZE);
+                        return None;
+                    }
+                    Outcome::Proto(EOVERFLOW) => ctx.rng.range(8 * US, 40 * US),
                     _ => ctx.rng.range(10 * MS, 20 * MS),
                 },
             );
