@@ -81,6 +81,7 @@ impl Bus {
             periodic_dirty: false,
             timing: Default::default(),
             spawned: Vec::new(),
+            waiting: Vec::new(),
             root_coming: false,
             next_devnum: 2,
             used,

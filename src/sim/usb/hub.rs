@@ -1000,6 +1000,8 @@ impl Ctx {
             if self.dev(d).is_some_and(|x| x.core.registered) {
                 (self.core_event)(self, d, false);
             }
+            // (The kills above started whoever waited for its URBs.)
+            self.waiting.retain(|w| w.0 != d);
             if let Some(dev) = self.devs.remove(d) {
                 if dev.reserved != 0 {
                     self.used[dev.reserved as usize] = false;

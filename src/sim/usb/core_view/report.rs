@@ -20,9 +20,6 @@ use super::*;
 /// queues; one more is dropped ("control queue full").
 const QUEUE_MAX: usize = 256;
 
-/// How often the queue looks whether usbhid's URB came back.
-const POLL: u64 = 100 * US;
-
 /// Queue `r` for usbhid on interface `r.interface` of the live device `d`
 /// (`dev` to the core): the request's id.
 pub(super) fn queue(
@@ -131,7 +128,9 @@ impl Task for Sender {
             // The URB is still out: the next report goes when it is back
             // (hid_ctrl and hid_irq_out restart the queue).
             if ctx.dev(self.d)?.inflight.iter().any(|u| u.tag == tag) {
-                return Some(now + POLL);
+                let (dev, d) = (self.dev, self.d);
+                ctx.wake_on(d, tag, Box::new(Sender { dev, d }));
+                return None;
             }
             let r = ctx.dev_mut(self.d)?.core.hid_reports.pop_front()?;
             let req = match r.endpoint {
@@ -170,8 +169,8 @@ impl Task for Sender {
             {
                 tracing::debug!("usbhid: a report's URB was refused: {e}");
                 fail(&r, -e.errno());
+                continue;
             }
-            return Some(now + POLL);
         }
     }
 }
@@ -208,14 +207,22 @@ mod tests {
         }
     }
 
-    /// (kind, tag, flags, data) of the SET_REPORTs on ep0.
-    fn set_reports(sink: &Collect) -> Vec<(EventKind, u64, u32, Vec<u8>)> {
+    /// The SET_REPORTs on ep0, in order.
+    fn set_report_events(sink: &Collect) -> Vec<crate::usbmon::event::UrbEvent> {
         sink.0
             .lock_ok()
             .iter()
             .filter(|e| {
                 e.xfer == XferType::Control && e.setup.is_some_and(|s| s[..2] == [0x21, 0x09])
             })
+            .cloned()
+            .collect()
+    }
+
+    /// (kind, tag, flags, data) of the SET_REPORTs on ep0.
+    fn set_reports(sink: &Collect) -> Vec<(EventKind, u64, u32, Vec<u8>)> {
+        set_report_events(sink)
+            .iter()
             .map(|e| {
                 (
                     e.kind,
@@ -255,6 +262,10 @@ mod tests {
             ],
             "{all:?}"
         );
+        // The second goes out from the first's completion (hid_ctrl
+        // restarts the queue), at the same moment.
+        let evs = set_report_events(&sink);
+        assert_eq!(evs[4].ts.mono_ns, evs[3].ts.mono_ns, "{evs:?}");
         let told = done.0.lock_ok();
         assert_eq!(told.len(), 2);
         assert!(

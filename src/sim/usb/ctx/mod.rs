@@ -86,6 +86,10 @@ pub(crate) struct Ctx {
     /// How long simulated latencies take.
     pub timing: Timing,
     pub spawned: Vec<(u64, Box<dyn Task>)>,
+    /// Tasks waiting for a URB to be given back (device, URB address),
+    /// started when it is ([`Ctx::wake_on`]): a driver's completion
+    /// handler.
+    pub waiting: Vec<(DevId, u64, Box<dyn Task>)>,
     /// The root hub's enumeration is queued and its hub driver not yet
     /// bound: the bus is still coming up (a replayed bus has none).
     pub root_coming: bool,
@@ -211,6 +215,14 @@ impl Ctx {
 
     pub(crate) fn spawn(&mut self, t: u64, task: Box<dyn Task>) {
         self.spawned.push((t, task));
+    }
+
+    /// Start `task` when URB `tag` of device `dev`, in flight, is given
+    /// back, whatever its status (as the URB's completion handler runs):
+    /// a driver that submits its next URB from the completion of the one
+    /// before (usbhid's report queue).
+    pub(crate) fn wake_on(&mut self, dev: DevId, tag: u64, task: Box<dyn Task>) {
+        self.waiting.push((dev, tag, task));
     }
 
     /// Pause between two steps of a driver.
@@ -406,6 +418,10 @@ impl Ctx {
                 self.tags.free(tag, p.size);
             }
             p.done.done(tag, r);
+        }
+        while let Some(i) = self.waiting.iter().position(|w| (w.0, w.1) == (dev, tag)) {
+            let (_, _, task) = self.waiting.swap_remove(i);
+            self.spawned.push((t, task));
         }
     }
 
