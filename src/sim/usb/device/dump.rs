@@ -38,11 +38,11 @@ impl DeviceClass for Dump {
             dev.bindable = Some(nums.unwrap_or_default());
         }
     }
-    // The device is bound (probed) once usbhid's requests, if any, went
-    // out; without it a dump with no HID interface stayed "coming" for
-    // good, and `monfs run` waited its 30 s for it.
     // (The class's default requests and start: usbhid's probe, then its
-    // interrupt URB, which the device never answers: it NAKs.)
+    // interrupt URB, which the device never answers: it NAKs. The device
+    // is bound (probed) once usbhid's requests, if any, went out; without
+    // it a dump with no HID interface stayed "coming" for good, and `monfs
+    // run` waited its 30 s for it.)
     // usbhid's probe requests to those interfaces: the report descriptor,
     // SET_IDLE and SET_REPORT taken; the rest (GET_REPORT) stalls.
     fn ep0(

@@ -244,11 +244,9 @@ impl DeviceClass for Audio {
         Some(answer)
     }
 
-    // snd-usb-audio's probe (and a player's opening the PCM), reading the
-    // feature unit as the device answers (a copy of its mixer: the
-    // requests then change the device's own as they go out), then its
-    // stream.
-    // snd-usb-audio's probe reads the feature unit as it goes.
+    // snd-usb-audio's probe reads the feature unit as the device answers
+    // (a copy of its mixer: the requests then change the device's own as
+    // they go out).
     fn answers(&self, dev: &Device) -> Box<Ask<'static>> {
         let mut mixer = Mixer::of(dev);
         Box::new(move |s: &[u8; 8], out: Option<&[u8]>| {
@@ -370,9 +368,7 @@ impl DeviceClass for Webcam {
         vs_control(s)
     }
 
-    // uvcvideo's probe, its viewer's stream on (reading the probe and
-    // commit controls as the device answers), then its stream.
-    // uvcvideo's probe reads the probe and commit controls as it goes.
+    // uvcvideo's viewer reads the probe and commit controls as it goes.
     fn answers(&self, _dev: &Device) -> Box<Ask<'static>> {
         Box::new(|s: &[u8; 8], _out: Option<&[u8]>| {
             let (_, data) = vs_control(s)?;
