@@ -20,8 +20,10 @@
 //!   monfs-generic, for an external device's interfaces no stock driver
 //!   matches.
 //! * What the drivers share: the interrupt IN loop ([`int_in`]), the
-//!   isochronous stream ([`iso`]) and the clear-halt recovery
-//!   ([`recovery`]). Their data URBs go on the bus through
+//!   isochronous stream ([`iso`]), the clear-halt recovery
+//!   ([`recovery`]) and the data loops on a device answered by a peer
+//!   process ([`peer_loop`]: an external device's interrupt and bulk
+//!   endpoints). Their data URBs go on the bus through
 //!   [`Ctx::submit_urb`], as programs' do; what an IN URB brings is the
 //!   device's function's (`Device::function_in`).
 //!
@@ -35,9 +37,11 @@
 //! the ones that answer programs too), uvcvideo's by the webcam's frames
 //! (snd-usb-audio's stream carries what the host plays), usbhid's and a
 //! driver's without a loop of its own ([`int_in::poll_function`]) on a
-//! recorded device by the capture's recorded IN completions. Only the
-//! drivers' URBs to an external device are still played by its model (its
-//! data URBs by its task).
+//! recorded device by the capture's recorded IN completions, and the
+//! drivers' loops on an external device's interrupt and bulk endpoints
+//! ([`peer_loop`]) by its peer, through the channel its programs' URBs
+//! take (`ProgramPeer`). Only an external device's isochronous
+//! `endpoints:` entries are still played by its model (its task).
 
 use crate::sim::usb::ctx::{Ctx, DevId, Device, Op};
 use crate::sim::usb::descriptors::AltDesc;
@@ -54,6 +58,7 @@ pub(crate) mod hub;
 pub(crate) mod id;
 pub(crate) mod int_in;
 mod iso;
+pub(crate) mod peer_loop;
 pub(crate) mod recovery;
 pub(crate) mod storage;
 pub(crate) mod usbhid;
