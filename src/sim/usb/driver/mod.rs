@@ -23,7 +23,8 @@
 //!   isochronous stream ([`iso`]), the clear-halt recovery
 //!   ([`recovery`]) and the data loops on a device answered by a peer
 //!   process ([`peer_loop`]: an external device's interrupt and bulk
-//!   endpoints). Their data URBs go on the bus through
+//!   endpoints; [`peer_iso`]: its isochronous `endpoints:` entries;
+//!   [`peer_urb`]: their URBs to the peer). Their data URBs go on the bus through
 //!   [`Ctx::submit_urb`], as programs' do; what an IN URB brings is the
 //!   device's function's (`Device::function_in`).
 //!
@@ -38,10 +39,10 @@
 //! (snd-usb-audio's stream carries what the host plays), usbhid's and a
 //! driver's without a loop of its own ([`int_in::poll_function`]) on a
 //! recorded device by the capture's recorded IN completions, and the
-//! drivers' loops on an external device's interrupt and bulk endpoints
-//! ([`peer_loop`]) by its peer, through the channel its programs' URBs
-//! take (`ProgramPeer`). Only an external device's isochronous
-//! `endpoints:` entries are still played by its model (its task).
+//! drivers' loops on an external device's endpoints ([`peer_loop`],
+//! [`peer_iso`]) by its peer, through the channel its programs' URBs take
+//! (`ProgramPeer`). An external device's model keeps only its peer, its
+//! ep0 and the sequence of its drivers' probe requests.
 
 use crate::sim::usb::ctx::{Ctx, DevId, Device, Op};
 use crate::sim::usb::descriptors::AltDesc;
@@ -58,7 +59,9 @@ pub(crate) mod hub;
 pub(crate) mod id;
 pub(crate) mod int_in;
 mod iso;
+mod peer_iso;
 pub(crate) mod peer_loop;
+mod peer_urb;
 pub(crate) mod recovery;
 pub(crate) mod storage;
 pub(crate) mod usbhid;

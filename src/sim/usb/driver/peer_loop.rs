@@ -8,19 +8,20 @@
 //! ([`ProgramPeer`]): a `submit` line, its answer collected in
 //! [`PeerAnswers`] and taken at the endpoint's next poll, so that
 //! interrupt URBs complete on their bInterval grid; a URB the driver gives
-//! up on is `unlink`ed. A peer that answers garbage or stops reading ends
-//! as an unplug of the device ([`Ctx::peer_gone`]).
+//! up on is `unlink`ed. The isochronous entries' streams are
+//! [`super::peer_iso`]'s. A peer that answers garbage or stops reading
+//! ends as an unplug of the device ([`Ctx::peer_gone`]).
 
 use std::sync::Arc;
 
-use crate::base::sync::LockExt;
 use crate::config::{DeviceConfig, EndpointConfig};
 use crate::sim::usb::ctx::*;
 use crate::sim::usb::descriptors::{self, EpDesc};
-use crate::sim::usb::peer::protocol::{check_answer, submit_line, unlink_line, Answer};
 use crate::sim::usb::peer::PeerError;
 
 use super::generic::resolve;
+use super::peer_iso::IsoEp;
+use super::peer_urb::{answer, give_up, send};
 use super::recovery::{clear_halt, run_recovery};
 
 /// usb_control_msg's timeout (USB_CTRL_GET_TIMEOUT): then the URB is killed.
@@ -37,67 +38,15 @@ pub(crate) fn ctrl_timeout(cfg: Option<&DeviceConfig>) -> u64 {
         .map_or(CTRL_TIMEOUT, |t| t.0 as u64 * MS)
 }
 
-/// Send URB `urb` of a driver (OUT data `out`) to device `d`'s peer: its
-/// id there.
-fn send(ctx: &Ctx, d: DevId, urb: &Urb, out: Option<&[u8]>) -> Result<u64, PeerError> {
-    let p = ctx
-        .dev(d)
-        .and_then(|x| x.core.peer.as_ref())
-        .ok_or(PeerError::Gone)?;
-    let id = p.id();
-    p.answers.lock_ok().drivers.insert(id);
-    p.tx.send(submit_line(id, urb, out))?;
-    Ok(id)
-}
-
-/// The peer's answer to URB `id` (`urb`) of a driver, if it came, checked
-/// against the URB.
-fn answer(ctx: &Ctx, d: DevId, id: u64, urb: &Urb) -> Result<Option<Answer>, PeerError> {
-    let p = ctx
-        .dev(d)
-        .and_then(|x| x.core.peer.as_ref())
-        .ok_or(PeerError::Gone)?;
-    (p.poll)();
-    let Some((status, actual, data, pkts)) = p.answers.lock_ok().take(id) else {
-        return Ok(None);
-    };
-    let a = Answer {
-        id,
-        status,
-        actual,
-        data,
-        pkts,
-    };
-    check_answer(&a, urb).map_err(PeerError::from)?;
-    Ok(Some(a))
-}
-
-/// The driver gave up on its URB `id` (killed it with `status`): the peer
-/// is told, and a late answer to it is let go.
-pub(crate) fn give_up(ctx: &Ctx, d: DevId, id: u64, status: i32) -> Result<(), PeerError> {
-    let Some(p) = ctx.dev(d).and_then(|x| x.core.peer.as_ref()) else {
-        return Ok(());
-    };
-    p.answers.lock_ok().give_up(id);
-    p.tx.send(unlink_line(id, status))
-}
-
 /// Start the data loops of device `d` (of the interfaces `only`, or of
 /// all) from `now`: one on every interrupt and bulk IN endpoint of the
 /// configuration's settings 0 of the interfaces a driver binds that
-/// `endpoints:` does not list, and one for each interrupt or bulk
-/// `endpoints:` entry (not on the interfaces in `failed`, whose
-/// SET_INTERFACE failed). Returns the isochronous entries, which the
-/// device's model plays: (interface, endpoint, entry).
-pub(crate) fn start(
-    ctx: &mut Ctx,
-    d: DevId,
-    now: u64,
-    only: Option<&[u8]>,
-    failed: &[u8],
-) -> Vec<(u8, EpDesc, EndpointConfig)> {
+/// `endpoints:` does not list, and one for each `endpoints:` entry (an
+/// isochronous one's a stream, [`IsoEp`]), not on the interfaces in
+/// `failed`, whose SET_INTERFACE failed.
+pub(crate) fn start(ctx: &mut Ctx, d: DevId, now: u64, only: Option<&[u8]>, failed: &[u8]) {
     let Some(dev) = ctx.dev(d) else {
-        return Vec::new();
+        return;
     };
     let mine = |num: u8| only.is_none_or(|o| o.contains(&num));
     let speed = dev.speed();
@@ -184,7 +133,10 @@ pub(crate) fn start(
         };
         ctx.spawn(now, Box::new(t));
     }
-    isos
+    for (num, e, x) in isos {
+        let t = IsoEp::new(ctx, d, (num, e), &x, speed, now);
+        ctx.spawn(now, Box::new(t));
+    }
 }
 
 /// A clear-halt the driver sent the peer (`ep0: peer`), in flight.

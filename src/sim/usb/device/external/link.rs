@@ -106,14 +106,6 @@ impl Link {
         }
     }
 
-    /// Offer the peer a line it can do without ([`Peer::offer`]).
-    pub(super) fn offer(&self, line: String, backlog: usize) -> Result<bool, PeerError> {
-        match &self.peer {
-            Some(p) => p.offer(line, backlog),
-            None => Err(PeerError::Gone),
-        }
-    }
-
     /// A fresh URB id.
     pub(super) fn id(&mut self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)

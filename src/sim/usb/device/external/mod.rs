@@ -6,10 +6,8 @@
 //! the drivers' data loops ([`driver::peer_loop`]: one URB kept submitted
 //! on every interrupt and bulk IN endpoint of the interfaces a driver
 //! binds, and what the `endpoints:` entries add: OUT data, libusb
-//! timeouts, other settings), and the isochronous `endpoints:` entries'
-//! URBs queued on (micro)frames, which the task still plays itself
-//! ([`iso`]). A peer process plays the device ([`crate::sim::usb::peer`]
-//! runs it): it gets each URB on its standard input and answers
+//! timeouts, other settings, isochronous URBs queued on (micro)frames).
+//! A peer process plays the device ([`crate::sim::usb::peer`] runs it): it gets each URB on its standard input and answers
 //! completions on its standard output, one line each (the protocol is in
 //! docs/external-devices.md and [`crate::sim::usb::peer::protocol`]). The
 //! task keeps the peer ([`link`]), answers ep0's standard requests from
@@ -21,7 +19,6 @@
 //! output, answers garbage or stops reading its input ends as an unplug of
 //! the device (in-flight URBs -71, then -108), with a log line.
 
-mod iso;
 mod link;
 
 use std::collections::VecDeque;
@@ -39,7 +36,6 @@ use super::super::driver::{self, peer_loop, usbhid};
 use super::super::peer::protocol::{check_answer, submit_line, Answer};
 use super::super::peer::{AnswerError, PeerError};
 use super::class::DeviceClass;
-use iso::IsoEps;
 use link::{hello, Link};
 use peer_loop::{ctrl_timeout, CTRL_TIMEOUT};
 
@@ -201,7 +197,6 @@ struct ExternalTask {
     /// endpoints run ([`peer_loop`]): the task then looks at its peer
     /// now and then.
     loops: bool,
-    isos: IsoEps,
     /// Interfaces whose SET_INTERFACE failed: their endpoints stay idle.
     failed: Vec<u8>,
     started: bool,
@@ -276,7 +271,6 @@ impl ExternalTask {
             ctrl: VecDeque::new(),
             cur: None,
             loops: false,
-            isos: IsoEps::default(),
             failed: vec![],
             started: false,
             remote: false,
@@ -391,13 +385,12 @@ impl ExternalTask {
     }
 
     /// Follow programs' detaches and attaches (usbfs): a driver detached
-    /// since the last look stops its isochronous endpoints (the core
-    /// killed their URBs; the peer is told; its data loops end
-    /// themselves); one attached again probes again, and its endpoints
-    /// start when the probe's requests are done.
-    fn follow_bindings(&mut self, ctx: &mut Ctx) -> Result<(), PeerError> {
+    /// since the last look has its data loops end themselves (the core
+    /// killed their URBs; they tell the peer); one attached again probes
+    /// again, and its loops start when the probe's requests are done.
+    fn follow_bindings(&mut self, ctx: &mut Ctx) {
         let Some(dev) = ctx.dev(self.dev) else {
-            return Ok(());
+            return;
         };
         let (now_unbinds, detached) = (dev.core.unbinds, dev.core.detached.clone());
         for intf in 0..MAX_INTERFACES as u8 {
@@ -405,14 +398,6 @@ impl ExternalTask {
                 continue;
             }
             self.unbinds[intf as usize] = now_unbinds[intf as usize];
-            let status =
-                ctx.dev(self.dev)
-                    .map_or(ESHUTDOWN, |x| match driver::soft_unbind(x, intf) {
-                        true => ENOENT,
-                        false => ESHUTDOWN,
-                    });
-            // (The drivers' data loops on its endpoints end themselves.)
-            self.isos.stop(ctx, &mut self.link, intf, status)?;
             self.restart.retain(|i| *i != intf);
             if !self.away.contains(&intf) {
                 self.away.push(intf);
@@ -438,21 +423,13 @@ impl ExternalTask {
             self.probe(dev, d, Some(intf));
             self.restart.push(intf);
         }
-        Ok(())
     }
 
-    /// Start the data endpoints (of the interfaces `only`, or of all):
-    /// the drivers' loops on the interrupt and bulk ones
-    /// ([`peer_loop::start`]), and the isochronous `endpoints:` entries.
+    /// Start the drivers' data loops (of the interfaces `only`, or of
+    /// all: [`peer_loop::start`]).
     fn start_eps(&mut self, ctx: &mut Ctx, now: u64, only: Option<&[u8]>) {
-        let isos = peer_loop::start(ctx, self.dev, now, only, &self.failed);
+        peer_loop::start(ctx, self.dev, now, only, &self.failed);
         self.loops = true;
-        let Some(speed) = ctx.dev(self.dev).map(|x| x.speed()) else {
-            return;
-        };
-        for (num, e, x) in isos {
-            self.isos.start(ctx, self.dev, (num, e), &x, speed, now);
-        }
     }
 
     /// Take the peer's answers; Err: the peer is done or misbehaved.
@@ -483,9 +460,6 @@ impl ExternalTask {
             c.result = Some((a.status, a.actual, data));
             return Ok(());
         }
-        let Some(a) = self.isos.accept(a)? else {
-            return Ok(());
-        };
         if self.link.forgotten(a.id) {
             return Ok(());
         }
@@ -669,14 +643,6 @@ impl ExternalTask {
         }
     }
 
-    /// The isochronous endpoints; returns when to run next.
-    fn step_eps(&mut self, ctx: &mut Ctx, now: u64) -> Result<Option<u64>, PeerError> {
-        let mut next: Option<u64> = None;
-        self.isos
-            .step(ctx, self.dev, &mut self.link, now, &mut next)?;
-        Ok(next)
-    }
-
     fn run(&mut self, ctx: &mut Ctx, now: u64) -> Result<Option<u64>, PeerError> {
         self.drain()?;
         if !self.started {
@@ -686,7 +652,7 @@ impl ExternalTask {
             self.started = true;
             self.start_eps(ctx, now, None);
         }
-        self.follow_bindings(ctx)?;
+        self.follow_bindings(ctx);
         if !self.restart.is_empty() {
             if let Some(t) = self.step_ctrl(ctx, now)? {
                 return Ok(Some(t));
@@ -700,11 +666,7 @@ impl ExternalTask {
         } else {
             None
         };
-        let e = self.step_eps(ctx, now)?;
-        let mut next = match (c, e) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let mut next = c;
         let (programs, drivers) = {
             let g = self.program.lock_ok();
             (!g.pending.is_empty(), !g.drivers.is_empty())
