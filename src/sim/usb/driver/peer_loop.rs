@@ -130,6 +130,7 @@ pub(crate) fn start(ctx: &mut Ctx, d: DevId, now: u64, only: Option<&[u8]>, fail
             ctrl_timeout,
             halt: None,
             halt_next: false,
+            ended: false,
         };
         ctx.spawn(now, Box::new(t));
     }
@@ -183,6 +184,9 @@ struct PeerLoop {
     halt: Option<Halt>,
     /// The peer's clear-halt is sent at the next step (after a stall).
     halt_next: bool,
+    /// The driver was unbound: the loop ends once its clear-halt in
+    /// flight is done.
+    ended: bool,
 }
 
 impl PeerLoop {
@@ -192,8 +196,8 @@ impl PeerLoop {
     }
 
     /// CLEAR_FEATURE(ENDPOINT_HALT) after a stall: the peer's with
-    /// `ep0: peer` (sent at the loop's next step, the URB resubmitted
-    /// once it is answered), else answered by monfs.
+    /// `ep0: peer` (sent at the loop's next step, beside the URB's
+    /// resubmission), else answered by monfs (before the resubmission).
     fn halt(&mut self) {
         if self.remote {
             self.halt_next = true;
@@ -204,7 +208,7 @@ impl PeerLoop {
     }
 
     /// The peer's clear-halt: sent, or polled for its answer until
-    /// usb_control_msg's timeout. Some(next) while it runs.
+    /// usb_control_msg's timeout. Some(next poll) while it is in flight.
     fn step_halt(&mut self, ctx: &mut Ctx, now: u64) -> Result<Option<u64>, PeerError> {
         let dev = self.dev;
         if let Some(h) = &self.halt {
@@ -212,7 +216,7 @@ impl PeerLoop {
                 let tag = h.urb.tag;
                 self.halt = None;
                 ctx.complete(dev, tag, now, a.status, a.actual, None, vec![], 0, 0);
-                return Ok(Some(now + ctx.gap()));
+                return Ok(None);
             }
             if now >= h.deadline {
                 // usb_control_msg timed out and killed the URB.
@@ -220,7 +224,7 @@ impl PeerLoop {
                 self.halt = None;
                 ctx.complete(dev, tag, now, ENOENT, 0, None, vec![], 0, 0);
                 give_up(ctx, dev, id, ENOENT)?;
-                return Ok(Some(now + ctx.gap()));
+                return Ok(None);
             }
             return Ok(Some((now + POLL).min(h.deadline)));
         }
@@ -241,15 +245,15 @@ impl PeerLoop {
         Ok(None)
     }
 
-    /// Submit the URB, or look at it in flight; returns when to run next.
+    /// The endpoint's URB and the peer's clear-halt after a stall, which
+    /// runs beside it; returns when to run next, None once the loop ends.
     fn run(&mut self, ctx: &mut Ctx, now: u64) -> Result<Option<u64>, PeerError> {
-        if let Some(t) = self.step_halt(ctx, now)? {
-            return Ok(Some(t));
-        }
         // Unbound (a program detached the driver, which killed its URB):
         // the peer is told, with -2 if the driver unbinds softly, else
-        // -108; the driver is gone, its URB freed, and so is this loop.
-        if ctx.unbound(self.dev, self.owner) {
+        // -108; the driver is gone, its URB freed, and so is this loop
+        // once its clear-halt in flight is done (one still to send is
+        // not sent).
+        if !self.ended && ctx.unbound(self.dev, self.owner) {
             if self.inflight {
                 let soft = ctx
                     .dev(self.dev)
@@ -258,13 +262,24 @@ impl PeerLoop {
                 give_up(ctx, self.dev, self.id, status)?;
             }
             ctx.tags.free(self.urb.tag, URB_SIZE);
-            return Ok(None);
+            self.ended = true;
+            self.halt_next = false;
         }
+        let h = self.step_halt(ctx, now)?;
+        if self.ended {
+            return Ok(h);
+        }
+        let e = self.run_ep(ctx, now)?;
+        Ok(Some(h.map_or(e, |h| h.min(e))))
+    }
+
+    /// Submit the URB, or look at it in flight; returns when to run next.
+    fn run_ep(&mut self, ctx: &mut Ctx, now: u64) -> Result<u64, PeerError> {
         if let Some(t) = run_recovery(&mut self.runner, ctx, self.class_tag, now) {
-            return Ok(Some(t));
+            return Ok(t);
         }
         if now < self.due {
-            return Ok(Some(self.next()));
+            return Ok(self.due);
         }
         let dev = self.dev;
         if !self.inflight {
@@ -273,7 +288,7 @@ impl PeerLoop {
             let Ok((outcome, _)) = placed else {
                 self.outcome = Outcome::SubmitError;
                 self.due = now + ctx.rng.range(10 * MS, 20 * MS);
-                return Ok(Some(self.next()));
+                return Ok(self.due);
             };
             self.outcome = outcome;
             self.id = send(ctx, dev, &self.urb, self.out.as_deref())?;
@@ -288,7 +303,7 @@ impl PeerLoop {
                 self.deadline = now + t;
                 self.due = self.due.min(self.deadline);
             }
-            return Ok(Some(self.next()));
+            return Ok(self.due);
         }
         let (tag, id) = (self.urb.tag, self.id);
         let again = if self.every > 0 {
@@ -342,12 +357,7 @@ impl PeerLoop {
                 self.due = self.due.min(self.deadline);
             }
         }
-        Ok(Some(self.next()))
-    }
-
-    /// When the loop runs next: the endpoint's next poll.
-    fn next(&self) -> u64 {
-        self.due
+        Ok(self.due)
     }
 }
 
