@@ -43,10 +43,16 @@ pub(crate) fn ctrl_timeout(cfg: Option<&DeviceConfig>) -> u64 {
 /// configuration's settings 0 of the interfaces a driver binds that
 /// `endpoints:` does not list, and one for each `endpoints:` entry (an
 /// isochronous one's a stream, [`IsoEp`]), not on the interfaces in
-/// `failed`, whose SET_INTERFACE failed.
-pub(crate) fn start(ctx: &mut Ctx, d: DevId, now: u64, only: Option<&[u8]>, failed: &[u8]) {
+/// `failed`, whose SET_INTERFACE failed. Returns how many it started.
+pub(crate) fn start(
+    ctx: &mut Ctx,
+    d: DevId,
+    now: u64,
+    only: Option<&[u8]>,
+    failed: &[u8],
+) -> usize {
     let Some(dev) = ctx.dev(d) else {
-        return;
+        return 0;
     };
     let mine = |num: u8| only.is_none_or(|o| o.contains(&num));
     let speed = dev.speed();
@@ -85,6 +91,7 @@ pub(crate) fn start(ctx: &mut Ctx, d: DevId, now: u64, only: Option<&[u8]>, fail
             plain.push((num, e, Some(x.clone())));
         }
     }
+    let n = plain.len() + isos.len();
     for (intf, e, x) in plain {
         let unit = if e.xfer_type() == 3 {
             descriptors::urb_interval(speed, &e).max(1) as u64
@@ -138,6 +145,7 @@ pub(crate) fn start(ctx: &mut Ctx, d: DevId, now: u64, only: Option<&[u8]>, fail
         let t = IsoEp::new(ctx, d, (num, e), &x, speed, now);
         ctx.spawn(now, Box::new(t));
     }
+    n
 }
 
 /// A clear-halt the driver sent the peer (`ep0: peer`), in flight.

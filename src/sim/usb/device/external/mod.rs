@@ -76,8 +76,8 @@ impl DeviceClass for External {
 
 /// How often a waiting control request looks for its answer.
 const POLL: u64 = MS;
-/// How often the task looks at its peer while the drivers' loops wait
-/// for it (the loops take their answers themselves).
+/// How often the task looks at its peer while the drivers' loops run
+/// (they take their answers themselves).
 const LOOK: u64 = 8 * MS;
 
 /// A control request of the driver.
@@ -193,9 +193,8 @@ struct ExternalTask {
     link: Link,
     ctrl: VecDeque<CtrlReq>,
     cur: Option<CtrlCur>,
-    /// Whether the drivers' data loops on the device's interrupt and bulk
-    /// endpoints run ([`peer_loop`]): the task then looks at its peer
-    /// now and then.
+    /// Whether the drivers' data loops on the device's endpoints run
+    /// ([`peer_loop`]): the task then looks at its peer every [`LOOK`].
     loops: bool,
     /// Interfaces whose SET_INTERFACE failed: their endpoints stay idle.
     failed: Vec<u8>,
@@ -428,8 +427,8 @@ impl ExternalTask {
     /// Start the drivers' data loops (of the interfaces `only`, or of
     /// all: [`peer_loop::start`]).
     fn start_eps(&mut self, ctx: &mut Ctx, now: u64, only: Option<&[u8]>) {
-        peer_loop::start(ctx, self.dev, now, only, &self.failed);
-        self.loops = true;
+        let n = peer_loop::start(ctx, self.dev, now, only, &self.failed);
+        self.loops |= n > 0;
     }
 
     /// Take the peer's answers; Err: the peer is done or misbehaved.
@@ -667,16 +666,12 @@ impl ExternalTask {
             None
         };
         let mut next = c;
-        let (programs, drivers) = {
-            let g = self.program.lock_ok();
-            (!g.pending.is_empty(), !g.drivers.is_empty())
-        };
-        if programs {
+        if !self.program.lock_ok().pending.is_empty() {
             // A program's URB waits for the peer: look for its answer soon.
             next = Some(next.map_or(now + MS, |n| n.min(now + MS)));
-        } else if self.loops && drivers {
-            // The drivers' loops wait for the peer: look at it as often as
-            // they poll it, for a peer that ends meanwhile.
+        } else if self.loops {
+            // The drivers' loops use the peer: look at it about as often
+            // as they poll it, for a peer that ends meanwhile.
             next = Some(next.map_or(now + LOOK, |n| n.min(now + LOOK)));
         }
         // Nothing to poll: look for a peer that ends now and then.
