@@ -989,3 +989,28 @@ pub(crate) fn ctrl(target: DevId, s: [u8; 8]) -> Op {
         flags: 0,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A driver's answer waits for its loop's poll without holding back
+    /// programs' answers, which still complete in the order the peer gave
+    /// them; a URB the driver gave up on lets its late answer go.
+    #[test]
+    fn a_drivers_answer_holds_no_programs_back() {
+        let mut a = PeerAnswers::default();
+        a.pending.extend([10, 11]);
+        a.drivers.extend([1, 2]);
+        assert!(a.waits(1) && a.waits(10) && !a.waits(3));
+        a.answer(1, (0, 1, vec![7], None));
+        a.answer(11, (0, 0, vec![], None));
+        a.answer(10, (0, 0, vec![], None));
+        assert!(a.driver_answered(1) && !a.waits(1));
+        assert!(a.take(10).is_none(), "11 came first");
+        assert!(a.take(11).is_some() && a.take(10).is_some());
+        assert_eq!(a.take(1).map(|x| x.2), Some(vec![7]));
+        a.give_up(2);
+        assert!(!a.waits(2) && a.was_discarded(2) && !a.was_discarded(1));
+    }
+}
