@@ -430,15 +430,27 @@ pub(crate) struct ReplayWaiting {
     pub next: usize,
 }
 
-/// An external device's peer as programs' URBs reach it: lines go out
-/// through `tx`; answers to the ids in `answers.pending` come back in
-/// `answers.done` (the device model's reader puts them there).
+/// An external device's peer as programs' and host drivers' URBs reach
+/// it: lines go out through `tx`; answers to the ids in `answers.pending`
+/// (programs') and `answers.drivers` (the drivers' data URBs,
+/// `driver::peer_loop`) come back in `answers` (the device model's reader
+/// puts them there).
 pub(crate) struct ProgramPeer {
     pub tx: crate::sim::usb::peer::input::Input,
     pub answers: Arc<std::sync::Mutex<PeerAnswers>>,
-    /// Move the answers to programs' URBs that the peer sent meanwhile
-    /// into `answers` (the model takes its own at its steps).
+    /// Move the answers to programs' and drivers' URBs that the peer sent
+    /// meanwhile into `answers` (the model takes its own at its steps).
     pub poll: Box<dyn Fn() + Send>,
+    /// The next id of a driver's URB: one counter with the device model's
+    /// own requests (its control requests, its isochronous URBs).
+    pub ids: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl ProgramPeer {
+    /// A fresh id for a driver's URB.
+    pub(crate) fn id(&self) -> u64 {
+        self.ids.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// Answers of a peer to programs' URBs.
@@ -446,6 +458,12 @@ pub(crate) struct ProgramPeer {
 pub(crate) struct PeerAnswers {
     /// Ids sent to the peer and not answered.
     pub pending: HashSet<u64>,
+    /// Ids of drivers' URBs sent to the peer and not answered: their
+    /// answers are taken at the drivers' polls, in no order with the
+    /// others (they hold no program's answer back).
+    pub drivers: HashSet<u64>,
+    /// Answers to drivers' URBs, not taken yet.
+    loose: HashMap<u64, PeerAnswer>,
     /// Answers: id -> (the order they came in, (status, actual, data,
     /// packets (status, actual))).
     done: HashMap<u64, (u64, PeerAnswer)>,
@@ -455,14 +473,38 @@ pub(crate) struct PeerAnswers {
     /// may have answered already, and such a late answer is not a
     /// protocol error.
     discarded: RecentIds<DISCARDED>,
+    /// Ids of drivers' URBs the driver gave up on (killed, timed out),
+    /// likewise: as many as lines can wait for the peer and as many again
+    /// ([`GAVE_UP`]).
+    gave_up: RecentIds<GAVE_UP>,
 }
 
 /// Discarded program URB ids remembered for late answers.
 const DISCARDED: usize = 4096;
+/// Drivers' URB ids given up on remembered for late answers: as many as
+/// lines can wait for the peer (each costing at least its
+/// `LINE_COST`), and as many again for the lines in the pipe or socket
+/// and the peer's own buffers.
+const GAVE_UP: usize = 2 * crate::sim::usb::peer::OUTBOX_BYTES / crate::sim::usb::peer::LINE_COST;
 
 impl PeerAnswers {
+    /// Whether URB `id` waits for its answer (a program's or a driver's).
+    pub fn waits(&self, id: u64) -> bool {
+        self.pending.contains(&id) || self.drivers.contains(&id)
+    }
+
+    /// Whether a driver's URB `id` was answered and its answer not taken
+    /// yet.
+    pub fn driver_answered(&self, id: u64) -> bool {
+        self.loose.contains_key(&id)
+    }
+
     /// The peer answered URB `id`.
     pub fn answer(&mut self, id: u64, a: PeerAnswer) {
+        if self.drivers.remove(&id) {
+            self.loose.insert(id, a);
+            return;
+        }
         self.pending.remove(&id);
         self.answered += 1;
         self.done.insert(id, (self.answered, a));
@@ -473,6 +515,9 @@ impl PeerAnswers {
     /// (a loopback's IN data never completes before the OUT transfer that
     /// brought it).
     pub fn take(&mut self, id: u64) -> Option<PeerAnswer> {
+        if let Some(a) = self.loose.remove(&id) {
+            return Some(a);
+        }
         let seq = self.done.get(&id)?.0;
         if self.done.values().any(|(s, _)| *s < seq) {
             return None;
@@ -485,19 +530,27 @@ impl PeerAnswers {
     pub fn forget(&mut self, id: u64) {
         self.pending.remove(&id);
         self.done.remove(&id);
+        self.drivers.remove(&id);
+        self.loose.remove(&id);
     }
 
     /// The program discarded URB `id`: forget it, and let a late answer
     /// to it go.
     pub fn discard(&mut self, id: u64) {
-        self.pending.remove(&id);
-        self.done.remove(&id);
+        self.forget(id);
         self.discarded.insert(id);
     }
 
-    /// Whether `id` is a URB the program discarded.
+    /// A driver gave up on its URB `id`: forget it, and let a late answer
+    /// to it go.
+    pub fn give_up(&mut self, id: u64) {
+        self.forget(id);
+        self.gave_up.insert(id);
+    }
+
+    /// Whether `id` is a URB the program discarded or a driver gave up on.
     pub fn was_discarded(&self, id: u64) -> bool {
-        self.discarded.contains(id)
+        self.discarded.contains(id) || self.gave_up.contains(id)
     }
 }
 
@@ -944,5 +997,30 @@ pub(crate) fn ctrl(target: DevId, s: [u8; 8]) -> Op {
         out: None,
         tag: None,
         flags: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A driver's answer waits for its loop's poll without holding back
+    /// programs' answers, which still complete in the order the peer gave
+    /// them; a URB the driver gave up on lets its late answer go.
+    #[test]
+    fn a_drivers_answer_holds_no_programs_back() {
+        let mut a = PeerAnswers::default();
+        a.pending.extend([10, 11]);
+        a.drivers.extend([1, 2]);
+        assert!(a.waits(1) && a.waits(10) && !a.waits(3));
+        a.answer(1, (0, 1, vec![7], None));
+        a.answer(11, (0, 0, vec![], None));
+        a.answer(10, (0, 0, vec![], None));
+        assert!(a.driver_answered(1) && !a.waits(1));
+        assert!(a.take(10).is_none(), "11 came first");
+        assert!(a.take(11).is_some() && a.take(10).is_some());
+        assert_eq!(a.take(1).map(|x| x.2), Some(vec![7]));
+        a.give_up(2);
+        assert!(!a.waits(2) && a.was_discarded(2) && !a.was_discarded(1));
     }
 }

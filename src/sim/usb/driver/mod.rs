@@ -21,8 +21,11 @@
 //!   monfs-generic, for an external device's interfaces no stock driver
 //!   matches.
 //! * What the drivers share: the interrupt IN loop ([`int_in`]), the
-//!   isochronous stream ([`iso`]) and the clear-halt recovery
-//!   ([`recovery`]). Their data URBs go on the bus through
+//!   isochronous stream ([`iso`]), the clear-halt recovery
+//!   ([`recovery`]) and the data loops on a device answered by a peer
+//!   process ([`peer_loop`]: an external device's interrupt and bulk
+//!   endpoints; [`peer_iso`]: its isochronous `endpoints:` entries;
+//!   [`peer_urb`]: their URBs to the peer). Their data URBs go on the bus through
 //!   [`Ctx::submit_urb`], as programs' do; what an IN URB brings is the
 //!   device's function's (`Device::function_in`).
 //!
@@ -36,9 +39,11 @@
 //! the ones that answer programs too), uvcvideo's by the webcam's frames
 //! (snd-usb-audio's stream carries what the host plays), usbhid's and a
 //! driver's without a loop of its own ([`int_in::poll_function`]) on a
-//! recorded device by the capture's recorded IN completions. Only the
-//! drivers' URBs to an external device are still played by its model (its
-//! data URBs by its task).
+//! recorded device by the capture's recorded IN completions, and the
+//! drivers' loops on an external device's endpoints ([`peer_loop`],
+//! [`peer_iso`]) by its peer, through the channel its programs' URBs take
+//! (`ProgramPeer`). An external device's model keeps only its peer, its
+//! ep0 and the sequence of its drivers' probe requests.
 
 use crate::sim::usb::ctx::{Ctx, DevId, Device, Op};
 use crate::sim::usb::descriptors::AltDesc;
@@ -55,6 +60,9 @@ pub(crate) mod hub;
 pub(crate) mod id;
 pub(crate) mod int_in;
 mod iso;
+mod peer_iso;
+pub(crate) mod peer_loop;
+mod peer_urb;
 pub(crate) mod recovery;
 pub(crate) mod storage;
 pub(crate) mod usbhid;

@@ -197,11 +197,6 @@ impl Peer {
         self.input()?.send(line)
     }
 
-    /// Queue a line the peer can do without ([`Input::offer`]).
-    pub(crate) fn offer(&self, line: String, backlog: usize) -> Result<bool, PeerError> {
-        self.input()?.offer(line, backlog)
-    }
-
     fn input(&self) -> Result<&Input, PeerError> {
         self.tx.as_ref().ok_or(PeerError::InputClosed)
     }

@@ -5,30 +5,24 @@
 //! go to it); the class driver then keeps it.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::config::{DeviceConfig, DeviceKind, Ep0Owner};
+use crate::config::{DeviceKind, Ep0Owner};
 
 use super::super::super::ctx::*;
 use super::super::super::descriptors::Speed;
+use super::super::super::driver::peer_loop::ctrl_timeout;
 use super::super::super::peer::protocol::Answer;
 use super::super::super::peer::protocol::{check_answer, hello_line, submit_line, unlink_line};
 use super::super::super::peer::{AnswerError, Peer, PeerError, LINE_COST, OUTBOX_BYTES};
 
-/// usb_control_msg's timeout (USB_CTRL_GET_TIMEOUT): then the URB is killed.
-pub(super) const CTRL_TIMEOUT: u64 = 5000 * MS;
 /// Unlinked URB ids remembered, so that late answers to them are ignored:
 /// as many as lines can wait for the peer ([`OUTBOX_BYTES`] of them, each
 /// costing at least [`LINE_COST`]: 16,384), and as many again for the
 /// lines in the pipe or socket and the peer's own buffers. 32,768 ids take
 /// under 1 MiB with their set, counted in the device's charge.
 const UNLINKED: usize = 2 * OUTBOX_BYTES / LINE_COST;
-
-/// The device's control request timeout (`ctrl_timeout_ms`), ns.
-pub(super) fn ctrl_timeout(cfg: Option<&DeviceConfig>) -> u64 {
-    cfg.and_then(|c| c.ctrl_timeout_ms)
-        .map_or(CTRL_TIMEOUT, |t| t.0 as u64 * MS)
-}
 
 /// The `hello` line for device `d`, and the name the log gives it.
 pub(super) fn hello(ctx: &Ctx, d: DevId) -> (String, String) {
@@ -53,7 +47,9 @@ pub(crate) struct Link {
     pub(super) peer: Option<Peer>,
     /// Why the peer could not start (reported at the first use).
     start_error: Option<PeerError>,
-    next_id: u64,
+    /// The next URB id: one counter with the drivers' data URBs
+    /// ([`ProgramPeer::ids`]).
+    next_id: Arc<AtomicU64>,
     unlinked: RecentIds<UNLINKED>,
     timeout: u64,
 }
@@ -96,7 +92,7 @@ impl Link {
         Link {
             peer: None,
             start_error: Some(PeerError::Gone),
-            next_id: 1,
+            next_id: Arc::new(AtomicU64::new(1)),
             unlinked: RecentIds::default(),
             timeout,
         }
@@ -110,19 +106,14 @@ impl Link {
         }
     }
 
-    /// Offer the peer a line it can do without ([`Peer::offer`]).
-    pub(super) fn offer(&self, line: String, backlog: usize) -> Result<bool, PeerError> {
-        match &self.peer {
-            Some(p) => p.offer(line, backlog),
-            None => Err(PeerError::Gone),
-        }
-    }
-
     /// A fresh URB id.
     pub(super) fn id(&mut self) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        id
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The counter of URB ids, shared with the drivers' data URBs.
+    pub(super) fn ids(&self) -> Arc<AtomicU64> {
+        self.next_id.clone()
     }
 
     /// URB `id` is no longer in flight: a late answer to it is ignored.

@@ -1,21 +1,24 @@
 //! A device answered by another process (`kind: external`). monfs plays the
-//! host: the hub driver enumerates the device from its descriptor dump, and
-//! a generic class driver (usbhid's requests for HID interfaces, then one
-//! URB kept submitted on every interrupt and bulk IN endpoint of the
-//! interfaces a driver binds ([`driver::binding`]), and what the
-//! device's `endpoints:` entries add: OUT data, libusb timeouts, other
-//! settings, isochronous URBs queued on (micro)frames) submits the URBs.
-//! A peer process plays the device ([`crate::sim::usb::peer`] runs it): it
-//! gets each URB on its standard input and answers completions on its
-//! standard output, one line each (the protocol is in
-//! docs/external-devices.md and [`crate::sim::usb::peer::protocol`]).
+//! host: the hub driver enumerates the device from its descriptor dump,
+//! and the drivers that bind its interfaces submit the URBs: their probe
+//! requests (usbhid's for HID interfaces, cdc_acm's...) and the settings
+//! the `endpoints:` entries need, which this model's task sequences, then
+//! the drivers' data loops ([`driver::peer_loop`]: one URB kept submitted
+//! on every interrupt and bulk IN endpoint of the interfaces a driver
+//! binds, and what the `endpoints:` entries add: OUT data, libusb
+//! timeouts, other settings, isochronous URBs queued on (micro)frames).
+//! A peer process plays the device ([`crate::sim::usb::peer`] runs it): it gets each URB on its standard input and answers
+//! completions on its standard output, one line each (the protocol is in
+//! docs/external-devices.md and [`crate::sim::usb::peer::protocol`]). The
+//! task keeps the peer ([`link`]), answers ep0's standard requests from
+//! the descriptors (all of ep0 is the peer's with `ep0: peer`), and hands
+//! programs and the drivers' loops the peer's channel (`ProgramPeer`).
 //!
 //! An answer becomes a completion at the endpoint's next poll, so interrupt
 //! URBs complete on their bInterval grid. A peer that exits, closes its
 //! output, answers garbage or stops reading its input ends as an unplug of
 //! the device (in-flight URBs -71, then -108), with a log line.
 
-mod iso;
 mod link;
 
 use std::collections::VecDeque;
@@ -23,20 +26,18 @@ use std::sync::Arc;
 
 use crate::base::sync::LockExt;
 
-use crate::config::{DeviceKind, EndpointConfig};
+use crate::config::DeviceKind;
 use crate::usbcore::device::ProbeAnswer;
 
 use super::super::ctx::*;
-use super::super::descriptors;
 use super::super::descriptors::{ClassDesc, Where};
 use super::super::driver::generic::resolve;
-use super::super::driver::recovery::{clear_halt, run_recovery};
-use super::super::driver::{self, usbhid};
+use super::super::driver::{self, peer_loop, usbhid};
 use super::super::peer::protocol::{check_answer, submit_line, Answer};
 use super::super::peer::{AnswerError, PeerError};
 use super::class::DeviceClass;
-use iso::IsoEps;
-use link::{ctrl_timeout, hello, Link, CTRL_TIMEOUT};
+use link::{hello, Link};
+use peer_loop::{ctrl_timeout, CTRL_TIMEOUT};
 
 /// `kind: external` (its descriptors: its file's, as a dump's).
 pub(crate) struct External;
@@ -73,33 +74,11 @@ impl DeviceClass for External {
     }
 }
 
-/// Largest transfer the generic driver submits on a data endpoint, bytes.
-const MAX_DATA: u32 = 16384;
-/// How often a waiting control request or bulk URB looks for its answer.
+/// How often a waiting control request looks for its answer.
 const POLL: u64 = MS;
-
-/// One bulk or interrupt endpoint the driver keeps a URB submitted on.
-struct Ep {
-    /// Its interface.
-    intf: u8,
-    urb: Urb,
-    id: u64,
-    inflight: bool,
-    /// Time between polls of the endpoint (its interval; bulk: [`POLL`]).
-    unit: u64,
-    /// When the URB is submitted next, or polled next while in flight.
-    due: u64,
-    answer: Option<Answer>,
-    outcome: Outcome,
-    /// OUT: the data each URB carries.
-    out: Option<Arc<[u8]>>,
-    /// From a completion to the next submission (0: at once).
-    every: u64,
-    /// libusb's timeout: then the URB is discarded (-104).
-    timeout: Option<u64>,
-    /// When the URB in flight times out.
-    deadline: u64,
-}
+/// How often the task looks at its peer while the drivers' loops run
+/// (they take their answers themselves).
+const LOOK: u64 = 8 * MS;
 
 /// A control request of the driver.
 struct CtrlReq {
@@ -214,13 +193,12 @@ struct ExternalTask {
     link: Link,
     ctrl: VecDeque<CtrlReq>,
     cur: Option<CtrlCur>,
-    eps: Vec<Ep>,
-    isos: IsoEps,
+    /// Whether the drivers' data loops on the device's endpoints run
+    /// ([`peer_loop`]): the task then looks at its peer every [`LOOK`].
+    loops: bool,
     /// Interfaces whose SET_INTERFACE failed: their endpoints stay idle.
     failed: Vec<u8>,
     started: bool,
-    runner: Runner,
-    class_tag: u64,
     /// `ep0: peer`: every control request goes to the peer.
     remote: bool,
     /// usb_control_msg's timeout, ns.
@@ -285,19 +263,15 @@ fn probe_answered(ctx: &mut Ctx, d: DevId, of: Option<u8>, answer: ProbeAnswer) 
 
 impl ExternalTask {
     fn new(ctx: &mut Ctx, d: DevId, now: u64) -> ExternalTask {
-        let class_tag = ctx.dev(d).map(|x| x.class_tag).unwrap_or(0);
         let mut t = ExternalTask {
             dev: d,
             name: String::new(),
             link: Link::gone(CTRL_TIMEOUT),
             ctrl: VecDeque::new(),
             cur: None,
-            eps: vec![],
-            isos: IsoEps::default(),
+            loops: false,
             failed: vec![],
             started: false,
-            runner: Runner::default(),
-            class_tag,
             remote: false,
             ctrl_timeout: CTRL_TIMEOUT,
             program: Arc::default(),
@@ -336,14 +310,15 @@ impl ExternalTask {
                     answers: t.program.clone(),
                     poll: Box::new(move || {
                         let mut g = program.lock_ok();
-                        if g.pending.is_empty() {
+                        if g.pending.is_empty() && g.drivers.is_empty() {
                             return;
                         }
-                        let got = take(&mut |id| g.pending.contains(&id));
+                        let got = take(&mut |id| g.waits(id));
                         for a in got {
                             g.answer(a.id, (a.status, a.actual, a.data, a.pkts));
                         }
                     }),
+                    ids: t.link.ids(),
                 });
             }
         }
@@ -408,36 +383,13 @@ impl ExternalTask {
         }
     }
 
-    /// A driver detached since the last look sends none of the clear-halts
-    /// it had still to send for its endpoints (its disconnect ended its
-    /// work).
-    fn drop_detached_halts(&mut self, ctx: &Ctx) {
-        let Some(dev) = ctx.dev(self.dev) else {
-            return;
-        };
-        let eps: Vec<u8> = (dev.desc.cfg.alts.iter())
-            .filter(|a| {
-                let i = a.num as usize;
-                dev.core.unbinds.get(i) != self.unbinds.get(i)
-            })
-            .flat_map(|a| a.eps.iter().map(|e| e.addr))
-            .collect();
-        if eps.is_empty() {
-            return;
-        }
-        let halt = |s: &[u8; 8]| (s[0], s[1]) == (0x02, 0x01) && eps.contains(&s[4]);
-        (self.runner.q).retain(|op| !matches!(op, Op::Ctrl { setup, .. } if halt(setup)));
-        let class_tag = self.class_tag;
-        (self.ctrl).retain(|r| !(r.tag == Some(class_tag) && halt(&r.setup)));
-    }
-
     /// Follow programs' detaches and attaches (usbfs): a driver detached
-    /// since the last look stops its endpoints (the core killed their
-    /// URBs; the peer is told); one attached again probes again, and its
-    /// endpoints start when the probe's requests are done.
-    fn follow_bindings(&mut self, ctx: &mut Ctx) -> Result<(), PeerError> {
+    /// since the last look has its data loops end themselves (the core
+    /// killed their URBs; they tell the peer); one attached again probes
+    /// again, and its loops start when the probe's requests are done.
+    fn follow_bindings(&mut self, ctx: &mut Ctx) {
         let Some(dev) = ctx.dev(self.dev) else {
-            return Ok(());
+            return;
         };
         let (now_unbinds, detached) = (dev.core.unbinds, dev.core.detached.clone());
         for intf in 0..MAX_INTERFACES as u8 {
@@ -445,23 +397,6 @@ impl ExternalTask {
                 continue;
             }
             self.unbinds[intf as usize] = now_unbinds[intf as usize];
-            let status =
-                ctx.dev(self.dev)
-                    .map_or(ESHUTDOWN, |x| match driver::soft_unbind(x, intf) {
-                        true => ENOENT,
-                        false => ESHUTDOWN,
-                    });
-            let (gone, kept): (Vec<Ep>, Vec<Ep>) = std::mem::take(&mut self.eps)
-                .into_iter()
-                .partition(|e| e.intf == intf);
-            self.eps = kept;
-            for e in gone {
-                if e.inflight {
-                    self.link.give_up(e.id, status)?;
-                }
-                ctx.tags.free(e.urb.tag, URB_SIZE);
-            }
-            self.isos.stop(ctx, &mut self.link, intf, status)?;
             self.restart.retain(|i| *i != intf);
             if !self.away.contains(&intf) {
                 self.away.push(intf);
@@ -487,95 +422,13 @@ impl ExternalTask {
             self.probe(dev, d, Some(intf));
             self.restart.push(intf);
         }
-        Ok(())
     }
 
-    /// Start the data endpoints (of the interfaces `only`, or of all): one
-    /// URB on every interrupt and bulk IN endpoint of the configuration's
-    /// settings 0 of the interfaces it binds ([`driver::binding`]) that
-    /// `endpoints:` does not list, and what the `endpoints:` entries say.
+    /// Start the drivers' data loops (of the interfaces `only`, or of
+    /// all: [`peer_loop::start`]).
     fn start_eps(&mut self, ctx: &mut Ctx, now: u64, only: Option<&[u8]>) {
-        let Some(dev) = ctx.dev(self.dev) else {
-            return;
-        };
-        let mine = |num: u8| only.is_none_or(|o| o.contains(&num));
-        let speed = dev.speed();
-        let hid = dev.desc.cfg.alts.iter().any(|a| a.alt == 0 && a.class == 3);
-        let entries: Vec<EndpointConfig> =
-            dev.cfg.iter().flat_map(|c| c.endpoints.clone()).collect();
-        let mut plain: Vec<(u8, descriptors::EpDesc, Option<EndpointConfig>)> = dev
-            .desc
-            .cfg
-            .alts
-            .iter()
-            .filter(|a| a.alt == 0 && mine(a.num) && driver::polled(dev, a.num))
-            .flat_map(|a| a.eps.iter().map(|e| (a.num, e)))
-            .filter(|(_, e)| e.dir_in() && matches!(e.xfer_type(), 2 | 3))
-            .filter(|(_, e)| !entries.iter().any(|x| x.ep.0 == e.addr))
-            .map(|(num, e)| (num, e.clone(), None))
-            .collect();
-        let mut isos = vec![];
-        for x in &entries {
-            let Some((num, _, e)) = resolve(dev, x) else {
-                tracing::warn!(
-                    "usb {}: endpoint {:#04x} is not in the device's configuration: left idle",
-                    self.name,
-                    x.ep.0
-                );
-                continue;
-            };
-            if self.failed.contains(&num) || !mine(num) {
-                continue;
-            }
-            if e.xfer_type() == 1 {
-                isos.push((num, e, x.clone()));
-            } else {
-                plain.push((num, e, Some(x.clone())));
-            }
-        }
-        for (intf, e, x) in plain {
-            let unit = if e.xfer_type() == 3 {
-                descriptors::urb_interval(speed, &e).max(1) as u64
-                    * descriptors::interval_unit_ns(speed)
-            } else {
-                POLL
-            };
-            let x = x.as_ref();
-            let out: Option<Arc<[u8]>> =
-                x.and_then(|x| x.data.as_ref()).map(|d| Arc::from(&d.0[..]));
-            let len = match (&out, x.and_then(|x| x.length)) {
-                (Some(d), _) => d.len() as u32,
-                (None, Some(l)) => l.min(MAX_DATA),
-                (None, None) => ((e.mps & 0x7ff) as u32).clamp(1, MAX_DATA),
-            };
-            let tag = ctx.tags.alloc(&mut ctx.rng, URB_SIZE);
-            let flags = if hid && x.is_none() {
-                URB_NO_TRANSFER_DMA_MAP
-            } else {
-                0
-            };
-            let mut urb = ctx.data_urb(self.dev, e.addr, len, flags, tag);
-            if e.xfer_type() == 3 {
-                urb.interval = descriptors::urb_interval(speed, &e);
-            }
-            self.eps.push(Ep {
-                intf,
-                urb,
-                id: 0,
-                inflight: false,
-                unit,
-                due: now,
-                answer: None,
-                outcome: Outcome::Ok,
-                out,
-                every: x.and_then(|x| x.every_ms).unwrap_or(0) as u64 * MS,
-                timeout: x.and_then(|x| x.timeout_ms).map(|t| t as u64 * MS),
-                deadline: 0,
-            });
-        }
-        for (num, e, x) in isos {
-            self.isos.start(ctx, self.dev, (num, e), &x, speed, now);
-        }
+        let n = peer_loop::start(ctx, self.dev, now, only, &self.failed);
+        self.loops |= n > 0;
     }
 
     /// Take the peer's answers; Err: the peer is done or misbehaved.
@@ -606,25 +459,19 @@ impl ExternalTask {
             c.result = Some((a.status, a.actual, data));
             return Ok(());
         }
-        if let Some(e) = self.eps.iter_mut().find(|e| e.inflight && e.id == a.id) {
-            check(&a, &e.urb)?;
-            if e.answer.is_some() {
-                return Err(AnswerError::Twice(a.id).into());
-            }
-            e.answer = Some(a);
-            return Ok(());
-        }
-        let Some(a) = self.isos.accept(a)? else {
-            return Ok(());
-        };
         if self.link.forgotten(a.id) {
             return Ok(());
         }
         {
             let mut g = self.program.lock_ok();
-            if g.pending.contains(&a.id) {
+            if g.waits(a.id) {
+                // A program's URB, or a driver's (checked when its loop
+                // takes it).
                 g.answer(a.id, (a.status, a.actual, a.data, a.pkts));
                 return Ok(());
+            }
+            if g.driver_answered(a.id) {
+                return Err(AnswerError::Twice(a.id).into());
             }
             // A late answer to a URB the program discarded.
             if g.was_discarded(a.id) {
@@ -795,124 +642,8 @@ impl ExternalTask {
         }
     }
 
-    /// CLEAR_FEATURE(ENDPOINT_HALT) after a stall: the peer's with
-    /// `ep0: peer`, else answered by monfs.
-    fn halt(&mut self, dev: DevId, ep: u8) {
-        if self.remote {
-            let s = setup(0x02, 0x01, 0, ep as u16, 0);
-            self.ctrl
-                .push_back(CtrlReq::new(s, None, Some(self.class_tag)));
-        } else {
-            self.runner.q.push_back(clear_halt(dev, ep, self.class_tag));
-        }
-    }
-
-    /// The data endpoints; returns when to run next.
-    fn step_eps(&mut self, ctx: &mut Ctx, now: u64) -> Result<Option<u64>, PeerError> {
-        let dev = self.dev;
-        let mut next: Option<u64> = None;
-        for i in 0..self.eps.len() {
-            if !self.eps[i].inflight {
-                if now >= self.eps[i].due {
-                    let e = &mut self.eps[i];
-                    let out = e.out.clone();
-                    let placed = ctx.submit_urb(dev, &mut e.urb, out, vec![], Place::Given, now);
-                    if placed.is_err() {
-                        e.outcome = Outcome::SubmitError;
-                        e.due = now + ctx.rng.range(10 * MS, 20 * MS);
-                    } else if let Ok((outcome, _)) = placed {
-                        e.outcome = outcome;
-                        let id = self.link.id();
-                        let e = &mut self.eps[i];
-                        e.id = id;
-                        e.inflight = true;
-                        e.answer = None;
-                        let polls = if outcome == Outcome::Ok {
-                            1
-                        } else {
-                            ctx.rng.range(1, 4)
-                        };
-                        e.due = now + polls * e.unit;
-                        if let Some(t) = e.timeout {
-                            e.deadline = now + t;
-                            e.due = e.due.min(e.deadline);
-                        }
-                        let e = &self.eps[i];
-                        let line = submit_line(id, &e.urb, e.out.as_deref());
-                        self.link.send(line)?;
-                    }
-                }
-            } else if now >= self.eps[i].due {
-                let e = &mut self.eps[i];
-                let (tag, id) = (e.urb.tag, e.id);
-                let again = if e.every > 0 {
-                    e.every
-                } else {
-                    ctx.rng.range(8 * US, 40 * US)
-                };
-                if e.outcome != Outcome::Ok {
-                    // An injected fault ends the URB; the peer forgets it.
-                    let st = e.outcome.status();
-                    e.inflight = false;
-                    e.answer = None;
-                    ctx.complete(dev, tag, now, st, 0, None, vec![], 0, 0);
-                    if e.outcome == Outcome::Stall {
-                        let ep = e.urb.ep | if e.urb.dir_in { 0x80 } else { 0 };
-                        self.halt(dev, ep);
-                    }
-                    self.eps[i].due = now + ctx.rng.range(MS, 3 * MS).max(again);
-                    self.link.give_up(id, st)?;
-                } else if let Some(a) = e.answer.take() {
-                    e.inflight = false;
-                    let data: Option<Arc<[u8]>> = (!a.data.is_empty()).then(|| Arc::from(a.data));
-                    ctx.complete(
-                        dev,
-                        tag,
-                        now,
-                        a.status,
-                        a.actual,
-                        data.clone(),
-                        vec![],
-                        0,
-                        0,
-                    );
-                    if let (0, Some(d), true) = (a.status, &data, e.urb.dir_in) {
-                        // The interrupt IN report usbhid hands the HID core.
-                        ctx.driver_input(dev, e.urb.ep | 0x80, d, a.actual);
-                    }
-                    if a.status == EPIPE {
-                        let ep = e.urb.ep | if e.urb.dir_in { 0x80 } else { 0 };
-                        self.halt(dev, ep);
-                    }
-                    self.eps[i].due = now + again;
-                } else if e.timeout.is_some() && now >= e.deadline {
-                    // libusb's timeout: the URB is discarded (usb_unlink_urb).
-                    e.inflight = false;
-                    ctx.complete(dev, tag, now, ECONNRESET, 0, None, vec![], 0, 0);
-                    self.eps[i].due = now + again;
-                    self.link.give_up(id, ECONNRESET)?;
-                } else {
-                    // Nothing yet (NAK): poll again next interval.
-                    let k = (now - e.due) / e.unit + 1;
-                    e.due += k * e.unit;
-                    if e.timeout.is_some() {
-                        e.due = e.due.min(e.deadline);
-                    }
-                }
-            }
-            let due = self.eps[i].due;
-            next = Some(next.map_or(due, |n| n.min(due)));
-        }
-        self.isos.step(ctx, dev, &mut self.link, now, &mut next)?;
-        Ok(next)
-    }
-
     fn run(&mut self, ctx: &mut Ctx, now: u64) -> Result<Option<u64>, PeerError> {
         self.drain()?;
-        self.drop_detached_halts(ctx);
-        if let Some(t) = run_recovery(&mut self.runner, ctx, self.class_tag, now) {
-            return Ok(Some(t));
-        }
         if !self.started {
             if let Some(t) = self.step_ctrl(ctx, now)? {
                 return Ok(Some(t));
@@ -920,7 +651,7 @@ impl ExternalTask {
             self.started = true;
             self.start_eps(ctx, now, None);
         }
-        self.follow_bindings(ctx)?;
+        self.follow_bindings(ctx);
         if !self.restart.is_empty() {
             if let Some(t) = self.step_ctrl(ctx, now)? {
                 return Ok(Some(t));
@@ -928,20 +659,20 @@ impl ExternalTask {
             let restart = std::mem::take(&mut self.restart);
             self.start_eps(ctx, now, Some(&restart));
         }
-        // The peer's clear-halt requests (`ep0: peer`).
+        // Requests queued since (a probe's next ones).
         let c = if self.cur.is_some() || !self.ctrl.is_empty() {
             self.step_ctrl(ctx, now)?
         } else {
             None
         };
-        let e = self.step_eps(ctx, now)?;
-        let mut next = match (c, e) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let mut next = c;
         if !self.program.lock_ok().pending.is_empty() {
             // A program's URB waits for the peer: look for its answer soon.
             next = Some(next.map_or(now + MS, |n| n.min(now + MS)));
+        } else if self.loops {
+            // The drivers' loops use the peer: look at it about as often
+            // as they poll it, for a peer that ends meanwhile.
+            next = Some(next.map_or(now + LOOK, |n| n.min(now + LOOK)));
         }
         // Nothing to poll: look for a peer that ends now and then.
         Ok(Some(next.unwrap_or(now + 100 * MS)))

@@ -1,17 +1,21 @@
-//! The isochronous endpoints of an external device: several URBs queued
-//! on consecutive (micro)frames, each completed at the end of its frames
-//! with the peer's packets, or with every packet missed.
+//! The drivers' isochronous streams on a device answered by a peer
+//! process (an external device's isochronous `endpoints:` entries):
+//! several URBs queued on consecutive (micro)frames, each completed at the
+//! end of its frames with the peer's packets, or with every packet
+//! missed; the peer reached as by [`super::peer_loop`].
 
 use std::sync::Arc;
 
+use crate::base::sync::LockExt;
 use crate::config::EndpointConfig;
 use crate::usbmon::event::{IsoDesc, URB_ISO_ASAP};
 
-use super::super::super::ctx::*;
-use super::super::super::descriptors::{self, Speed};
-use super::super::super::peer::protocol::{check_iso, submit_line_iso, Answer};
-use super::super::super::peer::{AnswerError, PeerError};
-use super::link::Link;
+use crate::sim::usb::ctx::*;
+use crate::sim::usb::descriptors::{self, Speed};
+use crate::sim::usb::peer::protocol::{check_iso, submit_line_iso, Answer};
+use crate::sim::usb::peer::PeerError;
+
+use super::peer_urb::{give_up, peer, take};
 
 /// Bytes that may wait in the peer's input before an isochronous URB's
 /// line: past them the peer is behind, and the URB is not offered to it
@@ -34,14 +38,17 @@ struct IsoSlot {
     /// Its first (micro)frame.
     start: u64,
     outcome: Outcome,
-    answer: Option<Answer>,
 }
 
 /// An isochronous endpoint: several URBs queued on consecutive
-/// (micro)frames, each resubmitted when it completes.
-struct IsoEp {
+/// (micro)frames, each resubmitted when it completes, until the driver is
+/// unbound from its interface.
+pub(super) struct IsoEp {
+    dev: DevId,
     /// Its interface.
     intf: u8,
+    /// The driver's binding when the stream began.
+    owner: Option<Owner>,
     urb: Urb,
     pkt_len: u32,
     /// Time per packet: the endpoint's interval.
@@ -54,22 +61,17 @@ struct IsoEp {
     out: Option<Arc<[u8]>>,
 }
 
-/// The isochronous endpoints of a device.
-#[derive(Default)]
-pub(super) struct IsoEps(Vec<IsoEp>);
-
-impl IsoEps {
-    /// Start isochronous endpoint `e` of device `dev` as its `endpoints:`
-    /// entry `x` says.
-    pub(super) fn start(
-        &mut self,
+impl IsoEp {
+    /// The stream of isochronous endpoint `e` of interface `intf` of device
+    /// `dev` as its `endpoints:` entry `x` says, from `now`.
+    pub(super) fn new(
         ctx: &mut Ctx,
         dev: DevId,
         (intf, e): (u8, descriptors::EpDesc),
         x: &EndpointConfig,
         speed: Speed,
         now: u64,
-    ) {
+    ) -> IsoEp {
         let npk = x.packets.unwrap_or(8);
         let pkt_len = e.max_per_interval(speed);
         let unit = descriptors::interval_unit_ns(speed);
@@ -84,7 +86,6 @@ impl IsoEps {
                 due: now + k as u64 * ctx.rng.range(3 * US, 12 * US),
                 start: 0,
                 outcome: Outcome::Ok,
-                answer: None,
             })
             .collect();
         let mut urb = ctx.data_urb(dev, e.addr, npk * pkt_len, URB_ISO_ASAP, 0);
@@ -100,8 +101,10 @@ impl IsoEps {
             };
             Arc::from(buf)
         });
-        self.0.push(IsoEp {
+        IsoEp {
+            dev,
             intf,
+            owner: ctx.interface_owner(dev, intf),
             urb,
             pkt_len,
             pkt_ns,
@@ -109,35 +112,27 @@ impl IsoEps {
             slots,
             next_start: now + MS,
             out,
-        });
+        }
     }
 
-    /// Submit isochronous URB `j` of endpoint `k` for the next free
-    /// (micro)frames, as URB_ISO_ASAP does.
-    fn submit(
-        &mut self,
-        ctx: &mut Ctx,
-        (dev, link): (DevId, &mut Link),
-        k: usize,
-        j: usize,
-        now: u64,
-    ) -> Result<(), PeerError> {
-        let iso = &mut self.0[k];
-        let npk = iso.urb.npk;
-        let dur = npk as u64 * iso.pkt_ns;
-        let earliest = iso.next_start.max(now + iso.pkt_ns);
-        let start = earliest.div_ceil(iso.unit) * iso.unit;
-        iso.next_start = start + dur;
-        let mut urb = iso.urb;
-        urb.tag = iso.slots[j].tag;
+    /// Submit isochronous URB `j` for the next free (micro)frames, as
+    /// URB_ISO_ASAP does.
+    fn submit(&mut self, ctx: &mut Ctx, j: usize, now: u64) -> Result<(), PeerError> {
+        let dev = self.dev;
+        let npk = self.urb.npk;
+        let dur = npk as u64 * self.pkt_ns;
+        let earliest = self.next_start.max(now + self.pkt_ns);
+        let start = earliest.div_ceil(self.unit) * self.unit;
+        self.next_start = start + dur;
+        let mut urb = self.urb;
+        urb.tag = self.slots[j].tag;
         urb.sched_frame = ctx.start_frame(dev, start);
-        let pl = iso.pkt_len;
-        let out = iso.out.clone();
+        let pl = self.pkt_len;
+        let out = self.out.clone();
         let descs = iso_packets(npk, pl, pl);
         let placed = ctx.submit_urb(dev, &mut urb, out.clone(), descs, Place::Given, now);
-        let sl = &mut self.0[k].slots[j];
+        let sl = &mut self.slots[j];
         sl.start = start;
-        sl.answer = None;
         let Ok((outcome, _)) = placed else {
             // Refused; tried again when its frames would have ended.
             sl.outcome = Outcome::SubmitError;
@@ -145,15 +140,19 @@ impl IsoEps {
             return Ok(());
         };
         sl.outcome = outcome;
-        let id = link.id();
-        let sl = &mut self.0[k].slots[j];
-        sl.id = id;
         sl.inflight = true;
         sl.due = start + dur + ctx.rng.range(0, 60 * US);
         let lens = vec![pl; npk as usize];
+        let p = peer(ctx, dev)?;
+        let id = p.id();
         let line = submit_line_iso(id, &urb, out.as_deref(), &lens);
-        let offered = link.offer(line, ISO_BACKLOG)?;
-        self.0[k].slots[j].offered = offered;
+        let offered = p.tx.offer(line, ISO_BACKLOG)?;
+        if offered {
+            p.answers.lock_ok().drivers.insert(id);
+        }
+        let sl = &mut self.slots[j];
+        sl.id = id;
+        sl.offered = offered;
         if !offered {
             if let Some(suppressed) = BEHIND_LOG.allow() {
                 tracing::warn!(
@@ -167,26 +166,35 @@ impl IsoEps {
         Ok(())
     }
 
-    /// Isochronous URB `j` of endpoint `k` reaches the end of its frames:
-    /// it completes with the peer's packets, or with every packet missed
-    /// (-18) if the peer has not answered in time.
-    fn complete(
-        &mut self,
-        ctx: &mut Ctx,
-        (dev, link): (DevId, &mut Link),
-        k: usize,
-        j: usize,
-        now: u64,
-    ) -> Result<(), PeerError> {
-        let iso = &mut self.0[k];
-        let (npk, pl, dir_in) = (iso.urb.npk, iso.pkt_len, iso.urb.dir_in);
-        let out = iso.out.clone();
-        let sl = &mut iso.slots[j];
+    /// The peer's answer to isochronous URB `j`, if it came (and it was
+    /// offered the URB), checked against the URB.
+    fn answer(&self, ctx: &Ctx, j: usize) -> Result<Option<Answer>, PeerError> {
+        let sl = &self.slots[j];
+        if !sl.offered {
+            return Ok(None);
+        }
+        let Some(a) = take(peer(ctx, self.dev)?, sl.id) else {
+            return Ok(None);
+        };
+        let mut urb = self.urb;
+        urb.tag = sl.tag;
+        check_iso(&a, &urb, self.pkt_len).map_err(PeerError::from)?;
+        Ok(Some(a))
+    }
+
+    /// Isochronous URB `j` reaches the end of its frames: it completes
+    /// with the peer's packets, or with every packet missed (-18) if the
+    /// peer has not answered in time.
+    fn complete(&mut self, ctx: &mut Ctx, j: usize, now: u64) -> Result<(), PeerError> {
+        let dev = self.dev;
+        let answer = self.answer(ctx, j)?;
+        let (npk, pl, dir_in) = (self.urb.npk, self.pkt_len, self.urb.dir_in);
+        let out = self.out.clone();
+        let sl = &mut self.slots[j];
         sl.inflight = false;
         sl.due = now + ctx.rng.range(5 * US, 40 * US);
         let (tag, id, outcome, offered) = (sl.tag, sl.id, sl.outcome, sl.offered);
         let frame = ctx.start_frame(dev, sl.start);
-        let answer = sl.answer.take();
         let missed = |st| -> Vec<IsoDesc> {
             (0..npk)
                 .map(|i| IsoDesc {
@@ -253,78 +261,61 @@ impl IsoEps {
         };
         match unlink {
             // The peer is told, unless it never got the URB.
-            Some(st) if offered => link.give_up(id, st),
+            Some(st) if offered => give_up(ctx, dev, id, st),
             _ => Ok(()),
         }
     }
 
-    /// The driver of interface `intf` is gone: its endpoints stop (the
-    /// core killed their URBs, with `status`), the peer is told of those it
-    /// got, and their tags are free.
-    pub(super) fn stop(
-        &mut self,
-        ctx: &mut Ctx,
-        link: &mut Link,
-        intf: u8,
-        status: i32,
-    ) -> Result<(), PeerError> {
-        let (gone, kept): (Vec<IsoEp>, Vec<IsoEp>) = std::mem::take(&mut self.0)
-            .into_iter()
-            .partition(|e| e.intf == intf);
-        self.0 = kept;
-        for e in gone {
-            let size = iso_urb_size(e.urb.npk);
-            for sl in e.slots {
+    /// Submit or complete the isochronous URBs that are due; returns when
+    /// one is due next, None once the driver is unbound.
+    fn run(&mut self, ctx: &mut Ctx, now: u64) -> Result<Option<u64>, PeerError> {
+        // Unbound (a program detached the driver, which killed its URBs):
+        // the peer is told of those it got, with -2 if the driver unbinds
+        // softly, else -108; their tags are free.
+        if ctx.unbound(self.dev, self.owner) {
+            let soft = ctx
+                .dev(self.dev)
+                .is_some_and(|x| super::soft_unbind(x, self.intf));
+            let status = if soft { ENOENT } else { ESHUTDOWN };
+            let size = iso_urb_size(self.urb.npk);
+            for j in 0..self.slots.len() {
+                let sl = &self.slots[j];
                 if sl.inflight && sl.offered {
-                    link.give_up(sl.id, status)?;
+                    give_up(ctx, self.dev, sl.id, status)?;
                 }
-                ctx.tags.free(sl.tag, size);
+                ctx.tags.free(self.slots[j].tag, size);
             }
+            return Ok(None);
         }
-        Ok(())
+        let mut next: Option<u64> = None;
+        for j in 0..self.slots.len() {
+            let sl = &self.slots[j];
+            if now >= sl.due {
+                if sl.inflight {
+                    self.complete(ctx, j, now)?;
+                } else {
+                    self.submit(ctx, j, now)?;
+                }
+            }
+            let due = self.slots[j].due;
+            next = Some(next.map_or(due, |n| n.min(due)));
+        }
+        Ok(next)
     }
+}
 
-    /// Take answer `a` if it completes an isochronous URB in flight;
-    /// Some(a) back if it does not.
-    pub(super) fn accept(&mut self, a: Answer) -> Result<Option<Answer>, PeerError> {
-        for iso in &mut self.0 {
-            let (urb, pl) = (iso.urb, iso.pkt_len);
-            if let Some(sl) = iso.slots.iter_mut().find(|s| s.inflight && s.id == a.id) {
-                check_iso(&a, &urb, pl)?;
-                if sl.answer.is_some() {
-                    return Err(AnswerError::Twice(a.id).into());
-                }
-                sl.answer = Some(a);
-                return Ok(None);
+impl Task for IsoEp {
+    fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
+        if !ctx.alive(self.dev) {
+            // Unplugged: the device's model lets the peer go.
+            return None;
+        }
+        match self.run(ctx, now) {
+            Ok(next) => next,
+            Err(why) => {
+                ctx.peer_gone(self.dev, &why, now);
+                None
             }
         }
-        Ok(Some(a))
-    }
-
-    /// Submit or complete the isochronous URBs that are due; `next`
-    /// becomes the earliest time one is due next.
-    pub(super) fn step(
-        &mut self,
-        ctx: &mut Ctx,
-        dev: DevId,
-        link: &mut Link,
-        now: u64,
-        next: &mut Option<u64>,
-    ) -> Result<(), PeerError> {
-        for k in 0..self.0.len() {
-            for j in 0..self.0[k].slots.len() {
-                let sl = &self.0[k].slots[j];
-                if now >= sl.due {
-                    if sl.inflight {
-                        self.complete(ctx, (dev, &mut *link), k, j, now)?;
-                    } else {
-                        self.submit(ctx, (dev, &mut *link), k, j, now)?;
-                    }
-                }
-                let due = self.0[k].slots[j].due;
-                *next = Some(next.map_or(due, |n| n.min(due)));
-            }
-        }
-        Ok(())
     }
 }
