@@ -722,3 +722,43 @@ fn a_peer_that_falls_behind_misses_frames_and_one_that_stops_reading_is_unplugge
         "{text}"
     );
 }
+
+/// usbhid's interrupt IN URB on an external keyboard ends as hid_irq_in
+/// ends it: unlinked (-2, the device's third data transfer here), it is
+/// not submitted again, and the keyboard's input stops there, while the
+/// bus (the mouse beside it) runs on.
+#[test]
+fn usbhid_on_an_external_keyboard_stops_at_an_unlinked_urb() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = common::compile_c("hid_keyboard", dir.path());
+    let cfg = config(&[bin.to_str().unwrap(), "abcdefgh\n"], 0).replace(
+        "          command:",
+        "          errors: {unlink_every: 3}\n          command:",
+    );
+    let m = Mount::with_config(&cfg);
+    let (mut cat, cap) = cat_1u(&m);
+    let (text, dev) = wait_for(
+        "the keyboard's unlinked URB and 20 mouse reports after it",
+        || {
+            let t = read(&cap);
+            let dev = kbd_devnum(&t)?;
+            let at = t.find(&format!(" C Ii:1:{dev}:1 -2:"))?;
+            let mouse = t[at..]
+                .lines()
+                .filter(|l| l.contains(" C Ii:1:") && !l.contains(&format!(":{dev}:")))
+                .count();
+            (mouse >= 20).then_some((t, dev))
+        },
+    );
+    let _ = cat.kill();
+    let _ = cat.wait();
+    let ep1 = format!(" Ii:1:{dev}:1 ");
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains(&ep1)).collect();
+    let last = lines.last().unwrap();
+    assert!(last.contains(&format!(" C Ii:1:{dev}:1 -2:")), "{lines:#?}");
+    assert_eq!(
+        lines.iter().filter(|l| l.contains(" -2:")).count(),
+        1,
+        "{lines:#?}"
+    );
+}

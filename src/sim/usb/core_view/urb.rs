@@ -325,7 +325,7 @@ fn peer_answers(dev: &Device, urb: &Urb) -> bool {
         return true;
     }
     // CLEAR_FEATURE(ENDPOINT_HALT) is monfs's, as after a stall of the
-    // model's own URBs.
+    // drivers' URBs.
     if (s[0], s[1]) == (0x02, 0x01) && s[2] == 0 && s[3] == 0 {
         return false;
     }

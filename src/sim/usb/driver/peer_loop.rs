@@ -117,9 +117,14 @@ pub(crate) fn start(
             urb.interval = descriptors::urb_interval(speed, &e);
         }
         let owner = ctx.interface_owner(d, intf);
+        let usbhid = x.is_none()
+            && ctx
+                .dev(d)
+                .is_some_and(|x| super::bound(x, intf) == Some(super::usbhid::NAME));
         let t = PeerLoop {
             dev: d,
             intf,
+            usbhid,
             owner,
             urb,
             id: 0,
@@ -162,6 +167,9 @@ struct PeerLoop {
     dev: DevId,
     /// Its interface.
     intf: u8,
+    /// usbhid's interrupt IN URB, which ends as hid_irq_in ends it
+    /// ([`PeerLoop::after_fault`]).
+    usbhid: bool,
     /// The driver's binding when the loop began.
     owner: Option<Owner>,
     urb: Urb,
@@ -281,6 +289,26 @@ impl PeerLoop {
         Ok(Some(h.map_or(e, |h| h.min(e))))
     }
 
+    /// When the URB goes again after an injected fault ended it: usbhid's
+    /// as hid_irq_in has it (an unlinked URB not at all: the loop ends
+    /// and the device's input with it; a babble at once; another error
+    /// after hid_io_error's retry delay), another driver's a moment later.
+    fn after_fault(&mut self, ctx: &mut Ctx, now: u64, again: u64) -> u64 {
+        if !self.usbhid {
+            return now + ctx.rng.range(MS, 3 * MS).max(again);
+        }
+        match self.outcome {
+            Outcome::Unlink => {
+                ctx.tags.free(self.urb.tag, URB_SIZE);
+                self.ended = true;
+                now
+            }
+            Outcome::Stall => now + ctx.rng.range(MS, 3 * MS),
+            Outcome::Proto(EOVERFLOW) => now + again,
+            _ => now + ctx.rng.range(10 * MS, 20 * MS),
+        }
+    }
+
     /// Submit the URB, or look at it in flight; returns when to run next.
     fn run_ep(&mut self, ctx: &mut Ctx, now: u64) -> Result<u64, PeerError> {
         if let Some(t) = run_recovery(&mut self.runner, ctx, self.class_tag, now) {
@@ -327,8 +355,8 @@ impl PeerLoop {
             if self.outcome == Outcome::Stall {
                 self.halt();
             }
-            self.due = now + ctx.rng.range(MS, 3 * MS).max(again);
             give_up(ctx, dev, id, st)?;
+            self.due = self.after_fault(ctx, now, again);
         } else if let Some(a) = answer(ctx, dev, id, &self.urb)? {
             self.inflight = false;
             let data: Option<Arc<[u8]>> = (!a.data.is_empty()).then(|| Arc::from(a.data));

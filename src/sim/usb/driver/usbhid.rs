@@ -20,11 +20,14 @@ use super::int_in::{DeviceFunction, InLoop};
 /// usbhid.
 pub(super) struct UsbHid;
 
+/// usbhid's name.
+pub(crate) const NAME: &str = "usbhid";
+
 static IDS: [UsbDeviceId; 1] = [UsbDeviceId::interface_class(3)];
 
 impl HostDriver for UsbHid {
     fn name(&self) -> &'static str {
-        "usbhid"
+        NAME
     }
     fn id_table(&self) -> &'static [UsbDeviceId] {
         &IDS
