@@ -193,7 +193,19 @@ fn trace_and_pipe() {
     let last = tr.lines().last().unwrap();
     assert!(last.starts_with("          worker-1234    ["), "{last}");
     assert!(last.ends_with(": tick: count=7 label=hello"), "{last}");
-    assert!(last.contains("] .....   100."), "{last}");
+    // The time: the virtual clock's uptime (from 100 s on, as much more
+    // as the test took on this host), in seconds with six decimals.
+    let ts = last
+        .split("] .....")
+        .nth(1)
+        .unwrap()
+        .split(':')
+        .next()
+        .unwrap();
+    assert_eq!(ts.len(), 13, "{last}");
+    let (secs, frac) = ts.trim().split_once('.').unwrap();
+    assert!(secs.parse::<u64>().unwrap() >= 100, "{last}");
+    assert!(frac.len() == 6 && frac.parse::<u32>().is_ok(), "{last}");
     // trace_pipe consumes; a partial read leaves the rest for the next.
     let p = open(&tree, "trace_pipe", libc::O_RDONLY);
     let a = p.read(0, 10).unwrap();
