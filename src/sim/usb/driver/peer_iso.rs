@@ -306,16 +306,6 @@ impl IsoEp {
 
 impl Task for IsoEp {
     fn step(&mut self, ctx: &mut Ctx, now: u64) -> Option<u64> {
-        if !ctx.alive(self.dev) {
-            // Unplugged: the device's model lets the peer go.
-            return None;
-        }
-        match self.run(ctx, now) {
-            Ok(next) => next,
-            Err(why) => {
-                ctx.peer_gone(self.dev, &why, now);
-                None
-            }
-        }
+        super::peer_urb::step(ctx, self.dev, now, |ctx| self.run(ctx, now))
     }
 }

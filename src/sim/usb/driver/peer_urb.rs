@@ -52,6 +52,28 @@ pub(super) fn answer(ctx: &Ctx, d: DevId, id: u64, urb: &Urb) -> Result<Option<A
     Ok(Some(a))
 }
 
+/// One step of a driver's task on device `d`, `run`: when to run next;
+/// None once the device is unplugged (its model lets the peer go, the hub
+/// driver ends what is in flight) or the peer misbehaved, which unplugs
+/// the device ([`Ctx::peer_gone`]).
+pub(super) fn step(
+    ctx: &mut Ctx,
+    d: DevId,
+    now: u64,
+    run: impl FnOnce(&mut Ctx) -> Result<Option<u64>, PeerError>,
+) -> Option<u64> {
+    if !ctx.alive(d) {
+        return None;
+    }
+    match run(ctx) {
+        Ok(next) => next,
+        Err(why) => {
+            ctx.peer_gone(d, &why, now);
+            None
+        }
+    }
+}
+
 /// The driver gave up on its URB `id` (killed it with `status`): the peer
 /// is told, and a late answer to it is let go.
 pub(super) fn give_up(ctx: &Ctx, d: DevId, id: u64, status: i32) -> Result<(), PeerError> {
