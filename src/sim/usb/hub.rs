@@ -303,18 +303,14 @@ impl Ctx {
                 return;
             };
             h.int_inflight = true;
-            h.int_completion = false;
+            // A fault ends it at the endpoint's next poll.
+            h.int_completion = outcome != Outcome::Ok;
             h.int_outcome = outcome;
-            outcome != Outcome::Ok
-                || h.ports.iter().enumerate().any(|(i, p)| {
-                    p.change & (PC_CONNECTION | PC_ENABLE) != 0 && h.reported & (1 << (i + 1)) == 0
-                })
+            h.ports.iter().enumerate().any(|(i, p)| {
+                p.change & (PC_CONNECTION | PC_ENABLE) != 0 && h.reported & (1 << (i + 1)) == 0
+            })
         };
         if outcome != Outcome::Ok {
-            // The fault ends it at the endpoint's next poll.
-            if let Some(h) = self.dev_mut(hub).and_then(|d| d.hub.as_mut()) {
-                h.int_completion = true;
-            }
             let delay = self
                 .rng
                 .range(100 * US, self.hub_interval(hub).max(200 * US));

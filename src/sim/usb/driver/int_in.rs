@@ -66,6 +66,25 @@ pub(crate) fn poll_unit(speed: Speed, ep: &EpDesc) -> u64 {
     descriptors::urb_interval(speed, ep).max(1) as u64 * descriptors::interval_unit_ns(speed)
 }
 
+/// How long usbhid waits after an injected fault ended its interrupt IN
+/// URB with `outcome`, as hid_irq_in takes each status: a stall is
+/// cleared (reset_work's clear-halt) before the URB goes again; a babble
+/// (-75) goes again at once (`at_once`); another error after
+/// hid_io_error's retry delay (13 ms at first); None: an unlinked URB (-2)
+/// is not resubmitted, the driver's input stops there.
+pub(crate) fn usbhid_retry(
+    ctx: &mut Ctx,
+    outcome: Outcome,
+    at_once: impl FnOnce(&mut Ctx) -> u64,
+) -> Option<u64> {
+    Some(match outcome {
+        Outcome::Unlink => return None,
+        Outcome::Stall => ctx.rng.range(MS, 3 * MS),
+        Outcome::Proto(EOVERFLOW) => at_once(ctx),
+        _ => ctx.rng.range(10 * MS, 20 * MS),
+    })
+}
+
 /// If `outcome` is an injected fault, complete the URB `tag` on `ep` of
 /// `dev` with it (a stall queues the class driver's clear-halt on
 /// `runner`) and return true; false: the URB completes normally.
@@ -187,23 +206,12 @@ impl<S: InSource> Task for InLoop<S> {
         self.waiting = false;
         let (dev, tag) = (self.dev, self.urb.tag);
         let at = (dev, self.ep, tag);
-        // As hid_irq_in takes each status: a stall is cleared
-        // (reset_work's clear-halt) before the URB goes again; an
-        // unlinked URB (-2) is not resubmitted, the driver's input stops
-        // there; a babble (-75) is resubmitted at once; another error
-        // after hid_io_error's retry delay (13 ms at first).
         if end_by_fault(ctx, at, now, self.outcome, &mut self.runner, self.class_tag) {
-            return Some(
-                now + match self.outcome {
-                    Outcome::Stall => ctx.rng.range(MS, 3 * MS),
-                    Outcome::Unlink => {
-                        ctx.tags.free(self.urb.tag, URB_SIZE);
-                        return None;
-                    }
-                    Outcome::Proto(EOVERFLOW) => ctx.rng.range(8 * US, 40 * US),
-                    _ => ctx.rng.range(10 * MS, 20 * MS),
-                },
-            );
+            let retry = usbhid_retry(ctx, self.outcome, |ctx| ctx.rng.range(8 * US, 40 * US));
+            if retry.is_none() {
+                ctx.tags.free(self.urb.tag, URB_SIZE);
+            }
+            return retry.map(|t| now + t);
         }
         let (n, data) = self.src.data(ctx, now);
         ctx.complete(dev, tag, now, 0, n, Some(data.clone()), Vec::new(), 0, 0);

@@ -20,6 +20,7 @@ use crate::sim::usb::descriptors::{self, EpDesc};
 use crate::sim::usb::peer::PeerError;
 
 use super::generic::resolve;
+use super::int_in::usbhid_retry;
 use super::peer_iso::IsoEp;
 use super::peer_urb::{answer, give_up, send};
 use super::recovery::{clear_halt, run_recovery};
@@ -290,22 +291,20 @@ impl PeerLoop {
     }
 
     /// When the URB goes again after an injected fault ended it: usbhid's
-    /// as hid_irq_in has it (an unlinked URB not at all: the loop ends
-    /// and the device's input with it; a babble at once; another error
-    /// after hid_io_error's retry delay), another driver's a moment later.
+    /// as hid_irq_in has it ([`usbhid_retry`]: after an unlink not at all,
+    /// the loop ends and the device's input with it), another driver's a
+    /// moment later.
     fn after_fault(&mut self, ctx: &mut Ctx, now: u64, again: u64) -> u64 {
         if !self.usbhid {
             return now + ctx.rng.range(MS, 3 * MS).max(again);
         }
-        match self.outcome {
-            Outcome::Unlink => {
+        match usbhid_retry(ctx, self.outcome, |_| again) {
+            Some(t) => now + t,
+            None => {
                 ctx.tags.free(self.urb.tag, URB_SIZE);
                 self.ended = true;
                 now
             }
-            Outcome::Stall => now + ctx.rng.range(MS, 3 * MS),
-            Outcome::Proto(EOVERFLOW) => now + again,
-            _ => now + ctx.rng.range(10 * MS, 20 * MS),
         }
     }
 
